@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "space/cleanup.h"
+#include "space/json.h"
+
+int sp_json_parse(const char *s, size_t len, json_object **ret, sp_error **err)
+{
+        if (len > INT32_MAX)
+                return sp_error_set(err, SP_E_TOO_LARGE, "JSON document too large");
+        json_tokener *tok = json_tokener_new_ex(SP_JSON_MAX_DEPTH);
+        if (!tok)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        json_object *obj = json_tokener_parse_ex(tok, s ? s : "", (int)len);
+        enum json_tokener_error jerr = json_tokener_get_error(tok);
+        size_t consumed = json_tokener_get_parse_end(tok);
+        if (!obj && jerr == json_tokener_continue)
+                jerr = json_tokener_error_parse_eof;
+        json_tokener_free(tok);
+        if (jerr != json_tokener_success) {
+                if (obj)
+                        json_object_put(obj);
+                return sp_error_set(err, SP_E_INVALID, "malformed JSON at byte %zu: %s", consumed,
+                                    json_tokener_error_desc(jerr));
+        }
+        /* Anything but whitespace after the value is an error. */
+        for (size_t i = consumed; i < len; i++)
+                if (!strchr(" \t\r\n", s[i])) {
+                        json_object_put(obj);
+                        return sp_error_set(err, SP_E_INVALID, "malformed JSON: trailing data at byte %zu", i);
+                }
+        *ret = obj;
+        return 0;
+}
+
+const char *sp_json_str(json_object *obj)
+{
+        return json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+/* Looks the field up; returns 1 if present (and not null), 0 if absent, <0 on error. */
+static int lookup(json_object *obj, const char *field, bool required, json_object **ret, sp_error **err)
+{
+        json_object *v = NULL;
+        if (!obj || !json_object_is_type(obj, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "expected a JSON object");
+        if (!json_object_object_get_ex(obj, field, &v) || v == NULL) {
+                if (required)
+                        return sp_error_set(err, SP_E_INVALID, "missing required field '%s'", field);
+                return 0;
+        }
+        *ret = v;
+        return 1;
+}
+
+static int check_string(json_object *v, const char *what, const char *field, size_t max_len, sp_error **err)
+{
+        if (!json_object_is_type(v, json_type_string))
+                return sp_error_set(err, SP_E_INVALID, "%s '%s' must be a string", what, field);
+        size_t n = (size_t)json_object_get_string_len(v);
+        if (n > max_len)
+                return sp_error_set(err, SP_E_INVALID, "%s '%s' is longer than %zu bytes", what, field, max_len);
+        if (memchr(json_object_get_string(v), '\0', n))
+                return sp_error_set(err, SP_E_INVALID, "%s '%s' contains a NUL character", what, field);
+        return 0;
+}
+
+int sp_json_get_string(json_object *obj, const char *field, bool required, size_t max_len, const char **ret,
+                       sp_error **err)
+{
+        json_object *v;
+        int r = lookup(obj, field, required, &v, err);
+        if (r <= 0)
+                return r;
+        if (check_string(v, "field", field, max_len, err) < 0)
+                return -SP_E_INVALID;
+        *ret = json_object_get_string(v);
+        return 0;
+}
+
+int sp_json_get_int(json_object *obj, const char *field, bool required, int64_t min, int64_t max, int64_t *ret,
+                    sp_error **err)
+{
+        json_object *v;
+        int r = lookup(obj, field, required, &v, err);
+        if (r <= 0)
+                return r;
+        bool ok = json_object_is_type(v, json_type_int);
+        int64_t n = 0;
+        if (ok) {
+                errno = 0;
+                n = json_object_get_int64(v);
+                /* json-c saturates out-of-range numbers and flags them with errno. */
+                if (errno == ERANGE)
+                        ok = false;
+                if (json_object_get_uint64(v) > (uint64_t)INT64_MAX)
+                        ok = false;
+        }
+        if (!ok || n < min || n > max)
+                return sp_error_set(err, SP_E_INVALID, "field '%s' must be an integer between %lld and %lld", field,
+                                    (long long)min, (long long)max);
+        *ret = n;
+        return 0;
+}
+
+int sp_json_get_bool(json_object *obj, const char *field, bool required, bool *ret, sp_error **err)
+{
+        json_object *v;
+        int r = lookup(obj, field, required, &v, err);
+        if (r <= 0)
+                return r;
+        if (!json_object_is_type(v, json_type_boolean))
+                return sp_error_set(err, SP_E_INVALID, "field '%s' must be true or false", field);
+        *ret = json_object_get_boolean(v);
+        return 0;
+}
+
+int sp_json_get_object(json_object *obj, const char *field, bool required, json_object **ret, sp_error **err)
+{
+        json_object *v;
+        int r = lookup(obj, field, required, &v, err);
+        if (r <= 0)
+                return r;
+        if (!json_object_is_type(v, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "field '%s' must be an object", field);
+        *ret = v;
+        return 0;
+}
+
+int sp_json_get_array(json_object *obj, const char *field, bool required, size_t max_items, json_object **ret,
+                      sp_error **err)
+{
+        json_object *v;
+        int r = lookup(obj, field, required, &v, err);
+        if (r <= 0)
+                return r;
+        if (!json_object_is_type(v, json_type_array))
+                return sp_error_set(err, SP_E_INVALID, "field '%s' must be an array", field);
+        if (json_object_array_length(v) > max_items)
+                return sp_error_set(err, SP_E_INVALID, "field '%s' has more than %zu items", field, max_items);
+        *ret = v;
+        return 0;
+}
+
+int sp_json_get_strv(json_object *obj, const char *field, bool required, size_t max_items, size_t max_len, char ***ret,
+                     sp_error **err)
+{
+        json_object *arr = NULL;
+        int r = sp_json_get_array(obj, field, required, max_items, &arr, err);
+        if (r < 0 || !arr)
+                return r;
+        size_t n = json_object_array_length(arr);
+        _cleanup_strv_free_ char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                json_object *item = json_object_array_get_idx(arr, i);
+                char name[256];
+                snprintf(name, sizeof(name), "%s[%zu]", field, i);
+                if (!item || check_string(item, "field", name, max_len, err) < 0)
+                        return item ? -SP_E_INVALID
+                                    : sp_error_set(err, SP_E_INVALID, "field '%s' must be a string", name);
+                v[i] = strdup(json_object_get_string(item));
+                if (!v[i])
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+int sp_json_get_string_map(json_object *obj, const char *field, bool required, size_t max_items, size_t max_key,
+                           size_t max_value, json_object **ret, sp_error **err)
+{
+        json_object *map = NULL;
+        int r = sp_json_get_object(obj, field, required, &map, err);
+        if (r < 0 || !map)
+                return r;
+        if ((size_t)json_object_object_length(map) > max_items)
+                return sp_error_set(err, SP_E_INVALID, "field '%s' has more than %zu entries", field, max_items);
+        json_object_object_foreach (map, key, val) {
+                size_t kl = strlen(key);
+                if (kl == 0 || kl > max_key)
+                        return sp_error_set(err, SP_E_INVALID, "field '%s' has a key of %zu bytes (1 to %zu allowed)",
+                                            field, kl, max_key);
+                char name[300];
+                snprintf(name, sizeof(name), "%s.%.*s", field, (int)(kl > 200 ? 200 : kl), key);
+                if (!val)
+                        return sp_error_set(err, SP_E_INVALID, "field '%s' must be a string", name);
+                if (check_string(val, "field", name, max_value, err) < 0)
+                        return -SP_E_INVALID;
+        }
+        *ret = map;
+        return 0;
+}
+
+int sp_json_check_fields(json_object *obj, const char *const *allowed, sp_error **err)
+{
+        if (!obj || !json_object_is_type(obj, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "expected a JSON object");
+        json_object_object_foreach (obj, key, val) {
+                (void)val;
+                bool ok = false;
+                for (size_t i = 0; allowed && allowed[i]; i++)
+                        if (strcmp(allowed[i], key) == 0) {
+                                ok = true;
+                                break;
+                        }
+                if (!ok)
+                        return sp_error_set(err, SP_E_INVALID, "unknown field '%.100s'", key);
+        }
+        return 0;
+}

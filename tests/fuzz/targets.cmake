@@ -1,0 +1,3 @@
+# One line per fuzz target: sp_add_fuzz_target(<name> LIBS <libs>)
+# builds tests/fuzz/fuzz_<name>.c and replays tests/fuzz/corpus/<name>/.
+sp_add_fuzz_target(base64 LIBS space-common)
