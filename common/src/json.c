@@ -6,17 +6,155 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 
+/* json-c's strict mode still accepts single-quoted keys, "1." and raw control
+ * characters in strings; this scanner enforces RFC 8259 first. */
+typedef struct {
+        const char *s;
+        size_t n, i;
+} scan;
+
+static void ws(scan *c)
+{
+        while (c->i < c->n && strchr(" \t\r\n", c->s[c->i]) && c->s[c->i])
+                c->i++;
+}
+
+static bool lit(scan *c, const char *w)
+{
+        size_t l = strlen(w);
+        if (c->n - c->i < l || memcmp(c->s + c->i, w, l) != 0)
+                return false;
+        c->i += l;
+        return true;
+}
+
+static bool digits1(scan *c)
+{
+        size_t start = c->i;
+        while (c->i < c->n && c->s[c->i] >= '0' && c->s[c->i] <= '9')
+                c->i++;
+        return c->i > start;
+}
+
+static bool number(scan *c)
+{
+        if (c->i < c->n && c->s[c->i] == '-')
+                c->i++;
+        if (c->i < c->n && c->s[c->i] == '0')
+                c->i++;
+        else if (!digits1(c))
+                return false;
+        if (c->i < c->n && c->s[c->i] == '.') {
+                c->i++;
+                if (!digits1(c))
+                        return false;
+        }
+        if (c->i < c->n && (c->s[c->i] == 'e' || c->s[c->i] == 'E')) {
+                c->i++;
+                if (c->i < c->n && (c->s[c->i] == '+' || c->s[c->i] == '-'))
+                        c->i++;
+                if (!digits1(c))
+                        return false;
+        }
+        return true;
+}
+
+static bool string(scan *c)
+{
+        if (c->i >= c->n || c->s[c->i] != '"')
+                return false;
+        c->i++;
+        while (c->i < c->n) {
+                unsigned char ch = (unsigned char)c->s[c->i++];
+                if (ch == '"')
+                        return true;
+                if (ch < 0x20)
+                        return false;
+                if (ch == '\\') {
+                        if (c->i >= c->n)
+                                return false;
+                        char e = c->s[c->i++];
+                        if (e == 'u') {
+                                for (int k = 0; k < 4; k++, c->i++)
+                                        if (c->i >= c->n || !strchr("0123456789abcdefABCDEF", c->s[c->i]) ||
+                                            !c->s[c->i])
+                                                return false;
+                        } else if (!strchr("\"\\/bfnrt", e) || !e) {
+                                return false;
+                        }
+                }
+        }
+        return false;
+}
+
+static bool value(scan *c, int depth)
+{
+        if (depth > SP_JSON_MAX_DEPTH)
+                return false;
+        ws(c);
+        if (c->i >= c->n)
+                return false;
+        char ch = c->s[c->i];
+        if (ch == '{' || ch == '[') {
+                char close = ch == '{' ? '}' : ']';
+                c->i++;
+                ws(c);
+                if (c->i < c->n && c->s[c->i] == close) {
+                        c->i++;
+                        return true;
+                }
+                for (;;) {
+                        if (ch == '{') {
+                                ws(c);
+                                if (!string(c))
+                                        return false;
+                                ws(c);
+                                if (c->i >= c->n || c->s[c->i++] != ':')
+                                        return false;
+                        }
+                        if (!value(c, depth + 1))
+                                return false;
+                        ws(c);
+                        if (c->i >= c->n)
+                                return false;
+                        if (c->s[c->i] == close) {
+                                c->i++;
+                                return true;
+                        }
+                        if (c->s[c->i++] != ',')
+                                return false;
+                }
+        }
+        if (ch == '"')
+                return string(c);
+        if (ch == '-' || (ch >= '0' && ch <= '9'))
+                return number(c);
+        return lit(c, "true") || lit(c, "false") || lit(c, "null");
+}
+
 int sp_json_parse(const char *s, size_t len, json_object **ret, sp_error **err)
 {
         if (len > INT32_MAX)
                 return sp_error_set(err, SP_E_TOO_LARGE, "JSON document too large");
-        json_tokener *tok = json_tokener_new_ex(SP_JSON_MAX_DEPTH);
+        scan c = {.s = s ? s : "", .n = s ? len : 0, .i = 0};
+        bool ok = value(&c, 1);
+        ws(&c);
+        if (!ok || c.i != c.n)
+                return sp_error_set(err, SP_E_INVALID, "malformed JSON at byte %zu", c.i);
+
+        json_tokener *tok = json_tokener_new_ex(SP_JSON_MAX_DEPTH + 1);
         if (!tok)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
         json_object *obj = json_tokener_parse_ex(tok, s ? s : "", (int)len);
         enum json_tokener_error jerr = json_tokener_get_error(tok);
         size_t consumed = json_tokener_get_parse_end(tok);
+        if (!obj && jerr == json_tokener_continue) {
+                /* A top-level number needs an end marker: feed one NUL. */
+                obj = json_tokener_parse_ex(tok, "", 1);
+                jerr = json_tokener_get_error(tok);
+                consumed = len;
+        }
         if (!obj && jerr == json_tokener_continue)
                 jerr = json_tokener_error_parse_eof;
         json_tokener_free(tok);
