@@ -215,7 +215,8 @@ static int get_session(json_object *o, pr_agent_request *r, sp_error **err)
 
 static int parse_exec(json_object *o, pr_agent_request *r, sp_error **err)
 {
-        static const char *const allowed[] = {"op", "session", "argv", "env", "cwd", "user", "pty", "stdin", NULL};
+        static const char *const allowed[] = {"op",   "session", "argv",  "env",    "cwd",
+                                              "user", "pty",     "stdin", "window", NULL};
         if (sp_json_check_fields(o, allowed, err) < 0 || get_session(o, r, err) < 0)
                 return -SP_E_INVALID;
         if (sp_json_get_strv(o, "argv", true, PR_AGENT_MAX_ARGV, PR_AGENT_MAX_STRING, &r->argv, err) < 0)
@@ -286,7 +287,7 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                         goto fail;
                 break;
         case PR_OP_ATTACH: {
-                static const char *const f[] = {"op", "session", "stdout_offset", "stderr_offset", NULL};
+                static const char *const f[] = {"op", "session", "stdout_offset", "stderr_offset", "window", NULL};
                 if (sp_json_check_fields(o, f, err) < 0 || get_session(o, &r, err) < 0 ||
                     sp_json_get_int(o, "stdout_offset", true, 0, INT64_MAX, &r.stdout_offset, err) < 0 ||
                     sp_json_get_int(o, "stderr_offset", true, 0, INT64_MAX, &r.stderr_offset, err) < 0)
@@ -339,6 +340,10 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                 break;
         }
         }
+        int64_t window = PR_AGENT_DEFAULT_WINDOW;
+        if (sp_json_get_int(o, "window", false, 4096, PR_AGENT_MAX_CREDIT, &window, err) < 0)
+                goto fail;
+        r.window = (uint32_t)window;
         *ret = r;
         return 0;
 fail:
@@ -404,6 +409,9 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
         } else if (r->path) {
                 json_object_object_add(o, "path", json_object_new_string(r->path));
         }
+        if (r->window && r->window != PR_AGENT_DEFAULT_WINDOW &&
+            (r->op == PR_OP_EXEC || r->op == PR_OP_ATTACH || r->op == PR_OP_READ))
+                json_object_object_add(o, "window", json_object_new_int64(r->window));
         if (r->op == PR_OP_READ && r->offset)
                 json_object_object_add(o, "offset", json_object_new_int64(r->offset));
         if (r->op == PR_OP_READ && r->length >= 0)

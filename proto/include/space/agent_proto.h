@@ -19,6 +19,7 @@
 #define PR_AGENT_HEADER_SIZE 12
 #define PR_AGENT_MAX_PAYLOAD (1u << 20)
 #define PR_AGENT_MAX_CREDIT (16u << 20)
+#define PR_AGENT_DEFAULT_WINDOW (256u << 10)
 #define PR_AGENT_MAX_ARGV 4096
 #define PR_AGENT_MAX_ENV 1024
 #define PR_AGENT_MAX_STRING 65536
@@ -105,6 +106,7 @@ typedef struct pr_agent_request {
         uint16_t rows, cols;
         bool stdin_open;
         int64_t stdout_offset, stderr_offset;
+        uint32_t window; /* exec, attach, read: initial credit for the agent's streams */
         char *path;
         char *to; /* move: destination (path is the source) */
         int64_t offset, length, limit;
