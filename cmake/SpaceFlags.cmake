@@ -1,9 +1,10 @@
 # Compiler flags shared by every target: warnings as errors, hardening, and the
 # sanitizer / fuzzing / coverage variants selected by the presets.
-add_compile_options(
+set(SPACE_WARNING_FLAGS
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
   -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla -Wno-unused-parameter
   -fstack-protector-strong -fno-strict-aliasing -fno-common)
+add_compile_options(${SPACE_WARNING_FLAGS})
 add_compile_definitions(_GNU_SOURCE)
 
 if(NOT CMAKE_BUILD_TYPE STREQUAL "Debug" AND NOT SPACE_SANITIZE AND NOT SPACE_TSAN)

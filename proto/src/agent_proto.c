@@ -308,7 +308,7 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
         case PR_OP_REMOVE:
         case PR_OP_CHMOD: {
                 static const char *const f[] = {"op",   "path",   "user",    "offset",    "length", "limit",
-                                                "mode", "append", "parents", "recursive", NULL};
+                                                "mode", "append", "parents", "recursive", "window", NULL};
                 r.length = -1;
                 r.limit = 10000;
                 if (sp_json_check_fields(o, f, err) < 0 || get_path(o, "path", true, &r.path, err) < 0 ||

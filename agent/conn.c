@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Worker connections: accept, HELLO, frame dispatch, buffered writes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/proto_error.h"
+
+/* Above this many queued bytes, producers wait for the socket to drain. */
+#define OUT_HIGH (1u << 20)
+#define MAX_CONNS 16
+
+static ag_watch listen_watch;
+static ag_conn *conns;
+static size_t nconns;
+
+static void conn_free(ag_conn *c)
+{
+        ag_session_conn_closed(c);
+        ag_transfer_conn_closed(c);
+        ag_loop_del(&c->watch);
+        close(c->watch.fd);
+        pr_agent_decoder_free(&c->dec);
+        sp_buf_free(&c->out);
+        for (ag_conn **p = &conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        nconns--;
+        free(c);
+}
+
+bool ag_conn_can_send(const ag_conn *c)
+{
+        return c && !c->closing && c->out.len < OUT_HIGH;
+}
+
+void ag_conn_kick(ag_conn *c)
+{
+        if (c && c->out.len > 0)
+                ag_loop_mod(&c->watch, EPOLLIN | EPOLLOUT);
+}
+
+void ag_conn_send(ag_conn *c, uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n)
+{
+        if (!c || c->closing)
+                return;
+        if (pr_agent_frame_append(&c->out, type, stream, channel, p, n, NULL) == 0)
+                ag_conn_kick(c);
+}
+
+void ag_conn_send_json(ag_conn *c, uint8_t type, uint32_t channel, json_object *obj)
+{
+        const char *s = sp_json_str(obj);
+        ag_conn_send(c, type, 0, channel, s, strlen(s));
+}
+
+void ag_conn_send_error(ag_conn *c, uint32_t channel, const sp_error *e)
+{
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        pr_error_encode(&b, e ? e->code : SP_E_INTERNAL, e ? e->message : "unknown error", NULL);
+        ag_conn_send(c, PR_AGENT_EXIT, 0, channel, b.data, b.len);
+}
+
+static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
+{
+        pr_agent_request req;
+        _cleanup_error_ sp_error *e = NULL;
+        if (pr_agent_request_parse(f->payload, f->length, &req, &e) < 0) {
+                /* A bad request fails that channel, not the connection. */
+                ag_conn_send_error(c, f->channel, e);
+                return 0;
+        }
+        int r = 0;
+        switch (req.op) {
+        case PR_OP_EXEC:
+                r = ag_session_exec(c, f->channel, &req, &e);
+                break;
+        case PR_OP_ATTACH:
+                r = ag_session_attach(c, f->channel, &req, &e);
+                break;
+        case PR_OP_RELEASE:
+                r = ag_session_release(req.session, &e);
+                if (r == 0) {
+                        _cleanup_json_ json_object *o = json_object_new_object();
+                        ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);
+                }
+                break;
+        case PR_OP_READ:
+        case PR_OP_WRITE:
+                r = ag_transfer_start(c, f->channel, &req, &e);
+                break;
+        case PR_OP_PING: {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
+                json_object_object_add(o, "sessions", json_object_new_int64((int64_t)ag_session_count()));
+                ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);
+                break;
+        }
+        default:
+                ag_files_simple(c, f->channel, &req);
+                break;
+        }
+        if (r < 0)
+                ag_conn_send_error(c, f->channel, e);
+        pr_agent_request_free(&req);
+        (void)err;
+        return 0;
+}
+
+static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
+{
+        ag_conn *c = ud;
+        if (!c->hello) {
+                if (f->type != PR_AGENT_HELLO)
+                        return sp_error_set(err, SP_E_INVALID, "expected HELLO first");
+                c->hello = true;
+                return 0;
+        }
+        switch (f->type) {
+        case PR_AGENT_OPEN:
+                return on_open(c, f, err);
+        case PR_AGENT_DATA:
+        case PR_AGENT_WINDOW:
+        case PR_AGENT_EOF:
+        case PR_AGENT_CONTROL:
+        case PR_AGENT_CANCEL:
+                if (ag_session_frame(c, f, err) || ag_transfer_frame(c, f, err))
+                        return err && *err ? -SP_E_INVALID : 0;
+                if (err && *err)
+                        return -SP_E_INVALID;
+                /* A frame for a channel that already ended: harmless after CANCEL races. */
+                return 0;
+        default:
+                return sp_error_set(err, SP_E_INVALID, "unexpected frame type %u from the worker", f->type);
+        }
+}
+
+static void conn_io(ag_watch *w, uint32_t events)
+{
+        ag_conn *c = (ag_conn *)w;
+        if (events & EPOLLIN) {
+                char buf[64 << 10];
+                for (int rounds = 0; rounds < 16; rounds++) {
+                        ssize_t n = read(c->watch.fd, buf, sizeof(buf));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                                break;
+                        if (n <= 0) {
+                                conn_free(c);
+                                return;
+                        }
+                        _cleanup_error_ sp_error *e = NULL;
+                        if (pr_agent_decoder_feed(&c->dec, buf, (size_t)n, on_frame, c, &e) < 0) {
+                                sp_log_warn("closing worker connection: %s", e ? e->message : "protocol error");
+                                conn_free(c);
+                                return;
+                        }
+                }
+        }
+        if (events & (EPOLLHUP | EPOLLERR) && !(events & EPOLLIN)) {
+                conn_free(c);
+                return;
+        }
+        if (c->out.len > 0) {
+                ssize_t n = write(c->watch.fd, c->out.data, c->out.len);
+                if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                        conn_free(c);
+                        return;
+                }
+                if (n > 0)
+                        sp_buf_consume(&c->out, (size_t)n);
+        }
+        if (c->out.len < OUT_HIGH / 2) {
+                ag_session_pump_all(c);
+                ag_transfer_pump_all(c);
+        }
+        ag_loop_mod(&c->watch, EPOLLIN | (c->out.len ? EPOLLOUT : 0));
+}
+
+static void on_accept(ag_watch *w, uint32_t events)
+{
+        (void)events;
+        for (;;) {
+                int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                        return;
+                if (nconns >= MAX_CONNS) {
+                        close(fd);
+                        continue;
+                }
+                ag_conn *c = calloc(1, sizeof(*c));
+                if (!c) {
+                        close(fd);
+                        continue;
+                }
+                c->watch.fd = fd;
+                c->watch.fn = conn_io;
+                c->next = conns;
+                conns = c;
+                nconns++;
+                _cleanup_json_ json_object *hello = json_object_new_object();
+                json_object_object_add(hello, "version", json_object_new_int(PR_AGENT_VERSION));
+                json_object_object_add(hello, "agent", json_object_new_string("space-agent/" SPACE_VERSION));
+                const char *s = sp_json_str(hello);
+                pr_agent_frame_append(&c->out, PR_AGENT_HELLO, 0, 0, s, strlen(s), NULL);
+                if (ag_loop_add(&c->watch, EPOLLIN | EPOLLOUT) < 0)
+                        conn_free(c);
+        }
+}
+
+int ag_conn_listen_add(int listen_fd)
+{
+        listen_watch.fd = listen_fd;
+        listen_watch.fn = on_accept;
+        return ag_loop_add(&listen_watch, EPOLLIN);
+}

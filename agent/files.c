@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* File operations, performed inside the sandbox as the requested user
+ * (setfsuid/setfsgid around each operation). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/time.h"
+
+#define WRITE_WINDOW (1u << 20)
+
+/* Runs the rest of an operation with the user's filesystem identity. */
+typedef struct {
+        uid_t uid;
+        gid_t gid;
+} fsid;
+
+static fsid become(const ag_user *u)
+{
+        fsid old = {.uid = (uid_t)setfsuid((uid_t)-1), .gid = (gid_t)setfsgid((gid_t)-1)};
+        setfsgid(u->gid);
+        setfsuid(u->uid);
+        return old;
+}
+
+static void restore(fsid old)
+{
+        setfsuid(old.uid);
+        setfsgid(old.gid);
+}
+
+static int fail_errno(sp_error **err, int e, const char *what, const char *path)
+{
+        return sp_error_set_errno(err, sp_errc_from_errno(e), e, "%s %s", what, path);
+}
+
+static const char *type_name(mode_t m)
+{
+        if (S_ISREG(m))
+                return "file";
+        if (S_ISDIR(m))
+                return "dir";
+        if (S_ISLNK(m))
+                return "symlink";
+        return "other";
+}
+
+static json_object *stat_json(const char *path, const char *name, const struct stat *st)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "path", json_object_new_string(path));
+        json_object_object_add(o, "type", json_object_new_string(type_name(st->st_mode)));
+        json_object_object_add(o, "size", json_object_new_int64((int64_t)st->st_size));
+        json_object_object_add(o, "mode", json_object_new_int((int)(st->st_mode & 07777)));
+        json_object_object_add(o, "uid", json_object_new_int((int)st->st_uid));
+        json_object_object_add(o, "gid", json_object_new_int((int)st->st_gid));
+        char ts[32];
+        sp_time_format_rfc3339((int64_t)st->st_mtim.tv_sec * SP_USEC_PER_SEC + st->st_mtim.tv_nsec / 1000, ts);
+        json_object_object_add(o, "mtime", json_object_new_string(ts));
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlink(path, target, sizeof(target) - 1);
+                if (n >= 0) {
+                        target[n] = '\0';
+                        json_object_object_add(o, "target", json_object_new_string(target));
+                }
+        }
+        return o;
+}
+
+static const char *base_name(const char *path)
+{
+        const char *slash = strrchr(path, '/');
+        if (!slash)
+                return path;
+        if (slash[1] == '\0')
+                return path; /* "/" or "dir/" */
+        return slash + 1;
+}
+
+static int op_stat(const char *path, json_object **ret, sp_error **err)
+{
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return fail_errno(err, errno, "stat", path);
+        *ret = stat_json(path, base_name(path), &st);
+        return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int op_list(const char *path, int64_t limit, json_object **ret, sp_error **err)
+{
+        _cleanup_closedir_ DIR *d = opendir(path);
+        if (!d)
+                return fail_errno(err, errno, "list", path);
+        size_t n = 0, cap = 64;
+        char **names = malloc(cap * sizeof(char *));
+        bool truncated = false;
+        struct dirent *de;
+        while (names && (de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if ((int64_t)n >= limit) {
+                        truncated = true;
+                        break;
+                }
+                if (n == cap) {
+                        char **bigger = realloc(names, (cap *= 2) * sizeof(char *));
+                        if (!bigger)
+                                break;
+                        names = bigger;
+                }
+                names[n++] = strdup(de->d_name);
+        }
+        if (!names)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        qsort(names, n, sizeof(char *), cmp_names);
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                char full[PATH_MAX];
+                struct stat st;
+                snprintf(full, sizeof(full), "%s/%s", strcmp(path, "/") == 0 ? "" : path, names[i]);
+                if (names[i] && lstat(full, &st) == 0)
+                        json_object_array_add(arr, stat_json(full, names[i], &st));
+                free(names[i]);
+        }
+        free(names);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "entries", arr);
+        json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
+        *ret = o;
+        return 0;
+}
+
+static int mkdir_parents(char *path, mode_t mode)
+{
+        for (char *s = path + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                int r = mkdir(path, mode);
+                *s = '/';
+                if (r < 0 && errno != EEXIST)
+                        return -1;
+        }
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+                return -1;
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return -1;
+        if (!S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                return -1;
+        }
+        return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+        (void)st;
+        (void)ftw;
+        int r = flag == FTW_DP ? rmdir(p) : unlink(p);
+        return r < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int op_remove(const char *path, bool recursive, sp_error **err)
+{
+        if (strcmp(path, "/") == 0)
+                return sp_error_set(err, SP_E_INVALID, "refusing to remove /");
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return fail_errno(err, errno, "remove", path);
+        if (!S_ISDIR(st.st_mode)) {
+                if (unlink(path) < 0)
+                        return fail_errno(err, errno, "remove", path);
+                return 0;
+        }
+        if (!recursive) {
+                if (rmdir(path) < 0)
+                        return fail_errno(err, errno, "remove", path);
+                return 0;
+        }
+        if (nftw(path, rm_entry, 64, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+                return fail_errno(err, errno, "remove", path);
+        return 0;
+}
+
+void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *result = NULL;
+        ag_user u;
+        char path[PATH_MAX], to[PATH_MAX];
+        if (ag_user_lookup(req->user, &u, &e) < 0 || ag_path_resolve(&u, req->path, path, sizeof(path), &e) < 0 ||
+            (req->to && ag_path_resolve(&u, req->to, to, sizeof(to), &e) < 0)) {
+                ag_conn_send_error(c, channel, e);
+                return;
+        }
+        fsid old = become(&u);
+        int r = 0;
+        switch (req->op) {
+        case PR_OP_STAT:
+                r = op_stat(path, &result, &e);
+                break;
+        case PR_OP_LIST:
+                r = op_list(path, req->limit, &result, &e);
+                break;
+        case PR_OP_MKDIR: {
+                mode_t mode = req->has_mode ? req->mode : 0755;
+                if (req->parents)
+                        r = mkdir_parents(path, mode) < 0 ? fail_errno(&e, errno, "mkdir", path) : 0;
+                else
+                        r = mkdir(path, mode) < 0 ? fail_errno(&e, errno, "mkdir", path) : 0;
+                break;
+        }
+        case PR_OP_MOVE:
+                r = rename(path, to) < 0 ? fail_errno(&e, errno, "move", path) : 0;
+                break;
+        case PR_OP_REMOVE:
+                r = op_remove(path, req->recursive, &e);
+                break;
+        case PR_OP_CHMOD:
+                r = chmod(path, req->mode) < 0 ? fail_errno(&e, errno, "chmod", path) : 0;
+                break;
+        default:
+                r = sp_error_set(&e, SP_E_INVALID, "unsupported op");
+        }
+        restore(old);
+        if (r < 0) {
+                ag_conn_send_error(c, channel, e);
+                return;
+        }
+        if (!result)
+                result = json_object_new_object();
+        ag_conn_send_json(c, PR_AGENT_EXIT, channel, result);
+}
+
+/* --- streamed transfers --- */
+
+struct ag_transfer {
+        ag_conn *conn;
+        uint32_t channel;
+        bool reading; /* read: agent → worker; write: worker → agent */
+        int fd;
+        ag_outstream out; /* read */
+        int64_t remaining; /* read: bytes left of length, -1 unlimited */
+        char path[PATH_MAX];
+        char tmp[PATH_MAX]; /* write: temporary file renamed over path at EOF */
+        bool append;
+        int64_t size;
+        ag_user user; /* whose identity the file operations use */
+        ag_transfer *next;
+};
+
+static ag_transfer *transfers;
+
+static void transfer_free(ag_transfer *t)
+{
+        for (ag_transfer **p = &transfers; *p; p = &(*p)->next)
+                if (*p == t) {
+                        *p = t->next;
+                        break;
+                }
+        if (t->reading) {
+                ag_outstream_free(&t->out);
+        } else {
+                sp_close(t->fd);
+                if (t->tmp[0]) {
+                        fsid old = become(&t->user);
+                        unlink(t->tmp);
+                        restore(old);
+                }
+        }
+        free(t);
+}
+
+static ag_transfer *find(ag_conn *c, uint32_t channel)
+{
+        for (ag_transfer *t = transfers; t; t = t->next)
+                if (t->conn == c && t->channel == channel)
+                        return t;
+        return NULL;
+}
+
+static void read_pump(ag_transfer *t)
+{
+        /* Regular files never block: fill while retention allows. */
+        while (!t->out.eof && ag_outstream_wants_input(&t->out)) {
+                ssize_t n = ag_outstream_fill(&t->out);
+                if (n <= 0)
+                        break;
+                t->size += n;
+                if (t->remaining >= 0) {
+                        if (n >= t->remaining) {
+                                t->out.buf.len -= (size_t)(n - t->remaining);
+                                t->size -= n - t->remaining;
+                                t->out.eof = true;
+                                ag_outstream_close_fd(&t->out);
+                        } else {
+                                t->remaining -= n;
+                        }
+                }
+        }
+        ag_outstream_flush(&t->out, t->conn, t->channel, PR_STREAM_FILE);
+        if (ag_outstream_done(&t->out)) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object_object_add(o, "size", json_object_new_int64(t->size));
+                ag_conn_send_json(t->conn, PR_AGENT_EXIT, t->channel, o);
+                transfer_free(t);
+        }
+}
+
+int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_error **err)
+{
+        if (find(c, channel))
+                return sp_error_set(err, SP_E_CONFLICT, "channel %u is in use", channel);
+        ag_user u;
+        char path[PATH_MAX];
+        if (ag_user_lookup(req->user, &u, err) < 0 || ag_path_resolve(&u, req->path, path, sizeof(path), err) < 0)
+                return -SP_E_INVALID;
+        ag_transfer *t = calloc(1, sizeof(*t));
+        if (!t)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        t->conn = c;
+        t->channel = channel;
+        t->fd = -1;
+        t->user = u;
+        snprintf(t->path, sizeof(t->path), "%s", path);
+        fsid old = become(&u);
+        int r = 0;
+        if (req->op == PR_OP_READ) {
+                t->reading = true;
+                t->remaining = req->length;
+                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                struct stat st;
+                if (fd < 0) {
+                        r = fail_errno(err, errno, "read", path);
+                } else if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+                        r = sp_error_set(err, SP_E_INVALID, "read %s: is a directory", path);
+                        close(fd);
+                } else if (req->offset && lseek(fd, req->offset, SEEK_SET) < 0) {
+                        r = fail_errno(err, errno, "seek", path);
+                        close(fd);
+                } else {
+                        ag_outstream_init(&t->out, fd, req->window);
+                }
+        } else {
+                t->append = req->append;
+                mode_t mode = req->has_mode ? req->mode : 0644;
+                if (req->append) {
+                        t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, mode);
+                        if (t->fd < 0)
+                                r = fail_errno(err, errno, "write", path);
+                } else {
+                        char dir[PATH_MAX];
+                        snprintf(dir, sizeof(dir), "%s", path);
+                        snprintf(t->tmp, sizeof(t->tmp), "%s/.space-upload-%u-%u", dirname(dir), (unsigned)getpid(),
+                                 channel);
+                        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
+                        if (t->fd < 0) {
+                                r = fail_errno(err, errno, "write", path);
+                                t->tmp[0] = '\0';
+                        } else {
+                                fchmod(t->fd, mode);
+                        }
+                }
+        }
+        restore(old);
+        if (r < 0) {
+                if (t->reading)
+                        t->out.fd = -1;
+                free(t);
+                return r;
+        }
+        t->next = transfers;
+        transfers = t;
+        if (t->reading) {
+                read_pump(t);
+        } else {
+                uint8_t p[4] = {(uint8_t)(WRITE_WINDOW >> 24), (uint8_t)(WRITE_WINDOW >> 16),
+                                (uint8_t)(WRITE_WINDOW >> 8), (uint8_t)WRITE_WINDOW};
+                ag_conn_send(c, PR_AGENT_WINDOW, PR_STREAM_FILE, channel, p, 4);
+        }
+        return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        return -1;
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
+{
+        ag_transfer *t = find(c, f->channel);
+        if (!t)
+                return false;
+        _cleanup_error_ sp_error *e = NULL;
+        switch (f->type) {
+        case PR_AGENT_WINDOW: {
+                uint32_t n;
+                if (!t->reading || pr_agent_window_decode(f, &n, err) < 0 || ag_outstream_ack(&t->out, n, err) < 0) {
+                        if (err && !*err)
+                                sp_error_set(err, SP_E_INVALID, "unexpected WINDOW on a write");
+                        return true;
+                }
+                read_pump(t);
+                return true;
+        }
+        case PR_AGENT_DATA:
+                if (t->reading || f->stream != PR_STREAM_FILE) {
+                        sp_error_set(err, SP_E_INVALID, "unexpected DATA on channel %u", f->channel);
+                        return true;
+                }
+                if (write_all(t->fd, f->payload, f->length) < 0) {
+                        fail_errno(&e, errno, "write", t->path);
+                        ag_conn_send_error(c, t->channel, e);
+                        transfer_free(t);
+                        return true;
+                }
+                t->size += f->length;
+                uint8_t p[4] = {(uint8_t)(f->length >> 24), (uint8_t)(f->length >> 16), (uint8_t)(f->length >> 8),
+                                (uint8_t)f->length};
+                if (f->length)
+                        ag_conn_send(c, PR_AGENT_WINDOW, PR_STREAM_FILE, t->channel, p, 4);
+                return true;
+        case PR_AGENT_EOF: {
+                if (t->reading)
+                        return true;
+                fsid old = become(&t->user);
+                int r = fsync(t->fd) < 0 || (t->tmp[0] && rename(t->tmp, t->path) < 0) ? -errno : 0;
+                restore(old);
+                if (r < 0) {
+                        fail_errno(&e, -r, "write", t->path);
+                        ag_conn_send_error(c, t->channel, e);
+                } else {
+                        t->tmp[0] = '\0';
+                        _cleanup_json_ json_object *o = json_object_new_object();
+                        json_object_object_add(o, "size", json_object_new_int64(t->size));
+                        ag_conn_send_json(c, PR_AGENT_EXIT, t->channel, o);
+                }
+                transfer_free(t);
+                return true;
+        }
+        case PR_AGENT_CANCEL:
+                transfer_free(t);
+                return true;
+        default:
+                sp_error_set(err, SP_E_INVALID, "unexpected frame type %u on a transfer", f->type);
+                return true;
+        }
+}
+
+void ag_transfer_conn_closed(ag_conn *c)
+{
+        for (ag_transfer *t = transfers, *next; t; t = next) {
+                next = t->next;
+                if (t->conn == c)
+                        transfer_free(t);
+        }
+}
+
+void ag_transfer_pump_all(ag_conn *c)
+{
+        for (ag_transfer *t = transfers, *next; t; t = next) {
+                next = t->next;
+                if (t->conn == c && t->reading)
+                        read_pump(t);
+        }
+}

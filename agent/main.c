@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-agent: PID 1 of a sandbox. Reaps orphans, forwards termination to the
+ * commands it runs, and serves the agent protocol on a listening socket it is
+ * handed (the jail backend passes one by fd) or opens itself.
+ *
+ *   space-agent --listen-fd 3
+ *   space-agent --listen /run/space-agent.sock
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "space/cleanup.h"
+#include "space/log.h"
+
+#define SHUTDOWN_GRACE_MS 10000
+
+static int epfd = -1;
+static int64_t start_ms;
+
+int64_t ag_now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - start_ms;
+}
+
+int ag_loop_add(ag_watch *w, uint32_t events)
+{
+        if (w->fd < 0)
+                return -1;
+        if (w->registered)
+                return ag_loop_mod(w, events);
+        struct epoll_event ev = {.events = events, .data.ptr = w};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0)
+                return -1;
+        w->registered = true;
+        w->events = events;
+        return 0;
+}
+
+int ag_loop_mod(ag_watch *w, uint32_t events)
+{
+        if (!w->registered)
+                return ag_loop_add(w, events);
+        if (w->events == events)
+                return 0;
+        struct epoll_event ev = {.events = events, .data.ptr = w};
+        if (epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+                return -1;
+        w->events = events;
+        return 0;
+}
+
+void ag_loop_del(ag_watch *w)
+{
+        if (!w->registered)
+                return;
+        epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->registered = false;
+        w->events = 0;
+}
+
+static bool shutting_down;
+static int64_t shutdown_deadline;
+
+static void reap(void)
+{
+        for (;;) {
+                int status;
+                pid_t pid = waitpid(-1, &status, WNOHANG);
+                if (pid <= 0)
+                        return;
+                ag_session_reaped(pid, status);
+        }
+}
+
+static void on_signal(ag_watch *w, uint32_t events)
+{
+        (void)events;
+        struct signalfd_siginfo si;
+        while (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGCHLD:
+                        reap();
+                        break;
+                case SIGTERM:
+                case SIGINT:
+                case SIGHUP:
+                case SIGQUIT:
+                        if (!shutting_down) {
+                                sp_log_info("signal %d: stopping commands", (int)si.ssi_signo);
+                                shutting_down = true;
+                                shutdown_deadline = ag_now_ms() + SHUTDOWN_GRACE_MS;
+                                ag_session_signal_all(SIGTERM);
+                        }
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+static int listen_path(const char *path)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                fprintf(stderr, "space-agent: socket path too long\n");
+                return -1;
+        }
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        unlink(path);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 || listen(fd, 16) < 0) {
+                fprintf(stderr, "space-agent: listen on %s: %s\n", path, strerror(errno));
+                return sp_close(fd);
+        }
+        return fd;
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: space-agent (--listen-fd N | --listen PATH) [--log-level LEVEL]\n"
+                   "PID 1 of a sandbox: runs commands and file operations for the worker.\n");
+}
+
+int main(int argc, char **argv)
+{
+        int lfd = -1;
+        sp_log_level level = SP_LOG_INFO;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--listen-fd") == 0 && i + 1 < argc) {
+                        lfd = atoi(argv[++i]);
+                        if (lfd < 3 || fcntl(lfd, F_GETFD) < 0) {
+                                fprintf(stderr, "space-agent: --listen-fd %s is not an open descriptor\n", argv[i]);
+                                return 2;
+                        }
+                        fcntl(lfd, F_SETFD, FD_CLOEXEC);
+                        fcntl(lfd, F_SETFL, O_NONBLOCK);
+                } else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
+                        lfd = listen_path(argv[++i]);
+                        if (lfd < 0)
+                                return 1;
+                } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+                        if (sp_log_level_parse(argv[++i], &level) < 0) {
+                                fprintf(stderr, "space-agent: unknown log level %s\n", argv[i]);
+                                return 2;
+                        }
+                } else if (strcmp(argv[i], "--version") == 0) {
+                        printf("space-agent %s\n", SPACE_VERSION);
+                        return 0;
+                } else if (strcmp(argv[i], "--help") == 0) {
+                        usage(stdout);
+                        return 0;
+                } else {
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (lfd < 0) {
+                usage(stderr);
+                return 2;
+        }
+        sp_log_init("agent", level, SP_LOG_FORMAT_AUTO);
+
+        epfd = epoll_create1(EPOLL_CLOEXEC);
+        sigset_t mask;
+        sigemptyset(&mask);
+        int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
+                sigaddset(&mask, sigs[i]);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        ag_watch sigw = {.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC), .fn = on_signal};
+        if (epfd < 0 || sigw.fd < 0 || ag_loop_add(&sigw, EPOLLIN) < 0 || ag_conn_listen_add(lfd) < 0) {
+                sp_log_error("cannot set up the event loop: %s", strerror(errno));
+                return 1;
+        }
+        sp_log_info("ready (pid %d)", (int)getpid());
+
+        for (;;) {
+                struct epoll_event ev[64];
+                int n = epoll_wait(epfd, ev, 64, shutting_down ? 100 : -1);
+                if (n < 0 && errno != EINTR) {
+                        sp_log_error("epoll_wait: %s", strerror(errno));
+                        return 1;
+                }
+                for (int i = 0; i < n; i++) {
+                        ag_watch *w = ev[i].data.ptr;
+                        w->fn(w, ev[i].events);
+                }
+                if (shutting_down) {
+                        reap();
+                        if (ag_now_ms() > shutdown_deadline) {
+                                ag_session_signal_all(SIGKILL);
+                                return 0;
+                        }
+                        if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+                                return 0;
+                }
+        }
+}
