@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <linux/mount.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/jail.h"
+#include "space/cleanup.h"
+
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+        return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct mount_attr *attr)
+{
+        return (int)syscall(SYS_mount_setattr, dfd, path, flags, attr, sizeof(*attr));
+}
+
+static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned flags)
+{
+        return (int)syscall(SYS_move_mount, from_dfd, from, to_dfd, to, flags);
+}
+
+static int write_file(const char *path, const char *text)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        size_t n = strlen(text);
+        return write(fd, text, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* A user namespace mapping 0..count-1 to base..base+count-1, held by an fd. */
+static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
+{
+        int go[2];
+        if (pipe2(go, O_CLOEXEC) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "pipe");
+        int ready[2];
+        if (pipe2(ready, O_CLOEXEC) < 0) {
+                sp_close(go[0]);
+                sp_close(go[1]);
+                return sp_error_set_errno(err, SP_E_IO, errno, "pipe");
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = errno;
+                sp_close(go[0]), sp_close(go[1]), sp_close(ready[0]), sp_close(ready[1]);
+                return sp_error_set_errno(err, SP_E_LIMIT, e, "fork");
+        }
+        if (pid == 0) {
+                close(go[1]);
+                close(ready[0]);
+                char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'x';
+                (void)write(ready[1], &c, 1);
+                (void)read(go[0], &c, 1);
+                _exit(0);
+        }
+        close(go[0]);
+        close(ready[1]);
+        char c = 0;
+        int r = 0;
+        if (read(ready[0], &c, 1) != 1 || c != 'u') {
+                r = sp_error_set(err, SP_E_UNAVAILABLE, "cannot create a user namespace");
+                goto out;
+        }
+        char path[64], map[64];
+        snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)base, count);
+        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+        if (write_file(path, map) < 0) {
+                r = sp_error_set_errno(err, SP_E_IO, errno, "write uid_map");
+                goto out;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+        if (write_file(path, map) < 0) {
+                r = sp_error_set_errno(err, SP_E_IO, errno, "write gid_map");
+                goto out;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        *ret_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (*ret_fd < 0)
+                r = sp_error_set_errno(err, SP_E_IO, errno, "open user namespace");
+out:
+        close(go[1]); /* lets the holder exit; the fd keeps the namespace */
+        close(ready[0]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return r;
+}
+
+/* --- the child: everything below runs in the new namespaces --- */
+
+typedef struct {
+        const wk_jail_config *cfg;
+        int sync_fd;
+        int tree_fd;
+        int userns_fd;
+} child_ctx;
+
+__attribute__((noreturn, format(printf, 3, 4))) static void child_die(int sync_fd, int e, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (e && n >= 0 && (size_t)n < sizeof(msg))
+                snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", strerror(e));
+        (void)write(sync_fd, msg, strlen(msg));
+        _exit(126);
+}
+
+#define CHECK(expr, ...) \
+        do { \
+                if ((expr) < 0) \
+                        child_die(x->sync_fd, errno, __VA_ARGS__); \
+        } while (0)
+
+static void bind_file(child_ctx *x, const char *src, const char *dst, bool ro)
+{
+        _cleanup_close_ int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        CHECK(fd, "create %s", dst);
+        CHECK(mount(src, dst, NULL, MS_BIND, NULL), "bind %s", dst);
+        if (ro)
+                CHECK(mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+                      "read-only %s", dst);
+}
+
+static void setup_dev(child_ctx *x, uid_t base)
+{
+        char opts[128];
+        snprintf(opts, sizeof(opts), "mode=755,size=65536k,uid=%u,gid=%u", (unsigned)base, (unsigned)base);
+        CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, opts), "mount /dev");
+        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(nodes); i++) {
+                char src[64], dst[64];
+                snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+                snprintf(dst, sizeof(dst), "dev/%s", nodes[i]);
+                bind_file(x, src, dst, false);
+        }
+        CHECK(mkdir("dev/pts", 0755), "mkdir /dev/pts");
+        CHECK(mkdir("dev/shm", 01777), "mkdir /dev/shm");
+        snprintf(opts, sizeof(opts), "mode=1777,size=65536k,uid=%u,gid=%u", (unsigned)base, (unsigned)base);
+        CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /dev/shm");
+        CHECK(symlink("pts/ptmx", "dev/ptmx"), "symlink /dev/ptmx");
+        CHECK(symlink("/proc/self/fd", "dev/fd"), "symlink /dev/fd");
+        CHECK(symlink("/proc/self/fd/0", "dev/stdin"), "symlink /dev/stdin");
+        CHECK(symlink("/proc/self/fd/1", "dev/stdout"), "symlink /dev/stdout");
+        CHECK(symlink("/proc/self/fd/2", "dev/stderr"), "symlink /dev/stderr");
+        /* lchown so the sandbox's root owns what it sees as its own /dev entries */
+        static const char *const links[] = {"dev/ptmx", "dev/fd", "dev/stdin", "dev/stdout", "dev/stderr"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++)
+                (void)lchown(links[i], base, base);
+        (void)chown("dev/pts", base, base);
+}
+
+static void setup_proc(child_ctx *x)
+{
+        CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+        static const char *const ro[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ro); i++) {
+                if (access(ro[i], F_OK) < 0)
+                        continue;
+                CHECK(mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL), "bind %s", ro[i]);
+                CHECK(mount(NULL, ro[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                            NULL),
+                      "read-only %s", ro[i]);
+        }
+        static const char *const masked[] = {"proc/kcore",       "proc/keys",          "proc/timer_list",
+                                             "proc/sched_debug", "proc/sysrq-trigger", "proc/latency_stats",
+                                             "proc/kallsyms",    "proc/kmsg"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(masked); i++) {
+                if (access(masked[i], F_OK) < 0)
+                        continue;
+                CHECK(mount("dev/null", masked[i], NULL, MS_BIND, NULL), "mask %s", masked[i]);
+        }
+}
+
+static void loopback_up(child_ctx *x)
+{
+        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        CHECK(s, "socket");
+        struct ifreq ifr = {0};
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        CHECK(ioctl(s, SIOCGIFFLAGS, &ifr), "get lo flags");
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        CHECK(ioctl(s, SIOCSIFFLAGS, &ifr), "bring lo up");
+}
+
+__attribute__((noreturn)) static void child_main(child_ctx *x)
+{
+        const wk_jail_config *cfg = x->cfg;
+        char c;
+        if (read(x->sync_fd, &c, 1) != 1)
+                _exit(125); /* the parent gave up */
+
+        CHECK(sethostname(cfg->hostname, strlen(cfg->hostname)), "sethostname");
+        loopback_up(x);
+
+        /* Build the sandbox's tree on a staging mount point, as host root. */
+        CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+        char staging[4096];
+        snprintf(staging, sizeof(staging), "%s/root", cfg->runtime_dir);
+        CHECK(sys_move_mount(x->tree_fd, "", AT_FDCWD, staging, MOVE_MOUNT_F_EMPTY_PATH), "attach the root filesystem");
+        close(x->tree_fd);
+        CHECK(chdir(staging), "chdir to the root filesystem");
+        setup_dev(x, cfg->uid_base);
+        setup_proc(x); /* after /dev: its masks bind dev/null */
+        CHECK(mount("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /sys");
+        char opts[128];
+        snprintf(opts, sizeof(opts), "mode=755,size=65536k,uid=%u,gid=%u", (unsigned)cfg->uid_base,
+                 (unsigned)cfg->uid_base);
+        CHECK(mount("tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /run");
+        CHECK(mkdir("run/space", 0755), "mkdir /run/space");
+        bind_file(x, cfg->agent_path, "run/space/agent", true);
+
+        CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");
+        CHECK(umount2(".", MNT_DETACH), "detach the old root");
+        CHECK(chdir("/"), "chdir /");
+
+        /* Enter the sandbox's user namespace; a new mount namespace there locks
+         * every mount above, and a cgroup namespace hides the host's tree. */
+        CHECK(setns(x->userns_fd, CLONE_NEWUSER), "enter the user namespace");
+        close(x->userns_fd);
+        CHECK(unshare(CLONE_NEWNS | CLONE_NEWCGROUP), "unshare mount and cgroup namespaces");
+        CHECK(setresgid(0, 0, 0), "setresgid");
+        CHECK(setgroups(0, NULL), "setgroups");
+        CHECK(setresuid(0, 0, 0), "setresuid");
+        CHECK(mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"),
+              "mount /dev/pts");
+
+        sp_error *e = NULL;
+        if (wk_jail_seccomp_load(&e) < 0)
+                child_die(x->sync_fd, 0, "seccomp: %s", e->message);
+
+        /* fd 3 is the agent's listening socket; 0 is /dev/null; 1 and 2 the log. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int lfd = fcntl(cfg->agent_listen_fd, F_DUPFD_CLOEXEC, 10);
+        CHECK(null, "open /dev/null");
+        CHECK(lfd, "dup the agent socket");
+        dup2(null, 0);
+        dup2(cfg->log_fd >= 0 ? cfg->log_fd : null, 1);
+        dup2(cfg->log_fd >= 0 ? cfg->log_fd : null, 2);
+        CHECK(dup2(lfd, 3), "pass the agent socket");
+        char *const argv[] = {"space-agent", "--listen-fd", "3", NULL};
+        char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "container=space",
+                              NULL};
+        execve(WK_JAIL_AGENT_PATH, argv, envp);
+        child_die(x->sync_fd, errno, "execute the agent");
+}
+
+static int prepare_rootfs(const wk_jail_config *cfg, sp_error **err)
+{
+        /* Mount points the sandbox needs; made on the raw path, before idmapping. */
+        static const char *const dirs[] = {"proc", "sys", "dev", "run", "tmp"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(dirs); i++) {
+                char p[4096];
+                snprintf(p, sizeof(p), "%s/%s", cfg->rootfs, dirs[i]);
+                if (mkdir(p, strcmp(dirs[i], "tmp") == 0 ? 01777 : 0755) < 0 && errno != EEXIST)
+                        return sp_error_set_errno(err, SP_E_IO, errno, "create %s in the root filesystem", dirs[i]);
+                struct stat st;
+                if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+                        return sp_error_set(err, SP_E_INVALID, "/%s in the root filesystem is not a directory",
+                                            dirs[i]);
+        }
+        char staging[4096];
+        snprintf(staging, sizeof(staging), "%s/root", cfg->runtime_dir);
+        if (mkdir(staging, 0700) < 0 && errno != EEXIST)
+                return sp_error_set_errno(err, SP_E_IO, errno, "create %s", staging);
+        return 0;
+}
+
+int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
+{
+        if (!cfg->hostname || !*cfg->hostname || strlen(cfg->hostname) > 63)
+                return sp_error_set(err, SP_E_INVALID, "invalid hostname");
+        if (cfg->uid_base == 0 || cfg->uid_count < 1)
+                return sp_error_set(err, SP_E_INVALID, "the sandbox's ids must map to unprivileged host ids");
+        if (prepare_rootfs(cfg, err) < 0)
+                return -SP_E_IO;
+
+        _cleanup_close_ int userns_fd = -1;
+        if (make_userns(cfg->uid_base, cfg->uid_count, &userns_fd, err) < 0)
+                return sp_error_wrap(err, "jail %s", cfg->id);
+
+        _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, cfg->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree_fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "jail %s: clone the root filesystem mount", cfg->id);
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV,
+                .userns_fd = (uint64_t)userns_fd,
+        };
+        if (sys_mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr) < 0)
+                return sp_error_set_errno(err, SP_E_UNSUPPORTED, errno,
+                                          "jail %s: idmapped mount of %s (needs Linux 5.15+ and btrfs/ext4/xfs)",
+                                          cfg->id, cfg->rootfs);
+
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "socketpair");
+        child_ctx x = {.cfg = cfg, .sync_fd = sp[1], .tree_fd = tree_fd, .userns_fd = userns_fd};
+        pid_t pid = (pid_t)syscall(SYS_clone,
+                                   CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
+                                   NULL, NULL, NULL, NULL);
+        if (pid < 0) {
+                int e = errno;
+                close(sp[0]);
+                close(sp[1]);
+                return sp_error_set_errno(err, SP_E_LIMIT, e, "jail %s: clone", cfg->id);
+        }
+        if (pid == 0) {
+                close(sp[0]);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                child_main(&x);
+        }
+        close(sp[1]);
+        _cleanup_close_ int sync_fd = sp[0];
+
+        if (cfg->attach && cfg->attach(pid, cfg->attach_userdata, err) < 0)
+                goto fail;
+        char go = 'g';
+        if (write(sync_fd, &go, 1) != 1) {
+                sp_error_set_errno(err, SP_E_IO, errno, "jail %s: start", cfg->id);
+                goto fail;
+        }
+        /* EOF: the agent was executed (the socket is close-on-exec). A message: a step failed. */
+        char msg[512];
+        ssize_t n;
+        do
+                n = read(sync_fd, msg, sizeof(msg) - 1);
+        while (n < 0 && errno == EINTR);
+        if (n > 0) {
+                msg[n] = '\0';
+                sp_error_set(err, SP_E_INTERNAL, "jail %s: %s", cfg->id, msg);
+                goto fail;
+        }
+        *ret_pid = pid;
+        return 0;
+fail:
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return -SP_E_INTERNAL;
+}

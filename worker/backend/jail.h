@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The jail: a sandbox made of Linux namespaces around a root filesystem.
+ *
+ * wk_jail_start() runs space-agent as PID 1 of new pid, mount, network, uts,
+ * ipc, user and cgroup namespaces:
+ *
+ *   - the root filesystem is an idmapped bind mount of `rootfs`, so files
+ *     owned by root on disk are owned by the sandbox's root, which is the
+ *     unprivileged host uid `uid_base` — no chown of the snapshot, and what the
+ *     sandbox writes lands on disk with ordinary ids;
+ *   - /proc (with /proc/sys, /proc/bus, /proc/fs, /proc/irq read-only and the
+ *     kernel's sensitive files masked), a read-only /sys, a minimal /dev
+ *     (null, zero, full, random, urandom, tty, a private devpts), /dev/shm and
+ *     /run are set up by host root *before* the sandbox enters its user
+ *     namespace, so the kernel locks them: root inside cannot unmount or
+ *     remount them;
+ *   - the network, uts and pid namespaces belong to the host's user namespace:
+ *     root inside cannot reconfigure its network, hostname or reboot;
+ *   - the agent binary is bind-mounted read-only from the host at
+ *     /run/space/agent, so templates need not carry it;
+ *   - a seccomp filter denies what a sandbox never needs (wk_jail_seccomp_load).
+ *
+ * Thread-safety: call from the daemon's main thread (it forks).
+ */
+#ifndef WK_JAIL_H
+#define WK_JAIL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "space/error.h"
+
+#define WK_JAIL_AGENT_PATH "/run/space/agent"
+
+typedef struct wk_jail_config {
+        const char *id; /* sandbox id, for messages */
+        const char *rootfs; /* host path of the sandbox's root filesystem */
+        const char *runtime_dir; /* host directory private to this sandbox (staging mount point) */
+        const char *agent_path; /* host path of the static space-agent binary */
+        const char *hostname;
+        uid_t uid_base; /* sandbox uid/gid 0 is host uid/gid uid_base ... */
+        uint32_t uid_count; /* ... for this many ids */
+        int agent_listen_fd; /* a listening unix socket, handed to the agent as fd 3 */
+        int log_fd; /* the agent's stdout/stderr, or -1 for /dev/null */
+        /* Called with the init's host pid before it enters its namespaces for good
+         * (e.g. to place it in the sandbox's cgroups). May be NULL. */
+        int (*attach)(pid_t pid, void *userdata, sp_error **err);
+        void *attach_userdata;
+} wk_jail_config;
+
+/* Starts the sandbox and returns the host pid of its init once the agent is
+ * executing. On failure nothing is left running (the init is killed and
+ * reaped) and err says which step failed. The caller reaps the pid later
+ * (or it is reparented if the daemon restarts). */
+int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
+
+/* Loads the seccomp filter into the calling process. */
+int wk_jail_seccomp_load(sp_error **err);
+
+#endif
