@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests: the session output log — offsets, segments, backpressure when
+ * full, dropping only what was read, recovery after a crash. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "session/log.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+
+static char *dir;
+static char logdir[600];
+
+static void setup(void)
+{
+        dir = sp_test_tmpdir("log");
+        snprintf(logdir, sizeof(logdir), "%s/log", dir);
+}
+
+static void teardown(void)
+{
+        sp_test_tmpdir_remove(dir);
+        free(dir);
+}
+
+/* Reads everything from offset to the end into out, as the data plane would. */
+static void read_all(wk_log *l, uint64_t offset, sp_buf *out, sp_buf *streams)
+{
+        char buf[7000];
+        while (offset < wk_log_end(l)) {
+                uint8_t stream;
+                size_t n;
+                ck_assert_int_eq(wk_log_read(l, offset, buf, sizeof(buf), &stream, &n, NULL), 0);
+                ck_assert_uint_gt(n, 0);
+                sp_buf_append(out, buf, n, NULL);
+                for (size_t i = 0; streams && i < n; i++)
+                        sp_buf_append(streams, &(char){(char)('0' + stream)}, 1, NULL);
+                offset += n;
+        }
+}
+
+static void pattern(unsigned char *p, size_t n, uint64_t at)
+{
+        for (size_t i = 0; i < n; i++)
+                p[i] = (unsigned char)((at + i) * 2654435761u >> 13);
+}
+
+START_TEST(offsets_across_segments)
+{
+        wk_log *l;
+        ck_assert_int_eq(wk_log_open(logdir, 64 << 20, true, &l, NULL), 0);
+        static unsigned char chunk[100000];
+        uint64_t at = 0;
+        /* ~12 MB in records of varying sizes and both streams: several segments */
+        for (int i = 0; at < 12000000; i++) {
+                size_t n = 1 + (size_t)(i * 7919) % sizeof(chunk);
+                pattern(chunk, n, at);
+                ck_assert_int_eq(wk_log_append(l, (uint8_t)(1 + i % 2), chunk, n, NULL), 0);
+                at += n;
+        }
+        ck_assert_uint_eq(wk_log_end(l), at);
+        ck_assert_uint_eq(wk_log_stream_total(l, 1) + wk_log_stream_total(l, 2), at);
+
+        /* from several offsets, including inside records */
+        uint64_t starts[] = {0, 1, 4194303, 4194304, 5000001, at - 1, at};
+        for (size_t k = 0; k < SP_ARRAY_SIZE(starts); k++) {
+                _cleanup_buf_ sp_buf got = SP_BUF_INIT;
+                read_all(l, starts[k], &got, NULL);
+                ck_assert_uint_eq(got.len, at - starts[k]);
+                _cleanup_free_ unsigned char *want = malloc(got.len + 1);
+                pattern(want, got.len, starts[k]);
+                ck_assert(got.len == 0 || memcmp(got.data, want, got.len) == 0);
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        char b[10];
+        uint8_t s;
+        size_t n;
+        ck_assert_int_lt(wk_log_read(l, at + 1, b, sizeof(b), &s, &n, &e), 0);
+        ck_assert_int_eq(e->code, SP_E_INVALID);
+        wk_log_close(l);
+}
+END_TEST
+
+START_TEST(full_log_applies_backpressure_and_drops_only_read_data)
+{
+        wk_log *l;
+        uint64_t cap = 10 << 20;
+        ck_assert_int_eq(wk_log_open(logdir, cap, true, &l, NULL), 0);
+        static unsigned char chunk[65536];
+        uint64_t at = 0;
+        while (wk_log_room(l) >= sizeof(chunk)) {
+                pattern(chunk, sizeof(chunk), at);
+                ck_assert_int_eq(wk_log_append(l, 1, chunk, sizeof(chunk), NULL), 0);
+                at += sizeof(chunk);
+        }
+        /* Full and unread: the append is refused, nothing is dropped. */
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_int_lt(wk_log_append(l, 1, chunk, sizeof(chunk), &e), 0);
+        ck_assert_int_eq(e->code, SP_E_LIMIT);
+        ck_assert_uint_eq(wk_log_start(l), 0);
+
+        /* A reader passes the first segment: room appears, and appending drops it. */
+        wk_log_mark_read(l, WK_LOG_SEGMENT_BYTES + 10);
+        ck_assert_uint_ge(wk_log_room(l), sizeof(chunk));
+        pattern(chunk, sizeof(chunk), at);
+        ck_assert_int_eq(wk_log_append(l, 2, chunk, sizeof(chunk), NULL), 0);
+        at += sizeof(chunk);
+        ck_assert_uint_gt(wk_log_start(l), 0);
+        ck_assert_uint_le(wk_log_start(l), WK_LOG_SEGMENT_BYTES + 10);
+
+        sp_error *gone = NULL;
+        char b[10];
+        uint8_t s;
+        size_t n;
+        ck_assert_int_lt(wk_log_read(l, 0, b, sizeof(b), &s, &n, &gone), 0);
+        ck_assert_int_eq(gone->code, SP_E_NOT_FOUND);
+        sp_error_free(gone);
+
+        uint64_t start = wk_log_start(l);
+        _cleanup_buf_ sp_buf got = SP_BUF_INIT;
+        read_all(l, start, &got, NULL);
+        _cleanup_free_ unsigned char *want = malloc(got.len);
+        pattern(want, got.len, start);
+        ck_assert(memcmp(got.data, want, got.len) == 0);
+        wk_log_close(l);
+
+        /* Totals survive a reopen even for dropped segments. */
+        ck_assert_int_eq(wk_log_open(logdir, cap, false, &l, NULL), 0);
+        ck_assert_uint_eq(wk_log_start(l), start);
+        ck_assert_uint_eq(wk_log_end(l), at);
+        ck_assert_uint_eq(wk_log_stream_total(l, 1), at - sizeof(chunk));
+        ck_assert_uint_eq(wk_log_stream_total(l, 2), sizeof(chunk));
+        wk_log_close(l);
+}
+END_TEST
+
+START_TEST(recovery_cuts_a_torn_record)
+{
+        wk_log *l;
+        ck_assert_int_eq(wk_log_open(logdir, 1 << 20, true, &l, NULL), 0);
+        ck_assert_int_eq(wk_log_append(l, 1, "hello ", 6, NULL), 0);
+        ck_assert_int_eq(wk_log_append(l, 2, "world", 5, NULL), 0);
+        wk_log_close(l);
+        /* A crash in the middle of an append leaves a partial record. */
+        char seg[700];
+        snprintf(seg, sizeof(seg), "%s/%020d.seg", logdir, 0);
+        int fd = open(seg, O_WRONLY | O_APPEND);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "\x01\0\0\0\0\0\0\x50partial", 15), 15);
+        close(fd);
+
+        ck_assert_int_eq(wk_log_open(logdir, 1 << 20, false, &l, NULL), 0);
+        ck_assert_uint_eq(wk_log_end(l), 11);
+        ck_assert_uint_eq(wk_log_stream_total(l, 1), 6);
+        ck_assert_uint_eq(wk_log_stream_total(l, 2), 5);
+        ck_assert_int_eq(wk_log_append(l, 1, "!", 1, NULL), 0);
+        _cleanup_buf_ sp_buf got = SP_BUF_INIT, streams = SP_BUF_INIT;
+        read_all(l, 0, &got, &streams);
+        ck_assert_str_eq(got.data, "hello world!");
+        ck_assert_str_eq(streams.data, "111111222221");
+        wk_log_close(l);
+        ck_assert_int_eq(wk_log_remove(logdir, NULL), 0);
+        ck_assert_int_lt(access(logdir, F_OK), 0);
+}
+END_TEST
+
+START_TEST(bad_records_refused)
+{
+        wk_log *l;
+        ck_assert_int_eq(wk_log_open(logdir, 1 << 20, true, &l, NULL), 0);
+        ck_assert_int_lt(wk_log_append(l, 3, "x", 1, NULL), 0);
+        ck_assert_int_lt(wk_log_append(l, 1, "x", 0, NULL), 0);
+        ck_assert_uint_eq(wk_log_end(l), 0);
+        wk_log_close(l);
+        sp_error *e = NULL;
+        ck_assert_int_lt(wk_log_open("/nonexistent/log", 1, false, &l, &e), 0);
+        ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
+        sp_error_free(e);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("session_log");
+        TCase *tc = tcase_create("log");
+        tcase_set_timeout(tc, 60);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, offsets_across_segments);
+        tcase_add_test(tc, full_log_applies_backpressure_and_drops_only_read_data);
+        tcase_add_test(tc, recovery_cuts_a_torn_record);
+        tcase_add_test(tc, bad_records_refused);
+        suite_add_tcase(s, tc);
+        return sp_test_main(s);
+}

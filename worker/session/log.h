@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A command session's output log on disk.
+ *
+ * Output is addressed by *offset*: the number of output bytes (stdout and
+ * stderr together, in the order they were produced) before a byte. The log
+ * keeps the range [start, end) in segment files of records
+ * (`<dir>/<start offset, 20 digits>.seg`, each record an 8-byte header —
+ * stream, 3 zero bytes, big-endian length — and the bytes), so readers can
+ * resume from any retained offset, several at once.
+ *
+ * The log is bounded by `capacity` bytes of output. A segment is dropped only
+ * when the log needs room *and* a reader has read past the segment's end;
+ * otherwise appends fail with SP_E_LIMIT and the caller stops draining the
+ * process (backpressure) — output is never dropped unread.
+ *
+ * Appends are write(2)s: they survive the daemon's crash (the page cache
+ * holds them); wk_log_open() recovers a log after a restart, cutting a torn
+ * final record. Not thread-safe.
+ */
+#ifndef WK_SESSION_LOG_H
+#define WK_SESSION_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/error.h"
+
+#define WK_LOG_SEGMENT_BYTES (4u << 20)
+#define WK_LOG_RECORD_MAX (1u << 20)
+
+typedef struct wk_log wk_log;
+
+/* Opens the log in dir (created if create is true), recovering existing segments. */
+int wk_log_open(const char *dir, uint64_t capacity, bool create, wk_log **ret, sp_error **err);
+void wk_log_close(wk_log *l);
+/* Removes the log's directory and everything in it. */
+int wk_log_remove(const char *dir, sp_error **err);
+
+/* Appends n bytes of stream (1 stdout, 2 stderr). Fails with SP_E_LIMIT when
+ * there is no room (see wk_log_room). */
+int wk_log_append(wk_log *l, uint8_t stream, const void *p, size_t n, sp_error **err);
+/* Bytes that can be appended now, counting segments that may be dropped. */
+uint64_t wk_log_room(const wk_log *l);
+
+uint64_t wk_log_start(const wk_log *l);
+uint64_t wk_log_end(const wk_log *l);
+/* Total bytes ever appended to stream (1 or 2), including dropped ones. */
+uint64_t wk_log_stream_total(const wk_log *l, uint8_t stream);
+
+/* A reader has everything before offset: earlier segments may be dropped when room is needed. */
+void wk_log_mark_read(wk_log *l, uint64_t offset);
+
+/* Reads up to cap bytes of one record starting at offset (which may fall inside
+ * a record). Sets *ret_stream and *ret_n; *ret_n == 0 at the end. Fails with
+ * SP_E_NOT_FOUND if offset was dropped (before start) and SP_E_INVALID past end. */
+int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_stream, size_t *ret_n, sp_error **err);
+
+#endif
