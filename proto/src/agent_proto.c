@@ -20,17 +20,25 @@ static uint32_t get32(const uint8_t *p)
         return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-int pr_agent_frame_append(sp_buf *out, uint8_t type, uint8_t stream, uint32_t channel, const void *payload, size_t len,
-                          sp_error **err)
+int pr_agent_header_encode(uint8_t *out, uint8_t type, uint8_t stream, uint32_t channel, size_t len, sp_error **err)
 {
         if (len > PR_AGENT_MAX_PAYLOAD)
                 return sp_error_set(err, SP_E_TOO_LARGE, "agent frame payload of %zu bytes exceeds %u", len,
                                     PR_AGENT_MAX_PAYLOAD);
-        uint8_t h[PR_AGENT_HEADER_SIZE] = {0};
-        put32(h, (uint32_t)len);
-        h[4] = type;
-        h[5] = stream;
-        put32(h + 8, channel);
+        memset(out, 0, PR_AGENT_HEADER_SIZE);
+        put32(out, (uint32_t)len);
+        out[4] = type;
+        out[5] = stream;
+        put32(out + 8, channel);
+        return 0;
+}
+
+int pr_agent_frame_append(sp_buf *out, uint8_t type, uint8_t stream, uint32_t channel, const void *payload, size_t len,
+                          sp_error **err)
+{
+        uint8_t h[PR_AGENT_HEADER_SIZE];
+        if (pr_agent_header_encode(h, type, stream, channel, len, err) < 0)
+                return -SP_E_TOO_LARGE;
         if (sp_buf_reserve(out, sizeof(h) + len, err) < 0)
                 return -SP_E_TOO_LARGE;
         sp_buf_append(out, h, sizeof(h), NULL);

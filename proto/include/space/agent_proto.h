@@ -56,6 +56,8 @@ typedef struct pr_agent_frame {
 /* Appends one frame (header and payload) to out. */
 int pr_agent_frame_append(sp_buf *out, uint8_t type, uint8_t stream, uint32_t channel, const void *payload, size_t len,
                           sp_error **err);
+/* Writes the 12-byte header of a frame with a payload of len bytes. */
+int pr_agent_header_encode(uint8_t *out, uint8_t type, uint8_t stream, uint32_t channel, size_t len, sp_error **err);
 /* Appends a frame whose payload is the compact JSON of obj. */
 int pr_agent_frame_append_json(sp_buf *out, uint8_t type, uint32_t channel, json_object *obj, sp_error **err);
 /* Appends a WINDOW frame granting credit bytes on stream. */

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "backend/agent_link.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+
+#define MAX_CHANNELS 4096
+
+typedef struct link_channel {
+        uint32_t id;
+        const wk_agent_channel_ops *ops;
+        void *userdata;
+        struct link_channel *next;
+} link_channel;
+
+struct wk_agent_link {
+        struct bufferevent *bev;
+        pr_agent_decoder dec;
+        const wk_agent_link_ops *ops;
+        void *userdata;
+        bool ready;
+        bool dispatching;
+        bool dead; /* freed while dispatching: finish after the callback returns */
+        uint32_t next_id;
+        link_channel *channels;
+        size_t nchannels;
+};
+
+static link_channel *find(wk_agent_link *l, uint32_t id)
+{
+        for (link_channel *c = l->channels; c; c = c->next)
+                if (c->id == id)
+                        return c;
+        return NULL;
+}
+
+static void remove_channel(wk_agent_link *l, uint32_t id)
+{
+        for (link_channel **p = &l->channels; *p; p = &(*p)->next)
+                if ((*p)->id == id) {
+                        link_channel *c = *p;
+                        *p = c->next;
+                        free(c);
+                        l->nchannels--;
+                        return;
+                }
+}
+
+static void fail_all(wk_agent_link *l, const sp_error *e)
+{
+        while (l->channels) {
+                link_channel *c = l->channels;
+                l->channels = c->next;
+                l->nchannels--;
+                if (c->ops->on_lost)
+                        c->ops->on_lost(e, c->userdata);
+                free(c);
+        }
+}
+
+static void link_destroy(wk_agent_link *l)
+{
+        if (l->bev)
+                bufferevent_free(l->bev);
+        pr_agent_decoder_free(&l->dec);
+        free(l);
+}
+
+static void close_link(wk_agent_link *l, const sp_error *e)
+{
+        if (l->bev) {
+                bufferevent_free(l->bev);
+                l->bev = NULL;
+        }
+        l->ready = false;
+        fail_all(l, e);
+        if (l->ops && l->ops->on_closed)
+                l->ops->on_closed(l, e, l->userdata);
+}
+
+static int parse_json(const pr_agent_frame *f, json_object **ret, sp_error **err)
+{
+        return sp_json_parse((const char *)f->payload, f->length, ret, err);
+}
+
+static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
+{
+        wk_agent_link *l = ud;
+        if (f->type == PR_AGENT_HELLO) {
+                if (l->ready)
+                        return sp_error_set(err, SP_E_INVALID, "agent sent HELLO twice");
+                l->ready = true;
+                if (l->ops && l->ops->on_ready)
+                        l->ops->on_ready(l, l->userdata);
+                return 0;
+        }
+        if (!l->ready)
+                return sp_error_set(err, SP_E_INVALID, "agent did not start with HELLO");
+        link_channel *c = find(l, f->channel);
+        if (!c)
+                return 0; /* a cancelled channel's late frames */
+        switch (f->type) {
+        case PR_AGENT_REPLY: {
+                _cleanup_json_ json_object *o = NULL;
+                if (parse_json(f, &o, err) < 0)
+                        return -SP_E_INVALID;
+                if (c->ops->on_reply)
+                        c->ops->on_reply(o, c->userdata);
+                return 0;
+        }
+        case PR_AGENT_DATA:
+                if (c->ops->on_data)
+                        c->ops->on_data(f->stream, f->payload, f->length, c->userdata);
+                return 0;
+        case PR_AGENT_EOF:
+                if (c->ops->on_eof)
+                        c->ops->on_eof(f->stream, c->userdata);
+                return 0;
+        case PR_AGENT_WINDOW: {
+                uint32_t credit;
+                if (pr_agent_window_decode(f, &credit, err) < 0)
+                        return -SP_E_INVALID;
+                if (c->ops->on_window)
+                        c->ops->on_window(f->stream, credit, c->userdata);
+                return 0;
+        }
+        case PR_AGENT_EXIT: {
+                _cleanup_json_ json_object *o = NULL;
+                if (parse_json(f, &o, err) < 0)
+                        return -SP_E_INVALID;
+                const wk_agent_channel_ops *ops = c->ops;
+                void *cud = c->userdata;
+                remove_channel(l, f->channel);
+                if (ops->on_exit)
+                        ops->on_exit(o, cud);
+                return 0;
+        }
+        default:
+                return sp_error_set(err, SP_E_INVALID, "unexpected frame type %u from the agent", f->type);
+        }
+}
+
+static void on_read(struct bufferevent *bev, void *ud)
+{
+        wk_agent_link *l = ud;
+        struct evbuffer *in = bufferevent_get_input(bev);
+        l->dispatching = true;
+        while (evbuffer_get_length(in) > 0 && !l->dead && l->bev) {
+                struct evbuffer_iovec v;
+                if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+                        break;
+                size_t n = v.iov_len;
+                _cleanup_error_ sp_error *e = NULL;
+                int r = pr_agent_decoder_feed(&l->dec, v.iov_base, n, on_frame, l, &e);
+                if (l->bev)
+                        evbuffer_drain(in, n);
+                if (r < 0 && !l->dead) {
+                        sp_error_wrap(&e, "agent protocol");
+                        close_link(l, e);
+                        break;
+                }
+        }
+        l->dispatching = false;
+        if (l->dead)
+                link_destroy(l);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *ud)
+{
+        wk_agent_link *l = ud;
+        (void)bev;
+        if (what & BEV_EVENT_CONNECTED)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        if (what & BEV_EVENT_EOF)
+                sp_error_set(&e, SP_E_UNAVAILABLE, "the agent closed the connection");
+        else
+                sp_error_set_errno(&e, SP_E_UNAVAILABLE, EVUTIL_SOCKET_ERROR(), "agent connection");
+        l->dispatching = true;
+        close_link(l, e);
+        l->dispatching = false;
+        if (l->dead)
+                link_destroy(l);
+}
+
+wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_path, const wk_agent_link_ops *ops,
+                                 void *userdata, sp_error **err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(socket_path) >= sizeof(sa.sun_path)) {
+                sp_error_set(err, SP_E_INVALID, "agent socket path too long: %s", socket_path);
+                return NULL;
+        }
+        strcpy(sa.sun_path, socket_path);
+        wk_agent_link *l = calloc(1, sizeof(*l));
+        if (!l) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        l->ops = ops;
+        l->userdata = userdata;
+        l->next_id = 1;
+        l->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (!l->bev || bufferevent_socket_connect(l->bev, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                sp_error_set_errno(err, SP_E_UNAVAILABLE, EVUTIL_SOCKET_ERROR(), "connect to the agent at %s",
+                                   socket_path);
+                link_destroy(l);
+                return NULL;
+        }
+        bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+        bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+        _cleanup_buf_ sp_buf hello = SP_BUF_INIT;
+        const char *h = "{\"version\":1,\"worker\":\"space-worker\"}";
+        pr_agent_frame_append(&hello, PR_AGENT_HELLO, 0, 0, h, strlen(h), NULL);
+        bufferevent_write(l->bev, hello.data, hello.len);
+        return l;
+}
+
+void wk_agent_link_free(wk_agent_link *l)
+{
+        if (!l)
+                return;
+        l->ops = NULL; /* no on_closed for a deliberate close */
+        _cleanup_error_ sp_error *e = NULL;
+        sp_error_set(&e, SP_E_UNAVAILABLE, "agent connection closed");
+        if (l->bev) {
+                bufferevent_free(l->bev);
+                l->bev = NULL;
+        }
+        fail_all(l, e);
+        if (l->dispatching)
+                l->dead = true;
+        else
+                link_destroy(l);
+}
+
+bool wk_agent_link_ready(const wk_agent_link *l)
+{
+        return l && l->ready && l->bev;
+}
+
+static int write_frame(wk_agent_link *l, uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n,
+                       sp_error **err)
+{
+        if (!l->bev)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "agent connection closed");
+        uint8_t h[PR_AGENT_HEADER_SIZE];
+        if (pr_agent_header_encode(h, type, stream, channel, n, err) < 0)
+                return -SP_E_TOO_LARGE;
+        struct evbuffer *out = bufferevent_get_output(l->bev);
+        if (evbuffer_add(out, h, sizeof(h)) < 0 || (n && evbuffer_add(out, p, n) < 0))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        return 0;
+}
+
+uint32_t wk_agent_open(wk_agent_link *l, json_object *request, const wk_agent_channel_ops *ops, void *userdata,
+                       sp_error **err)
+{
+        if (!wk_agent_link_ready(l)) {
+                sp_error_set(err, SP_E_UNAVAILABLE, "the agent is not connected");
+                return 0;
+        }
+        if (l->nchannels >= MAX_CHANNELS) {
+                sp_error_set(err, SP_E_LIMIT, "too many open agent channels");
+                return 0;
+        }
+        link_channel *c = calloc(1, sizeof(*c));
+        if (!c) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return 0;
+        }
+        do {
+                c->id = l->next_id++;
+                if (l->next_id == 0)
+                        l->next_id = 1;
+        } while (c->id == 0 || find(l, c->id));
+        c->ops = ops;
+        c->userdata = userdata;
+        const char *s = sp_json_str(request);
+        if (write_frame(l, PR_AGENT_OPEN, 0, c->id, s, strlen(s), err) < 0) {
+                free(c);
+                return 0;
+        }
+        c->next = l->channels;
+        l->channels = c;
+        l->nchannels++;
+        return c->id;
+}
+
+int wk_agent_send(wk_agent_link *l, uint32_t channel, uint8_t type, uint8_t stream, const void *p, size_t n,
+                  sp_error **err)
+{
+        return write_frame(l, type, stream, channel, p, n, err);
+}
+
+int wk_agent_ack(wk_agent_link *l, uint32_t channel, uint8_t stream, uint32_t n, sp_error **err)
+{
+        uint8_t p[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+        return n ? write_frame(l, PR_AGENT_WINDOW, stream, channel, p, 4, err) : 0;
+}
+
+int wk_agent_control(wk_agent_link *l, uint32_t channel, json_object *control, sp_error **err)
+{
+        const char *s = sp_json_str(control);
+        return write_frame(l, PR_AGENT_CONTROL, 0, channel, s, strlen(s), err);
+}
+
+void wk_agent_cancel(wk_agent_link *l, uint32_t channel)
+{
+        if (!l || !find(l, channel))
+                return;
+        remove_channel(l, channel);
+        (void)write_frame(l, PR_AGENT_CANCEL, 0, channel, NULL, 0, NULL);
+}
+
+size_t wk_agent_link_queued(const wk_agent_link *l)
+{
+        return l && l->bev ? evbuffer_get_length(bufferevent_get_output(l->bev)) : 0;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker's side of the agent protocol (proto/spec/agent.md): one
+ * connection to a sandbox's agent on the daemon's libevent loop, carrying
+ * many channels. The link decodes frames and hands each channel's events to
+ * the channel's owner; flow control is the owner's: it acknowledges output
+ * with wk_agent_ack() once stored, and sends only within the credit the agent
+ * granted (on_window).
+ *
+ * Ownership: the link owns its channels' bookkeeping; owners keep their own
+ * state and are told exactly once, through on_exit or on_lost, that a channel
+ * ended. Not thread-safe (one event loop).
+ */
+#ifndef WK_AGENT_LINK_H
+#define WK_AGENT_LINK_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "space/agent_proto.h"
+#include "space/error.h"
+
+struct event_base;
+typedef struct wk_agent_link wk_agent_link;
+
+typedef struct wk_agent_channel_ops {
+        /* REPLY: an intermediate answer, e.g. {"pid":42,"running":true}. */
+        void (*on_reply)(json_object *reply, void *userdata);
+        /* DATA from the agent (stdout 1, stderr 2, file 3). */
+        void (*on_data)(uint8_t stream, const void *p, size_t n, void *userdata);
+        void (*on_eof)(uint8_t stream, void *userdata);
+        /* Credit to send on stream (stdin 0, file 3). */
+        void (*on_window)(uint8_t stream, uint32_t credit, void *userdata);
+        /* EXIT: the final result (an error in the one error shape, or the op's result). */
+        void (*on_exit)(json_object *result, void *userdata);
+        /* The connection was lost before EXIT. */
+        void (*on_lost)(const sp_error *e, void *userdata);
+} wk_agent_channel_ops;
+
+typedef struct wk_agent_link_ops {
+        /* HELLO received: the link is ready for channels. */
+        void (*on_ready)(wk_agent_link *link, void *userdata);
+        /* The connection closed (after every channel got on_lost). */
+        void (*on_closed)(wk_agent_link *link, const sp_error *e, void *userdata);
+} wk_agent_link_ops;
+
+/* Connects to the agent's unix socket. Calls ops->on_ready once HELLO arrives. */
+wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_path, const wk_agent_link_ops *ops,
+                                 void *userdata, sp_error **err);
+/* Closes the connection; pending channels get on_lost. Accepts NULL. */
+void wk_agent_link_free(wk_agent_link *link);
+bool wk_agent_link_ready(const wk_agent_link *link);
+
+/* Opens a channel with the request; returns the channel id, 0 on error. */
+uint32_t wk_agent_open(wk_agent_link *link, json_object *request, const wk_agent_channel_ops *ops, void *userdata,
+                       sp_error **err);
+int wk_agent_send(wk_agent_link *link, uint32_t channel, uint8_t type, uint8_t stream, const void *p, size_t n,
+                  sp_error **err);
+int wk_agent_ack(wk_agent_link *link, uint32_t channel, uint8_t stream, uint32_t n, sp_error **err);
+int wk_agent_control(wk_agent_link *link, uint32_t channel, json_object *control, sp_error **err);
+/* Drops the channel (the agent keeps a command running); no further callbacks. */
+void wk_agent_cancel(wk_agent_link *link, uint32_t channel);
+/* Bytes queued toward the agent. */
+size_t wk_agent_link_queued(const wk_agent_link *link);
+
+#endif
