@@ -37,6 +37,7 @@ typedef struct {
 struct wk_log {
         char *dir;
         uint64_t capacity;
+        uint64_t segment_bytes; /* a quarter of the capacity, within [64 KiB, WK_LOG_SEGMENT_BYTES] */
         segment *seg;
         size_t nseg;
         uint64_t read_mark;
@@ -137,6 +138,11 @@ int wk_log_open(const char *dir, uint64_t capacity, bool create, wk_log **ret, s
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
         l->capacity = capacity;
+        l->segment_bytes = capacity / 4;
+        if (l->segment_bytes < (64u << 10))
+                l->segment_bytes = 64u << 10;
+        if (l->segment_bytes > WK_LOG_SEGMENT_BYTES)
+                l->segment_bytes = WK_LOG_SEGMENT_BYTES;
         for (size_t i = 0; i < n; i++) {
                 char path[4096];
                 seg_path(l, starts[i], path, sizeof(path));
@@ -297,7 +303,7 @@ int wk_log_append(wk_log *l, uint8_t stream, const void *p, size_t n, sp_error *
         /* Make room by dropping whole segments that readers have passed. */
         while (l->nseg > 1 && held(l) + n > l->capacity && l->seg[0].start + l->seg[0].bytes <= l->read_mark)
                 drop_first(l);
-        if (!l->nseg || l->seg[l->nseg - 1].bytes >= WK_LOG_SEGMENT_BYTES) {
+        if (!l->nseg || l->seg[l->nseg - 1].bytes >= l->segment_bytes) {
                 if (new_segment(l, err) < 0)
                         return -SP_E_IO;
         }

@@ -27,7 +27,7 @@
 
 #include "space/error.h"
 
-#define WK_LOG_SEGMENT_BYTES (4u << 20)
+#define WK_LOG_SEGMENT_BYTES (4u << 20) /* at most; a quarter of the capacity if less */
 #define WK_LOG_RECORD_MAX (1u << 20)
 
 typedef struct wk_log wk_log;

@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session/log.h"
+#include "session/session.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/time.h"
+
+/* Credit granted to the agent per stream: at most this much unstored output in flight. */
+#define SESSION_WINDOW (256u << 10)
+
+struct wk_session {
+        char *dir;
+        char id[65];
+        char sandbox[65];
+        json_object *request; /* the exec request, persisted */
+        wk_session_state state;
+        int pid;
+        wk_session_exit exit;
+        char *failure;
+        int64_t created_us, started_us, ended_us;
+        wk_log *log;
+        wk_agent_link *link;
+        uint32_t channel;
+        uint32_t pending_ack[3]; /* stored but not yet acknowledged, per stream (log was full) */
+        bool eof[3];
+        uint64_t stdin_credit;
+        char kill_reason[16];
+        wk_session_watch *watches;
+};
+
+static const wk_agent_channel_ops channel_ops;
+
+const char *wk_session_state_name(wk_session_state st)
+{
+        static const char *const names[] = {"starting", "running", "exited", "failed"};
+        return st <= WK_SESSION_FAILED ? names[st] : "unknown";
+}
+
+const char *wk_session_id(const wk_session *s)
+{
+        return s->id;
+}
+const char *wk_session_sandbox(const wk_session *s)
+{
+        return s->sandbox;
+}
+wk_session_state wk_session_get_state(const wk_session *s)
+{
+        return s->state;
+}
+const wk_session_exit *wk_session_get_exit(const wk_session *s)
+{
+        return s->state == WK_SESSION_EXITED ? &s->exit : NULL;
+}
+const char *wk_session_failure(const wk_session *s)
+{
+        return s->failure;
+}
+int wk_session_pid(const wk_session *s)
+{
+        return s->pid;
+}
+uint64_t wk_session_output_start(const wk_session *s)
+{
+        return wk_log_start(s->log);
+}
+uint64_t wk_session_output_end(const wk_session *s)
+{
+        return wk_log_end(s->log);
+}
+
+json_object *wk_session_to_json(const wk_session *s)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "id", json_object_new_string(s->id));
+        json_object_object_add(o, "sandbox_id", json_object_new_string(s->sandbox));
+        json_object_object_add(o, "state", json_object_new_string(wk_session_state_name(s->state)));
+        if (s->pid)
+                json_object_object_add(o, "pid", json_object_new_int(s->pid));
+        char ts[32];
+        sp_time_format_rfc3339(s->created_us, ts);
+        json_object_object_add(o, "created_at", json_object_new_string(ts));
+        if (s->started_us) {
+                sp_time_format_rfc3339(s->started_us, ts);
+                json_object_object_add(o, "started_at", json_object_new_string(ts));
+        }
+        if (s->ended_us) {
+                sp_time_format_rfc3339(s->ended_us, ts);
+                json_object_object_add(o, "ended_at", json_object_new_string(ts));
+        }
+        if (s->state == WK_SESSION_EXITED) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "code", json_object_new_int(s->exit.code));
+                json_object_object_add(e, "signal", json_object_new_int(s->exit.signal));
+                json_object_object_add(e, "oom", json_object_new_boolean(s->exit.oom));
+                json_object_object_add(e, "killed", json_object_new_boolean(s->exit.killed));
+                if (s->exit.reason[0])
+                        json_object_object_add(e, "reason", json_object_new_string(s->exit.reason));
+                json_object_object_add(o, "exit", e);
+        }
+        if (s->failure)
+                json_object_object_add(o, "error", json_object_new_string(s->failure));
+        if (s->log) {
+                json_object_object_add(o, "output_start", json_object_new_int64((int64_t)wk_log_start(s->log)));
+                json_object_object_add(o, "output_end", json_object_new_int64((int64_t)wk_log_end(s->log)));
+        }
+        return o;
+}
+
+static int persist(wk_session *s, sp_error **err)
+{
+        _cleanup_json_ json_object *o = wk_session_to_json(s);
+        json_object_object_add(o, "request", json_object_get(s->request));
+        json_object_object_del(o, "output_start");
+        json_object_object_add(o, "created_us", json_object_new_int64(s->created_us));
+        json_object_object_add(o, "started_us", json_object_new_int64(s->started_us));
+        json_object_object_add(o, "ended_us", json_object_new_int64(s->ended_us));
+        json_object_object_del(o, "output_end");
+        const char *text = sp_json_str(o);
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/session.json", s->dir);
+        return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+}
+
+static void notify(wk_session *s, int what)
+{
+        /* A watcher may remove itself (or others) from its callback: walk a snapshot. */
+        wk_session_watch *snapshot[64];
+        size_t n = 0;
+        for (wk_session_watch *w = s->watches; w && n < SP_ARRAY_SIZE(snapshot); w = w->next)
+                snapshot[n++] = w;
+        for (size_t i = 0; i < n; i++) {
+                bool still = false;
+                for (wk_session_watch *w = s->watches; w; w = w->next)
+                        if (w == snapshot[i])
+                                still = true;
+                if (!still)
+                        continue;
+                wk_session_watch *w = snapshot[i];
+                if (what == 0 && w->on_output)
+                        w->on_output(s, w->userdata);
+                else if (what == 1 && w->on_state)
+                        w->on_state(s, w->userdata);
+                else if (what == 2 && w->on_stdin_credit)
+                        w->on_stdin_credit(s, w->userdata);
+        }
+}
+
+void wk_session_watch_add(wk_session *s, wk_session_watch *w)
+{
+        w->next = s->watches;
+        s->watches = w;
+}
+
+void wk_session_watch_remove(wk_session *s, wk_session_watch *w)
+{
+        for (wk_session_watch **p = &s->watches; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        return;
+                }
+}
+
+static void set_failed(wk_session *s, const char *message)
+{
+        free(s->failure);
+        s->failure = strdup(message ? message : "failed");
+        s->state = WK_SESSION_FAILED;
+        s->ended_us = sp_now_real_us();
+        (void)persist(s, NULL);
+        notify(s, 1);
+}
+
+/* Acknowledges stored output while the log has room for another window. */
+static void release_acks(wk_session *s)
+{
+        if (!s->link || !s->channel)
+                return;
+        for (uint8_t st = 1; st <= 2; st++) {
+                uint32_t n = s->pending_ack[st];
+                if (!n || wk_log_room(s->log) < (uint64_t)SESSION_WINDOW * 2)
+                        continue;
+                if (wk_agent_ack(s->link, s->channel, st, n, NULL) == 0)
+                        s->pending_ack[st] = 0;
+        }
+}
+
+static void on_reply(json_object *reply, void *ud)
+{
+        wk_session *s = ud;
+        json_object *pid;
+        if (json_object_object_get_ex(reply, "pid", &pid))
+                s->pid = json_object_get_int(pid);
+        if (s->state == WK_SESSION_STARTING) {
+                s->state = WK_SESSION_RUNNING;
+                s->started_us = sp_now_real_us();
+                (void)persist(s, NULL);
+                notify(s, 1);
+        }
+}
+
+static void on_data(uint8_t stream, const void *p, size_t n, void *ud)
+{
+        wk_session *s = ud;
+        if (stream != 1 && stream != 2)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_log_append(s->log, stream, p, n, &e) < 0) {
+                /* Only a full disk gets here (the agent sends within its credit, which
+                 * the log has room for): the command cannot be served any more. */
+                wk_session_kill(s, "disk", NULL);
+                return;
+        }
+        s->pending_ack[stream] += (uint32_t)n;
+        release_acks(s);
+        notify(s, 0);
+}
+
+static void on_eof(uint8_t stream, void *ud)
+{
+        wk_session *s = ud;
+        if (stream <= 2)
+                s->eof[stream] = true;
+}
+
+static void on_window(uint8_t stream, uint32_t credit, void *ud)
+{
+        wk_session *s = ud;
+        if (stream == 0) {
+                s->stdin_credit += credit;
+                notify(s, 2);
+        }
+}
+
+static void on_exit_(json_object *result, void *ud)
+{
+        wk_session *s = ud;
+        s->channel = 0;
+        json_object *err;
+        if (json_object_object_get_ex(result, "error", &err)) {
+                json_object *msg;
+                set_failed(s, json_object_object_get_ex(err, "message", &msg) ? json_object_get_string(msg)
+                                                                              : "the command could not start");
+                return;
+        }
+        json_object *v;
+        if (json_object_object_get_ex(result, "code", &v))
+                s->exit.code = json_object_get_int(v);
+        if (json_object_object_get_ex(result, "signal", &v))
+                s->exit.signal = json_object_get_int(v);
+        if (json_object_object_get_ex(result, "oom", &v))
+                s->exit.oom = json_object_get_boolean(v);
+        if (json_object_object_get_ex(result, "killed", &v))
+                s->exit.killed = json_object_get_boolean(v);
+        if (s->kill_reason[0])
+                snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", s->kill_reason);
+        else if (s->exit.oom)
+                snprintf(s->exit.reason, sizeof(s->exit.reason), "memory");
+        s->state = WK_SESSION_EXITED;
+        s->ended_us = sp_now_real_us();
+        (void)persist(s, NULL);
+        /* The exit is stored: the agent may forget the session. */
+        if (s->link) {
+                _cleanup_json_ json_object *rel = json_object_new_object();
+                json_object_object_add(rel, "op", json_object_new_string("release"));
+                json_object_object_add(rel, "session", json_object_new_string(s->id));
+                static const wk_agent_channel_ops none = {0};
+                wk_agent_open(s->link, rel, &none, NULL, NULL);
+        }
+        notify(s, 1);
+}
+
+static void on_lost(const sp_error *e, void *ud)
+{
+        wk_session *s = ud;
+        (void)e;
+        /* The command keeps running in the sandbox; wait for a new connection. */
+        s->channel = 0;
+        s->link = NULL;
+        s->stdin_credit = 0;
+}
+
+static const wk_agent_channel_ops channel_ops = {
+        .on_reply = on_reply,
+        .on_data = on_data,
+        .on_eof = on_eof,
+        .on_window = on_window,
+        .on_exit = on_exit_,
+        .on_lost = on_lost,
+};
+
+static wk_session *session_new(const char *dir, sp_error **err)
+{
+        wk_session *s = calloc(1, sizeof(*s));
+        if (!s || !(s->dir = strdup(dir))) {
+                free(s);
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        return s;
+}
+
+static int open_channel(wk_session *s, json_object *req, sp_error **err)
+{
+        uint32_t ch = wk_agent_open(s->link, req, &channel_ops, s, err);
+        if (!ch)
+                return -SP_E_UNAVAILABLE;
+        s->channel = ch;
+        return 0;
+}
+
+int wk_session_start(wk_agent_link *link, const char *dir, const char *id, const char *sandbox_id,
+                     json_object *exec_request, uint64_t log_capacity, wk_session **ret, sp_error **err)
+{
+        if (strlen(id) > 64 || strlen(sandbox_id) > 64)
+                return sp_error_set(err, SP_E_INVALID, "session or sandbox id too long");
+        wk_session *s = session_new(dir, err);
+        if (!s)
+                return -SP_E_LIMIT;
+        snprintf(s->id, sizeof(s->id), "%s", id);
+        snprintf(s->sandbox, sizeof(s->sandbox), "%s", sandbox_id);
+        s->request = json_object_get(exec_request);
+        json_object_object_add(s->request, "op", json_object_new_string("exec"));
+        json_object_object_add(s->request, "session", json_object_new_string(id));
+        json_object_object_add(s->request, "window", json_object_new_int64(SESSION_WINDOW));
+        s->created_us = sp_now_real_us();
+        char logdir[4096];
+        snprintf(logdir, sizeof(logdir), "%s/log", dir);
+        if (sp_mkdir_p(dir, 0700, err) < 0 || wk_log_open(logdir, log_capacity, true, &s->log, err) < 0 ||
+            persist(s, err) < 0)
+                goto fail;
+        s->link = link;
+        if (open_channel(s, s->request, err) < 0)
+                goto fail;
+        *ret = s;
+        return 0;
+fail:
+        wk_session_remove(s, NULL);
+        return -SP_E_IO;
+}
+
+int wk_session_load(const char *dir, uint64_t log_capacity, wk_session **ret, sp_error **err)
+{
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/session.json", dir);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        _cleanup_json_ json_object *o = NULL;
+        if (sp_file_read(path, 1 << 20, &text, err) < 0 || sp_json_parse(text.data, text.len, &o, err) < 0)
+                return sp_error_wrap(err, "load session %s", dir);
+        wk_session *s = session_new(dir, err);
+        if (!s)
+                return -SP_E_LIMIT;
+        const char *id = NULL, *sb = NULL, *state = NULL, *error = NULL;
+        json_object *req = NULL, *ex = NULL;
+        int64_t pid = 0;
+        if (sp_json_get_string(o, "id", true, 64, &id, err) < 0 ||
+            sp_json_get_string(o, "sandbox_id", true, 64, &sb, err) < 0 ||
+            sp_json_get_string(o, "state", true, 16, &state, err) < 0 ||
+            sp_json_get_object(o, "request", true, &req, err) < 0 ||
+            sp_json_get_int(o, "pid", false, 0, INT32_MAX, &pid, err) < 0 ||
+            sp_json_get_int(o, "created_us", false, 0, INT64_MAX, &s->created_us, err) < 0 ||
+            sp_json_get_int(o, "started_us", false, 0, INT64_MAX, &s->started_us, err) < 0 ||
+            sp_json_get_int(o, "ended_us", false, 0, INT64_MAX, &s->ended_us, err) < 0 ||
+            sp_json_get_string(o, "error", false, 4096, &error, err) < 0 ||
+            sp_json_get_object(o, "exit", false, &ex, err) < 0) {
+                wk_session_free(s);
+                return sp_error_wrap(err, "load session %s", dir);
+        }
+        snprintf(s->id, sizeof(s->id), "%s", id);
+        snprintf(s->sandbox, sizeof(s->sandbox), "%s", sb);
+        s->request = json_object_get(req);
+        s->pid = (int)pid;
+        s->state = strcmp(state, "exited") == 0    ? WK_SESSION_EXITED
+                   : strcmp(state, "failed") == 0  ? WK_SESSION_FAILED
+                   : strcmp(state, "running") == 0 ? WK_SESSION_RUNNING
+                                                   : WK_SESSION_STARTING;
+        if (error)
+                s->failure = strdup(error);
+        if (ex) {
+                int64_t v = 0;
+                bool b = false;
+                const char *reason = NULL;
+                sp_json_get_int(ex, "code", false, INT32_MIN, INT32_MAX, &v, NULL);
+                s->exit.code = (int)v;
+                v = 0;
+                sp_json_get_int(ex, "signal", false, 0, 128, &v, NULL);
+                s->exit.signal = (int)v;
+                sp_json_get_bool(ex, "oom", false, &b, NULL);
+                s->exit.oom = b;
+                b = false;
+                sp_json_get_bool(ex, "killed", false, &b, NULL);
+                s->exit.killed = b;
+                if (sp_json_get_string(ex, "reason", false, 15, &reason, NULL) == 0 && reason)
+                        snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", reason);
+        }
+        char logdir[4096];
+        snprintf(logdir, sizeof(logdir), "%s/log", dir);
+        if (wk_log_open(logdir, log_capacity, true, &s->log, err) < 0) {
+                wk_session_free(s);
+                return sp_error_wrap(err, "load session %s", dir);
+        }
+        *ret = s;
+        return 0;
+}
+
+int wk_session_attach_agent(wk_session *s, wk_agent_link *link, sp_error **err)
+{
+        if (s->state == WK_SESSION_EXITED || s->state == WK_SESSION_FAILED)
+                return 0;
+        s->link = link;
+        memset(s->pending_ack, 0, sizeof(s->pending_ack));
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "op", json_object_new_string("attach"));
+        json_object_object_add(req, "session", json_object_new_string(s->id));
+        json_object_object_add(req, "stdout_offset", json_object_new_int64((int64_t)wk_log_stream_total(s->log, 1)));
+        json_object_object_add(req, "stderr_offset", json_object_new_int64((int64_t)wk_log_stream_total(s->log, 2)));
+        json_object_object_add(req, "window", json_object_new_int64(SESSION_WINDOW));
+        return open_channel(s, req, err);
+}
+
+void wk_session_detach_agent(wk_session *s)
+{
+        if (s->link && s->channel)
+                wk_agent_cancel(s->link, s->channel);
+        s->link = NULL;
+        s->channel = 0;
+        s->stdin_credit = 0;
+}
+
+void wk_session_free(wk_session *s)
+{
+        if (!s)
+                return;
+        wk_session_detach_agent(s);
+        wk_log_close(s->log);
+        if (s->request)
+                json_object_put(s->request);
+        free(s->failure);
+        free(s->dir);
+        free(s);
+}
+
+int wk_session_remove(wk_session *s, sp_error **err)
+{
+        if (!s)
+                return 0;
+        if (s->link && (s->state == WK_SESSION_RUNNING || s->state == WK_SESSION_STARTING))
+                wk_session_kill(s, "killed", NULL);
+        char path[4096];
+        wk_log_close(s->log);
+        s->log = NULL;
+        snprintf(path, sizeof(path), "%s/log", s->dir);
+        int r = wk_log_remove(path, err);
+        snprintf(path, sizeof(path), "%s/session.json", s->dir);
+        unlink(path);
+        rmdir(s->dir);
+        wk_session_free(s);
+        return r;
+}
+
+int wk_session_read(wk_session *s, uint64_t offset, void *buf, size_t cap, uint8_t *ret_stream, size_t *ret_n,
+                    sp_error **err)
+{
+        return wk_log_read(s->log, offset, buf, cap, ret_stream, ret_n, err);
+}
+
+void wk_session_mark_read(wk_session *s, uint64_t offset)
+{
+        wk_log_mark_read(s->log, offset);
+        release_acks(s);
+}
+
+static int require_running(const wk_session *s, sp_error **err)
+{
+        if (s->state != WK_SESSION_RUNNING && s->state != WK_SESSION_STARTING)
+                return sp_error_set(err, SP_E_CONFLICT, "session %s is %s", s->id, wk_session_state_name(s->state));
+        if (!s->link || !s->channel)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "session %s: the sandbox's agent is not connected", s->id);
+        return 0;
+}
+
+size_t wk_session_stdin_credit(const wk_session *s)
+{
+        return s->link && s->channel ? s->stdin_credit : 0;
+}
+
+size_t wk_session_write_stdin(wk_session *s, const void *p, size_t n)
+{
+        if (require_running(s, NULL) < 0)
+                return 0;
+        if (n > s->stdin_credit)
+                n = (size_t)s->stdin_credit;
+        size_t done = 0;
+        while (done < n) {
+                size_t chunk = n - done > 65536 ? 65536 : n - done;
+                if (wk_agent_send(s->link, s->channel, PR_AGENT_DATA, PR_STREAM_STDIN, (const char *)p + done, chunk,
+                                  NULL) < 0)
+                        break;
+                done += chunk;
+        }
+        s->stdin_credit -= done;
+        return done;
+}
+
+int wk_session_close_stdin(wk_session *s, sp_error **err)
+{
+        if (require_running(s, err) < 0)
+                return -SP_E_CONFLICT;
+        return wk_agent_send(s->link, s->channel, PR_AGENT_EOF, PR_STREAM_STDIN, NULL, 0, err);
+}
+
+static int control(wk_session *s, json_object *c, sp_error **err)
+{
+        _cleanup_json_ json_object *owned = c;
+        if (require_running(s, err) < 0)
+                return -SP_E_CONFLICT;
+        return wk_agent_control(s->link, s->channel, c, err);
+}
+
+int wk_session_signal(wk_session *s, int sig, sp_error **err)
+{
+        if (sig < 1 || sig > SIGRTMAX)
+                return sp_error_set(err, SP_E_INVALID, "invalid signal %d", sig);
+        json_object *c = json_object_new_object();
+        json_object_object_add(c, "signal", json_object_new_int(sig));
+        return control(s, c, err);
+}
+
+int wk_session_kill(wk_session *s, const char *reason, sp_error **err)
+{
+        snprintf(s->kill_reason, sizeof(s->kill_reason), "%s", reason ? reason : "killed");
+        json_object *c = json_object_new_object();
+        json_object_object_add(c, "kill", json_object_new_boolean(true));
+        return control(s, c, err);
+}
+
+int wk_session_resize(wk_session *s, int rows, int cols, sp_error **err)
+{
+        if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
+                return sp_error_set(err, SP_E_INVALID, "invalid window size %dx%d", rows, cols);
+        json_object *c = json_object_new_object();
+        json_object *r = json_object_new_object();
+        json_object_object_add(r, "rows", json_object_new_int(rows));
+        json_object_object_add(r, "cols", json_object_new_int(cols));
+        json_object_object_add(c, "resize", r);
+        return control(s, c, err);
+}
