@@ -5,6 +5,7 @@
  * its socket, and root inside cannot touch what encloses it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +48,8 @@ static void make_rootfs(void)
         snprintf(p, sizeof(p),
                  "cd %s/bin && for a in $(./busybox --list); do [ $a = busybox ] || ln -sf busybox $a; done", rootfs);
         must(system(p), "busybox applets");
+        snprintf(p, sizeof(p), "cp %s/tests/space-probe %s/bin/space-probe", sp_test_binary_dir(), rootfs);
+        must(system(p), "copy space-probe");
         snprintf(p, sizeof(p), "%s/etc/passwd", rootfs);
         FILE *f = fopen(p, "w");
         fputs("root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n", f);
@@ -173,6 +176,38 @@ START_TEST(root_inside_cannot_touch_the_host)
 }
 END_TEST
 
+/* Every privileged operation the probe attempts is refused, with a refusal
+ * errno (not an argument error that would mean the permission check passed). */
+START_TEST(system_calls_are_refused)
+{
+        sp_test_agent *a = sp_test_agent_connect(sock_path, 5000);
+        char argv[256];
+        snprintf(argv, sizeof(argv), "[\"space-probe\",\"--in-sandbox\",\"%d\",\"%d\"]", (int)getpid(), (int)getppid());
+        sp_test_result r;
+        sp_test_agent_exec(a, 1, argv, &r);
+        ck_assert_msg(sp_test_result_int(&r, "code") == 0, "probe failed: %s", r.err.data);
+        int lines = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(r.out.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                lines++;
+                char name[64], verdict[16], err[32] = "";
+                ck_assert_int_ge(sscanf(line, "%63s %15s %31s", name, verdict, err), 2);
+                ck_assert_msg(strcmp(verdict, "denied") == 0, "root inside the sandbox could: %s", name);
+                bool refusal = strcmp(err, "EPERM") == 0 || strcmp(err, "EACCES") == 0 || strcmp(err, "EROFS") == 0 ||
+                               strcmp(err, "ENOSYS") == 0 || strcmp(err, "ESRCH") == 0 || strcmp(err, "ENOENT") == 0 ||
+                               /* the kernel answers EINVAL to unmounting a locked mount */
+                               (strcmp(name, "umount_proc_sys") == 0 && strcmp(err, "EINVAL") == 0);
+                ck_assert_msg(refusal, "%s: refused with %s, which is not a permission error", name, err);
+                /* a host process must be invisible, not merely protected */
+                if (strncmp(name, "kill_", 5) == 0)
+                        ck_assert_str_eq(err, "ESRCH");
+        }
+        ck_assert_int_ge(lines, 25);
+        sp_test_result_free(&r);
+        sp_test_agent_close(a);
+}
+END_TEST
+
 START_TEST(killing_init_ends_everything)
 {
         sp_test_agent *a = sp_test_agent_connect(sock_path, 5000);
@@ -205,6 +240,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, agent_is_pid1_as_sandbox_root);
         tcase_add_test(tc, root_inside_cannot_touch_the_host);
+        tcase_add_test(tc, system_calls_are_refused);
         tcase_add_test(tc, killing_init_ends_everything);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
