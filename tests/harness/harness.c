@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "space/cleanup.h"
 
 #include "harness.h"
 
@@ -97,4 +101,63 @@ const char *sp_test_binary_dir(void)
 {
         const char *s = getenv("SPACE_BINARY_DIR");
         return s ? s : ".";
+}
+
+void sp_test_ok_(long r, sp_error **err, const char *expr, const char *file, int line)
+{
+        if (r >= 0) {
+                if (err)
+                        sp_error_freep(err);
+                return;
+        }
+        char msg[2048];
+        snprintf(msg, sizeof(msg), "%s", err && *err ? (*err)->message : "(no error message)");
+        if (err)
+                sp_error_freep(err);
+        _ck_assert_failed(file, line, "Failed", "%s returned %ld: %s", expr, r, msg);
+}
+
+#define TAIL_MAX_BYTES 65536
+
+char *sp_test_file_tail(const char *path, size_t max_lines)
+{
+        char *out = NULL;
+        _cleanup_close_ int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 || max_lines == 0)
+                return strdup("");
+        off_t from = st.st_size > TAIL_MAX_BYTES ? st.st_size - TAIL_MAX_BYTES : 0;
+        size_t want = (size_t)(st.st_size - from), got = 0;
+        out = malloc(want + 1);
+        if (!out)
+                abort();
+        while (got < want) {
+                ssize_t n = pread(fd, out + got, want - got, from + (off_t)got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t)n;
+        }
+        out[got] = '\0';
+        /* Walk back over max_lines line ends (a final newline does not count). */
+        size_t end = got, lines = 0, start = 0;
+        if (end > 0 && out[end - 1] == '\n')
+                end--;
+        for (size_t i = end; i > 0; i--) {
+                if (out[i - 1] == '\n' && ++lines == max_lines) {
+                        start = i;
+                        break;
+                }
+        }
+        memmove(out, out + start, got - start + 1);
+        return out;
+}
+
+void sp_test_dump_file_tail(const char *title, const char *path, size_t max_lines)
+{
+        _cleanup_free_ char *tail = sp_test_file_tail(path, max_lines);
+        fprintf(stderr, "==> %s (last %zu lines of %s)\n%s%s", title ? title : "log", max_lines, path ? path : "-",
+                tail, *tail && tail[strlen(tail) - 1] != '\n' ? "\n" : "");
+        fprintf(stderr, "<== %s\n", title ? title : "log");
 }

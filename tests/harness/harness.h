@@ -7,12 +7,26 @@
  * something this host lacks (root, KVM, a binary) calls SP_TEST_REQUIRE_*():
  * the whole executable then exits with SP_TEST_SKIP (77), which CTest reports
  * as skipped, with the reason on stderr — never as passed.
+ *
+ * Resources that must be cleaned up even when a forked test crashes (a
+ * server, a mount, a namespace) belong in Check *unchecked* fixtures, which
+ * run in the runner process: a failed assertion ends only the test's process.
+ * The other harness headers:
+ *   proc.h      spawning, bounded waits and stops, process lookups, free ports
+ *   pg.h        a throw-away PostgreSQL server
+ *   btrfs.h     a temporary btrfs on a loop device
+ *   netns.h     temporary network namespaces and veth pairs
+ *   launcher.h  our daemons (and clusters of them) for end-to-end tests
+ *   leak.h      snapshots of mounts, namespaces, loop devices and processes
  */
 #ifndef SPACE_TEST_HARNESS_H
 #define SPACE_TEST_HARNESS_H
 
 #include <check.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+#include "space/error.h"
 
 #define SP_TEST_SKIP 77
 
@@ -32,6 +46,24 @@ void sp_test_require_program(const char *prog, const char *why);
  * sp_test_tmpdir_remove(). Returns a malloc'd path; aborts on failure. */
 char *sp_test_tmpdir(const char *tag);
 void sp_test_tmpdir_remove(const char *path);
+
+/* Fails the current test (a Check assertion, reported at the caller's file
+ * and line) when r < 0, with the message of *err; frees *err either way.
+ * For the harness functions that return <0 and set an sp_error:
+ *   sp_error *err = NULL;
+ *   sp_test_ok(sp_test_pg_start(&pg, &err), &err);
+ * Also usable in an unchecked fixture, where Check reports the failure as the
+ * setup's and skips the TCase's tests. */
+#define sp_test_ok(r, errp) sp_test_ok_((r), (errp), #r, __FILE__, __LINE__)
+void sp_test_ok_(long r, sp_error **err, const char *expr, const char *file, int line);
+
+/* The last max_lines lines of a text file (at most the last 64 KiB of it), as
+ * a malloc'd string the caller frees; "" if the file is missing or empty. */
+char *sp_test_file_tail(const char *path, size_t max_lines);
+
+/* Prints "==> <title> (last N lines of <path>)" and the tail of the file to
+ * stderr, for diagnosing a failed test. */
+void sp_test_dump_file_tail(const char *title, const char *path, size_t max_lines);
 
 /* The source and build trees (from the environment CTest sets). */
 const char *sp_test_source_dir(void);
