@@ -27,7 +27,8 @@ struct wk_agent_link {
         pr_agent_decoder dec;
         const wk_agent_link_ops *ops;
         void *userdata;
-        bool ready;
+        bool ready; /* channels may be opened */
+        bool hello; /* the agent's HELLO arrived */
         bool dispatching;
         bool dead; /* freed while dispatching: finish after the callback returns */
         uint32_t next_id;
@@ -96,14 +97,15 @@ static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
 {
         wk_agent_link *l = ud;
         if (f->type == PR_AGENT_HELLO) {
-                if (l->ready)
+                if (l->hello)
                         return sp_error_set(err, SP_E_INVALID, "agent sent HELLO twice");
+                l->hello = true;
                 l->ready = true;
                 if (l->ops && l->ops->on_ready)
                         l->ops->on_ready(l, l->userdata);
                 return 0;
         }
-        if (!l->ready)
+        if (!l->hello)
                 return sp_error_set(err, SP_E_INVALID, "agent did not start with HELLO");
         link_channel *c = find(l, f->channel);
         if (!c)
@@ -192,6 +194,41 @@ static void on_event(struct bufferevent *bev, short what, void *ud)
                 link_destroy(l);
 }
 
+static void send_hello(wk_agent_link *l)
+{
+        _cleanup_buf_ sp_buf hello = SP_BUF_INIT;
+        const char *h = "{\"version\":1,\"worker\":\"space-worker\"}";
+        pr_agent_frame_append(&hello, PR_AGENT_HELLO, 0, 0, h, strlen(h), NULL);
+        bufferevent_write(l->bev, hello.data, hello.len);
+}
+
+wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
+                                    sp_error **err)
+{
+        wk_agent_link *l = calloc(1, sizeof(*l));
+        if (!l) {
+                sp_close(fd);
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        l->ops = ops;
+        l->userdata = userdata;
+        l->next_id = 1;
+        evutil_make_socket_nonblocking(fd);
+        l->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!l->bev) {
+                sp_close(fd);
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                link_destroy(l);
+                return NULL;
+        }
+        bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+        bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+        send_hello(l);
+        l->ready = true;
+        return l;
+}
+
 wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_path, const wk_agent_link_ops *ops,
                                  void *userdata, sp_error **err)
 {
@@ -218,10 +255,7 @@ wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_pat
         }
         bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
         bufferevent_enable(l->bev, EV_READ | EV_WRITE);
-        _cleanup_buf_ sp_buf hello = SP_BUF_INIT;
-        const char *h = "{\"version\":1,\"worker\":\"space-worker\"}";
-        pr_agent_frame_append(&hello, PR_AGENT_HELLO, 0, 0, h, strlen(h), NULL);
-        bufferevent_write(l->bev, hello.data, hello.len);
+        send_hello(l);
         return l;
 }
 

@@ -48,8 +48,13 @@ typedef struct wk_agent_link_ops {
 /* Connects to the agent's unix socket. Calls ops->on_ready once HELLO arrives. */
 wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_path, const wk_agent_link_ops *ops,
                                  void *userdata, sp_error **err);
+/* Wraps an already connected socket (ownership passes to the link). Channels
+ * may be opened at once: frames are queued behind the worker's HELLO. */
+wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
+                                    sp_error **err);
 /* Closes the connection; pending channels get on_lost. Accepts NULL. */
 void wk_agent_link_free(wk_agent_link *link);
+/* True once connected (channels may be opened). */
 bool wk_agent_link_ready(const wk_agent_link *link);
 
 /* Opens a channel with the request; returns the channel id, 0 on error. */
