@@ -327,7 +327,9 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         }
         if (pid == 0) {
                 close(sp[0]);
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                /* Its own session: the sandbox outlives the worker (which re-adopts it after a
+                 * restart) and is not reached by signals to the worker's process group. */
+                setsid();
                 child_main(&x);
         }
         close(sp[1]);

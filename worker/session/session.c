@@ -439,6 +439,12 @@ void wk_session_free(wk_session *s)
 {
         if (!s)
                 return;
+        while (s->watches) {
+                wk_session_watch *w = s->watches;
+                s->watches = w->next;
+                if (w->on_gone)
+                        w->on_gone(s, w->userdata);
+        }
         wk_session_detach_agent(s);
         wk_log_close(s->log);
         if (s->request)

@@ -47,6 +47,8 @@ typedef struct wk_session_watch {
         void (*on_output)(wk_session *s, void *userdata); /* new bytes in the log */
         void (*on_state)(wk_session *s, void *userdata); /* started, exited, failed */
         void (*on_stdin_credit)(wk_session *s, void *userdata); /* more stdin may be written */
+        /* The session is being freed: drop every pointer to it (the watch is already removed). */
+        void (*on_gone)(wk_session *s, void *userdata);
         void *userdata;
         struct wk_session_watch *next;
 } wk_session_watch;
