@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Building a template from a Debian suite with debootstrap: validated argv,
+ * fork/execve (never a shell), its own process group so that a timeout kills
+ * everything it started, output captured to a bounded log and reported line
+ * by line.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "space/cleanup.h"
+#include "space/time.h"
+#include "template/internal.h"
+
+#define DEFAULT_PROGRAM "/usr/sbin/debootstrap"
+#define LAST_LINE_MAX 512
+
+static bool suite_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > WK_DEBOOTSTRAP_SUITE_MAX || s[0] == '-')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+                        return false;
+        return true;
+}
+
+/* http(s)://host[:port][/path] with only characters a mirror URL needs: the
+ * value reaches debootstrap's shell code, so nothing a shell treats specially. */
+static bool mirror_ok(const char *m)
+{
+        size_t n = strlen(m);
+        const char *rest;
+        if (n > WK_DEBOOTSTRAP_MIRROR_MAX)
+                return false;
+        if (strncmp(m, "http://", 7) == 0)
+                rest = m + 7;
+        else if (strncmp(m, "https://", 8) == 0)
+                rest = m + 8;
+        else
+                return false;
+        if (!*rest || *rest == '/' || *rest == ':')
+                return false;
+        for (const char *p = m; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      strchr("-._~:/%@+=,[]", *p)))
+                        return false;
+        return true;
+}
+
+static bool dest_ok(const char *d)
+{
+        if (d[0] != '/' || strlen(d) > WK_TEMPLATE_DEFAULT_MAX_PATH || d[strspn(d, "/")] == '\0')
+                return false;
+        for (const char *p = d; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char ***ret, sp_error **err)
+{
+        const char *program = opts->program ? opts->program : DEFAULT_PROGRAM;
+        if (!opts->suite || !suite_ok(opts->suite))
+                return sp_error_set(err, SP_E_INVALID, "field 'suite' must be 1-%d characters of [a-z0-9-]",
+                                    WK_DEBOOTSTRAP_SUITE_MAX);
+        if (opts->mirror && !mirror_ok(opts->mirror))
+                return sp_error_set(err, SP_E_INVALID, "field 'mirror' must be an http:// or https:// URL");
+        if (!dest || !dest_ok(dest))
+                return sp_error_set(err, SP_E_INVALID, "the destination must be an absolute path other than /");
+        if (program[0] != '/')
+                return sp_error_set(err, SP_E_INVALID, "the debootstrap program must be an absolute path");
+        const char *words[] = {program, "--variant=minbase", opts->suite, dest, opts->mirror};
+        size_t n = opts->mirror ? 5 : 4;
+        _cleanup_strv_free_ char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] = strdup(words[i])))
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+/* The child's environment: fixed, plus the daemon's proxy settings. */
+static char **child_env(void)
+{
+        static const char *const fixed[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                            "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "HOME=/root"};
+        static const char *const passed[] = {"http_proxy", "https_proxy", "no_proxy",
+                                             "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"};
+        char **env = calloc(SP_ARRAY_SIZE(fixed) + SP_ARRAY_SIZE(passed) + 1, sizeof(char *));
+        size_t n = 0;
+        if (!env)
+                return NULL;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(fixed); i++)
+                if (!(env[n++] = strdup(fixed[i])))
+                        goto fail;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(passed); i++) {
+                const char *v = getenv(passed[i]);
+                if (v && asprintf(&env[n++], "%s=%s", passed[i], v) < 0) {
+                        env[--n] = NULL;
+                        goto fail;
+                }
+        }
+        return env;
+fail:
+        sp_strv_freep(&env);
+        return NULL;
+}
+
+typedef struct runner {
+        const wk_debootstrap_opts *opts;
+        int log_fd;
+        uint64_t logged;
+        char line[WK_DEBOOTSTRAP_LINE_MAX + 1];
+        size_t line_len;
+        bool line_cut; /* dropping the rest of an over-long line */
+        char last[LAST_LINE_MAX];
+} runner;
+
+static void emit_line(runner *r)
+{
+        r->line[r->line_len] = '\0';
+        if (r->line_len > 0) {
+                size_t k = r->line_len < sizeof(r->last) - 1 ? r->line_len : sizeof(r->last) - 1;
+                memcpy(r->last, r->line, k);
+                r->last[k] = '\0';
+                if (r->opts->progress)
+                        r->opts->progress(r->line, r->opts->userdata);
+        }
+        r->line_len = 0;
+}
+
+static void consume(runner *r, const char *p, size_t n)
+{
+        if (r->log_fd >= 0 && r->logged < WK_DEBOOTSTRAP_LOG_MAX) {
+                size_t k = n < WK_DEBOOTSTRAP_LOG_MAX - r->logged ? n : (size_t)(WK_DEBOOTSTRAP_LOG_MAX - r->logged);
+                if (write(r->log_fd, p, k) == (ssize_t)k)
+                        r->logged += k;
+                else
+                        r->logged = WK_DEBOOTSTRAP_LOG_MAX; /* a broken log does not stop the build */
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] == '\n' || p[i] == '\r') {
+                        if (!r->line_cut)
+                                emit_line(r);
+                        r->line_cut = false;
+                        r->line_len = 0;
+                } else if (!r->line_cut) {
+                        r->line[r->line_len++] = p[i];
+                        if (r->line_len == WK_DEBOOTSTRAP_LINE_MAX) {
+                                emit_line(r);
+                                r->line_cut = true;
+                        }
+                }
+        }
+}
+
+static int64_t remaining_ms(int64_t deadline_us)
+{
+        int64_t now = sp_now_mono_us();
+        return now >= deadline_us ? 0 : (deadline_us - now + 999) / 1000;
+}
+
+static void kill_group(pid_t pid)
+{
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+}
+
+/* Waits for pid to exit until the deadline, then kills what it left running
+ * in its group (before reaping it, so the group id cannot have been reused)
+ * and reaps it. Returns 0 with *status, or -ETIMEDOUT (pid not reaped). */
+static int wait_exit(pid_t pid, int64_t deadline_us, int *status)
+{
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        for (;;) {
+                siginfo_t info = {0};
+                if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno != EINTR)
+                        return -errno;
+                if (info.si_pid == pid)
+                        break;
+                int64_t left = remaining_ms(deadline_us);
+                if (left == 0)
+                        return -ETIMEDOUT;
+                if (pidfd >= 0) {
+                        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+                        (void)poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                } else {
+                        /* Kernels without pidfd: check again shortly. */
+                        (void)poll(NULL, 0, left > 100 ? 100 : (int)left);
+                }
+        }
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return 0;
+}
+
+static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *status, sp_error **err)
+{
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "pipe");
+        _cleanup_close_ int rd = pipefd[0];
+        _cleanup_close_ int wr = pipefd[1];
+        _cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open /dev/null");
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t pid = fork();
+        if (pid == 0) {
+                /* Only async-signal-safe calls from here on. */
+                setpgid(0, 0);
+                struct sigaction dfl = {.sa_handler = SIG_DFL};
+                for (int s = 1; s < NSIG; s++)
+                        sigaction(s, &dfl, NULL);
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (dup2(devnull, 0) < 0 || dup2(wr, 1) < 0 || dup2(wr, 2) < 0)
+                        _exit(126);
+                syscall(SYS_close_range, 3u, ~0u, 0u);
+                execve(argv[0], argv, envp);
+                _exit(127);
+        }
+        int fork_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0)
+                return sp_error_set_errno(err, SP_E_IO, fork_errno, "fork");
+        setpgid(pid, pid);
+        wr = sp_close(wr);
+
+        char buf[8192];
+        for (;;) {
+                int64_t left = remaining_ms(deadline_us);
+                if (left == 0) {
+                        kill_group(pid);
+                        return sp_error_set(err, SP_E_TIMEOUT, "debootstrap did not finish in %u seconds",
+                                            r->opts->timeout_sec ? r->opts->timeout_sec
+                                                                 : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC);
+                }
+                struct pollfd pfd = {.fd = rd, .events = POLLIN};
+                int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                if (pr < 0 && errno != EINTR) {
+                        kill_group(pid);
+                        return sp_error_set_errno(err, SP_E_IO, errno, "poll");
+                }
+                if (pr <= 0)
+                        continue;
+                ssize_t n = read(rd, buf, sizeof(buf));
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0) {
+                        kill_group(pid);
+                        return sp_error_set_errno(err, SP_E_IO, errno, "read debootstrap output");
+                }
+                if (n == 0)
+                        break;
+                consume(r, buf, (size_t)n);
+        }
+        if (r->line_len > 0 && !r->line_cut)
+                emit_line(r);
+        int w = wait_exit(pid, deadline_us, status);
+        if (w < 0) {
+                kill_group(pid);
+                if (w == -ETIMEDOUT)
+                        return sp_error_set(err, SP_E_TIMEOUT, "debootstrap did not finish in %u seconds",
+                                            r->opts->timeout_sec ? r->opts->timeout_sec
+                                                                 : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC);
+                return sp_error_set_errno(err, SP_E_IO, -w, "wait for debootstrap");
+        }
+        return 0;
+}
+
+int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
+                                   sp_error **err)
+{
+        _cleanup_strv_free_ char **argv = NULL;
+        int rc = wk_debootstrap_argv(opts, dest, &argv, err);
+        if (rc < 0)
+                return rc;
+        _cleanup_close_ int rootfd = wk__tpl_dest_open(dest, err);
+        if (rootfd < 0)
+                return rootfd;
+        _cleanup_strv_free_ char **envp = child_env();
+        if (!envp)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        _cleanup_close_ int log_fd = -1;
+        if (opts->log_path) {
+                log_fd = open(opts->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+                if (log_fd < 0)
+                        return sp_error_set_errno(err, SP_E_IO, errno, "open log %s", opts->log_path);
+        }
+        _cleanup_free_ runner *r = calloc(1, sizeof(*r));
+        if (!r)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        r->opts = opts;
+        r->log_fd = log_fd;
+        unsigned timeout = opts->timeout_sec ? opts->timeout_sec : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC;
+        int64_t deadline = sp_now_mono_us() + (int64_t)timeout * 1000000;
+        int status = 0;
+        if ((rc = run(r, argv, envp, deadline, &status, err)) < 0)
+                return sp_error_wrap(err, "debootstrap %s", opts->suite);
+        char q[WK__QUOTE_MAX + 8];
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "debootstrap %s: cannot run %s", opts->suite, argv[0]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "debootstrap %s failed (%s %d): %s", opts->suite,
+                                    WIFEXITED(status) ? "exit status" : "signal",
+                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
+        if (ret_meta) {
+                _cleanup_template_meta_ wk_template_meta *m = NULL;
+                if (wk_template_meta_new(WK_TEMPLATE_SOURCE_DEBOOTSTRAP, &m, err) < 0)
+                        return -SP_E_LIMIT;
+                sp_strv_freep(&m->cmd);
+                m->cmd = calloc(2, sizeof(char *));
+                if (!m->cmd || !(m->cmd[0] = strdup("/bin/bash")))
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                *ret_meta = TAKE_PTR(m);
+        }
+        return 0;
+}

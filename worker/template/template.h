@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Template importers: fill an empty directory with a root filesystem and
+ * describe it with metadata.
+ *
+ * A template is a read-only btrfs subvolume holding a root filesystem plus its
+ * metadata (template.json). The storage layer creates the subvolume; the
+ * importers here only fill the given, already created, *empty* directory
+ * `dest` from one source:
+ *
+ *   - a directory tree            wk_template_import_dir()
+ *   - a rootfs tarball            wk_template_import_tar(), _tar_fd()
+ *     (plain, gzip, zstd, xz, bzip2, lz4, lzma: detected from the bytes)
+ *   - an OCI image layout         wk_template_import_oci()
+ *   - a Debian suite              wk_template_import_debootstrap()
+ *   - the built-in `base` tree    wk_template_build_base()
+ *
+ * Untrusted archives never write outside dest: every entry's path is
+ * validated (no absolute paths, no `..`, no empty names) and every file is
+ * created from a directory fd on dest without following symlinks
+ * (openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), or an O_NOFOLLOW walk on
+ * kernels without it). Symlinks are stored with any target but never written
+ * through; existing files are replaced, never opened for writing; device
+ * nodes are refused. Sockets in a source directory are skipped (they are
+ * meaningless without their process); fifos are recreated. Ownership is
+ * preserved only when running as root; otherwise files belong to the caller
+ * and set-uid/set-gid bits are dropped. Extended attributes in the user.*
+ * namespace and security.capability are kept where the filesystem allows.
+ *
+ * ON FAILURE dest is left partially filled: the caller removes it (deletes the
+ * subvolume). Errors name the offending entry.
+ *
+ * Thread-safety: the importers share no state; distinct calls may run in
+ * parallel on distinct destinations. The debootstrap importer forks.
+ */
+#ifndef WK_TEMPLATE_H
+#define WK_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/buf.h"
+#include "space/error.h"
+
+/* ---- metadata ---------------------------------------------------------- */
+
+typedef enum wk_template_source {
+        WK_TEMPLATE_SOURCE_DIR = 1,
+        WK_TEMPLATE_SOURCE_TAR,
+        WK_TEMPLATE_SOURCE_OCI,
+        WK_TEMPLATE_SOURCE_DEBOOTSTRAP,
+        WK_TEMPLATE_SOURCE_BASE,
+} wk_template_source;
+
+#define WK_TEMPLATE_META_MAX_BYTES (1u << 20) /* template.json */
+#define WK_TEMPLATE_META_MAX_ITEMS 1024 /* env entries, argv words */
+#define WK_TEMPLATE_META_MAX_STRING 32768 /* one env entry or argv word */
+#define WK_TEMPLATE_META_MAX_PATH 4096 /* workdir */
+#define WK_TEMPLATE_META_MAX_USER 256 /* "name", "uid" or "uid:gid" */
+#define WK_TEMPLATE_DIGEST_MAX 72 /* "sha256:" + 64 hex + NUL */
+
+/* The environment every built-in source starts from. */
+#define WK_TEMPLATE_DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* What a template's sandboxes start with. The API may override each field per
+ * sandbox or command. All strings and vectors are owned by the struct. */
+typedef struct wk_template_meta {
+        wk_template_source source;
+        char **env; /* NULL-terminated "KEY=VALUE" list, never NULL */
+        char *workdir; /* absolute path, never NULL */
+        char *user; /* "root", a name, "uid" or "uid:gid", never NULL */
+        char **cmd; /* default argv, NULL-terminated, never NULL (may be empty) */
+        /* "sha256:<hex>" of the source artifact where there is one: the tarball's
+         * bytes, the OCI image manifest. "" for directories, debootstrap, base. */
+        char digest[WK_TEMPLATE_DIGEST_MAX];
+} wk_template_meta;
+
+/* A new metadata value for source: env {WK_TEMPLATE_DEFAULT_PATH}, workdir
+ * "/", user "root", no command, no digest. Free with wk_template_meta_free(). */
+int wk_template_meta_new(wk_template_source source, wk_template_meta **ret, sp_error **err);
+/* Frees m (NULL allowed); returns NULL. */
+wk_template_meta *wk_template_meta_free(wk_template_meta *m);
+static inline void wk_template_meta_freep(wk_template_meta **m)
+{
+        *m = wk_template_meta_free(*m);
+}
+#define _cleanup_template_meta_ __attribute__((cleanup(wk_template_meta_freep)))
+
+/* Checks m the way the parser does (SP_E_INVALID naming the field). */
+int wk_template_meta_validate(const wk_template_meta *m, sp_error **err);
+
+/* "dir", "tar", "oci", "debootstrap", "base"; NULL for an unknown value. */
+const char *wk_template_source_name(wk_template_source s);
+/* The inverse; returns -1 for an unknown name. */
+int wk_template_source_parse(const char *name, wk_template_source *ret);
+
+/* Appends the JSON form to out:
+ *   {"version":1,"source":"oci","digest":"sha256:…","env":["PATH=…"],
+ *    "workdir":"/","user":"root","cmd":["/bin/sh"]}
+ * Validates m first. */
+int wk_template_meta_to_json(const wk_template_meta *m, sp_buf *out, sp_error **err);
+/* Parses and validates exactly len bytes of JSON (untrusted input: bounded,
+ * unknown fields rejected, errors name the field). */
+int wk_template_meta_parse(const char *json, size_t len, wk_template_meta **ret, sp_error **err);
+/* Writes m to path atomically (temporary file, fsync, rename), mode 0644. */
+int wk_template_meta_write(const char *path, const wk_template_meta *m, sp_error **err);
+/* Reads and parses path (at most WK_TEMPLATE_META_MAX_BYTES). */
+int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **err);
+
+/* ---- limits and statistics ---------------------------------------------- */
+
+#define WK_TEMPLATE_DEFAULT_MAX_BYTES (UINT64_C(64) << 30)
+#define WK_TEMPLATE_DEFAULT_MAX_ENTRIES UINT64_C(2000000)
+#define WK_TEMPLATE_DEFAULT_MAX_PATH 4096
+#define WK_TEMPLATE_DEFAULT_MAX_DEPTH 256
+
+/* Bounds on one import. A zero field means its default. For OCI images the
+ * bounds apply to all layers together. max_depth also bounds the file
+ * descriptors a directory import holds (two per level). */
+typedef struct wk_template_limits {
+        uint64_t max_bytes; /* sum of regular files' sizes */
+        uint64_t max_entries; /* files, directories, links, whiteouts */
+        size_t max_path; /* bytes in one entry's path */
+        unsigned max_depth; /* path components */
+} wk_template_limits;
+
+/* What an import did (for logs and tests). */
+typedef struct wk_template_stats {
+        uint64_t entries; /* entries created or replaced */
+        uint64_t bytes; /* bytes of regular files */
+        uint64_t reflinked; /* directory import: files cloned with FICLONE */
+        uint64_t copied; /* directory import: files copied */
+        uint64_t hardlinks; /* hard links made */
+        uint64_t skipped; /* sockets and aufs metadata left out */
+        uint64_t whiteouts; /* OCI: whiteouts and opaque markers applied */
+} wk_template_stats;
+
+/* ---- importers ------------------------------------------------------------
+ * Common contract: dest is an existing, empty directory (SP_E_CONFLICT
+ * otherwise); limits and ret_stats may be NULL; *ret_meta (may be NULL) is set
+ * only on success and owned by the caller. On failure the caller removes dest.
+ */
+
+/* Copies the tree under src (its contents, and the root directory's mode,
+ * owner and times) into dest: regular files are reflinked when the
+ * filesystems allow (FICLONE), otherwise copied (copy_file_range, then
+ * read/write); symlinks are copied as they are and never followed; hard links
+ * within src are preserved (copied when linking fails); device nodes are
+ * refused (SP_E_UNSUPPORTED naming the path). */
+int wk_template_import_dir(const char *src, const char *dest, const wk_template_limits *limits,
+                           wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err);
+
+/* Extracts the tar archive read from fd (a file or a pipe, read to its end)
+ * into dest. Plain and compressed archives are detected from the bytes (no
+ * external programs are ever run). Errors: SP_E_INVALID for a malformed
+ * archive or an unsafe entry (absolute path, `..`, empty name, a hard link out
+ * of the tree, a path through a symlink), SP_E_UNSUPPORTED for device nodes,
+ * SP_E_TOO_LARGE / SP_E_LIMIT past the limits, SP_E_IO for the filesystem.
+ * The metadata's digest is the sha256 of all bytes read from fd. fd is not
+ * closed. */
+int wk_template_import_tar_fd(int fd, const char *dest, const wk_template_limits *limits, wk_template_stats *ret_stats,
+                              wk_template_meta **ret_meta, sp_error **err);
+/* wk_template_import_tar_fd() on the file at path. */
+int wk_template_import_tar(const char *path, const char *dest, const wk_template_limits *limits,
+                           wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err);
+
+/* Which manifest of a multi-platform image to take; NULL fields default to
+ * "linux" and the build host's architecture ("amd64", "arm64", ...). */
+typedef struct wk_template_platform {
+        const char *os;
+        const char *architecture;
+        const char *variant; /* optional: only compared when set */
+} wk_template_platform;
+
+/* Imports the OCI image layout directory `layout` (oci-layout, index.json,
+ * blobs/sha256/…; docker v2 media types accepted): picks the manifest for
+ * platform (NULL = the default; the only manifest if there is just one;
+ * follows one nested index), checks every blob against its digest and size,
+ * applies the layers in order with whiteouts (`.wh.<name>` removes name from
+ * lower layers, `.wh..wh..opq` hides the lower contents of its directory)
+ * under the same path safety as tarballs, and takes Env, WorkingDir, User and
+ * Entrypoint + Cmd from the image config into the metadata, whose digest is
+ * the manifest's. A blob that does not match its digest fails with
+ * SP_E_INVALID. */
+int wk_template_import_oci(const char *layout, const char *dest, const wk_template_platform *platform,
+                           const wk_template_limits *limits, wk_template_stats *ret_stats, wk_template_meta **ret_meta,
+                           sp_error **err);
+
+/* ---- debootstrap -------------------------------------------------------- */
+
+#define WK_DEBOOTSTRAP_SUITE_MAX 64
+#define WK_DEBOOTSTRAP_MIRROR_MAX 2048
+#define WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC 3600
+#define WK_DEBOOTSTRAP_LOG_MAX (UINT64_C(64) << 20)
+#define WK_DEBOOTSTRAP_LINE_MAX 4096
+
+/* Receives each line debootstrap prints (without the newline, truncated to
+ * WK_DEBOOTSTRAP_LINE_MAX bytes), on the calling thread. */
+typedef void (*wk_debootstrap_progress_fn)(const char *line, void *userdata);
+
+typedef struct wk_debootstrap_opts {
+        const char *suite; /* required: [a-z0-9-], e.g. "bookworm" */
+        const char *mirror; /* optional: an http:// or https:// URL */
+        const char *program; /* NULL: "/usr/sbin/debootstrap" */
+        const char *log_path; /* optional: the combined output is appended here (bounded) */
+        unsigned timeout_sec; /* 0: WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC */
+        wk_debootstrap_progress_fn progress; /* optional */
+        void *userdata;
+} wk_debootstrap_opts;
+
+/* Validates opts and dest (absolute) and builds the argv
+ *   program --variant=minbase <suite> <dest> [<mirror>]
+ * as a new NULL-terminated vector (free with sp_strv_freep). SP_E_INVALID
+ * naming the field for a bad suite, mirror or dest. */
+int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char ***ret, sp_error **err);
+
+/* Runs debootstrap (fork/execve of the argv above, never a shell, in its own
+ * process group with a minimal environment) into dest, reporting output lines
+ * to opts->progress and to opts->log_path. Needs the network. Fails with
+ * SP_E_TIMEOUT (the whole process group killed) past the timeout, and with
+ * SP_E_UNAVAILABLE quoting the last output line when debootstrap fails. */
+int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
+                                   sp_error **err);
+
+/* ---- the base template -------------------------------------------------- */
+
+typedef struct wk_base_opts {
+        const char *agent_path; /* required: the static space-agent, installed as /sbin/space-agent */
+        const char *busybox_path; /* NULL: "/bin/busybox" (a static busybox) */
+        const char *bash_path; /* NULL: "/bin/bash-static"; installed as /bin/bash if it exists */
+} wk_base_opts;
+
+/* Builds the minimal `base` root filesystem into dest without the network:
+ * /bin/busybox with a symlink per applet (`busybox --list`), /bin/sh,
+ * /usr/bin/env, optional /bin/bash, /sbin/space-agent, /etc (passwd with root,
+ * `user` 1000 with home /home/user, nobody; group; hosts; hostname; an empty
+ * resolv.conf), /tmp (1777), /root, /home/user (owned by 1000 when run as
+ * root), and empty /proc /sys /dev /run mount points. The metadata keeps user
+ * "root" and workdir "/" (the API chooses `user` and /home/user per sandbox,
+ * as the E2B SDK expects), env PATH and cmd ["/bin/sh"]. */
+int wk_template_build_base(const wk_base_opts *opts, const char *dest, wk_template_meta **ret_meta, sp_error **err);
+
+#endif
