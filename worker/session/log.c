@@ -109,6 +109,23 @@ static void seg_path(const wk_log *l, uint64_t start, char *out, size_t n)
         snprintf(out, n, "%s/%020" PRIu64 ".seg", l->dir, start);
 }
 
+/* What dropped segments held, per stream, is kept in a small file. */
+static void read_dropped(wk_log *l, bool empty)
+{
+        char base[4096];
+        snprintf(base, sizeof(base), "%s/dropped", l->dir);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        if (sp_file_read(base, 256, &text, NULL) < 0)
+                return;
+        unsigned long long o = 0, e = 0;
+        if (sscanf(text.data, "%llu %llu", &o, &e) == 2) {
+                l->totals[1] += o;
+                l->totals[2] += e;
+                if (empty)
+                        l->read_mark = o + e;
+        }
+}
+
 int wk_log_open(const char *dir, uint64_t capacity, bool create, wk_log **ret, sp_error **err)
 {
         if (create && sp_mkdir_p(dir, 0700, err) < 0)
@@ -163,19 +180,7 @@ int wk_log_open(const char *dir, uint64_t capacity, bool create, wk_log **ret, s
         }
         if (n)
                 l->read_mark = l->seg[0].start;
-        /* What dropped segments held, per stream, is kept in a small file. */
-        char base[4096];
-        snprintf(base, sizeof(base), "%s/dropped", dir);
-        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
-        if (sp_file_read(base, 256, &text, NULL) == 0) {
-                unsigned long long o = 0, e = 0;
-                if (sscanf(text.data, "%llu %llu", &o, &e) == 2) {
-                        l->totals[1] += o;
-                        l->totals[2] += e;
-                        if (!n)
-                                l->read_mark = o + e;
-                }
-        }
+        read_dropped(l, n == 0);
         *ret = l;
         return 0;
 fail:

@@ -523,12 +523,12 @@ int wk_session_close_stdin(wk_session *s, sp_error **err)
         return wk_agent_send(s->link, s->channel, PR_AGENT_EOF, PR_STREAM_STDIN, NULL, 0, err);
 }
 
+/* Sends a CONTROL message; takes ownership of c. */
 static int control(wk_session *s, json_object *c, sp_error **err)
 {
-        _cleanup_json_ json_object *owned = c;
-        if (require_running(s, err) < 0)
-                return -SP_E_CONFLICT;
-        return wk_agent_control(s->link, s->channel, c, err);
+        int r = require_running(s, err) < 0 ? -SP_E_CONFLICT : wk_agent_control(s->link, s->channel, c, err);
+        json_object_put(c);
+        return r;
 }
 
 int wk_session_signal(wk_session *s, int sig, sp_error **err)

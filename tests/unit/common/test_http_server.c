@@ -526,7 +526,8 @@ START_TEST(timeouts)
                 /* trickling bytes does not extend the header deadline */
                 int64_t t0 = mono_ms();
                 int fd = cli_connect(ts.port);
-                _cleanup_creader_ creader rd = {.fd = fd};
+                _cleanup_creader_ creader rd = {.fd = fd}; /* closes fd at the end of the scope */
+                (void)rd;
                 bool closed = false;
                 for (int i = 0; i < 100 && !closed; i++) {
                         if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
