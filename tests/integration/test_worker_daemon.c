@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-worker as a daemon, driven over its RPC like the control plane and
+ * the data plane will (needs root: btrfs, namespaces, cgroups):
+ * create from the base template, exec with streamed output and exit codes,
+ * stdin, files in and out, pause/resume, suspend/restore, a warm pool, a
+ * SIGKILL of the worker in the middle of a streaming command with nothing
+ * lost, and a delete that leaves nothing behind.
+ */
+#include <dirent.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "launcher.h"
+#include "proc.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/rpc.h"
+
+static char *dir;
+static char addr[64], cgparent[64];
+static sp_test_proc worker;
+
+static void start_worker(void)
+{
+        char bin[1024], state[600], storage[600], image[600], logp[600], port[16];
+        snprintf(bin, sizeof(bin), "%s/bin/space-worker", sp_test_binary_dir());
+        snprintf(state, sizeof(state), "--state-dir=%s/state", dir);
+        snprintf(storage, sizeof(storage), "--storage-dir=%s/storage", dir);
+        snprintf(image, sizeof(image), "--storage-image=%s/storage.img", dir);
+        snprintf(logp, sizeof(logp), "%s/worker.log", dir);
+        char listen[80], cg[80];
+        snprintf(listen, sizeof(listen), "--listen=%s", addr);
+        snprintf(cg, sizeof(cg), "--cgroup-parent=%s", cgparent);
+        (void)port;
+        const char *argv[] = {bin,    state,        storage, image,        "--storage-size=2G",
+                              listen, "--insecure", cg,      "--slots=16", "--log-format=text",
+                              NULL};
+        sp_test_proc_opts opts = {.log_path = logp};
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_proc_start(&worker, "worker", argv, &opts, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 120000, &e), &e);
+}
+
+static void setup(void)
+{
+        dir = sp_test_tmpdir("worker");
+        sp_error *e = NULL;
+        int port = sp_test_free_port(&e);
+        sp_test_ok(port > 0 ? 0 : -1, &e);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+        snprintf(cgparent, sizeof(cgparent), "space-test-%d", (int)getpid());
+        memset(&worker, 0, sizeof(worker));
+        start_worker();
+}
+
+/* Whatever a failed test left: every process in our cgroups, the storage mount. */
+static void teardown(void)
+{
+        sp_test_proc_stop(&worker, 5000, NULL);
+        char cmd[2048];
+        snprintf(
+                cmd, sizeof(cmd),
+                "for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s /sys/fs/cgroup/unified/%s; do [ -d \"$d\" ] || "
+                "continue; for p in $(cat $d/*/cgroup.procs 2>/dev/null); do kill -9 $p 2>/dev/null; done; done; "
+                "sleep 0.2; for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s /sys/fs/cgroup/unified/%s; do [ -d \"$d\" ] "
+                "&& rmdir $d/* $d 2>/dev/null; done; umount -l %s/storage 2>/dev/null; true",
+                cgparent, cgparent, cgparent, cgparent, cgparent, cgparent, dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cleanup script failed\n");
+        sp_test_proc_free(&worker);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
+}
+
+static json_object *call(const char *method, sp_error **err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static json_object *call(const char *method, sp_error **err, const char *fmt, ...)
+{
+        char text[8192];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        _cleanup_json_ json_object *req = NULL;
+        ck_assert_msg(sp_json_parse(text, strlen(text), &req, NULL) == 0, "bad test JSON: %s", text);
+        json_object *resp = NULL;
+        if (sp_rpc_call_sync(addr, NULL, method, req, 60000, &resp, err) < 0)
+                return NULL;
+        return resp;
+}
+
+static json_object *must_call(const char *method, const char *fmt, const char *a, const char *b)
+{
+        sp_error *e = NULL;
+        json_object *r = call(method, &e, fmt, a, b);
+        ck_assert_msg(r, "%s: %s", method, e ? e->message : "?");
+        return r;
+}
+
+static const char *field(json_object *o, const char *name)
+{
+        json_object *v;
+        return json_object_object_get_ex(o, name, &v) ? json_object_get_string(v) : NULL;
+}
+
+/* --- streams --- */
+
+typedef struct {
+        struct event_base *base;
+        sp_buf out, err, data;
+        uint64_t next_offset;
+        json_object *exit_event, *trailer;
+        sp_error *error;
+        size_t stop_after;
+        bool raw; /* DATA frames are plain bytes (ReadFile), not output with offsets */
+        bool ended;
+        sp_rpc_stream *stream;
+} stream_state;
+
+static void st_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p, size_t n, void *ud)
+{
+        stream_state *st = ud;
+        if (type == SP_RPC_FRAME_DATA && !st->raw) {
+                ck_assert_uint_ge(n, 9);
+                uint64_t off = 0;
+                for (int i = 0; i < 8; i++)
+                        off = off << 8 | p[1 + i];
+                ck_assert_msg(off == st->next_offset, "output offset %llu, expected %llu", (unsigned long long)off,
+                              (unsigned long long)st->next_offset);
+                sp_buf_append(p[0] == 2 ? &st->err : &st->out, p + 9, n - 9, NULL);
+                st->next_offset += n - 9;
+                if (st->stop_after && st->out.len + st->err.len >= st->stop_after) {
+                        sp_rpc_stream_cancel(s);
+                        st->stream = NULL;
+                        st->ended = true;
+                        event_base_loopbreak(st->base);
+                }
+        } else if (type == SP_RPC_FRAME_DATA) {
+                sp_buf_append(&st->data, p, n, NULL);
+        } else if (type == SP_RPC_FRAME_JSON) {
+                json_object *o = NULL;
+                if (sp_json_parse((const char *)p, n, &o, NULL) == 0) {
+                        if (field(o, "event") && strcmp(field(o, "event"), "exit") == 0)
+                                st->exit_event = o;
+                        else
+                                json_object_put(o);
+                }
+        }
+}
+
+static void st_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *ud)
+{
+        (void)s;
+        stream_state *st = ud;
+        st->ended = true;
+        st->stream = NULL;
+        if (trailer)
+                st->trailer = json_object_get(trailer);
+        if (err)
+                sp_error_set(&st->error, err->code, "%s", err->message);
+        event_base_loopbreak(st->base);
+}
+
+static const sp_rpc_stream_ops st_ops = {.on_frame = st_frame, .on_end = st_end};
+
+static void stream_free(stream_state *st)
+{
+        sp_buf_free(&st->out);
+        sp_buf_free(&st->err);
+        sp_buf_free(&st->data);
+        if (st->exit_event)
+                json_object_put(st->exit_event);
+        if (st->trailer)
+                json_object_put(st->trailer);
+        sp_error_free(st->error);
+}
+
+/* Runs a streaming call to its end; `send` (may be NULL) is written as DATA frames first. */
+static void run_stream(const char *method, const char *req_json, const void *send, size_t send_len, size_t stop_after,
+                       stream_state *st)
+{
+        st->base = event_base_new();
+        st->stop_after = stop_after;
+        sp_error *e = NULL;
+        sp_rpc_client *cli = sp_rpc_client_new(st->base, addr, NULL, &e);
+        sp_test_ok(cli ? 0 : -1, &e);
+        _cleanup_json_ json_object *req = NULL;
+        ck_assert_int_eq(sp_json_parse(req_json, strlen(req_json), &req, NULL), 0);
+        st->stream = sp_rpc_client_stream(cli, method, req, 120000, &st_ops, st, &e);
+        sp_test_ok(st->stream ? 0 : -1, &e);
+        size_t off = 0;
+        while (send && off < send_len && !st->ended) {
+                size_t n = send_len - off > 65536 ? 65536 : send_len - off;
+                int r = sp_rpc_stream_send(st->stream, SP_RPC_FRAME_DATA, (const char *)send + off, n, &e);
+                if (r < 0) {
+                        sp_error_free(e);
+                        e = NULL;
+                        event_base_loop(st->base, EVLOOP_ONCE);
+                        continue;
+                }
+                off += n;
+                if (r == 1)
+                        while (!st->ended && st->stream &&
+                               sp_rpc_stream_queued(st->stream) > SP_RPC_SEND_HIGH_WATERMARK / 2)
+                                event_base_loop(st->base, EVLOOP_ONCE);
+        }
+        if (send && st->stream)
+                sp_rpc_stream_close_send(st->stream, NULL);
+        while (!st->ended)
+                event_base_dispatch(st->base);
+        sp_rpc_client_free(cli);
+        event_base_free(st->base);
+}
+
+static void attach(const char *session, uint64_t offset, size_t stop_after, stream_state *st)
+{
+        char req[256];
+        snprintf(req, sizeof(req), "{\"session_id\":\"%s\",\"offset\":%llu}", session, (unsigned long long)offset);
+        st->next_offset = offset;
+        run_stream("AttachSession", req, NULL, 0, stop_after, st);
+}
+
+static void create_sandbox(const char *id)
+{
+        _cleanup_json_ json_object *r = must_call("CreateSandbox", "{\"id\":\"%s\",\"template\":\"%s\"}", id, "base");
+        ck_assert_str_eq(field(r, "state"), "running");
+}
+
+static int exec_run(const char *sandbox, const char *session, const char *script, stream_state *st)
+{
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *r =
+                call("Exec", &e, "{\"sandbox_id\":\"%s\",\"session_id\":\"%s\",\"argv\":[\"sh\",\"-c\",\"%s\"]}",
+                     sandbox, session, script);
+        ck_assert_msg(r, "Exec: %s", e ? e->message : "?");
+        memset(st, 0, sizeof(*st));
+        attach(session, 0, 0, st);
+        ck_assert_msg(!st->error, "attach: %s", st->error ? st->error->message : "");
+        ck_assert_ptr_nonnull(st->exit_event);
+        json_object *code;
+        ck_assert(json_object_object_get_ex(st->exit_event, "code", &code));
+        return json_object_get_int(code);
+}
+
+START_TEST(lifecycle_exec_files)
+{
+        create_sandbox("sbx_test0000000000000001");
+        stream_state st;
+        int code = exec_run("sbx_test0000000000000001", "ses_test000000000000000a",
+                            "echo hello; echo oops >&2; id -u; hostname; exit 3", &st);
+        ck_assert_int_eq(code, 3);
+        ck_assert_str_eq(st.out.data, "hello\n0\nsbx-test0000000000000001\n");
+        ck_assert_str_eq(st.err.data, "oops\n");
+        stream_free(&st);
+
+        /* a command that does not exist fails the Exec with a clear error */
+        sp_error *e = NULL;
+        json_object *bad = call("Exec", &e,
+                                "{\"sandbox_id\":\"sbx_test0000000000000001\",\"session_id\":"
+                                "\"ses_test000000000000000b\",\"argv\":[\"/no/such\"]}");
+        ck_assert_ptr_null(bad);
+        ck_assert_int_eq(e->code, SP_E_INVALID);
+        ck_assert_msg(strstr(e->message, "/no/such"), "%s", e->message);
+        sp_error_free(e);
+
+        /* stdin through cat */
+        e = NULL;
+        _cleanup_json_ json_object *r = call("Exec", &e,
+                                             "{\"sandbox_id\":\"sbx_test0000000000000001\",\"session_id\":"
+                                             "\"ses_test000000000000000c\",\"argv\":[\"cat\"],\"stdin\":true}");
+        ck_assert_msg(r, "%s", e ? e->message : "");
+        stream_state in = {0};
+        run_stream("WriteStdin", "{\"session_id\":\"ses_test000000000000000c\",\"close\":true}", "round trip\n", 11, 0,
+                   &in);
+        ck_assert_msg(!in.error, "%s", in.error ? in.error->message : "");
+        stream_free(&in);
+        memset(&st, 0, sizeof(st));
+        attach("ses_test000000000000000c", 0, 0, &st);
+        ck_assert_str_eq(st.out.data, "round trip\n");
+        stream_free(&st);
+
+        /* a file in and out: 5 MB */
+        size_t n = 5 << 20;
+        _cleanup_free_ char *data = malloc(n);
+        for (size_t i = 0; i < n; i++)
+                data[i] = (char)(i * 7 + i / 4096);
+        stream_state w = {0};
+        run_stream("WriteFile", "{\"sandbox_id\":\"sbx_test0000000000000001\",\"path\":\"/tmp/big.bin\",\"mode\":420}",
+                   data, n, 0, &w);
+        ck_assert_msg(!w.error, "WriteFile: %s", w.error ? w.error->message : "");
+        stream_free(&w);
+        stream_state rd = {.raw = true};
+        run_stream("ReadFile", "{\"sandbox_id\":\"sbx_test0000000000000001\",\"path\":\"/tmp/big.bin\"}", NULL, 0, 0,
+                   &rd);
+        ck_assert_msg(!rd.error, "ReadFile: %s", rd.error ? rd.error->message : "");
+        ck_assert_uint_eq(rd.data.len, n);
+        ck_assert(memcmp(rd.data.data, data, n) == 0);
+        stream_free(&rd);
+        _cleanup_json_ json_object *stat = must_call("StatFile", "{\"sandbox_id\":\"%s\",\"path\":\"%s\"}",
+                                                     "sbx_test0000000000000001", "/tmp/big.bin");
+        json_object *size;
+        ck_assert(json_object_object_get_ex(stat, "size", &size) && json_object_get_int64(size) == (int64_t)n);
+        e = NULL;
+        ck_assert_ptr_null(call("StatFile", &e, "{\"sandbox_id\":\"sbx_test0000000000000001\",\"path\":\"/nope\"}"));
+        ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
+        sp_error_free(e);
+
+        /* pause and resume */
+        _cleanup_json_ json_object *p = must_call("PauseSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        ck_assert_str_eq(field(p, "state"), "paused");
+        _cleanup_json_ json_object *q = must_call("ResumeSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        ck_assert_str_eq(field(q, "state"), "running");
+
+        /* suspend keeps the filesystem (and says so), restore starts it again */
+        _cleanup_json_ json_object *s =
+                must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        ck_assert_str_eq(field(s, "state"), "suspended");
+        json_object *susp, *mem;
+        ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem));
+        ck_assert(!json_object_get_boolean(mem));
+        _cleanup_json_ json_object *rs =
+                must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        ck_assert_str_eq(field(rs, "state"), "running");
+        code = exec_run("sbx_test0000000000000001", "ses_test000000000000000d", "wc -c < /tmp/big.bin", &st);
+        ck_assert_int_eq(code, 0);
+        ck_assert_int_eq(atoll(st.out.data), (long long)n);
+        stream_free(&st);
+
+        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        e = NULL;
+        ck_assert_ptr_null(call("GetSandbox", &e, "{\"id\":\"sbx_test0000000000000001\"}"));
+        ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
+        sp_error_free(e);
+}
+END_TEST
+
+static int count_dir(const char *path)
+{
+        _cleanup_closedir_ DIR *d = opendir(path);
+        int n = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        n++;
+        return n;
+}
+
+START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
+{
+        create_sandbox("sbx_test0000000000000002");
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *r =
+                call("Exec", &e,
+                     "{\"sandbox_id\":\"sbx_test0000000000000002\",\"session_id\":\"ses_test000000000000000f\","
+                     "\"argv\":[\"sh\",\"-c\",\"i=0; while [ $i -lt 200000 ]; do echo line $i; i=$((i+1)); done\"]}");
+        ck_assert_msg(r, "%s", e ? e->message : "");
+        /* Read part of the stream, then the worker dies hard. */
+        stream_state a = {0};
+        attach("ses_test000000000000000f", 0, 100000, &a);
+        ck_assert_uint_ge(a.out.len, 100000);
+        sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
+        sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
+
+        /* The sandbox is still there, running, and the stream resumes exactly where we stopped. */
+        _cleanup_json_ json_object *g = must_call("GetSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000002", "");
+        ck_assert_str_eq(field(g, "state"), "running");
+        stream_state b = {0};
+        attach("ses_test000000000000000f", a.out.len, 0, &b);
+        ck_assert_msg(!b.error, "%s", b.error ? b.error->message : "");
+        _cleanup_buf_ sp_buf all = SP_BUF_INIT, want = SP_BUF_INIT;
+        sp_buf_append(&all, a.out.data, a.out.len, NULL);
+        sp_buf_append(&all, b.out.data, b.out.len, NULL);
+        for (int i = 0; i < 200000; i++)
+                sp_buf_appendf(&want, NULL, "line %d\n", i);
+        ck_assert_uint_eq(all.len, want.len);
+        ck_assert(memcmp(all.data, want.data, want.len) == 0);
+        stream_free(&a);
+        stream_free(&b);
+
+        /* Delete removes everything the sandbox had. */
+        char cg[600], rootfs[600], state[600];
+        snprintf(cg, sizeof(cg), "/sys/fs/cgroup/memory/%s", cgparent);
+        snprintf(rootfs, sizeof(rootfs), "%s/storage/sandboxes", dir);
+        snprintf(state, sizeof(state), "%s/state/sandboxes", dir);
+        ck_assert_int_eq(count_dir(rootfs), 1);
+        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000002", "");
+        ck_assert_int_eq(count_dir(rootfs), 0);
+        ck_assert_int_eq(count_dir(state), 0);
+        if (access("/sys/fs/cgroup/memory", F_OK) == 0) {
+                int left = 0;
+                _cleanup_closedir_ DIR *dd = opendir(cg);
+                struct dirent *de;
+                while (dd && (de = readdir(dd)))
+                        if (de->d_type == DT_DIR && de->d_name[0] != '.')
+                                left++;
+                ck_assert_int_eq(left, 0);
+        }
+        /* no process is left in the worker's cgroups */
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "grep -l ':/%s/' /proc/[0-9]*/cgroup 2>/dev/null | grep -q .", cgparent);
+        ck_assert_int_ne(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(warm_pool_claims_and_refills)
+{
+        _cleanup_json_ json_object *w = must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "2");
+        int warm = 0;
+        for (int i = 0; i < 300 && warm < 2; i++) {
+                _cleanup_json_ json_object *info = must_call("NodeInfo", "{%s%s}", "", "");
+                json_object *wm, *c;
+                warm = json_object_object_get_ex(info, "warm", &wm) && json_object_object_get_ex(wm, "base", &c)
+                               ? json_object_get_int(c)
+                               : 0;
+                if (warm < 2)
+                        usleep(50000);
+        }
+        ck_assert_int_eq(warm, 2);
+        create_sandbox("sbx_test0000000000000003");
+        stream_state st;
+        int code = exec_run("sbx_test0000000000000003", "ses_test000000000000000e", "echo claimed", &st);
+        ck_assert_int_eq(code, 0);
+        ck_assert_str_eq(st.out.data, "claimed\n");
+        stream_free(&st);
+        /* the pool refills behind the claim */
+        for (int i = 0; i < 300; i++) {
+                _cleanup_json_ json_object *info = must_call("NodeInfo", "{%s%s}", "", "");
+                json_object *wm, *c;
+                warm = json_object_object_get_ex(info, "warm", &wm) && json_object_object_get_ex(wm, "base", &c)
+                               ? json_object_get_int(c)
+                               : 0;
+                if (warm == 2)
+                        break;
+                usleep(50000);
+        }
+        ck_assert_int_eq(warm, 2);
+        _cleanup_json_ json_object *list = must_call("ListSandboxes", "{%s%s}", "", "");
+        json_object *arr;
+        ck_assert(json_object_object_get_ex(list, "sandboxes", &arr));
+        ck_assert_int_eq(json_object_array_length(arr), 1); /* warm ones are not listed */
+        _cleanup_json_ json_object *z = must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "0");
+        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000003", "");
+}
+END_TEST
+
+START_TEST(bad_requests_are_refused_clearly)
+{
+        struct {
+                const char *method, *json;
+                sp_errc code;
+                const char *needle;
+        } cases[] = {
+                {"CreateSandbox", "{\"id\":\"sbx_test0000000000000009\",\"template\":\"nope\"}", SP_E_NOT_FOUND,
+                 "template nope"},
+                {"CreateSandbox", "{\"id\":\"../etc\",\"template\":\"base\"}", SP_E_INVALID, "invalid sandbox id"},
+                {"CreateSandbox", "{\"template\":\"base\"}", SP_E_INVALID, "'id'"},
+                {"CreateSandbox", "{\"id\":\"sbx_test0000000000000009\",\"template\":\"base\",\"gpu\":1}", SP_E_INVALID,
+                 "unknown field 'gpu'"},
+                {"Exec",
+                 "{\"sandbox_id\":\"sbx_test0000000000000008\",\"session_id\":\"ses_test0000000000000009\","
+                 "\"argv\":[\"true\"]}",
+                 SP_E_NOT_FOUND, "sbx_test0000000000000008"},
+                {"GetSession", "{\"session_id\":\"ses_test0000000000000008\"}", SP_E_NOT_FOUND,
+                 "ses_test0000000000000008"},
+                {"NoSuchMethod", "{}", SP_E_NOT_FOUND, ""},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                sp_error *e = NULL;
+                json_object *r = call(cases[i].method, &e, "%s", cases[i].json);
+                ck_assert_msg(!r, "%s accepted %s", cases[i].method, cases[i].json);
+                ck_assert_msg(e->code == cases[i].code, "%s: code %d (%s)", cases[i].method, e->code, e->message);
+                ck_assert_msg(strstr(e->message, cases[i].needle), "%s: %s", cases[i].method, e->message);
+                sp_error_free(e);
+        }
+}
+END_TEST
+
+int main(void)
+{
+        sp_test_require_root("btrfs, namespaces and cgroups");
+        Suite *s = suite_create("worker_daemon");
+        TCase *tc = tcase_create("daemon");
+        tcase_set_timeout(tc, 300);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, lifecycle_exec_files);
+        tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
+        tcase_add_test(tc, warm_pool_claims_and_refills);
+        tcase_add_test(tc, bad_requests_are_refused_clearly);
+        suite_add_tcase(s, tc);
+        return sp_test_main(s);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The isolation backends behind one table of operations (DESIGN.md §5):
+ * `jail` (Linux namespaces, everywhere), `qemu` (microvm, KVM or TCG) and
+ * `firecracker` (KVM hosts). The node (worker/node/) drives sandboxes only
+ * through this table and knows nothing of namespaces, VMs or sockets.
+ *
+ * A *box* is one sandbox's backend state. The node prepares its root
+ * filesystem (a writable btrfs snapshot of the template) and its runtime
+ * directory, then calls create → start; the agent inside is reached through
+ * connect_agent's socket path. Every operation may fail with an sp_error
+ * whose code the node reports; none leaves a half-made box behind: a failed
+ * create or start has released what it took.
+ *
+ * After the daemon restarts, adopt() rebuilds a box from what save() wrote,
+ * checking that the processes it names are still the sandbox's.
+ * Not thread-safe: the daemon's event loop calls everything.
+ */
+#ifndef WK_BACKEND_H
+#define WK_BACKEND_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "space/error.h"
+
+typedef struct wk_backend wk_backend;
+typedef struct wk_box wk_box;
+
+typedef struct wk_box_spec {
+        const char *id; /* sandbox id */
+        const char *rootfs; /* host path of the root filesystem (jail) or its image (VMs) */
+        const char *runtime_dir; /* host directory private to this box */
+        const char *hostname;
+        int64_t cpu_millis; /* 1000 = one CPU; 0 = unlimited */
+        int64_t memory_bytes; /* 0 = unlimited */
+        int64_t pids_max; /* 0 = unlimited */
+        uint32_t id_slot; /* distinct per live box: picks its host uid range */
+} wk_box_spec;
+
+typedef struct wk_box_stats {
+        uint64_t cpu_ns;
+        uint64_t memory_bytes;
+        uint64_t memory_peak_bytes;
+        uint64_t pids;
+        uint64_t oom_kills;
+} wk_box_stats;
+
+/* What a suspend kept: the jail keeps only the filesystem; VMs also memory. */
+typedef struct wk_suspend_info {
+        bool memory;
+        bool filesystem;
+} wk_suspend_info;
+
+typedef struct wk_backend_ops {
+        const char *name;
+        /* Frees the backend (accepts NULL). */
+        void (*free)(wk_backend *b);
+        /* Creates and starts a box; on success the agent is running. */
+        int (*create)(wk_backend *b, const wk_box_spec *spec, wk_box **ret, sp_error **err);
+        /* Applies new limits (cpu, memory, pids) to a running box: a warm box being claimed. */
+        int (*update)(wk_box *box, const wk_box_spec *spec, sp_error **err);
+        /* Freezes / thaws every process of the box. */
+        int (*pause)(wk_box *box, sp_error **err);
+        int (*resume)(wk_box *box, sp_error **err);
+        /* Releases the box's processes (and memory, saved where the backend can),
+         * keeping its filesystem; the box stays allocated for restore. */
+        int (*suspend)(wk_box *box, wk_suspend_info *ret, sp_error **err);
+        /* Starts a suspended box again. */
+        int (*restore)(wk_box *box, sp_error **err);
+        /* Stops everything and frees the box (its filesystem is the node's). */
+        int (*destroy)(wk_box *box, sp_error **err);
+        /* The unix socket path on which the box's agent listens (borrowed). */
+        const char *(*agent_socket)(const wk_box *box);
+        int (*stats)(wk_box *box, wk_box_stats *ret, sp_error **err);
+        /* True while the box's init is alive. */
+        bool (*alive)(const wk_box *box);
+        /* State to persist, and the reverse after a restart. */
+        json_object *(*save)(const wk_box *box);
+        int (*adopt)(wk_backend *b, const wk_box_spec *spec, json_object *saved, wk_box **ret, sp_error **err);
+        /* Frees the in-memory box without touching what runs (daemon shutdown). */
+        void (*forget)(wk_box *box);
+} wk_backend_ops;
+
+struct wk_backend {
+        const wk_backend_ops *ops;
+};
+
+typedef struct wk_backend_config {
+        const char *agent_path; /* host path of the static space-agent */
+        const char *cgroup_parent; /* e.g. "space" */
+        uid_t uid_base; /* first host uid of the ranges handed to boxes */
+        uint32_t uid_count; /* ids per box (65536) */
+} wk_backend_config;
+
+/* The jail backend (backend/jail_backend.c). */
+int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err);
+
+#endif

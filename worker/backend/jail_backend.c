@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The jail backend: backend/jail.c's namespaces plus a cgroup per sandbox,
+ * behind the ops table of backend/backend.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/jail.h"
+#include "cgroup/cgroup.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+#define GONE_TIMEOUT_MS 10000
+
+typedef struct jail_backend {
+        wk_backend base;
+        char *agent_path;
+        char *cgroup_parent;
+        uid_t uid_base;
+        uint32_t uid_count;
+        wk_cgroup_host *host;
+} jail_backend;
+
+struct wk_box {
+        jail_backend *b;
+        char id[WK_CGROUP_NAME_MAX + 1];
+        char rootfs[PATH_MAX];
+        char runtime[PATH_MAX];
+        char socket[108];
+        char hostname[64];
+        wk_box_spec limits;
+        uint32_t slot;
+        wk_cgroup *cg;
+        pid_t pid;
+        unsigned long long starttime; /* of pid, to tell it from a recycled pid */
+        bool suspended;
+};
+
+static unsigned long long proc_starttime(pid_t pid)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f || !fgets(buf, sizeof(buf), f))
+                return 0;
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return 0;
+        /* field 22 is starttime; after ')' comes field 3 */
+        unsigned long long v = 0;
+        int field = 2;
+        for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+                if (++field == 22) {
+                        v = strtoull(tok, NULL, 10);
+                        break;
+                }
+        return v;
+}
+
+static bool box_alive(const wk_box *box)
+{
+        if (box->pid <= 0)
+                return false;
+        int status;
+        /* Our own child: reap it if it died. Adopted (not our child): ECHILD. */
+        pid_t r = waitpid(box->pid, &status, WNOHANG);
+        if (r == box->pid) {
+                ((wk_box *)box)->pid = 0;
+                return false;
+        }
+        return kill(box->pid, 0) == 0 && proc_starttime(box->pid) == box->starttime;
+}
+
+static void wait_gone(wk_box *box)
+{
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        while (box->pid > 0) {
+                if (waitpid(box->pid, NULL, WNOHANG) == box->pid)
+                        break;
+                if (kill(box->pid, 0) < 0 || proc_starttime(box->pid) != box->starttime)
+                        break;
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > GONE_TIMEOUT_MS)
+                        break;
+                usleep(2000);
+        }
+        box->pid = 0;
+}
+
+static wk_cgroup_limits limits_of(const wk_box_spec *s)
+{
+        return (wk_cgroup_limits){
+                .cpu_millicores = (uint32_t)s->cpu_millis,
+                .memory_bytes = (uint64_t)s->memory_bytes,
+                .pids_max = (uint32_t)s->pids_max,
+        };
+}
+
+static int attach_cb(pid_t pid, void *ud, sp_error **err)
+{
+        wk_box *box = ud;
+        return wk_cgroup_attach(box->cg, pid, err);
+}
+
+/* Makes (or takes over a leftover) cgroup, starts the jail in it. */
+static int box_start(wk_box *box, sp_error **err)
+{
+        jail_backend *b = box->b;
+        if (!box->cg) {
+                int r = wk_cgroup_create(b->host, b->cgroup_parent, box->id, &box->cg, err);
+                if (r == -SP_E_CONFLICT) {
+                        /* A leftover of a sandbox that died with the worker: empty it and reuse it. */
+                        sp_error_free(*err);
+                        *err = NULL;
+                        if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, err) < 0 ||
+                            wk_cgroup_kill_all(box->cg, err) < 0)
+                                return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
+                } else if (r < 0) {
+                        return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
+                }
+        }
+        wk_cgroup_limits l = limits_of(&box->limits);
+        if (wk_cgroup_set_limits(box->cg, &l, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: limits", box->id);
+
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", box->socket);
+        unlink(box->socket);
+        _cleanup_close_ int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(box->socket, 0600) < 0 ||
+            listen(lfd, 64) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent socket %s", box->id, box->socket);
+        char log[PATH_MAX + 16];
+        snprintf(log, sizeof(log), "%s/agent.log", box->runtime);
+        _cleanup_close_ int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+        wk_jail_config jc = {
+                .id = box->id,
+                .rootfs = box->rootfs,
+                .runtime_dir = box->runtime,
+                .agent_path = b->agent_path,
+                .hostname = box->hostname,
+                .uid_base = b->uid_base + box->slot * b->uid_count,
+                .uid_count = b->uid_count,
+                .agent_listen_fd = lfd,
+                .log_fd = logfd,
+                .attach = attach_cb,
+                .attach_userdata = box,
+        };
+        if (wk_jail_start(&jc, &box->pid, err) < 0)
+                return -SP_E_INTERNAL;
+        box->starttime = proc_starttime(box->pid);
+        box->suspended = false;
+        return 0;
+}
+
+static int box_stop(wk_box *box, sp_error **err)
+{
+        if (box->cg && wk_cgroup_kill_all(box->cg, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: stop", box->id);
+        if (box->pid > 0) {
+                kill(box->pid, SIGKILL);
+                wait_gone(box);
+        }
+        unlink(box->socket);
+        return 0;
+}
+
+static wk_box *box_new(jail_backend *b, const wk_box_spec *spec, sp_error **err)
+{
+        if (strlen(spec->id) > WK_CGROUP_NAME_MAX || strlen(spec->hostname) > 63) {
+                sp_error_set(err, SP_E_INVALID, "sandbox id or hostname too long");
+                return NULL;
+        }
+        wk_box *box = calloc(1, sizeof(*box));
+        if (!box) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        box->b = b;
+        snprintf(box->id, sizeof(box->id), "%s", spec->id);
+        snprintf(box->rootfs, sizeof(box->rootfs), "%s", spec->rootfs);
+        snprintf(box->runtime, sizeof(box->runtime), "%s", spec->runtime_dir);
+        snprintf(box->hostname, sizeof(box->hostname), "%s", spec->hostname);
+        if (snprintf(box->socket, sizeof(box->socket), "%s/agent.sock", spec->runtime_dir) >=
+            (int)sizeof(box->socket)) {
+                sp_error_set(err, SP_E_INVALID, "runtime directory path too long for a unix socket: %s",
+                             spec->runtime_dir);
+                free(box);
+                return NULL;
+        }
+        box->limits = *spec;
+        box->slot = spec->id_slot;
+        return box;
+}
+
+static void box_free(wk_box *box)
+{
+        if (!box)
+                return;
+        wk_cgroup_free(box->cg);
+        free(box);
+}
+
+static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp_error **err)
+{
+        jail_backend *b = (jail_backend *)base;
+        wk_box *box = box_new(b, spec, err);
+        if (!box)
+                return -SP_E_INVALID;
+        if (box_start(box, err) < 0) {
+                if (box->cg) {
+                        wk_cgroup_kill_all(box->cg, NULL);
+                        wk_cgroup_remove(box->cg, NULL);
+                }
+                unlink(box->socket);
+                box_free(box);
+                return -SP_E_INTERNAL;
+        }
+        *ret = box;
+        return 0;
+}
+
+static int op_update(wk_box *box, const wk_box_spec *spec, sp_error **err)
+{
+        box->limits.cpu_millis = spec->cpu_millis;
+        box->limits.memory_bytes = spec->memory_bytes;
+        box->limits.pids_max = spec->pids_max;
+        wk_cgroup_limits l = limits_of(&box->limits);
+        return wk_cgroup_set_limits(box->cg, &l, err);
+}
+
+static int op_pause(wk_box *box, sp_error **err)
+{
+        return wk_cgroup_freeze(box->cg, err);
+}
+static int op_resume(wk_box *box, sp_error **err)
+{
+        return wk_cgroup_thaw(box->cg, err);
+}
+
+static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+{
+        /* Thaw first: frozen tasks cannot die. */
+        wk_cgroup_thaw(box->cg, NULL);
+        if (box_stop(box, err) < 0)
+                return -SP_E_INTERNAL;
+        if (wk_cgroup_remove(box->cg, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: suspend", box->id);
+        box->cg = wk_cgroup_free(box->cg);
+        box->suspended = true;
+        *ret = (wk_suspend_info){.memory = false, .filesystem = true};
+        return 0;
+}
+
+static int op_restore(wk_box *box, sp_error **err)
+{
+        if (!box->suspended)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is not suspended", box->id);
+        if (box_start(box, err) < 0) {
+                if (box->cg) {
+                        wk_cgroup_remove(box->cg, NULL);
+                        box->cg = wk_cgroup_free(box->cg);
+                }
+                return -SP_E_INTERNAL;
+        }
+        return 0;
+}
+
+static int op_destroy(wk_box *box, sp_error **err)
+{
+        if (box->cg)
+                wk_cgroup_thaw(box->cg, NULL);
+        if (box_stop(box, err) < 0)
+                return -SP_E_INTERNAL;
+        if (box->cg && wk_cgroup_remove(box->cg, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: remove cgroup", box->id);
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof(p), "%s/agent.log", box->runtime);
+        unlink(p);
+        box_free(box);
+        return 0;
+}
+
+static const char *op_agent_socket(const wk_box *box)
+{
+        return box->socket;
+}
+
+static int op_stats(wk_box *box, wk_box_stats *ret, sp_error **err)
+{
+        wk_cgroup_stats st = {0};
+        if (!box->cg)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is not running", box->id);
+        if (wk_cgroup_stats_read(box->cg, &st, err) < 0)
+                return -SP_E_IO;
+        *ret = (wk_box_stats){
+                .cpu_ns = st.cpu_usage_ns,
+                .memory_bytes = st.memory_current,
+                .memory_peak_bytes = st.memory_peak,
+                .pids = st.pids_current,
+                .oom_kills = st.oom_kills,
+        };
+        return 0;
+}
+
+static bool op_alive(const wk_box *box)
+{
+        return !box->suspended && box_alive(box);
+}
+
+static json_object *op_save(const wk_box *box)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "pid", json_object_new_int(box->pid));
+        json_object_object_add(o, "starttime", json_object_new_int64((int64_t)box->starttime));
+        json_object_object_add(o, "suspended", json_object_new_boolean(box->suspended));
+        return o;
+}
+
+static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *saved, wk_box **ret, sp_error **err)
+{
+        jail_backend *b = (jail_backend *)base;
+        wk_box *box = box_new(b, spec, err);
+        if (!box)
+                return -SP_E_INVALID;
+        int64_t pid = 0, starttime = 0;
+        bool suspended = false;
+        if (sp_json_get_int(saved, "pid", false, 0, INT32_MAX, &pid, err) < 0 ||
+            sp_json_get_int(saved, "starttime", false, 0, INT64_MAX, &starttime, err) < 0 ||
+            sp_json_get_bool(saved, "suspended", false, &suspended, err) < 0) {
+                box_free(box);
+                return sp_error_wrap(err, "sandbox %s: saved state", spec->id);
+        }
+        box->pid = (pid_t)pid;
+        box->starttime = (unsigned long long)starttime;
+        box->suspended = suspended;
+        if (!suspended) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, &e) < 0)
+                        box->cg = NULL; /* the node restarts a box whose init is gone; box_start makes a new one */
+        }
+        *ret = box;
+        return 0;
+}
+
+static void op_forget(wk_box *box)
+{
+        box_free(box);
+}
+
+static void op_free(wk_backend *base)
+{
+        jail_backend *b = (jail_backend *)base;
+        if (!b)
+                return;
+        wk_cgroup_host_free(b->host);
+        free(b->agent_path);
+        free(b->cgroup_parent);
+        free(b);
+}
+
+static const wk_backend_ops jail_ops = {
+        .name = "jail",
+        .free = op_free,
+        .create = op_create,
+        .update = op_update,
+        .pause = op_pause,
+        .resume = op_resume,
+        .suspend = op_suspend,
+        .restore = op_restore,
+        .destroy = op_destroy,
+        .agent_socket = op_agent_socket,
+        .stats = op_stats,
+        .alive = op_alive,
+        .save = op_save,
+        .adopt = op_adopt,
+        .forget = op_forget,
+};
+
+int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err)
+{
+        if (!cfg->agent_path || access(cfg->agent_path, X_OK) < 0)
+                return sp_error_set(err, SP_E_INVALID, "the jail needs the space-agent binary (%s)",
+                                    cfg->agent_path ? cfg->agent_path : "unset");
+        jail_backend *b = calloc(1, sizeof(*b));
+        if (!b)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        b->base.ops = &jail_ops;
+        b->agent_path = strdup(cfg->agent_path);
+        b->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "space");
+        b->uid_base = cfg->uid_base;
+        b->uid_count = cfg->uid_count ? cfg->uid_count : 65536;
+        if (!b->agent_path || !b->cgroup_parent || wk_cgroup_host_detect(&b->host, err) < 0) {
+                op_free(&b->base);
+                return sp_error_wrap(err, "jail backend");
+        }
+        sp_log_debug("jail backend on %s", wk_cgroup_host_describe(b->host));
+        *ret = &b->base;
+        return 0;
+}

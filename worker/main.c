@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-worker: the node daemon. Opens its storage (btrfs, or a loop-mounted
+ * btrfs image it makes), re-adopts the sandboxes its state directory names,
+ * builds the `base` template on first start, and serves the worker RPC
+ * (proto/spec/worker-rpc.md) over mutually authenticated HTTP/2.
+ *
+ * Settings: `space-worker --help` lists every one with its default
+ * (flags, SPACE_WORKER_* environment variables, or a --config file).
+ */
+#include <event2/event.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "node/node.h"
+#include "rootfs/rootfs.h"
+#include "rpc/service.h"
+#include "space/cleanup.h"
+#include "space/config.h"
+#include "space/fileio.h"
+#include "space/log.h"
+#include "space/pki.h"
+#include "space/rpc.h"
+#include "space/tls.h"
+
+typedef struct {
+        char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
+        char *log_level, *log_format, *backend, *cgroup_parent;
+        int64_t storage_size, slots, cpu_millis, memory, session_log, warm, uid_base;
+        bool insecure, base_template;
+} worker_cfg;
+
+static const sp_config_def defs[] = {
+        {"state-dir", SP_CONFIG_STRING, "/var/lib/space/worker", offsetof(worker_cfg, state_dir), 0, 0,
+         "where the worker keeps its state (sandboxes, sessions, output logs)"},
+        {"storage-dir", SP_CONFIG_STRING, "/var/lib/space/storage", offsetof(worker_cfg, storage_dir), 0, 0,
+         "root filesystems; must be btrfs, else an image is loop-mounted here"},
+        {"storage-image", SP_CONFIG_STRING, "/var/lib/space/storage.img", offsetof(worker_cfg, storage_image), 0, 0,
+         "btrfs image file used when storage-dir is not on btrfs"},
+        {"storage-size", SP_CONFIG_SIZE, "20G", offsetof(worker_cfg, storage_size), 128 << 20, INT64_C(64) << 40,
+         "size of a new storage image (sparse)"},
+        {"listen", SP_CONFIG_STRING, "127.0.0.1:7071", offsetof(worker_cfg, listen), 0, 0,
+         "RPC address: HOST:PORT or unix:/path"},
+        {"tls-ca", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_ca), 0, 0, "cluster CA certificate (PEM file)"},
+        {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_cert), 0, 0,
+         "this worker's certificate (role worker, PEM file)"},
+        {"tls-key", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_key), 0, 0,
+         "this worker's private key (PEM file)"},
+        {"insecure", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, insecure), 0, 0,
+         "serve cleartext HTTP/2 without authentication (loopback or unix socket only; development and tests)"},
+        {"agent", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, agent), 0, 0,
+         "path of the static space-agent (default: next to this binary)"},
+        {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0, "isolation backend: jail"},
+        {"cgroup-parent", SP_CONFIG_STRING, "space", offsetof(worker_cfg, cgroup_parent), 0, 0,
+         "cgroup under which every sandbox gets its own group"},
+        {"node-id", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, node_id), 0, 0,
+         "this node's name (default: hostname)"},
+        {"slots", SP_CONFIG_INT, "256", offsetof(worker_cfg, slots), 1, 100000, "most sandboxes on this node"},
+        {"cpu-millis", SP_CONFIG_INT, "0", offsetof(worker_cfg, cpu_millis), 0, INT64_C(1) << 40,
+         "CPU capacity reported to the scheduler (0: all CPUs)"},
+        {"memory", SP_CONFIG_SIZE, "0", offsetof(worker_cfg, memory), 0, INT64_C(1) << 50,
+         "memory capacity reported to the scheduler (0: all memory)"},
+        {"session-log-size", SP_CONFIG_SIZE, "64M", offsetof(worker_cfg, session_log), 1 << 20, INT64_C(1) << 40,
+         "output kept per command session before the command is held back"},
+        {"warm", SP_CONFIG_INT, "0", offsetof(worker_cfg, warm), 0, 100000,
+         "warm sandboxes kept per template unless the control plane says otherwise"},
+        {"uid-base", SP_CONFIG_INT, "268435456", offsetof(worker_cfg, uid_base), 65536, INT64_C(0xF0000000),
+         "first host uid of the ranges given to sandboxes (65536 each)"},
+        {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
+         "build the `base` template (busybox and the agent) if it is missing"},
+        {"log-level", SP_CONFIG_STRING, "info", offsetof(worker_cfg, log_level), 0, 0, "debug, info, warn, error"},
+        {"log-format", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, log_format), 0, 0,
+         "auto (text on a terminal, else JSON), text, json"},
+        SP_CONFIG_END,
+};
+
+static struct event_base *base;
+
+static void on_signal(evutil_socket_t sig, short what, void *ud)
+{
+        (void)what;
+        (void)ud;
+        sp_log_info("signal %d: stopping (sandboxes keep running and are re-adopted on restart)", (int)sig);
+        event_base_loopexit(base, NULL);
+}
+
+static char *default_agent(void)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+                return NULL;
+        self[n] = '\0';
+        char *path = NULL;
+        if (asprintf(&path, "%s/space-agent", dirname(self)) < 0)
+                return NULL;
+        return path;
+}
+
+static bool loopback_only(const char *addr)
+{
+        return strncmp(addr, "unix:", 5) == 0 || strncmp(addr, "127.", 4) == 0 || strncmp(addr, "[::1]:", 6) == 0 ||
+               strncmp(addr, "localhost:", 10) == 0;
+}
+
+static SSL_CTX *make_tls(const worker_cfg *c, sp_error **err)
+{
+        _cleanup_buf_ sp_buf ca = SP_BUF_INIT, cert = SP_BUF_INIT, key = SP_BUF_INIT;
+        if (sp_file_read(c->tls_ca, 1 << 20, &ca, err) < 0 || sp_file_read(c->tls_cert, 1 << 20, &cert, err) < 0 ||
+            sp_file_read(c->tls_key, 1 << 20, &key, err) < 0)
+                return NULL;
+        static const char *const alpn[] = {"h2", NULL};
+        sp_tls_config tc = {
+                .ca_pem = ca.data,
+                .cert_pem = cert.data,
+                .key_pem = key.data,
+                .peer_roles = SP_ROLE_CONTROLPLANE | SP_ROLE_DATAPLANE,
+                .alpn = alpn,
+        };
+        SSL_CTX *ctx = sp_tls_server_ctx_new(&tc, err);
+        sp_explicit_bzero(key.data, key.len);
+        return ctx;
+}
+
+static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_error **err)
+{
+        (void)ud;
+        sp_role role;
+        if (sp_tls_peer_identity(ssl, &role, ret_name, err) < 0)
+                return -SP_E_UNAUTHENTICATED;
+        *ret_role = (unsigned)role;
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        worker_cfg c = {0};
+        _cleanup_error_ sp_error *e = NULL;
+        int argind = 0;
+        int r = sp_config_load(defs, &c, "SPACE_WORKER", argc, argv, &argind, stdout, &e);
+        if (r == 1)
+                return 0;
+        if (r < 0 || argind < argc) {
+                fprintf(stderr, "space-worker: %s\n", e ? e->message : "unexpected argument (see --help)");
+                return 2;
+        }
+        sp_log_level level;
+        sp_log_format format;
+        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
+                fprintf(stderr, "space-worker: invalid log level or format\n");
+                return 2;
+        }
+        sp_log_init("worker", level, format);
+        if (geteuid() != 0) {
+                sp_log_error("space-worker must run as root (namespaces, mounts, cgroups)");
+                return 1;
+        }
+        if (strcmp(c.backend, "jail") != 0) {
+                sp_log_error("unknown backend '%s' (available: jail)", c.backend);
+                return 2;
+        }
+        if (c.insecure && !loopback_only(c.listen)) {
+                sp_log_error("--insecure serves without authentication: listen on 127.0.0.1, [::1] or a unix socket");
+                return 2;
+        }
+        if (!c.insecure && (!c.tls_ca || !c.tls_cert || !c.tls_key)) {
+                sp_log_error("TLS needs --tls-ca, --tls-cert and --tls-key (or --insecure for local development)");
+                return 2;
+        }
+        _cleanup_free_ char *agent = c.agent ? strdup(c.agent) : default_agent();
+        struct stat st;
+        if (!agent || stat(agent, &st) < 0 || !(st.st_mode & S_IXUSR)) {
+                sp_log_error("space-agent not found at %s (set --agent)", agent ? agent : "?");
+                return 1;
+        }
+        char host[256] = "node";
+        gethostname(host, sizeof(host) - 1);
+
+        wk_storage *storage = NULL;
+        if (sp_mkdir_p(c.state_dir, 0700, &e) < 0 ||
+            wk_storage_open(c.storage_dir, c.storage_image, (uint64_t)c.storage_size, &storage, &e) < 0) {
+                sp_log_error("storage: %s", e->message);
+                return 1;
+        }
+        sp_log_info_kv(SP_KV("storage", c.storage_dir), "storage ready (%s)", wk_storage_origin_name(storage->origin));
+        if (wk_quota_enable(storage->dir, &e) < 0) {
+                /* Sandboxes asking for a disk limit will then be refused with this reason. */
+                sp_log_warn("disk quotas unavailable: %s", e->message);
+                e = sp_error_free(e);
+        }
+
+        wk_backend *backend = NULL;
+        wk_backend_config bc = {.agent_path = agent,
+                                .cgroup_parent = c.cgroup_parent,
+                                .uid_base = (uid_t)c.uid_base,
+                                .uid_count = 65536};
+        if (wk_backend_jail_new(&bc, &backend, &e) < 0) {
+                sp_log_error("backend: %s", e->message);
+                return 1;
+        }
+
+        base = event_base_new();
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        wk_node_config nc = {
+                .state_dir = c.state_dir,
+                .storage = storage,
+                .node_id = c.node_id ? c.node_id : host,
+                .slots = c.slots,
+                .cpu_millis = c.cpu_millis ? c.cpu_millis : ncpu * 1000,
+                .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
+                .session_log_bytes = c.session_log,
+                .default_warm = c.warm,
+        };
+        wk_node *node = NULL;
+        if (wk_node_open(base, &nc, backend, &node, &e) < 0) {
+                sp_log_error("node: %s", e->message);
+                return 1;
+        }
+        if (c.base_template && !wk_node_template_exists(node, "base")) {
+                sp_log_info("building the base template");
+                if (wk_node_template_add_base(node, "base", agent, &e) < 0) {
+                        sp_log_error("base template: %s", e->message);
+                        return 1;
+                }
+        }
+
+        SSL_CTX *ctx = NULL;
+        if (!c.insecure && !(ctx = make_tls(&c, &e))) {
+                sp_log_error("tls: %s", e->message);
+                return 1;
+        }
+        sp_rpc_server *srv = sp_rpc_server_new(base, ctx, &e);
+        wk_service_options so = {.allow_unauthenticated = c.insecure, .agent_path = agent};
+        if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
+                sp_log_error("rpc: %s", e->message);
+                return 1;
+        }
+        if (ctx)
+                sp_rpc_server_set_identity_fn(srv, identity, NULL);
+        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+        struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
+        evsignal_add(sigterm, NULL);
+        evsignal_add(sigint, NULL);
+        sp_log_info_kv(SP_KV("listen", c.listen, "node", nc.node_id), "worker ready (%s)",
+                       c.insecure ? "insecure: no TLS" : "mTLS");
+
+        event_base_dispatch(base);
+
+        sp_rpc_server_free(srv);
+        wk_node_free(node);
+        backend->ops->free(backend);
+        wk_storage_free(storage);
+        event_free(sigterm);
+        event_free(sigint);
+        event_base_free(base);
+        if (ctx)
+                SSL_CTX_free(ctx);
+        sp_config_free(defs, &c);
+        return 0;
+}

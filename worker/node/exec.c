@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Command sessions of the node's sandboxes: start with the sandbox's env and
+ * a timeout, find, list, reload and re-attach after a restart. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+static void on_timeout(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_exec_slot *x = ud;
+        sp_log_info_kv(SP_KV("sandbox_id", x->sb->id, "session_id", wk_session_id(x->session)),
+                       "session timed out: killing its process tree");
+        wk_session_kill(x->session, "time", NULL);
+}
+
+static void on_state(wk_session *s, void *ud)
+{
+        wk_exec_slot *x = ud;
+        if (wk_session_get_state(s) >= WK_SESSION_EXITED && x->timeout)
+                event_del(x->timeout);
+}
+
+static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
+{
+        wk_exec_slot **grown = realloc(sb->execs, (sb->nexecs + 1) * sizeof(*grown));
+        wk_exec_slot *x = calloc(1, sizeof(*x));
+        if (!grown || !x) {
+                free(x);
+                if (grown)
+                        sb->execs = grown;
+                return -1;
+        }
+        sb->execs = grown;
+        x->session = s;
+        x->sb = sb;
+        x->watch.on_state = on_state;
+        x->watch.userdata = x;
+        wk_session_watch_add(s, &x->watch);
+        if (timeout_ms > 0) {
+                x->timeout = evtimer_new(sb->node->base, on_timeout, x);
+                struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+                evtimer_add(x->timeout, &tv);
+        }
+        sb->execs[sb->nexecs++] = x;
+        return 0;
+}
+
+static wk_exec_slot *find_slot(wk_node *n, const char *session_id, wk_sandbox **ret_sb)
+{
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                for (size_t i = 0; i < sb->nexecs; i++)
+                        if (strcmp(wk_session_id(sb->execs[i]->session), session_id) == 0) {
+                                if (ret_sb)
+                                        *ret_sb = sb;
+                                return sb->execs[i];
+                        }
+        return NULL;
+}
+
+wk_session *wk_node_session_find(wk_node *n, const char *session_id)
+{
+        wk_exec_slot *x = find_slot(n, session_id, NULL);
+        return x && !x->sb->warm ? x->session : NULL;
+}
+
+int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, json_object *req, int64_t timeout_ms,
+                 wk_session **ret, sp_error **err)
+{
+        if (!sp_id_valid(session_id, NULL) || strlen(session_id) > WK_NAME_MAX)
+                return sp_error_set(err, SP_E_INVALID, "invalid session id '%.64s'", session_id);
+        if (find_slot(n, session_id, NULL))
+                return sp_error_set(err, SP_E_CONFLICT, "session %s already exists", session_id);
+        wk_agent_link *link = wk_node_agent(n, sandbox_id, err);
+        if (!link)
+                return sp_error_wrap(err, "exec");
+        wk_sandbox *sb = wk_node_sandbox_find(n, sandbox_id);
+        if (sb->nexecs >= WK_MAX_SESSIONS_PER_SANDBOX)
+                return sp_error_set(err, SP_E_LIMIT, "sandbox %s has %d sessions; delete some", sandbox_id,
+                                    WK_MAX_SESSIONS_PER_SANDBOX);
+        /* The sandbox's env, then the template's, under the request's own. */
+        _cleanup_json_ json_object *exec = json_object_new_object();
+        json_object_object_foreach (req, k, v)
+                json_object_object_add(exec, k, json_object_get(v));
+        json_object *env = json_object_new_object();
+        wk_template *t = wk__template_find(n, sb->template_name);
+        for (char **e = t ? t->meta->env : NULL; e && *e; e++) {
+                char *eq = strchr(*e, '=');
+                if (!eq)
+                        continue;
+                char key[256];
+                snprintf(key, sizeof(key), "%.*s", (int)(eq - *e), *e);
+                json_object_object_add(env, key, json_object_new_string(eq + 1));
+        }
+        if (sb->env) {
+                json_object_object_foreach (sb->env, k2, v2)
+                        json_object_object_add(env, k2, json_object_get(v2));
+        }
+        json_object *own = NULL;
+        if (json_object_object_get_ex(req, "env", &own) && json_object_is_type(own, json_type_object)) {
+                json_object_object_foreach (own, k3, v3)
+                        json_object_object_add(env, k3, json_object_get(v3));
+        }
+        json_object_object_add(exec, "env", env);
+        if (t && !json_object_object_get_ex(exec, "cwd", NULL) && t->meta->workdir[0])
+                json_object_object_add(exec, "cwd", json_object_new_string(t->meta->workdir));
+
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions/%s", n->state_dir, sb->key, session_id);
+        wk_session *s;
+        if (wk_session_start(link, dir, session_id, sb->id, exec, (uint64_t)n->cfg.session_log_bytes, &s, err) < 0)
+                return sp_error_wrap(err, "exec in %s", sandbox_id);
+        if (add_slot(sb, s, timeout_ms) < 0) {
+                wk_session_remove(s, NULL);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        *ret = s;
+        return 0;
+}
+
+json_object *wk_node_sessions_json(wk_node *n, const char *sandbox_id)
+{
+        json_object *arr = json_object_new_array();
+        wk_sandbox *sb = wk_node_sandbox_find(n, sandbox_id);
+        for (size_t i = 0; sb && i < sb->nexecs; i++)
+                json_object_array_add(arr, wk_session_to_json(sb->execs[i]->session));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "sessions", arr);
+        return o;
+}
+
+void wk__sessions_load(wk_sandbox *sb)
+{
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions", sb->node->state_dir, sb->key);
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                char sdir[PATH_MAX];
+                wk__path(sdir, sizeof(sdir), "%s/%s", dir, de->d_name);
+                wk_session *s;
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_session_load(sdir, (uint64_t)sb->node->cfg.session_log_bytes, &s, &e) < 0) {
+                        sp_log_error_kv(SP_KV("sandbox_id", sb->id), "cannot load session %s: %s", de->d_name,
+                                        e->message);
+                        continue;
+                }
+                if (add_slot(sb, s, 0) < 0)
+                        wk_session_free(s);
+        }
+}
+
+void wk__sessions_attach(wk_sandbox *sb)
+{
+        for (size_t i = 0; i < sb->nexecs; i++) {
+                wk_session *s = sb->execs[i]->session;
+                wk_session_state st = wk_session_get_state(s);
+                if (st != WK_SESSION_RUNNING && st != WK_SESSION_STARTING)
+                        continue;
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_session_attach_agent(s, sb->link, &e) < 0)
+                        sp_log_warn_kv(SP_KV("session_id", wk_session_id(s)), "re-attach: %s", e->message);
+        }
+}
+
+void wk__sessions_detach(wk_sandbox *sb, const char *why)
+{
+        for (size_t i = 0; i < sb->nexecs; i++) {
+                wk_session *s = sb->execs[i]->session;
+                wk_session_detach_agent(s);
+                (void)why;
+        }
+}
+
+void wk__sessions_remove_all(wk_sandbox *sb)
+{
+        for (size_t i = 0; i < sb->nexecs; i++) {
+                wk_exec_slot *x = sb->execs[i];
+                if (x->timeout)
+                        event_free(x->timeout);
+                wk_session_watch_remove(x->session, &x->watch);
+                wk_session_remove(x->session, NULL);
+                free(x);
+        }
+        free(sb->execs);
+        sb->execs = NULL;
+        sb->nexecs = 0;
+}

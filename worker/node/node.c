@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The node: opening and closing, templates, capacity. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+void wk__path(char *out, size_t n, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = vsnprintf(out, n, fmt, ap);
+        va_end(ap);
+        if (r < 0 || (size_t)r >= n)
+                out[0] = '\0'; /* callers' paths are bounded by validated names */
+}
+
+static bool name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > WK_NAME_MAX || s[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
+                        return false;
+        return true;
+}
+
+wk_template *wk__template_find(wk_node *n, const char *name)
+{
+        for (wk_template *t = n->templates; t; t = t->next)
+                if (strcmp(t->name, name) == 0)
+                        return t;
+        return NULL;
+}
+
+bool wk_node_template_exists(wk_node *n, const char *name)
+{
+        return wk__template_find(n, name) != NULL;
+}
+
+static int template_persist(wk_node *n, wk_template *t, sp_error **err)
+{
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/templates/%s.json", n->state_dir, t->name);
+        _cleanup_buf_ sp_buf meta = SP_BUF_INIT;
+        if (wk_template_meta_to_json(t->meta, &meta, err) < 0)
+                return -SP_E_INTERNAL;
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object *m = NULL;
+        if (sp_json_parse(meta.data, meta.len, &m, err) < 0)
+                return -SP_E_INTERNAL;
+        json_object_object_add(o, "name", json_object_new_string(t->name));
+        json_object_object_add(o, "created_us", json_object_new_int64(t->created_us));
+        json_object_object_add(o, "warm", json_object_new_int64(t->warm_target));
+        json_object_object_add(o, "meta", m);
+        const char *text = sp_json_str(o);
+        return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+}
+
+static int templates_load(wk_node *n, sp_error **err)
+{
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/templates", n->state_dir);
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", dir);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+                        continue;
+                char path[PATH_MAX];
+                wk__path(path, sizeof(path), "%s/%s", dir, de->d_name);
+                _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+                _cleanup_json_ json_object *o = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                const char *name = NULL;
+                json_object *meta = NULL;
+                wk_template *t = calloc(1, sizeof(*t));
+                if (!t)
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                if (sp_file_read(path, 1 << 20, &text, &e) < 0 || sp_json_parse(text.data, text.len, &o, &e) < 0 ||
+                    sp_json_get_string(o, "name", true, WK_NAME_MAX, &name, &e) < 0 ||
+                    sp_json_get_object(o, "meta", true, &meta, &e) < 0 ||
+                    wk_template_meta_parse(sp_json_str(meta), strlen(sp_json_str(meta)), &t->meta, &e) < 0) {
+                        sp_log_warn("skipping template %s: %s", path, e ? e->message : "invalid");
+                        free(t);
+                        continue;
+                }
+                snprintf(t->name, sizeof(t->name), "%s", name);
+                t->warm_target = -1;
+                sp_json_get_int(o, "created_us", false, 0, INT64_MAX, &t->created_us, NULL);
+                sp_json_get_int(o, "warm", false, -1, 1000, &t->warm_target, NULL);
+                t->next = n->templates;
+                n->templates = t;
+        }
+        return 0;
+}
+
+int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *backend, wk_node **ret, sp_error **err)
+{
+        wk_node *n = calloc(1, sizeof(*n));
+        if (!n)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        n->base = base;
+        n->cfg = *cfg;
+        n->backend = backend;
+        n->state_dir = strdup(cfg->state_dir);
+        n->storage = cfg->storage;
+        n->node_id = strdup(cfg->node_id ? cfg->node_id : "node");
+        n->slots_used = calloc((size_t)(cfg->slots > 0 ? cfg->slots : 1) * 2 + 16, 1);
+        n->cfg.state_dir = n->state_dir;
+        n->cfg.node_id = n->node_id;
+        if (!n->state_dir || !n->node_id || !n->slots_used) {
+                wk_node_free(n);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        static const char *const subdirs[] = {"templates", "sandboxes"};
+        for (size_t i = 0; i < 2; i++) {
+                char p[PATH_MAX];
+                wk__path(p, sizeof(p), "%s/%s", n->state_dir, subdirs[i]);
+                if (sp_mkdir_p(p, 0700, err) < 0)
+                        goto fail;
+        }
+        if (templates_load(n, err) < 0 || wk__sandbox_load_all(n, err) < 0)
+                goto fail;
+        wk__warm_schedule(n);
+        *ret = n;
+        return 0;
+fail:
+        wk_node_free(n);
+        return -SP_E_IO;
+}
+
+void wk_node_free(wk_node *n)
+{
+        if (!n)
+                return;
+        while (n->sandboxes) {
+                wk_sandbox *sb = n->sandboxes;
+                n->sandboxes = sb->next;
+                wk__sandbox_free(sb);
+        }
+        while (n->templates) {
+                wk_template *t = n->templates;
+                n->templates = t->next;
+                wk_template_meta_free(t->meta);
+                free(t);
+        }
+        if (n->warm_timer)
+                event_free(n->warm_timer);
+        free(n->slots_used);
+        free(n->state_dir);
+        free(n->node_id);
+        free(n);
+}
+
+/* Creates <storage>/templates/<name> as a subvolume, fills it, seals it read-only. */
+typedef int (*fill_fn)(const char *dest, void *ud, wk_template_meta **ret_meta, sp_error **err);
+
+static int template_make(wk_node *n, const char *name, fill_fn fill, void *ud, sp_error **err)
+{
+        if (!name_ok(name))
+                return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
+        if (wk__template_find(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s already exists", name);
+        _cleanup_free_ char *dest = NULL;
+        if (wk_storage_template_create(n->storage, name, &dest, err) < 0)
+                return sp_error_wrap(err, "template %s", name);
+        wk_template_meta *meta = NULL;
+        if (fill(dest, ud, &meta, err) < 0 || wk_storage_template_seal(n->storage, name, err) < 0)
+                goto fail;
+        wk_template *t = calloc(1, sizeof(*t));
+        if (!t) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->meta = meta;
+        t->created_us = sp_now_real_us();
+        t->warm_target = -1;
+        if (template_persist(n, t, err) < 0) {
+                free(t);
+                goto fail;
+        }
+        t->next = n->templates;
+        n->templates = t;
+        sp_log_info_kv(SP_KV("template", name), "template ready");
+        wk__warm_schedule(n);
+        return 0;
+fail:
+        wk_template_meta_free(meta);
+        wk_storage_template_delete(n->storage, name, NULL);
+        return sp_error_wrap(err, "template %s", name);
+}
+
+static int fill_base(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+{
+        wk_base_opts opts = {.agent_path = ud};
+        return wk_template_build_base(&opts, dest, ret, err);
+}
+
+int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err)
+{
+        return template_make(n, name, fill_base, (void *)agent_path, err);
+}
+
+typedef struct {
+        const char *source, *path;
+} import_args;
+
+static int fill_import(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+{
+        import_args *a = ud;
+        if (strcmp(a->source, "dir") == 0)
+                return wk_template_import_dir(a->path, dest, NULL, NULL, ret, err);
+        if (strcmp(a->source, "tar") == 0)
+                return wk_template_import_tar(a->path, dest, NULL, NULL, ret, err);
+        if (strcmp(a->source, "oci") == 0)
+                return wk_template_import_oci(a->path, dest, NULL, NULL, NULL, ret, err);
+        return sp_error_set(err, SP_E_INVALID, "unknown template source '%.32s' (base, dir, tar, oci)", a->source);
+}
+
+int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err)
+{
+        if (strcmp(source, "base") == 0)
+                return sp_error_set(err, SP_E_INVALID, "use the base builder for source 'base'");
+        if (!path || !*path)
+                return sp_error_set(err, SP_E_INVALID, "a template import needs a path");
+        import_args a = {source, path};
+        return template_make(n, name, fill_import, &a, err);
+}
+
+int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
+{
+        wk_template *t = wk__template_find(n, name);
+        if (!t)
+                return sp_error_set(err, SP_E_NOT_FOUND, "template %s not found", name);
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (strcmp(sb->template_name, name) == 0 && !sb->warm)
+                        return sp_error_set(err, SP_E_CONFLICT, "template %s is used by sandbox %s", name, sb->id);
+        /* Warm sandboxes of the template go with it. */
+        for (wk_sandbox *sb = n->sandboxes, *next; sb; sb = next) {
+                next = sb->next;
+                if (sb->warm && strcmp(sb->template_name, name) == 0)
+                        wk_node_sandbox_delete(n, sb->id, NULL);
+        }
+        if (wk_storage_template_delete(n->storage, name, err) < 0)
+                return sp_error_wrap(err, "delete template %s", name);
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/templates/%s.json", n->state_dir, name);
+        unlink(path);
+        for (wk_template **p = &n->templates; *p; p = &(*p)->next)
+                if (*p == t) {
+                        *p = t->next;
+                        break;
+                }
+        wk_template_meta_free(t->meta);
+        free(t);
+        return 0;
+}
+
+json_object *wk_node_templates_json(wk_node *n)
+{
+        json_object *arr = json_object_new_array();
+        for (wk_template *t = n->templates; t; t = t->next) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "name", json_object_new_string(t->name));
+                json_object_object_add(o, "source", json_object_new_string(wk_template_source_name(t->meta->source)));
+                char ts[32];
+                sp_time_format_rfc3339(t->created_us, ts);
+                json_object_object_add(o, "created_at", json_object_new_string(ts));
+                json_object_object_add(o, "workdir", json_object_new_string(t->meta->workdir));
+                json_object_object_add(o, "user", json_object_new_string(t->meta->user));
+                if (t->meta->digest[0])
+                        json_object_object_add(o, "digest", json_object_new_string(t->meta->digest));
+                json_object_array_add(arr, o);
+        }
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "templates", arr);
+        return o;
+}
+
+json_object *wk_node_info_json(wk_node *n)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "id", json_object_new_string(n->node_id));
+        json_object_object_add(o, "backend", json_object_new_string(n->backend->ops->name));
+        int64_t used_cpu = 0, used_mem = 0, count = 0;
+        json_object *warm = json_object_new_object();
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next) {
+                if (sb->state == WK_SB_SUSPENDED)
+                        continue;
+                count++;
+                used_cpu += sb->cpu_millis;
+                used_mem += sb->memory_bytes;
+                if (sb->warm && sb->state == WK_SB_RUNNING) {
+                        json_object *c = NULL;
+                        int64_t have =
+                                json_object_object_get_ex(warm, sb->template_name, &c) ? json_object_get_int64(c) : 0;
+                        json_object_object_add(warm, sb->template_name, json_object_new_int64(have + 1));
+                }
+        }
+        json_object *cap = json_object_new_object();
+        json_object_object_add(cap, "cpu_millis", json_object_new_int64(n->cfg.cpu_millis));
+        json_object_object_add(cap, "memory_bytes", json_object_new_int64(n->cfg.memory_bytes));
+        json_object_object_add(cap, "slots", json_object_new_int64(n->cfg.slots));
+        json_object *used = json_object_new_object();
+        json_object_object_add(used, "cpu_millis", json_object_new_int64(used_cpu));
+        json_object_object_add(used, "memory_bytes", json_object_new_int64(used_mem));
+        json_object_object_add(used, "slots", json_object_new_int64(count));
+        json_object_object_add(o, "capacity", cap);
+        json_object_object_add(o, "used", used);
+        json_object_object_add(o, "warm", warm);
+        json_object *names = json_object_new_array();
+        for (wk_template *t = n->templates; t; t = t->next)
+                json_object_array_add(names, json_object_new_string(t->name));
+        json_object_object_add(o, "templates", names);
+        return o;
+}

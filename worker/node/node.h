@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node: everything one worker owns — templates, sandboxes (through a
+ * backend), their agents and command sessions, the warm pool — with its
+ * state on disk so that a restarted daemon re-adopts what runs.
+ *
+ * Layout (storage: see rootfs/rootfs.h):
+ *   <storage>/templates/<name>/rootfs read-only subvolume (root filesystem)
+ *   <storage>/sandboxes/<key>/rootfs  writable snapshot of a template, with its disk quota
+ *   <state>/templates/<name>.json     template metadata
+ *   <state>/sandboxes/<id>/sandbox.json   spec and status (written atomically)
+ *   <state>/sandboxes/<id>/run/       runtime dir: agent.sock, staging mount point
+ *   <state>/sandboxes/<id>/sessions/<session id>/   session.json and its output log
+ *
+ * All calls run on the daemon's event loop. Lifecycle calls complete before
+ * they return (a jail starts in milliseconds); their errors carry the code the
+ * RPC layer reports.
+ */
+#ifndef WK_NODE_H
+#define WK_NODE_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "session/session.h"
+#include "space/error.h"
+
+struct event_base;
+typedef struct wk_node wk_node;
+typedef struct wk_sandbox wk_sandbox;
+
+struct wk_storage;
+
+typedef struct wk_node_config {
+        const char *state_dir;
+        struct wk_storage *storage; /* rootfs/rootfs.h: templates and sandbox root filesystems (borrowed) */
+        const char *node_id;
+        int64_t slots; /* most sandboxes at once */
+        int64_t cpu_millis; /* capacity reported to the scheduler */
+        int64_t memory_bytes;
+        int64_t session_log_bytes; /* per session */
+        int64_t default_warm; /* warm sandboxes per template unless set */
+} wk_node_config;
+
+typedef enum wk_sandbox_state {
+        WK_SB_CREATING = 0,
+        WK_SB_RUNNING,
+        WK_SB_PAUSED,
+        WK_SB_SUSPENDED,
+        WK_SB_FAILED,
+} wk_sandbox_state;
+
+typedef struct wk_sandbox_request {
+        const char *id;
+        const char *template_name;
+        int64_t cpu_millis, memory_bytes, pids_max, disk_bytes;
+        json_object *env; /* object of strings applied to every command; may be NULL */
+        const char *hostname; /* NULL: derived from the id */
+        bool allow_warm; /* claim a warm sandbox if one is ready */
+} wk_sandbox_request;
+
+/* Opens the node: reads templates and sandboxes from disk and re-adopts what runs. */
+int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *backend, wk_node **ret,
+                 sp_error **err);
+/* Frees the node's memory; sandboxes keep running (a restart re-adopts them). */
+void wk_node_free(wk_node *n);
+
+/* Templates. */
+int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err);
+int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err);
+int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
+json_object *wk_node_templates_json(wk_node *n);
+bool wk_node_template_exists(wk_node *n, const char *name);
+
+/* Sandboxes. */
+int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err);
+wk_sandbox *wk_node_sandbox_find(wk_node *n, const char *id);
+int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err);
+int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err);
+int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);
+int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err);
+int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err);
+int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err);
+json_object *wk_sandbox_to_json(const wk_sandbox *sb);
+json_object *wk_node_sandboxes_json(wk_node *n);
+const char *wk_sandbox_state_name(wk_sandbox_state st);
+wk_sandbox_state wk_sandbox_get_state(const wk_sandbox *sb);
+
+/* Sessions. The request is an agent exec request without "op"/"session". */
+int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, json_object *exec_request,
+                 int64_t timeout_ms, wk_session **ret, sp_error **err);
+wk_session *wk_node_session_find(wk_node *n, const char *session_id);
+json_object *wk_node_sessions_json(wk_node *n, const char *sandbox_id);
+
+/* The agent of a sandbox, for file operations (NULL with an error if not connected). */
+wk_agent_link *wk_node_agent(wk_node *n, const char *sandbox_id, sp_error **err);
+
+/* Warm pool. */
+int wk_node_set_warm(wk_node *n, const char *template_name, int64_t size, sp_error **err);
+json_object *wk_node_info_json(wk_node *n);
+
+#endif

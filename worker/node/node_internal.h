@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Cross-file internals of the node (worker/node/). */
+#ifndef WK_NODE_INTERNAL_H
+#define WK_NODE_INTERNAL_H
+
+#include <event2/event.h>
+#include <limits.h>
+
+#include "node/node.h"
+#include "rootfs/rootfs.h"
+#include "space/id.h"
+#include "template/template.h"
+
+#define WK_NAME_MAX 64
+#define WK_MAX_SESSIONS_PER_SANDBOX 1024
+
+typedef struct wk_template {
+        char name[WK_NAME_MAX + 1];
+        wk_template_meta *meta;
+        int64_t created_us;
+        int64_t warm_target; /* -1: the node's default */
+        struct wk_template *next;
+} wk_template;
+
+typedef struct wk_exec_slot {
+        wk_session *session;
+        struct event *timeout;
+        wk_sandbox *sb;
+        wk_session_watch watch;
+} wk_exec_slot;
+
+struct wk_sandbox {
+        wk_node *node;
+        char key[WK_NAME_MAX + 1]; /* directory name: fixed for the sandbox's life */
+        char id[WK_NAME_MAX + 1]; /* public id: the key, or the id a warm sandbox was claimed as */
+        char template_name[WK_NAME_MAX + 1];
+        char hostname[64];
+        wk_sandbox_state state;
+        char *failure;
+        bool warm; /* in the pool, not yet claimed */
+        int64_t cpu_millis, memory_bytes, pids_max, disk_bytes;
+        json_object *env;
+        uint32_t slot;
+        int64_t created_us;
+        wk_suspend_info suspended;
+        wk_box *box;
+        wk_agent_link *link;
+        wk_exec_slot **execs;
+        size_t nexecs;
+        struct wk_sandbox *next;
+};
+
+struct wk_node {
+        struct event_base *base;
+        wk_node_config cfg;
+        char *state_dir, *node_id;
+        struct wk_storage *storage;
+        wk_backend *backend;
+        wk_template *templates;
+        wk_sandbox *sandboxes;
+        uint8_t *slots_used; /* by id slot */
+        struct event *warm_timer;
+        bool warm_busy;
+};
+
+/* paths */
+void wk__path(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* sandbox.c */
+int wk__sandbox_persist(wk_sandbox *sb, sp_error **err);
+int wk__sandbox_load_all(wk_node *n, sp_error **err);
+void wk__sandbox_free(wk_sandbox *sb);
+int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
+wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, bool warm, sp_error **err);
+/* exec.c */
+void wk__sessions_load(wk_sandbox *sb);
+void wk__sessions_attach(wk_sandbox *sb);
+void wk__sessions_detach(wk_sandbox *sb, const char *why);
+void wk__sessions_remove_all(wk_sandbox *sb);
+/* templates (node.c) */
+wk_template *wk__template_find(wk_node *n, const char *name);
+/* warm.c */
+void wk__warm_schedule(wk_node *n);
+wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name);
+
+#endif

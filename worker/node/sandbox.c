@@ -1,0 +1,688 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Sandboxes: create (or claim a warm one), lifecycle, persistence, re-adoption. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+#define SANDBOX_JSON_MAX (1 << 20)
+
+const char *wk_sandbox_state_name(wk_sandbox_state st)
+{
+        static const char *const names[] = {"creating", "running", "paused", "suspended", "failed"};
+        return st <= WK_SB_FAILED ? names[st] : "unknown";
+}
+
+wk_sandbox_state wk_sandbox_get_state(const wk_sandbox *sb)
+{
+        return sb->state;
+}
+
+wk_sandbox *wk_node_sandbox_find(wk_node *n, const char *id)
+{
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (!sb->warm && strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
+static void spec_of(const wk_sandbox *sb, wk_box_spec *spec, char *rootfs, char *runtime, size_t n)
+{
+        _cleanup_free_ char *r = wk_storage_sandbox_rootfs(sb->node->storage, sb->key, NULL);
+        wk__path(rootfs, n, "%s", r ? r : "");
+        wk__path(runtime, n, "%s/sandboxes/%s/run", sb->node->state_dir, sb->key);
+        *spec = (wk_box_spec){
+                .id = sb->key,
+                .rootfs = rootfs,
+                .runtime_dir = runtime,
+                .hostname = sb->hostname,
+                .cpu_millis = sb->cpu_millis,
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .id_slot = sb->slot,
+        };
+}
+
+json_object *wk_sandbox_to_json(const wk_sandbox *sb)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "id", json_object_new_string(sb->id));
+        json_object_object_add(o, "template", json_object_new_string(sb->template_name));
+        json_object_object_add(o, "state", json_object_new_string(wk_sandbox_state_name(sb->state)));
+        json_object_object_add(o, "backend", json_object_new_string(sb->node->backend->ops->name));
+        json_object_object_add(o, "hostname", json_object_new_string(sb->hostname));
+        char ts[32];
+        sp_time_format_rfc3339(sb->created_us, ts);
+        json_object_object_add(o, "created_at", json_object_new_string(ts));
+        json_object *res = json_object_new_object();
+        json_object_object_add(res, "cpu_millis", json_object_new_int64(sb->cpu_millis));
+        json_object_object_add(res, "memory_mb", json_object_new_int64(sb->memory_bytes >> 20));
+        json_object_object_add(res, "pids", json_object_new_int64(sb->pids_max));
+        json_object_object_add(res, "disk_mb", json_object_new_int64(sb->disk_bytes >> 20));
+        json_object_object_add(o, "resources", res);
+        if (sb->state == WK_SB_SUSPENDED) {
+                json_object *s = json_object_new_object();
+                json_object_object_add(s, "memory", json_object_new_boolean(sb->suspended.memory));
+                json_object_object_add(s, "filesystem", json_object_new_boolean(sb->suspended.filesystem));
+                json_object_object_add(o, "suspend", s);
+        }
+        if (sb->failure)
+                json_object_object_add(o, "error", json_object_new_string(sb->failure));
+        json_object_object_add(o, "agent_connected", json_object_new_boolean(wk_agent_link_ready(sb->link)));
+        return o;
+}
+
+int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
+{
+        _cleanup_json_ json_object *o = wk_sandbox_to_json(sb);
+        json_object_object_add(o, "key", json_object_new_string(sb->key));
+        json_object_object_add(o, "warm", json_object_new_boolean(sb->warm));
+        json_object_object_add(o, "slot", json_object_new_int64(sb->slot));
+        json_object_object_add(o, "created_us", json_object_new_int64(sb->created_us));
+        json_object_object_add(o, "memory_bytes", json_object_new_int64(sb->memory_bytes));
+        json_object_object_add(o, "disk_bytes", json_object_new_int64(sb->disk_bytes));
+        if (sb->env)
+                json_object_object_add(o, "env", json_object_get(sb->env));
+        if (sb->box && sb->node->backend->ops->save)
+                json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
+        const char *text = sp_json_str(o);
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", sb->node->state_dir, sb->key);
+        return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+}
+
+static void set_failed(wk_sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_failed(wk_sandbox *sb, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        free(sb->failure);
+        if (vasprintf(&sb->failure, fmt, ap) < 0)
+                sb->failure = NULL;
+        va_end(ap);
+        sb->state = WK_SB_FAILED;
+        sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "sandbox failed: %s", sb->failure ? sb->failure : "?");
+        (void)wk__sandbox_persist(sb, NULL);
+}
+
+/* --- the agent connection --- */
+
+static void link_closed(wk_agent_link *link, const sp_error *e, void *ud);
+static const wk_agent_link_ops link_ops = {.on_closed = link_closed};
+
+static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_sandbox *sb = ud;
+        if (sb->link || (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED))
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk__sandbox_connect_agent(sb, &e) < 0) {
+                if (sb->box && !sb->node->backend->ops->alive(sb->box)) {
+                        set_failed(sb, "the sandbox's init exited");
+                        wk__sessions_detach(sb, "the sandbox stopped");
+                        return;
+                }
+                struct timeval tv = {1, 0};
+                event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+        }
+}
+
+static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
+{
+        wk_sandbox *sb = ud;
+        (void)link;
+        sp_log_info_kv(SP_KV("sandbox_id", sb->id), "agent connection closed: %s", e ? e->message : "");
+        sb->link = NULL;
+        /* The link frees itself after this callback returns. */
+        wk__sessions_detach(sb, NULL);
+        struct timeval tv = {0, 100000};
+        event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+}
+
+int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
+{
+        const char *path = sb->node->backend->ops->agent_socket(sb->box);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (!path || strlen(path) >= sizeof(sa.sun_path))
+                return sp_error_set(err, SP_E_INTERNAL, "agent socket path too long");
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                sp_close(fd);
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to the agent of %s", sb->id);
+        }
+        sb->link = wk_agent_link_new_fd(sb->node->base, fd, &link_ops, sb, err);
+        if (!sb->link)
+                return -SP_E_UNAVAILABLE;
+        wk__sessions_attach(sb);
+        return 0;
+}
+
+/* --- creation --- */
+
+static int alloc_slot(wk_node *n, uint32_t *ret, sp_error **err)
+{
+        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        for (size_t i = 0; i < cap; i++)
+                if (!n->slots_used[i]) {
+                        n->slots_used[i] = 1;
+                        *ret = (uint32_t)i;
+                        return 0;
+                }
+        return sp_error_set(err, SP_E_LIMIT, "no free sandbox slot on this node");
+}
+
+static size_t live_count(wk_node *n)
+{
+        size_t c = 0;
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (sb->state != WK_SB_SUSPENDED)
+                        c++;
+        return c;
+}
+
+static int start_box(wk_sandbox *sb, sp_error **err)
+{
+        wk_box_spec spec;
+        char rootfs[PATH_MAX], runtime[PATH_MAX];
+        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
+        if (sp_mkdir_p(runtime, 0700, err) < 0)
+                return -SP_E_IO;
+        if (sb->node->backend->ops->create(sb->node->backend, &spec, &sb->box, err) < 0)
+                return -SP_E_INTERNAL;
+        if (wk__sandbox_connect_agent(sb, err) < 0) {
+                sb->node->backend->ops->destroy(sb->box, NULL);
+                sb->box = NULL;
+                return -SP_E_UNAVAILABLE;
+        }
+        return 0;
+}
+
+static void release(wk_sandbox *sb)
+{
+        wk_node *n = sb->node;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_storage_sandbox_delete(n->storage, sb->key, &e) < 0)
+                sp_log_error_kv(SP_KV("sandbox_id", sb->id), "cannot remove the root filesystem: %s", e->message);
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/run/root", n->state_dir, sb->key);
+        rmdir(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/run", n->state_dir, sb->key);
+        rmdir(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/sessions", n->state_dir, sb->key);
+        rmdir(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", n->state_dir, sb->key);
+        unlink(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s", n->state_dir, sb->key);
+        rmdir(path);
+        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        if (sb->slot < cap)
+                n->slots_used[sb->slot] = 0;
+}
+
+wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, bool warm, sp_error **err)
+{
+        (void)warm;
+        wk_sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        sb->node = n;
+        snprintf(sb->template_name, sizeof(sb->template_name), "%s", template_name);
+        sb->created_us = sp_now_real_us();
+        sb->state = WK_SB_CREATING;
+        return sb;
+}
+
+static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
+{
+        if (live_count(n) >= (size_t)n->cfg.slots)
+                return sp_error_set(err, SP_E_LIMIT, "node %s is full (%lld sandboxes)", n->node_id,
+                                    (long long)n->cfg.slots);
+        if (alloc_slot(n, &sb->slot, err) < 0)
+                return -SP_E_LIMIT;
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions", n->state_dir, sb->key);
+        if (sp_mkdir_p(dir, 0700, err) < 0 ||
+            wk_storage_sandbox_create(n->storage, sb->template_name, sb->key, (uint64_t)sb->disk_bytes, NULL, err) < 0)
+                goto fail;
+        if (wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
+                goto fail;
+        sb->state = WK_SB_RUNNING;
+        if (wk__sandbox_persist(sb, err) < 0) {
+                n->backend->ops->destroy(sb->box, NULL);
+                sb->box = NULL;
+                goto fail;
+        }
+        return 0;
+fail:
+        if (sb->link) {
+                wk_agent_link_free(sb->link);
+                sb->link = NULL;
+        }
+        release(sb);
+        return sp_error_wrap(err, "create sandbox %s", sb->id);
+}
+
+int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err)
+{
+        if (!sp_id_valid(req->id, NULL) || strlen(req->id) > WK_NAME_MAX)
+                return sp_error_set(err, SP_E_INVALID, "invalid sandbox id '%.64s'", req->id);
+        if (wk_node_sandbox_find(n, req->id))
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s already exists", req->id);
+        if (!wk__template_find(n, req->template_name))
+                return sp_error_set(err, SP_E_NOT_FOUND, "template %.64s not found on this node", req->template_name);
+        if (req->hostname && (strlen(req->hostname) == 0 || strlen(req->hostname) > 63))
+                return sp_error_set(err, SP_E_INVALID, "invalid hostname");
+
+        wk_sandbox *sb = req->allow_warm ? wk__warm_claim(n, req->template_name) : NULL;
+        if (sb) {
+                /* A warm sandbox takes the caller's identity in one step. */
+                snprintf(sb->id, sizeof(sb->id), "%s", req->id);
+                sb->warm = false;
+        } else {
+                sb = wk__sandbox_make(n, req->template_name, false, err);
+                if (!sb)
+                        return -SP_E_LIMIT;
+                snprintf(sb->id, sizeof(sb->id), "%s", req->id);
+                snprintf(sb->key, sizeof(sb->key), "%s", req->id);
+                snprintf(sb->hostname, sizeof(sb->hostname), "%s", req->hostname ? req->hostname : req->id);
+                for (char *c = sb->hostname; *c; c++)
+                        if (*c == '_')
+                                *c = '-';
+        }
+        sb->cpu_millis = req->cpu_millis;
+        sb->memory_bytes = req->memory_bytes;
+        sb->pids_max = req->pids_max;
+        sb->disk_bytes = req->disk_bytes;
+        if (sb->env)
+                json_object_put(sb->env);
+        sb->env = req->env ? json_object_get(req->env) : NULL;
+
+        if (sb->box) {
+                if (n->backend->ops->update) {
+                        wk_box_spec spec;
+                        char rootfs[PATH_MAX], runtime[PATH_MAX];
+                        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
+                        if (n->backend->ops->update(sb->box, &spec, err) < 0) {
+                                wk_node_sandbox_delete(n, sb->id, NULL);
+                                return sp_error_wrap(err, "claim a warm sandbox for %s", req->id);
+                        }
+                }
+                if (wk__sandbox_persist(sb, err) < 0) {
+                        wk_node_sandbox_delete(n, sb->id, NULL);
+                        return -SP_E_IO;
+                }
+                sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "claimed warm sandbox %s",
+                               sb->key);
+                wk__warm_schedule(n);
+                *ret = sb;
+                return 0;
+        }
+        if (make_and_start(n, sb, err) < 0) {
+                if (sb->env)
+                        json_object_put(sb->env);
+                free(sb);
+                return -SP_E_INTERNAL;
+        }
+        sb->next = n->sandboxes;
+        n->sandboxes = sb;
+        sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "sandbox running");
+        *ret = sb;
+        return 0;
+}
+
+/* Creates a pool member (warm.c); the sandbox is linked into the node on success. */
+int wk__warm_make(wk_node *n, const char *template_name, sp_error **err);
+int wk__warm_make(wk_node *n, const char *template_name, sp_error **err)
+{
+        wk_sandbox *sb = wk__sandbox_make(n, template_name, true, err);
+        if (!sb)
+                return -SP_E_LIMIT;
+        char id[SP_ID_MAX];
+        if (sp_id_new("wrm", id, err) < 0) {
+                free(sb);
+                return -SP_E_IO;
+        }
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        snprintf(sb->key, sizeof(sb->key), "%s", id);
+        snprintf(sb->hostname, sizeof(sb->hostname), "%s", id);
+        for (char *c = sb->hostname; *c; c++)
+                if (*c == '_')
+                        *c = '-';
+        sb->warm = true;
+        if (make_and_start(n, sb, err) < 0) {
+                free(sb);
+                return -SP_E_INTERNAL;
+        }
+        sb->next = n->sandboxes;
+        n->sandboxes = sb;
+        return 0;
+}
+
+void wk__sandbox_free(wk_sandbox *sb)
+{
+        if (!sb)
+                return;
+        for (size_t i = 0; i < sb->nexecs; i++) {
+                wk_exec_slot *x = sb->execs[i];
+                if (x->timeout)
+                        event_free(x->timeout);
+                wk_session_watch_remove(x->session, &x->watch);
+                wk_session_free(x->session);
+                free(x);
+        }
+        free(sb->execs);
+        if (sb->link)
+                wk_agent_link_free(sb->link);
+        if (sb->box && sb->node->backend->ops->forget)
+                sb->node->backend->ops->forget(sb->box);
+        if (sb->env)
+                json_object_put(sb->env);
+        free(sb->failure);
+        free(sb);
+}
+
+static wk_sandbox *find_any(wk_node *n, const char *id)
+{
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
+int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = find_any(n, id);
+        if (!sb)
+                return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
+        wk__sessions_remove_all(sb);
+        if (sb->link) {
+                wk_agent_link_free(sb->link);
+                sb->link = NULL;
+        }
+        if (sb->box) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (n->backend->ops->destroy(sb->box, &e) < 0) {
+                        /* Keep the record so that a retry (or reconciliation) finishes the job. */
+                        sb->box = NULL;
+                        set_failed(sb, "delete: %s", e->message);
+                        sp_error_move(err, &e);
+                        return sp_error_wrap(err, "delete sandbox %s", id);
+                }
+                sb->box = NULL;
+        }
+        release(sb);
+        for (wk_sandbox **p = &n->sandboxes; *p; p = &(*p)->next)
+                if (*p == sb) {
+                        *p = sb->next;
+                        break;
+                }
+        sp_log_info_kv(SP_KV("sandbox_id", id), "sandbox deleted");
+        wk__sandbox_free(sb);
+        wk__warm_schedule(n);
+        return 0;
+}
+
+static wk_sandbox *need(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = wk_node_sandbox_find(n, id);
+        if (!sb)
+                sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
+        return sb;
+}
+
+int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        if (sb->state == WK_SB_PAUSED)
+                return 0;
+        if (sb->state != WK_SB_RUNNING)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        if (n->backend->ops->pause(sb->box, err) < 0)
+                return sp_error_wrap(err, "pause %s", id);
+        sb->state = WK_SB_PAUSED;
+        return wk__sandbox_persist(sb, err);
+}
+
+int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        if (sb->state == WK_SB_RUNNING)
+                return 0;
+        if (sb->state != WK_SB_PAUSED)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        if (n->backend->ops->resume(sb->box, err) < 0)
+                return sp_error_wrap(err, "resume %s", id);
+        sb->state = WK_SB_RUNNING;
+        return wk__sandbox_persist(sb, err);
+}
+
+int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        if (sb->state == WK_SB_SUSPENDED)
+                return 0;
+        if (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        if (sb->link) {
+                wk_agent_link_free(sb->link);
+                sb->link = NULL;
+        }
+        if (n->backend->ops->suspend(sb->box, &sb->suspended, err) < 0)
+                return sp_error_wrap(err, "suspend %s", id);
+        if (!sb->suspended.memory)
+                wk__sessions_detach(sb, "the sandbox was suspended (its processes ended)");
+        sb->state = WK_SB_SUSPENDED;
+        return wk__sandbox_persist(sb, err);
+}
+
+int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        if (sb->state == WK_SB_RUNNING)
+                return 0;
+        if (sb->state != WK_SB_SUSPENDED)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        if (live_count(n) >= (size_t)n->cfg.slots)
+                return sp_error_set(err, SP_E_LIMIT, "node %s is full", n->node_id);
+        if (n->backend->ops->restore(sb->box, err) < 0)
+                return sp_error_wrap(err, "restore %s", id);
+        if (wk__sandbox_connect_agent(sb, err) < 0)
+                return sp_error_wrap(err, "restore %s", id);
+        sb->state = WK_SB_RUNNING;
+        memset(&sb->suspended, 0, sizeof(sb->suspended));
+        return wk__sandbox_persist(sb, err);
+}
+
+int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        wk_box_stats st = {0};
+        if (sb->box && sb->state != WK_SB_SUSPENDED && n->backend->ops->stats(sb->box, &st, err) < 0)
+                return sp_error_wrap(err, "stats of %s", id);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "cpu_ns", json_object_new_int64((int64_t)st.cpu_ns));
+        json_object_object_add(o, "memory_bytes", json_object_new_int64((int64_t)st.memory_bytes));
+        json_object_object_add(o, "memory_peak_bytes", json_object_new_int64((int64_t)st.memory_peak_bytes));
+        json_object_object_add(o, "pids", json_object_new_int64((int64_t)st.pids));
+        json_object_object_add(o, "oom_kills", json_object_new_int64((int64_t)st.oom_kills));
+        *ret = o;
+        return 0;
+}
+
+json_object *wk_node_sandboxes_json(wk_node *n)
+{
+        json_object *arr = json_object_new_array();
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (!sb->warm)
+                        json_object_array_add(arr, wk_sandbox_to_json(sb));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "sandboxes", arr);
+        return o;
+}
+
+wk_agent_link *wk_node_agent(wk_node *n, const char *sandbox_id, sp_error **err)
+{
+        wk_sandbox *sb = need(n, sandbox_id, err);
+        if (!sb)
+                return NULL;
+        if (sb->state != WK_SB_RUNNING) {
+                sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", sandbox_id, wk_sandbox_state_name(sb->state));
+                return NULL;
+        }
+        if (!wk_agent_link_ready(sb->link)) {
+                sp_error_set(err, SP_E_UNAVAILABLE, "the agent of sandbox %s is not connected", sandbox_id);
+                return NULL;
+        }
+        return sb->link;
+}
+
+/* --- loading after a restart --- */
+
+static int load_one(wk_node *n, const char *key, sp_error **err)
+{
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", n->state_dir, key);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        _cleanup_json_ json_object *o = NULL;
+        if (sp_file_read(path, SANDBOX_JSON_MAX, &text, err) < 0 || sp_json_parse(text.data, text.len, &o, err) < 0)
+                return -SP_E_IO;
+        const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL;
+        int64_t slot = 0;
+        bool warm = false;
+        json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL;
+        wk_sandbox *sb = wk__sandbox_make(n, "", false, err);
+        if (!sb)
+                return -SP_E_LIMIT;
+        if (sp_json_get_string(o, "id", true, WK_NAME_MAX, &id, err) < 0 ||
+            sp_json_get_string(o, "template", true, WK_NAME_MAX, &tpl, err) < 0 ||
+            sp_json_get_string(o, "state", true, 16, &state, err) < 0 ||
+            sp_json_get_string(o, "hostname", true, 63, &host, err) < 0 ||
+            sp_json_get_string(o, "error", false, 4096, &failure, err) < 0 ||
+            sp_json_get_int(o, "slot", true, 0, UINT32_MAX, &slot, err) < 0 ||
+            sp_json_get_bool(o, "warm", false, &warm, err) < 0 ||
+            sp_json_get_int(o, "created_us", false, 0, INT64_MAX, &sb->created_us, err) < 0 ||
+            sp_json_get_int(o, "memory_bytes", false, 0, INT64_MAX, &sb->memory_bytes, err) < 0 ||
+            sp_json_get_int(o, "disk_bytes", false, 0, INT64_MAX, &sb->disk_bytes, err) < 0 ||
+            sp_json_get_object(o, "resources", false, &res, err) < 0 ||
+            sp_json_get_object(o, "env", false, &env, err) < 0 ||
+            sp_json_get_object(o, "suspend", false, &susp, err) < 0 ||
+            sp_json_get_object(o, "box", false, &box, err) < 0) {
+                free(sb);
+                return -SP_E_INVALID;
+        }
+        snprintf(sb->key, sizeof(sb->key), "%s", key);
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        snprintf(sb->template_name, sizeof(sb->template_name), "%s", tpl);
+        snprintf(sb->hostname, sizeof(sb->hostname), "%s", host);
+        sb->slot = (uint32_t)slot;
+        sb->warm = warm;
+        if (res) {
+                sp_json_get_int(res, "cpu_millis", false, 0, INT64_MAX, &sb->cpu_millis, NULL);
+                sp_json_get_int(res, "pids", false, 0, INT64_MAX, &sb->pids_max, NULL);
+        }
+        if (susp) {
+                sp_json_get_bool(susp, "memory", false, &sb->suspended.memory, NULL);
+                sp_json_get_bool(susp, "filesystem", false, &sb->suspended.filesystem, NULL);
+        }
+        sb->env = env ? json_object_get(env) : NULL;
+        if (failure)
+                sb->failure = strdup(failure);
+        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        if (sb->slot < cap)
+                n->slots_used[sb->slot] = 1;
+        sb->state = strcmp(state, "running") == 0     ? WK_SB_RUNNING
+                    : strcmp(state, "paused") == 0    ? WK_SB_PAUSED
+                    : strcmp(state, "suspended") == 0 ? WK_SB_SUSPENDED
+                                                      : WK_SB_FAILED;
+        if (strcmp(state, "creating") == 0) {
+                /* A create the daemon did not finish: undo it. */
+                release(sb);
+                wk__sandbox_free(sb);
+                return 0;
+        }
+        sb->next = n->sandboxes;
+        n->sandboxes = sb;
+
+        wk_box_spec spec;
+        char rootfs[PATH_MAX], runtime[PATH_MAX];
+        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
+        if (box) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (n->backend->ops->adopt(n->backend, &spec, box, &sb->box, &e) < 0) {
+                        sb->box = NULL;
+                        if (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)
+                                set_failed(sb, "lost while the worker was down: %s", e->message);
+                }
+        }
+        wk__sessions_load(sb);
+        if (sb->box && (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)) {
+                if (!n->backend->ops->alive(sb->box)) {
+                        /* The init died while we were away (a host restart): start it again from its filesystem. */
+                        _cleanup_error_ sp_error *e = NULL;
+                        n->backend->ops->forget(sb->box);
+                        sb->box = NULL;
+                        wk__sessions_detach(sb, "the sandbox restarted");
+                        if (sp_mkdir_p(runtime, 0700, &e) < 0 ||
+                            n->backend->ops->create(n->backend, &spec, &sb->box, &e) < 0) {
+                                set_failed(sb, "restart after the worker was down: %s", e->message);
+                                return 0;
+                        }
+                        sb->state = WK_SB_RUNNING;
+                        (void)wk__sandbox_persist(sb, NULL);
+                }
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk__sandbox_connect_agent(sb, &e) < 0) {
+                        struct timeval tv = {0, 200000};
+                        event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                }
+        }
+        sp_log_info_kv(SP_KV("sandbox_id", sb->id), "re-adopted sandbox (%s)", wk_sandbox_state_name(sb->state));
+        return 0;
+}
+
+int wk__sandbox_load_all(wk_node *n, sp_error **err)
+{
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/sandboxes", n->state_dir);
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", dir);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                _cleanup_error_ sp_error *e = NULL;
+                if (load_one(n, de->d_name, &e) < 0)
+                        sp_log_error_kv(SP_KV("sandbox_id", de->d_name), "cannot load sandbox state: %s",
+                                        e ? e->message : "?");
+        }
+        return 0;
+}

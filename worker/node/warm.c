@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The warm pool: ready sandboxes per template, claimed by a create in one
+ * step and refilled in the background, one sandbox per loop turn so that
+ * requests are never held up behind a refill. */
+#include <stdio.h>
+#include <string.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/log.h"
+
+int wk__warm_make(wk_node *n, const char *template_name, sp_error **err);
+
+static int64_t target_of(const wk_node *n, const wk_template *t)
+{
+        return t->warm_target >= 0 ? t->warm_target : n->cfg.default_warm;
+}
+
+static int64_t warm_count(wk_node *n, const char *template_name)
+{
+        int64_t c = 0;
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (sb->warm && strcmp(sb->template_name, template_name) == 0)
+                        c++;
+        return c;
+}
+
+static size_t live(wk_node *n)
+{
+        size_t c = 0;
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (sb->state != WK_SB_SUSPENDED)
+                        c++;
+        return c;
+}
+
+static void refill(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_node *n = ud;
+        n->warm_busy = false;
+        /* Trim pools above their target first (a lowered size, a deleted template). */
+        for (wk_sandbox *sb = n->sandboxes, *next; sb; sb = next) {
+                next = sb->next;
+                if (!sb->warm)
+                        continue;
+                wk_template *t = wk__template_find(n, sb->template_name);
+                if (!t || warm_count(n, sb->template_name) > target_of(n, t) || sb->state == WK_SB_FAILED) {
+                        wk_node_sandbox_delete(n, sb->id, NULL);
+                        wk__warm_schedule(n);
+                        return;
+                }
+        }
+        /* Keep one slot free for a cold create. */
+        if ((int64_t)live(n) + 1 >= n->cfg.slots)
+                return;
+        for (wk_template *t = n->templates; t; t = t->next) {
+                if (warm_count(n, t->name) >= target_of(n, t))
+                        continue;
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk__warm_make(n, t->name, &e) < 0) {
+                        sp_log_warn_kv(SP_KV("template", t->name), "warm pool: %s", e->message);
+                        /* Try again later rather than spin on a persistent failure. */
+                        struct timeval tv = {5, 0};
+                        if (!n->warm_timer)
+                                n->warm_timer = evtimer_new(n->base, refill, n);
+                        evtimer_add(n->warm_timer, &tv);
+                        n->warm_busy = true;
+                        return;
+                }
+                wk__warm_schedule(n);
+                return;
+        }
+}
+
+void wk__warm_schedule(wk_node *n)
+{
+        if (n->warm_busy)
+                return;
+        if (!n->warm_timer)
+                n->warm_timer = evtimer_new(n->base, refill, n);
+        struct timeval tv = {0, 0};
+        evtimer_add(n->warm_timer, &tv);
+        n->warm_busy = true;
+}
+
+wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name)
+{
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (sb->warm && sb->state == WK_SB_RUNNING && strcmp(sb->template_name, template_name) == 0 &&
+                    wk_agent_link_ready(sb->link))
+                        return sb;
+        return NULL;
+}
+
+int wk_node_set_warm(wk_node *n, const char *template_name, int64_t size, sp_error **err)
+{
+        wk_template *t = wk__template_find(n, template_name);
+        if (!t)
+                return sp_error_set(err, SP_E_NOT_FOUND, "template %s not found", template_name);
+        if (size < 0 || size > n->cfg.slots)
+                return sp_error_set(err, SP_E_INVALID, "warm pool size must be between 0 and %lld",
+                                    (long long)n->cfg.slots);
+        t->warm_target = size;
+        wk__warm_schedule(n);
+        return 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker's RPC methods (proto/spec/worker-rpc.md) on an sp_rpc_server,
+ * translated onto the node (worker/node/). Registration only; the daemon owns
+ * the server and the node.
+ */
+#ifndef WK_RPC_SERVICE_H
+#define WK_RPC_SERVICE_H
+
+#include <stdbool.h>
+
+#include "node/node.h"
+#include "space/rpc.h"
+
+typedef struct wk_service_options {
+        /* Methods accept peers without an identity (cleartext on loopback, for tests and
+         * single-host development). Never set with TLS. */
+        bool allow_unauthenticated;
+        const char *agent_path; /* for the base template builder */
+} wk_service_options;
+
+int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err);
+
+#endif

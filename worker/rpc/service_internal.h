@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef WK_RPC_SERVICE_INTERNAL_H
+#define WK_RPC_SERVICE_INTERNAL_H
+
+#include "node/node.h"
+#include "space/rpc.h"
+
+typedef struct wk_service_ctx {
+        wk_node *node;
+        const char *agent_path;
+} wk_service_ctx;
+
+extern wk_service_ctx wk__svc;
+
+/* Fails the call with e and frees e; returns -1. */
+int wk__fail(sp_rpc_call *call, sp_error *e);
+
+/* sessions.c */
+void wk__h_exec(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_get_session(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_list_sessions(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_signal(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_kill(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_resize(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_close_stdin(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_attach(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_write_stdin(sp_rpc_call *call, json_object *req, void *ud);
+/* files.c */
+void wk__h_file_simple(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_read_file(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_write_file(sp_rpc_call *call, json_object *req, void *ud);
+
+#endif
