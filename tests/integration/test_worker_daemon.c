@@ -334,7 +334,7 @@ START_TEST(lifecycle_exec_files)
         ck_assert_int_eq(atoll(st.out.data), (long long)n);
         stream_free(&st);
 
-        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", ""));
         e = NULL;
         ck_assert_ptr_null(call("GetSandbox", &e, "{\"id\":\"sbx_test0000000000000001\"}"));
         ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
@@ -392,7 +392,7 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
         snprintf(rootfs, sizeof(rootfs), "%s/storage/sandboxes", dir);
         snprintf(state, sizeof(state), "%s/state/sandboxes", dir);
         ck_assert_int_eq(count_dir(rootfs), 1);
-        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000002", "");
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000002", ""));
         ck_assert_int_eq(count_dir(rootfs), 0);
         ck_assert_int_eq(count_dir(state), 0);
         if (access("/sys/fs/cgroup/memory", F_OK) == 0) {
@@ -413,7 +413,7 @@ END_TEST
 
 START_TEST(warm_pool_claims_and_refills)
 {
-        _cleanup_json_ json_object *w = must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "2");
+        json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "2"));
         int warm = 0;
         for (int i = 0; i < 300 && warm < 2; i++) {
                 _cleanup_json_ json_object *info = must_call("NodeInfo", "{%s%s}", "", "");
@@ -447,8 +447,8 @@ START_TEST(warm_pool_claims_and_refills)
         json_object *arr;
         ck_assert(json_object_object_get_ex(list, "sandboxes", &arr));
         ck_assert_int_eq(json_object_array_length(arr), 1); /* warm ones are not listed */
-        _cleanup_json_ json_object *z = must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "0");
-        _cleanup_json_ json_object *d = must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000003", "");
+        json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "0"));
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000003", ""));
 }
 END_TEST
 

@@ -217,7 +217,7 @@ START_TEST(bad_requests_leave_nothing)
 {
         _cleanup_storage_ wk_storage *st = storage();
         sp_error *err = NULL;
-        _cleanup_free_ char *tpl = make_template(st, "base", 0);
+        free(make_template(st, "base", 0));
 
         static const char *const bad[] = {"", "..", "../templates/base", "a/b", ".hidden", "x y", "-x"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
@@ -262,7 +262,7 @@ START_TEST(nested_subvolumes_deleted_with_sandbox)
 {
         _cleanup_storage_ wk_storage *st = storage();
         sp_error *err = NULL;
-        _cleanup_free_ char *tpl = make_template(st, "base", 0);
+        free(make_template(st, "base", 0));
         _cleanup_free_ char *root = NULL;
         sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_n", 0, &root, &err), &err);
 
@@ -347,7 +347,7 @@ START_TEST(quota_enforced_with_edquot)
         _cleanup_storage_ wk_storage *st = storage();
         sp_error *err = NULL;
         sp_test_ok(wk_quota_enable(g_fs.mnt, &err), &err);
-        _cleanup_free_ char *tpl = make_template(st, "base", 4 * MiB);
+        free(make_template(st, "base", 4 * MiB));
         _cleanup_free_ char *root = NULL;
         sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_q", 8 * MiB, &root, &err), &err);
         wk_quota_usage u;
