@@ -484,6 +484,86 @@ START_TEST(bad_requests_are_refused_clearly)
 }
 END_TEST
 
+static json_object *exit_of(const char *session)
+{
+        _cleanup_json_ json_object *g = NULL;
+        sp_error *e = NULL;
+        char req[128];
+        snprintf(req, sizeof(req), "{\"session_id\":\"%s\"}", session);
+        g = call("GetSession", &e, "%s", req);
+        ck_assert_msg(g, "%s", e ? e->message : "");
+        json_object *x = NULL;
+        ck_assert_msg(json_object_object_get_ex(g, "exit", &x), "no exit: %s", json_object_to_json_string(g));
+        return json_object_get(x);
+}
+
+START_TEST(limits_hold_and_the_exit_says_why)
+{
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *c = call("CreateSandbox", &e,
+                                             "{\"id\":\"sbx_test0000000000000004\",\"template\":\"base\","
+                                             "\"resources\":{\"memory_mb\":64,\"pids\":48,\"disk_mb\":32}}");
+        ck_assert_msg(c, "%s", e ? e->message : "");
+        const char *sb = "sbx_test0000000000000004";
+
+        /* memory: a 200 MB buffer under a 64 MB limit */
+        stream_state st;
+        exec_run(sb, "ses_test0000000000000010", "dd if=/dev/zero of=/dev/null bs=200M count=1", &st);
+        stream_free(&st);
+        _cleanup_json_ json_object *x1 = exit_of("ses_test0000000000000010");
+        ck_assert_msg(strcmp(field(x1, "reason") ? field(x1, "reason") : "", "memory") == 0, "memory: %s",
+                      json_object_to_json_string(x1));
+
+        /* disk: 64 MB into a 32 MB quota */
+        int code = exec_run(sb, "ses_test0000000000000011", "dd if=/dev/zero of=/root/fill bs=1M count=64", &st);
+        ck_assert_int_ne(code, 0);
+        ck_assert_msg(strstr(st.err.data ? st.err.data : "", "quota"), "dd said: %s", st.err.data);
+        stream_free(&st);
+        _cleanup_json_ json_object *x2 = exit_of("ses_test0000000000000011");
+        ck_assert_msg(strcmp(field(x2, "reason") ? field(x2, "reason") : "", "disk") == 0, "disk: %s",
+                      json_object_to_json_string(x2));
+
+        /* pids: a fork bomb hits the limit, and the sandbox still answers afterwards */
+        code = exec_run(sb, "ses_test0000000000000012",
+                        "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo forked $i", &st);
+        ck_assert_msg(code != 0 || strstr(st.out.data ? st.out.data : "", "forked 200") == NULL,
+                      "200 processes under a 48-pid limit: %s", st.out.data);
+        stream_free(&st);
+        code = exec_run(sb, "ses_test0000000000000013", "pkill sleep; echo alive", &st);
+        ck_assert_str_eq(st.out.data, "alive\n");
+        stream_free(&st);
+
+        /* time: a command past its timeout is killed, and says so */
+        e = NULL;
+        _cleanup_json_ json_object *t =
+                call("Exec", &e,
+                     "{\"sandbox_id\":\"%s\",\"session_id\":\"ses_test0000000000000014\",\"argv\":[\"sleep\",\"60\"],"
+                     "\"timeout_ms\":300}",
+                     sb);
+        ck_assert_msg(t, "%s", e ? e->message : "");
+        memset(&st, 0, sizeof(st));
+        attach("ses_test0000000000000014", 0, 0, &st);
+        stream_free(&st);
+        _cleanup_json_ json_object *x3 = exit_of("ses_test0000000000000014");
+        ck_assert_msg(strcmp(field(x3, "reason") ? field(x3, "reason") : "", "time") == 0, "time: %s",
+                      json_object_to_json_string(x3));
+
+        /* a PTY sees its window size */
+        e = NULL;
+        _cleanup_json_ json_object *p =
+                call("Exec", &e,
+                     "{\"sandbox_id\":\"%s\",\"session_id\":\"ses_test0000000000000015\",\"argv\":[\"stty\",\"size\"],"
+                     "\"pty\":{\"rows\":33,\"cols\":101}}",
+                     sb);
+        ck_assert_msg(p, "%s", e ? e->message : "");
+        memset(&st, 0, sizeof(st));
+        attach("ses_test0000000000000015", 0, 0, &st);
+        ck_assert_msg(strstr(st.out.data ? st.out.data : "", "33 101"), "pty: %s", st.out.data);
+        stream_free(&st);
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", sb, ""));
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -495,6 +575,7 @@ int main(void)
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
         tcase_add_test(tc, warm_pool_claims_and_refills);
         tcase_add_test(tc, bad_requests_are_refused_clearly);
+        tcase_add_test(tc, limits_hold_and_the_exit_says_why);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

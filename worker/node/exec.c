@@ -22,11 +22,39 @@ static void on_timeout(evutil_socket_t fd, short what, void *ud)
         wk_session_kill(x->session, "time", NULL);
 }
 
+/* Why did it end? The agent knows the status; what encloses the sandbox knows
+ * whether memory or disk ran out. */
+static void explain_exit(wk_exec_slot *x, wk_session *s)
+{
+        const wk_session_exit *ex = wk_session_get_exit(s);
+        wk_sandbox *sb = x->sb;
+        wk_node *n = sb->node;
+        if (!ex || ex->reason[0] || !sb->box)
+                return;
+        wk_box_stats st = {0};
+        if ((ex->signal == 9 || ex->code == 137) && n->backend->ops->stats(sb->box, &st, NULL) == 0 &&
+            st.oom_kills > x->oom_kills_before) {
+                wk_session_set_exit_reason(s, "memory", true, NULL);
+                return;
+        }
+        if (ex->code != 0 && sb->disk_bytes > 0) {
+                _cleanup_free_ char *rootfs = wk_storage_sandbox_rootfs(n->storage, sb->key, NULL);
+                wk_quota_usage q = {0};
+                if (rootfs && wk_subvol_sync(rootfs, NULL) == 0 && wk_quota_get(rootfs, &q, NULL) == 0 &&
+                    q.max_exclusive && q.exclusive + (256u << 10) >= q.max_exclusive)
+                        wk_session_set_exit_reason(s, "disk", false, NULL);
+        }
+}
+
 static void on_state(wk_session *s, void *ud)
 {
         wk_exec_slot *x = ud;
-        if (wk_session_get_state(s) >= WK_SESSION_EXITED && x->timeout)
+        if (wk_session_get_state(s) < WK_SESSION_EXITED)
+                return;
+        if (x->timeout)
                 event_del(x->timeout);
+        if (wk_session_get_state(s) == WK_SESSION_EXITED)
+                explain_exit(x, s);
 }
 
 static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
@@ -122,6 +150,9 @@ int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, jso
                 wk_session_remove(s, NULL);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
+        wk_box_stats st = {0};
+        if (sb->box && n->backend->ops->stats(sb->box, &st, NULL) == 0)
+                sb->execs[sb->nexecs - 1]->oom_kills_before = st.oom_kills;
         *ret = s;
         return 0;
 }

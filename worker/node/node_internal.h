@@ -24,6 +24,7 @@ typedef struct wk_template {
 
 typedef struct wk_exec_slot {
         wk_session *session;
+        uint64_t oom_kills_before; /* the sandbox's OOM kills when the command started */
         struct event *timeout;
         wk_sandbox *sb;
         wk_session_watch watch;

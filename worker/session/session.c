@@ -156,8 +156,21 @@ static void notify(wk_session *s, int what)
 
 void wk_session_watch_add(wk_session *s, wk_session_watch *w)
 {
-        w->next = s->watches;
-        s->watches = w;
+        /* Appended: the session's owner, which watches first, hears first. */
+        w->next = NULL;
+        wk_session_watch **p = &s->watches;
+        while (*p)
+                p = &(*p)->next;
+        *p = w;
+}
+
+int wk_session_set_exit_reason(wk_session *s, const char *reason, bool oom, sp_error **err)
+{
+        if (s->state != WK_SESSION_EXITED)
+                return sp_error_set(err, SP_E_CONFLICT, "session %s has not exited", s->id);
+        snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", reason ? reason : "");
+        s->exit.oom = s->exit.oom || oom;
+        return persist(s, err);
 }
 
 void wk_session_watch_remove(wk_session *s, wk_session_watch *w)

@@ -68,7 +68,11 @@ void wk_session_free(wk_session *s);
 /* Frees and deletes the session's directory (tells the agent to release it if attached). */
 int wk_session_remove(wk_session *s, sp_error **err);
 
+/* Watches are told in the order they were added. */
 void wk_session_watch_add(wk_session *s, wk_session_watch *w);
+/* Records why an exited command ended ("memory", "disk", ...), found by the
+ * owner from what encloses it; call from the owner's on_state. */
+int wk_session_set_exit_reason(wk_session *s, const char *reason, bool oom, sp_error **err);
 void wk_session_watch_remove(wk_session *s, wk_session_watch *w);
 
 const char *wk_session_id(const wk_session *s);
