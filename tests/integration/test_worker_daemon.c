@@ -8,6 +8,7 @@
  * lost, and a delete that leaves nothing behind.
  */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <event2/event.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,34 +50,55 @@ static void start_worker(void)
         sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 120000, &e), &e);
 }
 
+/* Per test case (parent process): the directory and cgroup parent, and the
+ * cleanup that must run even when a test fails (sandboxes outlive the worker). */
+static char *top;
+
+static void cleanup_sandboxes(void)
+{
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s; do [ -d \"$d\" ] || continue; "
+                 "for p in $(cat $d/*/cgroup.procs 2>/dev/null); do kill -9 $p 2>/dev/null; done; done; "
+                 "sleep 0.3; for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s; do [ -d \"$d\" ] && "
+                 "rmdir $d/* $d 2>/dev/null; done; for m in $(awk '$5 ~ \"^%s/\" {print $5}' /proc/self/mountinfo); "
+                 "do umount -l $m; done; true",
+                 cgparent, cgparent, cgparent, cgparent, top);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cleanup script failed\n");
+}
+
+static void case_setup(void)
+{
+        top = sp_test_tmpdir("worker");
+        snprintf(cgparent, sizeof(cgparent), "space-test-%d", (int)getpid());
+}
+
+static void case_teardown(void)
+{
+        cleanup_sandboxes();
+        sp_test_tmpdir_remove(top);
+        free(top);
+}
+
+/* Per test (forked child): a fresh directory and worker. */
 static void setup(void)
 {
-        dir = sp_test_tmpdir("worker");
+        static int n;
+        if (asprintf(&dir, "%s/t%d-%d", top, (int)getpid(), n++) < 0 || mkdir(dir, 0700) < 0)
+                ck_abort_msg("cannot make the test directory");
         sp_error *e = NULL;
         int port = sp_test_free_port(&e);
         sp_test_ok(port > 0 ? 0 : -1, &e);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-        snprintf(cgparent, sizeof(cgparent), "space-test-%d", (int)getpid());
         memset(&worker, 0, sizeof(worker));
         start_worker();
 }
 
-/* Whatever a failed test left: every process in our cgroups, the storage mount. */
 static void teardown(void)
 {
         sp_test_proc_stop(&worker, 5000, NULL);
-        char cmd[2048];
-        snprintf(
-                cmd, sizeof(cmd),
-                "for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s /sys/fs/cgroup/unified/%s; do [ -d \"$d\" ] || "
-                "continue; for p in $(cat $d/*/cgroup.procs 2>/dev/null); do kill -9 $p 2>/dev/null; done; done; "
-                "sleep 0.2; for d in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s /sys/fs/cgroup/unified/%s; do [ -d \"$d\" ] "
-                "&& rmdir $d/* $d 2>/dev/null; done; umount -l %s/storage 2>/dev/null; true",
-                cgparent, cgparent, cgparent, cgparent, cgparent, cgparent, dir);
-        if (system(cmd) != 0)
-                fprintf(stderr, "cleanup script failed\n");
         sp_test_proc_free(&worker);
-        sp_test_tmpdir_remove(dir);
         free(dir);
 }
 
@@ -570,6 +592,7 @@ int main(void)
         Suite *s = suite_create("worker_daemon");
         TCase *tc = tcase_create("daemon");
         tcase_set_timeout(tc, 300);
+        tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);

@@ -85,6 +85,7 @@ static void setup(void)
                 .uid_count = 65536,
                 .agent_listen_fd = lfd,
                 .log_fd = 2,
+                .die_with_parent = true, /* a failed test (no teardown) must not leave it running */
         };
         _cleanup_error_ sp_error *e = NULL;
         int rc = wk_jail_start(&cfg, &init_pid, &e);

@@ -330,6 +330,8 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
                 /* Its own session: the sandbox outlives the worker (which re-adopts it after a
                  * restart) and is not reached by signals to the worker's process group. */
                 setsid();
+                if (cfg->die_with_parent)
+                        prctl(PR_SET_PDEATHSIG, SIGKILL);
                 child_main(&x);
         }
         close(sp[1]);

@@ -26,6 +26,7 @@
 #ifndef WK_JAIL_H
 #define WK_JAIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -47,6 +48,9 @@ typedef struct wk_jail_config {
          * (e.g. to place it in the sandbox's cgroups). May be NULL. */
         int (*attach)(pid_t pid, void *userdata, sp_error **err);
         void *attach_userdata;
+        /* Kill the sandbox when the calling thread dies (tests). The worker leaves it
+         * false: sandboxes outlive it and are re-adopted. */
+        bool die_with_parent;
 } wk_jail_config;
 
 /* Starts the sandbox and returns the host pid of its init once the agent is

@@ -45,6 +45,40 @@ static long permitted_if_invalid(long r)
         return r;
 }
 
+/* Mounts a cgroup hierarchy (a cgroup namespace may allow it) and tries to
+ * write its limits: only a successful write is a breach. */
+static void raise_limits(const char *name, const char *fstype, const char *opts)
+{
+        if (mount(fstype, "/mnt", fstype, 0, opts) < 0) {
+                report(name, -1);
+                return;
+        }
+        static const char *const files[] = {
+                "/mnt/memory.limit_in_bytes",  "/mnt/memory.memsw.limit_in_bytes", "/mnt/memory.max", "/mnt/pids.max",
+                "/mnt/cgroup.max.descendants", "/mnt/cgroup.subtree_control"};
+        long r = -1;
+        int saved = EACCES;
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                int cfd = open(files[i], O_WRONLY);
+                if (cfd < 0) {
+                        if (errno != ENOENT)
+                                saved = errno;
+                        continue;
+                }
+                r = write(cfd, "max", 3);
+                if (r < 0 && errno == EINVAL)
+                        r = write(cfd, "-1", 2); /* v1 spells unlimited -1 */
+                if (r < 0)
+                        saved = errno;
+                close(cfd);
+                if (r >= 0)
+                        break;
+        }
+        umount2("/mnt", MNT_DETACH);
+        errno = saved;
+        report(name, r);
+}
+
 int main(int argc, char **argv)
 {
         if (argc < 2 || strcmp(argv[1], "--in-sandbox") != 0) {
@@ -100,6 +134,10 @@ int main(int argc, char **argv)
         report("settimeofday", permitted_if_invalid(syscall(SYS_settimeofday, (void *)1, NULL)));
         report("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, buf, O_RDONLY));
         report("io_uring_setup", syscall(SYS_io_uring_setup, 1, buf));
+        /* Its own cgroup limits: v1 hierarchies cannot be mounted; a cgroup2 mount
+         * (allowed in a cgroup namespace) shows files it may not write. */
+        raise_limits("raise_cgroup_v1_limits", "cgroup", "memory");
+        raise_limits("raise_cgroup_v2_limits", "cgroup2", NULL);
         /* Processes outside the sandbox: pid given on the command line (a host pid). */
         for (int i = 2; i < argc; i++) {
                 char name[64];
