@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -325,6 +327,9 @@ static void conn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
         cli_conn *c = arg;
         if (events & BEV_EVENT_CONNECTED) {
+                int one = 1;
+                if (!c->cli->addr.is_unix)
+                        (void)setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 _cleanup_error_ sp_error *e = NULL;
                 if (conn_ready(c, &e) < 0) {
                         sp_log_debug("rpc client: %s", e->message);

@@ -5,6 +5,8 @@
  * call state machine live in rpc_server_call.c.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -340,6 +342,10 @@ static int conn_new(sp_rpc_server *srv, evutil_socket_t fd, sp_error **err)
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
         _cleanup_error_ sp_error *e = NULL;
+        /* Small frames must not wait for Nagle and delayed ACKs (40 ms each way). */
+        int one = 1;
+        if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (conn_new(arg, fd, &e) < 0)
                 sp_log_debug("rpc server: %s", e->message);
 }

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-bench-worker: worker-level latencies, measured over the worker's own
+ * RPC against a running space-worker, with the fork+exec floor measured in
+ * the same run so every figure has a comparison.
+ *
+ *   space-bench-worker --addr 127.0.0.1:7071 [--samples N] [--json]
+ *
+ * Figures (milliseconds, p50/p90/p99): create → running with no warm pool
+ * (cold), create claiming a warm sandbox (warm), exec round trip (Exec `true`,
+ * attach, exit seen), and fork+exec of `true` on the host (the floor).
+ */
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "space/cleanup.h"
+#include "space/id.h"
+#include "space/json.h"
+#include "space/rpc.h"
+#include "space/time.h"
+
+static const char *addr = "127.0.0.1:7071";
+
+static int cmp_dbl(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+typedef struct {
+        double p50, p90, p99, min;
+        int n;
+} stats;
+
+static stats summarize(double *v, int n)
+{
+        qsort(v, (size_t)n, sizeof(double), cmp_dbl);
+        stats s = {.n = n};
+        if (n == 0)
+                return s;
+        s.min = v[0];
+        s.p50 = v[(n - 1) * 50 / 100];
+        s.p90 = v[(n - 1) * 90 / 100];
+        s.p99 = v[(n - 1) * 99 / 100];
+        return s;
+}
+
+static json_object *rpc(const char *method, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_object *rpc(const char *method, const char *fmt, ...)
+{
+        char text[4096];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        _cleanup_json_ json_object *req = NULL;
+        if (sp_json_parse(text, strlen(text), &req, NULL) < 0)
+                abort();
+        json_object *resp = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_rpc_call_sync(addr, NULL, method, req, 60000, &resp, &e) < 0) {
+                fprintf(stderr, "space-bench-worker: %s: %s\n", method, e->message);
+                exit(1);
+        }
+        return resp;
+}
+
+static double ms_since(int64_t t0)
+{
+        return (double)(sp_now_mono_us() - t0) / 1000.0;
+}
+
+static void new_id(const char *prefix, char *out)
+{
+        if (sp_id_new(prefix, out, NULL) < 0)
+                abort();
+}
+
+/* --- exec round trip: Exec, then attach until the exit event --- */
+
+typedef struct {
+        struct event_base *base;
+        bool done;
+} attach_wait;
+
+static void on_frame(sp_rpc_stream *s, sp_rpc_frame_type t, const uint8_t *p, size_t n, void *ud)
+{
+        (void)s;
+        (void)t;
+        (void)p;
+        (void)n;
+        (void)ud;
+}
+
+static void on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *ud)
+{
+        (void)s;
+        (void)trailer;
+        attach_wait *w = ud;
+        if (err) {
+                fprintf(stderr, "space-bench-worker: attach: %s\n", err->message);
+                exit(1);
+        }
+        w->done = true;
+        event_base_loopbreak(w->base);
+}
+
+static double exec_once(sp_rpc_client *cli, struct event_base *base, const char *sandbox)
+{
+        char ses[SP_ID_MAX];
+        new_id("ses", ses);
+        int64_t t0 = sp_now_mono_us();
+        json_object_put(rpc("Exec", "{\"sandbox_id\":\"%s\",\"session_id\":\"%s\",\"argv\":[\"true\"]}", sandbox, ses));
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "session_id", json_object_new_string(ses));
+        attach_wait w = {.base = base};
+        static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
+        _cleanup_error_ sp_error *e = NULL;
+        if (!sp_rpc_client_stream(cli, "AttachSession", req, 30000, &ops, &w, &e)) {
+                fprintf(stderr, "space-bench-worker: %s\n", e->message);
+                exit(1);
+        }
+        while (!w.done)
+                event_base_dispatch(base);
+        return ms_since(t0);
+}
+
+static double fork_exec_once(void)
+{
+        int64_t t0 = sp_now_mono_us();
+        pid_t pid = fork();
+        if (pid == 0) {
+                execlp("true", "true", (char *)NULL);
+                _exit(127);
+        }
+        waitpid(pid, NULL, 0);
+        return ms_since(t0);
+}
+
+static int warm_count(void)
+{
+        _cleanup_json_ json_object *info = rpc("NodeInfo", "{}");
+        json_object *w, *c;
+        return json_object_object_get_ex(info, "warm", &w) && json_object_object_get_ex(w, "base", &c)
+                       ? json_object_get_int(c)
+                       : 0;
+}
+
+static void print_row(const char *name, stats s, double floor_p50)
+{
+        printf("| %-28s | %5d | %8.2f | %8.2f | %8.2f | %8.2f |\n", name, s.n, s.p50, s.p90, s.p99,
+               floor_p50 > 0 ? s.p50 / floor_p50 : 0.0);
+}
+
+static void json_stats(json_object *o, const char *key, stats s)
+{
+        char k[64];
+        snprintf(k, sizeof(k), "%s_p50_ms", key);
+        json_object_object_add(o, k, json_object_new_double(s.p50));
+        snprintf(k, sizeof(k), "%s_p90_ms", key);
+        json_object_object_add(o, k, json_object_new_double(s.p90));
+        snprintf(k, sizeof(k), "%s_p99_ms", key);
+        json_object_object_add(o, k, json_object_new_double(s.p99));
+}
+
+int main(int argc, char **argv)
+{
+        int samples = 30;
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--addr") == 0 && i + 1 < argc)
+                        addr = argv[++i];
+                else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
+                        samples = atoi(argv[++i]);
+                else if (strcmp(argv[i], "--json") == 0)
+                        json = true;
+                else {
+                        fprintf(stderr, "usage: space-bench-worker [--addr HOST:PORT] [--samples N] [--json]\n");
+                        return 2;
+                }
+        }
+        if (samples < 3 || samples > 10000) {
+                fprintf(stderr, "space-bench-worker: --samples must be 3..10000\n");
+                return 2;
+        }
+        double *cold = calloc((size_t)samples, sizeof(double)), *warm = calloc((size_t)samples, sizeof(double));
+        double *ex = calloc((size_t)samples, sizeof(double)), *fe = calloc((size_t)samples, sizeof(double));
+        char id[SP_ID_MAX];
+
+        /* warm-up, then cold creates (each deleted before the next) */
+        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":0}"));
+        for (int i = -2; i < samples; i++) {
+                new_id("sbx", id);
+                int64_t t0 = sp_now_mono_us();
+                json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\",\"warm\":false}", id));
+                double t = ms_since(t0);
+                if (i >= 0)
+                        cold[i] = t;
+                json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+        }
+
+        /* warm: the pool refilled before every claim */
+        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":1}"));
+        for (int i = 0; i < samples; i++) {
+                for (int k = 0; k < 2000 && warm_count() < 1; k++)
+                        usleep(5000);
+                new_id("sbx", id);
+                int64_t t0 = sp_now_mono_us();
+                json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\"}", id));
+                warm[i] = ms_since(t0);
+                json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+        }
+        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":0}"));
+
+        /* exec round trips in one sandbox */
+        new_id("sbx", id);
+        json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\",\"warm\":false}", id));
+        struct event_base *base = event_base_new();
+        sp_rpc_client *cli = sp_rpc_client_new(base, addr, NULL, NULL);
+        for (int i = -3; i < samples; i++) {
+                double t = exec_once(cli, base, id);
+                if (i >= 0)
+                        ex[i] = t;
+        }
+        sp_rpc_client_free(cli);
+        event_base_free(base);
+        json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+
+        for (int i = 0; i < samples; i++)
+                fe[i] = fork_exec_once();
+
+        stats sc = summarize(cold, samples), sw = summarize(warm, samples), se = summarize(ex, samples),
+              sf = summarize(fe, samples);
+        if (json) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object_object_add(o, "samples", json_object_new_int(samples));
+                json_stats(o, "create_cold", sc);
+                json_stats(o, "create_warm", sw);
+                json_stats(o, "exec_rtt", se);
+                json_stats(o, "floor_fork_exec", sf);
+                json_object_object_add(o, "exec_rtt_ratio_to_floor", json_object_new_double(se.p50 / sf.p50));
+                printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+        } else {
+                printf("| figure (ms)                  |     n |      p50 |      p90 |      p99 | p50/floor |\n");
+                printf("|------------------------------|------:|---------:|---------:|---------:|---------:|\n");
+                print_row("create, cold (worker RPC)", sc, sf.p50);
+                print_row("create, warm pool (claim)", sw, sf.p50);
+                print_row("exec `true` round trip", se, sf.p50);
+                print_row("floor: fork+exec `true`", sf, sf.p50);
+        }
+        free(cold);
+        free(warm);
+        free(ex);
+        free(fe);
+        return 0;
+}
