@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "launcher.h"
+#include "leak.h"
 #include "proc.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
@@ -408,7 +409,9 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
         stream_free(&a);
         stream_free(&b);
 
-        /* Delete removes everything the sandbox had. */
+        /* Delete removes everything the sandbox had: compare the host before and after. */
+        sp_test_snapshot before = {0}, after = {0};
+        sp_test_ok(sp_test_snapshot_take(&before, &e), &e);
         char cg[600], rootfs[600], state[600];
         snprintf(cg, sizeof(cg), "/sys/fs/cgroup/memory/%s", cgparent);
         snprintf(rootfs, sizeof(rootfs), "%s/storage/sandboxes", dir);
@@ -417,6 +420,17 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000002", ""));
         ck_assert_int_eq(count_dir(rootfs), 0);
         ck_assert_int_eq(count_dir(state), 0);
+        sp_test_ok(sp_test_snapshot_take(&after, &e), &e);
+        /* mounts, network namespaces, loop devices and processes; the worker itself stays */
+        char *leaks = sp_test_snapshot_diff(&before, &after, NULL);
+        bool only_gone = true;
+        for (char *line = leaks ? strtok(leaks, "\n") : NULL; line; line = strtok(NULL, "\n"))
+                if (line[0] == '+')
+                        only_gone = false;
+        ck_assert_msg(only_gone, "delete left something new behind");
+        free(leaks);
+        sp_test_snapshot_free(&before);
+        sp_test_snapshot_free(&after);
         if (access("/sys/fs/cgroup/memory", F_OK) == 0) {
                 int left = 0;
                 _cleanup_closedir_ DIR *dd = opendir(cg);
