@@ -4,6 +4,8 @@
  * architectures' system calls (ia32, x32) are killed by libseccomp's default
  * bad-arch action. */
 #include <errno.h>
+#include <linux/btrfs.h>
+#include <sys/ioctl.h>
 #include <sched.h>
 #include <seccomp.h>
 
@@ -81,6 +83,15 @@ int wk_jail_seccomp_load(sp_error **err)
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+        /* New btrfs subvolumes would get qgroups of their own, outside the sandbox's
+         * disk quota; quota and qgroup control belongs to the host. */
+        static const unsigned long btrfs_ioctls[] = {
+                BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SUBVOL_CREATE_V2, BTRFS_IOC_SNAP_CREATE,   BTRFS_IOC_SNAP_CREATE_V2,
+                BTRFS_IOC_QUOTA_CTL,     BTRFS_IOC_QGROUP_LIMIT,     BTRFS_IOC_QGROUP_CREATE, BTRFS_IOC_QGROUP_ASSIGN,
+        };
+        for (size_t i = 0; r == 0 && i < SP_ARRAY_SIZE(btrfs_ioctls); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                                     SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)(uint32_t)btrfs_ioctls[i]));
         /* clone3 passes its flags in memory that seccomp cannot read: make
          * callers fall back to clone, as container runtimes do. */
         if (r == 0)

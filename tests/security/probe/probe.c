@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/btrfs.h>
+#include <sys/ioctl.h>
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
@@ -136,6 +138,17 @@ int main(int argc, char **argv)
         report("io_uring_setup", syscall(SYS_io_uring_setup, 1, buf));
         /* Its own cgroup limits: v1 hierarchies cannot be mounted; a cgroup2 mount
          * (allowed in a cgroup namespace) shows files it may not write. */
+        /* A btrfs subvolume of its own would escape its disk quota (ENOTTY off btrfs
+         * would mean the filter let the call through). */
+        struct btrfs_ioctl_vol_args va;
+        memset(&va, 0, sizeof(va));
+        strcpy(va.name, "probe-subvol");
+        int tfd = open("/tmp", O_RDONLY | O_DIRECTORY);
+        long sr = ioctl(tfd, BTRFS_IOC_SUBVOL_CREATE, &va);
+        if (sr < 0 && errno == ENOTTY)
+                sr = 0;
+        report("btrfs_subvol_create", sr);
+        close(tfd);
         raise_limits("raise_cgroup_v1_limits", "cgroup", "memory");
         raise_limits("raise_cgroup_v2_limits", "cgroup2", NULL);
         /* Processes outside the sandbox: pid given on the command line (a host pid). */
