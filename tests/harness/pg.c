@@ -376,7 +376,8 @@ static int exec_admin(sp_test_pg *pg, const char *sql, sp_error **err)
 int sp_test_pg_create_database(sp_test_pg *pg, char **ret_conninfo, sp_error **err)
 {
         char name[64], sql[128];
-        snprintf(name, sizeof(name), "sptest_%u", ++pg->next_db);
+        /* The pid keeps names unique across forked tests sharing one server. */
+        snprintf(name, sizeof(name), "sptest_%d_%u", (int)getpid(), ++pg->next_db);
         snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
         if (exec_admin(pg, sql, err) < 0)
                 return sp_error_wrap(err, "creating a test database");

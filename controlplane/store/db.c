@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "space/cleanup.h"
+#include "store/db.h"
+
+/* An arbitrary, fixed key for pg_advisory_lock: "space migrate". */
+#define MIGRATE_LOCK_KEY "736275617465"
+#define CONNECT_TIMEOUT_S "5"
+
+struct cp_db {
+        char *conninfo;
+        PGconn *conn;
+};
+
+/* Server notices ("relation already exists, skipping") are not errors. */
+static void ignore_notice(void *arg, const char *message)
+{
+        (void)arg;
+        (void)message;
+}
+
+static int connect_db(cp_db *db, sp_error **err)
+{
+        if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
+                return 0;
+        if (db->conn)
+                PQfinish(db->conn);
+        static const char *const keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+        const char *const values[] = {db->conninfo, CONNECT_TIMEOUT_S, "space-controlplane", NULL};
+        db->conn = PQconnectdbParams(keys, values, 1 /* expand dbname as a connection string */);
+        if (!db->conn)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        if (PQstatus(db->conn) != CONNECTION_OK) {
+                char msg[256];
+                snprintf(msg, sizeof(msg), "%s", PQerrorMessage(db->conn));
+                msg[strcspn(msg, "\n")] = '\0';
+                PQfinish(db->conn);
+                db->conn = NULL;
+                return sp_error_set(err, SP_E_UNAVAILABLE, "database unavailable: %s", msg);
+        }
+        PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
+        return 0;
+}
+
+int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err)
+{
+        cp_db *db = calloc(1, sizeof(*db));
+        if (!db || !(db->conninfo = strdup(conninfo))) {
+                free(db);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        if (connect_db(db, err) < 0) {
+                cp_db_close(db);
+                return -SP_E_UNAVAILABLE;
+        }
+        *ret = db;
+        return 0;
+}
+
+void cp_db_close(cp_db *db)
+{
+        if (!db)
+                return;
+        if (db->conn)
+                PQfinish(db->conn);
+        free(db->conninfo);
+        free(db);
+}
+
+static int map_error(cp_db *db, const PGresult *res, sp_error **err)
+{
+        if (PQstatus(db->conn) != CONNECTION_OK)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "database connection lost");
+        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+        sp_errc code = SP_E_INTERNAL;
+        if (state) {
+                if (strcmp(state, "23505") == 0)
+                        code = SP_E_CONFLICT;
+                else if (strcmp(state, "23503") == 0)
+                        code = SP_E_NOT_FOUND;
+                else if (strncmp(state, "22", 2) == 0 || strcmp(state, "23514") == 0 || strcmp(state, "23502") == 0)
+                        code = SP_E_INVALID;
+                else if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)
+                        code = SP_E_UNAVAILABLE;
+                else if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
+                        code = SP_E_CONFLICT;
+        }
+        return sp_error_set(err, code, "database: %s (%s)", primary ? primary : "query failed", state ? state : "-");
+}
+
+int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *params, PGresult **ret, sp_error **err)
+{
+        if (connect_db(db, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        PGresult *res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+                int r = map_error(db, res, err);
+                PQclear(res);
+                return r;
+        }
+        if (ret)
+                *ret = res;
+        else
+                PQclear(res);
+        return 0;
+}
+
+/* Several statements without parameters (a migration script). */
+static int exec_script(cp_db *db, const char *sql, sp_error **err)
+{
+        if (connect_db(db, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        PGresult *res = PQexec(db->conn, sql);
+        ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+        int r = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0 : map_error(db, res, err);
+        PQclear(res);
+        return r;
+}
+
+int cp_db_begin(cp_db *db, sp_error **err)
+{
+        return cp_db_exec(db, "BEGIN", 0, NULL, NULL, err);
+}
+int cp_db_commit(cp_db *db, sp_error **err)
+{
+        return cp_db_exec(db, "COMMIT", 0, NULL, NULL, err);
+}
+void cp_db_rollback(cp_db *db)
+{
+        (void)cp_db_exec(db, "ROLLBACK", 0, NULL, NULL, NULL);
+}
+
+int cp_db_version(cp_db *db, int *ret, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db, "SELECT coalesce(max(version), 0) FROM schema_migrations", 0, NULL, &res, err) < 0)
+                return sp_error_wrap(err, "schema version");
+        *ret = atoi(PQgetvalue(res, 0, 0));
+        return 0;
+}
+
+int cp_db_migrate(cp_db *db, int *ret_applied, sp_error **err)
+{
+        int applied = 0, current = 0;
+        if (cp_db_exec(db, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, NULL, err) < 0)
+                return sp_error_wrap(err, "migrate: lock");
+        int r = cp_db_exec(db,
+                           "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                           "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+                           0, NULL, NULL, err);
+        if (r == 0)
+                r = cp_db_version(db, &current, err);
+        for (const cp_migration *m = cp_migrations; r == 0 && m->name; m++) {
+                if (m->version <= current)
+                        continue;
+                char version[16];
+                snprintf(version, sizeof(version), "%d", m->version);
+                const char *params[] = {version, m->name};
+                if ((r = cp_db_begin(db, err)) < 0)
+                        break;
+                if ((r = exec_script(db, m->sql, err)) < 0 ||
+                    (r = cp_db_exec(db, "INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2)", 2,
+                                    params, NULL, err)) < 0) {
+                        sp_error_wrap(err, "migration %s", m->name);
+                        cp_db_rollback(db);
+                        break;
+                }
+                if ((r = cp_db_commit(db, err)) < 0)
+                        break;
+                applied++;
+        }
+        (void)cp_db_exec(db, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", 0, NULL, NULL, NULL);
+        if (ret_applied)
+                *ret_applied = applied;
+        return r;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control plane's PostgreSQL store: one libpq connection, reconnected on
+ * demand, with parameterised queries whose failures map to the project's error
+ * codes, and versioned migrations applied at start under an advisory lock so
+ * that replicas starting together apply each migration exactly once.
+ *
+ * Error mapping: a lost or refused connection → SP_E_UNAVAILABLE (callers
+ * answer 503 fast and retry later; the next call reconnects); unique violation
+ * → SP_E_CONFLICT; foreign-key violation → SP_E_NOT_FOUND; invalid input and
+ * check violations → SP_E_INVALID; anything else → SP_E_INTERNAL. Messages
+ * never include parameter values.
+ *
+ * Not thread-safe: one cp_db per thread.
+ */
+#ifndef CP_STORE_DB_H
+#define CP_STORE_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "space/error.h"
+
+typedef struct cp_migration {
+        int version;
+        const char *name;
+        const char *sql;
+} cp_migration;
+
+/* The migrations compiled in from store/migrations/NNNN_name.sql, in order, ended by {0}. */
+extern const cp_migration cp_migrations[];
+
+typedef struct cp_db cp_db;
+
+/* Connects to conninfo (a libpq connection string or URI) with a bounded connect timeout. */
+int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err);
+void cp_db_close(cp_db *db);
+
+/* Runs sql with text parameters (NULL = SQL NULL). *ret (may be NULL) receives
+ * the result of a successful command; the caller PQclear()s it. Reconnects
+ * once if the connection had been lost before the call. */
+int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *params, PGresult **ret, sp_error **err);
+
+/* BEGIN / COMMIT / ROLLBACK. */
+int cp_db_begin(cp_db *db, sp_error **err);
+int cp_db_commit(cp_db *db, sp_error **err);
+void cp_db_rollback(cp_db *db);
+
+/* Applies every migration newer than the database's version, each in its own
+ * transaction, holding an advisory lock for the whole run. Sets *ret_applied
+ * (may be NULL) to how many this call applied. */
+int cp_db_migrate(cp_db *db, int *ret_applied, sp_error **err);
+/* The newest applied migration (0 for an empty database). */
+int cp_db_version(cp_db *db, int *ret, sp_error **err);
+
+static inline void cp_pqclearp(PGresult **r)
+{
+        if (*r)
+                PQclear(*r);
+        *r = NULL;
+}
+#define _cleanup_pgresult_ __attribute__((cleanup(cp_pqclearp)))
+
+#endif

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "store/keys.h"
+
+#define SECRET_PREFIX "spk_"
+
+static bool name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > CP_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}
+
+int cp_tenant_create(cp_db *db, const char *name, char ret_id[static SP_ID_MAX], sp_error **err)
+{
+        if (!name || !name_ok(name))
+                return sp_error_set(err, SP_E_INVALID, "tenant name must be 1-%d printable characters", CP_NAME_MAX);
+        char id[SP_ID_MAX];
+        if (sp_id_new("ten", id, err) < 0)
+                return -SP_E_IO;
+        const char *params[] = {id, name};
+        int r = cp_db_exec(db, "INSERT INTO tenants (id, name) VALUES ($1, $2)", 2, params, NULL, err);
+        if (r == -SP_E_CONFLICT) {
+                sp_error_free(*err);
+                *err = NULL;
+                return sp_error_set(err, SP_E_CONFLICT, "a tenant named '%.128s' already exists", name);
+        }
+        if (r < 0)
+                return sp_error_wrap(err, "create tenant");
+        memcpy(ret_id, id, SP_ID_MAX);
+        return 0;
+}
+
+static void hash_hex(const char *secret, char out[65])
+{
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        SHA256((const unsigned char *)secret, strlen(secret), md);
+        static const char hex[] = "0123456789abcdef";
+        for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+                out[2 * i] = hex[md[i] >> 4];
+                out[2 * i + 1] = hex[md[i] & 15];
+        }
+        out[64] = '\0';
+}
+
+int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool admin, char **ret_secret,
+                     char ret_key_id[static SP_ID_MAX], sp_error **err)
+{
+        if (!name || !name_ok(name))
+                return sp_error_set(err, SP_E_INVALID, "key name must be 1-%d printable characters", CP_NAME_MAX);
+        char id[SP_ID_MAX];
+        unsigned char rnd[32];
+        if (sp_id_new("key", id, err) < 0 || sp_random_bytes(rnd, sizeof(rnd), err) < 0)
+                return -SP_E_IO;
+        _cleanup_buf_ sp_buf secret = SP_BUF_INIT;
+        sp_buf_appendf(&secret, NULL, SECRET_PREFIX "%s_", id);
+        sp_base64_encode(&secret, rnd, sizeof(rnd), 1, NULL);
+        sp_explicit_bzero(rnd, sizeof(rnd));
+        char hash[65];
+        hash_hex(secret.data, hash);
+        char hashlit[70];
+        snprintf(hashlit, sizeof(hashlit), "\\x%s", hash);
+        const char *params[] = {id, tenant_id, name, admin ? "true" : "false", hashlit};
+        if (cp_db_exec(db,
+                       "INSERT INTO api_keys (id, tenant_id, name, admin, secret_hash) "
+                       "VALUES ($1, $2, $3, $4::boolean, $5::bytea)",
+                       5, params, NULL, err) < 0) {
+                sp_explicit_bzero(secret.data, secret.len);
+                return sp_error_wrap(err, "create API key");
+        }
+        memcpy(ret_key_id, id, SP_ID_MAX);
+        *ret_secret = sp_buf_steal(&secret);
+        return 0;
+}
+
+int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err)
+{
+        static const char *const denied = "invalid API key";
+        size_t plen = strlen(SECRET_PREFIX);
+        if (!secret || strlen(secret) > 200 || strncmp(secret, SECRET_PREFIX, plen) != 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+        /* "spk_" + "key_<20>" + "_" + secret */
+        char id[SP_ID_MAX];
+        const char *rest = secret + plen;
+        size_t idlen = 4 + SP_ID_RANDOM_CHARS;
+        if (strlen(rest) <= idlen + 1 || rest[idlen] != '_')
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+        memcpy(id, rest, idlen);
+        id[idlen] = '\0';
+        if (!sp_id_valid(id, "key"))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {id};
+        if (cp_db_exec(db,
+                       "SELECT encode(k.secret_hash, 'hex'), k.tenant_id, k.admin FROM api_keys k "
+                       "WHERE k.id = $1 AND k.revoked_at IS NULL",
+                       1, params, &res, err) < 0)
+                return sp_error_wrap(err, "verify API key");
+        char want[65], have[65] = {0};
+        hash_hex(secret, want);
+        bool found = PQntuples(res) == 1;
+        if (found)
+                snprintf(have, sizeof(have), "%s", PQgetvalue(res, 0, 0));
+        /* Compare even when nothing was found, so timing tells nothing. */
+        bool match = CRYPTO_memcmp(want, found ? have : want, 64) == 0 && found;
+        if (!match)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+        memset(ret, 0, sizeof(*ret));
+        snprintf(ret->tenant_id, sizeof(ret->tenant_id), "%s", PQgetvalue(res, 0, 1));
+        snprintf(ret->key_id, sizeof(ret->key_id), "%s", id);
+        ret->admin = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+        return 0;
+}
+
+int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {key_id, tenant_id};
+        if (cp_db_exec(db,
+                       "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL",
+                       2, params, &res, err) < 0)
+                return sp_error_wrap(err, "revoke API key");
+        if (strcmp(PQcmdTuples(res), "1") != 0)
+                return sp_error_set(err, SP_E_NOT_FOUND, "API key %.64s not found", key_id);
+        return 0;
+}

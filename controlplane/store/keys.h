@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tenants and API keys. A key's secret is `spk_<key id>_<43 base64url chars>`
+ * (256 random bits); only its SHA-256 is stored, and verification compares
+ * hashes in constant time. The secret is returned once, at creation.
+ */
+#ifndef CP_STORE_KEYS_H
+#define CP_STORE_KEYS_H
+
+#include <stdbool.h>
+
+#include "space/id.h"
+#include "store/db.h"
+
+#define CP_NAME_MAX 128
+
+typedef struct cp_principal {
+        char tenant_id[SP_ID_MAX];
+        char key_id[SP_ID_MAX];
+        bool admin;
+} cp_principal;
+
+/* Creates a tenant; SP_E_CONFLICT if the name is taken, SP_E_INVALID for a bad name. */
+int cp_tenant_create(cp_db *db, const char *name, char ret_id[static SP_ID_MAX], sp_error **err);
+/* Creates a key for tenant_id; *ret_secret (malloc'd) is the only copy of the secret. */
+int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool admin, char **ret_secret,
+                     char ret_key_id[static SP_ID_MAX], sp_error **err);
+/* Authenticates a presented secret. Any failure is SP_E_UNAUTHENTICATED with
+ * the same message, whatever was wrong (unknown, revoked, malformed, mismatched);
+ * database trouble is SP_E_UNAVAILABLE. */
+int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err);
+/* Revokes a key of tenant_id; a foreign or unknown key is SP_E_NOT_FOUND. */
+int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err);
+
+#endif
