@@ -83,7 +83,8 @@ int wk_jail_seccomp_load(sp_error **err)
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
-        /* New btrfs subvolumes would get qgroups of their own, outside the sandbox's
+        /* (The kernel reads an ioctl's request as 32 bits: compare only those.)
+         * New btrfs subvolumes would get qgroups of their own, outside the sandbox's
          * disk quota; quota and qgroup control belongs to the host. */
         static const unsigned long btrfs_ioctls[] = {
                 BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SUBVOL_CREATE_V2, BTRFS_IOC_SNAP_CREATE,   BTRFS_IOC_SNAP_CREATE_V2,
@@ -91,7 +92,7 @@ int wk_jail_seccomp_load(sp_error **err)
         };
         for (size_t i = 0; r == 0 && i < SP_ARRAY_SIZE(btrfs_ioctls); i++)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                                     SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)(uint32_t)btrfs_ioctls[i]));
+                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)(uint32_t)btrfs_ioctls[i]));
         /* clone3 passes its flags in memory that seccomp cannot read: make
          * callers fall back to clone, as container runtimes do. */
         if (r == 0)
