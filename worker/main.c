@@ -28,12 +28,13 @@
 #include "space/fileio.h"
 #include "space/log.h"
 #include "space/pki.h"
+#include "space/http.h"
 #include "space/rpc.h"
 #include "space/tls.h"
 
 typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
-        char *log_level, *log_format, *backend, *cgroup_parent;
+        char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         int64_t storage_size, slots, cpu_millis, memory, session_log, warm, uid_base;
         bool insecure, base_template;
 } worker_cfg;
@@ -49,6 +50,8 @@ static const sp_config_def defs[] = {
          "size of a new storage image (sparse)"},
         {"listen", SP_CONFIG_STRING, "127.0.0.1:7071", offsetof(worker_cfg, listen), 0, 0,
          "RPC address: HOST:PORT or unix:/path"},
+        {"http-listen", SP_CONFIG_STRING, "127.0.0.1:7072", offsetof(worker_cfg, http_listen), 0, 0,
+         "address of /healthz, /readyz and /metrics (empty: off)"},
         {"tls-ca", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_ca), 0, 0, "cluster CA certificate (PEM file)"},
         {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_cert), 0, 0,
          "this worker's certificate (role worker, PEM file)"},
@@ -83,6 +86,41 @@ static const sp_config_def defs[] = {
 };
 
 static struct event_base *base;
+static wk_node *node;
+static sp_rpc_server *srv;
+
+static void h_healthz(sp_http_request *req, void *ud)
+{
+        (void)ud;
+        sp_http_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+}
+
+static void h_readyz(sp_http_request *req, void *ud)
+{
+        (void)ud;
+        _cleanup_error_ sp_error *e = NULL;
+        if (!wk_node_ready(node, &e)) {
+                sp_http_reply_error(req, e);
+                return;
+        }
+        sp_http_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+}
+
+static void h_metrics(sp_http_request *req, void *ud)
+{
+        (void)ud;
+        _cleanup_buf_ sp_buf out = SP_BUF_INIT;
+        wk_node_metrics(node, &out, NULL);
+        sp_rpc_server_stats st;
+        sp_rpc_server_get_stats(srv, &st);
+        sp_buf_appendf(&out, NULL,
+                       "# HELP space_worker_rpc_connections Open RPC connections.\n"
+                       "# TYPE space_worker_rpc_connections gauge\nspace_worker_rpc_connections %llu\n"
+                       "# HELP space_worker_rpc_calls_total RPC calls dispatched.\n"
+                       "# TYPE space_worker_rpc_calls_total counter\nspace_worker_rpc_calls_total %llu\n",
+                       (unsigned long long)st.connections_open, (unsigned long long)st.calls_started);
+        sp_http_reply(req, 200, "text/plain; version=0.0.4", out.data, out.len);
+}
 
 static void on_signal(evutil_socket_t sig, short what, void *ud)
 {
@@ -220,7 +258,6 @@ int main(int argc, char **argv)
                 .session_log_bytes = c.session_log,
                 .default_warm = c.warm,
         };
-        wk_node *node = NULL;
         if (wk_node_open(base, &nc, backend, &node, &e) < 0) {
                 sp_log_error("node: %s", e->message);
                 return 1;
@@ -238,7 +275,7 @@ int main(int argc, char **argv)
                 sp_log_error("tls: %s", e->message);
                 return 1;
         }
-        sp_rpc_server *srv = sp_rpc_server_new(base, ctx, &e);
+        srv = sp_rpc_server_new(base, ctx, &e);
         wk_service_options so = {.allow_unauthenticated = c.insecure, .agent_path = agent};
         if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
@@ -246,6 +283,17 @@ int main(int argc, char **argv)
         }
         if (ctx)
                 sp_rpc_server_set_identity_fn(srv, identity, NULL);
+        sp_http_server *http = NULL;
+        if (c.http_listen && *c.http_listen) {
+                http = sp_http_server_new(base, NULL, &e);
+                if (!http || sp_http_route(http, "GET", "/healthz", h_healthz, NULL, &e) < 0 ||
+                    sp_http_route(http, "GET", "/readyz", h_readyz, NULL, &e) < 0 ||
+                    sp_http_route(http, "GET", "/metrics", h_metrics, NULL, &e) < 0 ||
+                    sp_http_server_listen(http, c.http_listen, NULL, &e) < 0) {
+                        sp_log_error("http: %s", e->message);
+                        return 1;
+                }
+        }
         struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
         struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
         evsignal_add(sigterm, NULL);
@@ -255,6 +303,7 @@ int main(int argc, char **argv)
 
         event_base_dispatch(base);
 
+        sp_http_server_free(http);
         sp_rpc_server_free(srv);
         wk_node_free(node);
         backend->ops->free(backend);

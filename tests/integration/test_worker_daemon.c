@@ -7,7 +7,11 @@
  * SIGKILL of the worker in the middle of a streaming command with nothing
  * lost, and a delete that leaves nothing behind.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <event2/event.h>
 #include <stdarg.h>
@@ -28,23 +32,24 @@
 
 static char *dir;
 static char addr[64], cgparent[64];
+static int http_port;
 static sp_test_proc worker;
 
 static void start_worker(void)
 {
-        char bin[1024], state[600], storage[600], image[600], logp[600], port[16];
+        char bin[1024], state[600], storage[600], image[600], logp[600];
         snprintf(bin, sizeof(bin), "%s/bin/space-worker", sp_test_binary_dir());
         snprintf(state, sizeof(state), "--state-dir=%s/state", dir);
         snprintf(storage, sizeof(storage), "--storage-dir=%s/storage", dir);
         snprintf(image, sizeof(image), "--storage-image=%s/storage.img", dir);
         snprintf(logp, sizeof(logp), "%s/worker.log", dir);
-        char listen[80], cg[80];
+        char listen[80], cg[80], http[80];
         snprintf(listen, sizeof(listen), "--listen=%s", addr);
+        snprintf(http, sizeof(http), "--http-listen=127.0.0.1:%d", http_port);
         snprintf(cg, sizeof(cg), "--cgroup-parent=%s", cgparent);
-        (void)port;
-        const char *argv[] = {bin,    state,        storage, image,        "--storage-size=2G",
-                              listen, "--insecure", cg,      "--slots=16", "--log-format=text",
-                              NULL};
+        const char *argv[] = {bin,    state, storage,      image,        "--storage-size=2G",
+                              listen, http,  "--insecure", "--slots=16", "--log-format=text",
+                              cg,     NULL};
         sp_test_proc_opts opts = {.log_path = logp};
         sp_error *e = NULL;
         sp_test_ok(sp_test_proc_start(&worker, "worker", argv, &opts, &e), &e);
@@ -92,6 +97,8 @@ static void setup(void)
         int port = sp_test_free_port(&e);
         sp_test_ok(port > 0 ? 0 : -1, &e);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+        http_port = sp_test_free_port(&e);
+        sp_test_ok(http_port > 0 ? 0 : -1, &e);
         memset(&worker, 0, sizeof(worker));
         start_worker();
 }
@@ -600,6 +607,50 @@ START_TEST(limits_hold_and_the_exit_says_why)
 }
 END_TEST
 
+/* A plain HTTP/1.1 GET on loopback; returns the status, body in out. */
+static int http_get(int port, const char *path, sp_buf *out)
+{
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to port %d: %s", port,
+                      strerror(errno));
+        char req[256];
+        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+        ck_assert_int_eq(write(fd, req, (size_t)n), n);
+        _cleanup_buf_ sp_buf all = SP_BUF_INIT;
+        char buf[4096];
+        ssize_t r;
+        while ((r = read(fd, buf, sizeof(buf))) > 0)
+                sp_buf_append(&all, buf, (size_t)r, NULL);
+        close(fd);
+        int status = 0;
+        ck_assert_int_eq(sscanf(all.data ? all.data : "", "HTTP/1.1 %d", &status), 1);
+        const char *body = strstr(all.data, "\r\n\r\n");
+        if (body)
+                sp_buf_append_str(out, body + 4, NULL);
+        return status;
+}
+
+START_TEST(health_and_metrics)
+{
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        ck_assert_int_eq(http_get(http_port, "/healthz", &body), 200);
+        sp_buf_clear(&body);
+        ck_assert_int_eq(http_get(http_port, "/readyz", &body), 200);
+        create_sandbox("sbx_test0000000000000005");
+        sp_buf_clear(&body);
+        ck_assert_int_eq(http_get(http_port, "/metrics", &body), 200);
+        ck_assert_msg(strstr(body.data, "space_worker_sandboxes{state=\"running\"} 1\n"), "%s", body.data);
+        ck_assert_msg(strstr(body.data, "space_worker_info{node="), "%s", body.data);
+        ck_assert_msg(strstr(body.data, "space_worker_rpc_calls_total "), "%s", body.data);
+        sp_buf_clear(&body);
+        ck_assert_int_eq(http_get(http_port, "/nope", &body), 404);
+        ck_assert_msg(strstr(body.data, "\"not_found\""), "%s", body.data);
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000005", ""));
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -613,6 +664,7 @@ int main(void)
         tcase_add_test(tc, warm_pool_claims_and_refills);
         tcase_add_test(tc, bad_requests_are_refused_clearly);
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);
+        tcase_add_test(tc, health_and_metrics);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

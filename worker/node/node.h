@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "session/session.h"
+#include "space/buf.h"
 #include "space/error.h"
 
 struct event_base;
@@ -100,5 +101,10 @@ wk_agent_link *wk_node_agent(wk_node *n, const char *sandbox_id, sp_error **err)
 /* Warm pool. */
 int wk_node_set_warm(wk_node *n, const char *template_name, int64_t size, sp_error **err);
 json_object *wk_node_info_json(wk_node *n);
+/* Appends the node's metrics in Prometheus text format (sandboxes by state,
+ * warm sandboxes by template, sessions by state, slots). */
+int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err);
+/* True when the node can serve: its storage answers. */
+bool wk_node_ready(wk_node *n, sp_error **err);
 
 #endif
