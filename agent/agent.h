@@ -64,6 +64,8 @@ int ag_conn_listen_add(int listen_fd);
 void ag_conn_send(ag_conn *c, uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n);
 void ag_conn_send_json(ag_conn *c, uint8_t type, uint32_t channel, json_object *obj);
 void ag_conn_send_error(ag_conn *c, uint32_t channel, const sp_error *e);
+/* Queues a WINDOW frame granting (and acknowledging) n bytes on stream. */
+void ag_conn_send_window(ag_conn *c, uint8_t stream, uint32_t channel, uint32_t n);
 /* True while the connection's output queue is small enough to produce into. */
 bool ag_conn_can_send(const ag_conn *c);
 void ag_conn_kick(ag_conn *c);

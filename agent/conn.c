@@ -63,6 +63,12 @@ void ag_conn_send_json(ag_conn *c, uint8_t type, uint32_t channel, json_object *
         ag_conn_send(c, type, 0, channel, s, strlen(s));
 }
 
+void ag_conn_send_window(ag_conn *c, uint8_t stream, uint32_t channel, uint32_t n)
+{
+        if (c && !c->closing && n && pr_agent_frame_append_window(&c->out, stream, channel, n, NULL) == 0)
+                ag_conn_kick(c);
+}
+
 void ag_conn_send_error(ag_conn *c, uint32_t channel, const sp_error *e)
 {
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;

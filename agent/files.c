@@ -395,9 +395,7 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
         if (t->reading) {
                 read_pump(t);
         } else {
-                uint8_t p[4] = {(uint8_t)(WRITE_WINDOW >> 24), (uint8_t)(WRITE_WINDOW >> 16),
-                                (uint8_t)(WRITE_WINDOW >> 8), (uint8_t)WRITE_WINDOW};
-                ag_conn_send(c, PR_AGENT_WINDOW, PR_STREAM_FILE, channel, p, 4);
+                ag_conn_send_window(c, PR_STREAM_FILE, channel, WRITE_WINDOW);
         }
         return 0;
 }
@@ -445,10 +443,7 @@ bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                         return true;
                 }
                 t->size += f->length;
-                uint8_t p[4] = {(uint8_t)(f->length >> 24), (uint8_t)(f->length >> 16), (uint8_t)(f->length >> 8),
-                                (uint8_t)f->length};
-                if (f->length)
-                        ag_conn_send(c, PR_AGENT_WINDOW, PR_STREAM_FILE, t->channel, p, 4);
+                ag_conn_send_window(c, PR_STREAM_FILE, t->channel, f->length);
                 return true;
         case PR_AGENT_EOF: {
                 if (t->reading)

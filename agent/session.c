@@ -155,8 +155,7 @@ static void stdin_pump(ag_session *s)
                 sp_buf_consume(&s->stdin_buf, (size_t)n);
                 /* Stored in the pipe: grant the worker that much credit again. */
                 if (s->conn) {
-                        uint8_t p[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
-                        ag_conn_send(s->conn, PR_AGENT_WINDOW, PR_STREAM_STDIN, s->channel, p, 4);
+                        ag_conn_send_window(s->conn, PR_STREAM_STDIN, s->channel, (uint32_t)n);
                 }
         }
         if (s->stdin_fd >= 0)
@@ -374,9 +373,7 @@ static void reply_started(ag_session *s)
         ag_conn_send_json(s->conn, PR_AGENT_REPLY, s->channel, o);
         if (s->stdin_fd >= 0) {
                 uint32_t credit = STDIN_WINDOW - (uint32_t)s->stdin_buf.len;
-                uint8_t p[4] = {(uint8_t)(credit >> 24), (uint8_t)(credit >> 16), (uint8_t)(credit >> 8),
-                                (uint8_t)credit};
-                ag_conn_send(s->conn, PR_AGENT_WINDOW, PR_STREAM_STDIN, s->channel, p, 4);
+                ag_conn_send_window(s->conn, PR_STREAM_STDIN, s->channel, credit);
         }
 }
 

@@ -204,13 +204,10 @@ void wk__sessions_attach(wk_sandbox *sb)
         }
 }
 
-void wk__sessions_detach(wk_sandbox *sb, const char *why)
+void wk__sessions_detach(wk_sandbox *sb)
 {
-        for (size_t i = 0; i < sb->nexecs; i++) {
-                wk_session *s = sb->execs[i]->session;
-                wk_session_detach_agent(s);
-                (void)why;
-        }
+        for (size_t i = 0; i < sb->nexecs; i++)
+                wk_session_detach_agent(sb->execs[i]->session);
 }
 
 void wk__sessions_remove_all(wk_sandbox *sb)

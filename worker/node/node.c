@@ -26,6 +26,21 @@ void wk__path(char *out, size_t n, const char *fmt, ...)
                 out[0] = '\0'; /* callers' paths are bounded by validated names */
 }
 
+size_t wk__slot_capacity(const wk_node *n)
+{
+        /* Room for the warm pool and suspended sandboxes beyond the live slots. */
+        return (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+}
+
+size_t wk__live_count(const wk_node *n)
+{
+        size_t c = 0;
+        for (const wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                if (sb->state != WK_SB_SUSPENDED)
+                        c++;
+        return c;
+}
+
 static bool name_ok(const char *s)
 {
         size_t n = strlen(s);
@@ -120,7 +135,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         n->state_dir = strdup(cfg->state_dir);
         n->storage = cfg->storage;
         n->node_id = strdup(cfg->node_id ? cfg->node_id : "node");
-        n->slots_used = calloc((size_t)(cfg->slots > 0 ? cfg->slots : 1) * 2 + 16, 1);
+        n->slots_used = calloc(wk__slot_capacity(n), 1);
         n->cfg.state_dir = n->state_dir;
         n->cfg.node_id = n->node_id;
         if (!n->state_dir || !n->node_id || !n->slots_used) {

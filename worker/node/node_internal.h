@@ -64,6 +64,9 @@ struct wk_node {
         bool warm_busy;
 };
 
+/* node.c: the size of the id-slot table, and sandboxes holding resources (not suspended) */
+size_t wk__slot_capacity(const wk_node *n);
+size_t wk__live_count(const wk_node *n);
 /* paths */
 void wk__path(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* sandbox.c */
@@ -71,11 +74,11 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err);
 int wk__sandbox_load_all(wk_node *n, sp_error **err);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
-wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, bool warm, sp_error **err);
+wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);
 /* exec.c */
 void wk__sessions_load(wk_sandbox *sb);
 void wk__sessions_attach(wk_sandbox *sb);
-void wk__sessions_detach(wk_sandbox *sb, const char *why);
+void wk__sessions_detach(wk_sandbox *sb);
 void wk__sessions_remove_all(wk_sandbox *sb);
 /* templates (node.c) */
 wk_template *wk__template_find(wk_node *n, const char *name);

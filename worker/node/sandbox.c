@@ -133,7 +133,7 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
         if (wk__sandbox_connect_agent(sb, &e) < 0) {
                 if (sb->box && !sb->node->backend->ops->alive(sb->box)) {
                         set_failed(sb, "the sandbox's init exited");
-                        wk__sessions_detach(sb, "the sandbox stopped");
+                        wk__sessions_detach(sb);
                         return;
                 }
                 struct timeval tv = {1, 0};
@@ -148,7 +148,7 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         sp_log_info_kv(SP_KV("sandbox_id", sb->id), "agent connection closed: %s", e ? e->message : "");
         sb->link = NULL;
         /* The link frees itself after this callback returns. */
-        wk__sessions_detach(sb, NULL);
+        wk__sessions_detach(sb);
         struct timeval tv = {0, 100000};
         event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
 }
@@ -177,7 +177,7 @@ int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
 
 static int alloc_slot(wk_node *n, uint32_t *ret, sp_error **err)
 {
-        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        size_t cap = wk__slot_capacity(n);
         for (size_t i = 0; i < cap; i++)
                 if (!n->slots_used[i]) {
                         n->slots_used[i] = 1;
@@ -185,15 +185,6 @@ static int alloc_slot(wk_node *n, uint32_t *ret, sp_error **err)
                         return 0;
                 }
         return sp_error_set(err, SP_E_LIMIT, "no free sandbox slot on this node");
-}
-
-static size_t live_count(wk_node *n)
-{
-        size_t c = 0;
-        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                if (sb->state != WK_SB_SUSPENDED)
-                        c++;
-        return c;
 }
 
 static int start_box(wk_sandbox *sb, sp_error **err)
@@ -230,14 +221,13 @@ static void release(wk_sandbox *sb)
         unlink(path);
         wk__path(path, sizeof(path), "%s/sandboxes/%s", n->state_dir, sb->key);
         rmdir(path);
-        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        size_t cap = wk__slot_capacity(n);
         if (sb->slot < cap)
                 n->slots_used[sb->slot] = 0;
 }
 
-wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, bool warm, sp_error **err)
+wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err)
 {
-        (void)warm;
         wk_sandbox *sb = calloc(1, sizeof(*sb));
         if (!sb) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -252,7 +242,7 @@ wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, bool warm, s
 
 static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
 {
-        if (live_count(n) >= (size_t)n->cfg.slots)
+        if (wk__live_count(n) >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full (%lld sandboxes)", n->node_id,
                                     (long long)n->cfg.slots);
         if (alloc_slot(n, &sb->slot, err) < 0)
@@ -297,7 +287,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 sb->warm = false;
         } else {
-                sb = wk__sandbox_make(n, req->template_name, false, err);
+                sb = wk__sandbox_make(n, req->template_name, err);
                 if (!sb)
                         return -SP_E_LIMIT;
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
@@ -352,7 +342,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
 int wk__warm_make(wk_node *n, const char *template_name, sp_error **err);
 int wk__warm_make(wk_node *n, const char *template_name, sp_error **err)
 {
-        wk_sandbox *sb = wk__sandbox_make(n, template_name, true, err);
+        wk_sandbox *sb = wk__sandbox_make(n, template_name, err);
         if (!sb)
                 return -SP_E_LIMIT;
         char id[SP_ID_MAX];
@@ -494,7 +484,7 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
         if (n->backend->ops->suspend(sb->box, &sb->suspended, err) < 0)
                 return sp_error_wrap(err, "suspend %s", id);
         if (!sb->suspended.memory)
-                wk__sessions_detach(sb, "the sandbox was suspended (its processes ended)");
+                wk__sessions_detach(sb);
         sb->state = WK_SB_SUSPENDED;
         return wk__sandbox_persist(sb, err);
 }
@@ -508,7 +498,7 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
                 return 0;
         if (sb->state != WK_SB_SUSPENDED)
                 return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
-        if (live_count(n) >= (size_t)n->cfg.slots)
+        if (wk__live_count(n) >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full", n->node_id);
         if (n->backend->ops->restore(sb->box, err) < 0)
                 return sp_error_wrap(err, "restore %s", id);
@@ -578,7 +568,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         int64_t slot = 0;
         bool warm = false;
         json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL;
-        wk_sandbox *sb = wk__sandbox_make(n, "", false, err);
+        wk_sandbox *sb = wk__sandbox_make(n, "", err);
         if (!sb)
                 return -SP_E_LIMIT;
         if (sp_json_get_string(o, "id", true, WK_NAME_MAX, &id, err) < 0 ||
@@ -615,7 +605,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         sb->env = env ? json_object_get(env) : NULL;
         if (failure)
                 sb->failure = strdup(failure);
-        size_t cap = (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        size_t cap = wk__slot_capacity(n);
         if (sb->slot < cap)
                 n->slots_used[sb->slot] = 1;
         sb->state = strcmp(state, "running") == 0     ? WK_SB_RUNNING
@@ -649,7 +639,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                         _cleanup_error_ sp_error *e = NULL;
                         n->backend->ops->forget(sb->box);
                         sb->box = NULL;
-                        wk__sessions_detach(sb, "the sandbox restarted");
+                        wk__sessions_detach(sb);
                         if (sp_mkdir_p(runtime, 0700, &e) < 0 ||
                             n->backend->ops->create(n->backend, &spec, &sb->box, &e) < 0) {
                                 set_failed(sb, "restart after the worker was down: %s", e->message);

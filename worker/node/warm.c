@@ -25,15 +25,6 @@ static int64_t warm_count(wk_node *n, const char *template_name)
         return c;
 }
 
-static size_t live(wk_node *n)
-{
-        size_t c = 0;
-        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                if (sb->state != WK_SB_SUSPENDED)
-                        c++;
-        return c;
-}
-
 static void refill(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
@@ -53,7 +44,7 @@ static void refill(evutil_socket_t fd, short what, void *ud)
                 }
         }
         /* Keep one slot free for a cold create. */
-        if ((int64_t)live(n) + 1 >= n->cfg.slots)
+        if ((int64_t)wk__live_count(n) + 1 >= n->cfg.slots)
                 return;
         for (wk_template *t = n->templates; t; t = t->next) {
                 if (warm_count(n, t->name) >= target_of(n, t))
