@@ -3,7 +3,9 @@
  * space-worker: the node daemon. Opens its storage (btrfs, or a loop-mounted
  * btrfs image it makes), re-adopts the sandboxes its state directory names,
  * builds the `base` template on first start, and serves the worker RPC
- * (proto/spec/worker-rpc.md) over mutually authenticated HTTP/2.
+ * (proto/spec/worker-rpc.md) over mutually authenticated HTTP/2. With
+ * --control-plane it joins the cluster (once, with a join token; see
+ * cluster/cluster.h) and heartbeats to the control plane.
  *
  * Settings: `space-worker --help` lists every one with its default
  * (flags, SPACE_WORKER_* environment variables, or a --config file).
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "cluster/cluster.h"
 #include "node/node.h"
 #include "rootfs/rootfs.h"
 #include "rpc/service.h"
@@ -29,12 +32,14 @@
 #include "space/log.h"
 #include "space/pki.h"
 #include "space/http.h"
+#include "space/json.h"
 #include "space/rpc.h"
 #include "space/tls.h"
 
 typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
+        char *control_plane, *join_token, *join_token_file, *advertise, *labels;
         int64_t storage_size, slots, cpu_millis, memory, session_log, warm, uid_base;
         bool insecure, base_template;
 } worker_cfg;
@@ -57,6 +62,16 @@ static const sp_config_def defs[] = {
          "this worker's certificate (role worker, PEM file)"},
         {"tls-key", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, tls_key), 0, 0,
          "this worker's private key (PEM file)"},
+        {"control-plane", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, control_plane), 0, 0,
+         "HOST:PORT of the control plane to join and heartbeat to (empty: standalone)"},
+        {"join-token", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, join_token), 0, 0,
+         "bootstrap token for the first join (prefer --join-token-file)"},
+        {"join-token-file", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, join_token_file), 0, 0,
+         "file holding the bootstrap token for the first join"},
+        {"advertise", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, advertise), 0, 0,
+         "HOST:PORT the control plane dials for this worker's RPC (default: --listen)"},
+        {"labels", SP_CONFIG_STRING, "", offsetof(worker_cfg, labels), 0, 0,
+         "labels for placement, KEY=VALUE,KEY=VALUE"},
         {"insecure", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, insecure), 0, 0,
          "serve cleartext HTTP/2 without authentication (loopback or unix socket only; development and tests)"},
         {"agent", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, agent), 0, 0,
@@ -88,6 +103,7 @@ static const sp_config_def defs[] = {
 static struct event_base *base;
 static wk_node *node;
 static sp_rpc_server *srv;
+static wk_cluster *cluster;
 
 static void h_healthz(sp_http_request *req, void *ud)
 {
@@ -119,6 +135,11 @@ static void h_metrics(sp_http_request *req, void *ud)
                        "# HELP space_worker_rpc_calls_total RPC calls dispatched.\n"
                        "# TYPE space_worker_rpc_calls_total counter\nspace_worker_rpc_calls_total %llu\n",
                        (unsigned long long)st.connections_open, (unsigned long long)st.calls_started);
+        if (cluster)
+                sp_buf_appendf(&out, NULL,
+                               "# HELP space_worker_control_plane_up Whether the last heartbeat was accepted.\n"
+                               "# TYPE space_worker_control_plane_up gauge\nspace_worker_control_plane_up %d\n",
+                               wk_cluster_connected(cluster) ? 1 : 0);
         sp_http_reply(req, 200, "text/plain; version=0.0.4", out.data, out.len);
 }
 
@@ -149,23 +170,60 @@ static bool loopback_only(const char *addr)
                strncmp(addr, "localhost:", 10) == 0;
 }
 
-static SSL_CTX *make_tls(const worker_cfg *c, sp_error **err)
+/* The CA, certificate and key files given with --tls-*. */
+static int load_tls_files(const worker_cfg *c, wk_cluster_creds *ret, sp_error **err)
 {
-        _cleanup_buf_ sp_buf ca = SP_BUF_INIT, cert = SP_BUF_INIT, key = SP_BUF_INIT;
-        if (sp_file_read(c->tls_ca, 1 << 20, &ca, err) < 0 || sp_file_read(c->tls_cert, 1 << 20, &cert, err) < 0 ||
-            sp_file_read(c->tls_key, 1 << 20, &key, err) < 0)
-                return NULL;
+        if (!(ret->ca_pem = sp_pki_pem_load(c->tls_ca, err)) || !(ret->cert_pem = sp_pki_pem_load(c->tls_cert, err)) ||
+            !(ret->key_pem = sp_pki_pem_load(c->tls_key, err))) {
+                wk_cluster_creds_free(ret);
+                return -SP_E_IO;
+        }
+        return 0;
+}
+
+static SSL_CTX *make_tls(const wk_cluster_creds *creds, sp_error **err)
+{
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {
-                .ca_pem = ca.data,
-                .cert_pem = cert.data,
-                .key_pem = key.data,
+                .ca_pem = creds->ca_pem,
+                .cert_pem = creds->cert_pem,
+                .key_pem = creds->key_pem,
                 .peer_roles = SP_ROLE_CONTROLPLANE | SP_ROLE_DATAPLANE,
                 .alpn = alpn,
         };
-        SSL_CTX *ctx = sp_tls_server_ctx_new(&tc, err);
-        sp_explicit_bzero(key.data, key.len);
-        return ctx;
+        return sp_tls_server_ctx_new(&tc, err);
+}
+
+/* An address the control plane can dial: not a unix socket, not a wildcard. */
+static bool dialable(const char *addr)
+{
+        return strncmp(addr, "unix:", 5) != 0 && strncmp(addr, "0.0.0.0:", 8) != 0 && strncmp(addr, "[::]:", 5) != 0 &&
+               strncmp(addr, ":", 1) != 0;
+}
+
+/* The options of --control-plane, checked; NULL token when none was given. */
+static int cluster_options(const worker_cfg *c, wk_cluster_config *cc, json_object **labels, char **token,
+                           sp_error **err)
+{
+        if (c->insecure)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "--insecure cannot be used with --control-plane: cluster traffic is always mTLS");
+        if (c->join_token && c->join_token_file)
+                return sp_error_set(err, SP_E_INVALID, "give --join-token or --join-token-file, not both");
+        if (!c->tls_cert != !c->tls_key || (c->tls_cert && !c->tls_ca))
+                return sp_error_set(err, SP_E_INVALID, "--tls-cert and --tls-key go together, with --tls-ca");
+        cc->advertise = c->advertise ? c->advertise : c->listen;
+        if (!dialable(cc->advertise))
+                return sp_error_set(err, SP_E_INVALID, "the control plane cannot dial %s: set --advertise HOST:PORT",
+                                    cc->advertise);
+        if (wk_cluster_parse_labels(c->labels, labels, err) < 0)
+                return sp_error_wrap(err, "--labels");
+        cc->labels = *labels;
+        if (c->join_token_file)
+                return wk_cluster_read_token(c->join_token_file, token, err);
+        if (c->join_token && !(*token = strdup(c->join_token)))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        return 0;
 }
 
 static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_error **err)
@@ -178,9 +236,14 @@ static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_
         return 0;
 }
 
+static void worker_cfg_freep(worker_cfg *c)
+{
+        sp_config_free(defs, c);
+}
+
 int main(int argc, char **argv)
 {
-        worker_cfg c = {0};
+        _cleanup_(worker_cfg_freep) worker_cfg c = {0};
         _cleanup_error_ sp_error *e = NULL;
         int argind = 0;
         int r = sp_config_load(defs, &c, "SPACE_WORKER", argc, argv, &argind, stdout, &e);
@@ -209,8 +272,27 @@ int main(int argc, char **argv)
                 sp_log_error("--insecure serves without authentication: listen on 127.0.0.1, [::1] or a unix socket");
                 return 2;
         }
-        if (!c.insecure && (!c.tls_ca || !c.tls_cert || !c.tls_key)) {
-                sp_log_error("TLS needs --tls-ca, --tls-cert and --tls-key (or --insecure for local development)");
+        if (c.control_plane && !*c.control_plane) {
+                free(c.control_plane);
+                c.control_plane = NULL;
+        }
+        if (!c.control_plane && !c.insecure && (!c.tls_ca || !c.tls_cert || !c.tls_key)) {
+                sp_log_error("TLS needs --tls-ca, --tls-cert and --tls-key (or --control-plane to join a cluster, "
+                             "or --insecure for local development)");
+                return 2;
+        }
+        char host[256] = "node";
+        gethostname(host, sizeof(host) - 1);
+        wk_cluster_config cc = {
+                .control_plane = c.control_plane,
+                .name = c.node_id ? c.node_id : host,
+                .backend = c.backend,
+                .state_dir = c.state_dir,
+        };
+        _cleanup_json_ json_object *labels = NULL;
+        _cleanup_free_ char *token = NULL;
+        if (c.control_plane && cluster_options(&c, &cc, &labels, &token, &e) < 0) {
+                sp_log_error("%s", e->message);
                 return 2;
         }
         _cleanup_free_ char *agent = c.agent ? strdup(c.agent) : default_agent();
@@ -219,12 +301,31 @@ int main(int argc, char **argv)
                 sp_log_error("space-agent not found at %s (set --agent)", agent ? agent : "?");
                 return 1;
         }
-        char host[256] = "node";
-        gethostname(host, sizeof(host) - 1);
+        if (sp_mkdir_p(c.state_dir, 0700, &e) < 0) {
+                sp_log_error("state: %s", e->message);
+                return 1;
+        }
+        /* Credentials before anything slow: a bad token fails at once. */
+        wk_cluster_creds creds = {0};
+        if (!c.insecure) {
+                _cleanup_free_ char *ca = NULL;
+                int r2 = 0;
+                if (c.tls_cert)
+                        r2 = load_tls_files(&c, &creds, &e);
+                else if (c.tls_ca && !(ca = sp_pki_pem_load(c.tls_ca, &e)))
+                        r2 = -SP_E_IO;
+                else
+                        r2 = wk_cluster_credentials(&cc, ca, token, &creds, &e);
+                if (token)
+                        sp_explicit_bzero(token, strlen(token));
+                if (r2 < 0) {
+                        sp_log_error("tls: %s", e->message);
+                        return 1;
+                }
+        }
 
         wk_storage *storage = NULL;
-        if (sp_mkdir_p(c.state_dir, 0700, &e) < 0 ||
-            wk_storage_open(c.storage_dir, c.storage_image, (uint64_t)c.storage_size, &storage, &e) < 0) {
+        if (wk_storage_open(c.storage_dir, c.storage_image, (uint64_t)c.storage_size, &storage, &e) < 0) {
                 sp_log_error("storage: %s", e->message);
                 return 1;
         }
@@ -251,7 +352,7 @@ int main(int argc, char **argv)
         wk_node_config nc = {
                 .state_dir = c.state_dir,
                 .storage = storage,
-                .node_id = c.node_id ? c.node_id : host,
+                .node_id = cc.name,
                 .slots = c.slots,
                 .cpu_millis = c.cpu_millis ? c.cpu_millis : ncpu * 1000,
                 .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
@@ -271,7 +372,7 @@ int main(int argc, char **argv)
         }
 
         SSL_CTX *ctx = NULL;
-        if (!c.insecure && !(ctx = make_tls(&c, &e))) {
+        if (!c.insecure && !(ctx = make_tls(&creds, &e))) {
                 sp_log_error("tls: %s", e->message);
                 return 1;
         }
@@ -283,6 +384,11 @@ int main(int argc, char **argv)
         }
         if (ctx)
                 sp_rpc_server_set_identity_fn(srv, identity, NULL);
+        if (c.control_plane && wk_cluster_start(base, node, &cc, &creds, &cluster, &e) < 0) {
+                sp_log_error("cluster: %s", e->message);
+                return 1;
+        }
+        wk_cluster_creds_free(&creds);
         sp_http_server *http = NULL;
         if (c.http_listen && *c.http_listen) {
                 http = sp_http_server_new(base, NULL, &e);
@@ -303,6 +409,7 @@ int main(int argc, char **argv)
 
         event_base_dispatch(base);
 
+        wk_cluster_free(cluster);
         sp_http_server_free(http);
         sp_rpc_server_free(srv);
         wk_node_free(node);
@@ -313,6 +420,5 @@ int main(int argc, char **argv)
         event_base_free(base);
         if (ctx)
                 SSL_CTX_free(ctx);
-        sp_config_free(defs, &c);
         return 0;
 }

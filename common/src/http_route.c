@@ -124,6 +124,16 @@ int sp_http_route(sp_http_server *srv, const char *method, const char *pattern, 
         return sp_http_route_ex(srv, method, pattern, NULL, handler, userdata, err);
 }
 
+int sp_http_server_foreach_route(const sp_http_server *srv, sp_http_route_cb cb, void *userdata)
+{
+        for (size_t i = 0; i < srv->nroutes; i++) {
+                int r = cb(srv->routes[i].method, srv->routes[i].pattern, userdata);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
 void sp__http_routes_free(sp_http_server *srv)
 {
         for (size_t i = 0; i < srv->nroutes; i++)

@@ -192,6 +192,8 @@ SSL_CTX *sp_tls_server_ctx_new(const sp_tls_config *cfg, sp_error **err)
 {
         if (cfg && cfg->peer_roles && !cfg->ca_pem)
                 return sp_error_set(err, SP_E_INVALID, "a server that verifies clients needs the CA certificate"), NULL;
+        if (cfg && cfg->peer_optional && !cfg->peer_roles)
+                return sp_error_set(err, SP_E_INVALID, "optional client certificates need accepted roles"), NULL;
         _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = ctx_new(cfg, true, err);
         if (!ctx) {
                 sp_error_wrap(err, "TLS server");
@@ -201,7 +203,8 @@ SSL_CTX *sp_tls_server_ctx_new(const sp_tls_config *cfg, sp_error **err)
                                            sizeof(SESSION_ID_CONTEXT) - 1) != 1)
                 return sp__pki_ossl_error(err, SP_E_INTERNAL, "TLS server: session id context"), NULL;
         if (cfg->peer_roles)
-                SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_peer);
+                SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (cfg->peer_optional ? 0 : SSL_VERIFY_FAIL_IF_NO_PEER_CERT),
+                                   verify_peer);
         else
                 SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
         const ctx_data *d = SSL_CTX_get_ex_data(ctx, ctx_data_index);

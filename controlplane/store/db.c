@@ -13,6 +13,9 @@
 struct cp_db {
         char *conninfo;
         PGconn *conn;
+        bool in_txn; /* between BEGIN and COMMIT/ROLLBACK: a lost connection must not be silently replaced */
+        bool txn_lost; /* the connection died inside the transaction: fail until ROLLBACK */
+        unsigned generation; /* counts (re)connections */
 };
 
 /* Server notices ("relation already exists, skipping") are not errors. */
@@ -24,12 +27,29 @@ static void ignore_notice(void *arg, const char *message)
 
 static int connect_db(cp_db *db, sp_error **err)
 {
-        if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
+        if (db->conn && PQstatus(db->conn) == CONNECTION_OK && !db->txn_lost)
                 return 0;
+        if (db->in_txn) {
+                /* Statements after a reconnection would run outside the
+                 * transaction the caller began: refuse until it rolls back. */
+                db->txn_lost = true;
+                return sp_error_set(err, SP_E_UNAVAILABLE, "database connection lost during a transaction");
+        }
         if (db->conn)
                 PQfinish(db->conn);
-        static const char *const keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-        const char *const values[] = {db->conninfo, CONNECT_TIMEOUT_S, "space-controlplane", NULL};
+        /* Keepalives and a statement timeout turn a stalled database into
+         * errors within seconds instead of hung requests. */
+        static const char *const keys[] = {"dbname",
+                                           "connect_timeout",
+                                           "application_name",
+                                           "keepalives_idle",
+                                           "keepalives_interval",
+                                           "keepalives_count",
+                                           "options",
+                                           NULL};
+        const char *const values[] = {
+                db->conninfo, CONNECT_TIMEOUT_S, "space-controlplane", "5", "2", "3", "-c statement_timeout=15000",
+                NULL};
         db->conn = PQconnectdbParams(keys, values, 1 /* expand dbname as a connection string */);
         if (!db->conn)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -42,7 +62,23 @@ static int connect_db(cp_db *db, sp_error **err)
                 return sp_error_set(err, SP_E_UNAVAILABLE, "database unavailable: %s", msg);
         }
         PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
+        db->generation++;
         return 0;
+}
+
+PGconn *cp_db_conn(cp_db *db, sp_error **err)
+{
+        return connect_db(db, err) < 0 ? NULL : db->conn;
+}
+
+unsigned cp_db_generation(const cp_db *db)
+{
+        return db->generation;
+}
+
+bool cp_db_connected(const cp_db *db)
+{
+        return db->conn && PQstatus(db->conn) == CONNECTION_OK;
 }
 
 int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err)
@@ -124,15 +160,30 @@ static int exec_script(cp_db *db, const char *sql, sp_error **err)
 
 int cp_db_begin(cp_db *db, sp_error **err)
 {
-        return cp_db_exec(db, "BEGIN", 0, NULL, NULL, err);
+        int r = cp_db_exec(db, "BEGIN", 0, NULL, NULL, err);
+        if (r < 0)
+                return r;
+        db->in_txn = true;
+        db->txn_lost = false;
+        return 0;
 }
+
 int cp_db_commit(cp_db *db, sp_error **err)
 {
-        return cp_db_exec(db, "COMMIT", 0, NULL, NULL, err);
+        int r = cp_db_exec(db, "COMMIT", 0, NULL, NULL, err);
+        /* Whatever the outcome, the transaction is over (a failed COMMIT rolled back). */
+        db->in_txn = false;
+        db->txn_lost = false;
+        return r;
 }
+
 void cp_db_rollback(cp_db *db)
 {
-        (void)cp_db_exec(db, "ROLLBACK", 0, NULL, NULL, NULL);
+        bool lost = db->txn_lost;
+        db->in_txn = false;
+        db->txn_lost = false;
+        if (!lost && cp_db_connected(db))
+                (void)cp_db_exec(db, "ROLLBACK", 0, NULL, NULL, NULL);
 }
 
 int cp_db_version(cp_db *db, int *ret, sp_error **err)

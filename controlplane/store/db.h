@@ -41,7 +41,17 @@ void cp_db_close(cp_db *db);
  * once if the connection had been lost before the call. */
 int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *params, PGresult **ret, sp_error **err);
 
-/* BEGIN / COMMIT / ROLLBACK. */
+/* The live connection, reconnecting first if needed (for LISTEN and
+ * PQsocket()); NULL with SP_E_UNAVAILABLE. Borrowed. */
+PGconn *cp_db_conn(cp_db *db, sp_error **err);
+/* Counts successful (re)connections: a LISTEN must be issued again when it changes. */
+unsigned cp_db_generation(const cp_db *db);
+/* True while the connection is up (as far as libpq knows). */
+bool cp_db_connected(const cp_db *db);
+
+/* BEGIN / COMMIT / ROLLBACK. If the connection is lost inside a transaction,
+ * every call fails with SP_E_UNAVAILABLE until cp_db_rollback() (never a
+ * silent reconnection that would run the rest outside the transaction). */
 int cp_db_begin(cp_db *db, sp_error **err);
 int cp_db_commit(cp_db *db, sp_error **err);
 void cp_db_rollback(cp_db *db);

@@ -135,3 +135,46 @@ int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_er
                 return sp_error_set(err, SP_E_NOT_FOUND, "API key %.64s not found", key_id);
         return 0;
 }
+
+#define BOOTSTRAP_LOCK_KEY "7365790001"
+
+int cp_apikey_bootstrap_admin(cp_db *db, const char *secret, char **ret_secret, sp_error **err)
+{
+        *ret_secret = NULL;
+        if (cp_db_exec(db, "SELECT pg_advisory_lock(" BOOTSTRAP_LOCK_KEY ")", 0, NULL, NULL, err) < 0)
+                return sp_error_wrap(err, "bootstrap admin key");
+        _cleanup_pgresult_ PGresult *res = NULL;
+        int r = cp_db_exec(db, "SELECT 1 FROM api_keys WHERE admin AND revoked_at IS NULL LIMIT 1", 0, NULL, &res, err);
+        if (r < 0 || PQntuples(res) > 0)
+                goto unlock;
+        if (!secret) {
+                char id[SP_ID_MAX];
+                r = cp_apikey_create(db, "ten_system", "bootstrap admin", true, ret_secret, id, err);
+                goto unlock;
+        }
+        /* An operator-provided secret: "spk_key_<20>_<secret>". */
+        size_t plen = strlen(SECRET_PREFIX), idlen = 4 + SP_ID_RANDOM_CHARS;
+        char id[SP_ID_MAX];
+        if (strlen(secret) < plen + idlen + 1 + 16 || strlen(secret) > 200 ||
+            strncmp(secret, SECRET_PREFIX, plen) != 0 || secret[plen + idlen] != '_') {
+                r = sp_error_set(err, SP_E_INVALID, "the admin key must look like spk_key_<20 characters>_<secret>");
+                goto unlock;
+        }
+        memcpy(id, secret + plen, idlen);
+        id[idlen] = '\0';
+        if (!sp_id_valid(id, "key")) {
+                r = sp_error_set(err, SP_E_INVALID, "the admin key's id part is malformed");
+                goto unlock;
+        }
+        char hash[65], hashlit[70];
+        hash_hex(secret, hash);
+        snprintf(hashlit, sizeof(hashlit), "\\x%s", hash);
+        const char *params[] = {id, hashlit};
+        r = cp_db_exec(db,
+                       "INSERT INTO api_keys (id, tenant_id, name, admin, secret_hash) "
+                       "VALUES ($1, 'ten_system', 'bootstrap admin', true, $2::bytea)",
+                       2, params, NULL, err);
+unlock:
+        (void)cp_db_exec(db, "SELECT pg_advisory_unlock(" BOOTSTRAP_LOCK_KEY ")", 0, NULL, NULL, NULL);
+        return r < 0 ? sp_error_wrap(err, "bootstrap admin key") : 0;
+}

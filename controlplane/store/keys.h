@@ -32,4 +32,11 @@ int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error 
 /* Revokes a key of tenant_id; a foreign or unknown key is SP_E_NOT_FOUND. */
 int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err);
 
+/* On a cluster without any usable admin key, creates one in the system
+ * tenant: from `secret` when it is given (a key in this format, e.g. kept in
+ * a file by the operator), else a new one returned in *ret_secret (malloc'd).
+ * Runs under an advisory lock, so replicas starting together make one.
+ * *ret_secret is NULL when an admin key already existed (nothing is done). */
+int cp_apikey_bootstrap_admin(cp_db *db, const char *secret, char **ret_secret, sp_error **err);
+
 #endif

@@ -114,6 +114,16 @@ int sp_http_route(sp_http_server *srv, const char *method, const char *pattern, 
 int sp_http_route_ex(sp_http_server *srv, const char *method, const char *pattern, const sp_http_route_opts *opts,
                      sp_http_handler handler, void *userdata, sp_error **err);
 
+/* Called by sp_http_server_foreach_route() with each route's method and
+ * pattern as registered (borrowed, valid during the call). 0 continues the
+ * walk; any other value stops it. */
+typedef int (*sp_http_route_cb)(const char *method, const char *pattern, void *userdata);
+
+/* Calls cb for every registered route, in registration order (a GET route is
+ * listed once, not again as HEAD). Returns 0 after the last route, or the
+ * first non-zero value cb returned. Do not register routes from cb. */
+int sp_http_server_foreach_route(const sp_http_server *srv, sp_http_route_cb cb, void *userdata);
+
 /* ---- requests ---- */
 
 /* Reference counting for requests answered later (see above). ref returns req. */

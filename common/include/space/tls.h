@@ -17,6 +17,7 @@
 #define SPACE_TLS_H
 
 #include <openssl/ssl.h>
+#include <stdbool.h>
 
 #include "space/error.h"
 #include "space/pki.h"
@@ -32,6 +33,7 @@ typedef struct sp_tls_config {
         const char *cert_pem; /* own certificate, optionally followed by its chain */
         const char *key_pem; /* own private key */
         unsigned peer_roles; /* accepted peer roles (sp_role bits); 0 = server does not ask for a certificate */
+        bool peer_optional; /* server with peer_roles: a client may also come without a certificate */
         const char *const *alpn; /* NULL-terminated protocols by preference, e.g. {"h2", NULL}; NULL = no ALPN */
 } sp_tls_config;
 
@@ -39,10 +41,16 @@ typedef struct sp_tls_config {
  * AEAD suites only for 1.2), own certificate and key, no renegotiation.
  * With peer_roles non-zero the client must present a certificate from the
  * CA whose role is in peer_roles, or the handshake fails; with 0 no
- * certificate is requested (a public HTTPS endpoint). With an ALPN list the
+ * certificate is requested (a public HTTPS endpoint). With peer_roles and
+ * peer_optional the server asks for a certificate but also lets a client
+ * without one finish the handshake (sp_tls_peer_identity() then fails with
+ * SP_E_UNAUTHENTICATED, and the application grants it only what anonymous
+ * peers may do, e.g. the control plane's Join); a certificate that is presented
+ * must verify and carry an accepted role, as without the flag. With an ALPN list the
  * server selects the first of its protocols the client offers and refuses a
  * client that offers ALPN but none of them. Errors: SP_E_INVALID for bad
- * PEM, a key that does not match the certificate, a bad ALPN list. */
+ * PEM, a key that does not match the certificate, a bad ALPN list,
+ * peer_optional without peer_roles. */
 SSL_CTX *sp_tls_server_ctx_new(const sp_tls_config *cfg, sp_error **err);
 
 /* Builds a client context: same protocol settings; presents its own

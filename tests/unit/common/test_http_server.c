@@ -127,6 +127,59 @@ START_TEST(route_registration_errors)
 }
 END_TEST
 
+/* Collects "METHOD PATTERN\n" lines; stops with 7 after `stop_after` routes (0: never). */
+typedef struct route_walk {
+        sp_buf lines;
+        size_t seen, stop_after;
+} route_walk;
+
+static int collect_route(const char *method, const char *pattern, void *userdata)
+{
+        route_walk *w = userdata;
+        sp_buf_appendf(&w->lines, NULL, "%s %s\n", method, pattern);
+        return ++w->seen == w->stop_after ? 7 : 0;
+}
+
+START_TEST(foreach_route_lists_registered_routes)
+{
+        struct event_base *base = event_base_new();
+        sp_http_server *srv = sp_http_server_new(base, NULL, NULL);
+        route_walk w = {0};
+        ck_assert_int_eq(sp_http_server_foreach_route(srv, collect_route, &w), 0);
+        ck_assert_uint_eq(w.seen, 0);
+
+        add_routes(srv);
+        /* Refused registrations leave no trace in the table. */
+        ck_assert_int_eq(sp_http_route(srv, "GET", "/fixed", fixed_handler, NULL, NULL), -SP_E_CONFLICT);
+        ck_assert_int_eq(sp_http_route(srv, "GET", "/bad/{}", fixed_handler, NULL, NULL), -SP_E_INVALID);
+        ck_assert_int_eq(sp_http_server_foreach_route(srv, collect_route, &w), 0);
+        ck_assert_str_eq(w.lines.data, "GET /v1/sandboxes/{id}/files/*path\n"
+                                       "GET /v1/sandboxes/{id}\n"
+                                       "GET /v1/sandboxes/special\n"
+                                       "GET /v1/sandboxes\n"
+                                       "POST /v1/sandboxes\n"
+                                       "DELETE /v1/sandboxes/{id}\n"
+                                       "GET /silent\n"
+                                       "GET /fixed\n"
+                                       "POST /echo\n"
+                                       "POST /small\n");
+        ck_assert_uint_eq(w.seen, 10);
+
+        /* A non-zero return stops the walk and is passed on. */
+        sp_buf_clear(&w.lines);
+        w.seen = 0;
+        w.stop_after = 3;
+        ck_assert_int_eq(sp_http_server_foreach_route(srv, collect_route, &w), 7);
+        ck_assert_uint_eq(w.seen, 3);
+        ck_assert_str_eq(w.lines.data, "GET /v1/sandboxes/{id}/files/*path\n"
+                                       "GET /v1/sandboxes/{id}\n"
+                                       "GET /v1/sandboxes/special\n");
+        sp_buf_free(&w.lines);
+        sp_http_server_free(srv);
+        event_base_free(base);
+}
+END_TEST
+
 START_TEST(routing_params_and_request_ids)
 {
         tserver ts;
@@ -835,6 +888,7 @@ static Suite *suite(void)
         TCase *tc = tcase_create("server");
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, route_registration_errors);
+        tcase_add_test(tc, foreach_route_lists_registered_routes);
         tcase_add_test(tc, routing_params_and_request_ids);
         tcase_add_test(tc, not_found_method_not_allowed_head);
         tcase_add_test(tc, keepalive_and_pipelining);

@@ -363,6 +363,61 @@ START_TEST(public_server_asks_no_certificate)
 }
 END_TEST
 
+START_TEST(optional_client_certificate)
+{
+        server s;
+        client c;
+        sp_tls_config scfg = cfg_of(pki.ca_pem, &pki.cp, SP_ROLE_WORKER, alpn_h2);
+        scfg.peer_optional = true;
+
+        /* No certificate: the handshake completes, the peer has no identity. */
+        sp_tls_config anon = cfg_of(pki.ca_pem, NULL, SP_ROLE_CONTROLPLANE, alpn_h2);
+        server_start(&s, &scfg);
+        client_run(&s, &anon, 0, &c);
+        server_finish(&s);
+        ck_assert(s.handshake_ok);
+        ck_assert(!s.had_peer_cert);
+        ck_assert_int_eq(s.identity_rc, -SP_E_UNAUTHENTICATED);
+        ck_assert_str_eq(c.reply, "ok - -");
+        ck_assert_int_eq(c.peer_role, SP_ROLE_CONTROLPLANE);
+
+        /* An accepted certificate names its holder, under TLS 1.3 and 1.2. */
+        sp_tls_config worker = cfg_of(pki.ca_pem, &pki.worker, SP_ROLE_CONTROLPLANE, alpn_h2);
+        int versions[] = {0, TLS1_2_VERSION};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(versions); i++) {
+                server_start(&s, &scfg);
+                client_run(&s, &worker, versions[i], &c);
+                server_finish(&s);
+                ck_assert(s.handshake_ok);
+                ck_assert_int_eq(s.identity_rc, 0);
+                ck_assert_int_eq(s.peer_role, SP_ROLE_WORKER);
+                ck_assert_str_eq(c.reply, "ok worker w1");
+        }
+
+        /* A certificate that is presented must still verify and carry an accepted role. */
+        sp_tls_config foreign = cfg_of(pki.ca_pem, &pki.foreign_worker, SP_ROLE_CONTROLPLANE, alpn_h2);
+        server_start(&s, &scfg);
+        client_run(&s, &foreign, 0, &c);
+        server_finish(&s);
+        ck_assert(!s.handshake_ok);
+        ck_assert_str_eq(c.reply, "");
+        sp_tls_config dp = cfg_of(pki.ca_pem, &pki.dp, SP_ROLE_CONTROLPLANE, alpn_h2);
+        server_start(&s, &scfg);
+        client_run(&s, &dp, 0, &c);
+        server_finish(&s);
+        ck_assert(!s.handshake_ok);
+        ck_assert_int_eq(s.verify_result, X509_V_ERR_APPLICATION_VERIFICATION);
+        ck_assert_str_eq(c.reply, "");
+
+        /* Optional certificates without accepted roles make no sense. */
+        _cleanup_error_ sp_error *e = NULL;
+        sp_tls_config bad = cfg_of(pki.ca_pem, &pki.cp, 0, NULL);
+        bad.peer_optional = true;
+        ck_assert_ptr_null(sp_tls_server_ctx_new(&bad, &e));
+        ck_assert_int_eq(e->code, SP_E_INVALID);
+}
+END_TEST
+
 START_TEST(alpn_selection)
 {
         server s;
@@ -475,6 +530,7 @@ int main(void)
         tcase_add_test(tc, server_from_other_ca_refused_by_client);
         tcase_add_test(tc, client_without_certificate_refused);
         tcase_add_test(tc, public_server_asks_no_certificate);
+        tcase_add_test(tc, optional_client_certificate);
         tcase_add_test(tc, alpn_selection);
         tcase_add_test(tc, ca_bundle_accepts_both);
         tcase_add_test(tc, ctx_rejects_bad_config);

@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The API's core: dispatch with authentication, replies with metrics and
+ * logs, mutations in one transaction with their idempotency and audit
+ * records, and long-polling on operations woken by LISTEN space_op_done.
+ */
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "api/request.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+/* Latency bucket upper bounds, seconds (Prometheus histogram). */
+const double cp__latency_bounds[CP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                       0.1,   0.25,   0.5,   1,    2.5,   10};
+
+struct cp_waiter {
+        cp_waiter *next;
+        cp_call *call;
+        char op_id[SP_ID_MAX];
+        int64_t deadline_us;
+};
+
+static void record(cp_call *c, int status)
+{
+        if (!c->rc || !c->api)
+                return;
+        cp_route_stats *st = &c->api->stats[c->rc->index];
+        double s = (double)(sp_now_mono_us() - c->start_us) / 1e6;
+        int cls = status / 100;
+        if (cls >= 1 && cls <= 5)
+                st->count[cls]++;
+        for (int i = 0; i < CP_LATENCY_BUCKETS; i++)
+                if (s <= cp__latency_bounds[i])
+                        st->buckets[i]++;
+        st->total++;
+        st->sum_s += s;
+        if (status == 503)
+                c->api->unavailable_total++;
+        sp_log_level lvl = status >= 500 ? SP_LOG_WARN : SP_LOG_DEBUG;
+        char code[8];
+        snprintf(code, sizeof(code), "%d", status);
+        sp_log_kv(lvl,
+                  SP_KV("request_id", sp_http_request_id(c->req), "method", sp_http_request_method(c->req), "path",
+                        sp_http_request_path(c->req), "status", code),
+                  "%s %s -> %d (%.1f ms)", sp_http_request_method(c->req), sp_http_request_path(c->req), status,
+                  s * 1000);
+}
+
+static void call_done(cp_call *c)
+{
+        sp_http_request_unref(c->req);
+        free(c);
+}
+
+void cp__reply(cp_call *c, int status, json_object *obj)
+{
+        record(c, status);
+        if (obj)
+                sp_http_reply_json(c->req, status, obj);
+        else
+                sp_http_reply(c->req, status, NULL, "", 0);
+        call_done(c);
+}
+
+void cp__reply_raw(cp_call *c, int status, const char *content_type, const char *body, size_t len)
+{
+        record(c, status);
+        sp_http_reply(c->req, status, content_type, body, len);
+        call_done(c);
+}
+
+void cp__fail(cp_call *c, const sp_error *e)
+{
+        sp_error internal = {SP_E_INTERNAL, 0, (char *)"internal error"};
+        if (!e)
+                e = &internal;
+        int status = sp_errc_http_status(e->code);
+        if (e->code == SP_E_INTERNAL || e->code == SP_E_IO) {
+                /* Details of internal failures go to the log, not to the client. */
+                sp_log_kv(SP_LOG_ERROR, SP_KV("request_id", sp_http_request_id(c->req)), "%s", e->message);
+                sp_error shown = {e->code, 0, (char *)"internal error"};
+                record(c, status);
+                sp_http_reply_error(c->req, &shown);
+                call_done(c);
+                return;
+        }
+        record(c, status);
+        sp_http_reply_error(c->req, e);
+        call_done(c);
+}
+
+void cp__failf(cp_call *c, sp_errc code, const char *fmt, ...)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        sp_error_setv(&e, code, 0, fmt, ap);
+        va_end(ap);
+        cp__fail(c, e);
+}
+
+/* ---- authentication and dispatch ---- */
+
+static void dispatch(sp_http_request *req, void *userdata)
+{
+        cp_route_ctx *rc = userdata;
+        cp_call *c = calloc(1, sizeof(*c));
+        if (!c) {
+                sp_http_reply_errorf(req, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        c->api = rc->api;
+        c->req = sp_http_request_ref(req);
+        c->rc = rc;
+        c->start_us = sp_now_mono_us();
+        if (!c->api) {
+                cp__failf(c, SP_E_UNAVAILABLE, "the API is not serving");
+                return;
+        }
+        if (rc->route->auth != CP_AUTH_NONE) {
+                const char *h = sp_http_request_header(req, "Authorization");
+                if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+                        sp_http_response_header(req, "WWW-Authenticate", "Bearer");
+                        cp__failf(c, SP_E_UNAUTHENTICATED, "missing API key: send Authorization: Bearer <key>");
+                        return;
+                }
+                _cleanup_error_ sp_error *e = NULL;
+                if (cp_apikey_verify(c->api->db, h + 7, &c->who, &e) < 0) {
+                        if (e->code == SP_E_UNAUTHENTICATED)
+                                sp_http_response_header(req, "WWW-Authenticate", "Bearer");
+                        cp__fail(c, e);
+                        return;
+                }
+                if (rc->route->auth == CP_AUTH_ADMIN && !c->who.admin) {
+                        cp__failf(c, SP_E_PERMISSION, "this route needs an admin API key");
+                        return;
+                }
+        }
+        rc->route->handler(c);
+}
+
+int cp_api_register_routes(sp_http_server *srv, cp_api *api, sp_error **err)
+{
+        static cp_route_ctx listing[CP_API_MAX_ROUTES];
+        for (size_t i = 0; cp_api_routes[i].method; i++) {
+                if (i >= CP_API_MAX_ROUTES)
+                        return sp_error_set(err, SP_E_LIMIT, "more than %d routes", CP_API_MAX_ROUTES);
+                cp_route_ctx *rc = api ? &api->ctx[i] : &listing[i];
+                rc->api = api;
+                rc->route = &cp_api_routes[i];
+                rc->index = i;
+                sp_http_route_opts opts = {.max_body = cp_api_routes[i].max_body};
+                if (sp_http_route_ex(srv, cp_api_routes[i].method, cp_api_routes[i].pattern, &opts, dispatch, rc, err) <
+                    0)
+                        return sp_error_wrap(err, "route %s %s", cp_api_routes[i].method, cp_api_routes[i].pattern);
+        }
+        return 0;
+}
+
+/* ---- queries ---- */
+
+int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const *params, const char *not_found_msg,
+                   json_object **ret, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(api->db, sql, nparams, params, &res, err) < 0)
+                return -(int)(*err)->code;
+        if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0))
+                return sp_error_set(err, SP_E_NOT_FOUND, "%s", not_found_msg ? not_found_msg : "not found");
+        const char *v = PQgetvalue(res, 0, 0);
+        return sp_json_parse(v, strlen(v), ret, err);
+}
+
+/* ---- mutations ---- */
+
+static void request_hash(cp_call *c, char out[65])
+{
+        const char *m = sp_http_request_method(c->req), *p = sp_http_request_path(c->req);
+        size_t blen = 0;
+        const char *b = sp_http_request_body(c->req, &blen);
+        unsigned char md[32] = {0};
+        EVP_MD_CTX *h = EVP_MD_CTX_new();
+        if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1) {
+                EVP_DigestUpdate(h, m, strlen(m) + 1);
+                EVP_DigestUpdate(h, p, strlen(p) + 1);
+                EVP_DigestUpdate(h, b, blen);
+                EVP_DigestFinal_ex(h, md, NULL);
+        }
+        EVP_MD_CTX_free(h);
+        static const char hex[] = "0123456789abcdef";
+        for (int i = 0; i < 32; i++) {
+                out[2 * i] = hex[md[i] >> 4];
+                out[2 * i + 1] = hex[md[i] & 15];
+        }
+        out[64] = '\0';
+}
+
+int cp__mutation_begin(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *key = sp_http_request_header(c->req, "Idempotency-Key");
+        if (key && !cp_req_idempotency_key_valid(key)) {
+                cp__failf(c, SP_E_INVALID, "Idempotency-Key must be 1-255 printable ASCII characters");
+                return 1;
+        }
+        if (cp_db_begin(c->api->db, &e) < 0) {
+                cp__fail(c, e);
+                return 1;
+        }
+        c->in_txn = true;
+        if (!key)
+                return 0;
+        c->idem_key = key;
+        request_hash(c, c->idem_hash);
+        char hashlit[70];
+        snprintf(hashlit, sizeof(hashlit), "\\x%s", c->idem_hash);
+        const char *params[] = {c->who.tenant_id, key, hashlit, c->rc->route->pattern};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        /* ON CONFLICT waits for a concurrent holder of the key to finish: after it
+         * commits we read its answer, after it rolls back we insert ours. */
+        if (cp_db_exec(c->api->db,
+                       "INSERT INTO idempotency_keys (tenant_id, key, request_hash, response_status, response_body, "
+                       "route) VALUES ($1, $2, $3::bytea, 0, '{}', $4) ON CONFLICT DO NOTHING RETURNING 1",
+                       4, params, &res, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return 1;
+        }
+        if (PQntuples(res) == 1)
+                return 0;
+        cp_db_rollback(c->api->db);
+        c->in_txn = false;
+        _cleanup_pgresult_ PGresult *prev = NULL;
+        const char *p2[] = {c->who.tenant_id, key};
+        if (cp_db_exec(c->api->db,
+                       "SELECT encode(request_hash, 'hex'), response_status, response_body::text FROM idempotency_keys "
+                       "WHERE tenant_id = $1 AND key = $2",
+                       2, p2, &prev, &e) < 0) {
+                cp__fail(c, e);
+                return 1;
+        }
+        if (PQntuples(prev) != 1) {
+                cp__failf(c, SP_E_UNAVAILABLE, "Idempotency-Key is being used by a request that did not finish; retry");
+                return 1;
+        }
+        if (strcmp(PQgetvalue(prev, 0, 0), c->idem_hash) != 0) {
+                cp__failf(c, SP_E_CONFLICT, "Idempotency-Key was already used for a different request");
+                return 1;
+        }
+        int status = atoi(PQgetvalue(prev, 0, 1));
+        const char *body = PQgetvalue(prev, 0, 2);
+        sp_http_response_header(c->req, "Idempotent-Replayed", "true");
+        cp__reply_raw(c, status, status == 204 ? NULL : "application/json", status == 204 ? "" : body,
+                      status == 204 ? 0 : strlen(body));
+        return 1;
+}
+
+void cp__mutation_abort(cp_call *c, const sp_error *e)
+{
+        if (c->in_txn)
+                cp_db_rollback(c->api->db);
+        c->in_txn = false;
+        cp__fail(c, e);
+}
+
+void cp__mutation_commit(cp_call *c, int status, json_object *obj)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (c->idem_key) {
+                static const char secret_replay[] =
+                        "{\"error\":{\"code\":\"conflict\",\"message\":\"this request already succeeded; "
+                        "the secret it created is shown only once\"}}";
+                char st[16];
+                snprintf(st, sizeof(st), "%d", c->idem_secret ? 409 : status);
+                const char *params[] = {c->who.tenant_id, c->idem_key, st,
+                                        c->idem_secret ? secret_replay
+                                        : obj          ? sp_json_str(obj)
+                                                       : "{}"};
+                if (cp_db_exec(c->api->db,
+                               "UPDATE idempotency_keys SET response_status = $3::integer, response_body = $4::jsonb "
+                               "WHERE tenant_id = $1 AND key = $2",
+                               4, params, NULL, &e) < 0) {
+                        cp__mutation_abort(c, e);
+                        return;
+                }
+        }
+        c->in_txn = false;
+        if (cp_db_commit(c->api->db, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        cp__reply(c, status, obj);
+}
+
+int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err)
+{
+        const char *params[] = {c->who.tenant_id[0] ? c->who.tenant_id : NULL,
+                                c->who.key_id[0] ? c->who.key_id : NULL,
+                                action,
+                                target,
+                                sp_http_request_id(c->req),
+                                detail ? sp_json_str(detail) : "{}"};
+        return cp_db_exec(c->api->db,
+                          "INSERT INTO audit_log (tenant_id, key_id, action, target, request_id, detail) "
+                          "VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
+                          6, params, NULL, err);
+}
+
+/* ---- long-polling ---- */
+
+static void answer_waiter(cp_api *api, cp_waiter **link)
+{
+        cp_waiter *w = *link;
+        *link = w->next;
+        const char *params[] = {w->op_id, w->call->who.tenant_id};
+        _cleanup_json_ json_object *op = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (cp__query_json(api, "SELECT api_operation(o) FROM operations o WHERE o.id = $1 AND o.tenant_id = $2", 2,
+                           params, "operation not found", &op, &e) < 0)
+                cp__fail(w->call, e);
+        else
+                cp__reply(w->call, 200, op);
+        free(w);
+}
+
+static bool op_finished(cp_api *api, const char *op_id)
+{
+        const char *params[] = {op_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(api->db, "SELECT 1 FROM operations WHERE id = $1 AND state IN ('succeeded', 'failed')", 1,
+                       params, &res, NULL) < 0)
+                return true; /* the database is down: answer with what the query says (503) */
+        return PQntuples(res) > 0;
+}
+
+void cp__waiters_check(cp_api *api, const char *op_id)
+{
+        int64_t now = sp_now_mono_us();
+        for (cp_waiter **link = &api->waiters; *link;) {
+                cp_waiter *w = *link;
+                bool gone = !sp_http_request_connected(w->call->req);
+                if (gone) {
+                        *link = w->next;
+                        call_done(w->call);
+                        free(w);
+                        continue;
+                }
+                if (w->deadline_us <= now || ((!op_id || strcmp(op_id, w->op_id) == 0) && op_finished(api, w->op_id))) {
+                        answer_waiter(api, link);
+                        continue;
+                }
+                link = &w->next;
+        }
+}
+
+void cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us)
+{
+        cp_waiter *w = calloc(1, sizeof(*w));
+        if (!w) {
+                cp__failf(c, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        w->call = c;
+        snprintf(w->op_id, sizeof(w->op_id), "%s", op_id);
+        w->deadline_us = deadline_us;
+        w->next = c->api->waiters;
+        c->api->waiters = w;
+}
+
+static void listen_setup(cp_api *api);
+
+static void on_listen(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        cp_api *api = arg;
+        PGconn *conn = cp_db_conn(api->listen_db, NULL);
+        if (!conn || !PQconsumeInput(conn)) {
+                /* Lost: the tick reconnects and re-checks every waiter. */
+                if (api->listen_ev) {
+                        event_free(api->listen_ev);
+                        api->listen_ev = NULL;
+                }
+                return;
+        }
+        PGnotify *n;
+        while ((n = PQnotifies(conn))) {
+                cp__waiters_check(api, n->extra);
+                PQfreemem(n);
+        }
+}
+
+static void listen_setup(cp_api *api)
+{
+        if (api->listen_ev && cp_db_connected(api->listen_db) &&
+            api->listen_generation == cp_db_generation(api->listen_db))
+                return;
+        if (api->listen_ev) {
+                event_free(api->listen_ev);
+                api->listen_ev = NULL;
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        if (cp_db_exec(api->listen_db, "LISTEN space_op_done", 0, NULL, NULL, &e) < 0)
+                return;
+        PGconn *conn = cp_db_conn(api->listen_db, NULL);
+        if (!conn)
+                return;
+        api->listen_generation = cp_db_generation(api->listen_db);
+        api->listen_ev = event_new(api->base, PQsocket(conn), EV_READ | EV_PERSIST, on_listen, api);
+        if (api->listen_ev)
+                event_add(api->listen_ev, NULL);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        cp_api *api = arg;
+        listen_setup(api);
+        /* The backstop for a notification lost while the listener reconnected,
+         * and the deadlines. */
+        if (api->waiters)
+                cp__waiters_check(api, NULL);
+}
+
+cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_config *cfg, sp_error **err)
+{
+        cp_api *api = calloc(1, sizeof(*api));
+        if (!api) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        api->base = base;
+        api->cfg = *cfg;
+        if (api->cfg.default_idle_timeout_s == 0)
+                api->cfg.default_idle_timeout_s = CP_DEFAULT_IDLE_TIMEOUT_S;
+        if (api->cfg.operation_deadline_s == 0)
+                api->cfg.operation_deadline_s = 600;
+        if (cp_db_open(cfg->conninfo, &api->db, err) < 0 || cp_db_open(cfg->conninfo, &api->listen_db, err) < 0)
+                goto fail;
+        listen_setup(api);
+        struct timeval tv = {0, 250 * 1000};
+        api->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, api);
+        if (!api->tick_ev || event_add(api->tick_ev, &tv) < 0) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
+        if (cp_api_register_routes(srv, api, err) < 0)
+                goto fail;
+        return api;
+fail:
+        cp_api_free(api);
+        return NULL;
+}
+
+cp_api *cp_api_free(cp_api *api)
+{
+        if (!api)
+                return NULL;
+        while (api->waiters)
+                answer_waiter(api, &api->waiters);
+        if (api->listen_ev)
+                event_free(api->listen_ev);
+        if (api->tick_ev)
+                event_free(api->tick_ev);
+        cp_db_close(api->listen_db);
+        cp_db_close(api->db);
+        free(api);
+        return NULL;
+}

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decoding and validation of public API request bodies and query parameters.
+ *
+ * Pure functions over untrusted bytes (a fuzz target drives each): strict
+ * JSON (space/json.h), unknown fields refused, every size, count and number
+ * bounded, defaults filled in. On failure they return < 0 with an
+ * SP_E_INVALID error whose message names the offending field (e.g.
+ * "resources.memory_mb must be between 16 and 262144", "unknown field
+ * 'resources.gpus'", "template is required") and leave *ret zeroed; on
+ * success the caller frees *ret with the matching _free() (types without one
+ * own nothing). Thread-safe.
+ *
+ * Bodies: a JSON object; an empty body (0 bytes) counts as {}; a JSON null
+ * counts as an absent field; integers must be JSON integers (not 1.0 or
+ * 1e3); a body over 1 MiB fails with SP_E_TOO_LARGE. A key repeated in one
+ * object keeps its last value (json-c). Names (template, tenant, key):
+ * 1..CP_NAME_LEN of [A-Za-z0-9._-] starting with a letter or digit. Map keys:
+ * env [A-Za-z_][A-Za-z0-9_]*; metadata and labels [A-Za-z0-9._:/-] starting
+ * with a letter or digit; 1..CP_MAX_MAP_KEY bytes; values any string of at
+ * most CP_MAX_MAP_VALUE bytes without NUL.
+ */
+#ifndef CP_API_REQUEST_H
+#define CP_API_REQUEST_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/error.h"
+
+#define CP_NAME_LEN 128 /* template, tenant, key and label names */
+#define CP_MAX_MAP_ITEMS 64 /* env, metadata, labels */
+#define CP_MAX_MAP_KEY 128
+#define CP_MAX_MAP_VALUE 4096
+#define CP_MAX_TIMEOUT_S (30 * 86400) /* 30 days */
+#define CP_DEFAULT_IDLE_TIMEOUT_S (6 * 3600)
+
+/* Resources of a sandbox; zero fields of a request are given the defaults. */
+typedef struct cp_resources {
+        int64_t cpu_millis; /* [1000], 10..64000 */
+        int64_t memory_mb; /* [512], 16..262144 */
+        int64_t disk_mb; /* [2048], 16..1048576 */
+        int64_t pids; /* [1024], 16..65536 */
+} cp_resources;
+
+/* POST /v1/sandboxes
+ * {"template":"base", "resources":{...}, "env":{}, "metadata":{}, "labels":{},
+ *  "backend":"jail", "timeout_s":3600, "end_action":"kill"|"suspend",
+ *  "idle_timeout_s":21600, "egress":"none"} — only "template" is required. */
+typedef struct cp_sandbox_create_req {
+        char template_name[CP_NAME_LEN + 1]; /* [A-Za-z0-9._-], 1..128 */
+        cp_resources resources;
+        json_object *env; /* string map, never NULL (empty object) */
+        json_object *metadata; /* string map, never NULL */
+        json_object *labels; /* placement selector, string map, never NULL */
+        char backend[16]; /* "" (any), "jail", "qemu", "firecracker" */
+        int64_t timeout_s; /* 0: none; else 1..CP_MAX_TIMEOUT_S, sets end_at */
+        char end_action[16]; /* "kill" (default) or "suspend" */
+        int64_t idle_timeout_s; /* -1: cluster default (field absent); 0: never; else 60..CP_MAX_TIMEOUT_S */
+        char egress[64]; /* "" or a profile name [a-z0-9-]; stored, enforced by a later issue */
+} cp_sandbox_create_req;
+int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err);
+void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
+
+/* POST /v1/sandboxes/{id}/timeout {"timeout_s":N, "end_action":"kill"|"suspend"}
+ * timeout_s 0 clears the timeout; end_action keeps the current one when absent (""). */
+typedef struct cp_timeout_req {
+        int64_t timeout_s;
+        char end_action[16];
+} cp_timeout_req;
+int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error **err);
+
+/* POST /v1/templates {"name":"py", "source":"dir"|"tar"|"oci"|"debootstrap",
+ *  "path":"/srv/images/py.tar.zst", "suite":"bookworm", "mirror":"http://...", "warm":2}
+ * path is required for dir/tar/oci (absolute, on the worker hosts, at most
+ * 4095 bytes, no "." or ".." or empty segments, no control characters), suite
+ * ([a-z0-9.-], 1..64) for debootstrap, mirror (http:// or https://, at most
+ * 1024 bytes) optional for debootstrap; a field of the other kind of source is
+ * refused. warm is the warm-pool size per worker (0..64) [0]. */
+typedef struct cp_template_create_req {
+        char name[CP_NAME_LEN + 1];
+        char source[16];
+        char *path; /* NULL when absent */
+        char *suite;
+        char *mirror;
+        int64_t warm;
+} cp_template_create_req;
+int cp_req_template_create(const char *body, size_t len, cp_template_create_req *ret, sp_error **err);
+void cp_template_create_req_free(cp_template_create_req *r);
+
+/* POST /v1/templates/{name}/warm {"warm":N} (0..64, required) */
+int cp_req_warm(const char *body, size_t len, int64_t *ret, sp_error **err);
+
+/* POST /v1/tenants {"name":"acme"} and POST /v1/keys {"name":"ci", "admin":false, "tenant_id":"ten_..."}
+ * (tenant_id only for admins creating a key in another tenant; "" when absent). */
+typedef struct cp_named_req {
+        char name[CP_NAME_LEN + 1];
+        bool admin;
+        char tenant_id[32];
+} cp_named_req;
+int cp_req_tenant_create(const char *body, size_t len, cp_named_req *ret, sp_error **err);
+int cp_req_key_create(const char *body, size_t len, cp_named_req *ret, sp_error **err);
+
+/* POST /v1/join-tokens {"description":"...", "ttl_s":3600, "uses":1}
+ * description [""] up to CP_NAME_LEN bytes without control characters;
+ * ttl_s 60..30 days [3600]; uses 0 (unlimited until expiry) or 1..1000 [1]. */
+typedef struct cp_join_token_req {
+        char description[CP_NAME_LEN + 1];
+        int64_t ttl_s;
+        int64_t uses;
+} cp_join_token_req;
+int cp_req_join_token(const char *body, size_t len, cp_join_token_req *ret, sp_error **err);
+
+/* Query of GET /v1/sandboxes: ?state=running&template=base&metadata.k=v&limit=50&cursor=...
+ * Give the raw values (NULL when absent; an empty value counts as absent).
+ * The ?metadata.KEY=VALUE filters are not decoded here: the caller gathers
+ * them (at most 8; keys as for metadata maps, values at most
+ * CP_MAX_MAP_VALUE bytes). */
+typedef struct cp_list_query {
+        char state[16]; /* "" or one of the sandbox states */
+        char template_name[CP_NAME_LEN + 1];
+        int64_t limit; /* 1..1000 [100] */
+        bool has_cursor;
+        char cursor_created_at[40]; /* decoded cursor: RFC 3339 timestamp with microseconds */
+        char cursor_id[32];
+} cp_list_query;
+int cp_req_list_query(const char *state, const char *template_name, const char *limit, const char *cursor,
+                      cp_list_query *ret, sp_error **err);
+
+/* Cursors are opaque to clients: base64url (no padding) of "<created_at>|<id>",
+ * at most 128 characters. created_at looks like a timestamp
+ * ("YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+HH[:MM]]", under 40 bytes) and id is a
+ * sandbox id ("sbx_..."); encode refuses other values, decode refuses
+ * anything else ("cursor is malformed"). Output buffers that are too small
+ * fail with SP_E_INVALID; on failure the outputs are empty strings. */
+int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t outlen, sp_error **err);
+int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,
+                     sp_error **err);
+
+/* ?wait=SECONDS on GET /v1/operations/{id}: 0..60, fractional allowed ("0.5",
+ * at most 6 decimals, truncated to milliseconds); no sign, exponent or
+ * spaces; NULL or "" → 0. */
+int cp_req_wait(const char *wait, int64_t *ret_ms, sp_error **err);
+
+/* The Idempotency-Key header: 1..255 printable ASCII characters (0x20-0x7e),
+ * not starting or ending with a space. */
+bool cp_req_idempotency_key_valid(const char *key);
+
+/* Sandbox states (DESIGN §2) and whether s is one. */
+bool cp_sandbox_state_valid(const char *s);
+
+#endif

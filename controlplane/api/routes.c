@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "api/api_internal.h"
+#include "api/routes.h"
+
+#define SMALL (64 * 1024)
+
+const cp_route cp_api_routes[] = {
+        {"GET", "/healthz", cp__h_healthz, CP_AUTH_NONE, 0},
+        {"GET", "/readyz", cp__h_readyz, CP_AUTH_NONE, 0},
+        {"GET", "/metrics", cp__h_metrics, CP_AUTH_NONE, 0},
+        {"GET", "/v1/openapi.json", cp__h_openapi, CP_AUTH_NONE, 0},
+
+        {"POST", "/v1/sandboxes", cp__h_sandbox_create, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes", cp__h_sandbox_list, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes/{id}", cp__h_sandbox_get, CP_AUTH_TENANT, 0},
+        {"DELETE", "/v1/sandboxes/{id}", cp__h_sandbox_delete, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/sandboxes/{id}/pause", cp__h_sandbox_pause, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/resume", cp__h_sandbox_resume, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/suspend", cp__h_sandbox_suspend, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/restore", cp__h_sandbox_restore, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/wake", cp__h_sandbox_wake, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/stop", cp__h_sandbox_stop, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/start", cp__h_sandbox_start, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/timeout", cp__h_sandbox_timeout, CP_AUTH_TENANT, SMALL},
+
+        {"GET", "/v1/operations/{id}", cp__h_operation_get, CP_AUTH_TENANT, 0},
+
+        {"POST", "/v1/templates", cp__h_template_create, CP_AUTH_TENANT, SMALL},
+        {"GET", "/v1/templates", cp__h_template_list, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/templates/{name}", cp__h_template_get, CP_AUTH_TENANT, 0},
+        {"DELETE", "/v1/templates/{name}", cp__h_template_delete, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/templates/{name}/warm", cp__h_template_warm, CP_AUTH_TENANT, SMALL},
+
+        {"GET", "/v1/workers", cp__h_worker_list, CP_AUTH_ADMIN, 0},
+        {"GET", "/v1/workers/{id}", cp__h_worker_get, CP_AUTH_ADMIN, 0},
+        {"POST", "/v1/workers/{id}/cordon", cp__h_worker_cordon, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/workers/{id}/uncordon", cp__h_worker_uncordon, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/workers/{id}/drain", cp__h_worker_drain, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/workers/{id}/unquarantine", cp__h_worker_unquarantine, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/join-tokens", cp__h_join_token_create, CP_AUTH_ADMIN, SMALL},
+        {"DELETE", "/v1/join-tokens/{id}", cp__h_join_token_delete, CP_AUTH_ADMIN, 0},
+
+        {"POST", "/v1/tenants", cp__h_tenant_create, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},
+        {"DELETE", "/v1/keys/{id}", cp__h_key_delete, CP_AUTH_TENANT, 0},
+        {NULL, NULL, NULL, CP_AUTH_NONE, 0},
+};

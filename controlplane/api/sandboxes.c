@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Sandboxes: create, list, get, delete, the lifecycle actions and the
+ * timeout. Mutations record the desired state and an operation in one
+ * transaction and answer 202; the controllers carry them out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "api/request.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+#define NOT_FOUND_FMT "sandbox %.64s not found"
+
+static int insert_operation(cp_call *c, const char *kind, const char *target, const char *state, const char *message,
+                            char op_id[static SP_ID_MAX], sp_error **err)
+{
+        if (sp_id_new("op", op_id, err) < 0)
+                return -SP_E_IO;
+        char deadline[32];
+        snprintf(deadline, sizeof(deadline), "%lld", (long long)c->api->cfg.operation_deadline_s);
+        const char *params[] = {op_id, c->who.tenant_id, kind, target, state, message, deadline};
+        return cp_db_exec(c->api->db,
+                          "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at) "
+                          "VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7::integer))",
+                          7, params, NULL, err);
+}
+
+/* {"operation":..., "sandbox":...} for op_id and sandbox id, inside the transaction. */
+static int envelope(cp_call *c, const char *op_id, const char *sbx_id, json_object **ret, sp_error **err)
+{
+        const char *params[] = {op_id, sbx_id};
+        return cp__query_json(c->api,
+                              "SELECT jsonb_build_object('operation', api_operation(o), 'sandbox', api_sandbox(s)) "
+                              "FROM operations o, sandboxes s WHERE o.id = $1 AND s.id = $2",
+                              2, params, "operation not found", ret, err);
+}
+
+void cp__h_sandbox_create(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        cp_sandbox_create_req r;
+        if (cp_req_sandbox_create(body, len, &r, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        /* The template: the tenant's own, else a public one. */
+        _cleanup_pgresult_ PGresult *tpl = NULL;
+        const char *tp[] = {r.template_name, c->who.tenant_id};
+        if (cp_db_exec(c->api->db,
+                       "SELECT id, state FROM templates WHERE name = $1 AND deleted_at IS NULL "
+                       "AND (tenant_id = $2 OR tenant_id = 'ten_system') ORDER BY (tenant_id = $2) DESC LIMIT 1",
+                       2, tp, &tpl, &e) < 0) {
+                cp_sandbox_create_req_free(&r);
+                cp__fail(c, e);
+                return;
+        }
+        if (PQntuples(tpl) != 1) {
+                cp__failf(c, SP_E_NOT_FOUND, "template '%s' not found", r.template_name);
+                cp_sandbox_create_req_free(&r);
+                return;
+        }
+        if (strcmp(PQgetvalue(tpl, 0, 1), "ready") != 0) {
+                cp__failf(c, SP_E_CONFLICT, "template '%s' is %s, not ready", r.template_name, PQgetvalue(tpl, 0, 1));
+                cp_sandbox_create_req_free(&r);
+                return;
+        }
+        _cleanup_json_ json_object *spec = json_object_new_object();
+        json_object *res = json_object_new_object();
+        json_object_object_add(res, "cpu_millis", json_object_new_int64(r.resources.cpu_millis));
+        json_object_object_add(res, "memory_mb", json_object_new_int64(r.resources.memory_mb));
+        json_object_object_add(res, "disk_mb", json_object_new_int64(r.resources.disk_mb));
+        json_object_object_add(res, "pids", json_object_new_int64(r.resources.pids));
+        json_object_object_add(spec, "resources", res);
+        json_object_object_add(spec, "env", json_object_get(r.env));
+        json_object_object_add(spec, "labels", json_object_get(r.labels));
+        json_object_object_add(spec, "egress", json_object_new_string(r.egress));
+
+        if (cp__mutation_begin(c)) {
+                cp_sandbox_create_req_free(&r);
+                return;
+        }
+        char id[SP_ID_MAX], op[SP_ID_MAX], timeout[32], idle[32];
+        snprintf(timeout, sizeof(timeout), "%lld", (long long)r.timeout_s);
+        snprintf(idle, sizeof(idle), "%lld", (long long)r.idle_timeout_s);
+        const char *params[] = {id,
+                                c->who.tenant_id,
+                                r.template_name,
+                                PQgetvalue(tpl, 0, 0),
+                                sp_json_str(spec),
+                                sp_json_str(r.metadata),
+                                r.backend[0] ? r.backend : NULL,
+                                r.idle_timeout_s >= 0 ? idle : NULL,
+                                r.end_action,
+                                r.timeout_s > 0 ? timeout : NULL};
+        _cleanup_json_ json_object *out = NULL;
+        if (sp_id_new("sbx", id, &e) < 0 ||
+            cp_db_exec(c->api->db,
+                       "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
+                       "observed_state, metadata, backend, idle_timeout_s, end_action, end_at) "
+                       "VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, $9, "
+                       "now() + make_interval(secs => $10::integer))",
+                       10, params, NULL, &e) < 0 ||
+            insert_operation(c, "create", id, "pending", NULL, op, &e) < 0 ||
+            cp__audit(c, "sandbox.create", id, NULL, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
+                cp_sandbox_create_req_free(&r);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        cp_sandbox_create_req_free(&r);
+        sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id, "request_id", sp_http_request_id(c->req)), "create requested");
+        cp__mutation_commit(c, 202, out);
+}
+
+void cp__h_sandbox_get(cp_call *c)
+{
+        const char *id = sp_http_request_param(c->req, "id");
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *out = NULL;
+        char msg[128];
+        snprintf(msg, sizeof(msg), NOT_FOUND_FMT, id);
+        const char *params[] = {id, c->who.tenant_id};
+        if (cp__query_json(c->api,
+                           "SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $1 AND s.tenant_id = $2 "
+                           "AND s.deleted_at IS NULL",
+                           2, params, msg, &out, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        cp__reply(c, 200, out);
+}
+
+void cp__h_sandbox_list(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        cp_list_query q;
+        if (cp_req_list_query(sp_http_request_query(c->req, "state"), sp_http_request_query(c->req, "template"),
+                              sp_http_request_query(c->req, "limit"), sp_http_request_query(c->req, "cursor"), &q,
+                              &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        /* metadata.KEY=VALUE filters, all of which must match. */
+        _cleanup_json_ json_object *meta = json_object_new_object();
+        const sp_http_parser *p = sp_http_request_parser(c->req);
+        size_t nmeta = 0;
+        for (size_t i = 0; i < sp_http_parser_query_count(p); i++) {
+                const char *k, *v;
+                if (!sp_http_parser_query_at(p, i, &k, &v) || strncmp(k, "metadata.", 9) != 0)
+                        continue;
+                if (++nmeta > 8 || strlen(k + 9) == 0 || strlen(k + 9) > CP_MAX_MAP_KEY ||
+                    strlen(v) > CP_MAX_MAP_VALUE) {
+                        cp__failf(c, SP_E_INVALID, "at most 8 metadata.KEY=VALUE filters with non-empty keys");
+                        return;
+                }
+                json_object_object_add(meta, k + 9, json_object_new_string(v));
+        }
+        char limit[24];
+        snprintf(limit, sizeof(limit), "%lld", (long long)(q.limit + 1));
+        const char *params[] = {c->who.tenant_id,
+                                q.state[0] ? q.state : NULL,
+                                q.template_name[0] ? q.template_name : NULL,
+                                sp_json_str(meta),
+                                q.has_cursor ? q.cursor_created_at : NULL,
+                                q.has_cursor ? q.cursor_id : NULL,
+                                limit};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db,
+                       "SELECT api_sandbox(s)::text, api_ts(s.created_at), s.id FROM sandboxes s "
+                       "WHERE s.tenant_id = $1 AND s.deleted_at IS NULL "
+                       "AND ($2::text IS NULL OR s.observed_state = $2) AND ($3::text IS NULL OR s.template = $3) "
+                       "AND s.metadata @> $4::jsonb "
+                       "AND ($5::text IS NULL OR (s.created_at, s.id) > ($5::timestamptz, $6::text)) "
+                       "ORDER BY s.created_at, s.id LIMIT $7::integer",
+                       7, params, &res, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        _cleanup_json_ json_object *out = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        json_object_object_add(out, "sandboxes", arr);
+        int n = PQntuples(res);
+        int shown = n > q.limit ? (int)q.limit : n;
+        for (int i = 0; i < shown; i++) {
+                json_object *s = NULL;
+                const char *v = PQgetvalue(res, i, 0);
+                if (sp_json_parse(v, strlen(v), &s, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                json_object_array_add(arr, s);
+        }
+        json_object *next = NULL;
+        if (n > q.limit) {
+                char cur[256];
+                if (cp_cursor_encode(PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), cur, sizeof(cur),
+                                     &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                next = json_object_new_string(cur);
+        }
+        json_object_object_add(out, "next_cursor", next);
+        cp__reply(c, 200, out);
+}
+
+/* A lifecycle action: from one of the desired states in `from` (NULL-ended),
+ * record `to` as desired and an operation of `kind`. */
+typedef struct action {
+        const char *name;
+        const char *const *from;
+        const char *to;
+        const char *kind;
+} action;
+
+static bool in_list(const char *s, const char *const *list)
+{
+        for (; *list; list++)
+                if (strcmp(s, *list) == 0)
+                        return true;
+        return false;
+}
+
+static void lifecycle(cp_call *c, const action *a)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *id = sp_http_request_param(c->req, "id");
+        size_t blen = 0;
+        const char *body = sp_http_request_body(c->req, &blen);
+        if (blen > 0) {
+                _cleanup_json_ json_object *o = NULL;
+                static const char *const none[] = {NULL};
+                if (sp_json_parse(body, blen, &o, &e) < 0 || !json_object_is_type(o, json_type_object) ||
+                    sp_json_check_fields(o, none, &e) < 0) {
+                        if (!e)
+                                sp_error_set(&e, SP_E_INVALID, "the body must be an empty JSON object");
+                        cp__fail(c, e);
+                        return;
+                }
+        }
+        if (cp__mutation_begin(c))
+                return;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {id, c->who.tenant_id};
+        if (cp_db_exec(c->api->db,
+                       "SELECT desired_state, observed_state FROM sandboxes WHERE id = $1 AND tenant_id = $2 "
+                       "AND deleted_at IS NULL FOR UPDATE",
+                       2, params, &res, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
+        if (PQntuples(res) != 1) {
+                sp_error_set(&e, SP_E_NOT_FOUND, NOT_FOUND_FMT, id);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        const char *desired = PQgetvalue(res, 0, 0);
+        const char *kind = a->kind, *to = a->to;
+        if (strcmp(a->name, "wake") == 0) {
+                /* Any valid way back to running. */
+                kind = strcmp(desired, "paused") == 0      ? "resume"
+                       : strcmp(desired, "suspended") == 0 ? "restore"
+                       : strcmp(desired, "stopped") == 0   ? "start"
+                       : strcmp(desired, "running") == 0   ? "wake"
+                                                           : NULL;
+                to = "running";
+        } else if (strcmp(a->name, "delete") == 0 && strcmp(desired, "deleted") == 0) {
+                /* Deleting again answers with the delete already under way. */
+                _cleanup_json_ json_object *out = NULL;
+                _cleanup_pgresult_ PGresult *op = NULL;
+                if (cp_db_exec(c->api->db,
+                               "SELECT id FROM operations WHERE target_id = $1 AND tenant_id = $2 AND kind = 'delete' "
+                               "ORDER BY created_at DESC LIMIT 1",
+                               2, params, &op, &e) < 0 ||
+                    PQntuples(op) != 1 || envelope(c, PQgetvalue(op, 0, 0), id, &out, &e) < 0) {
+                        if (!e)
+                                sp_error_set(&e, SP_E_NOT_FOUND, NOT_FOUND_FMT, id);
+                        cp__mutation_abort(c, e);
+                        return;
+                }
+                cp__mutation_commit(c, 202, out);
+                return;
+        } else if (!in_list(desired, a->from)) {
+                kind = NULL;
+        }
+        if (!kind) {
+                sp_error_set(&e, SP_E_CONFLICT, "sandbox %.64s is %s; cannot %s it", id, desired, a->name);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        char op[SP_ID_MAX];
+        const char *up[] = {id, to};
+        _cleanup_json_ json_object *out = NULL;
+        char action_name[64];
+        snprintf(action_name, sizeof(action_name), "sandbox.%s", a->name);
+        bool noop = strcmp(kind, "wake") == 0; /* already running: nothing to do */
+        if (cp_db_exec(c->api->db,
+                       "UPDATE sandboxes SET desired_state = $2, updated_at = now(), last_active_at = now() "
+                       "WHERE id = $1",
+                       2, up, NULL, &e) < 0 ||
+            insert_operation(c, noop ? "resume" : kind, id, noop ? "succeeded" : "pending",
+                             noop ? "already running" : NULL, op, &e) < 0 ||
+            cp__audit(c, action_name, id, NULL, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
+        cp__mutation_commit(c, 202, out);
+}
+
+static const char *const FROM_RUNNING[] = {"running", NULL};
+static const char *const FROM_PAUSED[] = {"paused", NULL};
+static const char *const FROM_ACTIVE[] = {"running", "paused", NULL};
+static const char *const FROM_SUSPENDED[] = {"suspended", NULL};
+static const char *const FROM_STOPPED[] = {"stopped", NULL};
+static const char *const FROM_ANY[] = {"running", "paused", "suspended", "stopped", NULL};
+
+void cp__h_sandbox_pause(cp_call *c)
+{
+        lifecycle(c, &(action){"pause", FROM_RUNNING, "paused", "pause"});
+}
+void cp__h_sandbox_resume(cp_call *c)
+{
+        lifecycle(c, &(action){"resume", FROM_PAUSED, "running", "resume"});
+}
+void cp__h_sandbox_suspend(cp_call *c)
+{
+        lifecycle(c, &(action){"suspend", FROM_ACTIVE, "suspended", "suspend"});
+}
+void cp__h_sandbox_restore(cp_call *c)
+{
+        lifecycle(c, &(action){"restore", FROM_SUSPENDED, "running", "restore"});
+}
+void cp__h_sandbox_wake(cp_call *c)
+{
+        lifecycle(c, &(action){"wake", FROM_ANY, "running", NULL});
+}
+void cp__h_sandbox_stop(cp_call *c)
+{
+        lifecycle(c, &(action){"stop", FROM_ACTIVE, "stopped", "stop"});
+}
+void cp__h_sandbox_start(cp_call *c)
+{
+        lifecycle(c, &(action){"start", FROM_STOPPED, "running", "start"});
+}
+void cp__h_sandbox_delete(cp_call *c)
+{
+        lifecycle(c, &(action){"delete", FROM_ANY, "deleted", "delete"});
+}
+
+void cp__h_sandbox_timeout(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *id = sp_http_request_param(c->req, "id");
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        cp_timeout_req r;
+        if (cp_req_timeout(body, len, &r, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        if (cp__mutation_begin(c))
+                return;
+        char t[32];
+        snprintf(t, sizeof(t), "%lld", (long long)r.timeout_s);
+        const char *params[] = {id, c->who.tenant_id, r.timeout_s > 0 ? t : NULL,
+                                r.end_action[0] ? r.end_action : NULL};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_json_ json_object *out = NULL;
+        if (cp_db_exec(c->api->db,
+                       "UPDATE sandboxes SET end_at = now() + make_interval(secs => $3::integer), "
+                       "end_action = coalesce($4, end_action), updated_at = now() "
+                       "WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL AND desired_state <> 'deleted' "
+                       "RETURNING api_sandbox(sandboxes)::text",
+                       4, params, &res, &e) < 0 ||
+            cp__audit(c, "sandbox.timeout", id, NULL, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
+        if (PQntuples(res) != 1) {
+                sp_error_set(&e, SP_E_NOT_FOUND, NOT_FOUND_FMT, id);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        const char *v = PQgetvalue(res, 0, 0);
+        if (sp_json_parse(v, strlen(v), &out, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
+        cp__mutation_commit(c, 200, out);
+}

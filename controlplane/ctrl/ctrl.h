@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The controllers (DESIGN §1, §3): on one leader at a time, chosen by a
+ * PostgreSQL advisory lock held by a dedicated connection (it passes to
+ * another replica when the leader's connection dies), they carry out the
+ * operations the API records, reconcile what workers report against what the
+ * database wants (orphans removed, missing sandboxes recreated, drift
+ * recorded), enforce timeouts and idle suspension, size warm pools, build
+ * templates on every worker, drain workers, expire operations that cannot
+ * finish and collect deleted records. LISTEN space_work wakes them at once;
+ * a periodic tick is the backstop.
+ *
+ * Every step is written so that a new leader can repeat it: worker calls are
+ * idempotent or checked against the worker's state before they are retried.
+ *
+ * Threading: the caller's loop; blocking database calls.
+ */
+#ifndef CP_CTRL_H
+#define CP_CTRL_H
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "space/error.h"
+
+struct event_base;
+
+typedef struct cp_ctrl_config {
+        const char *conninfo;
+        SSL_CTX *worker_tls; /* client context with the controlplane certificate (borrowed, referenced) */
+        int64_t default_idle_timeout_s; /* [6 h]; 0 never */
+        int64_t tick_ms; /* backstop period [1000] */
+        int unreachable_factor; /* heartbeats missed before a worker is unreachable [3] */
+        int quarantine_threshold; /* consecutive failed calls before quarantine [5] */
+        const char *name; /* this replica, for logs */
+} cp_ctrl_config;
+
+typedef struct cp_ctrl cp_ctrl;
+
+cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_error **err);
+/* True while this replica holds the leader lock. */
+bool cp_ctrl_is_leader(const cp_ctrl *c);
+/* Releases leadership (closing the lock connection) and frees. */
+cp_ctrl *cp_ctrl_free(cp_ctrl *c);
+
+#endif

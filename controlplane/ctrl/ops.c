@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Carrying out operations: the oldest unfinished operation of each target
+ * runs (so a sandbox's operations happen in the order they were accepted),
+ * placing sandboxes with the scheduler and calling their worker. Failures a
+ * retry can fix back off and retry; others fail the operation with the
+ * worker's message. A call is repeatable: "already exists" after a create,
+ * "not found" after a delete, and a conflict whose sandbox already is in the
+ * wanted state all count as success.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl/ctrl_internal.h"
+#include "sched/sched.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "store/workers.h"
+
+typedef struct kind_def {
+        const char *kind;
+        const char *method; /* worker RPC */
+        const char *during; /* observed state while it runs, or NULL */
+        const char *after; /* observed state once done */
+        const char *worker_state; /* the worker's state once done */
+} kind_def;
+
+static const kind_def KINDS[] = {
+        {"create", "CreateSandbox", "creating", "running", "running"},
+        {"pause", "PauseSandbox", NULL, "paused", "paused"},
+        {"resume", "ResumeSandbox", NULL, "running", "running"},
+        {"suspend", "SuspendSandbox", "suspending", "suspended", "suspended"},
+        {"stop", "SuspendSandbox", "suspending", "stopped", "suspended"},
+        {"restore", "RestoreSandbox", "restoring", "running", "running"},
+        {"start", "RestoreSandbox", "restoring", "running", "running"},
+        {"delete", "DeleteSandbox", "deleting", "deleted", NULL},
+        {NULL, NULL, NULL, NULL, NULL},
+};
+
+typedef struct op_ctx {
+        cp_ctrl *c;
+        const kind_def *k;
+        char op[SP_ID_MAX];
+        char sbx[SP_ID_MAX];
+        char worker[SP_ID_MAX];
+        int attempts;
+        char *prior_state;
+        char *first_error;
+        sp_errc first_code;
+} op_ctx;
+
+static void ctx_free(op_ctx *x)
+{
+        cp__inflight_del(x->c, x->op);
+        free(x->prior_state);
+        free(x->first_error);
+        free(x);
+}
+
+static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
+{
+        const char *p[] = {op, sbx, k ? k->after : NULL};
+        if (cp_db_begin(c->db, NULL) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        if ((k && cp_db_exec(c->db,
+                             "UPDATE sandboxes SET observed_state = $2, status_message = NULL, updated_at = now(), "
+                             "deleted_at = CASE WHEN $2 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $1",
+                             2, p + 1, NULL, &e) < 0) ||
+            cp_db_exec(c->db,
+                       "UPDATE operations SET state = 'succeeded', message = NULL, error = NULL, updated_at = now(), "
+                       "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) "
+                       "WHERE id = $1 AND state IN ('pending', 'running')",
+                       2, p, NULL, &e) < 0 ||
+            cp_db_commit(c->db, &e) < 0) {
+                cp_db_rollback(c->db);
+                sp_log_warn("operation %s: recording success: %s", op, e ? e->message : "?");
+                return;
+        }
+        sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx, "operation_id", op), "%s done", k ? k->kind : "operation");
+}
+
+/* Fails the operation for good; a failed create leaves a failed sandbox. */
+static void op_fail(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k, const char *prior, sp_errc code,
+                    const char *message)
+{
+        const char *p[] = {op, sbx, sp_errc_name(code), message,
+                           k && strcmp(k->kind, "create") == 0 ? "failed" : prior};
+        if (cp_db_begin(c->db, NULL) < 0)
+                return;
+        const char *sp[] = {sbx, message, p[4]};
+        _cleanup_error_ sp_error *e = NULL;
+        if (cp_db_exec(c->db,
+                       "UPDATE sandboxes SET observed_state = coalesce($3, observed_state), status_message = $2, "
+                       "updated_at = now() WHERE id = $1",
+                       3, sp, NULL, &e) < 0 ||
+            cp_db_exec(c->db,
+                       "UPDATE operations SET state = 'failed', updated_at = now(), "
+                       "error = jsonb_build_object('code', $2::text, 'message', $3::text) "
+                       "WHERE id = $1 AND state IN ('pending', 'running')",
+                       3, (const char *[]){op, p[2], message}, NULL, &e) < 0 ||
+            cp_db_commit(c->db, &e) < 0) {
+                cp_db_rollback(c->db);
+                sp_log_warn("operation %s: recording failure: %s", op, e ? e->message : "?");
+                return;
+        }
+        sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", sbx, "operation_id", op), "%s failed: %s", k ? k->kind : "operation",
+                  message);
+}
+
+/* Puts the operation back to wait `delay_s` with message. */
+static void op_retry(cp_ctrl *c, const char *op, int delay_s, const char *message)
+{
+        char d[16];
+        snprintf(d, sizeof(d), "%d", delay_s);
+        const char *p[] = {op, d, message};
+        (void)cp_db_exec(c->db,
+                         "UPDATE operations SET state = 'pending', message = $3, updated_at = now(), "
+                         "next_attempt_at = now() + make_interval(secs => $2::integer) "
+                         "WHERE id = $1 AND state IN ('pending', 'running')",
+                         3, p, NULL, NULL);
+}
+
+static int backoff_s(int attempts)
+{
+        int d = 1 << (attempts < 5 ? attempts : 5);
+        return d > 30 ? 30 : d;
+}
+
+static bool transient(sp_errc code)
+{
+        return code == SP_E_UNAVAILABLE || code == SP_E_TIMEOUT || code == SP_E_INTERNAL || code == SP_E_IO;
+}
+
+static void on_verify(json_object *resp, const sp_error *err, void *userdata)
+{
+        op_ctx *x = userdata;
+        json_object *st = NULL;
+        const char *state = !err && json_object_object_get_ex(resp, "state", &st) ? json_object_get_string(st) : "";
+        if (!err && x->k->worker_state && strcmp(state, x->k->worker_state) == 0)
+                op_succeed(x->c, x->op, x->sbx, x->k);
+        else
+                op_fail(x->c, x->op, x->sbx, x->k, x->prior_state, x->first_code, x->first_error);
+        ctx_free(x);
+}
+
+static void on_result(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        op_ctx *x = userdata;
+        cp_ctrl *c = x->c;
+        if (!err || (strcmp(x->k->kind, "create") == 0 && err->code == SP_E_CONFLICT) ||
+            (strcmp(x->k->kind, "delete") == 0 && err->code == SP_E_NOT_FOUND)) {
+                (void)cp_worker_record_result(c->db, x->worker, true, c->cfg.quarantine_threshold, NULL, NULL);
+                op_succeed(c, x->op, x->sbx, x->k);
+                ctx_free(x);
+                return;
+        }
+        if (err->code == SP_E_CONFLICT && x->k->worker_state) {
+                /* Maybe an earlier attempt (or leader) already did it: look. */
+                x->first_code = err->code;
+                x->first_error = strdup(err->message);
+                sp_rpc_client *cli = cp__worker_client(c, x->worker);
+                _cleanup_json_ json_object *req = json_object_new_object();
+                json_object_object_add(req, "id", json_object_new_string(x->sbx));
+                if (cli && x->first_error && sp_rpc_client_call(cli, "GetSandbox", req, 10000, on_verify, x, NULL) == 0)
+                        return;
+                op_fail(c, x->op, x->sbx, x->k, x->prior_state, err->code, err->message);
+                ctx_free(x);
+                return;
+        }
+        if (transient(err->code)) {
+                char msg[512];
+                snprintf(msg, sizeof(msg), "retrying: %s", err->message);
+                (void)cp_worker_record_result(c->db, x->worker, false, c->cfg.quarantine_threshold, err->message, NULL);
+                op_retry(c, x->op, backoff_s(x->attempts), msg);
+                ctx_free(x);
+                return;
+        }
+        if (strcmp(x->k->kind, "create") == 0 && (err->code == SP_E_NOT_FOUND || err->code == SP_E_LIMIT) &&
+            x->attempts < 5) {
+                /* The worker lacks the template or the room after all: place it again. */
+                char msg[512];
+                snprintf(msg, sizeof(msg), "placing again: %s", err->message);
+                const char *p[] = {x->sbx};
+                (void)cp_db_exec(c->db, "UPDATE sandboxes SET worker_id = NULL WHERE id = $1", 1, p, NULL, NULL);
+                op_retry(c, x->op, backoff_s(x->attempts), msg);
+                ctx_free(x);
+                return;
+        }
+        op_fail(c, x->op, x->sbx, x->k, x->prior_state, err->code, err->message);
+        ctx_free(x);
+}
+
+/* Loads the fleet for placing a sandbox of template_id. */
+static int place(cp_ctrl *c, PGresult *sbx, char worker_out[static SP_ID_MAX], sp_error **err)
+{
+        const char *template_id = PQgetvalue(sbx, 0, 1);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {template_id};
+        if (cp_db_exec(c->db,
+                       "SELECT w.id, coalesce(w.name, w.id), w.backend, w.state, w.admin_state, w.labels::text, "
+                       "coalesce((w.capacity->>'cpu_millis')::bigint, 0), coalesce((w.capacity->>'memory_mb')::bigint, "
+                       "0), coalesce((w.capacity->>'slots')::bigint, 0), coalesce(u.cpu, 0), coalesce(u.mem, 0), "
+                       "coalesce(u.n, 0), coalesce(w.observed->'templates', '[]'::jsonb) ? $1, "
+                       "coalesce((w.observed->'warm'->>$1)::bigint, 0) "
+                       "FROM workers w LEFT JOIN (SELECT worker_id, sum((spec->'resources'->>'cpu_millis')::bigint) "
+                       "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n FROM sandboxes WHERE "
+                       "deleted_at IS NULL AND worker_id IS NOT NULL AND observed_state NOT IN ('suspended', "
+                       "'stopped', 'deleted', 'failed') GROUP BY worker_id) u ON u.worker_id = w.id ORDER BY 2",
+                       1, p, &res, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        int n = PQntuples(res);
+        cp_sched_worker *ws = calloc(n ? (size_t)n : 1, sizeof(*ws));
+        json_object **labels = calloc(n ? (size_t)n : 1, sizeof(*labels));
+        if (!ws || !labels) {
+                free(ws);
+                free(labels);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        for (int i = 0; i < n; i++) {
+                const char *l = PQgetvalue(res, i, 5);
+                (void)sp_json_parse(l, strlen(l), &labels[i], NULL);
+                ws[i] = (cp_sched_worker){
+                        .id = PQgetvalue(res, i, 0),
+                        .name = PQgetvalue(res, i, 1),
+                        .backend = PQgetvalue(res, i, 2),
+                        .health = PQgetvalue(res, i, 3),
+                        .admin_state = PQgetvalue(res, i, 4),
+                        .labels = labels[i],
+                        .cpu_millis_capacity = strtoll(PQgetvalue(res, i, 6), NULL, 10),
+                        .memory_mb_capacity = strtoll(PQgetvalue(res, i, 7), NULL, 10),
+                        .slots_capacity = strtoll(PQgetvalue(res, i, 8), NULL, 10),
+                        .cpu_millis_used = strtoll(PQgetvalue(res, i, 9), NULL, 10),
+                        .memory_mb_used = strtoll(PQgetvalue(res, i, 10), NULL, 10),
+                        .slots_used = strtoll(PQgetvalue(res, i, 11), NULL, 10),
+                        .has_template = strcmp(PQgetvalue(res, i, 12), "t") == 0,
+                        .warm = strtoll(PQgetvalue(res, i, 13), NULL, 10),
+                };
+        }
+        _cleanup_json_ json_object *spec = NULL;
+        const char *s = PQgetvalue(sbx, 0, 2);
+        json_object *resources = NULL, *v = NULL;
+        cp_sched_request req = {.template_id = template_id,
+                                .backend = PQgetisnull(sbx, 0, 3) ? NULL : PQgetvalue(sbx, 0, 3)};
+        if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
+                if (json_object_object_get_ex(spec, "resources", &resources)) {
+                        if (json_object_object_get_ex(resources, "cpu_millis", &v))
+                                req.cpu_millis = json_object_get_int64(v);
+                        if (json_object_object_get_ex(resources, "memory_mb", &v))
+                                req.memory_mb = json_object_get_int64(v);
+                }
+                if (json_object_object_get_ex(spec, "labels", &v))
+                        req.labels = v;
+        }
+        size_t idx = 0;
+        int r = cp_sched_place(&req, ws, (size_t)n, &idx, err);
+        if (r == 0)
+                snprintf(worker_out, SP_ID_MAX, "%s", ws[idx].id);
+        for (int i = 0; i < n; i++)
+                if (labels[i])
+                        json_object_put(labels[i]);
+        free(labels);
+        free(ws);
+        return r;
+}
+
+static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts)
+{
+        const kind_def *k = NULL;
+        for (const kind_def *d = KINDS; d->kind; d++)
+                if (strcmp(d->kind, kind) == 0)
+                        k = d;
+        if (!k) {
+                op_fail(c, op, sbx_id, NULL, NULL, SP_E_INVALID, "unknown operation");
+                return;
+        }
+        _cleanup_pgresult_ PGresult *sbx = NULL;
+        const char *p[] = {sbx_id};
+        if (cp_db_exec(c->db,
+                       "SELECT worker_id, template_id, spec::text, backend, observed_state, desired_state "
+                       "FROM sandboxes WHERE id = $1",
+                       1, p, &sbx, NULL) < 0)
+                return;
+        if (PQntuples(sbx) != 1) {
+                op_fail(c, op, sbx_id, NULL, NULL, SP_E_NOT_FOUND, "the sandbox no longer exists");
+                return;
+        }
+        char worker[SP_ID_MAX] = "";
+        if (!PQgetisnull(sbx, 0, 0))
+                snprintf(worker, sizeof(worker), "%s", PQgetvalue(sbx, 0, 0));
+        if (!worker[0]) {
+                if (strcmp(kind, "delete") == 0) {
+                        op_succeed(c, op, sbx_id, k); /* never placed: nothing to remove */
+                        return;
+                }
+                if (strcmp(kind, "create") != 0) {
+                        op_fail(c, op, sbx_id, k, NULL, SP_E_CONFLICT, "the sandbox has no worker");
+                        return;
+                }
+                _cleanup_error_ sp_error *e = NULL;
+                if (place(c, sbx, worker, &e) < 0) {
+                        char msg[1024];
+                        snprintf(msg, sizeof(msg), "cannot place: %s", e->message);
+                        op_retry(c, op, 2, msg);
+                        return;
+                }
+                const char *wp[] = {sbx_id, worker};
+                if (cp_db_exec(c->db,
+                               "UPDATE sandboxes SET worker_id = $2, backend = coalesce(backend, (SELECT backend "
+                               "FROM workers WHERE id = $2)), updated_at = now() WHERE id = $1",
+                               2, wp, NULL, NULL) < 0)
+                        return;
+                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx_id, "worker_id", worker), "placed");
+        }
+        sp_rpc_client *cli = cp__worker_client(c, worker);
+        if (!cli) {
+                op_retry(c, op, backoff_s(attempts), "waiting for the worker's address");
+                return;
+        }
+        op_ctx *x = calloc(1, sizeof(*x));
+        if (!x || !cp__inflight_add(c, op)) {
+                free(x);
+                return;
+        }
+        x->c = c;
+        x->k = k;
+        x->attempts = attempts + 1;
+        snprintf(x->op, sizeof(x->op), "%s", op);
+        snprintf(x->sbx, sizeof(x->sbx), "%s", sbx_id);
+        snprintf(x->worker, sizeof(x->worker), "%s", worker);
+        x->prior_state = strdup(PQgetvalue(sbx, 0, 4));
+        const char *up[] = {op, sbx_id, k->during};
+        (void)cp_db_exec(c->db,
+                         "UPDATE operations SET state = 'running', attempts = attempts + 1, updated_at = now() "
+                         "WHERE id = $1",
+                         1, up, NULL, NULL);
+        if (k->during)
+                (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
+                                 up + 1, NULL, NULL);
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "id", json_object_new_string(sbx_id));
+        int64_t timeout_ms = 60000;
+        if (strcmp(kind, "create") == 0) {
+                _cleanup_json_ json_object *spec = NULL;
+                const char *s = PQgetvalue(sbx, 0, 2);
+                json_object *v = NULL;
+                if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
+                        if (json_object_object_get_ex(spec, "resources", &v))
+                                json_object_object_add(req, "resources", json_object_get(v));
+                        if (json_object_object_get_ex(spec, "env", &v))
+                                json_object_object_add(req, "env", json_object_get(v));
+                }
+                json_object_object_add(req, "template", json_object_new_string(PQgetvalue(sbx, 0, 1)));
+                json_object_object_add(req, "warm", json_object_new_boolean(true));
+                timeout_ms = 120000;
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_rpc_client_call(cli, k->method, req, timeout_ms, on_result, x, &e) < 0) {
+                op_retry(c, op, backoff_s(attempts), e->message);
+                ctx_free(x);
+        }
+}
+
+void cp__ops_run(cp_ctrl *c)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        /* The oldest unfinished operation of each target, if it is due. */
+        if (cp_db_exec(c->db,
+                       "SELECT id, kind, target_id, attempts FROM (SELECT DISTINCT ON (target_id) id, kind, "
+                       "target_id, attempts, next_attempt_at, created_at FROM operations WHERE state IN ('pending', "
+                       "'running') ORDER BY target_id, created_at) o WHERE next_attempt_at <= now() "
+                       "ORDER BY created_at LIMIT 500",
+                       0, NULL, &res, NULL) < 0)
+                return;
+        for (int i = 0; i < PQntuples(res); i++) {
+                const char *op = PQgetvalue(res, i, 0), *kind = PQgetvalue(res, i, 1);
+                if (cp__inflight_has(c, op))
+                        continue;
+                int attempts = atoi(PQgetvalue(res, i, 3));
+                if (strncmp(kind, "template_", 9) == 0)
+                        cp__template_op(c, op, kind, PQgetvalue(res, i, 2), attempts);
+                else
+                        start_sandbox_op(c, op, kind, PQgetvalue(res, i, 2), attempts);
+        }
+}

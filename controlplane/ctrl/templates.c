@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Templates on the fleet: a build imports the template on every ready worker
+ * (and reconciliation imports it on workers that join later); a delete
+ * removes it from every worker that has it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl/ctrl_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+typedef struct import_ctx {
+        void (*done)(void *userdata, const sp_error *err);
+        void *userdata;
+} import_ctx;
+
+static void on_import_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
+{
+        (void)s;
+        (void)trailer;
+        import_ctx *x = userdata;
+        x->done(x->userdata, err);
+        free(x);
+}
+
+int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
+                        void (*done)(void *userdata, const sp_error *err), void *userdata)
+{
+        sp_rpc_client *cli = cp__worker_client(c, worker_id);
+        if (!cli)
+                return -SP_E_UNAVAILABLE;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "name", json_object_new_string(tpl_id));
+        json_object_object_foreach (spec, key, val)
+                json_object_object_add(req, key, json_object_get(val));
+        import_ctx *x = calloc(1, sizeof(*x));
+        if (!x)
+                return -SP_E_LIMIT;
+        x->done = done;
+        x->userdata = userdata;
+        static const sp_rpc_stream_ops ops = {.on_end = on_import_end};
+        if (!sp_rpc_client_stream(cli, "ImportTemplate", req, 30 * 60 * 1000, &ops, x, NULL)) {
+                free(x);
+                return -SP_E_UNAVAILABLE;
+        }
+        return 0;
+}
+
+/* One build or delete across workers. */
+typedef struct fleet_op {
+        cp_ctrl *c;
+        char op[SP_ID_MAX];
+        char tpl[SP_ID_MAX];
+        bool build;
+        int pending;
+        int failed;
+        char error[512];
+} fleet_op;
+
+static void fleet_op_step(fleet_op *f)
+{
+        if (--f->pending > 0)
+                return;
+        cp_ctrl *c = f->c;
+        const char *p[] = {f->op, f->tpl, f->error};
+        if (f->failed) {
+                (void)cp_db_exec(c->db,
+                                 "UPDATE templates SET state = 'failed', error = $2, updated_at = now() "
+                                 "WHERE id = $1 AND state = 'building'",
+                                 2, p + 1, NULL, NULL);
+                (void)cp_db_exec(c->db,
+                                 "UPDATE operations SET state = 'failed', updated_at = now(), error = "
+                                 "jsonb_build_object('code', 'failed', 'message', $2::text) WHERE id = $1",
+                                 2, (const char *[]){f->op, f->error}, NULL, NULL);
+        } else {
+                (void)cp_db_exec(c->db,
+                                 f->build ? "UPDATE templates SET state = 'ready', error = NULL, updated_at = now() "
+                                            "WHERE id = $1 AND state = 'building'"
+                                          : "UPDATE templates SET deleted_at = now(), updated_at = now() WHERE id = $1",
+                                 1, p + 1, NULL, NULL);
+                (void)cp_db_exec(c->db,
+                                 "UPDATE operations SET state = 'succeeded', message = NULL, updated_at = now(), "
+                                 "result = (SELECT api_template(t) FROM templates t WHERE t.id = $2) WHERE id = $1",
+                                 2, p, NULL, NULL);
+        }
+        sp_log_info("template %s: %s %s", f->tpl, f->build ? "build" : "delete", f->failed ? "failed" : "done");
+        cp__inflight_del(c, f->op);
+        free(f);
+}
+
+static void fleet_op_done(void *userdata, const sp_error *err)
+{
+        fleet_op *f = userdata;
+        if (err && !(!f->build && err->code == SP_E_NOT_FOUND)) {
+                f->failed++;
+                snprintf(f->error, sizeof(f->error), "%s", err->message);
+        }
+        fleet_op_step(f);
+}
+
+static void on_delete_template(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        fleet_op_done(userdata, err);
+}
+
+void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *tpl_id, int attempts)
+{
+        (void)attempts;
+        bool build = strcmp(kind, "template_build") == 0;
+        _cleanup_pgresult_ PGresult *tpl = NULL, *ws = NULL;
+        const char *p[] = {tpl_id};
+        if (cp_db_exec(c->db, "SELECT spec::text FROM templates WHERE id = $1", 1, p, &tpl, NULL) < 0)
+                return;
+        if (PQntuples(tpl) != 1) {
+                const char *fp[] = {op};
+                (void)cp_db_exec(
+                        c->db,
+                        "UPDATE operations SET state = 'failed', updated_at = now(), error = "
+                        "'{\"code\":\"not_found\",\"message\":\"the template no longer exists\"}' WHERE id = $1",
+                        1, fp, NULL, NULL);
+                return;
+        }
+        /* Workers that lack it (build) or have it (delete). */
+        if (cp_db_exec(c->db,
+                       build ? "SELECT id FROM workers WHERE state = 'ready' AND NOT coalesce(observed->'templates', "
+                               "'[]'::jsonb) ? $1"
+                             : "SELECT id FROM workers WHERE coalesce(observed->'templates', '[]'::jsonb) ? $1",
+                       1, p, &ws, NULL) < 0)
+                return;
+        if (build && PQntuples(ws) == 0) {
+                _cleanup_pgresult_ PGresult *any = NULL;
+                if (cp_db_exec(c->db, "SELECT 1 FROM workers WHERE state = 'ready' LIMIT 1", 0, NULL, &any, NULL) < 0)
+                        return;
+                if (PQntuples(any) == 0) {
+                        const char *rp[] = {op};
+                        (void)cp_db_exec(c->db,
+                                         "UPDATE operations SET message = 'waiting for a ready worker to build on', "
+                                         "next_attempt_at = now() + interval '2 seconds' WHERE id = $1",
+                                         1, rp, NULL, NULL);
+                        return;
+                }
+        }
+        fleet_op *f = calloc(1, sizeof(*f));
+        if (!f || !cp__inflight_add(c, op)) {
+                free(f);
+                return;
+        }
+        f->c = c;
+        f->build = build;
+        snprintf(f->op, sizeof(f->op), "%s", op);
+        snprintf(f->tpl, sizeof(f->tpl), "%s", tpl_id);
+        f->pending = 1; /* held until every call is started */
+        const char *up[] = {op};
+        (void)cp_db_exec(c->db,
+                         "UPDATE operations SET state = 'running', attempts = attempts + 1, updated_at = now() "
+                         "WHERE id = $1",
+                         1, up, NULL, NULL);
+        _cleanup_json_ json_object *spec = NULL;
+        const char *s = PQgetvalue(tpl, 0, 0);
+        if (sp_json_parse(s, strlen(s), &spec, NULL) < 0)
+                spec = json_object_new_object();
+        for (int i = 0; i < PQntuples(ws); i++) {
+                const char *wid = PQgetvalue(ws, i, 0);
+                f->pending++;
+                int r;
+                if (build) {
+                        r = cp__template_import(c, wid, tpl_id, spec, fleet_op_done, f);
+                } else {
+                        sp_rpc_client *cli = cp__worker_client(c, wid);
+                        _cleanup_json_ json_object *req = json_object_new_object();
+                        json_object_object_add(req, "name", json_object_new_string(tpl_id));
+                        r = cli ? sp_rpc_client_call(cli, "DeleteTemplate", req, 60000, on_delete_template, f, NULL)
+                                : -SP_E_UNAVAILABLE;
+                }
+                if (r < 0) {
+                        sp_error err = {SP_E_UNAVAILABLE, 0, (char *)"the worker cannot be reached"};
+                        fleet_op_done(f, &err);
+                }
+        }
+        fleet_op_step(f);
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker fleet's side of the control plane: the cluster CA, bootstrap
+ * join tokens, and the RPC methods workers call (proto/spec/controlplane-rpc.md):
+ *   Join      (no client certificate; the bootstrap token authenticates):
+ *             signs the worker's CSR with the cluster CA and records the worker;
+ *   Heartbeat (role worker; the certificate's name is the worker's name):
+ *             records capacity and observed state, marks it reachable again.
+ *
+ * Threading: everything runs on the caller's loop/thread; db is used with
+ * blocking calls and must not be shared with another thread.
+ */
+#ifndef CP_FLEET_H
+#define CP_FLEET_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+
+#include "space/error.h"
+#include "space/id.h"
+#include "space/pki.h"
+#include "space/rpc.h"
+#include "space/tls.h"
+#include "store/db.h"
+
+/* Loads the cluster CA from the database, creating it first if no replica has
+ * yet (two replicas starting together end with the same CA: the insert is
+ * ON CONFLICT DO NOTHING and every replica loads the row that won). *ret is
+ * new. Errors: the database's, SP_E_INVALID if the stored CA does not load. */
+int cp_fleet_cluster_ca(cp_db *db, sp_pki_ca **ret, sp_error **err);
+
+/* Creates a join token valid for ttl_s seconds (1 s to 366 days) and `uses`
+ * joins (0: unlimited until expiry; at most 1000000). description: at most
+ * 256 printable bytes, may be NULL. *ret_token (malloc'd, "spj_<id>_<secret>")
+ * is the only copy; the database keeps a SHA-256 of it. SP_E_INVALID for
+ * values out of range. */
+int cp_jointoken_create(cp_db *db, const char *description, int64_t ttl_s, int64_t uses, char **ret_token,
+                        char ret_id[static SP_ID_MAX], sp_error **err);
+/* Revokes a token; SP_E_NOT_FOUND if unknown or already revoked. */
+int cp_jointoken_revoke(cp_db *db, const char *id, sp_error **err);
+/* Every token as a new array of {"id","description","uses_left":N|null,
+ * "state":"active"|"expired"|"used"|"revoked","expires_at","created_at",
+ * "revoked_at":RFC 3339|null}, oldest first; never the secret. */
+int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err);
+
+/* The TLS contexts of a control-plane replica named `name`, both with a new
+ * controlplane certificate issued from ca for `days`: *ret_server for its
+ * internal RPC server (ALPN h2; clients of every role, and clients without a
+ * certificate, which may call Join only — pair it with cp_fleet_identity) and
+ * *ret_client for calling workers (the server must be a worker). Either
+ * output may be NULL. On failure nothing is returned. */
+int cp_fleet_tls(const sp_pki_ca *ca, const char *name, int days, SSL_CTX **ret_server, SSL_CTX **ret_client,
+                 sp_error **err);
+
+/* The identity hook (sp_rpc_identity_fn) of the control plane's RPC server:
+ * a peer with a verified certificate gets its role and name, a peer without
+ * one gets role 0 and no name. userdata is unused. */
+int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_name, sp_error **err);
+
+typedef struct cp_fleet cp_fleet;
+
+typedef struct cp_fleet_config {
+        int64_t cert_days; /* validity of worker certificates [365] */
+        int64_t heartbeat_ms; /* interval told to workers [2000] */
+} cp_fleet_config;
+
+/* A fleet over db and ca (both borrowed, must outlive it). cfg may be NULL;
+ * its zero fields take the defaults. SP_E_INVALID for values out of range
+ * (cert_days 1..SP_PKI_MAX_DAYS, heartbeat_ms 100..600000). */
+cp_fleet *cp_fleet_new(cp_db *db, const sp_pki_ca *ca, const cp_fleet_config *cfg, sp_error **err);
+/* Frees the fleet; accepts NULL; returns NULL. Unregister first (free the server). */
+cp_fleet *cp_fleet_free(cp_fleet *f);
+
+/* Registers Join and Heartbeat on srv (the control plane's internal RPC server),
+ * with f as their userdata: f must outlive srv. */
+int cp_fleet_register(cp_fleet *f, sp_rpc_server *srv, sp_error **err);
+
+#endif

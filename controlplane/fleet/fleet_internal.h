@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals shared by the files of fleet/: the fleet object, the checks that
+ * Join and Heartbeat apply to what workers send, and the join-token check
+ * (jointoken.c) that Join runs inside its transaction.
+ */
+#ifndef CP_FLEET_INTERNAL_H
+#define CP_FLEET_INTERNAL_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "fleet/fleet.h"
+
+/* Bounds on what a worker may send (proto/spec/controlplane-rpc.md). */
+#define CP_FLEET_NAME_MAX 63
+#define CP_FLEET_ADDRESS_MAX 262 /* "[" + 253 + "]:" + 5 */
+#define CP_FLEET_TOKEN_MAX 200
+#define CP_FLEET_LABELS_MAX 64
+#define CP_FLEET_LABEL_KEY_MAX 128
+#define CP_FLEET_LABEL_VALUE_MAX 256
+#define CP_FLEET_TEMPLATES_MAX 10000
+#define CP_FLEET_SANDBOXES_MAX 100000
+#define CP_FLEET_OBJECT_NAME_MAX 128 /* sandbox ids and template names as the worker knows them */
+#define CP_FLEET_RESOURCE_MAX (INT64_C(1) << 40)
+
+/* The NOTIFY channel the controllers LISTEN on; payloads "worker:<id>". */
+#define CP_FLEET_CHANNEL "space_work"
+
+struct cp_fleet {
+        cp_db *db;
+        const sp_pki_ca *ca;
+        char *ca_pem;
+        cp_fleet_config cfg;
+};
+
+/* [a-z0-9][a-z0-9.-]{0,62}: a worker's name, also its certificate's common name. */
+bool cp__fleet_name_ok(const char *s);
+/* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
+ * [IPv6] literal, and a port 1..65535; not a wildcard address. */
+bool cp__fleet_address_ok(const char *s);
+/* "jail", "qemu" or "firecracker". */
+bool cp__fleet_backend_ok(const char *s);
+/* [A-Za-z0-9._-], 1..CP_FLEET_OBJECT_NAME_MAX bytes. */
+bool cp__fleet_object_name_ok(const char *s);
+/* The optional "labels" field: a string map within the bounds above, keys of
+ * [A-Za-z0-9._/-], values of printable ASCII. *ret is borrowed from req, or
+ * NULL when absent. */
+int cp__fleet_get_labels(json_object *req, json_object **ret, sp_error **err);
+
+/* Checks a presented join token against join_tokens and consumes one use, in
+ * the caller's open transaction. Every failure (malformed, unknown, wrong
+ * secret, expired, revoked, used up) is the same SP_E_UNAUTHENTICATED error;
+ * database trouble is its own code. ret_id receives the token's id. */
+int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID_MAX], sp_error **err);
+
+/* The RPC handlers. */
+void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata);
+void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata);
+
+#endif

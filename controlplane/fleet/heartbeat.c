@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Heartbeat: a worker (identified by its certificate's name) reports its
+ * capacity and everything it observes. The row is updated, an unreachable
+ * worker becomes ready again, and the controllers are woken (NOTIFY) when
+ * what they act on changed: the sandboxes and their states, the templates,
+ * or the worker's health.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/fleet_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+#define WARM_MAX 100000
+
+static const char *const sandbox_states[] = {"creating", "running", "paused", "suspended", "failed", NULL};
+
+static int get_resources(json_object *req, const char *field, json_object **ret, sp_error **err)
+{
+        static const char *const fields[] = {"cpu_millis", "memory_mb", "slots", NULL};
+        json_object *o = NULL;
+        if (sp_json_get_object(req, field, true, &o, err) < 0)
+                return -SP_E_INVALID;
+        int64_t v;
+        if (sp_json_check_fields(o, fields, err) < 0)
+                return sp_error_wrap(err, "%s", field);
+        for (size_t i = 0; fields[i]; i++)
+                if (sp_json_get_int(o, fields[i], true, 0, CP_FLEET_RESOURCE_MAX, &v, err) < 0)
+                        return sp_error_wrap(err, "%s", field);
+        *ret = o;
+        return 0;
+}
+
+static int check_templates(json_object *req, json_object **ret, sp_error **err)
+{
+        json_object *arr = NULL;
+        if (sp_json_get_array(req, "templates", false, CP_FLEET_TEMPLATES_MAX, &arr, err) < 0)
+                return -SP_E_INVALID;
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+                json_object *t = json_object_array_get_idx(arr, i);
+                if (!json_object_is_type(t, json_type_string) || !cp__fleet_object_name_ok(json_object_get_string(t)))
+                        return sp_error_set(err, SP_E_INVALID, "templates[%zu] must be a name of [A-Za-z0-9._-]", i);
+        }
+        *ret = arr;
+        return 0;
+}
+
+static int check_warm(json_object *req, json_object **ret, sp_error **err)
+{
+        json_object *warm = NULL;
+        if (sp_json_get_object(req, "warm", false, &warm, err) < 0)
+                return -SP_E_INVALID;
+        if (warm && (size_t)json_object_object_length(warm) > CP_FLEET_TEMPLATES_MAX)
+                return sp_error_set(err, SP_E_INVALID, "field 'warm' has more than %d entries", CP_FLEET_TEMPLATES_MAX);
+        if (warm) {
+                json_object_object_foreach (warm, k, v) {
+                        if (!cp__fleet_object_name_ok(k))
+                                return sp_error_set(err, SP_E_INVALID, "warm: '%.128s' is not a template name", k);
+                        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                            json_object_get_int64(v) > WARM_MAX)
+                                return sp_error_set(err, SP_E_INVALID, "warm.%s must be an integer between 0 and %d", k,
+                                                    WARM_MAX);
+                }
+        }
+        *ret = warm;
+        return 0;
+}
+
+static bool one_of(const char *s, const char *const *set)
+{
+        for (; *set; set++)
+                if (strcmp(s, *set) == 0)
+                        return true;
+        return false;
+}
+
+static int check_sandboxes(json_object *req, json_object **ret, sp_error **err)
+{
+        static const char *const fields[] = {"id", "state", "template", NULL};
+        json_object *arr = NULL;
+        if (sp_json_get_array(req, "sandboxes", false, CP_FLEET_SANDBOXES_MAX, &arr, err) < 0)
+                return -SP_E_INVALID;
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+                json_object *sb = json_object_array_get_idx(arr, i);
+                const char *id = NULL, *state = NULL, *tpl = NULL;
+                if (sp_json_check_fields(sb, fields, err) < 0 ||
+                    sp_json_get_string(sb, "id", true, CP_FLEET_OBJECT_NAME_MAX, &id, err) < 0 ||
+                    sp_json_get_string(sb, "state", true, 16, &state, err) < 0 ||
+                    sp_json_get_string(sb, "template", true, CP_FLEET_OBJECT_NAME_MAX, &tpl, err) < 0)
+                        return sp_error_wrap(err, "sandboxes[%zu]", i);
+                if (!cp__fleet_object_name_ok(id) || !cp__fleet_object_name_ok(tpl))
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "sandboxes[%zu]: id and template must be of [A-Za-z0-9._-]", i);
+                if (!one_of(state, sandbox_states))
+                        return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: unknown state '%s'", i, state);
+        }
+        *ret = arr;
+        return 0;
+}
+
+typedef struct heartbeat_req {
+        const char *address, *backend;
+        json_object *labels, *capacity;
+        json_object *observed; /* owned: used, templates, warm, sandboxes */
+} heartbeat_req;
+
+static int parse(json_object *req, heartbeat_req *r, sp_error **err)
+{
+        static const char *const fields[] = {"address",   "backend", "labels",    "capacity", "used",
+                                             "templates", "warm",    "sandboxes", NULL};
+        json_object *used = NULL, *templates = NULL, *warm = NULL, *sandboxes = NULL;
+        if (sp_json_check_fields(req, fields, err) < 0 ||
+            sp_json_get_string(req, "address", true, CP_FLEET_ADDRESS_MAX, &r->address, err) < 0 ||
+            sp_json_get_string(req, "backend", true, 32, &r->backend, err) < 0 ||
+            cp__fleet_get_labels(req, &r->labels, err) < 0 || get_resources(req, "capacity", &r->capacity, err) < 0 ||
+            get_resources(req, "used", &used, err) < 0 || check_templates(req, &templates, err) < 0 ||
+            check_warm(req, &warm, err) < 0 || check_sandboxes(req, &sandboxes, err) < 0)
+                return -SP_E_INVALID;
+        if (!cp__fleet_address_ok(r->address))
+                return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
+                                    r->address);
+        if (!cp__fleet_backend_ok(r->backend))
+                return sp_error_set(err, SP_E_INVALID, "backend '%s' must be jail, qemu or firecracker", r->backend);
+        r->observed = json_object_new_object();
+        json_object_object_add(r->observed, "used", json_object_get(used));
+        json_object_object_add(r->observed, "templates",
+                               templates ? json_object_get(templates) : json_object_new_array());
+        json_object_object_add(r->observed, "warm", warm ? json_object_get(warm) : json_object_new_object());
+        json_object_object_add(r->observed, "sandboxes",
+                               sandboxes ? json_object_get(sandboxes) : json_object_new_array());
+        return 0;
+}
+
+/* ---- what the controllers act on, in a comparable form ---- */
+
+typedef struct pair {
+        const char *id, *state;
+} pair;
+
+typedef struct view {
+        pair *sandboxes;
+        size_t nsandboxes;
+        const char **templates;
+        size_t ntemplates;
+} view;
+
+static int pair_cmp(const void *a, const void *b)
+{
+        const pair *x = a, *y = b;
+        int c = strcmp(x->id, y->id);
+        return c ? c : strcmp(x->state, y->state);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static const char *member(json_object *o, const char *key)
+{
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
+/* Borrows strings from sandboxes and templates (arrays, or NULL); entries
+ * that are not well-formed (an old row) are skipped. */
+static int view_of(json_object *sandboxes, json_object *templates, view *ret, sp_error **err)
+{
+        size_t ns = json_object_is_type(sandboxes, json_type_array) ? json_object_array_length(sandboxes) : 0;
+        size_t nt = json_object_is_type(templates, json_type_array) ? json_object_array_length(templates) : 0;
+        memset(ret, 0, sizeof(*ret));
+        ret->sandboxes = calloc(ns + 1, sizeof(pair));
+        ret->templates = calloc(nt + 1, sizeof(char *));
+        if (!ret->sandboxes || !ret->templates)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < ns; i++) {
+                json_object *sb = json_object_array_get_idx(sandboxes, i);
+                pair p = {member(sb, "id"), member(sb, "state")};
+                if (p.id && p.state)
+                        ret->sandboxes[ret->nsandboxes++] = p;
+        }
+        for (size_t i = 0; i < nt; i++) {
+                json_object *t = json_object_array_get_idx(templates, i);
+                if (json_object_is_type(t, json_type_string))
+                        ret->templates[ret->ntemplates++] = json_object_get_string(t);
+        }
+        qsort(ret->sandboxes, ret->nsandboxes, sizeof(pair), pair_cmp);
+        qsort(ret->templates, ret->ntemplates, sizeof(char *), str_cmp);
+        return 0;
+}
+
+static void view_free(view *v)
+{
+        free(v->sandboxes);
+        free(v->templates);
+}
+
+static bool view_equal(const view *a, const view *b)
+{
+        if (a->nsandboxes != b->nsandboxes || a->ntemplates != b->ntemplates)
+                return false;
+        for (size_t i = 0; i < a->nsandboxes; i++)
+                if (pair_cmp(&a->sandboxes[i], &b->sandboxes[i]) != 0)
+                        return false;
+        for (size_t i = 0; i < a->ntemplates; i++)
+                if (strcmp(a->templates[i], b->templates[i]) != 0)
+                        return false;
+        return true;
+}
+
+/* Did the sandboxes or templates change from what the row holds? */
+static int observed_changed(PGresult *res, json_object *observed, bool *ret, sp_error **err)
+{
+        _cleanup_json_ json_object *old_sb = NULL, *old_tpl = NULL;
+        const char *sb_text = PQgetvalue(res, 0, 2), *tpl_text = PQgetvalue(res, 0, 3);
+        if (!PQgetisnull(res, 0, 2))
+                (void)sp_json_parse(sb_text, strlen(sb_text), &old_sb, NULL);
+        if (!PQgetisnull(res, 0, 3))
+                (void)sp_json_parse(tpl_text, strlen(tpl_text), &old_tpl, NULL);
+        json_object *new_sb = NULL, *new_tpl = NULL;
+        json_object_object_get_ex(observed, "sandboxes", &new_sb);
+        json_object_object_get_ex(observed, "templates", &new_tpl);
+        view a = {0}, b = {0};
+        int r = view_of(old_sb, old_tpl, &a, err);
+        if (r == 0)
+                r = view_of(new_sb, new_tpl, &b, err);
+        if (r == 0)
+                *ret = !view_equal(&a, &b);
+        view_free(&a);
+        view_free(&b);
+        return r;
+}
+
+typedef struct heartbeat_result {
+        char worker_id[SP_ID_MAX];
+        char state[32], admin_state[32];
+        bool recovered;
+} heartbeat_result;
+
+static int store(cp_fleet *f, const char *name, const heartbeat_req *r, heartbeat_result *ret, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *old = NULL, *upd = NULL;
+        const char *nparams[] = {name};
+        if (cp_db_exec(f->db,
+                       "SELECT id, state, observed->'sandboxes', observed->'templates' FROM workers "
+                       "WHERE name = $1 FOR UPDATE",
+                       1, nparams, &old, err) < 0)
+                return sp_error_wrap(err, "heartbeat");
+        if (PQntuples(old) != 1)
+                return sp_error_set(err, SP_E_PERMISSION, "worker '%s' has not joined this cluster", name);
+        bool changed = false;
+        if (observed_changed(old, r->observed, &changed, err) < 0)
+                return -SP_E_LIMIT;
+        snprintf(ret->worker_id, sizeof(ret->worker_id), "%s", PQgetvalue(old, 0, 0));
+        char hb[24];
+        snprintf(hb, sizeof(hb), "%lld", (long long)f->cfg.heartbeat_ms);
+        const char *params[] = {ret->worker_id,
+                                r->address,
+                                r->backend,
+                                r->labels ? sp_json_str(r->labels) : NULL,
+                                sp_json_str(r->capacity),
+                                sp_json_str(r->observed),
+                                hb};
+        if (cp_db_exec(f->db,
+                       "UPDATE workers SET address = $2, backend = $3, labels = coalesce($4::jsonb, labels), "
+                       "capacity = $5::jsonb, observed = $6::jsonb, heartbeat_ms = $7::integer, "
+                       "last_heartbeat = now(), updated_at = now(), "
+                       "state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END "
+                       "WHERE id = $1 RETURNING state, admin_state",
+                       7, params, &upd, err) < 0)
+                return sp_error_wrap(err, "heartbeat");
+        snprintf(ret->state, sizeof(ret->state), "%s", PQgetvalue(upd, 0, 0));
+        snprintf(ret->admin_state, sizeof(ret->admin_state), "%s", PQgetvalue(upd, 0, 1));
+        ret->recovered = strcmp(ret->state, PQgetvalue(old, 0, 1)) != 0;
+        if ((changed || ret->recovered) &&
+            cp_db_exec(f->db, "SELECT pg_notify('" CP_FLEET_CHANNEL "', 'worker:' || $1)", 1, params, NULL, err) < 0)
+                return sp_error_wrap(err, "heartbeat");
+        return 0;
+}
+
+static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_object **ret, sp_error **err)
+{
+        if (!name)
+                return sp_error_set(err, SP_E_PERMISSION, "a heartbeat needs a worker certificate");
+        heartbeat_req r = {0};
+        int rc = parse(req, &r, err);
+        if (rc == 0)
+                rc = cp_db_begin(f->db, err);
+        if (rc < 0) {
+                sp_json_putp(&r.observed);
+                return rc;
+        }
+        heartbeat_result res = {0};
+        rc = store(f, name, &r, &res, err);
+        if (rc == 0)
+                rc = cp_db_commit(f->db, err);
+        sp_json_putp(&r.observed);
+        if (rc < 0) {
+                cp_db_rollback(f->db);
+                return rc;
+        }
+        if (res.recovered)
+                sp_log_info_kv(SP_KV("worker_id", res.worker_id, "worker", name), "worker is %s again", res.state);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "worker_id", json_object_new_string(res.worker_id));
+        json_object_object_add(o, "state", json_object_new_string(res.state));
+        json_object_object_add(o, "admin_state", json_object_new_string(res.admin_state));
+        json_object_object_add(o, "heartbeat_ms", json_object_new_int64(f->cfg.heartbeat_ms));
+        *ret = o;
+        return 0;
+}
+
+void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *resp = NULL;
+        const char *name = sp_rpc_call_peer_name(call);
+        if (heartbeat(userdata, name, req, &resp, &e) < 0) {
+                sp_log_debug_kv(SP_KV("worker", name ? name : "?"), "heartbeat refused: %s", e->message);
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        sp_rpc_call_reply(call, resp, NULL);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Join: a worker without a certificate presents a join token and a CSR; the
+ * control plane signs it with the cluster CA and records the worker, all in
+ * one transaction (a refused or failed join consumes no use of the token).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/fleet_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+/* Longer than any token, so that an over-long one gets the token answer. */
+#define TOKEN_FIELD_MAX 4096
+
+typedef struct join_req {
+        const char *token, *name, *csr, *address, *backend;
+        json_object *labels;
+} join_req;
+
+static int parse(json_object *req, join_req *r, sp_error **err)
+{
+        static const char *const fields[] = {"token", "name", "csr", "address", "backend", "labels", NULL};
+        memset(r, 0, sizeof(*r));
+        if (sp_json_check_fields(req, fields, err) < 0 ||
+            sp_json_get_string(req, "token", true, TOKEN_FIELD_MAX, &r->token, err) < 0 ||
+            sp_json_get_string(req, "name", true, CP_FLEET_NAME_MAX, &r->name, err) < 0 ||
+            sp_json_get_string(req, "csr", true, SP_PKI_MAX_PEM, &r->csr, err) < 0 ||
+            sp_json_get_string(req, "address", true, CP_FLEET_ADDRESS_MAX, &r->address, err) < 0 ||
+            sp_json_get_string(req, "backend", true, 32, &r->backend, err) < 0 ||
+            cp__fleet_get_labels(req, &r->labels, err) < 0)
+                return -SP_E_INVALID;
+        if (!cp__fleet_name_ok(r->name))
+                return sp_error_set(
+                        err, SP_E_INVALID,
+                        "name '%s' must be 1 to 63 characters of [a-z0-9.-], starting with a letter or digit", r->name);
+        if (!cp__fleet_address_ok(r->address))
+                return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
+                                    r->address);
+        if (!cp__fleet_backend_ok(r->backend))
+                return sp_error_set(err, SP_E_INVALID, "backend '%s' must be jail, qemu or firecracker", r->backend);
+        return 0;
+}
+
+/* Everything after the token check, inside the transaction. */
+static int record(cp_fleet *f, const join_req *r, const char *token_id, char **ret_cert,
+                  char ret_worker_id[static SP_ID_MAX], sp_error **err)
+{
+        sp_pki_cert_info info;
+        _cleanup_free_ char *cert = sp_pki_csr_sign(f->ca, r->csr, SP_ROLE_WORKER, (int)f->cfg.cert_days, &info, err);
+        if (!cert)
+                return sp_error_wrap(err, "csr");
+        if (strcmp(info.name, r->name) != 0)
+                return sp_error_set(err, SP_E_INVALID, "csr: its common name '%s' must be the worker's name '%s'",
+                                    info.name, r->name);
+        char id[SP_ID_MAX], hb[24];
+        if (sp_id_new("wkr", id, err) < 0)
+                return -SP_E_IO;
+        snprintf(hb, sizeof(hb), "%lld", (long long)f->cfg.heartbeat_ms);
+        const char *labels = r->labels ? sp_json_str(r->labels) : "{}";
+        const char *params[] = {id, r->name, r->address, r->backend, labels, hb, info.serial};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(f->db,
+                       "INSERT INTO workers (id, name, address, backend, labels, state, heartbeat_ms, cert_serial) "
+                       "VALUES ($1, $2, $3, $4, $5::jsonb, 'ready', $6::integer, $7) "
+                       "ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, backend = EXCLUDED.backend, "
+                       "labels = EXCLUDED.labels, heartbeat_ms = EXCLUDED.heartbeat_ms, "
+                       "cert_serial = EXCLUDED.cert_serial, updated_at = now() "
+                       "RETURNING id",
+                       7, params, &res, err) < 0)
+                return sp_error_wrap(err, "record worker");
+        const char *worker_id = PQgetvalue(res, 0, 0);
+        bool rejoin = strcmp(worker_id, id) != 0;
+        _cleanup_json_ json_object *detail = json_object_new_object();
+        json_object_object_add(detail, "name", json_object_new_string(r->name));
+        json_object_object_add(detail, "address", json_object_new_string(r->address));
+        json_object_object_add(detail, "backend", json_object_new_string(r->backend));
+        json_object_object_add(detail, "token_id", json_object_new_string(token_id));
+        json_object_object_add(detail, "cert_serial", json_object_new_string(info.serial));
+        json_object_object_add(detail, "rejoin", json_object_new_boolean(rejoin));
+        const char *aparams[] = {worker_id, sp_json_str(detail)};
+        if (cp_db_exec(f->db, "INSERT INTO audit_log (action, target, detail) VALUES ('worker.join', $1, $2::jsonb)", 2,
+                       aparams, NULL, err) < 0 ||
+            cp_db_exec(f->db, "SELECT pg_notify('" CP_FLEET_CHANNEL "', 'worker:' || $1)", 1, aparams, NULL, err) < 0)
+                return sp_error_wrap(err, "record worker");
+        snprintf(ret_worker_id, SP_ID_MAX, "%s", worker_id);
+        *ret_cert = TAKE_PTR(cert);
+        return 0;
+}
+
+static int join(cp_fleet *f, json_object *req, json_object **ret, sp_error **err)
+{
+        join_req r;
+        if (parse(req, &r, err) < 0)
+                return -SP_E_INVALID;
+        if (cp_db_begin(f->db, err) < 0)
+                return sp_error_wrap(err, "join");
+        char token_id[SP_ID_MAX], worker_id[SP_ID_MAX];
+        _cleanup_free_ char *cert = NULL;
+        int rc = cp__jointoken_consume(f->db, r.token, token_id, err);
+        if (rc == 0)
+                rc = record(f, &r, token_id, &cert, worker_id, err);
+        if (rc == 0)
+                rc = cp_db_commit(f->db, err);
+        if (rc < 0) {
+                cp_db_rollback(f->db);
+                return rc;
+        }
+        sp_log_info_kv(SP_KV("worker_id", worker_id, "worker", r.name, "address", r.address, "token_id", token_id),
+                       "worker joined");
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "worker_id", json_object_new_string(worker_id));
+        json_object_object_add(o, "certificate", json_object_new_string(cert));
+        json_object_object_add(o, "ca", json_object_new_string(f->ca_pem));
+        json_object_object_add(o, "heartbeat_ms", json_object_new_int64(f->cfg.heartbeat_ms));
+        *ret = o;
+        return 0;
+}
+
+void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *resp = NULL;
+        if (join(userdata, req, &resp, &e) < 0) {
+                const char *name = NULL;
+                (void)sp_json_get_string(req, "name", false, CP_FLEET_NAME_MAX, &name, NULL);
+                sp_log_warn_kv(SP_KV("worker", name ? name : "?"), "join refused: %s", e->message);
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        sp_rpc_call_reply(call, resp, NULL);
+}

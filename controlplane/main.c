@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-controlplane: the public API, the internal RPC workers call (join,
+ * heartbeat), and the controllers — on one event loop. Several replicas may
+ * serve at once against one PostgreSQL; the controllers run on the one that
+ * holds the leader lock.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "ctrl/ctrl.h"
+#include "fleet/fleet.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/config.h"
+#include "space/fileio.h"
+#include "space/log.h"
+#include "space/pki.h"
+#include "space/rpc.h"
+#include "space/tls.h"
+#include "store/db.h"
+#include "store/keys.h"
+
+typedef struct cp_cfg {
+        char *database, *listen, *rpc_listen, *rpc_names, *tls_cert, *tls_key, *admin_key_file, *ca_out, *name;
+        char *log_level, *log_format;
+        int64_t idle_timeout_s, heartbeat_ms, tick_ms;
+} cp_cfg;
+
+static const sp_config_def defs[] = {
+        {"database", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, database), 0, 0,
+         "PostgreSQL connection string or URI (required)"},
+        {"listen", SP_CONFIG_STRING, "127.0.0.1:7070", offsetof(cp_cfg, listen), 0, 0, "the public API (HOST:PORT)"},
+        {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, tls_cert), 0, 0,
+         "serve the public API over HTTPS with this certificate (PEM file)"},
+        {"tls-key", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, tls_key), 0, 0, "the key of --tls-cert (PEM file)"},
+        {"rpc-listen", SP_CONFIG_STRING, "127.0.0.1:7073", offsetof(cp_cfg, rpc_listen), 0, 0,
+         "the internal RPC workers call: join and heartbeat (mTLS)"},
+        {"rpc-names", SP_CONFIG_STRING, "127.0.0.1,localhost", offsetof(cp_cfg, rpc_names), 0, 0,
+         "names and addresses in this replica's cluster certificate (comma-separated)"},
+        {"admin-key-file", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, admin_key_file), 0, 0,
+         "first start: the admin key is read from this file, or written to it (0600) if it does not exist; "
+         "without it the key is printed once on stderr"},
+        {"ca-out", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, ca_out), 0, 0,
+         "write the cluster CA certificate here (what workers pass as --tls-ca)"},
+        {"name", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, name), 0, 0,
+         "this replica's name in logs (default: host:pid)"},
+        {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
+         "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
+        {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
+         "how often workers report; three missed make a worker unreachable"},
+        {"tick-ms", SP_CONFIG_INT, "1000", offsetof(cp_cfg, tick_ms), 50, 60000, "the controllers' backstop period"},
+        {"log-level", SP_CONFIG_STRING, "info", offsetof(cp_cfg, log_level), 0, 0, "debug, info, warn, error"},
+        {"log-format", SP_CONFIG_STRING, "auto", offsetof(cp_cfg, log_format), 0, 0,
+         "auto (text on a terminal, else JSON), text, json"},
+        SP_CONFIG_END,
+};
+
+static struct event_base *base;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+        (void)what;
+        (void)arg;
+        sp_log_info("signal %d: stopping", (int)sig);
+        event_base_loopexit(base, NULL);
+}
+
+/* Workers present their certificate; a joining worker has none yet and may only call Join. */
+static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_error **err)
+{
+        (void)ud;
+        (void)err;
+        X509 *peer = SSL_get1_peer_certificate(ssl);
+        if (!peer) {
+                *ret_role = 0;
+                *ret_name = NULL;
+                return 0;
+        }
+        X509_free(peer);
+        sp_role role;
+        if (sp_tls_peer_identity(ssl, &role, ret_name, err) < 0)
+                return -SP_E_UNAUTHENTICATED;
+        *ret_role = (unsigned)role;
+        return 0;
+}
+
+static int bootstrap_admin(cp_db *db, const char *path, sp_error **err)
+{
+        _cleanup_buf_ sp_buf have = SP_BUF_INIT;
+        const char *secret = NULL;
+        if (path && access(path, F_OK) == 0) {
+                if (sp_file_read(path, 4096, &have, err) < 0)
+                        return -SP_E_IO;
+                while (have.len && (have.data[have.len - 1] == '\n' || have.data[have.len - 1] == '\r'))
+                        have.data[--have.len] = '\0';
+                secret = have.data;
+        }
+        _cleanup_free_ char *made = NULL;
+        if (cp_apikey_bootstrap_admin(db, secret, &made, err) < 0)
+                return -SP_E_INVALID;
+        if (!made)
+                return 0;
+        if (path) {
+                if (sp_file_write_atomic(path, made, strlen(made), 0600, err) < 0)
+                        return -SP_E_IO;
+                sp_log_info("created the first admin API key in %s", path);
+        } else {
+                fprintf(stderr, "\nThe first admin API key (shown once; keep it safe):\n\n    %s\n\n", made);
+        }
+        return 0;
+}
+
+static SSL_CTX *cluster_tls(const sp_pki_ca *ca, const char *names, bool server, sp_error **err)
+{
+        _cleanup_free_ char *list = strdup(names);
+        const char *sans[SP_PKI_MAX_SANS + 1] = {0};
+        size_t n = 0;
+        for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok && n < SP_PKI_MAX_SANS;
+             tok = strtok_r(NULL, ",", &save))
+                sans[n++] = tok;
+        _cleanup_free_ char *cert = NULL, *key = NULL, *ca_pem = sp_pki_ca_cert_pem(ca, err);
+        if (!ca_pem || sp_pki_issue(ca, SP_ROLE_CONTROLPLANE, "controlplane", sans, 30, &cert, &key, err) < 0)
+                return NULL;
+        static const char *const alpn[] = {"h2", NULL};
+        sp_tls_config tc = {.ca_pem = ca_pem,
+                            .cert_pem = cert,
+                            .key_pem = key,
+                            .peer_roles = SP_ROLE_WORKER,
+                            .peer_optional = server,
+                            .alpn = alpn};
+        SSL_CTX *ctx = server ? sp_tls_server_ctx_new(&tc, err) : sp_tls_client_ctx_new(&tc, err);
+        sp_explicit_bzero(key, strlen(key));
+        return ctx;
+}
+
+static SSL_CTX *public_tls(const cp_cfg *c, sp_error **err)
+{
+        _cleanup_buf_ sp_buf cert = SP_BUF_INIT, key = SP_BUF_INIT;
+        if (sp_file_read(c->tls_cert, 1 << 20, &cert, err) < 0 || sp_file_read(c->tls_key, 1 << 20, &key, err) < 0)
+                return NULL;
+        sp_tls_config tc = {.cert_pem = cert.data, .key_pem = key.data};
+        SSL_CTX *ctx = sp_tls_server_ctx_new(&tc, err);
+        sp_explicit_bzero(key.data, key.len);
+        return ctx;
+}
+
+int main(int argc, char **argv)
+{
+        cp_cfg c = {0};
+        _cleanup_error_ sp_error *e = NULL;
+        int argind = 0;
+        int r = sp_config_load(defs, &c, "SPACE_CONTROLPLANE", argc, argv, &argind, stdout, &e);
+        if (r == 1)
+                return 0;
+        if (r < 0 || argind < argc) {
+                fprintf(stderr, "space-controlplane: %s\n", e ? e->message : "unexpected argument (see --help)");
+                return 2;
+        }
+        sp_log_level level;
+        sp_log_format format;
+        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
+                fprintf(stderr, "space-controlplane: invalid log level or format\n");
+                return 2;
+        }
+        sp_log_init("controlplane", level, format);
+        if (!c.database) {
+                sp_log_error("--database is required (a PostgreSQL connection string)");
+                return 2;
+        }
+        if (!!c.tls_cert != !!c.tls_key) {
+                sp_log_error("--tls-cert and --tls-key go together");
+                return 2;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        char name[300];
+        if (c.name)
+                snprintf(name, sizeof(name), "%s", c.name);
+        else {
+                char host[256] = "controlplane";
+                gethostname(host, sizeof(host) - 1);
+                snprintf(name, sizeof(name), "%s:%d", host, (int)getpid());
+        }
+
+        /* The database: schema, CA and first admin key, each made once however many replicas start. */
+        cp_db *db = NULL;
+        int applied = 0;
+        if (cp_db_open(c.database, &db, &e) < 0 || cp_db_migrate(db, &applied, &e) < 0) {
+                sp_log_error("database: %s", e->message);
+                cp_db_close(db);
+                return 1;
+        }
+        if (applied)
+                sp_log_info("database: applied %d migrations", applied);
+        sp_pki_ca *ca = NULL;
+        if (cp_fleet_cluster_ca(db, &ca, &e) < 0 || bootstrap_admin(db, c.admin_key_file, &e) < 0) {
+                sp_log_error("bootstrap: %s", e->message);
+                cp_db_close(db);
+                return 1;
+        }
+        if (c.ca_out) {
+                _cleanup_free_ char *pem = sp_pki_ca_cert_pem(ca, &e);
+                if (!pem || sp_pki_pem_save(c.ca_out, pem, false, &e) < 0) {
+                        sp_log_error("--ca-out: %s", e->message);
+                        return 1;
+                }
+        }
+
+        base = event_base_new();
+        SSL_CTX *rpc_tls = cluster_tls(ca, c.rpc_names, true, &e);
+        SSL_CTX *worker_tls = rpc_tls ? cluster_tls(ca, c.rpc_names, false, &e) : NULL;
+        SSL_CTX *api_tls = NULL;
+        if (!base || !rpc_tls || !worker_tls || (c.tls_cert && !(api_tls = public_tls(&c, &e)))) {
+                sp_log_error("tls: %s", e ? e->message : "out of memory");
+                return 1;
+        }
+
+        cp_fleet_config fc = {.heartbeat_ms = c.heartbeat_ms};
+        cp_fleet *fleet = cp_fleet_new(db, ca, &fc, &e);
+        sp_rpc_server *rpc = fleet ? sp_rpc_server_new(base, rpc_tls, &e) : NULL;
+        if (!rpc || cp_fleet_register(fleet, rpc, &e) < 0 || sp_rpc_server_listen(rpc, c.rpc_listen, &e) < 0) {
+                sp_log_error("rpc: %s", e->message);
+                return 1;
+        }
+        sp_rpc_server_set_identity_fn(rpc, identity, NULL);
+
+        sp_http_server *http = sp_http_server_new(base, NULL, &e);
+        cp_api_config ac = {.conninfo = c.database, .default_idle_timeout_s = c.idle_timeout_s};
+        cp_api *api = http ? cp_api_new(base, http, &ac, &e) : NULL;
+        if (!api || sp_http_server_listen(http, c.listen, api_tls, &e) < 0) {
+                sp_log_error("api: %s", e->message);
+                return 1;
+        }
+        cp_ctrl_config cc = {.conninfo = c.database,
+                             .worker_tls = worker_tls,
+                             .default_idle_timeout_s = c.idle_timeout_s,
+                             .tick_ms = c.tick_ms,
+                             .name = name};
+        cp_ctrl *ctrl = cp_ctrl_new(base, &cc, &e);
+        if (!ctrl) {
+                sp_log_error("controllers: %s", e->message);
+                return 1;
+        }
+        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+        struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
+        evsignal_add(sigterm, NULL);
+        evsignal_add(sigint, NULL);
+        sp_log_info_kv(SP_KV("listen", c.listen, "rpc_listen", c.rpc_listen, "replica", name),
+                       "control plane ready (%s)", cp_ctrl_is_leader(ctrl) ? "leader" : "standby");
+
+        event_base_dispatch(base);
+
+        cp_ctrl_free(ctrl);
+        cp_api_free(api);
+        sp_http_server_free(http);
+        sp_rpc_server_free(rpc);
+        cp_fleet_free(fleet);
+        cp_db_close(db);
+        sp_pki_ca_free(ca);
+        SSL_CTX_free(rpc_tls);
+        SSL_CTX_free(worker_tls);
+        if (api_tls)
+                SSL_CTX_free(api_tls);
+        event_free(sigterm);
+        event_free(sigint);
+        event_base_free(base);
+        sp_config_free(defs, &c);
+        return 0;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The scheduler: picks the worker a sandbox runs on.
+ *
+ * A pure function over a snapshot of the fleet (the caller reads it from the
+ * store): no I/O, no globals, deterministic for a given input, so it is
+ * tested exhaustively as a unit. A worker is eligible when it is healthy
+ * ("ready"), not cordoned or draining, runs the requested backend, carries
+ * every requested label, holds the template, and has the free CPU, memory and
+ * slots the sandbox asks for (a sandbox takes one slot; free = capacity -
+ * used, negative values counting as 0). Among eligible workers it prefers one
+ * with a warm sandbox of the template, then the one left with the most free
+ * room (spreading load: the largest of the smallest free fraction of CPU,
+ * memory and slots once the sandbox is placed, compared exactly), then the
+ * smaller name, then the smaller id. Thread-safe: it touches only its
+ * arguments.
+ */
+#ifndef CP_SCHED_H
+#define CP_SCHED_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/buf.h"
+#include "space/error.h"
+
+/* One worker as the scheduler sees it. Strings and labels are borrowed. */
+typedef struct cp_sched_worker {
+        const char *id; /* "wkr_..." */
+        const char *name; /* the node's name, used in explanations */
+        const char *backend; /* "jail", "qemu", "firecracker" */
+        const char *health; /* "ready", "unreachable", "quarantined" */
+        const char *admin_state; /* "active", "cordoned", "draining" */
+        json_object *labels; /* object of string values, or NULL */
+        int64_t cpu_millis_capacity, memory_mb_capacity, slots_capacity;
+        int64_t cpu_millis_used, memory_mb_used, slots_used; /* what is placed there now */
+        bool has_template; /* the requested template is imported on it */
+        int64_t warm; /* warm sandboxes of the requested template ready on it */
+} cp_sched_worker;
+
+/* What a sandbox needs. Strings and labels are borrowed. */
+typedef struct cp_sched_request {
+        const char *template_id;
+        const char *backend; /* NULL or "": any backend */
+        json_object *labels; /* every key must be on the worker with the same value; NULL: none */
+        int64_t cpu_millis, memory_mb;
+        const char *exclude_worker; /* NULL, or a worker id never to choose (drain moves a sandbox away) */
+} cp_sched_request;
+
+/* Chooses a worker among ws[0..n). On success returns 0 and sets *ret_index.
+ * When no worker is eligible it returns -SP_E_LIMIT (some worker could run it
+ * once room frees up: it was refused only for lack of free room) or
+ * -SP_E_UNAVAILABLE (none could: no worker, all unhealthy, cordoned, excluded,
+ * wrong backend or labels, no template, or too small in all), with *err's
+ * message explaining, per worker in input order, the first reason each was
+ * refused, e.g.
+ *   "no worker can place it: node-a: cordoned; node-b: needs 512 MiB of memory, 128 MiB free"
+ * (at most 20 workers named, then "and N more"; names and label parts are cut
+ * at 64 characters); with n == 0: "no workers have joined the cluster".
+ * -SP_E_INVALID when req, ret_index or ws (with n > 0) is NULL, the template
+ * id is missing, cpu_millis or memory_mb is negative, or req->labels is not
+ * an object of strings. *ret_index is left alone on failure. Never allocates
+ * besides *err. */
+int cp_sched_place(const cp_sched_request *req, const cp_sched_worker *ws, size_t n, size_t *ret_index, sp_error **err);
+
+#endif

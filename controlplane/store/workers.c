@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Workers in the store. Every change of a worker's health or admin state
+ * wakes the controllers (NOTIFY space_work, 'worker:<id>') in the same
+ * statement, so it is sent exactly when the change commits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/time.h"
+#include "store/workers.h"
+
+#define ID_MAX 64
+#define FACTOR_MAX 1000
+#define THRESHOLD_MAX 1000
+#define REASON_MAX 1024
+/* A quarantine lifted from a worker heard within this many intervals makes it ready at once. */
+#define RECENT_FACTOR "3"
+
+/* Columns of one worker and what its placed sandboxes use. Sandboxes that
+ * hold no resources on it (suspended, stopped, failed, deleted) do not count. */
+#define WORKER_SELECT \
+        "SELECT w.id, coalesce(w.name, w.id), w.address, w.backend, w.labels::text, w.state, w.admin_state, " \
+        "w.capacity::text, w.observed::text, w.failures, w.quarantine_reason, " \
+        "(extract(epoch FROM w.last_heartbeat) * 1000000)::bigint, " \
+        "(extract(epoch FROM w.created_at) * 1000000)::bigint, " \
+        "coalesce(u.cpu, 0), coalesce(u.mem, 0), coalesce(u.n, 0) " \
+        "FROM workers w LEFT JOIN (" \
+        "SELECT worker_id, " \
+        "sum(CASE WHEN jsonb_typeof(spec->'resources'->'cpu_millis') = 'number' " \
+        "THEN (spec->'resources'->>'cpu_millis')::numeric ELSE 0 END)::bigint AS cpu, " \
+        "sum(CASE WHEN jsonb_typeof(spec->'resources'->'memory_mb') = 'number' " \
+        "THEN (spec->'resources'->>'memory_mb')::numeric ELSE 0 END)::bigint AS mem, " \
+        "count(*) AS n FROM sandboxes WHERE worker_id IS NOT NULL AND deleted_at IS NULL " \
+        "AND observed_state NOT IN ('suspended', 'deleted', 'failed', 'stopped') GROUP BY worker_id" \
+        ") u ON u.worker_id = w.id "
+
+enum {
+        C_ID,
+        C_NAME,
+        C_ADDRESS,
+        C_BACKEND,
+        C_LABELS,
+        C_STATE,
+        C_ADMIN,
+        C_CAPACITY,
+        C_OBSERVED,
+        C_FAILURES,
+        C_REASON,
+        C_HEARTBEAT,
+        C_CREATED,
+        C_USED_CPU,
+        C_USED_MEM,
+        C_USED_SLOTS
+};
+
+static json_object *parse_object(PGresult *res, int row, int col)
+{
+        json_object *o = NULL;
+        const char *text = PQgetvalue(res, row, col);
+        if (PQgetisnull(res, row, col) || sp_json_parse(text, strlen(text), &o, NULL) < 0 ||
+            !json_object_is_type(o, json_type_object)) {
+                if (o)
+                        json_object_put(o);
+                return json_object_new_object();
+        }
+        return o;
+}
+
+static json_object *int_of(PGresult *res, int row, int col)
+{
+        return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
+}
+
+static json_object *time_of(PGresult *res, int row, int col)
+{
+        if (PQgetisnull(res, row, col))
+                return NULL;
+        char ts[32];
+        sp_time_format_rfc3339(strtoll(PQgetvalue(res, row, col), NULL, 10), ts);
+        return json_object_new_string(ts);
+}
+
+static json_object *resources(int64_t cpu, int64_t mem, int64_t slots)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "cpu_millis", json_object_new_int64(cpu));
+        json_object_object_add(o, "memory_mb", json_object_new_int64(mem));
+        json_object_object_add(o, "slots", json_object_new_int64(slots));
+        return o;
+}
+
+static int64_t member_int(json_object *o, const char *key)
+{
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
+                                                                                              : 0;
+}
+
+/* The one word for operators, by precedence. */
+static const char *summary_state(const char *health, const char *admin)
+{
+        if (strcmp(health, "quarantined") == 0 || strcmp(health, "unreachable") == 0)
+                return health;
+        if (strcmp(admin, "draining") == 0 || strcmp(admin, "cordoned") == 0)
+                return admin;
+        return health;
+}
+
+static json_object *worker_json(PGresult *res, int i)
+{
+        json_object *o = json_object_new_object();
+        const char *health = PQgetvalue(res, i, C_STATE), *admin = PQgetvalue(res, i, C_ADMIN);
+        json_object_object_add(o, "id", json_object_new_string(PQgetvalue(res, i, C_ID)));
+        json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, i, C_NAME)));
+        json_object_object_add(o, "address", json_object_new_string(PQgetvalue(res, i, C_ADDRESS)));
+        json_object_object_add(o, "backend", json_object_new_string(PQgetvalue(res, i, C_BACKEND)));
+        json_object_object_add(o, "labels", parse_object(res, i, C_LABELS));
+        json_object_object_add(o, "state", json_object_new_string(summary_state(health, admin)));
+        json_object_object_add(o, "admin_state", json_object_new_string(admin));
+        json_object_object_add(o, "health", json_object_new_string(health));
+        _cleanup_json_ json_object *cap = parse_object(res, i, C_CAPACITY);
+        json_object_object_add(
+                o, "capacity",
+                resources(member_int(cap, "cpu_millis"), member_int(cap, "memory_mb"), member_int(cap, "slots")));
+        json_object_object_add(o, "used",
+                               resources(strtoll(PQgetvalue(res, i, C_USED_CPU), NULL, 10),
+                                         strtoll(PQgetvalue(res, i, C_USED_MEM), NULL, 10),
+                                         strtoll(PQgetvalue(res, i, C_USED_SLOTS), NULL, 10)));
+        json_object_object_add(o, "observed", parse_object(res, i, C_OBSERVED));
+        json_object_object_add(o, "failures", int_of(res, i, C_FAILURES));
+        json_object_object_add(o, "quarantine_reason",
+                               PQgetisnull(res, i, C_REASON) ? NULL
+                                                             : json_object_new_string(PQgetvalue(res, i, C_REASON)));
+        json_object_object_add(o, "last_heartbeat", time_of(res, i, C_HEARTBEAT));
+        json_object_object_add(o, "created_at", time_of(res, i, C_CREATED));
+        return o;
+}
+
+int cp_worker_list(cp_db *db, json_object **ret, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db, WORKER_SELECT "ORDER BY 2, w.id", 0, NULL, &res, err) < 0)
+                return sp_error_wrap(err, "list workers");
+        json_object *arr = json_object_new_array();
+        for (int i = 0; i < PQntuples(res); i++)
+                json_object_array_add(arr, worker_json(res, i));
+        *ret = arr;
+        return 0;
+}
+
+static int not_found(const char *id, sp_error **err)
+{
+        return sp_error_set(err, SP_E_NOT_FOUND, "worker %.64s not found", id ? id : "");
+}
+
+int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err)
+{
+        if (!id || strlen(id) > ID_MAX)
+                return not_found(id, err);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {id};
+        if (cp_db_exec(db, WORKER_SELECT "WHERE w.id = $1", 1, params, &res, err) < 0)
+                return sp_error_wrap(err, "get worker");
+        if (PQntuples(res) != 1)
+                return not_found(id, err);
+        *ret = worker_json(res, 0);
+        return 0;
+}
+
+int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state, sp_error **err)
+{
+        if (!admin_state || (strcmp(admin_state, "active") != 0 && strcmp(admin_state, "cordoned") != 0 &&
+                             strcmp(admin_state, "draining") != 0))
+                return sp_error_set(err, SP_E_INVALID, "admin state must be active, cordoned or draining");
+        if (!id || strlen(id) > ID_MAX)
+                return not_found(id, err);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {id, admin_state};
+        if (cp_db_exec(db,
+                       "WITH old AS (SELECT id, admin_state FROM workers WHERE id = $1 FOR UPDATE), "
+                       "upd AS (UPDATE workers w SET admin_state = $2, updated_at = now() FROM old "
+                       "WHERE w.id = old.id RETURNING w.id, old.admin_state <> $2 AS changed) "
+                       "SELECT id, CASE WHEN changed THEN pg_notify('space_work', 'worker:' || id) END FROM upd",
+                       2, params, &res, err) < 0)
+                return sp_error_wrap(err, "set worker admin state");
+        if (PQntuples(res) != 1)
+                return not_found(id, err);
+        return 0;
+}
+
+int cp_worker_mark_unreachable(cp_db *db, int factor, int *ret_changed, sp_error **err)
+{
+        if (factor < 1 || factor > FACTOR_MAX)
+                return sp_error_set(err, SP_E_INVALID, "factor must be between 1 and %d", FACTOR_MAX);
+        char f[16];
+        snprintf(f, sizeof(f), "%d", factor);
+        const char *params[] = {f};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        /* A worker that joined and never sent a heartbeat counts from its join. */
+        if (cp_db_exec(db,
+                       "WITH upd AS (UPDATE workers SET state = 'unreachable', updated_at = now() "
+                       "WHERE state = 'ready' AND coalesce(last_heartbeat, updated_at) < "
+                       "now() - make_interval(secs => heartbeat_ms::double precision * $1::integer / 1000) "
+                       "RETURNING id) "
+                       "SELECT id, pg_notify('space_work', 'worker:' || id) FROM upd",
+                       1, params, &res, err) < 0)
+                return sp_error_wrap(err, "mark unreachable workers");
+        if (ret_changed)
+                *ret_changed = PQntuples(res);
+        return 0;
+}
+
+int cp_worker_record_result(cp_db *db, const char *id, bool ok, int threshold, const char *reason, sp_error **err)
+{
+        if (threshold < 1 || threshold > THRESHOLD_MAX)
+                return sp_error_set(err, SP_E_INVALID, "threshold must be between 1 and %d", THRESHOLD_MAX);
+        if (!id || strlen(id) > ID_MAX)
+                return not_found(id, err);
+        char why[REASON_MAX + 1], t[16];
+        snprintf(why, sizeof(why), "%s", reason && *reason ? reason : "repeated failures");
+        for (char *p = why; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+        snprintf(t, sizeof(t), "%d", threshold);
+        const char *params[] = {id, ok ? "true" : "false", t, why};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db,
+                       "WITH old AS (SELECT id, state FROM workers WHERE id = $1 FOR UPDATE), "
+                       "upd AS (UPDATE workers w SET "
+                       "failures = CASE WHEN $2::boolean THEN 0 ELSE w.failures + 1 END, "
+                       "state = CASE WHEN NOT $2::boolean AND w.failures + 1 >= $3::integer THEN 'quarantined' "
+                       "ELSE w.state END, "
+                       "quarantine_reason = CASE WHEN NOT $2::boolean AND w.failures + 1 >= $3::integer "
+                       "AND w.state <> 'quarantined' THEN $4 ELSE w.quarantine_reason END, "
+                       "updated_at = CASE WHEN NOT $2::boolean OR w.failures <> 0 THEN now() ELSE w.updated_at END "
+                       "FROM old WHERE w.id = old.id RETURNING w.id, w.state <> old.state AS changed) "
+                       "SELECT id, CASE WHEN changed THEN pg_notify('space_work', 'worker:' || id) END FROM upd",
+                       4, params, &res, err) < 0)
+                return sp_error_wrap(err, "record worker result");
+        if (PQntuples(res) != 1)
+                return not_found(id, err);
+        return 0;
+}
+
+int cp_worker_unquarantine(cp_db *db, const char *id, sp_error **err)
+{
+        if (!id || strlen(id) > ID_MAX)
+                return not_found(id, err);
+        const char *params[] = {id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db,
+                       "WITH old AS (SELECT id, state FROM workers WHERE id = $1 FOR UPDATE), "
+                       "upd AS (UPDATE workers w SET failures = 0, quarantine_reason = NULL, updated_at = now(), "
+                       "state = CASE WHEN w.state <> 'quarantined' THEN w.state "
+                       "WHEN w.last_heartbeat > now() - make_interval(secs => w.heartbeat_ms::double precision "
+                       "* " RECENT_FACTOR " / 1000) THEN 'ready' ELSE 'unreachable' END "
+                       "FROM old WHERE w.id = old.id RETURNING w.id, w.state <> old.state AS changed) "
+                       "SELECT id, CASE WHEN changed THEN pg_notify('space_work', 'worker:' || id) END FROM upd",
+                       1, params, &res, err) < 0)
+                return sp_error_wrap(err, "unquarantine worker");
+        if (PQntuples(res) != 1)
+                return not_found(id, err);
+        return 0;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Workers in the store. Health (`state`: ready, unreachable, quarantined) is
+ * set by heartbeats and the controllers; admin_state (active, cordoned,
+ * draining) by operators. Workers are cluster objects, visible to admins only.
+ * Every change of health or admin state sends NOTIFY space_work,
+ * 'worker:<id>' with its commit, so the controllers react at once.
+ */
+#ifndef CP_STORE_WORKERS_H
+#define CP_STORE_WORKERS_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+
+#include "space/error.h"
+#include "store/db.h"
+
+/* Every worker as an array of API objects, ordered by name:
+ *   {"id","name","address","backend","labels":{},"state","admin_state","health",
+ *    "capacity":{"cpu_millis","memory_mb","slots"},
+ *    "used":{"cpu_millis","memory_mb","slots"},        (placed sandboxes, from the sandboxes table)
+ *    "observed":{...last heartbeat...}, "failures", "quarantine_reason",
+ *    "last_heartbeat":"RFC 3339"|null, "created_at"}
+ * `state` is the one word for operators: quarantined, unreachable, draining,
+ * cordoned or ready, in that precedence. */
+int cp_worker_list(cp_db *db, json_object **ret, sp_error **err);
+/* One worker as above; SP_E_NOT_FOUND. */
+int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err);
+/* Sets admin_state ("active", "cordoned", "draining"; anything else is
+ * SP_E_INVALID); SP_E_NOT_FOUND. */
+int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state, sp_error **err);
+/* Marks every ready worker whose last heartbeat (or join, if it never sent
+ * one) is older than `factor` (1..1000) of its heartbeat intervals as
+ * unreachable; *ret_changed (may be NULL) gets how many changed. */
+int cp_worker_mark_unreachable(cp_db *db, int factor, int *ret_changed, sp_error **err);
+/* Counts a failed operation against a worker; at `threshold` (1..1000)
+ * consecutive failures it is quarantined with reason (NULL: "repeated
+ * failures"; control characters become spaces, at most 1024 bytes). A success
+ * resets the count. SP_E_NOT_FOUND. */
+int cp_worker_record_result(cp_db *db, const char *id, bool ok, int threshold, const char *reason, sp_error **err);
+/* Lifts a quarantine (admin) and resets the failure count: health goes back
+ * to ready if the worker was heard within 3 heartbeat intervals, else to
+ * unreachable until its next heartbeat. A worker that is not quarantined
+ * keeps its health. SP_E_NOT_FOUND. */
+int cp_worker_unquarantine(cp_db *db, const char *id, sp_error **err);
+
+#endif
