@@ -328,6 +328,7 @@ START_TEST(idempotent_retries_and_bad_input)
         ck_assert_str_eq(str(e1, "error.code"), "invalid_argument");
         _cleanup_json_ json_object *e2 =
                 api(key, "POST", "/v1/sandboxes", 400, "{\"template\":\"base\",\"x\":1}", NULL);
+        ck_assert_ptr_nonnull(strstr(str(e2, "error.message"), "x"));
         _cleanup_json_ json_object *e3 =
                 api(key, "POST", "/v1/sandboxes", 400, "{\"template\":\"base\",\"resources\":{\"memory_mb\":1}}", NULL);
         ck_assert_ptr_nonnull(strstr(str(e3, "error.message"), "memory_mb"));
