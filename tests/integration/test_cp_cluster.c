@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -27,7 +29,7 @@
 
 static sp_test_pg pg;
 static char *top, cgparent[64];
-static sp_test_proc cp, workers[NWORKERS];
+static sp_test_proc cp, cp2, workers[NWORKERS];
 static int api_port, rpc_port;
 static char admin_key[256];
 
@@ -130,8 +132,23 @@ static void start_worker(int i, const char *token)
         snprintf(tok, sizeof(tok), "--join-token=%s", token);
         snprintf(uid, sizeof(uid), "--uid-base=%d", 0x10000000 + i * 0x02000000);
         snprintf(node, sizeof(node), "--node-id=node-%d", i);
-        const char *argv[] = {bin,    state, storage,      image,         "--storage-size=2G", listen, http, ca,
-                              cpaddr, tok,   "--slots=16", "--memory=2G", "--log-format=text", cg,     uid,  node,
+        const char *argv[] = {bin,
+                              state,
+                              storage,
+                              image,
+                              "--storage-size=2G",
+                              listen,
+                              http,
+                              ca,
+                              cpaddr,
+                              tok,
+                              "--slots=16",
+                              "--memory=2G",
+                              "--cpu-millis=8000",
+                              "--log-format=text",
+                              cg,
+                              uid,
+                              node,
                               NULL};
         sp_test_proc_opts opts = {.log_path = logp};
         sp_test_ok(sp_test_proc_start(&workers[i], "worker", argv, &opts, &e), &e);
@@ -211,6 +228,11 @@ static void cluster_up(void)
 
 static void cluster_down(void)
 {
+        /* A control plane a test started in its place (even if the test failed). */
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd), "pkill -KILL -f -- '[-]-listen=127.0.0.1:%d' ; true", api_port);
+        if (system(cmd) != 0)
+                fprintf(stderr, "pkill failed\n");
         sp_test_proc_stop(&cp, 10000, NULL);
         for (int i = 0; i < NWORKERS; i++) {
                 sp_test_proc_stop(&workers[i], 10000, NULL);
@@ -380,6 +402,83 @@ START_TEST(tenants_cannot_touch_each_other)
 }
 END_TEST
 
+/* The control plane SIGKILLed while creates are arriving: clients retrying
+ * with their Idempotency-Key end with exactly one sandbox each, every one
+ * running, and no worker holds a sandbox the database does not know. */
+START_TEST(controlplane_killed_during_creates)
+{
+        enum { N = 12 };
+        char key[256];
+        new_tenant("crash", key);
+        char hdr[N][64];
+        for (int i = 0; i < N; i++)
+                snprintf(hdr[i], sizeof(hdr[i]), "Idempotency-Key: crash-%d-%d", (int)getpid(), i);
+        const char *body = "{\"template\":\"base\",\"resources\":{\"memory_mb\":32,\"cpu_millis\":10}}";
+        pid_t kid = fork();
+        if (kid == 0) {
+                /* The client: fires the creates; some are cut off. */
+                char auth[300];
+                snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+                for (int i = 0; i < N; i++) {
+                        const char *headers[] = {auth, hdr[i], NULL};
+                        sp_test_http_response r;
+                        if (sp_test_http(api_port, "POST", "/v1/sandboxes", headers, body, 5000, &r, NULL) == 0)
+                                sp_test_http_response_free(&r);
+                }
+                _exit(0);
+        }
+        usleep(15 * 1000);
+        ck_assert_int_eq(kill(-cp.pgid, SIGKILL), 0);
+        int st;
+        waitpid(kid, &st, 0);
+        /* A new control plane on the same database and ports. */
+        sp_error *e = NULL;
+        sp_test_proc_opts opts = {.log_path = cp.log_path};
+        sp_test_ok(sp_test_proc_start(&cp2, "controlplane", (const char *const *)cp.argv, &opts, &e), &e);
+        sp_test_ok(sp_test_proc_wait_http(&cp2, "127.0.0.1", api_port, "/healthz", 30000, &e), &e);
+        /* Every client retries with its key. */
+        char ids[N][64];
+        for (int i = 0; i < N; i++) {
+                _cleanup_json_ json_object *r = api(key, "POST", "/v1/sandboxes", 202, body, hdr[i]);
+                snprintf(ids[i], sizeof(ids[i]), "%s", str(r, "sandbox.id"));
+                json_object_put(wait_op(key, str(r, "operation.id"), true));
+                for (int j = 0; j < i; j++)
+                        ck_assert_str_ne(ids[i], ids[j]);
+        }
+        _cleanup_json_ json_object *list = api(key, "GET", "/v1/sandboxes?limit=100", 200, NULL, NULL);
+        json_object *arr = NULL;
+        json_object_object_get_ex(list, "sandboxes", &arr);
+        ck_assert_int_eq(json_object_array_length(arr), N);
+        for (size_t i = 0; i < json_object_array_length(arr); i++)
+                ck_assert_str_eq(str(json_object_array_get_idx(arr, i), "state"), "running");
+        /* No orphans: after reconciliation, the workers together hold exactly
+         * the sandboxes the database places on them (all tenants). */
+        int64_t deadline = sp_now_mono_us() + 30 * 1000000LL;
+        for (;;) {
+                _cleanup_json_ json_object *ws = api(admin_key, "GET", "/v1/workers", 200, NULL, NULL);
+                json_object *wa = NULL;
+                json_object_object_get_ex(ws, "workers", &wa);
+                size_t held = 0, placed = 0;
+                for (size_t i = 0; i < json_object_array_length(wa); i++) {
+                        json_object *w = json_object_array_get_idx(wa, i), *obs, *sb, *used, *slots;
+                        if (json_object_object_get_ex(w, "observed", &obs) &&
+                            json_object_object_get_ex(obs, "sandboxes", &sb))
+                                held += json_object_array_length(sb);
+                        if (json_object_object_get_ex(w, "used", &used) &&
+                            json_object_object_get_ex(used, "slots", &slots))
+                                placed += (size_t)json_object_get_int64(slots);
+                }
+                if (held == placed)
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "workers hold %zu sandboxes, the database places %zu", held,
+                              placed);
+                usleep(200 * 1000);
+        }
+        sp_test_proc_stop(&cp2, 10000, NULL);
+        sp_test_proc_free(&cp2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_cluster");
@@ -390,6 +489,7 @@ static Suite *suite(void)
         tcase_add_test(tc, placement_spreads_and_avoids_cordoned);
         tcase_add_test(tc, idempotent_retries_and_bad_input);
         tcase_add_test(tc, tenants_cannot_touch_each_other);
+        tcase_add_test(tc, controlplane_killed_during_creates); /* last: it replaces the control plane */
         suite_add_tcase(s, tc);
         return s;
 }
