@@ -74,25 +74,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopexit(base, NULL);
 }
 
-/* Workers present their certificate; a joining worker has none yet and may only call Join. */
-static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_error **err)
-{
-        (void)ud;
-        (void)err;
-        X509 *peer = SSL_get1_peer_certificate(ssl);
-        if (!peer) {
-                *ret_role = 0;
-                *ret_name = NULL;
-                return 0;
-        }
-        X509_free(peer);
-        sp_role role;
-        if (sp_tls_peer_identity(ssl, &role, ret_name, err) < 0)
-                return -SP_E_UNAUTHENTICATED;
-        *ret_role = (unsigned)role;
-        return 0;
-}
-
 static int bootstrap_admin(cp_db *db, const char *path, sp_error **err)
 {
         _cleanup_buf_ sp_buf have = SP_BUF_INIT;
@@ -119,27 +100,14 @@ static int bootstrap_admin(cp_db *db, const char *path, sp_error **err)
         return 0;
 }
 
-static SSL_CTX *cluster_tls(const sp_pki_ca *ca, const char *names, bool server, sp_error **err)
+/* Splits "a,b,c" in place into at most SP_PKI_MAX_SANS names. */
+static void split_names(char *list, const char *out[static SP_PKI_MAX_SANS + 1])
 {
-        _cleanup_free_ char *list = strdup(names);
-        const char *sans[SP_PKI_MAX_SANS + 1] = {0};
         size_t n = 0;
-        for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok && n < SP_PKI_MAX_SANS;
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && n < SP_PKI_MAX_SANS;
              tok = strtok_r(NULL, ",", &save))
-                sans[n++] = tok;
-        _cleanup_free_ char *cert = NULL, *key = NULL, *ca_pem = sp_pki_ca_cert_pem(ca, err);
-        if (!ca_pem || sp_pki_issue(ca, SP_ROLE_CONTROLPLANE, "controlplane", sans, 30, &cert, &key, err) < 0)
-                return NULL;
-        static const char *const alpn[] = {"h2", NULL};
-        sp_tls_config tc = {.ca_pem = ca_pem,
-                            .cert_pem = cert,
-                            .key_pem = key,
-                            .peer_roles = SP_ROLE_WORKER,
-                            .peer_optional = server,
-                            .alpn = alpn};
-        SSL_CTX *ctx = server ? sp_tls_server_ctx_new(&tc, err) : sp_tls_client_ctx_new(&tc, err);
-        sp_explicit_bzero(key, strlen(key));
-        return ctx;
+                out[n++] = tok;
+        out[n] = NULL;
 }
 
 static SSL_CTX *public_tls(const cp_cfg *c, sp_error **err)
@@ -215,10 +183,11 @@ int main(int argc, char **argv)
         }
 
         base = event_base_new();
-        SSL_CTX *rpc_tls = cluster_tls(ca, c.rpc_names, true, &e);
-        SSL_CTX *worker_tls = rpc_tls ? cluster_tls(ca, c.rpc_names, false, &e) : NULL;
-        SSL_CTX *api_tls = NULL;
-        if (!base || !rpc_tls || !worker_tls || (c.tls_cert && !(api_tls = public_tls(&c, &e)))) {
+        const char *sans[SP_PKI_MAX_SANS + 1];
+        split_names(c.rpc_names, sans);
+        SSL_CTX *rpc_tls = NULL, *worker_tls = NULL, *api_tls = NULL;
+        if (!base || cp_fleet_tls(ca, "controlplane", sans, 30, &rpc_tls, &worker_tls, &e) < 0 ||
+            (c.tls_cert && !(api_tls = public_tls(&c, &e)))) {
                 sp_log_error("tls: %s", e ? e->message : "out of memory");
                 return 1;
         }
@@ -230,7 +199,7 @@ int main(int argc, char **argv)
                 sp_log_error("rpc: %s", e->message);
                 return 1;
         }
-        sp_rpc_server_set_identity_fn(rpc, identity, NULL);
+        sp_rpc_server_set_identity_fn(rpc, cp_fleet_identity, NULL);
 
         sp_http_server *http = sp_http_server_new(base, NULL, &e);
         cp_api_config ac = {.conninfo = c.database, .default_idle_timeout_s = c.idle_timeout_s};

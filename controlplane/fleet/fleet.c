@@ -67,12 +67,12 @@ int cp_fleet_register(cp_fleet *f, sp_rpc_server *srv, sp_error **err)
         return 0;
 }
 
-int cp_fleet_tls(const sp_pki_ca *ca, const char *name, int days, SSL_CTX **ret_server, SSL_CTX **ret_client,
-                 sp_error **err)
+int cp_fleet_tls(const sp_pki_ca *ca, const char *name, const char *const *sans, int days, SSL_CTX **ret_server,
+                 SSL_CTX **ret_client, sp_error **err)
 {
         _cleanup_free_ char *ca_pem = sp_pki_ca_cert_pem(ca, err);
         _cleanup_free_ char *cert = NULL, *key = NULL;
-        if (!ca_pem || sp_pki_issue(ca, SP_ROLE_CONTROLPLANE, name, NULL, days, &cert, &key, err) < 0)
+        if (!ca_pem || sp_pki_issue(ca, SP_ROLE_CONTROLPLANE, name, sans, days, &cert, &key, err) < 0)
                 return sp_error_wrap(err, "control-plane certificate");
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config sc = {.ca_pem = ca_pem,

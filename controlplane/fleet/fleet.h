@@ -44,13 +44,14 @@ int cp_jointoken_revoke(cp_db *db, const char *id, sp_error **err);
 int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err);
 
 /* The TLS contexts of a control-plane replica named `name`, both with a new
- * controlplane certificate issued from ca for `days`: *ret_server for its
+ * controlplane certificate issued from ca for `days` naming `sans` (DNS names
+ * and IP addresses, NULL-terminated; may be NULL): *ret_server for its
  * internal RPC server (ALPN h2; clients of every role, and clients without a
  * certificate, which may call Join only — pair it with cp_fleet_identity) and
  * *ret_client for calling workers (the server must be a worker). Either
  * output may be NULL. On failure nothing is returned. */
-int cp_fleet_tls(const sp_pki_ca *ca, const char *name, int days, SSL_CTX **ret_server, SSL_CTX **ret_client,
-                 sp_error **err);
+int cp_fleet_tls(const sp_pki_ca *ca, const char *name, const char *const *sans, int days, SSL_CTX **ret_server,
+                 SSL_CTX **ret_client, sp_error **err);
 
 /* The identity hook (sp_rpc_identity_fn) of the control plane's RPC server:
  * a peer with a verified certificate gets its role and name, a peer without

@@ -102,7 +102,7 @@ static int fleet_serve(int ready_fd)
         struct event_base *base = event_base_new();
         cp_fleet_config cfg = {.heartbeat_ms = HEARTBEAT_MS};
         if (cp_db_open(conninfo, &sdb, &e) < 0 || cp_fleet_cluster_ca(sdb, &sca, &e) < 0 ||
-            !(f = cp_fleet_new(sdb, sca, &cfg, &e)) || cp_fleet_tls(sca, "cp-test", 1, &ctx, NULL, &e) < 0 ||
+            !(f = cp_fleet_new(sdb, sca, &cfg, &e)) || cp_fleet_tls(sca, "cp-test", NULL, 1, &ctx, NULL, &e) < 0 ||
             !(srv = sp_rpc_server_new(base, ctx, &e)) || cp_fleet_register(f, srv, &e) < 0 ||
             sp_rpc_server_listen(srv, fleet_addr, &e) < 0) {
                 fprintf(stderr, "fleet server: %s\n", e ? e->message : "?");
@@ -972,7 +972,7 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         char waddr[64];
         snprintf(waddr, sizeof(waddr), "127.0.0.1:%d", port);
         _cleanup_(SSL_CTX_freep) SSL_CTX *cp = NULL;
-        sp_test_ok(cp_fleet_tls(ca, "cp-test", 1, NULL, &cp, &e), &e);
+        sp_test_ok(cp_fleet_tls(ca, "cp-test", NULL, 1, NULL, &cp, &e), &e);
         _cleanup_json_ json_object *empty = json_object_new_object();
         json_object *info = NULL;
         sp_test_ok(sp_rpc_call_sync(waddr, cp, "NodeInfo", empty, 30000, &info, &e), &e);
