@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * space-controlplane: the public API, the internal RPC workers call (join,
- * heartbeat), and the controllers — on one event loop. Several replicas may
+ * space-controlplane: the public API, the internal RPC workers and data
+ * planes call (join, heartbeat, token keys), and the controllers — on one
+ * event loop. Several replicas may
  * serve at once against one PostgreSQL; the controllers run on the one that
  * holds the leader lock.
  */
@@ -22,17 +23,20 @@
 #include "space/cleanup.h"
 #include "space/config.h"
 #include "space/fileio.h"
+#include "space/json.h"
 #include "space/log.h"
 #include "space/pki.h"
 #include "space/rpc.h"
 #include "space/tls.h"
 #include "store/db.h"
 #include "store/keys.h"
+#include "store/tokenkeys.h"
 
 typedef struct cp_cfg {
         char *database, *listen, *rpc_listen, *rpc_names, *tls_cert, *tls_key, *admin_key_file, *ca_out, *name;
+        char *dataplane_url, *token_public_key_out;
         char *log_level, *log_format;
-        int64_t idle_timeout_s, heartbeat_ms, tick_ms;
+        int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
 } cp_cfg;
 
 static const sp_config_def defs[] = {
@@ -53,6 +57,15 @@ static const sp_config_def defs[] = {
          "write the cluster CA certificate here (what workers pass as --tls-ca)"},
         {"name", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, name), 0, 0,
          "this replica's name in logs (default: host:pid)"},
+        {"dataplane-url", SP_CONFIG_STRING, "http://127.0.0.1:7071", offsetof(cp_cfg, dataplane_url), 0, 0,
+         "the data plane's public URL, the base of the attach and file URLs given to clients"},
+        {"attach-token-ttl-s", SP_CONFIG_INT, "3600", offsetof(cp_cfg, attach_token_ttl_s), 1, CP_TOKEN_MAX_TTL_S,
+         "lifetime of attachment tokens unless a request asks for another"},
+        {"token-public-key-out", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, token_public_key_out), 0, 0,
+         "write the attachment-token public keys here (PEM, current first; for data planes given "
+         "--token-public-key)"},
+        {"worker-call-timeout-ms", SP_CONFIG_INT, "15000", offsetof(cp_cfg, worker_call_timeout_ms), 100, 600000,
+         "deadline of the API's calls to workers (sessions and files); past it the API answers 504"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
          "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
@@ -100,6 +113,13 @@ static int bootstrap_admin(cp_db *db, const char *path, sp_error **err)
         return 0;
 }
 
+/* The API's view of leadership: arg is the address of main's cp_ctrl pointer. */
+static bool ctrl_leads(const void *arg)
+{
+        cp_ctrl *const *ctrl = arg;
+        return cp_ctrl_is_leader(*ctrl);
+}
+
 /* Splits "a,b,c" in place into at most SP_PKI_MAX_SANS names. */
 static void split_names(char *list, const char *out[static SP_PKI_MAX_SANS + 1])
 {
@@ -108,6 +128,21 @@ static void split_names(char *list, const char *out[static SP_PKI_MAX_SANS + 1])
              tok = strtok_r(NULL, ",", &save))
                 out[n++] = tok;
         out[n] = NULL;
+}
+
+/* Writes the published token public keys to path, one PEM block after the other. */
+static int write_token_keys(cp_db *db, const char *path, sp_error **err)
+{
+        _cleanup_json_ json_object *keys = NULL;
+        _cleanup_buf_ sp_buf pems = SP_BUF_INIT;
+        if (cp_token_keys_public(db, &keys, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        for (size_t i = 0; i < json_object_array_length(keys); i++)
+                if (sp_buf_appendf(&pems, err, "%s", json_object_get_string(json_object_array_get_idx(keys, i))) < 0)
+                        return -SP_E_LIMIT;
+        if (sp_pki_pem_save(path, pems.data ? pems.data : "", false, err) < 0)
+                return sp_error_wrap(err, "--token-public-key-out");
+        return 0;
 }
 
 static SSL_CTX *public_tls(const cp_cfg *c, sp_error **err)
@@ -181,6 +216,11 @@ int main(int argc, char **argv)
                         return 1;
                 }
         }
+        if (cp_token_keys_ensure(db, &e) < 0 ||
+            (c.token_public_key_out && write_token_keys(db, c.token_public_key_out, &e) < 0)) {
+                sp_log_error("token keys: %s", e->message);
+                return 1;
+        }
 
         base = event_base_new();
         const char *sans[SP_PKI_MAX_SANS + 1];
@@ -202,7 +242,15 @@ int main(int argc, char **argv)
         sp_rpc_server_set_identity_fn(rpc, cp_fleet_identity, NULL);
 
         sp_http_server *http = sp_http_server_new(base, NULL, &e);
-        cp_api_config ac = {.conninfo = c.database, .default_idle_timeout_s = c.idle_timeout_s};
+        cp_ctrl *ctrl = NULL; /* made below: /metrics asks it through &ctrl */
+        cp_api_config ac = {.conninfo = c.database,
+                            .default_idle_timeout_s = c.idle_timeout_s,
+                            .dataplane_url = c.dataplane_url,
+                            .attach_token_ttl_s = c.attach_token_ttl_s,
+                            .worker_timeout_ms = c.worker_call_timeout_ms,
+                            .worker_tls = worker_tls,
+                            .is_leader = ctrl_leads,
+                            .leader_arg = &ctrl};
         cp_api *api = http ? cp_api_new(base, http, &ac, &e) : NULL;
         if (!api || sp_http_server_listen(http, c.listen, api_tls, &e) < 0) {
                 sp_log_error("api: %s", e->message);
@@ -213,7 +261,7 @@ int main(int argc, char **argv)
                              .default_idle_timeout_s = c.idle_timeout_s,
                              .tick_ms = c.tick_ms,
                              .name = name};
-        cp_ctrl *ctrl = cp_ctrl_new(base, &cc, &e);
+        ctrl = cp_ctrl_new(base, &cc, &e);
         if (!ctrl) {
                 sp_log_error("controllers: %s", e->message);
                 return 1;

@@ -78,6 +78,35 @@ static int parse_bool(const char *s, bool *ret)
         return -1;
 }
 
+/* Adds value to the list at slot (a NULL-terminated vector, NULL when empty). */
+static int list_add(const sp_config_def *d, char ***slot, const char *value, sp_error **err)
+{
+        size_t n = 0;
+        while (*slot && (*slot)[n])
+                n++;
+        size_t max = d->max > 0 ? (size_t)d->max : SP_CONFIG_LIST_DEFAULT_MAX;
+        if (n >= max)
+                return sp_error_set(err, SP_E_INVALID, "key '%s': more than %zu values", d->key, max);
+        char *copy = strdup(value);
+        char **v = copy ? realloc(*slot, (n + 2) * sizeof(char *)) : NULL;
+        if (!v) {
+                free(copy);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        v[n] = copy;
+        v[n + 1] = NULL;
+        *slot = v;
+        return 0;
+}
+
+static void list_free(char ***slot)
+{
+        for (char **i = *slot; i && *i; i++)
+                free(*i);
+        free(*slot);
+        *slot = NULL;
+}
+
 static int apply(const sp_config_def *d, void *cfg, const char *value, sp_error **err)
 {
         char *base = cfg;
@@ -95,6 +124,11 @@ static int apply(const sp_config_def *d, void *cfg, const char *value, sp_error 
                 *slot = copy;
                 return 0;
         }
+        case SP_CONFIG_LIST:
+                if (strlen(value) > SP_CONFIG_MAX_VALUE)
+                        return sp_error_set(err, SP_E_INVALID, "key '%s': value longer than %d bytes", d->key,
+                                            SP_CONFIG_MAX_VALUE);
+                return list_add(d, (char ***)(base + d->offset), value, err);
         case SP_CONFIG_BOOL: {
                 bool b;
                 if (parse_bool(value, &b) < 0)
@@ -141,6 +175,8 @@ int sp_config_set(const sp_config_def *defs, void *cfg, const char *key, const c
 int sp_config_defaults(const sp_config_def *defs, void *cfg, sp_error **err)
 {
         for (const sp_config_def *d = defs; d->key; d++) {
+                if (d->type == SP_CONFIG_LIST)
+                        list_free((char ***)((char *)cfg + d->offset));
                 if (d->def) {
                         if (apply(d, cfg, d->def, err) < 0)
                                 return sp_error_wrap(err, "default");
@@ -150,7 +186,7 @@ int sp_config_defaults(const sp_config_def *defs, void *cfg, sp_error **err)
                         *slot = NULL;
                 } else if (d->type == SP_CONFIG_BOOL) {
                         *(bool *)((char *)cfg + d->offset) = false;
-                } else {
+                } else if (d->type != SP_CONFIG_LIST) {
                         *(int64_t *)((char *)cfg + d->offset) = 0;
                 }
         }
@@ -356,8 +392,8 @@ int sp_config_load(const sp_config_def *defs, void *cfg, const char *env_prefix,
 
 static const char *type_name(sp_config_type t)
 {
-        static const char *const names[] = {"string", "int", "bool", "duration", "size"};
-        return t <= SP_CONFIG_SIZE ? names[t] : "?";
+        static const char *const names[] = {"string", "int", "bool", "duration", "size", "list"};
+        return t <= SP_CONFIG_LIST ? names[t] : "?";
 }
 
 void sp_config_print_help(const sp_config_def *defs, const char *env_prefix, FILE *out)
@@ -389,5 +425,7 @@ void sp_config_free(const sp_config_def *defs, void *cfg)
                         char **slot = (char **)((char *)cfg + d->offset);
                         free(*slot);
                         *slot = NULL;
+                } else if (d->type == SP_CONFIG_LIST) {
+                        list_free((char ***)((char *)cfg + d->offset));
                 }
 }

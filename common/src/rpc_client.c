@@ -126,7 +126,7 @@ static void stream_finish(sp_rpc_stream *s)
         if (s->timer)
                 event_free(s->timer);
         sp__rpc_outq_free(&s->out);
-        sp__rpc_inq_free(&s->in, session);
+        sp__rpc_inq_free(&s->in);
         sp_buf_free(&s->body);
         json_object_put(s->result);
         sp_error_free(s->result_err);
@@ -474,8 +474,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                 return 0;
         }
         if (!s->unary && s->status == 200 && s->ct_stream) {
-                /* Frames open the window only once delivered. */
-                if (evbuffer_add(s->in.buf, data, len) < 0)
+                /* Frames open the stream's window only once delivered. */
+                if (sp__rpc_inq_receive(&s->in, session, data, len) < 0)
                         return NGHTTP2_ERR_CALLBACK_FAILURE;
         } else {
                 nghttp2_session_consume(session, stream_id, len);
@@ -701,7 +701,7 @@ static sp_rpc_stream *stream_new(sp_rpc_client *cli, const char *method, int64_t
         if (!s || sp__rpc_outq_init(&s->out) < 0 || sp__rpc_inq_init(&s->in) < 0) {
                 if (s) {
                         sp__rpc_outq_free(&s->out);
-                        sp__rpc_inq_free(&s->in, NULL);
+                        sp__rpc_inq_free(&s->in);
                 }
                 free(s);
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -720,7 +720,7 @@ static sp_rpc_stream *stream_new(sp_rpc_client *cli, const char *method, int64_t
                         if (s->timer)
                                 event_free(s->timer);
                         sp__rpc_outq_free(&s->out);
-                        sp__rpc_inq_free(&s->in, NULL);
+                        sp__rpc_inq_free(&s->in);
                         free(s);
                         sp_error_set(err, SP_E_LIMIT, "out of memory");
                         return NULL;
@@ -753,7 +753,7 @@ static void stream_discard(sp_rpc_stream *s)
         if (s->timer)
                 event_free(s->timer);
         sp__rpc_outq_free(&s->out);
-        sp__rpc_inq_free(&s->in, NULL);
+        sp__rpc_inq_free(&s->in);
         free(s);
 }
 

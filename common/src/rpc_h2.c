@@ -105,16 +105,20 @@ int sp__rpc_inq_init(sp__rpc_inq *q)
         return q->buf ? 0 : -1;
 }
 
-void sp__rpc_inq_free(sp__rpc_inq *q, nghttp2_session *session)
+void sp__rpc_inq_free(sp__rpc_inq *q)
 {
-        if (q->buf) {
-                size_t left = evbuffer_get_length(q->buf);
-                if (session && left)
-                        nghttp2_session_consume_connection(session, left);
+        if (q->buf)
                 evbuffer_free(q->buf);
-        }
         q->buf = NULL;
         sp_rpc_frame_decoder_free(&q->dec);
+}
+
+int sp__rpc_inq_receive(sp__rpc_inq *q, nghttp2_session *session, const uint8_t *data, size_t len)
+{
+        if (evbuffer_add(q->buf, data, len) < 0)
+                return -1;
+        nghttp2_session_consume_connection(session, len);
+        return 0;
 }
 
 int sp__rpc_inq_deliver(sp__rpc_inq *q, nghttp2_session *session, int32_t stream_id, sp__rpc_frame_fn fn,
@@ -134,7 +138,7 @@ int sp__rpc_inq_deliver(sp__rpc_inq *q, nghttp2_session *session, int32_t stream
                         go = fn(userdata, &f); /* f may point into the chunk: drain after */
                 evbuffer_drain(q->buf, used);
                 if (session && used)
-                        nghttp2_session_consume(session, stream_id, used);
+                        nghttp2_session_consume_stream(session, stream_id, used);
                 if (!go)
                         return 1;
         }

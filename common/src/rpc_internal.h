@@ -55,15 +55,19 @@ void sp__rpc_outq_wake(sp__rpc_outq *q, nghttp2_session *session, int32_t stream
 nghttp2_data_provider sp__rpc_outq_provider(sp__rpc_outq *q);
 
 int sp__rpc_inq_init(sp__rpc_inq *q);
-/* Frees the queue, giving unconsumed bytes back to the connection window when
- * session is not NULL. */
-void sp__rpc_inq_free(sp__rpc_inq *q, nghttp2_session *session);
+void sp__rpc_inq_free(sp__rpc_inq *q);
+/* Queues bytes received on the stream. The connection's window opens again at
+ * once: what a stream holds is bounded by its own window, so a consumer that
+ * pauses one stream never stalls the others on the connection. The stream's
+ * window opens only as sp__rpc_inq_deliver() hands the bytes on. Returns -1
+ * when out of memory. */
+int sp__rpc_inq_receive(sp__rpc_inq *q, nghttp2_session *session, const uint8_t *data, size_t len);
 
 /* Called per decoded frame; returns false to stop delivery (the frame counts
  * as delivered). */
 typedef bool (*sp__rpc_frame_fn)(void *userdata, const sp_rpc_frame *f);
 /* Decodes and delivers frames while the queue is not paused, returning the
- * delivered bytes to the HTTP/2 window (session may be NULL). Returns 0 when
+ * delivered bytes to the stream's HTTP/2 window (session may be NULL). Returns 0 when
  * everything buffered was delivered, 1 if delivery stopped early, <0 on a
  * malformed frame. */
 int sp__rpc_inq_deliver(sp__rpc_inq *q, nghttp2_session *session, int32_t stream_id, sp__rpc_frame_fn fn,

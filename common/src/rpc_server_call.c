@@ -105,11 +105,10 @@ static void call_release(sp_rpc_call *call)
         sp__rpc_conn *c = call->conn;
         if (!c)
                 return;
-        nghttp2_session *session = c->h2.session;
         if (call->deadline_ev)
                 event_free(call->deadline_ev);
         call->deadline_ev = NULL;
-        sp__rpc_inq_free(&call->in, session);
+        sp__rpc_inq_free(&call->in);
         sp__rpc_outq_free(&call->out);
         sp_buf_free(&call->body);
         if (call->prev)
@@ -364,8 +363,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                 }
                 return 0;
         }
-        /* Streaming bytes open the window only once delivered. */
-        if (evbuffer_add(call->in.buf, data, len) < 0)
+        /* Streaming bytes open the stream's window only once delivered. */
+        if (sp__rpc_inq_receive(&call->in, session, data, len) < 0)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         sp__rpc_conn_kick(c);
         return 0;

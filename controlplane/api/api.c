@@ -16,6 +16,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "store/tokenkeys.h"
 
 /* Latency bucket upper bounds, seconds (Prometheus histogram). */
 const double cp__latency_bounds[CP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -203,7 +204,12 @@ static void request_hash(cp_call *c, char out[65])
         out[64] = '\0';
 }
 
-int cp__mutation_begin(cp_call *c)
+/* Opens the mutation's transaction and claims c's Idempotency-Key (if it has
+ * one) with a record of (status, body). Returns 0 when claimed (or there is
+ * no key), 1 when answered already (an error), 2 when an earlier request with
+ * the same key and body holds it: *ret_prev has its (status, body) and no
+ * transaction is open. */
+static int claim_key(cp_call *c, int status, const char *body, PGresult **ret_prev)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *key = sp_http_request_header(c->req, "Idempotency-Key");
@@ -220,16 +226,18 @@ int cp__mutation_begin(cp_call *c)
                 return 0;
         c->idem_key = key;
         request_hash(c, c->idem_hash);
-        char hashlit[70];
+        char hashlit[70], st[16];
         snprintf(hashlit, sizeof(hashlit), "\\x%s", c->idem_hash);
-        const char *params[] = {c->who.tenant_id, key, hashlit, c->rc->route->pattern};
+        snprintf(st, sizeof(st), "%d", status);
+        const char *params[] = {c->who.tenant_id, key, hashlit, c->rc->route->pattern, st, body};
         _cleanup_pgresult_ PGresult *res = NULL;
         /* ON CONFLICT waits for a concurrent holder of the key to finish: after it
          * commits we read its answer, after it rolls back we insert ours. */
         if (cp_db_exec(c->api->db,
                        "INSERT INTO idempotency_keys (tenant_id, key, request_hash, response_status, response_body, "
-                       "route) VALUES ($1, $2, $3::bytea, 0, '{}', $4) ON CONFLICT DO NOTHING RETURNING 1",
-                       4, params, &res, &e) < 0) {
+                       "route) VALUES ($1, $2, $3::bytea, $5::integer, $6::jsonb, $4) ON CONFLICT DO NOTHING "
+                       "RETURNING 1",
+                       6, params, &res, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return 1;
         }
@@ -254,12 +262,47 @@ int cp__mutation_begin(cp_call *c)
                 cp__failf(c, SP_E_CONFLICT, "Idempotency-Key was already used for a different request");
                 return 1;
         }
+        *ret_prev = TAKE_PTR(prev);
+        return 2;
+}
+
+/* Answers c with the stored answer of an earlier request. */
+static void replay(cp_call *c, PGresult *prev)
+{
         int status = atoi(PQgetvalue(prev, 0, 1));
         const char *body = PQgetvalue(prev, 0, 2);
         sp_http_response_header(c->req, "Idempotent-Replayed", "true");
         cp__reply_raw(c, status, status == 204 ? NULL : "application/json", status == 204 ? "" : body,
                       status == 204 ? 0 : strlen(body));
-        return 1;
+}
+
+int cp__mutation_begin(cp_call *c)
+{
+        _cleanup_pgresult_ PGresult *prev = NULL;
+        int r = claim_key(c, 0, "{}", &prev);
+        if (r == 2)
+                replay(c, prev);
+        return r == 0 ? 0 : 1;
+}
+
+int cp__mutation_begin_for(cp_call *c, const char *resource_id, char ret_first[static SP_ID_MAX])
+{
+        _cleanup_pgresult_ PGresult *prev = NULL;
+        _cleanup_json_ json_object *rec = json_object_new_object();
+        json_object_object_add(rec, "resource_id", json_object_new_string(resource_id));
+        int r = claim_key(c, 0, sp_json_str(rec), &prev);
+        if (r != 2)
+                return r;
+        _cleanup_json_ json_object *first = NULL;
+        const char *body = PQgetvalue(prev, 0, 2);
+        const char *id = NULL;
+        if (atoi(PQgetvalue(prev, 0, 1)) != 0 || sp_json_parse(body, strlen(body), &first, NULL) < 0 ||
+            sp_json_get_string(first, "resource_id", true, SP_ID_MAX - 1, &id, NULL) < 0) {
+                replay(c, prev);
+                return 1;
+        }
+        snprintf(ret_first, SP_ID_MAX, "%s", id);
+        return 2;
 }
 
 void cp__mutation_abort(cp_call *c, const sp_error *e)
@@ -297,6 +340,27 @@ void cp__mutation_commit(cp_call *c, int status, json_object *obj)
                 return;
         }
         cp__reply(c, status, obj);
+}
+
+int cp__mutation_commit_quiet(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        c->in_txn = false;
+        if (cp_db_commit(c->api->db, &e) < 0) {
+                cp__fail(c, e);
+                return -1;
+        }
+        return 0;
+}
+
+void cp__mutation_forget(cp_call *c)
+{
+        if (!c->idem_key)
+                return;
+        const char *params[] = {c->who.tenant_id, c->idem_key};
+        (void)cp_db_exec(c->api->db,
+                         "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND response_status = 0", 2,
+                         params, NULL, NULL);
 }
 
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err)
@@ -382,8 +446,9 @@ static void on_listen(evutil_socket_t fd, short what, void *arg)
         (void)what;
         cp_api *api = arg;
         PGconn *conn = cp_db_conn(api->listen_db, NULL);
-        if (!conn || !PQconsumeInput(conn)) {
-                /* Lost: the tick reconnects and re-checks every waiter. */
+        if (!conn || !PQconsumeInput(conn) || api->listen_generation != cp_db_generation(api->listen_db)) {
+                /* Lost (or replaced by a connection that does not LISTEN): the
+                 * tick listens again and re-checks every waiter. */
                 if (api->listen_ev) {
                         event_free(api->listen_ev);
                         api->listen_ev = NULL;
@@ -443,6 +508,34 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 api->cfg.default_idle_timeout_s = CP_DEFAULT_IDLE_TIMEOUT_S;
         if (api->cfg.operation_deadline_s == 0)
                 api->cfg.operation_deadline_s = 600;
+        if (!api->cfg.attach_token_ttl_s)
+                api->cfg.attach_token_ttl_s = 3600;
+        if (!api->cfg.worker_timeout_ms)
+                api->cfg.worker_timeout_ms = 15000;
+        const char *dp = cfg->dataplane_url ? cfg->dataplane_url : "http://127.0.0.1:7071";
+        size_t dplen = strlen(dp);
+        while (dplen > 0 && dp[dplen - 1] == '/')
+                dplen--;
+        api->cfg.dataplane_url = NULL;
+        api->cfg.worker_tls = NULL;
+        if (api->cfg.attach_token_ttl_s < 1 || api->cfg.attach_token_ttl_s > CP_TOKEN_MAX_TTL_S) {
+                sp_error_set(err, SP_E_INVALID, "the attachment tokens' lifetime must be 1 to %d s",
+                             CP_TOKEN_MAX_TTL_S);
+                goto fail;
+        }
+        if (api->cfg.worker_timeout_ms < 100 || api->cfg.worker_timeout_ms > 600000) {
+                sp_error_set(err, SP_E_INVALID, "the deadline of worker calls must be 100 to 600000 ms");
+                goto fail;
+        }
+        if ((strncmp(dp, "http://", 7) != 0 && strncmp(dp, "https://", 8) != 0) || dplen > 1024 ||
+            strcspn(dp, " \t\r\n?#") < dplen) {
+                sp_error_set(err, SP_E_INVALID, "the data plane's URL must be http:// or https:// without a query");
+                goto fail;
+        }
+        if (!(api->dataplane_url = strndup(dp, dplen)) || !(api->workers = cp_wpool_new(base, cfg->worker_tls, err))) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
         if (cp_db_open(cfg->conninfo, &api->db, err) < 0 || cp_db_open(cfg->conninfo, &api->listen_db, err) < 0)
                 goto fail;
         listen_setup(api);
@@ -466,6 +559,10 @@ cp_api *cp_api_free(cp_api *api)
                 return NULL;
         while (api->waiters)
                 answer_waiter(api, &api->waiters);
+        /* Open worker calls fail now; their callbacks still use the database. */
+        cp_wpool_free(api->workers);
+        sp_token_signer_free(api->signer);
+        free(api->dataplane_url);
         if (api->listen_ev)
                 event_free(api->listen_ev);
         if (api->tick_ev)

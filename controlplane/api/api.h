@@ -5,12 +5,17 @@
  * mutation recorded (with its audit record and, if asked, its idempotency
  * record) in one transaction before it is acknowledged. Lifecycle changes
  * only record intent and an operation; the controllers (ctrl/) carry them out.
+ * Command sessions and file operations call the sandbox's worker from the
+ * request (an RPC on the loop, answered from its callback), so every replica
+ * serves them; the API mints the attachment tokens clients take to the data
+ * plane (store/tokenkeys.h).
  *
  * Threading: one loop; the database connections are used with blocking calls.
  */
 #ifndef CP_API_H
 #define CP_API_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "space/error.h"
@@ -18,19 +23,31 @@
 #include "store/db.h"
 
 struct event_base;
+typedef struct ssl_ctx_st SSL_CTX;
 
 typedef struct cp_api_config {
         const char *conninfo; /* PostgreSQL: the API opens its own two connections */
         int64_t default_idle_timeout_s; /* the cluster's idle auto-suspend [6 h] */
         int64_t operation_deadline_s; /* how long an operation may wait before it fails [600] */
-        const char *dataplane_url; /* reported to clients (later: sessions) */
+        const char *dataplane_url; /* base of attach and file URLs [http://127.0.0.1:7071]; copied */
+        int64_t attach_token_ttl_s; /* attachment tokens' lifetime unless a request sets one [3600] */
+        int64_t worker_timeout_ms; /* deadline of a call to a worker [15000] */
+        SSL_CTX *worker_tls; /* client context for calling workers (referenced); NULL: cleartext (tests) */
+        /* Whether this replica holds the leader lock (the space_controlplane_leader
+         * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */
+        bool (*is_leader)(const void *leader_arg);
+        const void *leader_arg;
 } cp_api_config;
 
 typedef struct cp_api cp_api;
 
-/* An API on base, with its routes registered on srv (borrowed; both outlive the API). */
+/* An API on base, with its routes registered on srv (borrowed; both outlive
+ * the API). SP_E_INVALID for configuration values out of range
+ * (attach_token_ttl_s 1..CP_TOKEN_MAX_TTL_S, worker_timeout_ms 100..600000,
+ * dataplane_url not http:// or https://). */
 cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_config *cfg, sp_error **err);
-/* Answers every long-polling request with the operation as it stands and frees the API. */
+/* Answers every long-polling request with the operation as it stands, fails
+ * every worker call still open (SP_E_UNAVAILABLE) and frees the API. */
 cp_api *cp_api_free(cp_api *api);
 
 #endif

@@ -10,12 +10,19 @@
 
 #include "api/api.h"
 #include "api/routes.h"
+#include "fleet/wpool.h"
+#include "space/buf.h"
 #include "space/id.h"
+#include "space/token.h"
 #include "store/db.h"
 #include "store/keys.h"
 
 #define CP_API_MAX_ROUTES 64
 #define CP_LATENCY_BUCKETS 12
+
+/* Why a call to a worker failed, for metrics: it could not be reached, it did
+ * not answer in time, it answered with an internal error. */
+enum { CP_WORKER_UNREACHABLE, CP_WORKER_TIMEOUT, CP_WORKER_ERROR, CP_WORKER_FAILURE_KINDS };
 
 typedef struct cp_route_stats {
         uint64_t count[6]; /* by status class: 1xx..5xx (index 1..5) */
@@ -44,6 +51,14 @@ struct cp_api {
         cp_route_ctx ctx[CP_API_MAX_ROUTES];
         cp_route_stats stats[CP_API_MAX_ROUTES];
         uint64_t unavailable_total; /* answers 503 because PostgreSQL was down */
+        /* sessions and files */
+        char *dataplane_url; /* without a trailing '/' */
+        cp_wpool *workers;
+        sp_token_signer *signer; /* the current token key, reloaded every CP_TOKEN_SIGNER_RELOAD_US */
+        int64_t signer_loaded_us;
+        uint64_t sessions_created_total;
+        uint64_t worker_calls_total;
+        uint64_t worker_failures_total[CP_WORKER_FAILURE_KINDS];
 };
 
 /* One request being served. */
@@ -75,6 +90,21 @@ int cp__mutation_begin(cp_call *c);
 void cp__mutation_commit(cp_call *c, int status, json_object *obj);
 void cp__mutation_abort(cp_call *c, const sp_error *e);
 
+/* A mutation whose answer is made after its transaction (it waits for a
+ * worker) and made afresh for a retry: the Idempotency-Key's record names the
+ * resource the first request created (resource_id) instead of holding an
+ * answer. Returns 0: go on inside the transaction, then
+ * cp__mutation_commit_quiet(c) (or cp__mutation_abort()); 1: answered
+ * already (an error); 2: a retry — ret_first has the first request's
+ * resource id, no transaction is open, and the caller answers for it. */
+int cp__mutation_begin_for(cp_call *c, const char *resource_id, char ret_first[static SP_ID_MAX]);
+/* Commits without answering (the key keeps naming the resource). Returns 0,
+ * or < 0 after answering c with the error. */
+int cp__mutation_commit_quiet(cp_call *c);
+/* Drops c's Idempotency-Key record of a resource that could not be made, so
+ * that a retry starts afresh. No-op without a key. */
+void cp__mutation_forget(cp_call *c);
+
 /* Inside a mutation: the audit record. detail may be NULL. */
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err);
 
@@ -87,6 +117,55 @@ int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const 
  * deadline_us (monotonic), whichever comes first. */
 void cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us);
 void cp__waiters_check(cp_api *api, const char *op_id);
+
+/* ---- calls to workers (workers.c) ---- */
+
+/* Where a sandbox of c's tenant runs: its states and its worker. */
+typedef struct cp_sandbox_loc {
+        char id[SP_ID_MAX];
+        char state[16]; /* observed */
+        char desired[16];
+        char worker_id[SP_ID_MAX]; /* "" when it has none */
+        char address[272]; /* the worker's RPC address */
+        bool reachable; /* the worker is not marked unreachable */
+} cp_sandbox_loc;
+
+/* Loads sandbox id of c's tenant (not deleted): SP_E_NOT_FOUND ("sandbox …
+ * not found") for a missing or foreign one. With need_running, a sandbox that
+ * is not running (observed and desired) is SP_E_CONFLICT naming its state,
+ * and one whose worker is unreachable SP_E_UNAVAILABLE. */
+int cp__sandbox_locate(cp_call *c, const char *id, bool need_running, cp_sandbox_loc *ret, sp_error **err);
+
+/* Records activity in sandbox id (its idle timer starts again); best effort. */
+void cp__sandbox_touch(cp_api *api, const char *id);
+
+/* The result of cp__worker_call(): resp (borrowed) or err, whose message
+ * names the worker when it could not be reached or did not answer in time
+ * (code SP_E_UNAVAILABLE or SP_E_TIMEOUT). */
+typedef void (*cp_worker_done_fn)(cp_call *c, json_object *resp, const sp_error *err, void *userdata);
+
+/* Calls method on worker worker_id at address for request c, with the API's
+ * deadline; req is borrowed. done runs exactly once, from the loop (also
+ * when the call cannot start). */
+void cp__worker_call(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
+                     cp_worker_done_fn done, void *userdata);
+
+/* Answers c with a worker's error: a missed deadline is 504 (code timeout),
+ * anything else as cp__fail(). */
+void cp__fail_worker(cp_call *c, const sp_error *e);
+
+/* Appends the sessions' and worker calls' metrics (Prometheus text). */
+void cp__worker_metrics(cp_api *api, sp_buf *b);
+
+/* ---- attachment tokens (tokens.c) ---- */
+
+#define CP_TOKEN_SIGNER_RELOAD_US (10 * 1000000LL)
+
+/* Signs claims (borrowed; typ, ten, sbx, ... set by the caller) for ttl_s
+ * seconds with the current key: *ret_token (new string, a secret: never
+ * log it) and its expiry (RFC 3339). */
+int cp__token_mint(cp_api *api, json_object *claims, int64_t ttl_s, char **ret_token, char ret_expires[static 32],
+                   sp_error **err);
 
 /* Handlers, by file. */
 void cp__h_healthz(cp_call *c);
@@ -122,5 +201,19 @@ void cp__h_join_token_delete(cp_call *c);
 void cp__h_tenant_create(cp_call *c);
 void cp__h_key_create(cp_call *c);
 void cp__h_key_delete(cp_call *c);
+void cp__h_session_create(cp_call *c);
+void cp__h_session_list(cp_call *c);
+void cp__h_session_get(cp_call *c);
+void cp__h_session_signal(cp_call *c);
+void cp__h_session_kill(cp_call *c);
+void cp__h_session_token(cp_call *c);
+void cp__h_files_stat(cp_call *c);
+void cp__h_files_list(cp_call *c);
+void cp__h_files_mkdir(cp_call *c);
+void cp__h_files_move(cp_call *c);
+void cp__h_files_remove(cp_call *c);
+void cp__h_files_token(cp_call *c);
+void cp__h_token_keys_list(cp_call *c);
+void cp__h_token_keys_rotate(cp_call *c);
 
 #endif

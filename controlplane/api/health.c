@@ -86,6 +86,11 @@ void cp__h_metrics(cp_call *c)
                        "# HELP space_api_unavailable_total Requests answered 503 (database down).\n"
                        "# TYPE space_api_unavailable_total counter\nspace_api_unavailable_total %llu\n",
                        (unsigned long long)api->unavailable_total);
+        cp__worker_metrics(api, &b);
+        sp_buf_appendf(&b, NULL,
+                       "# HELP space_controlplane_leader 1 while this replica holds the leader lock and runs the "
+                       "controllers.\n# TYPE space_controlplane_leader gauge\nspace_controlplane_leader %d\n",
+                       api->cfg.is_leader && api->cfg.is_leader(api->cfg.leader_arg) ? 1 : 0);
         gauge_rows(api, &b, "space_sandboxes", "Sandboxes by observed state.", "state",
                    "SELECT observed_state, count(*) FROM sandboxes WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1");
         gauge_rows(api, &b, "space_operations", "Operations by state.", "state",

@@ -76,9 +76,7 @@ static int refuse_not_in(const char *path, const char *const *list, sp_error **e
         return sp_error_set(err, SP_E_INVALID, "%s must be %s", path, opts);
 }
 
-/* The body as an object: at most MAX_BODY bytes, strict JSON; an empty body
- * is an empty object. */
-static int parse_body(const char *body, size_t len, json_object **ret, sp_error **err)
+int cp_req_body_object(const char *body, size_t len, json_object **ret, sp_error **err)
 {
         if (len > MAX_BODY)
                 return sp_error_set(err, SP_E_TOO_LARGE, "request body is larger than %d bytes", MAX_BODY);
@@ -403,7 +401,7 @@ int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *r
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         cp_sandbox_create_req req = {0};
@@ -422,7 +420,7 @@ int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error *
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         static const char *const allowed[] = {"timeout_s", "end_action", NULL};
@@ -544,7 +542,7 @@ int cp_req_template_create(const char *body, size_t len, cp_template_create_req 
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         cp_template_create_req t = {0};
@@ -563,7 +561,7 @@ int cp_req_warm(const char *body, size_t len, int64_t *ret, sp_error **err)
 {
         *ret = 0;
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         static const char *const allowed[] = {"warm", NULL};
@@ -585,7 +583,7 @@ int cp_req_tenant_create(const char *body, size_t len, cp_named_req *ret, sp_err
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         static const char *const allowed[] = {"name", NULL};
@@ -600,7 +598,7 @@ int cp_req_key_create(const char *body, size_t len, cp_named_req *ret, sp_error 
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         static const char *const allowed[] = {"name", "admin", "tenant_id", NULL};
@@ -625,7 +623,7 @@ int cp_req_join_token(const char *body, size_t len, cp_join_token_req *ret, sp_e
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = parse_body(body, len, &o, err);
+        int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
         static const char *const allowed[] = {"description", "ttl_s", "uses", NULL};
@@ -697,14 +695,21 @@ static bool timestamp_valid(const char *s)
         return *p == '\0';
 }
 
-int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t outlen, sp_error **err)
+/* What the ids of a prefix name, for messages. */
+static const char *id_kind(const char *prefix)
+{
+        return strcmp(prefix, "sbx") == 0 ? "sandbox" : strcmp(prefix, "ses") == 0 ? "session" : prefix;
+}
+
+int cp_cursor_encode_for(const char *prefix, const char *created_at, const char *id, char *out, size_t outlen,
+                         sp_error **err)
 {
         if (outlen)
                 out[0] = '\0';
         if (!created_at || !timestamp_valid(created_at))
                 return sp_error_set(err, SP_E_INVALID, "cursor timestamp is not a timestamp");
-        if (!id || !sp_id_valid(id, "sbx"))
-                return sp_error_set(err, SP_E_INVALID, "cursor id is not a sandbox id");
+        if (!id || !sp_id_valid(id, prefix))
+                return sp_error_set(err, SP_E_INVALID, "cursor id is not a %s id", id_kind(prefix));
         _cleanup_buf_ sp_buf raw = SP_BUF_INIT, enc = SP_BUF_INIT;
         if (sp_buf_appendf(&raw, err, "%s|%s", created_at, id) < 0 ||
             sp_base64_encode(&enc, raw.data, raw.len, 1, err) < 0)
@@ -715,8 +720,13 @@ int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t o
         return 0;
 }
 
-static int cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,
-                         sp_error **err)
+int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t outlen, sp_error **err)
+{
+        return cp_cursor_encode_for("sbx", created_at, id, out, outlen, err);
+}
+
+static int cursor_decode(const char *prefix, const char *cursor, char *ret_created_at, size_t created_len, char *ret_id,
+                         size_t id_len, sp_error **err)
 {
         /* Unpadded only, so that every cursor has one spelling. */
         size_t n = strnlen(cursor, MAX_CURSOR_LEN + 1);
@@ -730,7 +740,7 @@ static int cursor_decode(const char *cursor, char *ret_created_at, size_t create
                 return sp_error_set(err, SP_E_INVALID, "cursor is malformed");
         *bar = '\0';
         const char *id = bar + 1;
-        if (!timestamp_valid(raw.data) || !sp_id_valid(id, "sbx"))
+        if (!timestamp_valid(raw.data) || !sp_id_valid(id, prefix))
                 return sp_error_set(err, SP_E_INVALID, "cursor is malformed");
         if (strlen(raw.data) >= created_len || strlen(id) >= id_len)
                 return sp_error_set(err, SP_E_INVALID, "cursor buffers are too small");
@@ -739,8 +749,8 @@ static int cursor_decode(const char *cursor, char *ret_created_at, size_t create
         return 0;
 }
 
-int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,
-                     sp_error **err)
+int cp_cursor_decode_for(const char *prefix, const char *cursor, char *ret_created_at, size_t created_len, char *ret_id,
+                         size_t id_len, sp_error **err)
 {
         if (created_len)
                 ret_created_at[0] = '\0';
@@ -748,7 +758,13 @@ int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_le
                 ret_id[0] = '\0';
         if (!cursor)
                 return sp_error_set(err, SP_E_INVALID, "cursor is malformed");
-        return cursor_decode(cursor, ret_created_at, created_len, ret_id, id_len, err);
+        return cursor_decode(prefix, cursor, ret_created_at, created_len, ret_id, id_len, err);
+}
+
+int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,
+                     sp_error **err)
+{
+        return cp_cursor_decode_for("sbx", cursor, ret_created_at, created_len, ret_id, id_len, err);
 }
 
 /* ---- query parameters ---- */
@@ -757,6 +773,21 @@ int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_le
 static bool given(const char *s)
 {
         return s && s[0];
+}
+
+int cp_req_count(const char *name, const char *value, int64_t def, int64_t max, int64_t *ret, sp_error **err)
+{
+        *ret = def;
+        if (!given(value))
+                return 0;
+        size_t n = strlen(value);
+        int64_t v = 0;
+        if (n <= 18 && digits(value, n))
+                v = strtoll(value, NULL, 10);
+        if (v < 1 || v > max)
+                return sp_error_set(err, SP_E_INVALID, "%s must be between 1 and %lld", name, (long long)max);
+        *ret = v;
+        return 0;
 }
 
 int cp_req_list_query(const char *state, const char *template_name, const char *limit, const char *cursor,
@@ -774,15 +805,8 @@ int cp_req_list_query(const char *state, const char *template_name, const char *
                         return sp_error_set(err, SP_E_INVALID, "template must be a template name");
                 snprintf(q.template_name, sizeof(q.template_name), "%s", template_name);
         }
-        if (given(limit)) {
-                size_t n = strlen(limit);
-                int64_t v = 0;
-                if (n <= 4 && digits(limit, n))
-                        v = strtoll(limit, NULL, 10);
-                if (v < 1 || v > MAX_LIMIT)
-                        return sp_error_set(err, SP_E_INVALID, "limit must be between 1 and %d", MAX_LIMIT);
-                q.limit = v;
-        }
+        if (cp_req_count("limit", limit, DEFAULT_LIMIT, MAX_LIMIT, &q.limit, err) < 0)
+                return -SP_E_INVALID;
         if (given(cursor)) {
                 if (cp_cursor_decode(cursor, q.cursor_created_at, sizeof(q.cursor_created_at), q.cursor_id,
                                      sizeof(q.cursor_id), err) < 0)

@@ -37,6 +37,10 @@
 #define CP_MAX_TIMEOUT_S (30 * 86400) /* 30 days */
 #define CP_DEFAULT_IDLE_TIMEOUT_S (6 * 3600)
 
+/* The body as a JSON object (a new reference in *ret): at most 1 MiB
+ * (SP_E_TOO_LARGE), strict JSON, an object; an empty body is {}. */
+int cp_req_body_object(const char *body, size_t len, json_object **ret, sp_error **err);
+
 /* Resources of a sandbox; zero fields of a request are given the defaults. */
 typedef struct cp_resources {
         int64_t cpu_millis; /* [1000], 10..64000 */
@@ -138,6 +142,16 @@ int cp_req_list_query(const char *state, const char *template_name, const char *
 int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t outlen, sp_error **err);
 int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,
                      sp_error **err);
+/* The same for lists of other objects: the id has `prefix` ("ses" for sessions)
+ * instead of "sbx", and the messages name that kind of id. */
+int cp_cursor_encode_for(const char *prefix, const char *created_at, const char *id, char *out, size_t outlen,
+                         sp_error **err);
+int cp_cursor_decode_for(const char *prefix, const char *cursor, char *ret_created_at, size_t created_len, char *ret_id,
+                         size_t id_len, sp_error **err);
+
+/* A count in a query parameter (?limit=N): decimal digits, 1..max; absent
+ * or empty → def. The message names the parameter. */
+int cp_req_count(const char *name, const char *value, int64_t def, int64_t max, int64_t *ret, sp_error **err);
 
 /* ?wait=SECONDS on GET /v1/operations/{id}: 0..60, fractional allowed ("0.5",
  * at most 6 decimals, truncated to milliseconds); no sign, exponent or

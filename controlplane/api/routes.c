@@ -23,6 +23,20 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/sandboxes/{id}/start", cp__h_sandbox_start, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/sandboxes/{id}/timeout", cp__h_sandbox_timeout, CP_AUTH_TENANT, SMALL},
 
+        {"POST", "/v1/sandboxes/{id}/sessions", cp__h_session_create, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes/{id}/sessions", cp__h_session_list, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sessions/{id}", cp__h_session_get, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/sessions/{id}/signal", cp__h_session_signal, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sessions/{id}/kill", cp__h_session_kill, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sessions/{id}/token", cp__h_session_token, CP_AUTH_TENANT, SMALL},
+
+        {"GET", "/v1/sandboxes/{id}/files/stat", cp__h_files_stat, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes/{id}/files/list", cp__h_files_list, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/sandboxes/{id}/files/mkdir", cp__h_files_mkdir, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/files/move", cp__h_files_move, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/files/remove", cp__h_files_remove, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/files/token", cp__h_files_token, CP_AUTH_TENANT, SMALL},
+
         {"GET", "/v1/operations/{id}", cp__h_operation_get, CP_AUTH_TENANT, 0},
 
         {"POST", "/v1/templates", cp__h_template_create, CP_AUTH_TENANT, SMALL},
@@ -39,6 +53,8 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/workers/{id}/unquarantine", cp__h_worker_unquarantine, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/join-tokens", cp__h_join_token_create, CP_AUTH_ADMIN, SMALL},
         {"DELETE", "/v1/join-tokens/{id}", cp__h_join_token_delete, CP_AUTH_ADMIN, 0},
+        {"GET", "/v1/token-keys", cp__h_token_keys_list, CP_AUTH_ADMIN, 0},
+        {"POST", "/v1/token-keys/rotate", cp__h_token_keys_rotate, CP_AUTH_ADMIN, SMALL},
 
         {"POST", "/v1/tenants", cp__h_tenant_create, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},

@@ -92,7 +92,9 @@ sp_rpc_client *cp__worker_client(cp_ctrl *c, const char *worker_id)
 }
 
 /* Turns a batch of sandboxes into operations: sets desired state `to` and
- * records an operation of `kind` with `message` for each id the query returns. */
+ * records an operation of `kind` with `message` for each sandbox the query
+ * returns (id, tenant id and the status message the sandbox shows once the
+ * operation is done, which may be NULL). */
 static void make_ops(cp_ctrl *c, const char *select_sql, int nparams, const char *const *params, const char *to,
                      const char *kind, const char *message)
 {
@@ -103,7 +105,8 @@ static void make_ops(cp_ctrl *c, const char *select_sql, int nparams, const char
                 char op[SP_ID_MAX];
                 if (sp_id_new("op", op, NULL) < 0)
                         return;
-                const char *p[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), op, to, kind, message};
+                const char *status = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
+                const char *p[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), op, to, kind, message, status};
                 const char *up[] = {p[0], to};
                 if (cp_db_begin(c->db, NULL) < 0)
                         return;
@@ -114,10 +117,12 @@ static void make_ops(cp_ctrl *c, const char *select_sql, int nparams, const char
                                "o.target_id = $1 AND o.state IN ('pending', 'running'))",
                                2, up, NULL, NULL) < 0 ||
                     cp_db_exec(c->db,
-                               "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at) "
-                               "SELECT $3, $2, $5, $1, 'pending', $6, now() + interval '10 minutes' "
+                               "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at, "
+                               "request) SELECT $3, $2, $5, $1, 'pending', $6, now() + interval '10 minutes', "
+                               "CASE WHEN $7::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object("
+                               "'status_message', $7::text) END "
                                "WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND desired_state = $4)",
-                               6, p, NULL, NULL) < 0 ||
+                               7, p, NULL, NULL) < 0 ||
                     cp_db_commit(c->db, NULL) < 0) {
                         cp_db_rollback(c->db);
                         return;
@@ -133,29 +138,33 @@ static void make_ops(cp_ctrl *c, const char *select_sql, int nparams, const char
 void cp__policies_run(cp_ctrl *c)
 {
         make_ops(c,
-                 "SELECT s.id, s.tenant_id FROM sandboxes s WHERE s.end_at <= now() AND s.deleted_at IS NULL "
+                 "SELECT s.id, s.tenant_id, NULL FROM sandboxes s WHERE s.end_at <= now() AND s.deleted_at IS NULL "
                  "AND s.desired_state IN ('running', 'paused') AND s.end_action = 'kill' AND " NO_ACTIVE_OP
                  " LIMIT 100",
                  0, NULL, "deleted", "delete", "its timeout passed");
         make_ops(c,
-                 "SELECT s.id, s.tenant_id FROM sandboxes s WHERE s.end_at <= now() AND s.deleted_at IS NULL "
-                 "AND s.desired_state IN ('running', 'paused') AND s.end_action = 'suspend' AND " NO_ACTIVE_OP
-                 " LIMIT 100",
+                 "SELECT s.id, s.tenant_id, 'suspended: its timeout passed' FROM sandboxes s WHERE s.end_at <= now() "
+                 "AND s.deleted_at IS NULL AND s.desired_state IN ('running', 'paused') AND s.end_action = 'suspend' "
+                 "AND " NO_ACTIVE_OP " LIMIT 100",
                  0, NULL, "suspended", "suspend", "its timeout passed");
         char idle[24];
         snprintf(idle, sizeof(idle), "%lld", (long long)c->cfg.default_idle_timeout_s);
         const char *ip[] = {idle};
         make_ops(c,
-                 "SELECT s.id, s.tenant_id FROM sandboxes s WHERE s.deleted_at IS NULL AND s.desired_state = "
+                 "SELECT s.id, s.tenant_id, 'suspended: idle for longer than its idle timeout' FROM sandboxes s "
+                 "WHERE s.deleted_at IS NULL AND s.desired_state = "
                  "'running' AND s.observed_state = 'running' AND " IDLE_OF " > 0 AND s.last_active_at + "
                  "make_interval(secs => " IDLE_OF ") < now() AND " NO_ACTIVE_OP " LIMIT 100",
                  1, ip, "suspended", "suspend", "idle for longer than its idle timeout");
         /* Draining: nothing stays running on the worker. The jail keeps a
-         * suspended sandbox's filesystem on its worker, so it is restored there. */
+         * suspended sandbox's filesystem on its worker, so it wakes there once
+         * the worker is uncordoned (ops.c refuses to wake it before). */
         make_ops(c,
-                 "SELECT s.id, s.tenant_id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
-                 "WHERE w.admin_state = 'draining' AND s.deleted_at IS NULL AND s.desired_state IN ('running', "
-                 "'paused') AND " NO_ACTIVE_OP " LIMIT 100",
+                 "SELECT s.id, s.tenant_id, 'suspended: its worker ' || coalesce(w.name, w.id) || ' is draining; "
+                 "a suspended ' || coalesce(s.backend, w.backend) || ' sandbox keeps its filesystem on its worker, "
+                 "so it wakes there once the worker is uncordoned' FROM sandboxes s JOIN workers w ON w.id = "
+                 "s.worker_id WHERE w.admin_state = 'draining' AND s.deleted_at IS NULL AND s.desired_state IN "
+                 "('running', 'paused') AND " NO_ACTIVE_OP " LIMIT 100",
                  0, NULL, "suspended", "suspend", "its worker is draining");
 }
 

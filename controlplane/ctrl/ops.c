@@ -7,6 +7,15 @@
  * worker's message. A call is repeatable: "already exists" after a create,
  * "not found" after a delete, and a conflict whose sandbox already is in the
  * wanted state all count as success.
+ *
+ * Workers that cannot serve: an operation on a sandbox whose worker is
+ * unreachable waits (saying so) until the worker is back or the operation's
+ * deadline passes, except a delete, which completes at once (the worker
+ * removes the sandbox as an orphan if it returns) and a create, which is
+ * placed again. A create that fails through the worker's fault is placed
+ * again, on another worker if one fits, and the failure counts towards the
+ * worker's quarantine. Waking a suspended sandbox whose worker is draining
+ * fails at once: its filesystem stays on that worker.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +74,12 @@ static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_d
         if (cp_db_begin(c->db, NULL) < 0)
                 return;
         _cleanup_error_ sp_error *e = NULL;
+        /* The sandbox keeps the status the operation was made with (a policy's reason), if any. */
         if ((k && cp_db_exec(c->db,
-                             "UPDATE sandboxes SET observed_state = $2, status_message = NULL, updated_at = now(), "
-                             "deleted_at = CASE WHEN $2 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $1",
-                             2, p + 1, NULL, &e) < 0) ||
+                             "UPDATE sandboxes SET observed_state = $3, status_message = (SELECT o.request->>"
+                             "'status_message' FROM operations o WHERE o.id = $1), updated_at = now(), "
+                             "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $2",
+                             3, p, NULL, &e) < 0) ||
             cp_db_exec(c->db,
                        "UPDATE operations SET state = 'succeeded', message = NULL, error = NULL, updated_at = now(), "
                        "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) "
@@ -134,6 +145,31 @@ static bool transient(sp_errc code)
         return code == SP_E_UNAVAILABLE || code == SP_E_TIMEOUT || code == SP_E_INTERNAL || code == SP_E_IO;
 }
 
+/* A failure of the worker rather than of the request: it counts towards the
+ * worker's quarantine (the control plane's requests are valid and
+ * authorised, so a permission error comes from the host, e.g. a read-only
+ * filesystem). Not reaching the worker (unavailable) is left to liveness:
+ * heartbeats decide whether it is unreachable. */
+static bool worker_fault(sp_errc code)
+{
+        return code == SP_E_TIMEOUT || code == SP_E_INTERNAL || code == SP_E_IO || code == SP_E_PERMISSION;
+}
+
+/* Sends a create back to placement, preferring another worker than `avoid`
+ * (kept in the operation's request), after delay_s with message. */
+static void place_again(cp_ctrl *c, const char *op, const char *sbx, const char *avoid, int delay_s,
+                        const char *message)
+{
+        const char *p[] = {sbx, op, avoid};
+        (void)cp_db_exec(c->db, "UPDATE sandboxes SET worker_id = NULL, updated_at = now() WHERE id = $1", 1, p, NULL,
+                         NULL);
+        (void)cp_db_exec(c->db,
+                         "UPDATE operations SET request = jsonb_set(request, '{avoid_worker}', to_jsonb($3::text)) "
+                         "WHERE id = $2",
+                         3, p, NULL, NULL);
+        op_retry(c, op, delay_s, message);
+}
+
 static void on_verify(json_object *resp, const sp_error *err, void *userdata)
 {
         op_ctx *x = userdata;
@@ -171,21 +207,25 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
                 ctx_free(x);
                 return;
         }
-        if (transient(err->code)) {
-                char msg[512];
-                snprintf(msg, sizeof(msg), "retrying: %s", err->message);
+        if (worker_fault(err->code))
                 (void)cp_worker_record_result(c->db, x->worker, false, c->cfg.quarantine_threshold, err->message, NULL);
-                op_retry(c, x->op, backoff_s(x->attempts), msg);
+        if (strcmp(x->k->kind, "create") == 0 &&
+            (worker_fault(err->code) || err->code == SP_E_UNAVAILABLE || err->code == SP_E_NOT_FOUND ||
+             err->code == SP_E_LIMIT) &&
+            x->attempts < 5) {
+                /* The worker failed it, lacks the template or the room after
+                 * all: place it again, elsewhere if another worker fits. What
+                 * a failed attempt left on the worker is an orphan that
+                 * reconciliation removes. */
+                char msg[512];
+                snprintf(msg, sizeof(msg), "placing again: %s", err->message);
+                place_again(c, x->op, x->sbx, x->worker, backoff_s(x->attempts), msg);
                 ctx_free(x);
                 return;
         }
-        if (strcmp(x->k->kind, "create") == 0 && (err->code == SP_E_NOT_FOUND || err->code == SP_E_LIMIT) &&
-            x->attempts < 5) {
-                /* The worker lacks the template or the room after all: place it again. */
+        if (transient(err->code)) {
                 char msg[512];
-                snprintf(msg, sizeof(msg), "placing again: %s", err->message);
-                const char *p[] = {x->sbx};
-                (void)cp_db_exec(c->db, "UPDATE sandboxes SET worker_id = NULL WHERE id = $1", 1, p, NULL, NULL);
+                snprintf(msg, sizeof(msg), "retrying: %s", err->message);
                 op_retry(c, x->op, backoff_s(x->attempts), msg);
                 ctx_free(x);
                 return;
@@ -194,10 +234,18 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
         ctx_free(x);
 }
 
-/* Loads the fleet for placing a sandbox of template_id. */
-static int place(cp_ctrl *c, PGresult *sbx, char worker_out[static SP_ID_MAX], sp_error **err)
+/* Columns of the sandbox an operation acts on, with its worker. */
+#define SBX_SELECT \
+        "SELECT s.worker_id, s.template_id, s.spec::text, s.backend, s.observed_state, s.desired_state, " \
+        "w.state, coalesce(w.name, w.id), w.admin_state, coalesce(s.backend, w.backend, 'jail') " \
+        "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1"
+enum { S_WORKER, S_TEMPLATE, S_SPEC, S_BACKEND, S_OBSERVED, S_DESIRED, S_HEALTH, S_WNAME, S_ADMIN, S_WBACKEND };
+
+/* Loads the fleet and places the sandbox (a row of start_sandbox_op's query),
+ * on another worker than `avoid` (NULL: any) if one fits, else on any. */
+static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[static SP_ID_MAX], sp_error **err)
 {
-        const char *template_id = PQgetvalue(sbx, 0, 1);
+        const char *template_id = PQgetvalue(sbx, 0, S_TEMPLATE);
         _cleanup_pgresult_ PGresult *res = NULL;
         const char *p[] = {template_id};
         if (cp_db_exec(c->db,
@@ -241,10 +289,10 @@ static int place(cp_ctrl *c, PGresult *sbx, char worker_out[static SP_ID_MAX], s
                 };
         }
         _cleanup_json_ json_object *spec = NULL;
-        const char *s = PQgetvalue(sbx, 0, 2);
+        const char *s = PQgetvalue(sbx, 0, S_SPEC);
         json_object *resources = NULL, *v = NULL;
         cp_sched_request req = {.template_id = template_id,
-                                .backend = PQgetisnull(sbx, 0, 3) ? NULL : PQgetvalue(sbx, 0, 3)};
+                                .backend = PQgetisnull(sbx, 0, S_BACKEND) ? NULL : PQgetvalue(sbx, 0, S_BACKEND)};
         if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
                 if (json_object_object_get_ex(spec, "resources", &resources)) {
                         if (json_object_object_get_ex(resources, "cpu_millis", &v))
@@ -256,7 +304,12 @@ static int place(cp_ctrl *c, PGresult *sbx, char worker_out[static SP_ID_MAX], s
                         req.labels = v;
         }
         size_t idx = 0;
-        int r = cp_sched_place(&req, ws, (size_t)n, &idx, err);
+        req.exclude_worker = avoid;
+        int r = cp_sched_place(&req, ws, (size_t)n, &idx, NULL);
+        if (r < 0) {
+                req.exclude_worker = NULL;
+                r = cp_sched_place(&req, ws, (size_t)n, &idx, err);
+        }
         if (r == 0)
                 snprintf(worker_out, SP_ID_MAX, "%s", ws[idx].id);
         for (int i = 0; i < n; i++)
@@ -267,7 +320,54 @@ static int place(cp_ctrl *c, PGresult *sbx, char worker_out[static SP_ID_MAX], s
         return r;
 }
 
-static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts)
+/* Deals with an operation whose worker cannot serve it now; returns false
+ * when the worker can. An unreachable worker: a delete completes without it
+ * (it removes the sandbox as an orphan if it returns), a create is placed
+ * again, anything else waits for it. A draining worker: waking a suspended
+ * sandbox there fails, since its filesystem cannot leave the worker and the
+ * worker must not run it. */
+static bool worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, const char *sbx_id, PGresult *sbx)
+{
+        const char *worker = PQgetvalue(sbx, 0, S_WORKER), *name = PQgetvalue(sbx, 0, S_WNAME);
+        char msg[512];
+        if (strcmp(PQgetvalue(sbx, 0, S_HEALTH), "unreachable") == 0) {
+                if (strcmp(k->kind, "delete") == 0) {
+                        sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", sbx_id, "worker_id", worker, "operation_id", op),
+                                  "deleted while its worker %s is unreachable; the worker removes it if it returns",
+                                  name);
+                        op_succeed(c, op, sbx_id, k);
+                } else if (strcmp(k->kind, "create") == 0) {
+                        snprintf(msg, sizeof(msg), "placing again: its worker %s is unreachable", name);
+                        place_again(c, op, sbx_id, worker, 1, msg);
+                } else {
+                        snprintf(msg, sizeof(msg),
+                                 "waiting for its worker %s, which is unreachable (it goes on once the worker is "
+                                 "back, or fails at its deadline)",
+                                 name);
+                        op_retry(c, op, 2, msg);
+                }
+                return true;
+        }
+        if (strcmp(PQgetvalue(sbx, 0, S_ADMIN), "draining") == 0 &&
+            (strcmp(k->kind, "restore") == 0 || strcmp(k->kind, "start") == 0)) {
+                snprintf(msg, sizeof(msg),
+                         "its worker %s is draining: a suspended %s sandbox keeps its filesystem on its worker and "
+                         "can be restored only there; uncordon %s to wake it",
+                         name, PQgetvalue(sbx, 0, S_WBACKEND), name);
+                op_fail(c, op, sbx_id, k, PQgetvalue(sbx, 0, S_OBSERVED), SP_E_CONFLICT, msg);
+                /* It stays as it was, wanted so: the drain does not suspend it again. */
+                const char *p[] = {sbx_id};
+                (void)cp_db_exec(c->db,
+                                 "UPDATE sandboxes SET desired_state = observed_state, updated_at = now() "
+                                 "WHERE id = $1 AND observed_state IN ('suspended', 'stopped')",
+                                 1, p, NULL, NULL);
+                return true;
+        }
+        return false;
+}
+
+static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts,
+                             const char *avoid)
 {
         const kind_def *k = NULL;
         for (const kind_def *d = KINDS; d->kind; d++)
@@ -279,18 +379,15 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         }
         _cleanup_pgresult_ PGresult *sbx = NULL;
         const char *p[] = {sbx_id};
-        if (cp_db_exec(c->db,
-                       "SELECT worker_id, template_id, spec::text, backend, observed_state, desired_state "
-                       "FROM sandboxes WHERE id = $1",
-                       1, p, &sbx, NULL) < 0)
+        if (cp_db_exec(c->db, SBX_SELECT, 1, p, &sbx, NULL) < 0)
                 return;
         if (PQntuples(sbx) != 1) {
                 op_fail(c, op, sbx_id, NULL, NULL, SP_E_NOT_FOUND, "the sandbox no longer exists");
                 return;
         }
         char worker[SP_ID_MAX] = "";
-        if (!PQgetisnull(sbx, 0, 0))
-                snprintf(worker, sizeof(worker), "%s", PQgetvalue(sbx, 0, 0));
+        if (!PQgetisnull(sbx, 0, S_WORKER))
+                snprintf(worker, sizeof(worker), "%s", PQgetvalue(sbx, 0, S_WORKER));
         if (!worker[0]) {
                 if (strcmp(kind, "delete") == 0) {
                         op_succeed(c, op, sbx_id, k); /* never placed: nothing to remove */
@@ -301,7 +398,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                         return;
                 }
                 _cleanup_error_ sp_error *e = NULL;
-                if (place(c, sbx, worker, &e) < 0) {
+                if (place(c, sbx, avoid, worker, &e) < 0) {
                         char msg[1024];
                         snprintf(msg, sizeof(msg), "cannot place: %s", e->message);
                         op_retry(c, op, 2, msg);
@@ -314,6 +411,8 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                                2, wp, NULL, NULL) < 0)
                         return;
                 sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx_id, "worker_id", worker), "placed");
+        } else if (worker_cannot_serve(c, op, k, sbx_id, sbx)) {
+                return;
         }
         sp_rpc_client *cli = cp__worker_client(c, worker);
         if (!cli) {
@@ -331,7 +430,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         snprintf(x->op, sizeof(x->op), "%s", op);
         snprintf(x->sbx, sizeof(x->sbx), "%s", sbx_id);
         snprintf(x->worker, sizeof(x->worker), "%s", worker);
-        x->prior_state = strdup(PQgetvalue(sbx, 0, 4));
+        x->prior_state = strdup(PQgetvalue(sbx, 0, S_OBSERVED));
         const char *up[] = {op, sbx_id, k->during};
         (void)cp_db_exec(c->db,
                          "UPDATE operations SET state = 'running', attempts = attempts + 1, updated_at = now() "
@@ -345,7 +444,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         int64_t timeout_ms = 60000;
         if (strcmp(kind, "create") == 0) {
                 _cleanup_json_ json_object *spec = NULL;
-                const char *s = PQgetvalue(sbx, 0, 2);
+                const char *s = PQgetvalue(sbx, 0, S_SPEC);
                 json_object *v = NULL;
                 if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
                         if (json_object_object_get_ex(spec, "resources", &v))
@@ -353,7 +452,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                         if (json_object_object_get_ex(spec, "env", &v))
                                 json_object_object_add(req, "env", json_object_get(v));
                 }
-                json_object_object_add(req, "template", json_object_new_string(PQgetvalue(sbx, 0, 1)));
+                json_object_object_add(req, "template", json_object_new_string(PQgetvalue(sbx, 0, S_TEMPLATE)));
                 json_object_object_add(req, "warm", json_object_new_boolean(true));
                 timeout_ms = 120000;
         }
@@ -369,9 +468,10 @@ void cp__ops_run(cp_ctrl *c)
         _cleanup_pgresult_ PGresult *res = NULL;
         /* The oldest unfinished operation of each target, if it is due. */
         if (cp_db_exec(c->db,
-                       "SELECT id, kind, target_id, attempts FROM (SELECT DISTINCT ON (target_id) id, kind, "
-                       "target_id, attempts, next_attempt_at, created_at FROM operations WHERE state IN ('pending', "
-                       "'running') ORDER BY target_id, created_at) o WHERE next_attempt_at <= now() "
+                       "SELECT id, kind, target_id, attempts, avoid FROM (SELECT DISTINCT ON (target_id) id, kind, "
+                       "target_id, attempts, next_attempt_at, created_at, request->>'avoid_worker' avoid "
+                       "FROM operations WHERE state IN ('pending', 'running') ORDER BY target_id, created_at) o "
+                       "WHERE next_attempt_at <= now() "
                        "ORDER BY created_at LIMIT 500",
                        0, NULL, &res, NULL) < 0)
                 return;
@@ -383,6 +483,7 @@ void cp__ops_run(cp_ctrl *c)
                 if (strncmp(kind, "template_", 9) == 0)
                         cp__template_op(c, op, kind, PQgetvalue(res, i, 2), attempts);
                 else
-                        start_sandbox_op(c, op, kind, PQgetvalue(res, i, 2), attempts);
+                        start_sandbox_op(c, op, kind, PQgetvalue(res, i, 2), attempts,
+                                         PQgetisnull(res, i, 4) ? NULL : PQgetvalue(res, i, 4));
         }
 }

@@ -3,7 +3,8 @@
  * Reconciliation against each ready worker's last heartbeat: sandboxes the
  * database does not want there are removed (orphans), sandboxes it wants
  * there but the worker lost are recreated, states the worker reports are
- * recorded, missing templates are imported and warm pools sized.
+ * recorded, missing templates are imported, templates the database no longer
+ * knows are removed, and warm pools sized.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,21 +31,24 @@ static void on_orphan_deleted(json_object *resp, const sp_error *err, void *user
         orphan_ctx *x = userdata;
         if (err && err->code != SP_E_NOT_FOUND)
                 sp_log_warn("reconcile: removing orphan %s: %s", x->key + 7, err->message);
-        else
+        else if (!err)
                 sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", x->key + 7), "reconcile: orphan removed");
         cp__inflight_del(x->c, x->key);
         free(x);
 }
 
-static void remove_orphans(cp_ctrl *c, const char *worker, const char *sandboxes)
+/* Sandboxes the worker reported (in its heartbeat at `heartbeat`) that the
+ * database does not want there. One deleted after that heartbeat is not an
+ * orphan: the report predates the delete, which went to the worker. */
+static void remove_orphans(cp_ctrl *c, const char *worker, const char *sandboxes, const char *heartbeat)
 {
         _cleanup_pgresult_ PGresult *res = NULL;
-        const char *p[] = {sandboxes, worker};
+        const char *p[] = {sandboxes, worker, heartbeat};
         if (cp_db_exec(c->db,
                        "SELECT o->>'id' FROM " OBSERVED " WHERE NOT coalesce((o->>'warm')::boolean, false) "
-                       "AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = o->>'id' AND s.worker_id = $2 "
-                       "AND s.deleted_at IS NULL) AND " IDLE_TARGET("o->>'id'"),
-                       2, p, &res, NULL) < 0)
+                       "AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = o->>'id' AND ((s.worker_id = $2 "
+                       "AND s.deleted_at IS NULL) OR s.deleted_at >= $3::timestamptz)) AND " IDLE_TARGET("o->>'id'"),
+                       3, p, &res, NULL) < 0)
                 return;
         sp_rpc_client *cli = PQntuples(res) ? cp__worker_client(c, worker) : NULL;
         for (int i = 0; cli && i < PQntuples(res); i++) {
@@ -194,6 +198,53 @@ static void templates_and_warm(cp_ctrl *c, const char *worker, json_object *obse
         }
 }
 
+typedef struct tpl_remove {
+        cp_ctrl *c;
+        char key[96];
+} tpl_remove;
+
+static void on_stale_template_deleted(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        tpl_remove *x = userdata;
+        if (err && err->code != SP_E_NOT_FOUND)
+                sp_log_warn("reconcile: %s: %s", x->key, err->message);
+        cp__inflight_del(x->c, x->key);
+        free(x);
+}
+
+/* Templates the worker holds that the database no longer knows (deleted while
+ * the worker was unreachable) are removed from it. Only the control plane's
+ * own (ids "tpl_...") are touched. */
+static void remove_stale_templates(cp_ctrl *c, const char *worker, const char *templates)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {templates};
+        if (cp_db_exec(c->db,
+                       "SELECT t FROM jsonb_array_elements_text(coalesce($1::jsonb, '[]'::jsonb)) t "
+                       "WHERE t LIKE 'tpl\\_%' AND NOT EXISTS (SELECT 1 FROM templates WHERE id = t)",
+                       1, p, &res, NULL) < 0)
+                return;
+        sp_rpc_client *cli = PQntuples(res) ? cp__worker_client(c, worker) : NULL;
+        for (int i = 0; cli && i < PQntuples(res); i++) {
+                tpl_remove *x = calloc(1, sizeof(*x));
+                if (!x)
+                        return;
+                x->c = c;
+                snprintf(x->key, sizeof(x->key), "tpldel:%s:%s", PQgetvalue(res, i, 0), worker);
+                _cleanup_json_ json_object *req = json_object_new_object();
+                json_object_object_add(req, "name", json_object_new_string(PQgetvalue(res, i, 0)));
+                if (!cp__inflight_add(c, x->key)) {
+                        free(x);
+                        continue;
+                }
+                if (sp_rpc_client_call(cli, "DeleteTemplate", req, 60000, on_stale_template_deleted, x, NULL) < 0) {
+                        cp__inflight_del(c, x->key);
+                        free(x);
+                }
+        }
+}
+
 void cp__reconcile_run(cp_ctrl *c)
 {
         _cleanup_pgresult_ PGresult *ws = NULL;
@@ -205,11 +256,13 @@ void cp__reconcile_run(cp_ctrl *c)
         for (int i = 0; i < PQntuples(ws); i++) {
                 const char *id = PQgetvalue(ws, i, 0);
                 const char *sbx = PQgetisnull(ws, i, 1) ? "[]" : PQgetvalue(ws, i, 1);
-                remove_orphans(c, id, sbx);
+                remove_orphans(c, id, sbx, PQgetvalue(ws, i, 2));
                 repair_missing_and_drift(c, id, sbx, PQgetvalue(ws, i, 2));
                 _cleanup_json_ json_object *tpls = NULL;
-                if (!PQgetisnull(ws, i, 3))
+                if (!PQgetisnull(ws, i, 3)) {
                         (void)sp_json_parse(PQgetvalue(ws, i, 3), strlen(PQgetvalue(ws, i, 3)), &tpls, NULL);
+                        remove_stale_templates(c, id, PQgetvalue(ws, i, 3));
+                }
                 templates_and_warm(c, id, tpls);
         }
 }

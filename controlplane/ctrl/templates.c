@@ -2,7 +2,8 @@
 /*
  * Templates on the fleet: a build imports the template on every ready worker
  * (and reconciliation imports it on workers that join later); a delete
- * removes it from every worker that has it.
+ * removes it from every reachable worker that has it (and reconciliation
+ * from the others once they are back).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,24 +69,34 @@ static void fleet_op_step(fleet_op *f)
         cp_ctrl *c = f->c;
         const char *p[] = {f->op, f->tpl, f->error};
         if (f->failed) {
+                /* A failed build leaves a failed template; a failed delete leaves
+                 * it ready (the workers that refused still have it), with the
+                 * reason, so that the delete can be tried again. */
                 (void)cp_db_exec(c->db,
-                                 "UPDATE templates SET state = 'failed', error = $2, updated_at = now() "
-                                 "WHERE id = $1 AND state = 'building'",
+                                 f->build ? "UPDATE templates SET state = 'failed', error = $2, updated_at = now() "
+                                            "WHERE id = $1 AND state = 'building'"
+                                          : "UPDATE templates SET state = 'ready', error = $2, updated_at = now() "
+                                            "WHERE id = $1 AND state = 'deleting'",
                                  2, p + 1, NULL, NULL);
                 (void)cp_db_exec(c->db,
                                  "UPDATE operations SET state = 'failed', updated_at = now(), error = "
                                  "jsonb_build_object('code', 'failed', 'message', $2::text) WHERE id = $1",
                                  2, (const char *[]){f->op, f->error}, NULL, NULL);
         } else {
-                (void)cp_db_exec(c->db,
-                                 f->build ? "UPDATE templates SET state = 'ready', error = NULL, updated_at = now() "
-                                            "WHERE id = $1 AND state = 'building'"
-                                          : "UPDATE templates SET deleted_at = now(), updated_at = now() WHERE id = $1",
-                                 1, p + 1, NULL, NULL);
+                if (f->build)
+                        (void)cp_db_exec(c->db,
+                                         "UPDATE templates SET state = 'ready', error = NULL, updated_at = now() "
+                                         "WHERE id = $1 AND state = 'building'",
+                                         1, p + 1, NULL, NULL);
                 (void)cp_db_exec(c->db,
                                  "UPDATE operations SET state = 'succeeded', message = NULL, updated_at = now(), "
                                  "result = (SELECT api_template(t) FROM templates t WHERE t.id = $2) WHERE id = $1",
                                  2, p, NULL, NULL);
+                /* Deleted: the row goes, so the name is free again. A worker that
+                 * was unreachable meanwhile drops its copy when it is back
+                 * (reconciliation removes templates the database does not know). */
+                if (!f->build)
+                        (void)cp_db_exec(c->db, "DELETE FROM templates WHERE id = $1", 1, p + 1, NULL, NULL);
         }
         sp_log_info("template %s: %s %s", f->tpl, f->build ? "build" : "delete", f->failed ? "failed" : "done");
         cp__inflight_del(c, f->op);
@@ -129,7 +140,8 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
         if (cp_db_exec(c->db,
                        build ? "SELECT id FROM workers WHERE state = 'ready' AND NOT coalesce(observed->'templates', "
                                "'[]'::jsonb) ? $1"
-                             : "SELECT id FROM workers WHERE coalesce(observed->'templates', '[]'::jsonb) ? $1",
+                             : "SELECT id FROM workers WHERE state <> 'unreachable' AND "
+                               "coalesce(observed->'templates', '[]'::jsonb) ? $1",
                        1, p, &ws, NULL) < 0)
                 return;
         if (build && PQntuples(ws) == 0) {

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker fleet's side of the control plane: the cluster CA, bootstrap
- * join tokens, and the RPC methods workers call (proto/spec/controlplane-rpc.md):
+ * join tokens, and the RPC methods workers and data planes call
+ * (proto/spec/controlplane-rpc.md):
  *   Join      (no client certificate; the bootstrap token authenticates):
- *             signs the worker's CSR with the cluster CA and records the worker;
+ *             signs the worker's CSR with the cluster CA and records the
+ *             worker; with "role":"dataplane", signs a data plane's CSR and
+ *             answers the attachment-token public keys too;
  *   Heartbeat (role worker; the certificate's name is the worker's name):
- *             records capacity and observed state, marks it reachable again.
+ *             records capacity and observed state, marks it reachable again;
+ *   TokenKeys (roles worker, dataplane): the attachment-token public keys
+ *             (store/tokenkeys.h), created first if there are none.
  *
  * Threading: everything runs on the caller's loop/thread; db is used with
  * blocking calls and must not be shared with another thread.
@@ -72,7 +77,7 @@ cp_fleet *cp_fleet_new(cp_db *db, const sp_pki_ca *ca, const cp_fleet_config *cf
 /* Frees the fleet; accepts NULL; returns NULL. Unregister first (free the server). */
 cp_fleet *cp_fleet_free(cp_fleet *f);
 
-/* Registers Join and Heartbeat on srv (the control plane's internal RPC server),
+/* Registers Join, Heartbeat and TokenKeys on srv (the control plane's internal RPC server),
  * with f as their userdata: f must outlive srv. */
 int cp_fleet_register(cp_fleet *f, sp_rpc_server *srv, sp_error **err);
 

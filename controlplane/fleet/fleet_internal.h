@@ -54,8 +54,12 @@ int cp__fleet_get_labels(json_object *req, json_object **ret, sp_error **err);
  * database trouble is its own code. ret_id receives the token's id. */
 int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID_MAX], sp_error **err);
 
+/* Join with "role":"dataplane" (dataplane.c): *ret is the new answer. */
+int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, sp_error **err);
+
 /* The RPC handlers. */
 void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata);
+void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata);
 
 #endif

@@ -3,6 +3,7 @@
  * Join: a worker without a certificate presents a join token and a CSR; the
  * control plane signs it with the cluster CA and records the worker, all in
  * one transaction (a refused or failed join consumes no use of the token).
+ * A join with "role":"dataplane" is a data-plane replica's (dataplane.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ typedef struct join_req {
 
 static int parse(json_object *req, join_req *r, sp_error **err)
 {
-        static const char *const fields[] = {"token", "name", "csr", "address", "backend", "labels", NULL};
+        static const char *const fields[] = {"role", "token", "name", "csr", "address", "backend", "labels", NULL};
         memset(r, 0, sizeof(*r));
         if (sp_json_check_fields(req, fields, err) < 0 ||
             sp_json_get_string(req, "token", true, TOKEN_FIELD_MAX, &r->token, err) < 0 ||
@@ -124,10 +125,18 @@ void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata)
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *resp = NULL;
-        if (join(userdata, req, &resp, &e) < 0) {
+        const char *role = "worker";
+        int r = sp_json_get_string(req, "role", false, 16, &role, &e);
+        if (r == 0 && strcmp(role, "worker") == 0)
+                r = join(userdata, req, &resp, &e);
+        else if (r == 0 && strcmp(role, "dataplane") == 0)
+                r = cp__fleet_join_dataplane(userdata, req, &resp, &e);
+        else if (r == 0)
+                r = sp_error_set(&e, SP_E_INVALID, "role must be worker or dataplane");
+        if (r < 0) {
                 const char *name = NULL;
                 (void)sp_json_get_string(req, "name", false, CP_FLEET_NAME_MAX, &name, NULL);
-                sp_log_warn_kv(SP_KV("worker", name ? name : "?"), "join refused: %s", e->message);
+                sp_log_warn_kv(SP_KV("role", role, "name", name ? name : "?"), "join refused: %s", e->message);
                 sp_rpc_call_fail(call, e);
                 return;
         }

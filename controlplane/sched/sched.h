@@ -46,7 +46,7 @@ typedef struct cp_sched_request {
         const char *backend; /* NULL or "": any backend */
         json_object *labels; /* every key must be on the worker with the same value; NULL: none */
         int64_t cpu_millis, memory_mb;
-        const char *exclude_worker; /* NULL, or a worker id never to choose (drain moves a sandbox away) */
+        const char *exclude_worker; /* NULL, or a worker id never to choose (one that just failed the sandbox) */
 } cp_sched_request;
 
 /* Chooses a worker among ws[0..n). On success returns 0 and sets *ret_index.

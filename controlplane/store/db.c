@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,21 @@ static void ignore_notice(void *arg, const char *message)
         (void)message;
 }
 
+/* True while the connection is usable. libpq learns that the server closed
+ * an idle connection (a restart, a crash: a FATAL message, then the close)
+ * only from the next statement, which then fails; a look at the socket, which
+ * costs no round trip, notices it first. */
+static bool conn_alive(PGconn *conn)
+{
+        if (!conn || PQstatus(conn) != CONNECTION_OK)
+                return false;
+        struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN | POLLRDHUP};
+        return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 static int connect_db(cp_db *db, sp_error **err)
 {
-        if (db->conn && PQstatus(db->conn) == CONNECTION_OK && !db->txn_lost)
+        if (conn_alive(db->conn) && !db->txn_lost)
                 return 0;
         if (db->in_txn) {
                 /* Statements after a reconnection would run outside the

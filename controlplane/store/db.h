@@ -38,7 +38,8 @@ void cp_db_close(cp_db *db);
 
 /* Runs sql with text parameters (NULL = SQL NULL). *ret (may be NULL) receives
  * the result of a successful command; the caller PQclear()s it. Reconnects
- * once if the connection had been lost before the call. */
+ * once if the connection had been lost before the call (also when the server
+ * closed it while it sat idle, e.g. across a database restart). */
 int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *params, PGresult **ret, sp_error **err);
 
 /* The live connection, reconnecting first if needed (for LISTEN and

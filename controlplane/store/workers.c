@@ -100,11 +100,14 @@ static int64_t member_int(json_object *o, const char *key)
                                                                                               : 0;
 }
 
-/* The one word for operators, by precedence. */
-static const char *summary_state(const char *health, const char *admin)
+/* The one word for operators, by precedence; a draining worker on which no
+ * sandbox holds resources any more (`live` is 0) is drained. */
+static const char *summary_state(const char *health, const char *admin, const char *live)
 {
         if (strcmp(health, "quarantined") == 0 || strcmp(health, "unreachable") == 0)
                 return health;
+        if (strcmp(admin, "draining") == 0 && strcmp(live, "0") == 0)
+                return "drained";
         if (strcmp(admin, "draining") == 0 || strcmp(admin, "cordoned") == 0)
                 return admin;
         return health;
@@ -119,7 +122,8 @@ static json_object *worker_json(PGresult *res, int i)
         json_object_object_add(o, "address", json_object_new_string(PQgetvalue(res, i, C_ADDRESS)));
         json_object_object_add(o, "backend", json_object_new_string(PQgetvalue(res, i, C_BACKEND)));
         json_object_object_add(o, "labels", parse_object(res, i, C_LABELS));
-        json_object_object_add(o, "state", json_object_new_string(summary_state(health, admin)));
+        json_object_object_add(o, "state",
+                               json_object_new_string(summary_state(health, admin, PQgetvalue(res, i, C_USED_SLOTS))));
         json_object_object_add(o, "admin_state", json_object_new_string(admin));
         json_object_object_add(o, "health", json_object_new_string(health));
         _cleanup_json_ json_object *cap = parse_object(res, i, C_CAPACITY);

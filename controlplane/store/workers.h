@@ -21,8 +21,9 @@
  *    "used":{"cpu_millis","memory_mb","slots"},        (placed sandboxes, from the sandboxes table)
  *    "observed":{...last heartbeat...}, "failures", "quarantine_reason",
  *    "last_heartbeat":"RFC 3339"|null, "created_at"}
- * `state` is the one word for operators: quarantined, unreachable, draining,
- * cordoned or ready, in that precedence. */
+ * `state` is the one word for operators: quarantined, unreachable, drained
+ * (draining, and no sandbox there holds resources), draining, cordoned or
+ * ready, in that precedence. */
 int cp_worker_list(cp_db *db, json_object **ret, sp_error **err);
 /* One worker as above; SP_E_NOT_FOUND. */
 int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err);

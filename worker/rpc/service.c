@@ -176,6 +176,8 @@ static void h_templates(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_reply(call, o, NULL);
 }
 
+/* ImportTemplate streams (worker-rpc.md): a progress line, then the trailer
+ * with the Template. The import itself runs to completion before either. */
 static void h_import(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
@@ -194,16 +196,19 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         _cleanup_json_ json_object *all = wk_node_templates_json(wk__svc.node);
+        _cleanup_json_ json_object *progress = json_object_new_object();
+        _cleanup_json_ json_object *extra = json_object_new_object();
         json_object *arr = NULL;
         json_object_object_get_ex(all, "templates", &arr);
         for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
                 json_object *t = json_object_array_get_idx(arr, i), *n = NULL;
-                if (json_object_object_get_ex(t, "name", &n) && strcmp(json_object_get_string(n), name) == 0) {
-                        sp_rpc_call_reply(call, t, NULL);
-                        return;
-                }
+                if (json_object_object_get_ex(t, "name", &n) && strcmp(json_object_get_string(n), name) == 0)
+                        json_object_object_add(extra, "template", json_object_get(t));
         }
-        sp_rpc_call_reply(call, NULL, NULL);
+        json_object_object_add(progress, "event", json_object_new_string("progress"));
+        json_object_object_add(progress, "message", json_object_new_string("imported"));
+        if (sp_rpc_call_send_json(call, progress, &e) < 0 || sp_rpc_call_end(call, extra, &e) < 0)
+                sp_error_free(e); /* the caller went away: the template stays imported */
 }
 
 static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
@@ -237,7 +242,7 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"NodeInfo", cp, false, h_node_info, NULL},
                 {"SetWarmPool", cp, false, h_set_warm, NULL},
                 {"ListTemplates", cp, false, h_templates, NULL},
-                {"ImportTemplate", cp, false, h_import, NULL},
+                {"ImportTemplate", cp, true, h_import, NULL},
                 {"DeleteTemplate", cp, false, h_template_delete, NULL},
                 {"Exec", cp, false, wk__h_exec, NULL},
                 {"GetSession", cpdp, false, wk__h_get_session, NULL},

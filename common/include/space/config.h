@@ -15,7 +15,10 @@
  *
  * Values land in the caller's struct at the given offsets: strings as
  * malloc'd char* (freed by sp_config_free), ints and sizes as int64_t,
- * durations as int64_t microseconds, bools as bool. Unknown keys, malformed
+ * durations as int64_t microseconds, bools as bool, lists as a malloc'd
+ * NULL-terminated char** (NULL while empty; freed by sp_config_free).
+ * A list setting is repeatable: every occurrence — a default, a file line,
+ * the environment variable, each flag — adds one value to it, in that order. Unknown keys, malformed
  * values and out-of-range numbers are errors that name the key and source
  * ("config.conf:12: key 'listen': ...").
  */
@@ -35,6 +38,7 @@ typedef enum sp_config_type {
         SP_CONFIG_BOOL, /* true/false/yes/no/on/off/1/0 */
         SP_CONFIG_DURATION, /* sp_duration_parse(): 30s, 5m, 6h ... within [min, max] µs */
         SP_CONFIG_SIZE, /* bytes with optional K/M/G/T suffix (powers of 1024) within [min, max] */
+        SP_CONFIG_LIST, /* repeatable string: each occurrence adds one; at most max values (0: 64) */
 } sp_config_type;
 
 typedef struct sp_config_def {
@@ -54,6 +58,7 @@ typedef struct sp_config_def {
 /* Limits on what a configuration file may hold. */
 #define SP_CONFIG_MAX_FILE (1024 * 1024)
 #define SP_CONFIG_MAX_VALUE 4096
+#define SP_CONFIG_LIST_DEFAULT_MAX 64
 
 /* Applies defaults, file, environment and flags (argv[1..argc-1]) to cfg.
  * env_prefix is e.g. "SPACE_WORKER". Positional arguments and anything after

@@ -1,0 +1,738 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Command sessions (DESIGN §4). A session is recorded (state `starting`)
+ * before its worker is asked to run it; the worker's answer is recorded
+ * before the client hears of it, with an attachment token for the data
+ * plane. A worker that refuses (program, cwd or user not found) leaves no
+ * record; one that cannot be reached or does not answer in time leaves the
+ * session `starting` — a GET asks the worker again, and a retry with the
+ * same Idempotency-Key asks it to run the same session (it runs once).
+ * Reads refresh unfinished sessions from their worker when it is reachable
+ * and keep the last recorded state when it is not.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "api/request.h"
+#include "api/request_session.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+
+#define NOT_FOUND_FMT "session %.64s not found"
+
+/* ---- the record ---- */
+
+/* A session of c's tenant as stored, with where it runs. */
+typedef struct session_row {
+        char id[SP_ID_MAX];
+        char sandbox_id[SP_ID_MAX];
+        char state[16];
+        char worker_id[SP_ID_MAX];
+        char address[272];
+        bool reachable; /* its worker is not marked unreachable */
+        bool sandbox_running;
+        bool write_default; /* stdin or a PTY: tokens default to scope write */
+        int64_t age_ms;
+        json_object *json; /* api_session() */
+} session_row;
+
+static void row_free(session_row *r)
+{
+        sp_json_putp(&r->json);
+}
+
+static bool finished(const char *state)
+{
+        return strcmp(state, "exited") == 0 || strcmp(state, "failed") == 0;
+}
+
+static int load(cp_api *api, const char *tenant_id, const char *id, session_row *ret, sp_error **err)
+{
+        const char *params[] = {id, tenant_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        int r = cp_db_exec(api->db,
+                           "SELECT api_session(s)::text, s.id, s.sandbox_id, s.state, coalesce(s.worker_id, ''), "
+                           "coalesce(w.address, ''), coalesce(w.state <> 'unreachable', false), "
+                           "sb.observed_state = 'running' AND sb.desired_state = 'running' AND sb.deleted_at IS NULL, "
+                           "coalesce((s.spec->>'stdin')::boolean, false) OR jsonb_typeof(s.spec->'pty') = 'object', "
+                           "(extract(epoch FROM now() - s.created_at) * 1000)::bigint "
+                           "FROM sessions s JOIN sandboxes sb ON sb.id = s.sandbox_id "
+                           "LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1 AND s.tenant_id = $2",
+                           2, params, &res, err);
+        if (r < 0)
+                return r;
+        if (PQntuples(res) != 1)
+                return sp_error_set(err, SP_E_NOT_FOUND, NOT_FOUND_FMT, id);
+        const char *text = PQgetvalue(res, 0, 0);
+        if ((r = sp_json_parse(text, strlen(text), &ret->json, err)) < 0)
+                return r;
+        snprintf(ret->id, sizeof(ret->id), "%s", PQgetvalue(res, 0, 1));
+        snprintf(ret->sandbox_id, sizeof(ret->sandbox_id), "%s", PQgetvalue(res, 0, 2));
+        snprintf(ret->state, sizeof(ret->state), "%s", PQgetvalue(res, 0, 3));
+        snprintf(ret->worker_id, sizeof(ret->worker_id), "%s", PQgetvalue(res, 0, 4));
+        snprintf(ret->address, sizeof(ret->address), "%s", PQgetvalue(res, 0, 5));
+        ret->reachable = strcmp(PQgetvalue(res, 0, 6), "t") == 0;
+        ret->sandbox_running = strcmp(PQgetvalue(res, 0, 7), "t") == 0;
+        ret->write_default = strcmp(PQgetvalue(res, 0, 8), "t") == 0;
+        ret->age_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+        return 0;
+}
+
+/* Records what the worker reports of a session (its Session object) on an
+ * unfinished record of tenant_id. */
+static int record(cp_api *api, const char *tenant_id, json_object *ws, sp_error **err)
+{
+        static const char *const states[] = {"starting", "running", "exited", "failed"};
+        const char *id = NULL, *state = NULL, *started = NULL, *ended = NULL, *error = NULL;
+        int64_t pid = 0;
+        json_object *ex = NULL;
+        if (sp_json_get_string(ws, "id", true, SP_ID_MAX - 1, &id, err) < 0 ||
+            sp_json_get_string(ws, "state", true, 16, &state, err) < 0 ||
+            sp_json_get_int(ws, "pid", false, 1, INT32_MAX, &pid, err) < 0 ||
+            sp_json_get_string(ws, "started_at", false, 40, &started, err) < 0 ||
+            sp_json_get_string(ws, "ended_at", false, 40, &ended, err) < 0 ||
+            sp_json_get_string(ws, "error", false, 4096, &error, err) < 0 ||
+            sp_json_get_object(ws, "exit", false, &ex, err) < 0)
+                return sp_error_wrap(err, "the worker's session");
+        bool known = false;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(states); i++)
+                known |= strcmp(state, states[i]) == 0;
+        if (!known)
+                return sp_error_set(err, SP_E_INTERNAL, "the worker's session: unknown state '%.16s'", state);
+        /* Only the fields the API shows, with their types. */
+        _cleanup_json_ json_object *exit_obj = NULL;
+        if (ex) {
+                static const char *const ints[] = {"code", "signal"}, *const bools[] = {"oom", "killed"};
+                exit_obj = json_object_new_object();
+                for (size_t i = 0; i < 2; i++) {
+                        int64_t v = 0;
+                        if (sp_json_get_int(ex, ints[i], false, -1, 255, &v, err) < 0)
+                                return sp_error_wrap(err, "the worker's session exit");
+                        json_object_object_add(exit_obj, ints[i], json_object_new_int64(v));
+                        bool b = false;
+                        if (sp_json_get_bool(ex, bools[i], false, &b, err) < 0)
+                                return sp_error_wrap(err, "the worker's session exit");
+                        json_object_object_add(exit_obj, bools[i], json_object_new_boolean(b));
+                }
+                const char *reason = NULL;
+                if (sp_json_get_string(ex, "reason", false, 256, &reason, err) < 0)
+                        return sp_error_wrap(err, "the worker's session exit");
+                json_object_object_add(exit_obj, "reason", reason ? json_object_new_string(reason) : NULL);
+        }
+        char pidtext[16];
+        snprintf(pidtext, sizeof(pidtext), "%lld", (long long)pid);
+        const char *params[] = {
+                id,   tenant_id, state, pid ? pidtext : NULL, started, ended, exit_obj ? sp_json_str(exit_obj) : NULL,
+                error};
+        return cp_db_exec(api->db,
+                          "UPDATE sessions SET state = $3, pid = coalesce($4::integer, pid), "
+                          "started_at = coalesce($5::timestamptz, started_at), "
+                          "ended_at = coalesce($6::timestamptz, ended_at), exit = coalesce($7::jsonb, exit), "
+                          "error = $8, updated_at = now() "
+                          "WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('exited', 'failed')",
+                          8, params, NULL, err);
+}
+
+/* Marks an unfinished session failed with why. */
+static void mark_failed(cp_api *api, const char *id, const char *why)
+{
+        const char *params[] = {id, why};
+        (void)cp_db_exec(api->db,
+                         "UPDATE sessions SET state = 'failed', error = $2, ended_at = coalesce(ended_at, now()), "
+                         "updated_at = now() WHERE id = $1 AND state NOT IN ('exited', 'failed')",
+                         2, params, NULL, NULL);
+}
+
+/* The attach token for a session (scope "read" or "write") into o:
+ * attach_url, attach_token, token_expires_at. */
+static int add_token(cp_call *c, const session_row *s, const char *scope, int64_t ttl_s, json_object *o, sp_error **err)
+{
+        _cleanup_json_ json_object *claims = json_object_new_object();
+        json_object_object_add(claims, "typ", json_object_new_string("session"));
+        json_object_object_add(claims, "ten", json_object_new_string(c->who.tenant_id));
+        json_object_object_add(claims, "sbx", json_object_new_string(s->sandbox_id));
+        json_object_object_add(claims, "ses", json_object_new_string(s->id));
+        json_object_object_add(claims, "wkr", json_object_new_string(s->address));
+        json_object_object_add(claims, "scope", json_object_new_string(scope));
+        _cleanup_free_ char *token = NULL;
+        char expires[32], url[1200];
+        int r = cp__token_mint(c->api, claims, ttl_s, &token, expires, err);
+        if (r < 0)
+                return r;
+        snprintf(url, sizeof(url), "%s/v1/sessions/%s/attach", c->api->dataplane_url, s->id);
+        json_object_object_add(o, "attach_url", json_object_new_string(url));
+        json_object_object_add(o, "attach_token", json_object_new_string(token));
+        json_object_object_add(o, "token_expires_at", json_object_new_string(expires));
+        return 0;
+}
+
+/* ---- create ---- */
+
+typedef struct create_ctx {
+        cp_session_create_req r;
+        char id[SP_ID_MAX];
+        char sandbox_id[SP_ID_MAX];
+        char worker_id[SP_ID_MAX];
+        char address[272];
+        bool replayed;
+        char conflict[512]; /* the worker's refusal, while we look whether it ran the session already */
+} create_ctx;
+
+static void create_free(create_ctx *x)
+{
+        cp_session_create_req_free(&x->r);
+        free(x);
+}
+
+/* Answers 201 with the session as recorded and a new token. */
+static void create_answer(cp_call *c, create_ctx *x)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        session_row s = {0};
+        _cleanup_json_ json_object *out = json_object_new_object();
+        if (load(c->api, c->who.tenant_id, x->id, &s, &e) < 0 ||
+            add_token(c, &s, s.write_default ? "write" : "read", c->api->cfg.attach_token_ttl_s, out, &e) < 0) {
+                row_free(&s);
+                cp__fail(c, e);
+                create_free(x);
+                return;
+        }
+        json_object_object_add(out, "session", json_object_get(s.json));
+        row_free(&s);
+        if (x->replayed)
+                sp_http_response_header(c->req, "Idempotent-Replayed", "true");
+        cp__reply(c, 201, out);
+        create_free(x);
+}
+
+/* The worker would not run it: nothing of it stays. */
+static void create_refused(cp_call *c, create_ctx *x, const sp_error *err)
+{
+        const char *params[] = {x->id};
+        (void)cp_db_exec(c->api->db, "DELETE FROM sessions WHERE id = $1 AND state = 'starting'", 1, params, NULL,
+                         NULL);
+        cp__mutation_forget(c);
+        if (err->code == SP_E_NOT_FOUND)
+                cp__failf(c, SP_E_CONFLICT, "sandbox %s is not running on its worker: %s", x->sandbox_id, err->message);
+        else
+                cp__fail(c, err);
+        create_free(x);
+}
+
+static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *userdata);
+
+static void on_existing(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        create_ctx *x = userdata;
+        if (err && (err->code == SP_E_NOT_FOUND || err->code == SP_E_CONFLICT)) {
+                /* The conflict was not about this session existing: report it. */
+                _cleanup_error_ sp_error *conflict = NULL;
+                sp_error_set(&conflict, SP_E_CONFLICT, "%s", x->conflict);
+                create_refused(c, x, conflict);
+                return;
+        }
+        on_exec(c, resp, err, x);
+}
+
+static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        create_ctx *x = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        if (!err) {
+                if (record(c->api, c->who.tenant_id, resp, &e) < 0) {
+                        cp__fail(c, e);
+                        create_free(x);
+                        return;
+                }
+                if (!x->replayed) {
+                        c->api->sessions_created_total++;
+                        sp_log_kv(SP_LOG_INFO,
+                                  SP_KV("session_id", x->id, "sandbox_id", x->sandbox_id, "request_id",
+                                        sp_http_request_id(c->req)),
+                                  "session started");
+                }
+                create_answer(c, x);
+                return;
+        }
+        if (err->code == SP_E_CONFLICT) {
+                /* An earlier attempt may have started it already: look. */
+                snprintf(x->conflict, sizeof(x->conflict), "%s", err->message);
+                _cleanup_json_ json_object *req = json_object_new_object();
+                json_object_object_add(req, "session_id", json_object_new_string(x->id));
+                cp__worker_call(c, x->worker_id, x->address, "GetSession", req, on_existing, x);
+                return;
+        }
+        if (err->code != SP_E_UNAVAILABLE && err->code != SP_E_TIMEOUT) {
+                create_refused(c, x, err);
+                return;
+        }
+        /* Whether it started is unknown: the record stays `starting` for a GET or a retry to settle. */
+        const char *params[] = {x->id, err->message};
+        (void)cp_db_exec(c->api->db, "UPDATE sessions SET error = $2, updated_at = now() WHERE id = $1", 2, params,
+                         NULL, NULL);
+        sp_error_set(&e, err->code,
+                     "%s; session %s may have started: GET /v1/sessions/%s tells, and a retry with "
+                     "the same Idempotency-Key runs it at most once",
+                     err->message, x->id, x->id);
+        cp__fail_worker(c, e);
+        create_free(x);
+}
+
+static void ask_worker(cp_call *c, create_ctx *x)
+{
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "sandbox_id", json_object_new_string(x->sandbox_id));
+        json_object_object_add(req, "session_id", json_object_new_string(x->id));
+        json_object_object_add(req, "argv", json_object_get(x->r.argv));
+        json_object_object_add(req, "env", json_object_get(x->r.env));
+        if (x->r.cwd)
+                json_object_object_add(req, "cwd", json_object_new_string(x->r.cwd));
+        if (x->r.user[0])
+                json_object_object_add(req, "user", json_object_new_string(x->r.user));
+        if (x->r.pty) {
+                json_object *pty = json_object_new_object();
+                json_object_object_add(pty, "rows", json_object_new_int64(x->r.rows));
+                json_object_object_add(pty, "cols", json_object_new_int64(x->r.cols));
+                json_object_object_add(req, "pty", pty);
+        }
+        json_object_object_add(req, "stdin", json_object_new_boolean(x->r.stdin_open));
+        if (x->r.timeout_s)
+                json_object_object_add(req, "timeout_ms", json_object_new_int64(x->r.timeout_s * 1000));
+        cp__worker_call(c, x->worker_id, x->address, "Exec", req, on_exec, x);
+}
+
+/* What the record keeps of the request: never the environment's values. */
+static json_object *spec_of(const cp_session_create_req *r)
+{
+        json_object *spec = json_object_new_object();
+        json_object_object_add(spec, "argv", json_object_get(r->argv));
+        json_object_object_add(spec, "cwd", r->cwd ? json_object_new_string(r->cwd) : NULL);
+        json_object_object_add(spec, "user", r->user[0] ? json_object_new_string(r->user) : NULL);
+        json_object *pty = NULL;
+        if (r->pty) {
+                pty = json_object_new_object();
+                json_object_object_add(pty, "rows", json_object_new_int64(r->rows));
+                json_object_object_add(pty, "cols", json_object_new_int64(r->cols));
+        }
+        json_object_object_add(spec, "pty", pty);
+        json_object_object_add(spec, "stdin", json_object_new_boolean(r->stdin_open));
+        json_object_object_add(spec, "timeout_s", json_object_new_int64(r->timeout_s));
+        return spec;
+}
+
+/* A retry of an earlier create: answer for its session, running it if the
+ * first attempt's outcome is unknown. */
+static void create_again(cp_call *c, create_ctx *x)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        session_row s = {0};
+        x->replayed = true;
+        if (load(c->api, c->who.tenant_id, x->id, &s, &e) < 0) {
+                row_free(&s);
+                cp__fail(c, e);
+                create_free(x);
+                return;
+        }
+        snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", s.sandbox_id);
+        snprintf(x->worker_id, sizeof(x->worker_id), "%s", s.worker_id);
+        snprintf(x->address, sizeof(x->address), "%s", s.address);
+        bool starting = strcmp(s.state, "starting") == 0;
+        row_free(&s);
+        if (!starting) {
+                create_answer(c, x);
+                return;
+        }
+        ask_worker(c, x);
+}
+
+void cp__h_session_create(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *sbx = sp_http_request_param(c->req, "id");
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        create_ctx *x = calloc(1, sizeof(*x));
+        if (!x) {
+                cp__failf(c, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        if (cp_req_session_create(body, len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0) {
+                cp__fail(c, e);
+                create_free(x);
+                return;
+        }
+        char first[SP_ID_MAX];
+        int r = cp__mutation_begin_for(c, x->id, first);
+        if (r == 1) {
+                create_free(x);
+                return;
+        }
+        if (r == 2) {
+                snprintf(x->id, sizeof(x->id), "%s", first);
+                create_again(c, x);
+                return;
+        }
+        cp_sandbox_loc loc;
+        _cleanup_json_ json_object *spec = spec_of(&x->r);
+        _cleanup_json_ json_object *detail = json_object_new_object();
+        json_object_object_add(detail, "sandbox_id", json_object_new_string(sbx));
+        json_object_object_add(detail, "argv0", json_object_get(json_object_array_get_idx(x->r.argv, 0)));
+        if (cp__sandbox_locate(c, sbx, true, &loc, &e) < 0) {
+                cp__mutation_abort(c, e);
+                create_free(x);
+                return;
+        }
+        const char *params[] = {x->id, c->who.tenant_id, loc.id, sp_json_str(spec), loc.worker_id};
+        if (cp_db_exec(c->api->db,
+                       "INSERT INTO sessions (id, tenant_id, sandbox_id, spec, state, worker_id) "
+                       "VALUES ($1, $2, $3, $4::jsonb, 'starting', $5)",
+                       5, params, NULL, &e) < 0 ||
+            cp_db_exec(c->api->db, "UPDATE sandboxes SET last_active_at = now() WHERE id = $1", 1, params + 2, NULL,
+                       &e) < 0 ||
+            cp__audit(c, "session.create", x->id, detail, &e) < 0) {
+                cp__mutation_abort(c, e);
+                create_free(x);
+                return;
+        }
+        if (cp__mutation_commit_quiet(c) < 0) {
+                create_free(x);
+                return;
+        }
+        snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", loc.id);
+        snprintf(x->worker_id, sizeof(x->worker_id), "%s", loc.worker_id);
+        snprintf(x->address, sizeof(x->address), "%s", loc.address);
+        ask_worker(c, x);
+}
+
+/* ---- get ---- */
+
+typedef struct get_ctx {
+        char id[SP_ID_MAX];
+        char state[16];
+        int64_t age_ms;
+} get_ctx;
+
+/* Answers with the session as recorded now. */
+static void get_answer(cp_call *c, const char *id)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        session_row s = {0};
+        if (load(c->api, c->who.tenant_id, id, &s, &e) < 0) {
+                row_free(&s);
+                cp__fail(c, e);
+                return;
+        }
+        cp__reply(c, 200, s.json);
+        row_free(&s);
+}
+
+static void on_get(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        get_ctx *x = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        if (!err) {
+                if (record(c->api, c->who.tenant_id, resp, &e) < 0)
+                        sp_log_warn_kv(SP_KV("session_id", x->id), "recording the worker's session: %s", e->message);
+        } else if (err->code == SP_E_NOT_FOUND &&
+                   (strcmp(x->state, "running") == 0 || x->age_ms > 2 * c->api->cfg.worker_timeout_ms)) {
+                /* Its worker lost it (the sandbox was stopped, suspended or recreated), or never started it. */
+                mark_failed(c->api, x->id, "its worker no longer has it");
+        }
+        /* Otherwise (worker trouble) the last recorded state stands. */
+        get_answer(c, x->id);
+        free(x);
+}
+
+void cp__h_session_get(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *id = sp_http_request_param(c->req, "id");
+        session_row s = {0};
+        if (load(c->api, c->who.tenant_id, id, &s, &e) < 0) {
+                row_free(&s);
+                cp__fail(c, e);
+                return;
+        }
+        if (finished(s.state) || !s.worker_id[0] || !s.reachable) {
+                cp__reply(c, 200, s.json);
+                row_free(&s);
+                return;
+        }
+        get_ctx *x = calloc(1, sizeof(*x));
+        if (!x) {
+                cp__reply(c, 200, s.json);
+                row_free(&s);
+                return;
+        }
+        snprintf(x->id, sizeof(x->id), "%s", s.id);
+        snprintf(x->state, sizeof(x->state), "%s", s.state);
+        x->age_ms = s.age_ms;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "session_id", json_object_new_string(s.id));
+        cp__worker_call(c, s.worker_id, s.address, "GetSession", req, on_get, x);
+        row_free(&s);
+}
+
+/* ---- list ---- */
+
+typedef struct list_ctx {
+        cp_session_list_query q;
+        char sandbox_id[SP_ID_MAX];
+        char worker_id[SP_ID_MAX];
+} list_ctx;
+
+/* Answers one page of the sandbox's sessions, oldest first. */
+static void list_answer(cp_call *c, const list_ctx *x)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        char limit[24];
+        snprintf(limit, sizeof(limit), "%lld", (long long)(x->q.limit + 1));
+        const char *params[] = {c->who.tenant_id, x->sandbox_id, x->q.has_cursor ? x->q.cursor_created_at : NULL,
+                                x->q.has_cursor ? x->q.cursor_id : NULL, limit};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db,
+                       "SELECT api_session(s)::text, api_ts(s.created_at), s.id FROM sessions s "
+                       "WHERE s.tenant_id = $1 AND s.sandbox_id = $2 "
+                       "AND ($3::text IS NULL OR (s.created_at, s.id) > ($3::timestamptz, $4::text)) "
+                       "ORDER BY s.created_at, s.id LIMIT $5::integer",
+                       5, params, &res, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        _cleanup_json_ json_object *out = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        json_object_object_add(out, "sessions", arr);
+        int n = PQntuples(res);
+        int shown = n > x->q.limit ? (int)x->q.limit : n;
+        for (int i = 0; i < shown; i++) {
+                json_object *s = NULL;
+                const char *v = PQgetvalue(res, i, 0);
+                if (sp_json_parse(v, strlen(v), &s, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                json_object_array_add(arr, s);
+        }
+        json_object *next = NULL;
+        if (n > x->q.limit) {
+                char cur[256];
+                if (cp_cursor_encode_for("ses", PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), cur,
+                                         sizeof(cur), &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                next = json_object_new_string(cur);
+        }
+        json_object_object_add(out, "next_cursor", next);
+        cp__reply(c, 200, out);
+}
+
+static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        list_ctx *x = userdata;
+        json_object *arr = NULL;
+        if (!err && json_object_object_get_ex(resp, "sessions", &arr) && json_object_is_type(arr, json_type_array)) {
+                _cleanup_json_ json_object *ids = json_object_new_array();
+                for (size_t i = 0; i < json_object_array_length(arr); i++) {
+                        _cleanup_error_ sp_error *e = NULL;
+                        json_object *ws = json_object_array_get_idx(arr, i), *id = NULL;
+                        if (json_object_object_get_ex(ws, "id", &id))
+                                json_object_array_add(ids, json_object_get(id));
+                        if (record(c->api, c->who.tenant_id, ws, &e) < 0)
+                                sp_log_warn_kv(SP_KV("sandbox_id", x->sandbox_id),
+                                               "recording the worker's sessions: %s", e->message);
+                }
+                /* What the worker does not have it lost, or never started (as in GET). */
+                char grace[24];
+                snprintf(grace, sizeof(grace), "%lld", (long long)(2 * c->api->cfg.worker_timeout_ms));
+                const char *params[] = {c->who.tenant_id, x->sandbox_id, x->worker_id, sp_json_str(ids), grace};
+                (void)cp_db_exec(c->api->db,
+                                 "UPDATE sessions SET state = 'failed', error = 'its worker no longer has it', "
+                                 "ended_at = coalesce(ended_at, now()), updated_at = now() WHERE tenant_id = $1 "
+                                 "AND sandbox_id = $2 AND worker_id = $3 AND state NOT IN ('exited', 'failed') "
+                                 "AND NOT $4::jsonb ? id AND (state = 'running' OR created_at < now() - "
+                                 "$5::integer * interval '1 millisecond')",
+                                 5, params, NULL, NULL);
+        }
+        list_answer(c, x);
+        free(x);
+}
+
+void cp__h_session_list(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        list_ctx *x = calloc(1, sizeof(*x));
+        cp_sandbox_loc loc;
+        if (!x) {
+                cp__failf(c, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        if (cp_req_session_list_query(sp_http_request_query(c->req, "limit"), sp_http_request_query(c->req, "cursor"),
+                                      &x->q, &e) < 0 ||
+            cp__sandbox_locate(c, sp_http_request_param(c->req, "id"), false, &loc, &e) < 0) {
+                cp__fail(c, e);
+                free(x);
+                return;
+        }
+        snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", loc.id);
+        snprintf(x->worker_id, sizeof(x->worker_id), "%s", loc.worker_id);
+        /* Unfinished sessions on a reachable worker are asked about first, in one call. */
+        const char *params[] = {c->who.tenant_id, loc.id, loc.worker_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        bool ask = loc.worker_id[0] && loc.reachable &&
+                   cp_db_exec(c->api->db,
+                              "SELECT 1 FROM sessions WHERE tenant_id = $1 AND sandbox_id = $2 AND worker_id = $3 "
+                              "AND state NOT IN ('exited', 'failed') LIMIT 1",
+                              3, params, &res, NULL) == 0 &&
+                   PQntuples(res) == 1;
+        if (!ask) {
+                list_answer(c, x);
+                free(x);
+                return;
+        }
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "sandbox_id", json_object_new_string(loc.id));
+        cp__worker_call(c, loc.worker_id, loc.address, "ListSessions", req, on_list, x);
+}
+
+/* ---- signal, kill ---- */
+
+typedef struct act_ctx {
+        char id[SP_ID_MAX];
+        char sandbox_id[SP_ID_MAX];
+        char action[24]; /* audit action */
+        int signal; /* 0 for kill */
+} act_ctx;
+
+static void on_act(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        act_ctx *x = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        if (err) {
+                if (err->code == SP_E_NOT_FOUND)
+                        cp__failf(c, SP_E_CONFLICT, "session %s is no longer on its worker", x->id);
+                else
+                        cp__fail_worker(c, err);
+                free(x);
+                return;
+        }
+        _cleanup_json_ json_object *detail = json_object_new_object();
+        if (x->signal)
+                json_object_object_add(detail, "signal", json_object_new_int(x->signal));
+        if (cp__audit(c, x->action, x->id, detail, &e) < 0) {
+                /* The signal went out; its record did not: say so rather than claim success. */
+                cp__fail(c, e);
+                free(x);
+                return;
+        }
+        cp__sandbox_touch(c->api, x->sandbox_id);
+        get_answer(c, x->id);
+        free(x);
+}
+
+static void act(cp_call *c, int signal)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *id = sp_http_request_param(c->req, "id");
+        session_row s = {0};
+        if (load(c->api, c->who.tenant_id, id, &s, &e) < 0) {
+                row_free(&s);
+                cp__fail(c, e);
+                return;
+        }
+        if (finished(s.state))
+                sp_error_set(&e, SP_E_CONFLICT, "session %s has %s", s.id, s.state);
+        else if (!s.sandbox_running)
+                sp_error_set(&e, SP_E_CONFLICT, "session %s: its sandbox %s is not running", s.id, s.sandbox_id);
+        else if (!s.worker_id[0] || !s.reachable)
+                sp_error_set(&e, SP_E_UNAVAILABLE, "session %s: its worker is unreachable; retry later", s.id);
+        act_ctx *x = e ? NULL : calloc(1, sizeof(*x));
+        if (!x) {
+                row_free(&s);
+                if (!e)
+                        sp_error_set(&e, SP_E_LIMIT, "out of memory");
+                cp__fail(c, e);
+                return;
+        }
+        snprintf(x->id, sizeof(x->id), "%s", s.id);
+        snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", s.sandbox_id);
+        snprintf(x->action, sizeof(x->action), signal ? "session.signal" : "session.kill");
+        x->signal = signal;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "session_id", json_object_new_string(s.id));
+        if (signal)
+                json_object_object_add(req, "signal", json_object_new_int(signal));
+        cp__worker_call(c, s.worker_id, s.address, signal ? "SignalSession" : "KillSession", req, on_act, x);
+        row_free(&s);
+}
+
+void cp__h_session_signal(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        int sig = 0;
+        if (cp_req_signal(body, len, &sig, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        act(c, sig);
+}
+
+void cp__h_session_kill(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        if (len > 0) {
+                _cleanup_json_ json_object *o = NULL;
+                static const char *const none[] = {NULL};
+                if (cp_req_body_object(body, len, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+        }
+        act(c, 0);
+}
+
+/* ---- a new token ---- */
+
+void cp__h_session_token(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        cp_token_req r;
+        if (cp_req_session_token(body, len, &r, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        session_row s = {0};
+        _cleanup_json_ json_object *out = json_object_new_object();
+        _cleanup_json_ json_object *detail = json_object_new_object();
+        const char *scope = r.scope[0] ? r.scope : NULL;
+        int64_t ttl = r.ttl_s ? r.ttl_s : c->api->cfg.attach_token_ttl_s;
+        int rc = load(c->api, c->who.tenant_id, sp_http_request_param(c->req, "id"), &s, &e);
+        if (rc == 0 && !s.worker_id[0])
+                rc = sp_error_set(&e, SP_E_CONFLICT, "session %s has no worker", s.id);
+        if (rc == 0) {
+                if (!scope)
+                        scope = s.write_default ? "write" : "read";
+                json_object_object_add(detail, "scope", json_object_new_string(scope));
+                json_object_object_add(detail, "ttl_s", json_object_new_int64(ttl));
+                rc = add_token(c, &s, scope, ttl, out, &e);
+        }
+        if (rc == 0)
+                rc = cp__audit(c, "session.token", s.id, detail, &e);
+        row_free(&s);
+        cp_token_req_free(&r);
+        if (rc < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        cp__reply(c, 200, out);
+}

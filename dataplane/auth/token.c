@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Attachment tokens: where a request carries one, its claims, what they grant. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "auth/token.h"
+#include "space/json.h"
+
+int dp_token_find(const sp_http_parser *p, const char **ret_token, dp_refusal *ret_reason, sp_error **err)
+{
+        const char *header = sp_http_parser_header(p, "Authorization");
+        const char *query = NULL;
+        for (size_t i = 0, n = sp_http_parser_query_count(p); i < n; i++) {
+                const char *name, *value;
+                if (!sp_http_parser_query_at(p, i, &name, &value) || strcmp(name, "token") != 0)
+                        continue;
+                if (query) {
+                        *ret_reason = DP_REFUSE_AMBIGUOUS;
+                        return sp_error_set(err, SP_E_INVALID, "the query parameter 'token' is given twice");
+                }
+                query = value;
+        }
+        if (header && query) {
+                *ret_reason = DP_REFUSE_AMBIGUOUS;
+                return sp_error_set(err, SP_E_INVALID,
+                                    "give the token in the Authorization header or the query parameter 'token', "
+                                    "not both");
+        }
+        if (!header && !query) {
+                *ret_reason = DP_REFUSE_MISSING;
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "missing token");
+        }
+        const char *token = query;
+        if (header) {
+                if (strncasecmp(header, "Bearer ", 7) != 0) {
+                        *ret_reason = DP_REFUSE_MALFORMED;
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token");
+                }
+                token = header + 7;
+                token += strspn(token, " ");
+        }
+        size_t n = strlen(token);
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)token[i] <= 0x20 || (unsigned char)token[i] >= 0x7f)
+                        n = 0;
+        if (n == 0) {
+                *ret_reason = DP_REFUSE_MALFORMED;
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token");
+        }
+        *ret_token = token;
+        return 0;
+}
+
+dp_refusal dp_token_refusal(const sp_error *e)
+{
+        static const struct {
+                const char *message;
+                dp_refusal reason;
+        } map[] = {
+                {"unknown signing key", DP_REFUSE_UNKNOWN_KEY},
+                {"bad signature", DP_REFUSE_BAD_SIGNATURE},
+                {"token expired", DP_REFUSE_EXPIRED},
+                {"token not yet valid", DP_REFUSE_NOT_YET_VALID},
+        };
+        for (size_t i = 0; e && i < sizeof(map) / sizeof(map[0]); i++)
+                if (strcmp(e->message, map[i].message) == 0)
+                        return map[i].reason;
+        return DP_REFUSE_MALFORMED;
+}
+
+/* "HOST:PORT": a DNS name or IPv4 literal, or a bracketed IPv6 literal, and a port 1-65535. */
+static bool worker_address_ok(const char *s)
+{
+        const char *colon = strrchr(s, ':');
+        if (!colon || colon == s)
+                return false;
+        size_t digits = strlen(colon + 1);
+        if (digits == 0 || digits > 5 || strspn(colon + 1, "0123456789") != digits || colon[1] == '0')
+                return false;
+        long port = strtol(colon + 1, NULL, 10);
+        if (port < 1 || port > 65535)
+                return false;
+        size_t hlen = (size_t)(colon - s);
+        if (s[0] == '[')
+                return hlen > 2 && s[hlen - 1] == ']' && strspn(s + 1, "0123456789abcdefABCDEF:.") == hlen - 2;
+        return hlen <= 253 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == hlen &&
+               s[0] != '-' && s[0] != '.';
+}
+
+/* Copies a string claim of at most max bytes into out (room for max + 1). */
+static int claim_string(json_object *claims, const char *name, bool required, size_t max, char *out, sp_error **err)
+{
+        const char *v = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_json_get_string(claims, name, required, max, &v, &e) < 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: %s", e->message);
+        if (v && !*v && required)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: '%s' is empty", name);
+        if (v)
+                memcpy(out, v, strlen(v) + 1);
+        return 0;
+}
+
+static bool claim_present(json_object *claims, const char *name)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(claims, name, &v) && v;
+}
+
+int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
+{
+        if (!json_object_is_type(claims, json_type_object))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: not an object");
+        dp_claims c = {0};
+        char typ[16] = "", scope[16] = "";
+        int r;
+        if ((r = claim_string(claims, "typ", true, sizeof(typ) - 1, typ, err)) < 0 ||
+            (r = claim_string(claims, "scope", true, sizeof(scope) - 1, scope, err)) < 0 ||
+            (r = claim_string(claims, "ten", false, DP_CLAIM_ID_MAX, c.tenant, err)) < 0 ||
+            (r = claim_string(claims, "sbx", true, DP_CLAIM_ID_MAX, c.sandbox, err)) < 0 ||
+            (r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0 ||
+            (r = claim_string(claims, "kid", true, SP_TOKEN_KID_LEN, c.kid, err)) < 0)
+                return r;
+        if (strcmp(typ, "files") == 0)
+                c.files = true;
+        else if (strcmp(typ, "session") != 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: 'typ' must be \"session\" or \"files\"");
+        if (strcmp(scope, "write") == 0)
+                c.write = true;
+        else if (strcmp(scope, "read") != 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: 'scope' must be \"read\" or \"write\"");
+        if (!worker_address_ok(c.worker))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'wkr' is not HOST:PORT");
+        if (c.files) {
+                if (claim_present(claims, "ses"))
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                            "malformed token claims: a files token names no session");
+                if (claim_present(claims, "path")) {
+                        if ((r = claim_string(claims, "path", true, DP_CLAIM_PATH_MAX, c.path, err)) < 0)
+                                return r;
+                        c.has_path = true;
+                }
+        } else {
+                if (claim_present(claims, "path"))
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                            "malformed token claims: a session token names no path");
+                if ((r = claim_string(claims, "ses", true, DP_CLAIM_ID_MAX, c.session, err)) < 0)
+                        return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+int dp_claims_check(const dp_claims *c, const dp_want *want, dp_refusal *ret_reason, sp_error **err)
+{
+        if (c->files != want->files) {
+                *ret_reason = DP_REFUSE_ROUTE;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this route");
+        }
+        if (!want->files && (!want->session || strcmp(c->session, want->session) != 0)) {
+                *ret_reason = DP_REFUSE_SESSION;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this session");
+        }
+        if (want->files && (!want->sandbox || strcmp(c->sandbox, want->sandbox) != 0)) {
+                *ret_reason = DP_REFUSE_SANDBOX;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this sandbox");
+        }
+        if (want->files && c->has_path && (!want->path || strcmp(c->path, want->path) != 0)) {
+                *ret_reason = DP_REFUSE_PATH;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this path");
+        }
+        if (want->write && !c->write) {
+                *ret_reason = DP_REFUSE_READ_ONLY;
+                return sp_error_set(err, SP_E_PERMISSION, "token is read-only");
+        }
+        return 0;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The state one space-dataplane process shares between its routes: the
+ * settings that bound them, the token keys, the worker connections and the
+ * counters. It holds nothing a restart could lose: every request carries its
+ * token, every byte offset comes from the client or the worker.
+ * Owned by main; the routes borrow it. Not thread-safe (one event loop).
+ */
+#ifndef DP_DP_H
+#define DP_DP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth/keys.h"
+#include "metrics/metrics.h"
+#include "workers/pool.h"
+
+struct event_base;
+
+typedef struct dp_limits {
+        size_t max_streams; /* attach streams and file or stdin transfers at once; more get 503 */
+        int64_t rpc_timeout_ms; /* unary worker calls (GetSession, StatFile, signals ...) */
+        uint64_t max_upload; /* bytes of one PUT body (413 beyond) */
+        int64_t keepalive_ms; /* an SSE comment after this much silence on an attach stream */
+} dp_limits;
+
+typedef struct dp {
+        struct event_base *base;
+        dp_limits limits;
+        dp_keys *keys; /* borrowed */
+        dp_pool *pool; /* borrowed */
+        dp_metrics metrics;
+        bool has_client_cert; /* /readyz: there is a certificate to dial workers with */
+        /* Called when a token names a key the set does not hold (main asks
+         * the control plane for its keys, rate limited); may be NULL. */
+        void (*unknown_key)(void *userdata);
+        void *unknown_key_userdata;
+} dp;
+
+#endif

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Route registration, token checks, and answers counted and logged once. */
+#include <stdio.h>
+#include <string.h>
+
+#include "route/request.h"
+#include "route/routes.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
+{
+        const sp_http_route_opts stream = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = UINT64_MAX};
+        const sp_http_route_opts upload = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = d->limits.max_upload};
+        const sp_http_route_opts control = {.max_body = DP_CONTROL_BODY_MAX};
+        const struct {
+                const char *method, *pattern;
+                const sp_http_route_opts *opts;
+                sp_http_handler handler;
+        } routes[] = {
+                {"GET", "/v1/sessions/{id}/attach", NULL, dp_attach_handler},
+                {"POST", "/v1/sessions/{id}/stdin", &stream, dp_stdin_handler},
+                {"POST", "/v1/sessions/{id}/close-stdin", &control, dp_close_stdin_handler},
+                {"POST", "/v1/sessions/{id}/resize", &control, dp_resize_handler},
+                {"POST", "/v1/sessions/{id}/signal", &control, dp_signal_handler},
+                {"GET", "/v1/sandboxes/{id}/files", NULL, dp_file_get_handler},
+                {"PUT", "/v1/sandboxes/{id}/files", &upload, dp_file_put_handler},
+                {"GET", "/healthz", NULL, dp_healthz_handler},
+                {"GET", "/readyz", NULL, dp_readyz_handler},
+                {"GET", "/metrics", NULL, dp_metrics_handler},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(routes); i++)
+                if (sp_http_route_ex(srv, routes[i].method, routes[i].pattern, routes[i].opts, routes[i].handler, d,
+                                     err) < 0)
+                        return sp_error_wrap(err, "route %s %s", routes[i].method, routes[i].pattern);
+        return 0;
+}
+
+/* Logs a refusal: the reason and, once verified, the key id — never the token. */
+static void refuse(dp *d, sp_http_request *req, dp_route route, dp_refusal reason, const char *kid, const sp_error *e)
+{
+        d->metrics.refusals[reason]++;
+        dp_metrics_request(&d->metrics, route, sp_errc_http_status(e->code));
+        sp_log_info_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "refusal",
+                             dp_refusal_name(reason), "kid", kid ? kid : ""),
+                       "token refused: %s", e->message);
+        sp_http_reply_error(req, e);
+}
+
+int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want *want, dp_claims *ret)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        dp_refusal reason = DP_REFUSE_MALFORMED;
+        const char *token = NULL;
+        if (dp_token_find(sp_http_request_parser(req), &token, &reason, &e) < 0) {
+                refuse(d, req, route, reason, NULL, e);
+                return -1;
+        }
+        _cleanup_json_ json_object *claims = dp_keys_verify(d->keys, token, sp_now_real_us() / SP_USEC_PER_SEC, &e);
+        if (!claims) {
+                reason = dp_token_refusal(e);
+                if (reason == DP_REFUSE_UNKNOWN_KEY && d->unknown_key)
+                        d->unknown_key(d->unknown_key_userdata);
+                refuse(d, req, route, reason, NULL, e);
+                return -1;
+        }
+        dp_claims c;
+        if (dp_claims_decode(claims, &c, &e) < 0) {
+                refuse(d, req, route, DP_REFUSE_CLAIMS, NULL, e);
+                return -1;
+        }
+        if (dp_claims_check(&c, want, &reason, &e) < 0) {
+                refuse(d, req, route, reason, c.kid, e);
+                return -1;
+        }
+        *ret = c;
+        return 0;
+}
+
+void dp__answered(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, int status, const char *what)
+{
+        dp_metrics_request(&d->metrics, route, status);
+        char st[8];
+        snprintf(st, sizeof(st), "%d", status);
+        const char *object = "", *object_key = "session_id";
+        if (claims) {
+                object = claims->files ? claims->sandbox : claims->session;
+                object_key = claims->files ? "sandbox_id" : "session_id";
+        }
+        sp_log_info_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "status", st,
+                             object_key, object, "kid", claims ? claims->kid : ""),
+                       "%s", what);
+}
+
+void dp__reply_error(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, const sp_error *e)
+{
+        dp__answered(d, req, route, claims, sp_errc_http_status(e->code), e->message);
+        sp_http_reply_error(req, e);
+}
+
+void dp__reply_ok(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, json_object *obj)
+{
+        dp__answered(d, req, route, claims, 200, "ok");
+        if (obj)
+                sp_http_reply_json(req, 200, obj);
+        else
+                sp_http_reply(req, 200, "application/json", "{}", 2);
+}
+
+bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims)
+{
+        if (d->metrics.streams_open < d->limits.max_streams) {
+                d->metrics.streams_open++;
+                return true;
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        sp_error_set(&e, SP_E_UNAVAILABLE, "this data plane serves %zu streams already: try again later",
+                     d->limits.max_streams);
+        dp__reply_error(d, req, route, claims, e);
+        return false;
+}
+
+void dp__stream_release(dp *d)
+{
+        if (d->metrics.streams_open > 0)
+                d->metrics.streams_open--;
+}
+
+sp_error *dp__worker_error(dp *d, const dp_claims *claims, const char *method, const sp_error *e)
+{
+        sp_error *out = NULL;
+        if (e->code == SP_E_UNAVAILABLE || e->code == SP_E_TIMEOUT) {
+                d->metrics.worker_errors++;
+                sp_log_warn_kv(SP_KV("worker", claims->worker, "method", method, "sandbox_id", claims->sandbox),
+                               "worker call failed: %s", e->message);
+                sp_error_set(&out, e->code, "the sandbox's worker cannot be reached: %s", e->message);
+        } else {
+                sp_error_set(&out, e->code, "%s", e->message);
+        }
+        return out;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target: the data plane's reading of token claims. The input is a
+ * token when it starts with "v1." — verified with a fixed key and clock, its
+ * claims then decoded — and otherwise a claims object decoded directly.
+ * Decoded claims are NUL-terminated within their bounds and name a worker;
+ * a refusal is SP_E_UNAUTHENTICATED and leaves the output untouched; the
+ * grant check then refuses exactly what the claims do not name.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/token.h"
+#include "space/json.h"
+#include "space/token.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The corpus tokens are signed with this key's private half (kid b4c66c39dcfdf06c). */
+static const char key[] = "-----BEGIN PUBLIC KEY-----\n"
+                          "MCowBQYDK2VwAyEAjJYIO8gnpqIQ+AMISlEzqFrV3hwQK70h+krMe/xONNQ=\n"
+                          "-----END PUBLIC KEY-----\n";
+/* Inside the corpus tokens' validity. */
+#define FUZZ_NOW INT64_C(1796096100)
+
+static sp_token_verifier *verifier;
+
+static void check(const dp_claims *c)
+{
+        if (strlen(c->sandbox) == 0 || strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) == 0 ||
+            strlen(c->worker) > DP_CLAIM_WORKER_MAX || strlen(c->tenant) > DP_CLAIM_ID_MAX ||
+            strlen(c->path) > DP_CLAIM_PATH_MAX || strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':'))
+                abort();
+        if (c->files == (c->session[0] != '\0') || (!c->files && c->has_path))
+                abort();
+        dp_want own = {.files = c->files,
+                       .write = c->write,
+                       .session = c->session,
+                       .sandbox = c->sandbox,
+                       .path = c->has_path ? c->path : "/any"};
+        dp_refusal reason;
+        sp_error *e = NULL;
+        if (dp_claims_check(c, &own, &reason, &e) < 0)
+                abort();
+        dp_want other = own;
+        other.files = !c->files;
+        if (dp_claims_check(c, &other, &reason, &e) == 0 || reason != DP_REFUSE_ROUTE || e->code != SP_E_PERMISSION)
+                abort();
+        sp_error_free(e);
+        e = NULL;
+        other = own;
+        other.write = true;
+        if ((dp_claims_check(c, &other, &reason, &e) == 0) != c->write)
+                abort();
+        sp_error_free(e);
+}
+
+static void decode(json_object *o)
+{
+        dp_claims c = {.tenant = "untouched"};
+        sp_error *e = NULL;
+        if (dp_claims_decode(o, &c, &e) == 0) {
+                if (e)
+                        abort();
+                check(&c);
+        } else if (!e || e->code != SP_E_UNAUTHENTICATED || strcmp(c.tenant, "untouched") != 0) {
+                abort();
+        }
+        sp_error_free(e);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        if (!verifier) {
+                verifier = sp_token_verifier_new();
+                if (!verifier || sp_token_verifier_add_key(verifier, key, NULL) < 0)
+                        abort();
+        }
+        if (size > 2 * SP_TOKEN_MAX_LEN)
+                return 0;
+        char *text = malloc(size + 1);
+        if (!text)
+                return 0;
+        memcpy(text, data, size);
+        text[size] = '\0';
+        json_object *o = NULL;
+        if (size >= 3 && memcmp(text, "v1.", 3) == 0) {
+                sp_error *e = NULL;
+                o = sp_token_verify(verifier, text, FUZZ_NOW, &e);
+                if (!o && (!e || dp_token_refusal(e) >= DP_REFUSE__MAX))
+                        abort();
+                sp_error_free(e);
+        } else if (sp_json_parse(text, size, &o, NULL) < 0) {
+                o = NULL;
+        }
+        if (o)
+                decode(o);
+        json_object_put(o);
+        free(text);
+        return 0;
+}

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests: what a verified token's claims must hold and what they grant
+ * (auth/token.h), the key set's sources (auth/keys.h), and the worker's
+ * AttachSession frames turned into events (attach/attach.h): ids are the
+ * offset after each event's bytes, output is cut at 48 KiB, a frame out of
+ * order is refused and leaves the queue as it was.
+ */
+#include <string.h>
+
+#include "attach/attach.h"
+#include "auth/keys.h"
+#include "auth/token.h"
+#include "harness.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/rpc.h"
+#include "space/time.h"
+
+static json_object *claims(const char *text)
+{
+        json_object *o = NULL;
+        ck_assert_msg(sp_json_parse(text, strlen(text), &o, NULL) == 0, "bad test JSON %s", text);
+        return o;
+}
+
+#define BASE "\"kid\":\"0123456789abcdef\",\"iat\":1,\"exp\":2,\"sbx\":\"sbx_1\",\"wkr\":\"10.0.0.5:7071\""
+
+START_TEST(claims_decode)
+{
+        _cleanup_json_ json_object *s = claims("{" BASE ",\"typ\":\"session\",\"ses\":\"ses_1\",\"scope\":\"write\","
+                                               "\"ten\":\"ten_1\",\"future\":[1]}");
+        dp_claims c;
+        ck_assert_int_eq(dp_claims_decode(s, &c, NULL), 0);
+        ck_assert(!c.files);
+        ck_assert(c.write);
+        ck_assert_str_eq(c.session, "ses_1");
+        ck_assert_str_eq(c.sandbox, "sbx_1");
+        ck_assert_str_eq(c.worker, "10.0.0.5:7071");
+        ck_assert_str_eq(c.tenant, "ten_1");
+        ck_assert_str_eq(c.kid, "0123456789abcdef");
+        _cleanup_json_ json_object *f =
+                claims("{" BASE ",\"typ\":\"files\",\"scope\":\"read\",\"path\":\"/home/user/a b\"}");
+        ck_assert_int_eq(dp_claims_decode(f, &c, NULL), 0);
+        ck_assert(c.files && !c.write && c.has_path);
+        ck_assert_str_eq(c.path, "/home/user/a b");
+
+        const char *bad[] = {
+                "{" BASE ",\"typ\":\"session\",\"scope\":\"read\"}", /* no ses */
+                "{" BASE ",\"typ\":\"files\",\"ses\":\"ses_1\",\"scope\":\"read\"}",
+                "{" BASE ",\"typ\":\"session\",\"ses\":\"ses_1\",\"scope\":\"read\",\"path\":\"/x\"}",
+                "{" BASE ",\"typ\":\"console\",\"ses\":\"ses_1\",\"scope\":\"read\"}",
+                "{" BASE ",\"typ\":\"session\",\"ses\":\"ses_1\",\"scope\":\"admin\"}",
+                "{" BASE ",\"typ\":\"session\",\"ses\":\"\",\"scope\":\"read\"}",
+                "{" BASE ",\"typ\":\"session\",\"ses\":1,\"scope\":\"read\"}",
+                "{" BASE ",\"typ\":\"files\",\"scope\":\"read\",\"path\":\"\"}",
+                "{\"kid\":\"0123456789abcdef\",\"sbx\":\"sbx_1\",\"typ\":\"files\",\"scope\":\"read\"}", /* no wkr */
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *o = claims(bad[i]);
+                _cleanup_error_ sp_error *e = NULL;
+                dp_claims before = {.tenant = "unchanged"};
+                ck_assert_msg(dp_claims_decode(o, &before, &e) < 0, "accepted %s", bad[i]);
+                ck_assert_int_eq(e->code, SP_E_UNAUTHENTICATED);
+                ck_assert_msg(strncmp(e->message, "malformed token claims", 22) == 0, "%s", e->message);
+                ck_assert_str_eq(before.tenant, "unchanged");
+        }
+        const char *workers[] = {"h:1", "[::1]:7071", "a.b-c.example:65535", "10.0.0.1:80"};
+        const char *not_workers[] = {"h",     "h:",     ":80",     "h:0",    "h:65536", "h:08",  "[::1:80",
+                                     "-h:80", "h h:80", "unix:/x", "h:80/x", "[]:80",   "h:+80", "h:1:2x"};
+        char text[512];
+        for (size_t i = 0; i < SP_ARRAY_SIZE(workers) + SP_ARRAY_SIZE(not_workers); i++) {
+                bool ok = i < SP_ARRAY_SIZE(workers);
+                const char *w = ok ? workers[i] : not_workers[i - SP_ARRAY_SIZE(workers)];
+                snprintf(text, sizeof(text),
+                         "{\"kid\":\"0123456789abcdef\",\"sbx\":\"sbx_1\",\"typ\":\"files\",\"scope\":\"read\","
+                         "\"wkr\":\"%s\"}",
+                         w);
+                _cleanup_json_ json_object *o = claims(text);
+                ck_assert_msg((dp_claims_decode(o, &c, NULL) == 0) == ok, "wkr %s: %s", w, ok ? "refused" : "accepted");
+        }
+}
+END_TEST
+
+START_TEST(claims_grant)
+{
+        dp_claims ses = {.write = false, .session = "ses_1", .sandbox = "sbx_1"};
+        dp_claims files = {.files = true, .write = true, .sandbox = "sbx_1", .has_path = true, .path = "/a"};
+        struct {
+                const dp_claims *c;
+                dp_want want;
+                dp_refusal reason; /* DP_REFUSE__MAX: granted */
+                const char *message;
+        } cases[] = {
+                {&ses, {.session = "ses_1"}, DP_REFUSE__MAX, NULL},
+                {&ses, {.session = "ses_2"}, DP_REFUSE_SESSION, "token does not grant this session"},
+                {&ses, {.session = NULL}, DP_REFUSE_SESSION, "token does not grant this session"},
+                {&ses, {.session = "ses_1", .write = true}, DP_REFUSE_READ_ONLY, "token is read-only"},
+                {&ses, {.files = true, .sandbox = "sbx_1"}, DP_REFUSE_ROUTE, "token does not grant this route"},
+                {&ses, {.session = "ses_2", .write = true}, DP_REFUSE_SESSION, "session"}, /* the object first */
+                {&files, {.files = true, .sandbox = "sbx_1", .path = "/a", .write = true}, DP_REFUSE__MAX, NULL},
+                {&files,
+                 {.files = true, .sandbox = "sbx_2", .path = "/a"},
+                 DP_REFUSE_SANDBOX,
+                 "token does not grant this sandbox"},
+                {&files,
+                 {.files = true, .sandbox = "sbx_1", .path = "/b"},
+                 DP_REFUSE_PATH,
+                 "token does not grant this path"},
+                {&files, {.files = true, .sandbox = "sbx_1", .path = NULL}, DP_REFUSE_PATH, "path"},
+                {&files, {.session = "ses_1"}, DP_REFUSE_ROUTE, "route"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                dp_refusal reason = DP_REFUSE__MAX;
+                _cleanup_error_ sp_error *e = NULL;
+                int r = dp_claims_check(cases[i].c, &cases[i].want, &reason, &e);
+                if (cases[i].reason == DP_REFUSE__MAX) {
+                        ck_assert_msg(r == 0, "case %zu: %s", i, e ? e->message : "");
+                } else {
+                        ck_assert_msg(r < 0, "case %zu granted", i);
+                        ck_assert_int_eq(reason, cases[i].reason);
+                        ck_assert_int_eq(e->code, SP_E_PERMISSION);
+                        ck_assert_msg(strstr(e->message, cases[i].message), "case %zu: %s", i, e->message);
+                }
+        }
+}
+END_TEST
+
+START_TEST(key_set_sources)
+{
+        _cleanup_free_ char *p1 = NULL, *k1 = NULL, *p2 = NULL, *k2 = NULL;
+        ck_assert_int_eq(sp_token_keygen(&p1, &k1, NULL), 0);
+        ck_assert_int_eq(sp_token_keygen(&p2, &k2, NULL), 0);
+        _cleanup_token_signer_ sp_token_signer *s1 = NULL, *s2 = NULL;
+        ck_assert_int_eq(sp_token_signer_new(p1, &s1, NULL), 0);
+        ck_assert_int_eq(sp_token_signer_new(p2, &s2, NULL), 0);
+        _cleanup_json_ json_object *c = json_object_new_object();
+        json_object_object_add(c, "typ", json_object_new_string("session"));
+        _cleanup_free_ char *t1 = sp_token_sign(s1, c, 60, NULL);
+        _cleanup_free_ char *t2 = sp_token_sign(s2, c, 60, NULL);
+        int64_t now = sp_now_real_us() / SP_USEC_PER_SEC;
+
+        dp_keys *k = dp_keys_new();
+        const char *files[] = {k1};
+        const char *cp[] = {k2};
+        ck_assert_int_eq(dp_keys_set(k, DP_KEYS_FILES, files, 1, NULL), 0);
+        ck_assert_int_eq(dp_keys_set(k, DP_KEYS_CONTROL_PLANE, cp, 1, NULL), 0);
+        ck_assert_uint_eq(dp_keys_count(k), 2);
+        json_object *v1 = dp_keys_verify(k, t1, now, NULL), *v2 = dp_keys_verify(k, t2, now, NULL);
+        ck_assert(v1 && v2);
+        json_object_put(v1);
+        json_object_put(v2);
+        /* The control plane retires its key: only its source changes. */
+        ck_assert_int_eq(dp_keys_set(k, DP_KEYS_CONTROL_PLANE, NULL, 0, NULL), 0);
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_ptr_null(dp_keys_verify(k, t2, now, &e));
+        ck_assert_str_eq(e->message, "unknown signing key");
+        json_object *again = dp_keys_verify(k, t1, now, NULL);
+        ck_assert_ptr_nonnull(again);
+        json_object_put(again);
+        /* A bad PEM changes nothing and says which one. */
+        const char *bad[] = {k2, "not a key"};
+        sp_error *e2 = NULL;
+        ck_assert_int_lt(dp_keys_set(k, DP_KEYS_CONTROL_PLANE, bad, 2, &e2), 0);
+        ck_assert_msg(strstr(e2->message, "token key 2"), "%s", e2->message);
+        sp_error_free(e2);
+        ck_assert_uint_eq(dp_keys_count(k), 1);
+        dp_keys_free(k);
+}
+END_TEST
+
+/* A DATA frame: stream, offset, n bytes of fill. */
+static size_t data_frame(uint8_t *out, int stream, uint64_t offset, size_t n, char fill)
+{
+        out[0] = (uint8_t)stream;
+        for (int i = 0; i < 8; i++)
+                out[1 + i] = (uint8_t)(offset >> (56 - 8 * i));
+        memset(out + 9, fill, n);
+        return 9 + n;
+}
+
+START_TEST(frames_to_events)
+{
+        static uint8_t f[9 + 100000];
+        dp_sse_queue q = {0};
+        uint64_t off = 10;
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)"{\"event\":\"start\",\"pid\":42}", 26,
+                                          "ses_1", 10, &off, &q, NULL),
+                         0);
+        size_t n = data_frame(f, 1, 10, 100000, 'x'); /* 48 KiB + 48 KiB + the rest */
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_DATA, f, n, "ses_1", 10, &off, &q, NULL), 0);
+        n = data_frame(f, 2, 100010, 3, 'e');
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_DATA, f, n, "ses_1", 10, &off, &q, NULL), 0);
+        const char *exit = "{\"event\":\"exit\",\"code\":3,\"signal\":0,\"oom\":false,\"killed\":false}";
+        ck_assert_int_eq(
+                dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)exit, strlen(exit), "ses_1", 10, &off, &q, NULL),
+                1);
+        ck_assert_uint_eq(off, 100013);
+        struct {
+                const char *name, *id;
+                size_t raw;
+        } want[] = {{"start", "10", 0},         {"stdout", "49162", 49152}, {"stdout", "98314", 49152},
+                    {"stdout", "100010", 1696}, {"stderr", "100013", 3},    {"exit", "100013", 0}};
+        dp_sse_event *ev = q.head;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(want); i++, ev = ev->next) {
+                ck_assert_ptr_nonnull(ev);
+                ck_assert_str_eq(ev->name, want[i].name);
+                ck_assert_str_eq(ev->id, want[i].id);
+                ck_assert_uint_eq(ev->raw, want[i].raw);
+        }
+        ck_assert_ptr_null(ev);
+        ck_assert_str_eq(q.head->data.data, "{\"session_id\":\"ses_1\",\"pid\":42}");
+        ck_assert_str_eq(q.tail->data.data, "{\"code\":3,\"signal\":0,\"oom\":false,\"killed\":false,\"reason\":\"\"}");
+        ck_assert_str_eq(q.head->next->next->next->next->data.data, "ZWVl");
+
+        /* Out of order, a bad stream byte, a short frame, garbage JSON: refused, the queue unchanged. */
+        size_t bytes = q.bytes;
+        const struct {
+                int type;
+                size_t n;
+                uint64_t at;
+                int stream;
+        } bad[] = {{SP_RPC_FRAME_DATA, 10, 5, 1}, {SP_RPC_FRAME_DATA, 10, 100013, 3}, {SP_RPC_FRAME_DATA, 0, 0, 0}};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                n = bad[i].n ? data_frame(f, bad[i].stream, bad[i].at, bad[i].n, 'z') : 5;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_int_lt(dp_attach_decode(bad[i].type, f, n, "ses_1", 10, &off, &q, &e), 0);
+                ck_assert_int_eq(e->code, SP_E_INTERNAL);
+        }
+        ck_assert_int_lt(dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)"{]", 2, "ses_1", 10, &off, &q, NULL), 0);
+        ck_assert_int_lt(dp_attach_decode(SP_RPC_FRAME_END, (const uint8_t *)"{}", 2, "ses_1", 10, &off, &q, NULL), 0);
+        ck_assert_uint_eq(q.bytes, bytes);
+        ck_assert_uint_eq(off, 100013);
+        /* Events the worker may add later are ignored; its error event ends the stream. */
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)"{\"event\":\"later\"}", 17, "ses_1", 10,
+                                          &off, &q, NULL),
+                         0);
+        const char *err = "{\"event\":\"error\",\"message\":\"agent lost\"}";
+        ck_assert_int_eq(
+                dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)err, strlen(err), "ses_1", 10, &off, &q, NULL), 1);
+        ck_assert_str_eq(q.tail->name, "error");
+        ck_assert_str_eq(q.tail->id, "");
+        ck_assert_str_eq(q.tail->data.data, "{\"code\":\"internal\",\"message\":\"agent lost\"}");
+        dp_sse_queue_clear(&q);
+        ck_assert_ptr_null(q.head);
+        ck_assert_uint_eq(q.bytes, 0);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("dp_claims_events");
+        TCase *tc = tcase_create("claims_events");
+        tcase_add_test(tc, claims_decode);
+        tcase_add_test(tc, claims_grant);
+        tcase_add_test(tc, key_set_sources);
+        tcase_add_test(tc, frames_to_events);
+        suite_add_tcase(s, tc);
+        return sp_test_main(s);
+}
