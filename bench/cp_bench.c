@@ -39,6 +39,7 @@
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
+#include "stats.h"
 
 #define BODY "{\"template\":\"base\",\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
 
@@ -49,30 +50,6 @@ static struct {
 
 static sp_test_space S;
 static char key[256];
-
-typedef struct {
-        double p50, p90, p99;
-        int n;
-} stats;
-
-static int cmp_dbl(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentiles of v[0..n) (sorted in place). */
-static stats summarize(double *v, int n)
-{
-        stats s = {.n = n};
-        if (n == 0)
-                return s;
-        qsort(v, (size_t)n, sizeof(double), cmp_dbl);
-        s.p50 = v[(n - 1) * 50 / 100];
-        s.p90 = v[(n - 1) * 90 / 100];
-        s.p99 = v[(n - 1) * 99 / 100];
-        return s;
-}
 
 /* One HTTP call with the tenant's key; 0 and the parsed body (may be NULL), or
  * -1 with a message on stderr when it fails or answers another status. */
@@ -244,21 +221,10 @@ static int concurrent(double *lat, double *wall_s)
         return failed;
 }
 
-static void print_row(const char *name, stats s, double floor_p50)
+static void print_row(const char *name, bn_stats s, double floor_p50)
 {
         printf("| %-40s | %5d | %8.2f | %8.2f | %8.2f | %9.1f |\n", name, s.n, s.p50, s.p90, s.p99,
                floor_p50 > 0 ? s.p50 / floor_p50 : 0.0);
-}
-
-static void json_stats(json_object *o, const char *k, stats s)
-{
-        char name[64];
-        snprintf(name, sizeof(name), "%s_p50_ms", k);
-        json_object_object_add(o, name, json_object_new_double(s.p50));
-        snprintf(name, sizeof(name), "%s_p90_ms", k);
-        json_object_object_add(o, name, json_object_new_double(s.p90));
-        snprintf(name, sizeof(name), "%s_p99_ms", k);
-        json_object_object_add(o, name, json_object_new_double(s.p99));
 }
 
 static void cluster_up(void)
@@ -294,8 +260,8 @@ START_TEST(bench)
         double wall_s = 0;
         int failed = concurrent(conc, &wall_s);
         ck_assert_msg(failed == 0, "%d of the concurrent creates or their deletes failed", failed);
-        stats ss = summarize(seq, opt.samples), sc = summarize(conc, opt.creates),
-              sf = summarize(floor_ms, opt.samples);
+        bn_stats ss = bn_stats_of(seq, opt.samples), sc = bn_stats_of(conc, opt.creates),
+                 sf = bn_stats_of(floor_ms, opt.samples);
         double rate = wall_s > 0 ? opt.creates / wall_s : 0;
         if (opt.json) {
                 _cleanup_json_ json_object *o = json_object_new_object();
@@ -303,9 +269,9 @@ START_TEST(bench)
                 json_object_object_add(o, "samples", json_object_new_int(opt.samples));
                 json_object_object_add(o, "concurrency", json_object_new_int(opt.concurrency));
                 json_object_object_add(o, "creates", json_object_new_int(opt.creates));
-                json_stats(o, "create_sequential", ss);
-                json_stats(o, "create_concurrent", sc);
-                json_stats(o, "floor_get", sf);
+                bn_stats_json(o, "create_sequential", ss);
+                bn_stats_json(o, "create_concurrent", sc);
+                bn_stats_json(o, "floor_get", sf);
                 json_object_object_add(o, "creates_per_s", json_object_new_double(rate));
                 json_object_object_add(o, "concurrent_wall_s", json_object_new_double(wall_s));
                 printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));

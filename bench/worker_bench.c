@@ -23,32 +23,9 @@
 #include "space/json.h"
 #include "space/rpc.h"
 #include "space/time.h"
+#include "stats.h"
 
 static const char *addr = "127.0.0.1:7071";
-
-static int cmp_dbl(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
-
-typedef struct {
-        double p50, p90, p99, min;
-        int n;
-} stats;
-
-static stats summarize(double *v, int n)
-{
-        qsort(v, (size_t)n, sizeof(double), cmp_dbl);
-        stats s = {.n = n};
-        if (n == 0)
-                return s;
-        s.min = v[0];
-        s.p50 = v[(n - 1) * 50 / 100];
-        s.p90 = v[(n - 1) * 90 / 100];
-        s.p99 = v[(n - 1) * 99 / 100];
-        return s;
-}
 
 static json_object *rpc(const char *method, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static json_object *rpc(const char *method, const char *fmt, ...)
@@ -68,11 +45,6 @@ static json_object *rpc(const char *method, const char *fmt, ...)
                 exit(1);
         }
         return resp;
-}
-
-static double ms_since(int64_t t0)
-{
-        return (double)(sp_now_mono_us() - t0) / 1000.0;
 }
 
 static void new_id(const char *prefix, char *out)
@@ -127,7 +99,7 @@ static double exec_once(sp_rpc_client *cli, struct event_base *base, const char 
         }
         while (!w.done)
                 event_base_dispatch(base);
-        return ms_since(t0);
+        return bn_ms_since(t0);
 }
 
 static double fork_exec_once(void)
@@ -139,7 +111,7 @@ static double fork_exec_once(void)
                 _exit(127);
         }
         waitpid(pid, NULL, 0);
-        return ms_since(t0);
+        return bn_ms_since(t0);
 }
 
 static int warm_count(void)
@@ -151,21 +123,10 @@ static int warm_count(void)
                        : 0;
 }
 
-static void print_row(const char *name, stats s, double floor_p50)
+static void print_row(const char *name, bn_stats s, double floor_p50)
 {
         printf("| %-28s | %5d | %8.2f | %8.2f | %8.2f | %8.2f |\n", name, s.n, s.p50, s.p90, s.p99,
                floor_p50 > 0 ? s.p50 / floor_p50 : 0.0);
-}
-
-static void json_stats(json_object *o, const char *key, stats s)
-{
-        char k[64];
-        snprintf(k, sizeof(k), "%s_p50_ms", key);
-        json_object_object_add(o, k, json_object_new_double(s.p50));
-        snprintf(k, sizeof(k), "%s_p90_ms", key);
-        json_object_object_add(o, k, json_object_new_double(s.p90));
-        snprintf(k, sizeof(k), "%s_p99_ms", key);
-        json_object_object_add(o, k, json_object_new_double(s.p99));
 }
 
 int main(int argc, char **argv)
@@ -198,7 +159,7 @@ int main(int argc, char **argv)
                 new_id("sbx", id);
                 int64_t t0 = sp_now_mono_us();
                 json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\",\"warm\":false}", id));
-                double t = ms_since(t0);
+                double t = bn_ms_since(t0);
                 if (i >= 0)
                         cold[i] = t;
                 json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
@@ -212,7 +173,7 @@ int main(int argc, char **argv)
                 new_id("sbx", id);
                 int64_t t0 = sp_now_mono_us();
                 json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\"}", id));
-                warm[i] = ms_since(t0);
+                warm[i] = bn_ms_since(t0);
                 json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
         }
         json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":0}"));
@@ -234,15 +195,15 @@ int main(int argc, char **argv)
         for (int i = 0; i < samples; i++)
                 fe[i] = fork_exec_once();
 
-        stats sc = summarize(cold, samples), sw = summarize(warm, samples), se = summarize(ex, samples),
-              sf = summarize(fe, samples);
+        bn_stats sc = bn_stats_of(cold, samples), sw = bn_stats_of(warm, samples), se = bn_stats_of(ex, samples),
+                 sf = bn_stats_of(fe, samples);
         if (json) {
                 _cleanup_json_ json_object *o = json_object_new_object();
                 json_object_object_add(o, "samples", json_object_new_int(samples));
-                json_stats(o, "create_cold", sc);
-                json_stats(o, "create_warm", sw);
-                json_stats(o, "exec_rtt", se);
-                json_stats(o, "floor_fork_exec", sf);
+                bn_stats_json(o, "create_cold", sc);
+                bn_stats_json(o, "create_warm", sw);
+                bn_stats_json(o, "exec_rtt", se);
+                bn_stats_json(o, "floor_fork_exec", sf);
                 json_object_object_add(o, "exec_rtt_ratio_to_floor", json_object_new_double(se.p50 / sf.p50));
                 printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
         } else {

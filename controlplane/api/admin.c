@@ -199,3 +199,126 @@ void cp__h_key_delete(cp_call *c)
         }
         cp__mutation_commit(c, 204, NULL);
 }
+
+/* Answers one page of a listing, oldest first: sql selects (object as text,
+ * api_ts(created_at), id) rows of ids with prefix; its first nfixed
+ * parameters are fixed (borrowed), then come the cursor's created_at and id
+ * (NULL on the first page) and the row limit. The answer is {key: [...],
+ * "next_cursor": ...}, with ?limit= (1..1000 [100]) and ?cursor= as in
+ * GET /v1/sandboxes. */
+static void list_page(cp_call *c, const char *prefix, const char *key, const char *sql, int nfixed,
+                      const char *const *fixed)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t limit = 0;
+        char cur_at[40] = "", cur_id[32] = "";
+        const char *cursor = sp_http_request_query(c->req, "cursor");
+        if (cp_req_count("limit", sp_http_request_query(c->req, "limit"), 100, 1000, &limit, &e) < 0 ||
+            (cursor && cursor[0] &&
+             cp_cursor_decode_for(prefix, cursor, cur_at, sizeof(cur_at), cur_id, sizeof(cur_id), &e) < 0)) {
+                cp__fail(c, e);
+                return;
+        }
+        char nrows[24];
+        snprintf(nrows, sizeof(nrows), "%lld", (long long)(limit + 1));
+        const char *params[4] = {NULL};
+        for (int i = 0; i < nfixed; i++)
+                params[i] = fixed[i];
+        params[nfixed] = cur_at[0] ? cur_at : NULL;
+        params[nfixed + 1] = cur_at[0] ? cur_id : NULL;
+        params[nfixed + 2] = nrows;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db, sql, nfixed + 3, params, &res, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        _cleanup_json_ json_object *out = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        json_object_object_add(out, key, arr);
+        int n = PQntuples(res);
+        int shown = n > limit ? (int)limit : n;
+        for (int i = 0; i < shown; i++) {
+                json_object *o = NULL;
+                const char *v = PQgetvalue(res, i, 0);
+                if (sp_json_parse(v, strlen(v), &o, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                json_object_array_add(arr, o);
+        }
+        json_object *next = NULL;
+        if (n > limit) {
+                char buf[256];
+                if (cp_cursor_encode_for(prefix, PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), buf,
+                                         sizeof(buf), &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                next = json_object_new_string(buf);
+        }
+        json_object_object_add(out, "next_cursor", next);
+        cp__reply(c, 200, out);
+}
+
+void cp__h_tenant_list(cp_call *c)
+{
+        list_page(c, "ten", "tenants",
+                  "SELECT jsonb_build_object('id', t.id, 'name', t.name, 'created_at', api_ts(t.created_at))::text, "
+                  "api_ts(t.created_at), t.id FROM tenants t "
+                  "WHERE ($1::text IS NULL OR (t.created_at, t.id) > ($1::timestamptz, $2::text)) "
+                  "ORDER BY t.created_at, t.id LIMIT $3::integer",
+                  0, NULL);
+}
+
+void cp__h_key_list(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *tenant = sp_http_request_query(c->req, "tenant_id");
+        if (tenant && !tenant[0])
+                tenant = NULL;
+        if (tenant && strlen(tenant) >= SP_ID_MAX) {
+                cp__failf(c, SP_E_INVALID, "tenant_id must be shorter than %d bytes", SP_ID_MAX);
+                return;
+        }
+        /* A tenant's key lists its own tenant's keys only; an admin's, any tenant's or every key. */
+        if (!c->who.admin) {
+                if (tenant && strcmp(tenant, c->who.tenant_id) != 0) {
+                        cp__failf(c, SP_E_PERMISSION, "only an admin key can list another tenant's keys");
+                        return;
+                }
+                tenant = c->who.tenant_id;
+        } else if (tenant) {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                const char *p[] = {tenant};
+                if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1", 1, p, &res, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                if (PQntuples(res) != 1) {
+                        cp__failf(c, SP_E_NOT_FOUND, "tenant %.64s not found", tenant);
+                        return;
+                }
+        }
+        const char *fixed[] = {tenant};
+        list_page(c, "key", "keys",
+                  "SELECT jsonb_build_object('id', k.id, 'tenant_id', k.tenant_id, 'name', k.name, 'admin', k.admin, "
+                  "'created_at', api_ts(k.created_at), 'revoked', k.revoked_at IS NOT NULL, "
+                  "'revoked_at', api_ts(k.revoked_at))::text, api_ts(k.created_at), k.id FROM api_keys k "
+                  "WHERE ($1::text IS NULL OR k.tenant_id = $1) "
+                  "AND ($2::text IS NULL OR (k.created_at, k.id) > ($2::timestamptz, $3::text)) "
+                  "ORDER BY k.created_at, k.id LIMIT $4::integer",
+                  1, fixed);
+}
+
+void cp__h_join_token_list(cp_call *c)
+{
+        list_page(c, "jtk", "join_tokens",
+                  "SELECT jsonb_build_object('id', j.id, 'description', j.description, 'uses_left', j.uses_left, "
+                  "'state', CASE WHEN j.revoked_at IS NOT NULL THEN 'revoked' WHEN j.expires_at <= now() "
+                  "THEN 'expired' WHEN j.uses_left = 0 THEN 'used' ELSE 'active' END, "
+                  "'expires_at', api_ts(j.expires_at), 'created_at', api_ts(j.created_at), "
+                  "'revoked_at', api_ts(j.revoked_at))::text, api_ts(j.created_at), j.id FROM join_tokens j "
+                  "WHERE ($1::text IS NULL OR (j.created_at, j.id) > ($1::timestamptz, $2::text)) "
+                  "ORDER BY j.created_at, j.id LIMIT $3::integer",
+                  0, NULL);
+}

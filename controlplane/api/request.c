@@ -696,6 +696,13 @@ static bool timestamp_valid(const char *s)
 }
 
 /* What the ids of a prefix name, for messages. */
+/* An id a cursor may carry: a generated one with the prefix, or the built-in
+ * system tenant (the one tenant id not made by sp_id_new()). */
+static bool cursor_id_valid(const char *id, const char *prefix)
+{
+        return sp_id_valid(id, prefix) || (strcmp(prefix, "ten") == 0 && strcmp(id, "ten_system") == 0);
+}
+
 static const char *id_kind(const char *prefix)
 {
         return strcmp(prefix, "sbx") == 0 ? "sandbox" : strcmp(prefix, "ses") == 0 ? "session" : prefix;
@@ -708,7 +715,7 @@ int cp_cursor_encode_for(const char *prefix, const char *created_at, const char 
                 out[0] = '\0';
         if (!created_at || !timestamp_valid(created_at))
                 return sp_error_set(err, SP_E_INVALID, "cursor timestamp is not a timestamp");
-        if (!id || !sp_id_valid(id, prefix))
+        if (!id || !cursor_id_valid(id, prefix))
                 return sp_error_set(err, SP_E_INVALID, "cursor id is not a %s id", id_kind(prefix));
         _cleanup_buf_ sp_buf raw = SP_BUF_INIT, enc = SP_BUF_INIT;
         if (sp_buf_appendf(&raw, err, "%s|%s", created_at, id) < 0 ||
@@ -740,7 +747,7 @@ static int cursor_decode(const char *prefix, const char *cursor, char *ret_creat
                 return sp_error_set(err, SP_E_INVALID, "cursor is malformed");
         *bar = '\0';
         const char *id = bar + 1;
-        if (!timestamp_valid(raw.data) || !sp_id_valid(id, prefix))
+        if (!timestamp_valid(raw.data) || !cursor_id_valid(id, prefix))
                 return sp_error_set(err, SP_E_INVALID, "cursor is malformed");
         if (strlen(raw.data) >= created_len || strlen(id) >= id_len)
                 return sp_error_set(err, SP_E_INVALID, "cursor buffers are too small");

@@ -137,7 +137,8 @@ int cp_req_list_query(const char *state, const char *template_name, const char *
  * at most 128 characters. created_at looks like a timestamp
  * ("YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+HH[:MM]]", under 40 bytes) and id is a
  * sandbox id ("sbx_..."); encode refuses other values, decode refuses
- * anything else ("cursor is malformed"). Output buffers that are too small
+ * anything else ("cursor is malformed"). The system tenant's id
+ * "ten_system" is also accepted for the prefix "ten". Output buffers that are too small
  * fail with SP_E_INVALID; on failure the outputs are empty strings. */
 int cp_cursor_encode(const char *created_at, const char *id, char *out, size_t outlen, sp_error **err);
 int cp_cursor_decode(const char *cursor, char *ret_created_at, size_t created_len, char *ret_id, size_t id_len,

@@ -13,6 +13,7 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/sandboxes", cp__h_sandbox_create, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sandboxes", cp__h_sandbox_list, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sandboxes/{id}", cp__h_sandbox_get, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes/{id}/stats", cp__h_sandbox_stats, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/sandboxes/{id}", cp__h_sandbox_delete, CP_AUTH_TENANT, 0},
         {"POST", "/v1/sandboxes/{id}/pause", cp__h_sandbox_pause, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/sandboxes/{id}/resume", cp__h_sandbox_resume, CP_AUTH_TENANT, SMALL},
@@ -52,12 +53,15 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/workers/{id}/drain", cp__h_worker_drain, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/workers/{id}/unquarantine", cp__h_worker_unquarantine, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/join-tokens", cp__h_join_token_create, CP_AUTH_ADMIN, SMALL},
+        {"GET", "/v1/join-tokens", cp__h_join_token_list, CP_AUTH_ADMIN, 0},
         {"DELETE", "/v1/join-tokens/{id}", cp__h_join_token_delete, CP_AUTH_ADMIN, 0},
         {"GET", "/v1/token-keys", cp__h_token_keys_list, CP_AUTH_ADMIN, 0},
         {"POST", "/v1/token-keys/rotate", cp__h_token_keys_rotate, CP_AUTH_ADMIN, SMALL},
 
         {"POST", "/v1/tenants", cp__h_tenant_create, CP_AUTH_ADMIN, SMALL},
+        {"GET", "/v1/tenants", cp__h_tenant_list, CP_AUTH_ADMIN, 0},
         {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},
+        {"GET", "/v1/keys", cp__h_key_list, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/keys/{id}", cp__h_key_delete, CP_AUTH_TENANT, 0},
         {NULL, NULL, NULL, CP_AUTH_NONE, 0},
 };

@@ -183,6 +183,8 @@ static void cleanup_sandboxes(const sp_test_space *s)
         char cmd[4096];
         snprintf(cmd, sizeof(cmd),
                  "for d in /sys/fs/cgroup/*/%s-w* /sys/fs/cgroup/%s-w*; do [ -d \"$d\" ] || continue; "
+                 "for f in $d/*/freezer.state; do [ -f \"$f\" ] && echo THAWED > $f; done; "
+                 "for f in $d/*/cgroup.freeze; do [ -f \"$f\" ] && echo 0 > $f; done; "
                  "for p in $(cat $d/*/cgroup.procs 2>/dev/null); do kill -9 $p 2>/dev/null; done; done; "
                  "sleep 0.3; for d in /sys/fs/cgroup/*/%s-w* /sys/fs/cgroup/%s-w*; do [ -d \"$d\" ] && "
                  "rmdir $d/* $d 2>/dev/null; done; for m in $(awk '$5 ~ \"^%s/\" {print $5}' /proc/self/mountinfo "

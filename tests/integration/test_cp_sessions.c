@@ -799,6 +799,7 @@ START_TEST(a_silent_worker_meets_the_deadline)
         expect_error(t.key, "GET", path_of("/v1/sandboxes/%s/files/stat?path=/", sbx, NULL), NULL, 503,
                      "is unreachable");
         expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"]}", 503, "is unreachable");
+        expect_error(t.key, "GET", path_of("/v1/sandboxes/%s/stats", sbx, NULL), NULL, 503, "is unreachable");
         _cleanup_json_ json_object *rec = API(t.key, "GET", path_of("/v1/sessions/%s", id, NULL), 200, NULL);
         ck_assert_str_eq(sp_test_jstr(rec, "state"), "starting");
         ck_assert_ptr_nonnull(strstr(sp_test_jstr(rec, "error"), "did not answer"));
@@ -828,6 +829,126 @@ START_TEST(a_silent_worker_meets_the_deadline)
         const char *line = strstr(m.body, "space_api_worker_call_failures_total{reason=\"timeout\"} ");
         ck_assert_msg(line && atoi(strchr(line, '}') + 2) >= 2, "%s", m.body);
         sp_test_http_response_free(&m);
+}
+END_TEST
+
+/* Every item of every page of an admin listing (?limit=1 pages one at a time), as a new array. */
+static json_object *all_pages(const char *key, const char *path, const char *field)
+{
+        json_object *all = json_object_new_array();
+        char cursor[256] = "";
+        for (int page = 0; page < 10000; page++) {
+                char target[600];
+                snprintf(target, sizeof(target), "%s%slimit=1%s%s", path, strchr(path, '?') ? "&" : "?",
+                         cursor[0] ? "&cursor=" : "", cursor);
+                _cleanup_json_ json_object *r = API(key, "GET", target, 200, NULL);
+                json_object *items = sp_test_jarr(r, field);
+                ck_assert_uint_le(json_object_array_length(items), 1);
+                for (size_t i = 0; i < json_object_array_length(items); i++)
+                        json_object_array_add(all, json_object_get(json_object_array_get_idx(items, i)));
+                const char *next = sp_test_jstr(r, "next_cursor");
+                if (!next)
+                        return all;
+                snprintf(cursor, sizeof(cursor), "%s", next);
+        }
+        ck_abort_msg("%s never ended", path);
+        return NULL;
+}
+
+/* How many items of list have field equal to value. */
+static int count_with(json_object *list, const char *field, const char *value)
+{
+        int n = 0;
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                const char *v = sp_test_jstr(json_object_array_get_idx(list, i), field);
+                n += v && strcmp(v, value) == 0;
+        }
+        return n;
+}
+
+/* GET /v1/tenants, /v1/keys, /v1/join-tokens and /v1/sandboxes/{id}/stats:
+ * paged, never a secret, admin-only where they should be, tenant-scoped. */
+START_TEST(read_routes_list_scope_and_sample)
+{
+        tenant a, b;
+        new_tenant("ra", &a);
+        new_tenant("rb", &b);
+
+        /* Tenants: every one exactly once across pages, the system tenant too; admins only. */
+        _cleanup_json_ json_object *tenants = all_pages(S.admin_key, "/v1/tenants", "tenants");
+        ck_assert_int_eq(count_with(tenants, "id", a.id), 1);
+        ck_assert_int_eq(count_with(tenants, "id", b.id), 1);
+        ck_assert_int_eq(count_with(tenants, "id", "ten_system"), 1);
+        expect_error(a.key, "GET", "/v1/tenants", NULL, 403, "admin");
+        expect_error(S.admin_key, "GET", "/v1/tenants?cursor=bm9wZQ", NULL, 400, "cursor is malformed");
+        expect_error(S.admin_key, "GET", "/v1/tenants?limit=0", NULL, 400, "limit");
+
+        /* Keys: a tenant sees its own only (revoked ones marked); never a secret or its hash. */
+        _cleanup_json_ json_object *k2 = API(a.key, "POST", "/v1/keys", 201, "{\"name\":\"second\"}");
+        char k2id[64];
+        snprintf(k2id, sizeof(k2id), "%s", sp_test_jstr(k2, "id"));
+        json_object_put(API(a.key, "DELETE", path_of("/v1/keys/%s", k2id, NULL), 204, NULL));
+        _cleanup_json_ json_object *mine = all_pages(a.key, "/v1/keys", "keys");
+        ck_assert_uint_eq(json_object_array_length(mine), 2);
+        ck_assert_int_eq(count_with(mine, "tenant_id", a.id), 2);
+        ck_assert_int_eq(count_with(mine, "id", k2id), 1);
+        for (size_t i = 0; i < 2; i++) {
+                json_object *k = json_object_array_get_idx(mine, i);
+                bool is_k2 = strcmp(sp_test_jstr(k, "id"), k2id) == 0;
+                ck_assert_str_eq(sp_test_jstr(k, "revoked"), is_k2 ? "true" : "false");
+                ck_assert_int_eq(sp_test_jstr(k, "revoked_at") != NULL, is_k2);
+                ck_assert_ptr_nonnull(sp_test_jstr(k, "created_at"));
+                ck_assert(!json_object_object_get_ex(k, "secret", NULL));
+                ck_assert(!json_object_object_get_ex(k, "secret_hash", NULL));
+        }
+        ck_assert_ptr_null(strstr(json_object_to_json_string(mine), a.key));
+        ck_assert_ptr_null(strstr(json_object_to_json_string(mine), sp_test_jstr(k2, "secret")));
+        expect_error(a.key, "GET", path_of("/v1/keys?tenant_id=%s", b.id, NULL), NULL, 403, "another tenant");
+        _cleanup_json_ json_object *own = all_pages(a.key, path_of("/v1/keys?tenant_id=%s", a.id, NULL), "keys");
+        ck_assert_uint_eq(json_object_array_length(own), 2);
+        /* An admin: one tenant's keys with ?tenant_id=, every key without. */
+        _cleanup_json_ json_object *theirs =
+                all_pages(S.admin_key, path_of("/v1/keys?tenant_id=%s", b.id, NULL), "keys");
+        ck_assert_uint_eq(json_object_array_length(theirs), 1);
+        ck_assert_int_eq(count_with(theirs, "tenant_id", b.id), 1);
+        _cleanup_json_ json_object *every = all_pages(S.admin_key, "/v1/keys", "keys");
+        ck_assert_int_eq(count_with(every, "tenant_id", a.id), 2);
+        ck_assert_int_eq(count_with(every, "tenant_id", b.id), 1);
+        expect_error(S.admin_key, "GET", "/v1/keys?tenant_id=ten_nosuchtenant", NULL, 404, "not found");
+
+        /* Join tokens: listed with their state, never the token; admins only. */
+        _cleanup_json_ json_object *jt = API(S.admin_key, "POST", "/v1/join-tokens", 201, "{\"description\":\"rr\"}");
+        _cleanup_json_ json_object *tokens = all_pages(S.admin_key, "/v1/join-tokens", "join_tokens");
+        ck_assert_int_eq(count_with(tokens, "id", sp_test_jstr(jt, "id")), 1);
+        for (size_t i = 0; i < json_object_array_length(tokens); i++) {
+                json_object *t = json_object_array_get_idx(tokens, i);
+                ck_assert(!json_object_object_get_ex(t, "token", NULL));
+                if (strcmp(sp_test_jstr(t, "id"), sp_test_jstr(jt, "id")) == 0) {
+                        ck_assert_str_eq(sp_test_jstr(t, "state"), "active");
+                        ck_assert_str_eq(sp_test_jstr(t, "description"), "rr");
+                }
+        }
+        ck_assert_ptr_null(strstr(json_object_to_json_string(tokens), sp_test_jstr(jt, "token")));
+        expect_error(a.key, "GET", "/v1/join-tokens", NULL, 403, "admin");
+
+        /* Stats: a sample from the worker for its own tenant; 404 for another; 409 once off its worker. */
+        char sbx[64], state[32];
+        sp_test_create_sandbox(&S, a.key, SANDBOX, sbx);
+        _cleanup_json_ json_object *st = API(a.key, "GET", path_of("/v1/sandboxes/%s/stats", sbx, NULL), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(st, "sandbox_id"), sbx);
+        ck_assert_int_eq(jint(st, "resources.memory_mb"), 64);
+        ck_assert_int_gt(jint(st, "memory_bytes"), 0);
+        ck_assert_int_gt(jint(st, "pids"), 0);
+        ck_assert_int_ge(jint(st, "cpu_ns"), 0);
+        ck_assert_ptr_nonnull(sp_test_jstr(st, "sampled_at"));
+        expect_error(b.key, "GET", path_of("/v1/sandboxes/%s/stats", sbx, NULL), NULL, 404, "not found");
+        expect_error(a.key, "GET", "/v1/sandboxes/sbx_nosuchsandbox/stats", NULL, 404, "not found");
+        sp_test_sandbox_action(&S, a.key, sbx, "pause", state);
+        ck_assert_str_eq(state, "paused");
+        json_object_put(API(a.key, "GET", path_of("/v1/sandboxes/%s/stats", sbx, NULL), 200, NULL));
+        sp_test_sandbox_action(&S, a.key, sbx, "stop", state);
+        ck_assert_str_eq(state, "stopped");
+        expect_error(a.key, "GET", path_of("/v1/sandboxes/%s/stats", sbx, NULL), NULL, 409, "is stopped");
 }
 END_TEST
 
@@ -875,6 +996,7 @@ static Suite *suite(void)
         tcase_add_test(tc, tenants_cannot_touch_each_others_sessions);
         tcase_add_test(tc, bad_input_is_named_and_leaves_nothing);
         tcase_add_test(tc, idempotent_retries_answer_the_same_session);
+        tcase_add_test(tc, read_routes_list_scope_and_sample);
         tcase_add_test(tc, rotated_keys_sign_new_tokens_and_old_ones_verify); /* after the tests using the key file */
         tcase_add_test(tc, a_silent_worker_meets_the_deadline); /* it stops the worker for a while */
         tcase_add_test(tc, the_control_plane_stops_clean); /* last: it stops the control plane */

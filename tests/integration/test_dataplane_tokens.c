@@ -674,6 +674,7 @@ START_TEST(join_and_token_keys_from_the_control_plane)
         BEARER(h2, t2);
         ck_assert_int_eq(status_of(dport, h1), 503);
         ck_assert_int_eq(status_of(dport, h2), 401);
+        int fetches_before = fake_count(&f, &f.fetches);
         fake_set_keys(&f, k2.data, NULL);
         /* An unknown key makes the data plane ask again (at most every 5 s): retry until it has. */
         int st = 401;
@@ -682,7 +683,7 @@ START_TEST(join_and_token_keys_from_the_control_plane)
                 st = status_of(dport, h2);
         }
         ck_assert_int_eq(st, 503);
-        ck_assert_int_ge(fake_count(&f, &f.fetches), 2);
+        ck_assert_int_gt(fake_count(&f, &f.fetches), fetches_before); /* it asked again */
         ck_assert_int_eq(status_of(dport, h1), 401); /* retired at the control plane */
 
         /* A restart uses the saved certificate and keys: no second join, and it serves while the control plane is down. */

@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-bench-api: the cluster as its users see it, measured at the public
+ * API and the data plane of a running cluster (bench/run starts one in
+ * direct mode and points this program at it).
+ *
+ *   space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] [--samples N]
+ *                   [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] [--load-creates N]
+ *                   [--density-max N] [--density-seconds N] [--only PHASE,…]
+ *
+ * Phases, in this order (each bounded in count and time):
+ *   create        create → running (POST /v1/sandboxes, then the operation
+ *                 long-polled until it succeeded), cold (no warm pool) and
+ *                 warm (template base's pool refilled before each create);
+ *   first output  create, run `echo`, first output byte received, exit seen,
+ *                 all from the create's POST, warm and cold;
+ *   exec          session round trip of `true` in one running sandbox (POST
+ *                 session, attach, exit event);
+ *   stream        `dd if=/dev/zero bs=65536 count=N` (busybox) through
+ *                 agent → worker → data plane → this client (base64
+ *                 decoded), and in the same run the floor: the same command
+ *                 on the host into a plain pipe, a loopback TCP socket, and
+ *                 a pipe relayed into a socket, read by this process;
+ *   load          sustained creates: --concurrency processes creating
+ *                 --load-creates sandboxes (cold), each deleted once running;
+ *   density       idle sandboxes created in batches until --density-max, the
+ *                 time bound, or the first failure; host memory per sandbox
+ *                 from MemAvailable and from the worker's cgroup.
+ * Every sandbox it makes is deleted. It prints one JSON object (see
+ * docs/performance.md for the keys) and exits 0, or 1 with the first failure
+ * on stderr. --metrics is the worker's metrics URL (the warm pool's size),
+ * --cgroup the worker's cgroup parent (for the cgroup memory figure).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/time.h"
+#include "stats.h"
+
+/* The API's defaults: 1 CPU, 512 MiB (a smaller CPU share throttles the agent). */
+#define BODY "{\"template\":\"base\"}"
+#define WARM_POOL 2
+#define OP_TIMEOUT_S 120
+#define DENSITY_BATCH 25
+#define MAX_CONCURRENCY 64
+
+static struct {
+        const char *api, *metrics, *cgroup, *only;
+        char key[257];
+        int samples, exec_samples, stream_mib, stream_runs, concurrency, load_creates, density_max, density_s;
+} opt;
+
+static bn_api A;
+static json_object *out; /* the results */
+
+static void fail(const char *what, sp_error *e) __attribute__((noreturn));
+static void fail(const char *what, sp_error *e)
+{
+        fprintf(stderr, "space-bench-api: %s: %s\n", what, e ? e->message : "failed");
+        exit(1);
+}
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "space-bench-api: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+}
+
+static double *samples_new(int n)
+{
+        double *v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        if (!v)
+                fail("allocating samples", NULL);
+        return v;
+}
+
+static void add_double(const char *key, double v)
+{
+        json_object_object_add(out, key, json_object_new_double(v));
+}
+
+static void add_stats(const char *key, double *v, int n)
+{
+        bn_stats_json(out, key, bn_stats_of(v, n));
+}
+
+/* ---- sandboxes ---- */
+
+/* Creates a sandbox and waits until it runs: its id; the POST's start. */
+static void create_running(char id[static BN_ID_MAX], int64_t *t0)
+{
+        char op[BN_ID_MAX];
+        _cleanup_error_ sp_error *e = NULL;
+        *t0 = sp_now_mono_us();
+        if (bn_api_create(&A, BODY, id, op, &e) < 0 || bn_api_wait_op(&A, op, OP_TIMEOUT_S, &e) < 0)
+                fail("create", e);
+}
+
+static void delete_wait(const char *id)
+{
+        char op[BN_ID_MAX];
+        _cleanup_error_ sp_error *e = NULL;
+        if (bn_api_delete(&A, id, op, &e) < 0 || bn_api_wait_op(&A, op, OP_TIMEOUT_S, &e) < 0)
+                fail("delete", e);
+}
+
+/* The worker's warm sandboxes of template base, from its metrics. */
+static int warm_ready(void)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_http_client_ sp_http_client *c = sp_http_client_new(opt.metrics, NULL, &e);
+        if (!c)
+                fail("metrics client", e);
+        sp_http_client_request req = {.method = "GET", .target = "/metrics"};
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        if (sp_http_client_do(c, &req, 8 << 20, &body, &e) != 200 || sp_buf_append(&body, "", 1, &e) < 0)
+                fail("GET the worker's /metrics", e);
+        static const char metric[] = "space_worker_warm_sandboxes{template=\"base\"} ";
+        const char *at = strstr(body.data, metric);
+        return at ? atoi(at + strlen(metric)) : 0;
+}
+
+static void set_warm_pool(int n)
+{
+        char body[64];
+        snprintf(body, sizeof(body), "{\"warm\":%d}", n);
+        _cleanup_error_ sp_error *e = NULL;
+        if (bn_api_call(&A, "POST", "/v1/templates/base/warm", body, 200, NULL, &e) < 0)
+                fail("setting the warm pool", e);
+}
+
+/* Waits (at most 60 s) until the pool holds n sandboxes (n > 0) or none. */
+static void wait_warm(int n)
+{
+        for (int i = 0; i < 6000; i++) {
+                int have = warm_ready();
+                if (n > 0 ? have >= n : have == 0)
+                        return;
+                usleep(10000);
+        }
+        fprintf(stderr, "space-bench-api: the warm pool did not reach %d sandboxes in 60 s\n", n);
+        exit(1);
+}
+
+/* ---- create → running ---- */
+
+static void phase_create(const char *key, bool warm)
+{
+        double *v = samples_new(opt.samples);
+        for (int i = -2; i < opt.samples; i++) {
+                if (warm)
+                        wait_warm(WARM_POOL);
+                char id[BN_ID_MAX];
+                int64_t t0;
+                create_running(id, &t0);
+                double ms = bn_ms_since(t0);
+                if (i >= 0)
+                        v[i] = ms;
+                delete_wait(id);
+        }
+        add_stats(key, v, opt.samples);
+        free(v);
+}
+
+/* ---- time to first output ---- */
+
+static void phase_first_output(const char *key, bool warm)
+{
+        int n = opt.samples;
+        double *running = samples_new(n), *session = samples_new(n), *first = samples_new(n), *exit_ = samples_new(n);
+        for (int i = -2; i < n; i++) {
+                if (warm)
+                        wait_warm(WARM_POOL);
+                char id[BN_ID_MAX];
+                int64_t t0;
+                create_running(id, &t0);
+                double run_ms = bn_ms_since(t0);
+                bn_session s;
+                _cleanup_error_ sp_error *e = NULL;
+                if (bn_api_run(&A, id, "[\"echo\",\"hello\"]", &s, &e) < 0)
+                        fail("echo", e);
+                if (s.bytes != 6 || s.exit_code != 0 || !s.first_byte) {
+                        fprintf(stderr, "space-bench-api: echo gave %llu bytes, exit %d\n", (unsigned long long)s.bytes,
+                                s.exit_code);
+                        exit(1);
+                }
+                if (i >= 0) {
+                        running[i] = run_ms;
+                        session[i] = (double)(s.created - t0) / 1000.0;
+                        first[i] = (double)(s.first_byte - t0) / 1000.0;
+                        exit_[i] = (double)(s.exit_seen - t0) / 1000.0;
+                }
+                delete_wait(id);
+        }
+        char k[96];
+        add_stats(key, first, n);
+        snprintf(k, sizeof(k), "%s_running", key);
+        add_stats(k, running, n);
+        snprintf(k, sizeof(k), "%s_session", key);
+        add_stats(k, session, n);
+        snprintf(k, sizeof(k), "%s_exit", key);
+        add_stats(k, exit_, n);
+        free(running);
+        free(session);
+        free(first);
+        free(exit_);
+}
+
+/* ---- exec round trip and streaming, in one running sandbox ---- */
+
+static void phase_exec(const char *id)
+{
+        int n = opt.exec_samples;
+        double *rtt = samples_new(n), *session = samples_new(n);
+        for (int i = -3; i < n; i++) {
+                bn_session s;
+                _cleanup_error_ sp_error *e = NULL;
+                int64_t t0 = sp_now_mono_us();
+                if (bn_api_run(&A, id, "[\"true\"]", &s, &e) < 0)
+                        fail("true", e);
+                if (s.exit_code != 0) {
+                        fprintf(stderr, "space-bench-api: true exited %d\n", s.exit_code);
+                        exit(1);
+                }
+                if (i >= 0) {
+                        rtt[i] = (double)(s.exit_seen - t0) / 1000.0;
+                        session[i] = (double)(s.created - t0) / 1000.0;
+                }
+        }
+        add_stats("exec_rtt", rtt, n);
+        add_stats("exec_rtt_session", session, n);
+        free(rtt);
+        free(session);
+}
+
+#define FLOOR_CHUNK (64 * 1024)
+
+/* Execs the stream's producer, busybox dd writing bytes zeros in 64 KiB
+ * blocks, with its stdout on fd (a child). The sandbox runs the same. */
+static void produce(int fd, uint64_t bytes) __attribute__((noreturn));
+static void produce(int fd, uint64_t bytes)
+{
+        char count[64];
+        snprintf(count, sizeof(count), "count=%llu", (unsigned long long)(bytes / FLOOR_CHUNK));
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(fd, 1) < 0 || dup2(null, 2) < 0)
+                _exit(126);
+        execlp("busybox", "busybox", "dd", "if=/dev/zero", "bs=65536", count, (char *)NULL);
+        _exit(127);
+}
+
+/* Copies in to out until EOF, then exits (a child). */
+static void relay(int in, int outfd) __attribute__((noreturn));
+static void relay(int in, int outfd)
+{
+        static char b[FLOOR_CHUNK];
+        for (;;) {
+                ssize_t r = read(in, b, sizeof(b));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        _exit(1);
+                if (r == 0)
+                        _exit(0);
+                for (ssize_t off = 0; off < r;) {
+                        ssize_t w = write(outfd, b + off, (size_t)(r - off));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w <= 0)
+                                _exit(1);
+                        off += w;
+                }
+        }
+}
+
+/* Reads fd until EOF; the bytes read. */
+static uint64_t consume(int fd)
+{
+        static char b[FLOOR_CHUNK];
+        uint64_t total = 0;
+        for (;;) {
+                ssize_t r = read(fd, b, sizeof(b));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return total;
+                total += (uint64_t)r;
+        }
+}
+
+/* A connected loopback TCP pair: *ret_w (the writer's end) and *ret_r. */
+static void tcp_pair(int *ret_w, int *ret_r)
+{
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(a);
+        int one = 1;
+        if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+            getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+                fprintf(stderr, "space-bench-api: loopback socket: %m\n");
+                exit(1);
+        }
+        int w = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (w < 0 || connect(w, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                fprintf(stderr, "space-bench-api: loopback connect: %m\n");
+                exit(1);
+        }
+        int r = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (r < 0) {
+                fprintf(stderr, "space-bench-api: loopback accept: %m\n");
+                exit(1);
+        }
+        setsockopt(w, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        close(l);
+        *ret_w = w;
+        *ret_r = r;
+}
+
+typedef enum { FLOOR_PIPE, FLOOR_SOCKET, FLOOR_PIPE_SOCKET } floor_kind;
+
+/* MiB/s of bytes through the floor path: a producer process, optionally a
+ * relay process, and this process reading until EOF. */
+static double floor_once(floor_kind kind, uint64_t bytes)
+{
+        int p[2] = {-1, -1}, s[2] = {-1, -1};
+        int64_t t0 = sp_now_mono_us();
+        if (kind != FLOOR_SOCKET && pipe2(p, O_CLOEXEC) < 0) {
+                fprintf(stderr, "space-bench-api: pipe: %m\n");
+                exit(1);
+        }
+        if (kind != FLOOR_PIPE)
+                tcp_pair(&s[0], &s[1]);
+        pid_t kids[2] = {-1, -1};
+        kids[0] = fork();
+        if (kids[0] == 0)
+                produce(kind == FLOOR_SOCKET ? s[0] : p[1], bytes);
+        if (kind == FLOOR_PIPE_SOCKET) {
+                kids[1] = fork();
+                if (kids[1] == 0) {
+                        close(p[1]);
+                        relay(p[0], s[0]);
+                }
+        }
+        int rd = kind == FLOOR_PIPE ? p[0] : s[1];
+        for (int i = 0; i < 2; i++) {
+                if (p[i] >= 0 && p[i] != rd)
+                        close(p[i]);
+                if (s[i] >= 0 && s[i] != rd)
+                        close(s[i]);
+        }
+        uint64_t got = consume(rd);
+        double secs = (double)(sp_now_mono_us() - t0) / 1e6;
+        close(rd);
+        for (int i = 0; i < 2; i++)
+                if (kids[i] > 0)
+                        waitpid(kids[i], NULL, 0);
+        if (got != bytes) {
+                fprintf(stderr, "space-bench-api: the floor moved %llu of %llu bytes\n", (unsigned long long)got,
+                        (unsigned long long)bytes);
+                exit(1);
+        }
+        return (double)bytes / (1024.0 * 1024.0) / secs;
+}
+
+/* The median of n values (sorted in place). */
+static double median(double *v, int n)
+{
+        return bn_stats_of(v, n).p50;
+}
+
+static void phase_stream(const char *id)
+{
+        uint64_t bytes = (uint64_t)opt.stream_mib << 20;
+        char argv_json[160];
+        snprintf(argv_json, sizeof(argv_json), "[\"sh\",\"-c\",\"dd if=/dev/zero bs=65536 count=%llu 2>/dev/null\"]",
+                 (unsigned long long)(bytes / FLOOR_CHUNK));
+        int n = opt.stream_runs;
+        double *st = samples_new(n), *fp = samples_new(n), *fs = samples_new(n), *fps = samples_new(n);
+        for (int i = 0; i < n; i++) {
+                bn_session s;
+                _cleanup_error_ sp_error *e = NULL;
+                int64_t t0 = sp_now_mono_us();
+                if (bn_api_run(&A, id, argv_json, &s, &e) < 0)
+                        fail("streaming", e);
+                if (s.bytes != bytes || s.exit_code != 0) {
+                        fprintf(stderr, "space-bench-api: the stream gave %llu of %llu bytes, exit %d\n",
+                                (unsigned long long)s.bytes, (unsigned long long)bytes, s.exit_code);
+                        exit(1);
+                }
+                st[i] = (double)bytes / (1024.0 * 1024.0) / ((double)(s.exit_seen - t0) / 1e6);
+                fp[i] = floor_once(FLOOR_PIPE, bytes);
+                fs[i] = floor_once(FLOOR_SOCKET, bytes);
+                fps[i] = floor_once(FLOOR_PIPE_SOCKET, bytes);
+        }
+        double m_st = median(st, n), m_ps = median(fps, n);
+        json_object_object_add(out, "stream_bytes", json_object_new_int64((int64_t)bytes));
+        json_object_object_add(out, "stream_runs", json_object_new_int(n));
+        add_double("stream_mib_s", m_st);
+        add_double("floor_pipe_mib_s", median(fp, n));
+        add_double("floor_socket_mib_s", median(fs, n));
+        add_double("floor_pipe_socket_mib_s", m_ps);
+        add_double("stream_ratio_to_floor", m_ps > 0 ? m_st / m_ps : 0);
+        free(st);
+        free(fp);
+        free(fs);
+        free(fps);
+}
+
+/* ---- sustained creates under load ---- */
+
+typedef struct load_result {
+        double ms;
+        int ok;
+        char delete_op[BN_ID_MAX]; /* "" when not deleted */
+} load_result;
+
+/* Client k: creates k, k+C, … (each waited for, then deleted without
+ * waiting) and reports each on fd. */
+static void load_client(int k, int start_fd, int fd) __attribute__((noreturn));
+static void load_client(int k, int start_fd, int fd)
+{
+        bn_api a;
+        if (bn_api_init(&a, opt.api, opt.key, NULL) < 0)
+                _exit(1);
+        char c;
+        if (read(start_fd, &c, 1) < 0)
+                _exit(1);
+        for (int i = k; i < opt.load_creates; i += opt.concurrency) {
+                load_result r = {0};
+                char id[BN_ID_MAX] = "", op[BN_ID_MAX];
+                _cleanup_error_ sp_error *e = NULL;
+                int64_t t0 = sp_now_mono_us();
+                r.ok = bn_api_create(&a, BODY, id, op, &e) == 0 && bn_api_wait_op(&a, op, OP_TIMEOUT_S, &e) == 0;
+                r.ms = bn_ms_since(t0);
+                if (e)
+                        fprintf(stderr, "space-bench-api: load: %s\n", e->message);
+                if (id[0] && bn_api_delete(&a, id, r.delete_op, NULL) < 0)
+                        r.delete_op[0] = '\0';
+                if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+                        _exit(1);
+        }
+        bn_api_done(&a);
+        _exit(0);
+}
+
+static void phase_load(void)
+{
+        int start[2], res[2];
+        if (pipe(start) < 0 || pipe(res) < 0)
+                fail("pipe", NULL);
+        pid_t kids[MAX_CONCURRENCY];
+        for (int k = 0; k < opt.concurrency; k++) {
+                kids[k] = fork();
+                if (kids[k] < 0)
+                        fail("fork", NULL);
+                if (kids[k] == 0) {
+                        close(start[1]);
+                        close(res[0]);
+                        load_client(k, start[0], res[1]);
+                }
+        }
+        close(start[0]);
+        close(res[1]);
+        load_result *rs = calloc((size_t)opt.load_creates, sizeof(*rs));
+        double *lat = samples_new(opt.load_creates);
+        if (!rs)
+                fail("allocating results", NULL);
+        int64_t t0 = sp_now_mono_us(), t1 = t0;
+        close(start[1]); /* go */
+        int n = 0;
+        ssize_t got;
+        while (n < opt.load_creates && (got = read(res[0], &rs[n], sizeof(*rs))) != 0) {
+                if (got < 0 && errno == EINTR)
+                        continue;
+                if (got != (ssize_t)sizeof(*rs))
+                        fail("a load client's report was cut short", NULL);
+                t1 = sp_now_mono_us();
+                n++;
+        }
+        close(res[0]);
+        int failed = opt.load_creates - n, nlat = 0;
+        for (int k = 0; k < opt.concurrency; k++) {
+                int st = 0;
+                waitpid(kids[k], &st, 0);
+                failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        }
+        for (int i = 0; i < n; i++) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (rs[i].ok)
+                        lat[nlat++] = rs[i].ms;
+                else
+                        failed++;
+                if (rs[i].delete_op[0] && bn_api_wait_op(&A, rs[i].delete_op, OP_TIMEOUT_S, &e) < 0)
+                        fail("a delete under load", e);
+        }
+        if (failed) {
+                fprintf(stderr, "space-bench-api: %d of %d creates under load failed\n", failed, opt.load_creates);
+                exit(1);
+        }
+        double wall = (double)(t1 - t0) / 1e6;
+        json_object_object_add(out, "load_concurrency", json_object_new_int(opt.concurrency));
+        json_object_object_add(out, "load_creates", json_object_new_int(opt.load_creates));
+        add_double("load_creates_per_s", wall > 0 ? opt.load_creates / wall : 0);
+        add_stats("create_load", lat, nlat);
+        free(lat);
+        free(rs);
+}
+
+/* ---- density ---- */
+
+/* A "Key: N kB" line of /proc/meminfo, in bytes. */
+static int64_t meminfo(const char *key)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/meminfo", "re");
+        char line[256];
+        size_t klen = strlen(key);
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+                        return strtoll(line + klen + 1, NULL, 10) * 1024;
+        return -1;
+}
+
+/* The memory the worker's cgroup parent holds, in bytes (v2 memory.current
+ * or v1 memory.usage_in_bytes), -1 when there is no such cgroup. */
+static int64_t cgroup_memory(void)
+{
+        if (!opt.cgroup)
+                return -1;
+        char path[512];
+        const char *forms[] = {"/sys/fs/cgroup/%s/memory.current", "/sys/fs/cgroup/memory/%s/memory.usage_in_bytes"};
+        for (size_t i = 0; i < 2; i++) {
+                snprintf(path, sizeof(path), forms[i], opt.cgroup);
+                _cleanup_fclose_ FILE *f = fopen(path, "re");
+                long long v;
+                if (f && fscanf(f, "%lld", &v) == 1)
+                        return v;
+        }
+        return -1;
+}
+
+/* Drops clean page cache so that MemAvailable moves with what the
+ * sandboxes hold rather than with what was read meanwhile. */
+static void settle(void)
+{
+        sync();
+        _cleanup_fclose_ FILE *f = fopen("/proc/sys/vm/drop_caches", "we");
+        if (f)
+                fputs("1\n", f);
+        usleep(500000);
+}
+
+static void phase_density(void)
+{
+        char(*ids)[BN_ID_MAX] = calloc((size_t)opt.density_max, BN_ID_MAX);
+        char(*ops)[BN_ID_MAX] = calloc((size_t)DENSITY_BATCH, BN_ID_MAX);
+        if (!ids || !ops)
+                fail("allocating ids", NULL);
+        settle();
+        int64_t avail0 = meminfo("MemAvailable"), cg0 = cgroup_memory();
+        int64_t t0 = sp_now_mono_us(), deadline = t0 + (int64_t)opt.density_s * 1000000;
+        int n = 0, failed = 0; /* sandboxes made (all deleted below), of which failed */
+        char stop[512] = "reached --density-max";
+        while (n < opt.density_max && !failed) {
+                if (sp_now_mono_us() >= deadline) {
+                        snprintf(stop, sizeof(stop), "reached the time bound (%d s)", opt.density_s);
+                        break;
+                }
+                int batch = opt.density_max - n < DENSITY_BATCH ? opt.density_max - n : DENSITY_BATCH, made = 0;
+                _cleanup_error_ sp_error *e = NULL;
+                for (; made < batch; made++)
+                        if (bn_api_create(&A, BODY, ids[n + made], ops[made], &e) < 0)
+                                break;
+                for (int i = 0; i < made; i++) {
+                        _cleanup_error_ sp_error *we = NULL;
+                        if (bn_api_wait_op(&A, ops[i], 60, &we) < 0) {
+                                failed++;
+                                if (!e)
+                                        e = TAKE_PTR(we);
+                        }
+                }
+                n += made;
+                if (e)
+                        snprintf(stop, sizeof(stop), "a create failed after %d running: %s", n - failed, e->message);
+                else if (n % 250 == 0)
+                        progress("density: %d idle sandboxes", n);
+        }
+        double create_s = (double)(sp_now_mono_us() - t0) / 1e6;
+        settle();
+        int64_t avail1 = meminfo("MemAvailable"), cg1 = cgroup_memory(), total = meminfo("MemTotal");
+        int running = n - failed;
+        progress("density: %d sandboxes, deleting them", n);
+        /* Delete in batches: every delete accepted, then waited for. */
+        for (int i = 0; i < n; i += DENSITY_BATCH) {
+                int m = n - i < DENSITY_BATCH ? n - i : DENSITY_BATCH;
+                for (int j = 0; j < m; j++) {
+                        _cleanup_error_ sp_error *e = NULL;
+                        if (bn_api_delete(&A, ids[i + j], ops[j], &e) < 0)
+                                fail("a density delete", e);
+                }
+                for (int j = 0; j < m; j++) {
+                        _cleanup_error_ sp_error *e = NULL;
+                        if (bn_api_wait_op(&A, ops[j], OP_TIMEOUT_S, &e) < 0)
+                                fail("a density delete", e);
+                }
+        }
+        double per = running > 0 ? (double)(avail0 - avail1) / running : 0;
+        json_object_object_add(out, "density_sandboxes", json_object_new_int(running));
+        json_object_object_add(out, "density_stop", json_object_new_string(stop));
+        add_double("density_create_s", create_s);
+        add_double("density_mem_available_per_sandbox_mib", per / (1024.0 * 1024.0));
+        if (cg0 >= 0 && cg1 >= 0 && running > 0)
+                add_double("density_cgroup_per_sandbox_mib", (double)(cg1 - cg0) / running / (1024.0 * 1024.0));
+        add_double("host_mem_total_gib", (double)total / (1024.0 * 1024.0 * 1024.0));
+        if (per > 0)
+                add_double("density_extrapolated_24gib", 24.0 * 1024 * 1024 * 1024 / per);
+        free(ids);
+        free(ops);
+}
+
+/* ---- main ---- */
+
+static int arg_int(const char *name, const char *v, int lo, int hi)
+{
+        char *end = NULL;
+        errno = 0;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (!v || errno || *end || n < lo || n > hi) {
+                fprintf(stderr, "space-bench-api: %s must be an integer from %d to %d\n", name, lo, hi);
+                exit(2);
+        }
+        return (int)n;
+}
+
+/* Whether --only (a comma-separated list of phases) names phase, or is absent. */
+static bool wanted(const char *phase)
+{
+        if (!opt.only)
+                return true;
+        size_t n = strlen(phase);
+        for (const char *p = opt.only; *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == n && strncmp(p, phase, n) == 0)
+                        return true;
+                p += len + (p[len] == ',');
+        }
+        return false;
+}
+
+static void usage(void) __attribute__((noreturn));
+static void usage(void)
+{
+        fprintf(stderr, "usage: space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] "
+                        "[--samples N] [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] "
+                        "[--load-creates N] [--density-max N] [--density-seconds N] [--only PHASE,…]\n");
+        exit(2);
+}
+
+static void read_key(const char *path)
+{
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_file_read(path, sizeof(opt.key), &b, &e) < 0)
+                fail("the key file", e);
+        while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+                b.len--;
+        if (b.len == 0 || b.len >= sizeof(opt.key))
+                fail("the key file is empty or too long", NULL);
+        memcpy(opt.key, b.data, b.len);
+        opt.key[b.len] = '\0';
+}
+
+int main(int argc, char **argv)
+{
+        bool quick = false;
+        const char *key_file = NULL;
+        int samples = 0, exec_samples = 0, stream_mib = 0, stream_runs = 0, concurrency = 0, load_creates = 0,
+            density_max = -1, density_s = 0;
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+                if (strcmp(a, "--quick") == 0)
+                        quick = true;
+                else if (strcmp(a, "--api") == 0 && v && ++i)
+                        opt.api = v;
+                else if (strcmp(a, "--key-file") == 0 && v && ++i)
+                        key_file = v;
+                else if (strcmp(a, "--metrics") == 0 && v && ++i)
+                        opt.metrics = v;
+                else if (strcmp(a, "--cgroup") == 0 && v && ++i)
+                        opt.cgroup = v;
+                else if (strcmp(a, "--only") == 0 && v && ++i)
+                        opt.only = v;
+                else if (strcmp(a, "--samples") == 0 && ++i)
+                        samples = arg_int(a, v, 3, 10000);
+                else if (strcmp(a, "--exec-samples") == 0 && ++i)
+                        exec_samples = arg_int(a, v, 3, 100000);
+                else if (strcmp(a, "--stream-mib") == 0 && ++i)
+                        stream_mib = arg_int(a, v, 1, 16384);
+                else if (strcmp(a, "--stream-runs") == 0 && ++i)
+                        stream_runs = arg_int(a, v, 1, 100);
+                else if (strcmp(a, "--concurrency") == 0 && ++i)
+                        concurrency = arg_int(a, v, 1, MAX_CONCURRENCY);
+                else if (strcmp(a, "--load-creates") == 0 && ++i)
+                        load_creates = arg_int(a, v, 1, 100000);
+                else if (strcmp(a, "--density-max") == 0 && ++i)
+                        density_max = arg_int(a, v, 0, 100000);
+                else if (strcmp(a, "--density-seconds") == 0 && ++i)
+                        density_s = arg_int(a, v, 1, 86400);
+                else
+                        usage();
+        }
+        if (!opt.api || !key_file || !opt.metrics)
+                usage();
+        read_key(key_file);
+        opt.samples = samples ? samples : quick ? 10 : 100;
+        opt.exec_samples = exec_samples ? exec_samples : quick ? 30 : 300;
+        opt.stream_mib = stream_mib ? stream_mib : quick ? 32 : 256;
+        opt.stream_runs = stream_runs ? stream_runs : quick ? 1 : 5;
+        opt.concurrency = concurrency ? concurrency : quick ? 4 : 8;
+        opt.load_creates = load_creates ? load_creates : quick ? 40 : 400;
+        opt.density_max = density_max >= 0 ? density_max : quick ? 50 : 2000;
+        opt.density_s = density_s ? density_s : quick ? 30 : 900;
+        if (opt.concurrency > opt.load_creates)
+                opt.concurrency = opt.load_creates;
+        signal(SIGPIPE, SIG_IGN);
+
+        _cleanup_error_ sp_error *e = NULL;
+        if (bn_api_init(&A, opt.api, opt.key, &e) < 0)
+                fail("API client", e);
+        out = json_object_new_object();
+        json_object_object_add(out, "samples", json_object_new_int(opt.samples));
+
+        set_warm_pool(0);
+        wait_warm(0);
+        if (wanted("create")) {
+                progress("create → running, cold (%d samples)", opt.samples);
+                phase_create("create_cold", false);
+        }
+        if (wanted("first")) {
+                progress("time to first output, cold");
+                phase_first_output("first_output_cold", false);
+        }
+        if (wanted("create") || wanted("first")) {
+                set_warm_pool(WARM_POOL);
+                if (wanted("create")) {
+                        progress("create → running, warm pool of %d", WARM_POOL);
+                        phase_create("create_warm", true);
+                }
+                if (wanted("first")) {
+                        progress("time to first output, warm");
+                        phase_first_output("first_output", true);
+                }
+                set_warm_pool(0);
+                wait_warm(0);
+        }
+        if (wanted("exec") || wanted("stream")) {
+                char id[BN_ID_MAX];
+                int64_t t0;
+                create_running(id, &t0);
+                if (wanted("exec")) {
+                        progress("exec round trip (%d samples)", opt.exec_samples);
+                        phase_exec(id);
+                }
+                if (wanted("stream")) {
+                        progress("streaming %d MiB × %d, and the floor", opt.stream_mib, opt.stream_runs);
+                        phase_stream(id);
+                }
+                delete_wait(id);
+        }
+        if (wanted("load")) {
+                progress("sustained creates: %d by %d clients", opt.load_creates, opt.concurrency);
+                phase_load();
+        }
+        if (wanted("density") && opt.density_max > 0) {
+                progress("density: up to %d idle sandboxes or %d s", opt.density_max, opt.density_s);
+                phase_density();
+        }
+        printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PRETTY));
+        json_object_put(out);
+        bn_api_done(&A);
+        return 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-e2b: what its modules share.
+ *
+ * The daemon serves the E2B control-plane REST API (rest.c) and the envd
+ * protocol (process.c, filesystem.c, files.c over connect.c) on one
+ * listener, translating each call onto the public API and the data plane
+ * (api.c) on a thread of its own (call.c). It keeps no state: a sandbox's
+ * E2B id is its id, its envd access token seals the caller's API key
+ * (token.c), and a process's pid finds its session through the API.
+ */
+#ifndef E2B_E2B_H
+#define E2B_E2B_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "call.h"
+#include "space/http.h"
+#include "token.h"
+
+/* The settings every handler reads; set up by main before serving, then
+ * read-only (shared by all threads). */
+typedef struct e2b_ctx {
+        struct event_base *base;
+        const char *api_url; /* the public API, e.g. http://127.0.0.1:7070 */
+        const char *ca_file; /* CA for an https API and data plane; NULL: the system's */
+        const char *envd_version; /* reported to the SDK */
+        const char *template_default; /* our template for E2B's "base" */
+        unsigned api_timeout_ms;
+        e2b_token_key key;
+} e2b_ctx;
+
+/* One route of the daemon: fn runs on a call thread with the e2b_ctx as its
+ * userdata (see call.h). max_body 0: 1 MiB. */
+typedef struct e2b_route {
+        const char *method, *pattern;
+        e2b_call_fn fn;
+        bool stream_body;
+        uint64_t max_body;
+} e2b_route;
+
+/* Registers routes (the table must outlive the server). */
+int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, sp_error **err);
+
+/* Answers an E2B REST error: status with {"code": status, "message": msg}. */
+void e2b_rest_error(e2b_call *call, int status, const char *msg);
+
+/* Registers the control-plane REST routes. */
+int e2b_rest_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+/* Registers envd's process.Process service (process.c). */
+int e2b_process_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+/* Registers envd's filesystem.Filesystem service (filesystem.c). */
+int e2b_filesystem_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+/* Registers envd's GET/POST /files and GET /health (files.c). */
+int e2b_files_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+
+#endif

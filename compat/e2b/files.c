@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * envd's GET /files, POST /files (multipart/form-data or an octet-stream
+ * body) and GET /health, on the data plane's file routes. Contents stream
+ * both ways: the upload is parsed as it arrives and each part is sent on to
+ * the data plane while it is read, the download is relayed as it comes.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+#include "connect.h"
+#include "multipart.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+
+#define MAX_PATH 4096
+#define MAX_PARTS 1000
+#define CHUNK (64 * 1024)
+#define MAX_UPLOAD (UINT64_C(64) << 30) /* as the data plane's default --max-upload */
+
+/* Answers an envd HTTP error: {"code": status, "message"}. */
+static void fail(e2b_call *call, const sp_error *e)
+{
+        int status = e->code == SP_E_NOT_FOUND         ? 404
+                     : e->code == SP_E_UNAUTHENTICATED ? 401
+                     : e->code == SP_E_PERMISSION      ? 403
+                     : e->code == SP_E_INVALID         ? 400
+                     : e->code == SP_E_CONFLICT        ? 409
+                     : e->code == SP_E_LIMIT           ? 429
+                     : e->code == SP_E_TOO_LARGE       ? 413
+                     : e->code == SP_E_UNSUPPORTED     ? 415
+                     : e->code == SP_E_UNAVAILABLE     ? 502
+                                                       : 500;
+        e2b_rest_error(call, status, e->message);
+}
+
+/* A files token for path: *ret_url is the data-plane URL with ?path=. */
+static int files_token(e2b_envd *ev, const char *path, const char *scope, char **ret_url, char **ret_token,
+                       sp_error **err)
+{
+        _cleanup_buf_ sp_buf t = SP_BUF_INIT, url = SP_BUF_INIT;
+        sp_buf_append_str(&t, "/v1/sandboxes/", NULL);
+        e2b_url_escape(&t, ev->sandbox_id);
+        sp_buf_append_str(&t, "/files/token", NULL);
+        _cleanup_json_ json_object *body = json_object_new_object(), *out = NULL;
+        json_object_object_add(body, "path", json_object_new_string(path));
+        json_object_object_add(body, "scope", json_object_new_string(scope));
+        json_object_object_add(body, "ttl_s", json_object_new_int(600));
+        if (e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0)
+                return -1;
+        json_object *u = NULL, *k = NULL;
+        if (!json_object_object_get_ex(out, "url", &u) || !json_object_object_get_ex(out, "token", &k))
+                return sp_error_set(err, SP_E_INTERNAL, "the public API answered no files token");
+        sp_buf_append_str(&url, json_object_get_string(u), NULL);
+        sp_buf_append_str(&url, "?path=", NULL);
+        e2b_url_escape(&url, path);
+        *ret_url = sp_buf_steal(&url);
+        if (!(*ret_token = strdup(json_object_get_string(k))))
+                abort();
+        return 0;
+}
+
+static int check_path(const char *path, sp_error **err)
+{
+        if (!path || !*path || strlen(path) > MAX_PATH)
+                return sp_error_set(err, SP_E_INVALID, "a path of 1 to 4096 bytes is required");
+        return 0;
+}
+
+/* GET /files?path=P: the file's bytes. */
+static void download(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        e2b_envd ev;
+        _cleanup_free_ char *url = NULL, *token = NULL;
+        sp_http_client *c = NULL;
+        const char *path = e2b_call_req(call)->q_path;
+        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || check_path(path, &e) < 0 ||
+            files_token(&ev, path, "read", &url, &token, &e) < 0) {
+                fail(call, e);
+                e2b_envd_close(&ev);
+                return;
+        }
+        int status = e2b_dp_send(ctx, url, "GET", token, NULL, NULL, 0, NULL, NULL, &c, &e);
+        if (status >= 0 && status != 200)
+                status = e2b_dp_error(c, status, &e);
+        if (status < 0) {
+                fail(call, e);
+        } else {
+                const char *cl = sp_http_client_header(c, "Content-Length");
+                int64_t len = cl ? strtoll(cl, NULL, 10) : -1;
+                if (e2b_call_begin(call, 200, "application/octet-stream", NULL, len) == 0) {
+                        char buf[CHUNK];
+                        ssize_t n;
+                        while ((n = sp_http_client_read(c, buf, sizeof(buf), -1, NULL)) > 0)
+                                if (e2b_call_write(call, buf, (size_t)n) < 0)
+                                        break;
+                        if (n == 0)
+                                e2b_call_end(call);
+                }
+        }
+        sp_http_client_free(c);
+        e2b_envd_close(&ev);
+}
+
+/* Sends one file's bytes from source to the data plane. */
+static int put_file(e2b_envd *ev, const char *path, sp_http_body_source source, void *userdata, sp_error **err)
+{
+        _cleanup_free_ char *url = NULL, *token = NULL;
+        if (check_path(path, err) < 0 || files_token(ev, path, "write", &url, &token, err) < 0)
+                return -1;
+        sp_http_client *c = NULL;
+        const char *h[] = {"Content-Type: application/octet-stream", NULL};
+        int status = e2b_dp_send(ev->api.ctx, url, "PUT", token, h, NULL, 0, source, userdata, &c, err);
+        if (status >= 0 && (status < 200 || status > 299))
+                status = e2b_dp_error(c, status, err);
+        sp_http_client_free(c);
+        return status < 0 ? -1 : 0;
+}
+
+static void add_written(json_object *out, const char *path)
+{
+        json_object *o = json_object_new_object();
+        const char *slash = strrchr(path, '/');
+        json_object_object_add(o, "name", json_object_new_string(slash ? slash + 1 : path));
+        json_object_object_add(o, "type", json_object_new_string("file"));
+        json_object_object_add(o, "path", json_object_new_string(path));
+        json_object_array_add(out, o);
+}
+
+static ssize_t body_read(void *out, size_t cap, void *userdata, sp_error **err)
+{
+        return e2b_call_read(userdata, out, cap, err);
+}
+
+/* POST /files[?path=P]: multipart parts (each named by the path query or
+ * its filename) or one octet-stream body. */
+static void upload(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        const e2b_req *r = e2b_call_req(call);
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *out = json_object_new_array();
+        e2b_envd ev;
+        if (e2b_envd_open(call, ctx, &ev, &e) < 0)
+                goto failed;
+        if (r->content_encoding && strcasecmp(r->content_encoding, "identity") != 0) {
+                sp_error_set(&e, SP_E_UNSUPPORTED, "Content-Encoding %s is not supported", r->content_encoding);
+                goto failed;
+        }
+        const char *ct = r->content_type ? r->content_type : "";
+        if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
+                e2b_mp m;
+                if (e2b_mp_init(&m, ct, body_read, call, &e) < 0)
+                        goto failed;
+                /* Skip the preamble up to the first delimiter. */
+                char sink[CHUNK];
+                ssize_t n;
+                while ((n = e2b_mp_read(sink, sizeof(sink), &m, &e)) > 0)
+                        ;
+                int parts = 0;
+                for (;;) {
+                        if (n < 0)
+                                break;
+                        _cleanup_free_ char *name = NULL;
+                        int more = e2b_mp_next(&m, &name, &e);
+                        if (more <= 0) {
+                                n = more;
+                                break;
+                        }
+                        const char *path = r->q_path ? r->q_path : name;
+                        if (++parts > MAX_PARTS) {
+                                n = sp_error_set(&e, SP_E_LIMIT, "at most %d files at once", MAX_PARTS);
+                                break;
+                        }
+                        if (put_file(&ev, path, e2b_mp_read, &m, &e) < 0) {
+                                n = -1;
+                                break;
+                        }
+                        add_written(out, path);
+                }
+                e2b_mp_free(&m);
+                if (n < 0)
+                        goto failed;
+        } else {
+                if (put_file(&ev, r->q_path, body_read, call, &e) < 0)
+                        goto failed;
+                add_written(out, r->q_path);
+        }
+        if (json_object_array_length(out) == 0) {
+                sp_error_set(&e, SP_E_INVALID, "no file in the request");
+                goto failed;
+        }
+        const char *s = json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN);
+        e2b_call_reply(call, 200, "application/json", NULL, s, strlen(s));
+        e2b_envd_close(&ev);
+        return;
+failed:
+        fail(call, e);
+        e2b_envd_close(&ev);
+}
+
+static void health(e2b_call *call, void *userdata)
+{
+        (void)userdata;
+        e2b_call_reply(call, 204, NULL, NULL, "", 0);
+}
+
+static const e2b_route routes[] = {
+        {"GET", "/files", download, false, 0},
+        {"POST", "/files", upload, true, MAX_UPLOAD},
+        {"GET", "/health", health, false, 0},
+};
+
+int e2b_files_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)
+{
+        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), err);
+}

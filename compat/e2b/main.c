@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * space-e2b: the E2B compatibility wrapper (docs/e2b.md). Serves the E2B
+ * control-plane REST API and the in-sandbox envd protocol on one listener,
+ * as a client of the public API and the data plane, so that the unmodified
+ * e2b SDK works against this cluster with E2B_API_URL and E2B_SANDBOX_URL
+ * pointed here.
+ *
+ * Settings: `space-e2b --help` lists every one with its default (flags,
+ * SPACE_E2B_* environment variables, or a --config file).
+ */
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2b.h"
+#include "space/cleanup.h"
+#include "space/config.h"
+#include "space/http.h"
+#include "space/log.h"
+
+typedef struct e2b_cfg {
+        char *listen, *api_url, *ca_file, *secret_file, *envd_version, *template_name;
+        char *log_level, *log_format;
+        int64_t max_calls, max_connections, api_timeout_ms;
+} e2b_cfg;
+
+static const sp_config_def defs[] = {
+        {"listen", SP_CONFIG_STRING, "127.0.0.1:3000", offsetof(e2b_cfg, listen), 0, 0,
+         "where E2B clients connect (HOST:PORT): both E2B_API_URL and E2B_SANDBOX_URL point here"},
+        {"api-url", SP_CONFIG_STRING, "http://127.0.0.1:7070", offsetof(e2b_cfg, api_url), 0, 0,
+         "the public API of the cluster (its data plane comes from the API's answers)"},
+        {"ca-file", SP_CONFIG_STRING, NULL, offsetof(e2b_cfg, ca_file), 0, 0,
+         "CA certificates (PEM) for an https API and data plane; default the system's"},
+        {"secret-file", SP_CONFIG_STRING, "/var/lib/space/e2b/secret.key", offsetof(e2b_cfg, secret_file), 0, 0,
+         "32-byte key that seals envd access tokens (created when missing); share it between replicas"},
+        {"envd-version", SP_CONFIG_STRING, "0.5.7", offsetof(e2b_cfg, envd_version), 0, 0,
+         "the envd version reported to the SDK (it selects the SDK's features)"},
+        {"template", SP_CONFIG_STRING, "base", offsetof(e2b_cfg, template_name), 0, 0,
+         "our template for E2B's default template \"base\""},
+        {"max-calls", SP_CONFIG_INT, "1024", offsetof(e2b_cfg, max_calls), 1, 100000,
+         "requests in progress at once, streams included (each holds a thread); more are answered 429"},
+        {"max-connections", SP_CONFIG_INT, "10000", offsetof(e2b_cfg, max_connections), 1, 1000000,
+         "client connections at once"},
+        {"api-timeout-ms", SP_CONFIG_INT, "60000", offsetof(e2b_cfg, api_timeout_ms), 1000, 600000,
+         "each wait on the public API"},
+        {"log-level", SP_CONFIG_STRING, "info", offsetof(e2b_cfg, log_level), 0, 0, "debug, info, warn, error"},
+        {"log-format", SP_CONFIG_STRING, "auto", offsetof(e2b_cfg, log_format), 0, 0,
+         "auto (text on a terminal, else JSON), text, json"},
+        SP_CONFIG_END,
+};
+
+typedef struct binding {
+        e2b_ctx *ctx;
+        const e2b_route *route;
+} binding;
+
+#define MAX_ROUTES 64
+
+/* Every route's binding (the server keeps pointers to them). */
+static binding bindings[MAX_ROUTES];
+static size_t nbindings;
+
+static void handle(sp_http_request *req, void *userdata)
+{
+        const binding *b = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        if (e2b_call_start(b->ctx->base, req, b->route->stream_body, b->route->fn, b->ctx, &e) < 0) {
+                char body[512];
+                int status = e->code == SP_E_LIMIT ? 429 : 500;
+                int n = snprintf(body, sizeof(body), "{\"code\":%d,\"message\":\"%s\"}", status,
+                                 e->code == SP_E_LIMIT ? "too many requests in progress" : "cannot start the request");
+                sp_http_reply(req, status, "application/json", body, (size_t)n);
+        }
+}
+
+int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, sp_error **err)
+{
+        for (size_t i = 0; i < n; i++) {
+                if (nbindings == MAX_ROUTES)
+                        return sp_error_set(err, SP_E_LIMIT, "more than %d routes", MAX_ROUTES);
+                binding *b = &bindings[nbindings++];
+                *b = (binding){ctx, &routes[i]};
+                sp_http_route_opts o = {.max_body = routes[i].max_body,
+                                        .flags = routes[i].stream_body ? SP_HTTP_ROUTE_STREAM_BODY : 0};
+                if (sp_http_route_ex(srv, routes[i].method, routes[i].pattern, &o, handle, b, err) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+static struct event_base *base;
+
+static void on_stop(evutil_socket_t sig, short what, void *userdata)
+{
+        (void)what;
+        (void)userdata;
+        sp_log_info("signal %d: stopping", (int)sig);
+        event_base_loopexit(base, NULL);
+}
+
+static void cfg_freep(e2b_cfg *c)
+{
+        sp_config_free(defs, c);
+}
+
+int main(int argc, char **argv)
+{
+        _cleanup_(cfg_freep) e2b_cfg c = {0};
+        _cleanup_error_ sp_error *e = NULL;
+        int argind = 0;
+        int r = sp_config_load(defs, &c, "SPACE_E2B", argc, argv, &argind, stdout, &e);
+        if (r == 1)
+                return 0;
+        if (r < 0 || argind < argc) {
+                fprintf(stderr, "space-e2b: %s\n", e ? e->message : "unexpected argument (see --help)");
+                return 2;
+        }
+        sp_log_level level;
+        sp_log_format format;
+        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
+                fprintf(stderr, "space-e2b: invalid --log-level or --log-format\n");
+                return 2;
+        }
+        sp_log_init("e2b", level, format);
+        signal(SIGPIPE, SIG_IGN);
+        if (evthread_use_pthreads() < 0) {
+                sp_log_error("libevent has no thread support");
+                return 1;
+        }
+        e2b_ctx ctx = {.api_url = c.api_url,
+                       .ca_file = c.ca_file,
+                       .envd_version = c.envd_version,
+                       .template_default = c.template_name,
+                       .api_timeout_ms = (unsigned)c.api_timeout_ms};
+        if (e2b_token_key_load(c.secret_file, &ctx.key, &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
+        e2b_call_set_max((unsigned)c.max_calls);
+        base = event_base_new();
+        ctx.base = base;
+        sp_http_config hc = {.max_connections = (unsigned)c.max_connections};
+        sp_http_server *http = base ? sp_http_server_new(base, &hc, &e) : NULL;
+        if (!http || e2b_rest_register(&ctx, http, &e) < 0 || e2b_process_register(&ctx, http, &e) < 0 ||
+            e2b_filesystem_register(&ctx, http, &e) < 0 || e2b_files_register(&ctx, http, &e) < 0 ||
+            sp_http_server_listen(http, c.listen, NULL, &e) < 0) {
+                sp_log_error("%s", e ? e->message : "out of memory");
+                r = 1;
+                goto out;
+        }
+        struct event *sigs[] = {evsignal_new(base, SIGTERM, on_stop, NULL), evsignal_new(base, SIGINT, on_stop, NULL)};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
+                if (sigs[i])
+                        event_add(sigs[i], NULL);
+        char port[16];
+        snprintf(port, sizeof(port), "%d", sp_http_server_port(http));
+        sp_log_info_kv(SP_KV("listen", c.listen, "port", port, "api", c.api_url), "e2b wrapper ready");
+        event_base_dispatch(base);
+        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
+                if (sigs[i])
+                        event_free(sigs[i]);
+        r = 0;
+out:
+        sp_http_server_free(http);
+        if (base)
+                event_base_free(base);
+        sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
+        return r;
+}

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * E2B requests decoded without I/O (see request.h).
+ */
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+
+static const char *str_field(json_object *o, const char *k)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
+static int64_t int_field(json_object *o, const char *k, int64_t def)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
+                                                                                            : def;
+}
+
+/* A JSON object from body (empty: {}); what is not an object is not_object. */
+static int parse_object(const char *body, size_t len, const char *not_object, json_object **ret, sp_error **err)
+{
+        if (len == 0) {
+                *ret = json_object_new_object();
+                return 0;
+        }
+        json_object *o = NULL;
+        if (sp_json_parse(body, len, &o, err) < 0)
+                return -1;
+        if (!json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return sp_error_set(err, SP_E_INVALID, "%s", not_object);
+        }
+        *ret = o;
+        return 0;
+}
+
+/* ---- envd ---- */
+
+int e2b_request_message(const char *body, size_t len, bool stream, json_object **ret, sp_error **err)
+{
+        if (stream) {
+                if (len < 5)
+                        return sp_error_set(err, SP_E_INVALID, "a stream request is one envelope");
+                const uint8_t *p = (const uint8_t *)body;
+                uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+                if (p[0] != 0)
+                        return sp_error_set(err, SP_E_INVALID, "compressed or end-stream envelopes are not accepted");
+                if (n != len - 5)
+                        return sp_error_set(err, SP_E_INVALID, "the envelope's length does not match the body");
+                body += 5;
+                len -= 5;
+        }
+        return parse_object(body, len, "the request is not a JSON object", ret, err);
+}
+
+int e2b_request_user(const char *authorization, char **ret_user, sp_error **err)
+{
+        *ret_user = NULL;
+        if (!authorization || strncasecmp(authorization, "Basic ", 6) != 0)
+                return 0;
+        const char *b64 = authorization + 6;
+        _cleanup_buf_ sp_buf dec = SP_BUF_INIT;
+        if (strlen(b64) > E2B_REQUEST_MAX_BASIC || sp_base64_decode(&dec, b64, strlen(b64), 0, NULL) < 0 || !dec.data)
+                return sp_error_set(err, SP_E_INVALID, "malformed Authorization header");
+        char *colon = memchr(dec.data, ':', dec.len);
+        size_t ul = colon ? (size_t)(colon - dec.data) : dec.len;
+        if (ul > E2B_REQUEST_MAX_USER)
+                return sp_error_set(err, SP_E_INVALID, "user name too long");
+        /* A NUL would cut the name short: "ro\0x" is not "ro". */
+        if (memchr(dec.data, '\0', ul))
+                return sp_error_set(err, SP_E_INVALID, "malformed Authorization header");
+        if (ul > 0 && !(*ret_user = strndup(dec.data, ul)))
+                abort();
+        return 0;
+}
+
+int e2b_request_start(json_object *req, const char *user, const char *connect_timeout_ms, json_object **ret_body,
+                      bool *ret_pty, sp_error **err)
+{
+        json_object *proc = NULL, *v = NULL, *pty = NULL;
+        const char *cmd = NULL;
+        if (!json_object_object_get_ex(req, "process", &proc) || !(cmd = str_field(proc, "cmd")) || !*cmd)
+                return sp_error_set(err, SP_E_INVALID, "process.cmd is required");
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object *argv = json_object_new_array();
+        json_object_array_add(argv, json_object_new_string(cmd));
+        if (json_object_object_get_ex(proc, "args", &v) && json_object_is_type(v, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(v); i++)
+                        json_object_array_add(argv, json_object_get(json_object_array_get_idx(v, i)));
+        json_object_object_add(body, "argv", argv);
+        if (json_object_object_get_ex(proc, "envs", &v) && json_object_is_type(v, json_type_object))
+                json_object_object_add(body, "env", json_object_get(v));
+        if (str_field(proc, "cwd") && *str_field(proc, "cwd"))
+                json_object_object_add(body, "cwd", json_object_new_string(str_field(proc, "cwd")));
+        if (user)
+                json_object_object_add(body, "user", json_object_new_string(user));
+        /* envd keeps stdin open unless asked not to. */
+        bool want_stdin = !json_object_object_get_ex(req, "stdin", &v) || json_object_get_boolean(v);
+        bool is_pty = false;
+        if (json_object_object_get_ex(req, "pty", &pty) && json_object_is_type(pty, json_type_object)) {
+                json_object *size = NULL, *p = json_object_new_object();
+                int64_t rows = 24, cols = 80;
+                if (json_object_object_get_ex(pty, "size", &size)) {
+                        if (json_object_object_get_ex(size, "rows", &v))
+                                rows = json_object_get_int64(v);
+                        if (json_object_object_get_ex(size, "cols", &v))
+                                cols = json_object_get_int64(v);
+                }
+                json_object_object_add(p, "rows", json_object_new_int64(rows));
+                json_object_object_add(p, "cols", json_object_new_int64(cols));
+                json_object_object_add(body, "pty", p);
+                is_pty = true;
+        }
+        json_object_object_add(body, "stdin", json_object_new_boolean(want_stdin || is_pty));
+        if (connect_timeout_ms) {
+                char *end = NULL;
+                long long ms = strtoll(connect_timeout_ms, &end, 10);
+                if (*end || ms < 0 || ms > (long long)E2B_REQUEST_MAX_TIMEOUT_S * 1000)
+                        return sp_error_set(err, SP_E_INVALID, "invalid Connect-Timeout-Ms");
+                json_object_object_add(body, "timeout_s", json_object_new_int64((ms + 999) / 1000));
+        }
+        *ret_body = TAKE_PTR(body);
+        *ret_pty = is_pty;
+        return 0;
+}
+
+int e2b_request_selector(json_object *req, int64_t *ret_pid, sp_error **err)
+{
+        json_object *proc = NULL, *pid = NULL;
+        if (!json_object_object_get_ex(req, "process", &proc) || !json_object_is_type(proc, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "missing process selector");
+        if (!json_object_object_get_ex(proc, "pid", &pid)) {
+                if (json_object_object_get_ex(proc, "tag", &pid))
+                        return sp_error_set(err, SP_E_NOT_FOUND, "process tags are not kept by this server");
+                return sp_error_set(err, SP_E_INVALID, "the process selector needs a pid");
+        }
+        int64_t v = json_object_get_int64(pid);
+        if (v <= 0 || v > INT32_MAX)
+                return sp_error_set(err, SP_E_INVALID, "invalid pid");
+        *ret_pid = v;
+        return 0;
+}
+
+int e2b_request_input(json_object *req, sp_buf *out, sp_error **err)
+{
+        json_object *input = NULL, *v = NULL;
+        const char *b64 = NULL;
+        if (!json_object_object_get_ex(req, "input", &input) ||
+            !((json_object_object_get_ex(input, "stdin", &v) || json_object_object_get_ex(input, "pty", &v)) &&
+              (b64 = json_object_get_string(v))))
+                return sp_error_set(err, SP_E_INVALID, "input.stdin or input.pty is required");
+        if (strlen(b64) > E2B_REQUEST_MAX_INPUT)
+                return sp_error_set(err, SP_E_INVALID, "input too large");
+        return sp_base64_decode(out, b64, strlen(b64), 0, err) < 0 ? -1 : 0;
+}
+
+bool e2b_request_resize(json_object *req, int64_t *ret_rows, int64_t *ret_cols)
+{
+        json_object *pty = NULL, *size = NULL, *v = NULL;
+        if (!json_object_object_get_ex(req, "pty", &pty) || !json_object_object_get_ex(pty, "size", &size))
+                return false;
+        *ret_rows = json_object_object_get_ex(size, "rows", &v) ? json_object_get_int64(v) : 24;
+        *ret_cols = json_object_object_get_ex(size, "cols", &v) ? json_object_get_int64(v) : 80;
+        return true;
+}
+
+int e2b_request_signal(json_object *req, const char **ret_name, sp_error **err)
+{
+        json_object *v = NULL;
+        const char *sig = json_object_object_get_ex(req, "signal", &v) ? json_object_get_string(v) : NULL;
+        if (!sig || strncmp(sig, "SIGNAL_SIG", 10) != 0 || strlen(sig) > 20)
+                return sp_error_set(err, SP_E_INVALID, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+        *ret_name = sig + 10;
+        return 0;
+}
+
+int e2b_request_path(json_object *req, const char *key, const char **ret, sp_error **err)
+{
+        const char *p = str_field(req, key);
+        if (!p || !*p || strlen(p) > E2B_REQUEST_MAX_PATH)
+                return sp_error_set(err, SP_E_INVALID, "%s: a path of 1 to 4096 bytes is required", key);
+        *ret = p;
+        return 0;
+}
+
+int e2b_request_depth(json_object *req, int *ret, sp_error **err)
+{
+        json_object *v = NULL;
+        int64_t depth = json_object_object_get_ex(req, "depth", &v) ? json_object_get_int64(v) : 1;
+        if (depth == 0)
+                depth = 1;
+        if (depth < 1 || depth > E2B_REQUEST_MAX_DEPTH)
+                return sp_error_set(err, SP_E_INVALID, "depth must be 1 to 16");
+        *ret = (int)depth;
+        return 0;
+}
+
+/* ---- REST ---- */
+
+int e2b_request_body(const char *body, size_t len, json_object **ret, sp_error **err)
+{
+        return parse_object(body, len, "the body is not a JSON object", ret, err);
+}
+
+int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err)
+{
+        const char *tpl = str_field(in, "templateID");
+        if (!tpl || !*tpl || strcmp(tpl, "base") == 0)
+                tpl = template_default;
+        int64_t timeout = int_field(in, "timeout", E2B_REQUEST_DEFAULT_TIMEOUT_S);
+        json_object *v = NULL;
+        bool auto_pause = json_object_object_get_ex(in, "autoPause", &v) && json_object_get_boolean(v);
+        if (timeout < 0 || timeout > E2B_REQUEST_MAX_TIMEOUT_S)
+                return sp_error_set(err, SP_E_INVALID, "timeout must be 0 to 2592000 seconds");
+        json_object *body = json_object_new_object();
+        json_object_object_add(body, "template", json_object_new_string(tpl));
+        if (json_object_object_get_ex(in, "metadata", &v) && v)
+                json_object_object_add(body, "metadata", json_object_get(v));
+        if (json_object_object_get_ex(in, "envVars", &v) && v)
+                json_object_object_add(body, "env", json_object_get(v));
+        json_object_object_add(body, "timeout_s", json_object_new_int64(timeout));
+        json_object_object_add(body, "end_action", json_object_new_string(auto_pause ? "suspend" : "kill"));
+        *ret_body = body;
+        return 0;
+}
+
+int e2b_request_timeout(json_object *in, bool required, int64_t *ret, sp_error **err)
+{
+        int64_t t = int_field(in, "timeout", -1);
+        if (t > E2B_REQUEST_MAX_TIMEOUT_S || (required && t < 0))
+                return sp_error_set(err, SP_E_INVALID, "timeout must be 0 to 2592000 seconds");
+        *ret = t < 0 ? -1 : t;
+        return 0;
+}
+
+static int hexval(char c)
+{
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
+}
+
+/* Percent-decodes s[0..n) into out (a '+' stays a '+'). */
+static void unescape(sp_buf *out, const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+                        char c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+                        sp_buf_append(out, &c, 1, NULL);
+                        i += 2;
+                } else {
+                        sp_buf_append(out, s + i, 1, NULL);
+                }
+        }
+        sp_buf_append(out, "", 0, NULL);
+}
+
+/* Adds "&metadata.K=V" for each pair of E2B's metadata query ("k=v&k2=v2",
+ * each part percent-encoded). */
+static int metadata_filter(sp_buf *target, const char *q, sp_error **err)
+{
+        int pairs = 0;
+        for (const char *p = q; *p;) {
+                size_t n = strcspn(p, "&");
+                const char *eq = memchr(p, '=', n);
+                if (n > 0) {
+                        if (!eq)
+                                return sp_error_set(err, SP_E_INVALID, "metadata filter: expected key=value");
+                        if (++pairs > E2B_REQUEST_MAX_METADATA)
+                                return sp_error_set(err, SP_E_INVALID, "metadata filter: at most 8 pairs");
+                        _cleanup_buf_ sp_buf k = SP_BUF_INIT, v = SP_BUF_INIT;
+                        unescape(&k, p, (size_t)(eq - p));
+                        unescape(&v, eq + 1, n - (size_t)(eq - p) - 1);
+                        sp_buf_append_str(target, "&metadata.", NULL);
+                        e2b_url_escape(target, k.data ? k.data : "");
+                        sp_buf_append_str(target, "=", NULL);
+                        e2b_url_escape(target, v.data ? v.data : "");
+                }
+                p += n;
+                if (*p == '&')
+                        p++;
+        }
+        return 0;
+}
+
+int e2b_request_list(const char *limit, const char *next_token, const char *metadata, const char *state, sp_buf *target,
+                     bool *ret_running, bool *ret_paused, sp_error **err)
+{
+        char *end = NULL;
+        long n = limit ? strtol(limit, &end, 10) : 100;
+        if ((limit && (*end || end == limit)) || n < 1 || n > E2B_REQUEST_MAX_LIST)
+                return sp_error_set(err, SP_E_INVALID, "limit must be 1 to 1000");
+        sp_buf_appendf(target, NULL, "/v1/sandboxes?limit=%ld", n);
+        if (next_token && *next_token) {
+                sp_buf_append_str(target, "&cursor=", NULL);
+                e2b_url_escape(target, next_token);
+        }
+        if (metadata && metadata_filter(target, metadata, err) < 0)
+                return -1;
+        bool want_running = true, want_paused = true;
+        if (state && *state) {
+                want_running = want_paused = false;
+                for (const char *p = state; *p;) {
+                        size_t k = strcspn(p, ",");
+                        if (k == 7 && strncmp(p, "running", 7) == 0)
+                                want_running = true;
+                        else if (k == 6 && strncmp(p, "paused", 6) == 0)
+                                want_paused = true;
+                        else
+                                return sp_error_set(err, SP_E_INVALID, "state must be running or paused");
+                        p += k;
+                        if (*p == ',')
+                                p++;
+                }
+        }
+        *ret_running = want_running;
+        *ret_paused = want_paused;
+        return 0;
+}

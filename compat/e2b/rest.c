@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The E2B control-plane REST API (spec/openapi.yml of e2b-dev/E2B, as the
+ * SDK calls it) translated onto the public API. An E2B sandbox id is our
+ * sandbox id; E2B's "paused" is our suspended (or paused) sandbox.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "e2b.h"
+#include "request.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/time.h"
+
+#define CREATE_WAIT_S 300
+#define OP_WAIT_S 120
+
+void e2b_rest_error(e2b_call *call, int status, const char *msg)
+{
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "code", json_object_new_int(status));
+        json_object_object_add(o, "message", json_object_new_string(msg));
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        e2b_call_reply(call, status, "application/json", NULL, s, strlen(s));
+}
+
+static void fail(e2b_call *call, const sp_error *e)
+{
+        int status = e->code == SP_E_NOT_FOUND         ? 404
+                     : e->code == SP_E_UNAUTHENTICATED ? 401
+                     : e->code == SP_E_PERMISSION      ? 403
+                     : e->code == SP_E_CONFLICT        ? 409
+                     : e->code == SP_E_LIMIT           ? 429
+                     : e->code == SP_E_INVALID         ? 400
+                     : e->code == SP_E_TOO_LARGE       ? 413
+                     : e->code == SP_E_UNAVAILABLE     ? 503
+                     : e->code == SP_E_TIMEOUT         ? 504
+                                                       : 500;
+        e2b_rest_error(call, status, e->message);
+}
+
+static void reply_json(e2b_call *call, int status, json_object *o, const char *const *headers)
+{
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        e2b_call_reply(call, status, "application/json", headers, s, strlen(s));
+}
+
+static const char *str_field(json_object *o, const char *k)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
+static int64_t int_field(json_object *o, const char *k, int64_t def)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
+                                                                                            : def;
+}
+
+/* E2B's state for ours: running, or paused for what can be woken; NULL for
+ * states E2B does not list (being deleted, failed, deleted). */
+static const char *e2b_state(const char *state)
+{
+        if (!state)
+                return NULL;
+        if (strcmp(state, "running") == 0 || strcmp(state, "creating") == 0 || strcmp(state, "restoring") == 0)
+                return "running";
+        if (strcmp(state, "paused") == 0 || strcmp(state, "suspended") == 0 || strcmp(state, "suspending") == 0 ||
+            strcmp(state, "stopped") == 0)
+                return "paused";
+        return NULL;
+}
+
+/* The E2B view of our sandbox sb: Sandbox, ListedSandbox and SandboxDetail in one. */
+static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char *api_key, sp_error **err)
+{
+        const char *id = str_field(sb, "id");
+        if (!id) {
+                sp_error_set(err, SP_E_INTERNAL, "the public API answered a sandbox without an id");
+                return NULL;
+        }
+        _cleanup_free_ char *token = e2b_token_seal(&ctx->key, id, api_key, err);
+        if (!token)
+                return NULL;
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "sandboxID", json_object_new_string(id));
+        const char *tpl = str_field(sb, "template");
+        json_object_object_add(o, "templateID", json_object_new_string(tpl ? tpl : ""));
+        json_object_object_add(o, "alias", json_object_new_string(tpl ? tpl : ""));
+        json_object_object_add(o, "clientID", json_object_new_string("space"));
+        json_object_object_add(o, "envdVersion", json_object_new_string(ctx->envd_version));
+        json_object_object_add(o, "envdAccessToken", json_object_new_string(token));
+        json_object_object_add(o, "domain", NULL);
+        const char *created = str_field(sb, "created_at"), *end = str_field(sb, "end_at");
+        json_object_object_add(o, "startedAt", json_object_new_string(created ? created : ""));
+        /* No timeout: E2B always has an end; report the far future. */
+        json_object_object_add(o, "endAt", json_object_new_string(end ? end : "9999-12-31T23:59:59Z"));
+        const char *st = e2b_state(str_field(sb, "state"));
+        json_object_object_add(o, "state", json_object_new_string(st ? st : "paused"));
+        json_object *res = NULL, *md = NULL;
+        int64_t cpu = 1000, mem = 0, disk = 0;
+        if (json_object_object_get_ex(sb, "resources", &res)) {
+                cpu = int_field(res, "cpu_millis", 1000);
+                mem = int_field(res, "memory_mb", 0);
+                disk = int_field(res, "disk_mb", 0);
+        }
+        json_object_object_add(o, "cpuCount", json_object_new_int64(cpu < 1000 ? 1 : (cpu + 999) / 1000));
+        json_object_object_add(o, "memoryMB", json_object_new_int64(mem));
+        json_object_object_add(o, "diskSizeMB", json_object_new_int64(disk));
+        json_object_object_add(o, "metadata",
+                               json_object_object_get_ex(sb, "metadata", &md) ? json_object_get(md)
+                                                                              : json_object_new_object());
+        const char *action = str_field(sb, "end_action");
+        json_object *lc = json_object_new_object();
+        json_object_object_add(lc, "onTimeout",
+                               json_object_new_string(action && strcmp(action, "suspend") == 0 ? "pause" : "kill"));
+        json_object_object_add(lc, "autoResume", json_object_new_boolean(false));
+        json_object_object_add(o, "lifecycle", lc);
+        return o;
+}
+
+/* Opens the API with the request's X-API-KEY, or answers 401. */
+static int open_api(e2b_call *call, const e2b_ctx *ctx, e2b_api *a)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const e2b_req *r = e2b_call_req(call);
+        if (!r->api_key) {
+                e2b_rest_error(call, 401, "missing X-API-KEY header");
+                return -1;
+        }
+        if (e2b_api_open(a, ctx, r->api_key, &e) < 0) {
+                fail(call, e);
+                return -1;
+        }
+        return 0;
+}
+
+static int parse_body(e2b_call *call, json_object **ret)
+{
+        const e2b_req *r = e2b_call_req(call);
+        _cleanup_error_ sp_error *e = NULL;
+        if (e2b_request_body(r->body, r->body_len, ret, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return -1;
+        }
+        return 0;
+}
+
+static void sandbox_target(char *out, size_t n, const char *id, const char *suffix)
+{
+        sp_buf b = SP_BUF_INIT;
+        sp_buf_append_str(&b, "/v1/sandboxes/", NULL);
+        e2b_url_escape(&b, id);
+        snprintf(out, n, "%s%s", b.data, suffix);
+        sp_buf_free(&b);
+}
+
+/* Answers the sandbox (after an action) as E2B sees it. */
+static void reply_sandbox(e2b_call *call, const e2b_ctx *ctx, e2b_api *a, const char *id, int status)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        char target[512];
+        sandbox_target(target, sizeof(target), id, "");
+        _cleanup_json_ json_object *sb = NULL, *out = NULL;
+        if (e2b_api_json(a, "GET", target, NULL, &sb, &e) < 0 ||
+            !(out = sandbox_json(ctx, sb, e2b_call_req(call)->api_key, &e))) {
+                fail(call, e);
+                return;
+        }
+        reply_json(call, status, out, NULL);
+}
+
+/* POST /sandboxes and /v2/sandboxes. */
+static void create(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        _cleanup_json_ json_object *in = NULL;
+        if (parse_body(call, &in) < 0)
+                return;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *body = NULL;
+        if (e2b_request_create(in, ctx->template_default, &body, &e) < 0) {
+                e2b_api_close(&a);
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        _cleanup_json_ json_object *env = NULL;
+        json_object *sb = NULL;
+        if (e2b_api_json(&a, "POST", "/v1/sandboxes", body, &env, &e) < 0 ||
+            e2b_api_wait(&a, env, CREATE_WAIT_S, &e) < 0 || !json_object_object_get_ex(env, "sandbox", &sb) ||
+            !str_field(sb, "id")) {
+                if (!e)
+                        sp_error_set(&e, SP_E_INTERNAL, "the public API answered no sandbox");
+                fail(call, e);
+        } else {
+                reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201);
+        }
+        e2b_api_close(&a);
+}
+
+/* GET /sandboxes/{id} */
+static void get(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        reply_sandbox(call, ctx, &a, e2b_call_req(call)->id, 200);
+        e2b_api_close(&a);
+}
+
+/* DELETE /sandboxes/{id}: 204 once it is gone. */
+static void kill_sandbox(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        char target[512];
+        sandbox_target(target, sizeof(target), e2b_call_req(call)->id, "");
+        _cleanup_json_ json_object *env = NULL;
+        if (e2b_api_json(&a, "DELETE", target, NULL, &env, &e) < 0 || e2b_api_wait(&a, env, OP_WAIT_S, &e) < 0)
+                fail(call, e);
+        else
+                e2b_call_reply(call, 204, NULL, NULL, "", 0);
+        e2b_api_close(&a);
+}
+
+/* POST /sandboxes/{id}/timeout {"timeout": seconds} */
+static void set_timeout(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        _cleanup_json_ json_object *in = NULL;
+        if (parse_body(call, &in) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t t = -1;
+        if (e2b_request_timeout(in, true, &t, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        char target[512];
+        sandbox_target(target, sizeof(target), e2b_call_req(call)->id, "/timeout");
+        _cleanup_json_ json_object *body = json_object_new_object(), *out = NULL;
+        json_object_object_add(body, "timeout_s", json_object_new_int64(t));
+        if (e2b_api_json(&a, "POST", target, body, &out, &e) < 0)
+                fail(call, e);
+        else
+                e2b_call_reply(call, 204, NULL, NULL, "", 0);
+        e2b_api_close(&a);
+}
+
+/* POST /sandboxes/{id}/pause: our suspend; 409 when it is not running. */
+static void pause_sandbox(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        char target[512];
+        const char *id = e2b_call_req(call)->id;
+        sandbox_target(target, sizeof(target), id, "");
+        _cleanup_json_ json_object *sb = NULL, *env = NULL;
+        if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0) {
+                fail(call, e);
+        } else if (!str_field(sb, "state") || strcmp(str_field(sb, "state"), "running") != 0) {
+                e2b_rest_error(call, 409, "the sandbox is already paused");
+        } else {
+                sandbox_target(target, sizeof(target), id, "/suspend");
+                if (e2b_api_json(&a, "POST", target, NULL, &env, &e) < 0 || e2b_api_wait(&a, env, OP_WAIT_S, &e) < 0)
+                        fail(call, e);
+                else
+                        e2b_call_reply(call, 204, NULL, NULL, "", 0);
+        }
+        e2b_api_close(&a);
+}
+
+/* POST /sandboxes/{id}/connect and /v2/…: wake it when it is not running,
+ * apply the timeout, answer the sandbox (201 when it was woken). */
+static void connect_sandbox(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        _cleanup_json_ json_object *in = NULL;
+        if (parse_body(call, &in) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t t = -1;
+        if (e2b_request_timeout(in, false, &t, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        const char *id = e2b_call_req(call)->id;
+        char target[512];
+        sandbox_target(target, sizeof(target), id, "");
+        _cleanup_json_ json_object *sb = NULL, *env = NULL, *out = NULL, *body = json_object_new_object();
+        int status = 200;
+        if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0)
+                goto failed;
+        if (!e2b_state(str_field(sb, "state"))) {
+                sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s is %s", id, str_field(sb, "state"));
+                goto failed;
+        }
+        if (strcmp(str_field(sb, "state"), "running") != 0) {
+                status = 201;
+                sandbox_target(target, sizeof(target), id, "/wake");
+                if (e2b_api_json(&a, "POST", target, NULL, &env, &e) < 0 || e2b_api_wait(&a, env, OP_WAIT_S, &e) < 0)
+                        goto failed;
+        }
+        if (t >= 0) {
+                json_object_object_add(body, "timeout_s", json_object_new_int64(t));
+                sandbox_target(target, sizeof(target), id, "/timeout");
+                if (e2b_api_json(&a, "POST", target, body, &out, &e) < 0)
+                        goto failed;
+        }
+        reply_sandbox(call, ctx, &a, id, status);
+        e2b_api_close(&a);
+        return;
+failed:
+        fail(call, e);
+        e2b_api_close(&a);
+}
+
+/* GET /sandboxes/{id}/metrics: one SandboxMetric from our
+ * GET /v1/sandboxes/{id}/stats, or an empty series when the sandbox is not
+ * on a worker (409: suspended, stopped, ...). cpuUsedPct is the average since
+ * the sandbox was created (one sample has no interval of its own). */
+static void metrics(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        char target[512];
+        sandbox_target(target, sizeof(target), e2b_call_req(call)->id, "");
+        _cleanup_json_ json_object *sb = NULL, *st = NULL;
+        if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0) {
+                fail(call, e);
+                e2b_api_close(&a);
+                return;
+        }
+        sandbox_target(target, sizeof(target), e2b_call_req(call)->id, "/stats");
+        int r = e2b_api_json(&a, "GET", target, NULL, &st, &e);
+        e2b_api_close(&a);
+        if (r < 0) {
+                if (e->code == SP_E_CONFLICT)
+                        e2b_call_reply(call, 200, "application/json", NULL, "[]", 2);
+                else
+                        fail(call, e);
+                return;
+        }
+        json_object *res = NULL;
+        json_object_object_get_ex(st, "resources", &res);
+        const int64_t mib = 1024 * 1024;
+        int64_t cpus = (int_field(res, "cpu_millis", 1000) + 999) / 1000;
+        int64_t sampled = 0, created = 0;
+        const char *sampled_at = str_field(st, "sampled_at");
+        double pct = 0;
+        if (sampled_at && sp_time_parse_rfc3339(sampled_at, &sampled, NULL) == 0 && str_field(sb, "created_at") &&
+            sp_time_parse_rfc3339(str_field(sb, "created_at"), &created, NULL) == 0 && sampled > created && cpus > 0) {
+                /* cpu_ns / (wall µs * 1000 * cpus) * 100 */
+                pct = (double)int_field(st, "cpu_ns", 0) / ((double)(sampled - created) * 10.0 * (double)cpus);
+                if (pct > 100)
+                        pct = 100;
+        }
+        _cleanup_json_ json_object *arr = json_object_new_array();
+        json_object *m = json_object_new_object();
+        json_object_array_add(arr, m);
+        json_object_object_add(m, "timestamp", json_object_new_string(sampled_at ? sampled_at : ""));
+        json_object_object_add(m, "timestampUnix", json_object_new_int64(sampled / SP_USEC_PER_SEC));
+        json_object_object_add(m, "cpuCount", json_object_new_int64(cpus));
+        json_object_object_add(m, "cpuUsedPct", json_object_new_double(pct));
+        json_object_object_add(m, "memUsed", json_object_new_int64(int_field(st, "memory_bytes", 0)));
+        json_object_object_add(m, "memTotal", json_object_new_int64(int_field(res, "memory_mb", 0) * mib));
+        json_object_object_add(m, "diskUsed", json_object_new_int64(int_field(st, "disk_bytes", 0)));
+        json_object_object_add(m, "diskTotal", json_object_new_int64(int_field(res, "disk_mb", 0) * mib));
+        reply_json(call, 200, arr, NULL);
+}
+
+/* GET /v2/sandboxes: filters by metadata and state; our cursor is E2B's
+ * X-Next-Token. A page may hold fewer than limit (states E2B does not ask
+ * for are left out of it). */
+static void list(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        const e2b_req *r = e2b_call_req(call);
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_buf_ sp_buf target = SP_BUF_INIT;
+        bool want_running = true, want_paused = true;
+        if (e2b_request_list(r->q_limit, r->q_next_token, r->q_metadata, r->q_state, &target, &want_running,
+                             &want_paused, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_json_ json_object *page = NULL, *out = json_object_new_array();
+        json_object *items = NULL, *next = NULL;
+        if (e2b_api_json(&a, "GET", target.data, NULL, &page, &e) < 0 ||
+            !json_object_object_get_ex(page, "sandboxes", &items)) {
+                if (!e)
+                        sp_error_set(&e, SP_E_INTERNAL, "the public API answered no list");
+                fail(call, e);
+                e2b_api_close(&a);
+                return;
+        }
+        for (size_t i = 0; i < json_object_array_length(items); i++) {
+                json_object *sb = json_object_array_get_idx(items, i);
+                const char *st = e2b_state(str_field(sb, "state"));
+                if (!st || (strcmp(st, "running") == 0 && !want_running) || (strcmp(st, "paused") == 0 && !want_paused))
+                        continue;
+                json_object *o = sandbox_json(ctx, sb, r->api_key, &e);
+                if (!o) {
+                        fail(call, e);
+                        e2b_api_close(&a);
+                        return;
+                }
+                json_object_object_del(o, "envdAccessToken");
+                json_object_array_add(out, o);
+        }
+        _cleanup_free_ char *hdr = NULL;
+        if (json_object_object_get_ex(page, "next_cursor", &next) && json_object_is_type(next, json_type_string) &&
+            asprintf(&hdr, "X-Next-Token: %s", json_object_get_string(next)) < 0)
+                abort();
+        const char *headers[] = {hdr, NULL};
+        reply_json(call, 200, out, headers);
+        e2b_api_close(&a);
+}
+
+static const e2b_route routes[] = {
+        {"POST", "/sandboxes", create, false, 0},
+        {"POST", "/v2/sandboxes", create, false, 0},
+        {"GET", "/v2/sandboxes", list, false, 0},
+        {"GET", "/sandboxes/{id}", get, false, 0},
+        {"DELETE", "/sandboxes/{id}", kill_sandbox, false, 0},
+        {"POST", "/sandboxes/{id}/timeout", set_timeout, false, 0},
+        {"POST", "/sandboxes/{id}/pause", pause_sandbox, false, 0},
+        {"POST", "/sandboxes/{id}/connect", connect_sandbox, false, 0},
+        {"POST", "/v2/sandboxes/{id}/connect", connect_sandbox, false, 0},
+        {"GET", "/sandboxes/{id}/metrics", metrics, false, 0},
+};
+
+int e2b_rest_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)
+{
+        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), err);
+}

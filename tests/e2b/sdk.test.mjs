@@ -1,0 +1,158 @@
+// The unmodified e2b SDK against a live cluster, once per pinned version
+// (package.json). Run by tests/e2b/run, which starts a direct-mode cluster
+// and sets E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. See docs/e2b.md.
+import { test, describe, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { createHash, randomBytes } from 'node:crypto'
+
+const versions = ['e2b-2.20.1', 'e2b-latest']
+
+for (const pkg of versions) {
+  const e2b = await import(pkg)
+  const { Sandbox, CommandExitError, AuthenticationError, NotFoundError } = e2b
+  const version = (await import(`${pkg}/package.json`, { with: { type: 'json' } })).default.version
+
+  describe(`e2b@${version}`, { concurrency: false }, () => {
+    const tag = `${pkg}-${process.pid}`
+    let sbx
+
+    before(async () => {
+      sbx = await Sandbox.create({ metadata: { suite: tag, kind: 'main' }, envs: { SANDBOX_WIDE: 'yes' } })
+    })
+    after(async () => {
+      if (sbx) await sbx.kill()
+    })
+
+    test('commands.run: stdout, stderr, exit code, cwd, envs and sandbox-wide envVars', async () => {
+      const r = await sbx.commands.run('echo out; echo err >&2; pwd; echo "$SANDBOX_WIDE $ONE"', {
+        cwd: '/tmp',
+        envs: { ONE: '1' },
+      })
+      assert.equal(r.exitCode, 0)
+      assert.equal(r.stdout, 'out\n/tmp\nyes 1\n')
+      assert.equal(r.stderr, 'err\n')
+    })
+
+    test('commands.run: a failing command throws CommandExitError with its code and output', async () => {
+      await assert.rejects(sbx.commands.run('echo partial; exit 3'), (err) => {
+        assert.ok(err instanceof CommandExitError, `got ${err}`)
+        assert.equal(err.exitCode, 3)
+        assert.equal(err.stdout, 'partial\n')
+        return true
+      })
+    })
+
+    test('commands.run: streams output to callbacks', async () => {
+      const seen = []
+      await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { onStdout: (d) => seen.push(d) })
+      assert.equal(seen.join(''), 'line1\nline2\nline3\n')
+    })
+
+    test('background commands: connect, list, sendStdin, kill', async () => {
+      const h = await sbx.commands.run('read line; echo "got $line"; sleep 600', { background: true, stdin: true })
+      assert.ok(h.pid > 0)
+      const listed = await sbx.commands.list()
+      assert.ok(listed.some((p) => p.pid === h.pid), 'the background command is listed')
+      await sbx.commands.sendStdin(h.pid, 'hello\n')
+      const again = await sbx.commands.connect(h.pid)
+      for (let i = 0; i < 100 && !again.stdout.includes('got hello'); i++) await new Promise((r) => setTimeout(r, 100))
+      assert.match(again.stdout, /got hello/)
+      assert.equal(await sbx.commands.kill(h.pid), true)
+      await assert.rejects(h.wait(), (err) => err instanceof CommandExitError)
+      assert.equal(await sbx.commands.kill(h.pid), false, 'a second kill finds nothing')
+    })
+
+    test('files: write, read, exists, list, makeDir, rename, remove', async () => {
+      const dir = `/tmp/files-${randomBytes(4).toString('hex')}`
+      assert.equal(await sbx.files.makeDir(`${dir}/sub`), true)
+      assert.equal(await sbx.files.makeDir(`${dir}/sub`), false, 'makeDir of an existing directory')
+      const info = await sbx.files.write(`${dir}/a.txt`, 'hello world')
+      assert.equal(info.path, `${dir}/a.txt`)
+      assert.equal(await sbx.files.read(`${dir}/a.txt`), 'hello world')
+      assert.equal(await sbx.files.exists(`${dir}/a.txt`), true)
+      assert.equal(await sbx.files.exists(`${dir}/missing`), false)
+      const names = (await sbx.files.list(dir)).map((e) => `${e.name}:${e.type}`).sort()
+      assert.deepEqual(names, ['a.txt:file', 'sub:dir'])
+      await sbx.files.rename(`${dir}/a.txt`, `${dir}/b.txt`)
+      assert.equal(await sbx.files.exists(`${dir}/a.txt`), false)
+      assert.equal(await sbx.files.read(`${dir}/b.txt`), 'hello world')
+      await sbx.files.remove(dir)
+      assert.equal(await sbx.files.exists(dir), false)
+      await assert.rejects(sbx.files.read(`${dir}/b.txt`), (err) => err.name === 'FileNotFoundError' || err instanceof NotFoundError)
+    })
+
+    test('files: a large file goes through whole', async () => {
+      const big = randomBytes(24 * 1024 * 1024)
+      await sbx.files.write('/tmp/big.bin', new Blob([big]))
+      const back = Buffer.from(await sbx.files.read('/tmp/big.bin', { format: 'bytes' }))
+      assert.equal(back.length, big.length)
+      assert.equal(createHash('sha256').update(back).digest('hex'), createHash('sha256').update(big).digest('hex'))
+      const r = await sbx.commands.run('wc -c < /tmp/big.bin')
+      assert.equal(r.stdout.trim(), String(big.length))
+    })
+
+    test('list with a metadata filter, getInfo, setTimeout', async () => {
+      const found = await Sandbox.list({ query: { metadata: { suite: tag, kind: 'main' } } }).nextItems()
+      assert.deepEqual(found.map((s) => s.sandboxId), [sbx.sandboxId])
+      const none = await Sandbox.list({ query: { metadata: { suite: tag, kind: 'nothing' } } }).nextItems()
+      assert.equal(none.length, 0)
+      const info = await sbx.getInfo()
+      assert.equal(info.sandboxId, sbx.sandboxId)
+      assert.equal(info.state, 'running')
+      assert.deepEqual(info.metadata, { suite: tag, kind: 'main' })
+      await sbx.setTimeout(600_000)
+      const later = await sbx.getInfo()
+      const left = later.endAt.getTime() - Date.now()
+      assert.ok(left > 500_000 && left <= 600_000, `endAt ${later.endAt.toISOString()}`)
+    })
+
+    test('pause, then connect brings it back with its files', async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'pause' } })
+      try {
+        await s.files.write('/tmp/keep.txt', 'kept')
+        if (typeof s.pause === 'function') await s.pause()
+        else await s.betaPause()
+        assert.equal((await s.getInfo()).state, 'paused')
+        const paused = typeof Sandbox.pause === 'function' ? await Sandbox.pause(s.sandboxId) : false
+        assert.equal(paused, false, 'pausing a paused sandbox answers 409: false')
+        const back = await Sandbox.connect(s.sandboxId)
+        assert.equal((await back.getInfo()).state, 'running')
+        assert.equal(await back.files.read('/tmp/keep.txt'), 'kept')
+        assert.equal((await back.commands.run('echo alive')).stdout, 'alive\n')
+      } finally {
+        assert.equal(await Sandbox.kill(s.sandboxId), true)
+        assert.equal(await Sandbox.kill(s.sandboxId), false, 'a second kill returns false')
+      }
+    })
+
+    test('a wrong API key is an AuthenticationError', async () => {
+      await assert.rejects(Sandbox.create({ apiKey: 'spk_key_wrong_wrongwrongwrong' }), (err) => err instanceof AuthenticationError)
+      await assert.rejects(Sandbox.list({ apiKey: 'spk_key_wrong_wrongwrongwrong' }).nextItems(), (err) => err instanceof AuthenticationError)
+    })
+
+    test('a wrong access token is refused', async () => {
+      const other = await Sandbox.create({ metadata: { suite: tag, kind: 'token' } })
+      try {
+        const stat = (token) =>
+          fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/Stat`, {
+            method: 'POST',
+            headers: {
+              'Content-Type': 'application/json',
+              'Connect-Protocol-Version': '1',
+              'E2b-Sandbox-Id': other.sandboxId,
+              ...(token ? { 'X-Access-Token': token } : {}),
+            },
+            body: JSON.stringify({ path: '/' }),
+          })
+        assert.equal((await stat(other.envdAccessToken)).status, 200, "the sandbox's own token works")
+        for (const token of [sbx.envdAccessToken, 'e2b1.AAAA', undefined]) {
+          const res = await stat(token)
+          assert.equal(res.status, 401, `token ${token}`)
+          assert.equal((await res.json()).code, 'unauthenticated')
+        }
+      } finally {
+        await other.kill()
+      }
+    })
+  })
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests: space-e2b's control-plane REST requests (compat/e2b/
+ * request.h). Bodies are JSON objects (empty: {}); create maps E2B's
+ * fields onto the public API's (the default template for "base", a
+ * timeout of 0 to 30 days defaulting to 300 s, autoPause as suspend);
+ * timeouts are bounded, required for POST …/timeout and optional for
+ * connect; the list query bounds its limit (1 to 1000), metadata pairs (8)
+ * and states, and every value lands percent-encoded in the API's target.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "request.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+
+static json_object *body_ok(const char *s)
+{
+        json_object *o = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_msg(e2b_request_body(s, strlen(s), &o, &e) == 0, "%s: %s", s, e ? e->message : "");
+        return o;
+}
+
+static const char *str(json_object *o)
+{
+        return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+START_TEST(bodies)
+{
+        _cleanup_json_ json_object *o = body_ok("");
+        ck_assert_str_eq(str(o), "{}");
+        sp_json_putp(&o);
+        o = body_ok(" {\"timeout\": 5}\r\n");
+        ck_assert_str_eq(str(o), "{\"timeout\":5}");
+        sp_json_putp(&o);
+        struct {
+                const char *body, *message;
+        } bad[] = {
+                {"[]", "the body is not a JSON object"},
+                {"\"x\"", "the body is not a JSON object"},
+                {"null", "the body is not a JSON object"},
+                {"{", "malformed JSON"},
+                {"{} {}", "malformed JSON"},
+                {"{\"a\":NaN}", "malformed JSON"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_body(bad[i].body, strlen(bad[i].body), &o, &e) < 0, "%s", bad[i].body);
+                ck_assert_int_eq(e->code, SP_E_INVALID);
+                ck_assert_msg(strstr(e->message, bad[i].message), "%s: %s", bad[i].body, e->message);
+                ck_assert_ptr_null(o);
+        }
+}
+END_TEST
+
+START_TEST(creates)
+{
+        struct {
+                const char *in, *out;
+        } cases[] = {
+                {"{}", "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\"}"},
+                {"{\"templateID\":\"base\"}", "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\"}"},
+                {"{\"templateID\":\"\"}", "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\"}"},
+                {"{\"templateID\":7}", "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\"}"},
+                {"{\"templateID\":\"python\",\"timeout\":0,\"autoPause\":true,\"metadata\":{\"a\":\"b\"},"
+                 "\"envVars\":{\"X\":\"1\"}}",
+                 "{\"template\":\"python\",\"metadata\":{\"a\":\"b\"},\"env\":{\"X\":\"1\"},\"timeout_s\":0,"
+                 "\"end_action\":\"suspend\"}"},
+                {"{\"timeout\":2592000,\"autoPause\":false,\"metadata\":null}",
+                 "{\"template\":\"tpl\",\"timeout_s\":2592000,\"end_action\":\"kill\"}"},
+                /* Not an integer: the default (the public API checks metadata and env). */
+                {"{\"timeout\":\"60\",\"metadata\":[1]}",
+                 "{\"template\":\"tpl\",\"metadata\":[1],\"timeout_s\":300,\"end_action\":\"kill\"}"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_json_ json_object *in = body_ok(cases[i].in), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) == 0, "%s", cases[i].in);
+                ck_assert_str_eq(str(out), cases[i].out);
+        }
+        const char *bad[] = {"{\"timeout\":2592001}", "{\"timeout\":-1}", "{\"timeout\":-9223372036854775808}"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *in = body_ok(bad[i]), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) < 0, "%s accepted", bad[i]);
+                ck_assert_int_eq(e->code, SP_E_INVALID);
+                ck_assert_str_eq(e->message, "timeout must be 0 to 2592000 seconds");
+                ck_assert_ptr_null(out);
+        }
+}
+END_TEST
+
+START_TEST(timeouts)
+{
+        struct {
+                const char *in;
+                bool required;
+                int64_t want; /* -2: refused */
+        } cases[] = {
+                {"{\"timeout\":0}", true, 0},
+                {"{\"timeout\":2592000}", true, 2592000},
+                {"{\"timeout\":2592001}", true, -2},
+                {"{\"timeout\":-1}", true, -2},
+                {"{}", true, -2},
+                {"{\"timeout\":\"5\"}", true, -2},
+                {"{}", false, -1},
+                {"{\"timeout\":-5}", false, -1},
+                {"{\"timeout\":60}", false, 60},
+                {"{\"timeout\":2592001}", false, -2},
+                {"{\"timeout\":1.5}", false, -1},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_json_ json_object *in = body_ok(cases[i].in);
+                _cleanup_error_ sp_error *e = NULL;
+                int64_t t = 99;
+                int rc = e2b_request_timeout(in, cases[i].required, &t, &e);
+                if (cases[i].want == -2) {
+                        ck_assert_msg(rc < 0, "case %zu accepted", i);
+                        ck_assert_str_eq(e->message, "timeout must be 0 to 2592000 seconds");
+                        ck_assert_int_eq(t, 99);
+                } else {
+                        ck_assert_msg(rc == 0, "case %zu: %s", i, e ? e->message : "");
+                        ck_assert_int_eq(t, cases[i].want);
+                }
+        }
+}
+END_TEST
+
+START_TEST(lists)
+{
+        struct {
+                const char *limit, *next, *metadata, *state;
+                const char *target; /* NULL: refused */
+                bool running, paused;
+                const char *message;
+        } cases[] = {
+                {NULL, NULL, NULL, NULL, "/v1/sandboxes?limit=100", true, true, NULL},
+                {"1", "", "", "", "/v1/sandboxes?limit=1", true, true, NULL},
+                {"1000", "c/+ &x", NULL, "running", "/v1/sandboxes?limit=1000&cursor=c/%2B%20%26x", true, false, NULL},
+                {"5", NULL, "user=alice&env=prod%20one&&", "paused",
+                 "/v1/sandboxes?limit=5&metadata.user=alice&metadata.env=prod%20one", false, true, NULL},
+                {NULL, NULL, "k%3D1=v%26&a+b=%zz%4", "running,paused,",
+                 "/v1/sandboxes?limit=100&metadata.k%3D1=v%26&metadata.a%2Bb=%25zz%254", true, true, NULL},
+                {NULL, NULL, "a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8", NULL,
+                 "/v1/sandboxes?limit=100&metadata.a=1&metadata.b=2&metadata.c=3&metadata.d=4&metadata.e=5"
+                 "&metadata.f=6&metadata.g=7&metadata.h=8",
+                 true, true, NULL},
+                {NULL, NULL, "=v&k=", NULL, "/v1/sandboxes?limit=100&metadata.=v&metadata.k=", true, true, NULL},
+                {"0", NULL, NULL, NULL, NULL, false, false, "limit must be 1 to 1000"},
+                {"1001", NULL, NULL, NULL, NULL, false, false, "limit must be 1 to 1000"},
+                {"", NULL, NULL, NULL, NULL, false, false, "limit must be 1 to 1000"},
+                {"5x", NULL, NULL, NULL, NULL, false, false, "limit must be 1 to 1000"},
+                {"99999999999999999999999", NULL, NULL, NULL, NULL, false, false, "limit must be 1 to 1000"},
+                {NULL, NULL, "a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8&i=9", NULL, NULL, false, false, "at most 8 pairs"},
+                {NULL, NULL, "novalue", NULL, NULL, false, false, "expected key=value"},
+                {NULL, NULL, NULL, "stopped", NULL, false, false, "state must be running or paused"},
+                {NULL, NULL, NULL, "running,,paused", NULL, false, false, "state must be running or paused"},
+                {NULL, NULL, NULL, "Running", NULL, false, false, "state must be running or paused"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_buf_ sp_buf target = SP_BUF_INIT;
+                _cleanup_error_ sp_error *e = NULL;
+                bool running = false, paused = false;
+                int rc = e2b_request_list(cases[i].limit, cases[i].next, cases[i].metadata, cases[i].state, &target,
+                                          &running, &paused, &e);
+                if (cases[i].target) {
+                        ck_assert_msg(rc == 0, "case %zu: %s", i, e ? e->message : "");
+                        ck_assert_str_eq(target.data, cases[i].target);
+                        ck_assert_int_eq(running, cases[i].running);
+                        ck_assert_int_eq(paused, cases[i].paused);
+                } else {
+                        ck_assert_msg(rc < 0, "case %zu accepted", i);
+                        ck_assert_int_eq(e->code, SP_E_INVALID);
+                        ck_assert_msg(strstr(e->message, cases[i].message), "case %zu: %s", i, e->message);
+                }
+        }
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("e2b_rest");
+        TCase *tc = tcase_create("rest");
+        tcase_add_test(tc, bodies);
+        tcase_add_test(tc, creates);
+        tcase_add_test(tc, timeouts);
+        tcase_add_test(tc, lists);
+        suite_add_tcase(s, tc);
+        return sp_test_main(s);
+}
