@@ -106,6 +106,16 @@ for (const pkg of versions) {
       assert.ok(left > 500_000 && left <= 600_000, `endAt ${later.endAt.toISOString()}`)
     })
 
+    test('getMetrics: a sample of the running sandbox', async () => {
+      const metrics = await sbx.getMetrics()
+      assert.ok(metrics.length >= 1, `no metrics: ${JSON.stringify(metrics)}`)
+      const m = metrics[metrics.length - 1]
+      assert.ok(m.timestamp instanceof Date && !Number.isNaN(m.timestamp.getTime()))
+      assert.ok(m.cpuCount >= 1, `cpuCount ${m.cpuCount}`)
+      assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, `cpuUsedPct ${m.cpuUsedPct}`)
+      assert.ok(m.memUsed > 0 && m.memTotal >= m.memUsed, `memUsed ${m.memUsed} memTotal ${m.memTotal}`)
+    })
+
     test('pause, then connect brings it back with its files', async () => {
       const s = await Sandbox.create({ metadata: { suite: tag, kind: 'pause' } })
       try {
