@@ -81,6 +81,41 @@ for (const pkg of versions) {
       await assert.rejects(sbx.files.read(`${dir}/b.txt`), (err) => err.name === 'FileNotFoundError' || err instanceof NotFoundError)
     })
 
+    test('files.watchDir: create, write, rename and remove arrive as events (polled)', async () => {
+      const dir = `/tmp/watch-${randomBytes(4).toString('hex')}`
+      await sbx.files.makeDir(dir)
+      const events = []
+      const handle = await sbx.files.watchDir(dir, (ev) => events.push(`${ev.type}:${ev.name}`))
+      const until = async (want) => {
+        for (let i = 0; i < 100 && !events.includes(want); i++) await new Promise((r) => setTimeout(r, 100))
+        assert.ok(events.includes(want), `${want} among ${JSON.stringify(events)}`)
+      }
+      try {
+        await sbx.files.write(`${dir}/a.txt`, 'one')
+        await until('create:a.txt')
+        await sbx.files.write(`${dir}/a.txt`, 'a longer content')
+        await until('write:a.txt')
+        await sbx.files.rename(`${dir}/a.txt`, `${dir}/b.txt`)
+        await until('remove:a.txt')
+        await until('create:b.txt')
+        await sbx.files.remove(`${dir}/b.txt`)
+        await until('remove:b.txt')
+      } finally {
+        await handle.stop()
+      }
+      await assert.rejects(sbx.files.watchDir(`${dir}/missing`, () => {}), (err) => err.name === 'FileNotFoundError' || err instanceof NotFoundError)
+      // The polled watcher the Python SDK's sync watch_dir uses, through the SDK's own Connect client.
+      const rpc = sbx.files.rpc
+      const { watcherId } = await rpc.createWatcher({ path: dir })
+      await sbx.files.write(`${dir}/c.txt`, 'x')
+      const got = await rpc.getWatcherEvents({ watcherId })
+      assert.deepEqual(got.events.map((e) => `${e.type}:${e.name}`), ['1:c.txt'], 'one CREATE (type 1)')
+      assert.deepEqual((await rpc.getWatcherEvents({ watcherId })).events, [], 'nothing changed since')
+      await rpc.removeWatcher({ watcherId })
+      await assert.rejects(rpc.getWatcherEvents({ watcherId }), (err) => err.code === 5, 'a removed watcher is not_found')
+      await sbx.files.remove(dir)
+    })
+
     test('files: a large file goes through whole', async () => {
       const big = randomBytes(24 * 1024 * 1024)
       await sbx.files.write('/tmp/big.bin', new Blob([big]))
