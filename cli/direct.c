@@ -12,8 +12,6 @@
 #include <libpq-fe.h>
 #include <limits.h>
 #include <linux/loop.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +19,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +27,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
+#include "space/http_client.h"
 #include "space/json.h"
 #include "space/time.h"
 
@@ -73,66 +71,33 @@ static void path_of(const dctx *c, char *out, size_t n, const char *rel)
 
 /* ---- tiny loopback HTTP (the components listen on 127.0.0.1 in direct mode) ---- */
 
-/* One request to 127.0.0.1:port, Connection: close; *ret_status and, if
- * ret_body, the body parsed as JSON (NULL when empty or not JSON). */
+/* One request to 127.0.0.1:port through the shared HTTP client; *ret_status
+ * and, if ret_body, the body parsed as JSON (NULL when empty or not JSON). */
 static int http_local(int port, const char *method, const char *path, const char *key, const char *body,
                       int *ret_status, json_object **ret_body, sp_error **err)
 {
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "socket");
-        struct sockaddr_in a = {
-                .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-                return sp_error_set_errno(err, SP_E_UNAVAILABLE, errno, "connect 127.0.0.1:%d", port);
-        struct timeval tv = {30, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        _cleanup_free_ char *req = NULL;
-        char auth[300] = "";
-        if (key)
-                snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
-        size_t blen = body ? strlen(body) : 0;
-        int n = asprintf(&req,
-                         "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%sContent-Type: "
-                         "application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                         method, path, port, auth, blen, body ? body : "");
-        if (n < 0)
-                return sp_error_set(err, SP_E_INTERNAL, "out of memory");
-        for (size_t off = 0; off < (size_t)n;) {
-                ssize_t w = send(fd, req + off, (size_t)n - off, MSG_NOSIGNAL);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        return sp_error_set_errno(err, SP_E_IO, errno, "send to 127.0.0.1:%d", port);
-                off += (size_t)w;
-        }
-        _cleanup_buf_ sp_buf in = SP_BUF_INIT;
-        char tmp[4096];
-        for (;;) {
-                ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return sp_error_set_errno(err, SP_E_IO, errno, "reading from 127.0.0.1:%d", port);
-                if (r == 0)
-                        break;
-                if (in.len + (size_t)r > 1 << 20)
-                        return sp_error_set(err, SP_E_TOO_LARGE, "answer from 127.0.0.1:%d too large", port);
-                if (sp_buf_append(&in, tmp, (size_t)r, err) < 0)
-                        return -1;
-        }
-        if (sp_buf_append(&in, "", 1, err) < 0)
+        char url[64], auth[300];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+        sp_http_client_config cfg = {.connect_timeout_ms = 5000, .io_timeout_ms = 30000};
+        _cleanup_(sp_http_client_freep) sp_http_client *cli = sp_http_client_new(url, &cfg, err);
+        if (!cli)
                 return -1;
-        int status = 0;
-        if (sscanf(in.data, "HTTP/1.%*d %d", &status) != 1)
-                return sp_error_set(err, SP_E_IO, "malformed answer from 127.0.0.1:%d", port);
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key ? key : "");
+        const char *headers[] = {"Content-Type: application/json", key ? auth : NULL, NULL};
+        sp_http_client_request req = {.method = method,
+                                      .target = path,
+                                      .headers = headers,
+                                      .body = body,
+                                      .body_len = body ? strlen(body) : 0};
+        _cleanup_buf_ sp_buf in = SP_BUF_INIT;
+        int status = sp_http_client_do(cli, &req, 1 << 20, &in, err);
+        if (status < 0)
+                return -1;
         *ret_status = status;
         if (ret_body) {
                 *ret_body = NULL;
-                const char *b = strstr(in.data, "\r\n\r\n");
-                if (b && b[4])
-                        *ret_body = json_tokener_parse(b + 4);
+                if (in.len > 0 && sp_buf_append(&in, "", 1, err) == 0)
+                        *ret_body = json_tokener_parse(in.data);
         }
         return 0;
 }
