@@ -34,6 +34,12 @@ int ag_loop_mod(ag_watch *w, uint32_t events);
 void ag_loop_del(ag_watch *w);
 int64_t ag_now_ms(void);
 
+/* The jail's last steps (enter.c): enters the sandbox's user namespace held
+ * by userns_fd, a new mount and cgroup namespace, becomes its root and makes
+ * the agent non-dumpable, then closes sync_fd. On failure it writes why on
+ * sync_fd and exits with status 126. */
+void ag_enter_jail(int userns_fd, int sync_fd);
+
 /* One direction of output from the agent (stdout, stderr, file content):
  * buf holds [acked, produced) — what the worker has not yet acknowledged —
  * and `sent` marks how much of it went out on the current connection. */

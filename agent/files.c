@@ -92,10 +92,10 @@ static const char *base_name(const char *path)
         return slash + 1;
 }
 
-static int op_stat(const char *path, json_object **ret, sp_error **err)
+static int op_stat(const char *path, bool follow, json_object **ret, sp_error **err)
 {
         struct stat st;
-        if (lstat(path, &st) < 0)
+        if ((follow ? stat(path, &st) : lstat(path, &st)) < 0)
                 return fail_errno(err, errno, "stat", path);
         *ret = stat_json(path, base_name(path), &st);
         return 0;
@@ -218,7 +218,7 @@ void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
         int r = 0;
         switch (req->op) {
         case PR_OP_STAT:
-                r = op_stat(path, &result, &e);
+                r = op_stat(path, req->follow, &result, &e);
                 break;
         case PR_OP_LIST:
                 r = op_list(path, req->limit, &result, &e);
@@ -300,6 +300,22 @@ static ag_transfer *find(ag_conn *c, uint32_t channel)
         return NULL;
 }
 
+/* Refuses anything but a regular file (FIFOs, devices and sockets would
+ * block the agent or never end), then makes fd blocking again. */
+static int check_regular(int fd, const char *what, const char *path, sp_error **err)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return fail_errno(err, errno, what, path);
+        if (S_ISDIR(st.st_mode))
+                return sp_error_set(err, SP_E_INVALID, "%s %s: is a directory", what, path);
+        if (!S_ISREG(st.st_mode))
+                return sp_error_set(err, SP_E_INVALID, "%s %s: not a regular file", what, path);
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+                return fail_errno(err, errno, what, path);
+        return 0;
+}
+
 static void read_pump(ag_transfer *t)
 {
         /* Regular files never block: fill while retention allows. */
@@ -349,12 +365,13 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
         if (req->op == PR_OP_READ) {
                 t->reading = true;
                 t->remaining = req->length;
-                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-                struct stat st;
+                /* O_NONBLOCK: opening a FIFO must not wait for a writer; the
+                 * flag is cleared once the file is known to be regular. */
+                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
                 if (fd < 0) {
                         r = fail_errno(err, errno, "read", path);
-                } else if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode)) {
-                        r = sp_error_set(err, SP_E_INVALID, "read %s: is a directory", path);
+                } else if (check_regular(fd, "read", path, err) < 0) {
+                        r = -SP_E_INVALID;
                         close(fd);
                 } else if (req->offset && lseek(fd, req->offset, SEEK_SET) < 0) {
                         r = fail_errno(err, errno, "seek", path);
@@ -366,15 +383,25 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
                 t->append = req->append;
                 mode_t mode = req->has_mode ? req->mode : 0644;
                 if (req->append) {
-                        t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, mode);
-                        if (t->fd < 0)
-                                r = fail_errno(err, errno, "write", path);
+                        /* A FIFO without a reader answers ENXIO instead of blocking. */
+                        t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode);
+                        if (t->fd < 0) {
+                                r = errno == ENXIO
+                                            ? sp_error_set(err, SP_E_INVALID, "write %s: not a regular file", path)
+                                            : fail_errno(err, errno, "write", path);
+                        } else if (check_regular(t->fd, "write", path, err) < 0) {
+                                r = -SP_E_INVALID;
+                                t->fd = sp_close(t->fd);
+                        }
                 } else {
                         char dir[PATH_MAX];
                         snprintf(dir, sizeof(dir), "%s", path);
                         snprintf(t->tmp, sizeof(t->tmp), "%s/.space-upload-%u-%u", dirname(dir), (unsigned)getpid(),
                                  channel);
-                        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
+                        /* Whatever stands at the temporary name (a FIFO or a symlink
+                         * planted by the sandbox) is replaced, never opened. */
+                        unlink(t->tmp);
+                        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
                         if (t->fd < 0) {
                                 r = fail_errno(err, errno, "write", path);
                                 t->tmp[0] = '\0';

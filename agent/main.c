@@ -4,7 +4,7 @@
  * commands it runs, and serves the agent protocol on a listening socket it is
  * handed (the jail backend passes one by fd) or opens itself.
  *
- *   space-agent --listen-fd 3
+ *   space-agent --listen-fd 3 [--jail-userns-fd 4 --jail-sync-fd 5]
  *   space-agent --listen /run/space-agent.sock
  */
 #include <errno.h>
@@ -134,12 +134,13 @@ static int listen_path(const char *path)
 static void usage(FILE *f)
 {
         fprintf(f, "usage: space-agent (--listen-fd N | --listen PATH) [--log-level LEVEL]\n"
+                   "                   [--jail-userns-fd N --jail-sync-fd N]\n"
                    "PID 1 of a sandbox: runs commands and file operations for the worker.\n");
 }
 
 int main(int argc, char **argv)
 {
-        int lfd = -1;
+        int lfd = -1, userns_fd = -1, sync_fd = -1;
         sp_log_level level = SP_LOG_INFO;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -154,6 +155,14 @@ int main(int argc, char **argv)
                         }
                         fcntl(lfd, F_SETFD, FD_CLOEXEC);
                         fcntl(lfd, F_SETFL, O_NONBLOCK);
+                } else if ((strcmp(argv[i], "--jail-userns-fd") == 0 || strcmp(argv[i], "--jail-sync-fd") == 0) &&
+                           i + 1 < argc) {
+                        int *fd = strcmp(argv[i], "--jail-userns-fd") == 0 ? &userns_fd : &sync_fd;
+                        *fd = atoi(argv[++i]);
+                        if (*fd < 3 || fcntl(*fd, F_GETFD) < 0) {
+                                fprintf(stderr, "space-agent: %s %s is not an open descriptor\n", argv[i - 1], argv[i]);
+                                return 2;
+                        }
                 } else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
                         lfd = listen_path(argv[++i]);
                         if (lfd < 0)
@@ -174,9 +183,15 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
-        if (lfd < 0) {
+        if (lfd < 0 || (userns_fd < 0) != (sync_fd < 0)) {
                 usage(stderr);
                 return 2;
+        }
+        if (userns_fd >= 0) {
+                ag_enter_jail(userns_fd, sync_fd);
+                /* In a jail its log is a pipe the worker reads: never block on
+                 * it, drop a line instead. */
+                fcntl(STDERR_FILENO, F_SETFL, fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
         }
         sp_log_init("agent", level, SP_LOG_FORMAT_AUTO);
 

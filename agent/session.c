@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -291,7 +292,7 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, s
                         if (fd > 2)
                                 close(fd);
                 } else {
-                        int null = open("/dev/null", O_RDONLY);
+                        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
                         dup2(req->stdin_open ? in[0] : (null >= 0 ? null : 0), 0);
                         dup2(out[1], 1);
                         dup2(errp[1], 2);
@@ -300,6 +301,9 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, s
                         if (setgroups((size_t)u->ngroups, u->groups) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)
                                 child_fail(status[1], STAGE_USER, errno);
                 }
+                /* The command gets 0, 1 and 2 and nothing else of the agent's
+                 * (status[1] stays open until the exec reports). */
+                close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
                 const char *cwd = req->cwd ? req->cwd : u->home;
                 if (chdir(cwd) < 0) {
                         if (req->cwd)

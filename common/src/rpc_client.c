@@ -327,6 +327,7 @@ static void conn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
         cli_conn *c = arg;
         if (events & BEV_EVENT_CONNECTED) {
+                evutil_make_socket_closeonexec(bufferevent_getfd(bev));
                 int one = 1;
                 if (!c->cli->addr.is_unix)
                         (void)setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -401,6 +402,11 @@ static cli_conn *conn_new(sp_rpc_client *cli)
                 r = bufferevent_socket_connect(c->h2.bev, (struct sockaddr *)&cli->addr.ss, cli->addr.sslen);
         else
                 r = bufferevent_socket_connect_hostname(c->h2.bev, NULL, AF_UNSPEC, cli->addr.host, cli->addr.port);
+        /* libevent makes the socket without close-on-exec: no child (a sandbox
+         * above all) may inherit a connection. A name being resolved gets its
+         * socket later, and the flag when it connects (conn_event_cb). */
+        if (bufferevent_getfd(c->h2.bev) >= 0)
+                evutil_make_socket_closeonexec(bufferevent_getfd(c->h2.bev));
         if (r < 0) {
                 c->failed = true;
                 client_kick(cli);

@@ -152,6 +152,15 @@ static json_object *file_request(const download *dl)
         return r;
 }
 
+/* StatFile for the Content-Length: of the file a symlink names, which is
+ * what the read sends. */
+static json_object *stat_request(const download *dl)
+{
+        json_object *r = file_request(dl);
+        json_object_object_add(r, "follow", json_object_new_boolean(true));
+        return r;
+}
+
 static void stat_done(json_object *resp, const sp_error *err, void *userdata)
 {
         download *dl = userdata;
@@ -225,7 +234,7 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         dl->claims = c;
         dl->offset = f.offset;
         dl->length = f.has_length ? f.length : DP_OFFSET_MAX;
-        _cleanup_json_ json_object *r = file_request(dl);
+        _cleanup_json_ json_object *r = stat_request(dl);
         sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, &e);
         if (!cli || sp_rpc_client_call(cli, "StatFile", r, d->limits.rpc_timeout_ms, stat_done, dl, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_FILE_GET, &c, e);

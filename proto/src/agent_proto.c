@@ -315,8 +315,8 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
         case PR_OP_MKDIR:
         case PR_OP_REMOVE:
         case PR_OP_CHMOD: {
-                static const char *const f[] = {"op",   "path",   "user",    "offset",    "length", "limit",
-                                                "mode", "append", "parents", "recursive", "window", NULL};
+                static const char *const f[] = {"op",     "path",    "user",      "offset", "length", "limit", "mode",
+                                                "append", "parents", "recursive", "window", "follow", NULL};
                 r.length = -1;
                 r.limit = 10000;
                 if (sp_json_check_fields(o, f, err) < 0 || get_path(o, "path", true, &r.path, err) < 0 ||
@@ -326,7 +326,8 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                     sp_json_get_int(o, "limit", false, 1, 100000, &r.limit, err) < 0 || get_mode(o, &r, err) < 0 ||
                     sp_json_get_bool(o, "append", false, &r.append, err) < 0 ||
                     sp_json_get_bool(o, "parents", false, &r.parents, err) < 0 ||
-                    sp_json_get_bool(o, "recursive", false, &r.recursive, err) < 0)
+                    sp_json_get_bool(o, "recursive", false, &r.recursive, err) < 0 ||
+                    sp_json_get_bool(o, "follow", false, &r.follow, err) < 0)
                         goto fail;
                 if (r.op == PR_OP_CHMOD && !r.has_mode) {
                         sp_error_set(err, SP_E_INVALID, "missing required field 'mode'");
@@ -434,6 +435,8 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
                 json_object_object_add(o, "parents", json_object_new_boolean(true));
         if (r->recursive)
                 json_object_object_add(o, "recursive", json_object_new_boolean(true));
+        if (r->follow)
+                json_object_object_add(o, "follow", json_object_new_boolean(true));
         return o;
 }
 

@@ -253,6 +253,7 @@ wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_pat
                 link_destroy(l);
                 return NULL;
         }
+        evutil_make_socket_closeonexec(bufferevent_getfd(l->bev)); /* libevent's socket is inherited otherwise */
         bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
         bufferevent_enable(l->bev, EV_READ | EV_WRITE);
         send_hello(l);

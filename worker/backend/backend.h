@@ -72,6 +72,10 @@ typedef struct wk_backend_ops {
         int (*restore)(wk_box *box, sp_error **err);
         /* Stops everything and frees the box (its filesystem is the node's). */
         int (*destroy)(wk_box *box, sp_error **err);
+        /* The read end of the agent's own log (its stdout and stderr), a pipe
+         * held by the box for its whole life, or -1 (borrowed; may be NULL). The
+         * node reads it on its event loop; the agent never blocks on it. */
+        int (*log_fd)(const wk_box *box);
         /* The unix socket path on which the box's agent listens (borrowed). */
         const char *(*agent_socket)(const wk_box *box);
         int (*stats)(wk_box *box, wk_box_stats *ret, sp_error **err);

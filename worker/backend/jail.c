@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -235,31 +236,47 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         CHECK(umount2(".", MNT_DETACH), "detach the old root");
         CHECK(chdir("/"), "chdir /");
 
-        /* Enter the sandbox's user namespace; a new mount namespace there locks
-         * every mount above, and a cgroup namespace hides the host's tree. */
-        CHECK(setns(x->userns_fd, CLONE_NEWUSER), "enter the user namespace");
-        close(x->userns_fd);
-        CHECK(unshare(CLONE_NEWNS | CLONE_NEWCGROUP), "unshare mount and cgroup namespaces");
-        CHECK(setresgid(0, 0, 0), "setresgid");
-        CHECK(setgroups(0, NULL), "setgroups");
-        CHECK(setresuid(0, 0, 0), "setresuid");
-        CHECK(mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"),
-              "mount /dev/pts");
-
+        /* The seccomp filter binds the agent and everything it starts. It is
+         * loaded here, as host root, because the agent below is executed before
+         * it enters the sandbox's user namespace. */
         sp_error *e = NULL;
         if (wk_jail_seccomp_load(&e) < 0)
                 child_die(x->sync_fd, 0, "seccomp: %s", e->message);
+        /* Only lowered: a host without CAP_SYS_RESOURCE keeps its own hard limit. */
+        struct rlimit nofile;
+        CHECK(getrlimit(RLIMIT_NOFILE, &nofile), "read the open-files limit");
+        if (nofile.rlim_max > WK_JAIL_NOFILE_HARD)
+                nofile.rlim_max = WK_JAIL_NOFILE_HARD;
+        nofile.rlim_cur = nofile.rlim_max < WK_JAIL_NOFILE_SOFT ? nofile.rlim_max : WK_JAIL_NOFILE_SOFT;
+        CHECK(setrlimit(RLIMIT_NOFILE, &nofile), "limit open files");
 
-        /* fd 3 is the agent's listening socket; 0 is /dev/null; 1 and 2 the log. */
+        /* Hand the agent exactly its descriptors and close every other one the
+         * worker had open (its control-plane connection, other sandboxes'
+         * sockets): 0 /dev/null, 1 and 2 the log pipe, 3 the listening socket,
+         * 4 the sandbox's user namespace, 5 this sync socket. */
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        int lfd = fcntl(cfg->agent_listen_fd, F_DUPFD_CLOEXEC, 10);
         CHECK(null, "open /dev/null");
-        CHECK(lfd, "dup the agent socket");
-        dup2(null, 0);
-        dup2(cfg->log_fd >= 0 ? cfg->log_fd : null, 1);
-        dup2(cfg->log_fd >= 0 ? cfg->log_fd : null, 2);
-        CHECK(dup2(lfd, 3), "pass the agent socket");
-        char *const argv[] = {"space-agent", "--listen-fd", "3", NULL};
+        int src[6] = {null,
+                      cfg->log_fd >= 0 ? cfg->log_fd : null,
+                      cfg->log_fd >= 0 ? cfg->log_fd : null,
+                      cfg->agent_listen_fd,
+                      x->userns_fd,
+                      x->sync_fd};
+        int high[6];
+        for (int i = 0; i < 6; i++) {
+                high[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16);
+                CHECK(high[i], "move descriptor %d", i);
+        }
+        for (int i = 0; i < 6; i++)
+                CHECK(dup2(high[i], i), "pass descriptor %d", i); /* dup2 clears close-on-exec */
+        x->sync_fd = 5;
+        CHECK(close_range(6, ~0U, 0), "close inherited descriptors");
+
+        /* The agent is executed while still in the host's user namespace: its
+         * memory then belongs to the host's, so once it has entered the
+         * sandbox's namespace and made itself non-dumpable, nothing inside can
+         * ptrace it, read its memory or take its descriptors. */
+        char *const argv[] = {"space-agent", "--listen-fd", "3", "--jail-userns-fd", "4", "--jail-sync-fd", "5", NULL};
         char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "container=space",
                               NULL};
         execve(WK_JAIL_AGENT_PATH, argv, envp);
@@ -344,7 +361,8 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
                 sp_error_set_errno(err, SP_E_IO, errno, "jail %s: start", cfg->id);
                 goto fail;
         }
-        /* EOF: the agent was executed (the socket is close-on-exec). A message: a step failed. */
+        /* EOF: the agent has entered the sandbox (it closes the socket then). A
+         * message: a step failed, here or in the agent. */
         char msg[512];
         ssize_t n;
         do

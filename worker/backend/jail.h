@@ -19,7 +19,15 @@
  *     root inside cannot reconfigure its network, hostname or reboot;
  *   - the agent binary is bind-mounted read-only from the host at
  *     /run/space/agent, so templates need not carry it;
- *   - a seccomp filter denies what a sandbox never needs (wk_jail_seccomp_load).
+ *   - a seccomp filter denies what a sandbox never needs (wk_jail_seccomp_load);
+ *   - the agent is executed by host root before it enters the sandbox's user
+ *     namespace (space-agent --jail-userns-fd): its memory belongs to the
+ *     host's user namespace, and it makes itself non-dumpable once inside, so
+ *     root in the sandbox cannot ptrace it, read its memory, open its /proc
+ *     entries or take its descriptors (pidfd_getfd);
+ *   - it receives only its own descriptors (0-5); everything else the worker
+ *     had open is closed before the exec, and every process of the sandbox is
+ *     limited to WK_JAIL_NOFILE_* open files.
  *
  * Thread-safety: call from the daemon's main thread (it forks).
  */
@@ -33,6 +41,12 @@
 #include "space/error.h"
 
 #define WK_JAIL_AGENT_PATH "/run/space/agent"
+/* Open files per process inside a sandbox (soft, hard; the hard limit is
+ * lowered to this, never raised past the worker's own): root inside cannot
+ * raise the hard limit, which bounds what a sandbox takes of the host's
+ * file table together with its pids limit. */
+#define WK_JAIL_NOFILE_SOFT 1024
+#define WK_JAIL_NOFILE_HARD 65536
 
 typedef struct wk_jail_config {
         const char *id; /* sandbox id, for messages */
@@ -54,7 +68,7 @@ typedef struct wk_jail_config {
 } wk_jail_config;
 
 /* Starts the sandbox and returns the host pid of its init once the agent is
- * executing. On failure nothing is left running (the init is killed and
+ * running inside its namespaces. On failure nothing is left running (the init is killed and
  * reaped) and err says which step failed. The caller reaps the pid later
  * (or it is reparented if the daemon restarts). */
 int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);

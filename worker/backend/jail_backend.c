@@ -46,6 +46,7 @@ struct wk_box {
         pid_t pid;
         unsigned long long starttime; /* of pid, to tell it from a recycled pid */
         bool suspended;
+        int log_rfd; /* read end of the agent's log FIFO, or -1 */
 };
 
 static unsigned long long proc_starttime(pid_t pid)
@@ -116,6 +117,52 @@ static int attach_cb(pid_t pid, void *ud, sp_error **err)
         return wk_cgroup_attach(box->cg, pid, err);
 }
 
+/* The agent's log is a FIFO in the box's runtime directory (on the host,
+ * out of the sandbox's reach), not a file: the worker reads it and applies
+ * its own bounds, and a FIFO, unlike an anonymous pipe, can be opened again
+ * by a restarted worker while the agent keeps writing. */
+static void log_path(const wk_box *box, char *out, size_t n)
+{
+        snprintf(out, n, "%s/agent-log.fifo", box->runtime);
+}
+
+static int log_open_reader(wk_box *box)
+{
+        if (box->log_rfd >= 0)
+                return 0;
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        box->log_rfd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        return box->log_rfd < 0 ? -1 : 0;
+}
+
+/* Makes the FIFO if needed, holds its read end, returns a write end for the agent. */
+static int log_open(wk_box *box, int *ret_wfd, sp_error **err)
+{
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        struct stat st;
+        if (lstat(p, &st) == 0 && !S_ISFIFO(st.st_mode))
+                unlink(p);
+        if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
+        if (log_open_reader(box) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
+        *ret_wfd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (*ret_wfd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
+        return 0;
+}
+
+static void log_close(wk_box *box)
+{
+        sp_close(box->log_rfd);
+        box->log_rfd = -1;
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        unlink(p);
+}
+
 /* Makes (or takes over a leftover) cgroup, starts the jail in it. */
 static int box_start(wk_box *box, sp_error **err)
 {
@@ -144,9 +191,9 @@ static int box_start(wk_box *box, sp_error **err)
         if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(box->socket, 0600) < 0 ||
             listen(lfd, 64) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent socket %s", box->id, box->socket);
-        char log[PATH_MAX + 16];
-        snprintf(log, sizeof(log), "%s/agent.log", box->runtime);
-        _cleanup_close_ int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        _cleanup_close_ int logfd = -1;
+        if (log_open(box, &logfd, err) < 0)
+                return -SP_E_IO;
 
         wk_jail_config jc = {
                 .id = box->id,
@@ -205,6 +252,7 @@ static wk_box *box_new(jail_backend *b, const wk_box_spec *spec, sp_error **err)
         }
         box->limits = *spec;
         box->slot = spec->id_slot;
+        box->log_rfd = -1;
         return box;
 }
 
@@ -213,6 +261,7 @@ static void box_free(wk_box *box)
         if (!box)
                 return;
         wk_cgroup_free(box->cg);
+        sp_close(box->log_rfd);
         free(box);
 }
 
@@ -228,6 +277,7 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
                         wk_cgroup_remove(box->cg, NULL);
                 }
                 unlink(box->socket);
+                log_close(box);
                 box_free(box);
                 return -SP_E_INTERNAL;
         }
@@ -289,11 +339,14 @@ static int op_destroy(wk_box *box, sp_error **err)
                 return -SP_E_INTERNAL;
         if (box->cg && wk_cgroup_remove(box->cg, err) < 0)
                 return sp_error_wrap(err, "sandbox %s: remove cgroup", box->id);
-        char p[PATH_MAX + 16];
-        snprintf(p, sizeof(p), "%s/agent.log", box->runtime);
-        unlink(p);
+        log_close(box);
         box_free(box);
         return 0;
+}
+
+static int op_log_fd(const wk_box *box)
+{
+        return box->log_rfd;
 }
 
 static const char *op_agent_socket(const wk_box *box)
@@ -350,6 +403,7 @@ static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *save
         box->starttime = (unsigned long long)starttime;
         box->suspended = suspended;
         if (!suspended) {
+                (void)log_open_reader(box); /* the agent's log from here on; none if it is gone */
                 _cleanup_error_ sp_error *e = NULL;
                 if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, &e) < 0)
                         box->cg = NULL; /* the node restarts a box whose init is gone; box_start makes a new one */
@@ -384,6 +438,7 @@ static const wk_backend_ops jail_ops = {
         .suspend = op_suspend,
         .restore = op_restore,
         .destroy = op_destroy,
+        .log_fd = op_log_fd,
         .agent_socket = op_agent_socket,
         .stats = op_stats,
         .alive = op_alive,

@@ -8,9 +8,14 @@
 #include <sys/ioctl.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/socket.h>
 
 #include "backend/jail.h"
 #include "space/cleanup.h"
+
+/* Families 0 to SANDBOX_AF_LIMIT - 1 are ruled one by one (the kernel knows
+ * fewer than 64); anything above is refused whole. */
+#define SANDBOX_AF_LIMIT 64
 
 static const char *const denied[] = {
         "init_module",
@@ -93,6 +98,24 @@ int wk_jail_seccomp_load(sp_error **err)
         for (size_t i = 0; r == 0 && i < SP_ARRAY_SIZE(btrfs_ioctls); i++)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)(uint32_t)btrfs_ioctls[i]));
+        /* Address families a sandbox has no use for are refused as if the
+         * kernel lacked them: AF_VSOCK ignores network namespaces (on a worker
+         * that is itself a VM it reaches the hypervisor), and the rest (packet,
+         * crypto, bluetooth, ...) only widen what a sandbox can reach of the
+         * kernel. Only unix, IPv4, IPv6 and netlink stay. The family is an int:
+         * compare its 32 bits, and refuse every value outside the table too. */
+        for (unsigned fam = 0; r == 0 && fam < SANDBOX_AF_LIMIT; fam++) {
+                if (fam == AF_UNIX || fam == AF_INET || fam == AF_INET6 || fam == AF_NETLINK)
+                        continue;
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, fam));
+                if (r == 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
+                                             SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, fam));
+        }
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_GE, SANDBOX_AF_LIMIT));
         /* clone3 passes its flags in memory that seccomp cannot read: make
          * callers fall back to clone, as container runtimes do. */
         if (r == 0)

@@ -153,8 +153,79 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
 }
 
+/* --- the agent's own log --- */
+
+#define AGENT_LOG_WINDOW_MS 10000
+#define AGENT_LOG_LINES_PER_WINDOW 100
+#define AGENT_LOG_LINE_MAX 1024
+
+static void agent_log_line(wk_sandbox *sb, const char *line, size_t n)
+{
+        int64_t now = sp_now_mono_us() / 1000;
+        if (now - sb->agent_log_window_ms >= AGENT_LOG_WINDOW_MS) {
+                if (sb->agent_log_dropped)
+                        sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "agent: %u log lines dropped (over %d in %d s)",
+                                       sb->agent_log_dropped, AGENT_LOG_LINES_PER_WINDOW, AGENT_LOG_WINDOW_MS / 1000);
+                sb->agent_log_window_ms = now;
+                sb->agent_log_lines = sb->agent_log_dropped = 0;
+        }
+        if (++sb->agent_log_lines > AGENT_LOG_LINES_PER_WINDOW) {
+                sb->agent_log_dropped++;
+                return;
+        }
+        sp_log_info_kv(SP_KV("sandbox_id", sb->id), "agent: %.*s",
+                       (int)(n > AGENT_LOG_LINE_MAX ? AGENT_LOG_LINE_MAX : n), line);
+}
+
+/* The agent writes whole lines of at most a few hundred bytes (one write
+ * each, atomic on a pipe): each read is split at newlines, and whatever
+ * stands without one is logged as a line of its own. */
+static void agent_log_cb(evutil_socket_t fd, short what, void *ud)
+{
+        (void)what;
+        wk_sandbox *sb = ud;
+        char buf[16384];
+        for (int i = 0; i < 4; i++) { /* bounded per turn of the loop */
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n == 0) {
+                        /* Every writer is gone (the agent exited): wait for the next start. */
+                        event_del(sb->agent_log);
+                        return;
+                }
+                if (n < 0)
+                        return;
+                for (char *p = buf, *end = buf + n; p < end;) {
+                        char *nl = memchr(p, '\n', (size_t)(end - p));
+                        size_t len = (size_t)((nl ? nl : end) - p);
+                        if (len)
+                                agent_log_line(sb, p, len);
+                        p += len + 1;
+                }
+        }
+}
+
+static void agent_log_watch(wk_sandbox *sb)
+{
+        wk_backend *b = sb->node->backend;
+        int fd = b->ops->log_fd && sb->box ? b->ops->log_fd(sb->box) : -1;
+        if (fd < 0)
+                return;
+        if (!sb->agent_log)
+                sb->agent_log = event_new(sb->node->base, fd, EV_READ | EV_PERSIST, agent_log_cb, sb);
+        if (sb->agent_log && !event_pending(sb->agent_log, EV_READ, NULL))
+                event_add(sb->agent_log, NULL);
+}
+
+static void agent_log_unwatch(wk_sandbox *sb)
+{
+        if (sb->agent_log)
+                event_free(sb->agent_log);
+        sb->agent_log = NULL;
+}
+
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
 {
+        agent_log_watch(sb);
         const char *path = sb->node->backend->ops->agent_socket(sb->box);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (!path || strlen(path) >= sizeof(sa.sun_path))
@@ -197,6 +268,7 @@ static int start_box(wk_sandbox *sb, sp_error **err)
         if (sb->node->backend->ops->create(sb->node->backend, &spec, &sb->box, err) < 0)
                 return -SP_E_INTERNAL;
         if (wk__sandbox_connect_agent(sb, err) < 0) {
+                agent_log_unwatch(sb);
                 sb->node->backend->ops->destroy(sb->box, NULL);
                 sb->box = NULL;
                 return -SP_E_UNAVAILABLE;
@@ -256,6 +328,7 @@ static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
                 goto fail;
         sb->state = WK_SB_RUNNING;
         if (wk__sandbox_persist(sb, err) < 0) {
+                agent_log_unwatch(sb);
                 n->backend->ops->destroy(sb->box, NULL);
                 sb->box = NULL;
                 goto fail;
@@ -379,6 +452,7 @@ void wk__sandbox_free(wk_sandbox *sb)
                 free(x);
         }
         free(sb->execs);
+        agent_log_unwatch(sb);
         if (sb->link)
                 wk_agent_link_free(sb->link);
         if (sb->box && sb->node->backend->ops->forget)
@@ -407,6 +481,7 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err)
                 wk_agent_link_free(sb->link);
                 sb->link = NULL;
         }
+        agent_log_unwatch(sb);
         if (sb->box) {
                 _cleanup_error_ sp_error *e = NULL;
                 if (n->backend->ops->destroy(sb->box, &e) < 0) {
@@ -637,6 +712,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                 if (!n->backend->ops->alive(sb->box)) {
                         /* The init died while we were away (a host restart): start it again from its filesystem. */
                         _cleanup_error_ sp_error *e = NULL;
+                        agent_log_unwatch(sb);
                         n->backend->ops->forget(sb->box);
                         sb->box = NULL;
                         wk__sessions_detach(sb);

@@ -88,8 +88,9 @@ static void call_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
         bridge_maybe_free(b);
 }
 
-static const char *const file_fields[] = {"sandbox_id", "path", "user",   "limit",  "mode",   "parents", "recursive",
-                                          "from",       "to",   "offset", "length", "append", "window",  NULL};
+static const char *const file_fields[] = {"sandbox_id", "path",      "user",   "limit",  "mode",
+                                          "parents",    "recursive", "from",   "to",     "offset",
+                                          "length",     "append",    "window", "follow", NULL};
 
 /* Builds the agent request: op plus the caller's fields (the agent validates them). */
 static json_object *agent_request(json_object *req, const char *op)

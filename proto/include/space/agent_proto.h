@@ -115,6 +115,7 @@ typedef struct pr_agent_request {
         uint32_t mode;
         bool has_mode;
         bool append, parents, recursive;
+        bool follow; /* stat: of a symlink's target, not the link */
 } pr_agent_request;
 
 int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, sp_error **err);
