@@ -40,7 +40,8 @@ typedef struct dp_cfg {
         char *control_plane, *join_token, *join_token_file, *state_dir, *name;
         char *log_level, *log_format;
         bool plain_http;
-        int64_t max_workers, max_streams, max_connections, max_upload, rpc_timeout_ms, keepalive_ms, body_timeout_ms;
+        int64_t max_workers, max_streams, max_streams_per_tenant, max_connections, max_upload, rpc_timeout_ms,
+                keepalive_ms, body_timeout_ms;
 } dp_cfg;
 
 static const sp_config_def defs[] = {
@@ -72,6 +73,8 @@ static const sp_config_def defs[] = {
          "worker connections kept open at most (idle ones are closed first)"},
         {"max-streams", SP_CONFIG_INT, "4096", offsetof(dp_cfg, max_streams), 1, 1000000,
          "attach streams and stdin or file transfers at once (more are answered 503)"},
+        {"max-streams-per-tenant", SP_CONFIG_INT, "0", offsetof(dp_cfg, max_streams_per_tenant), 0, 1000000,
+         "of --max-streams, what one tenant may hold (more are answered 429); 0: a quarter of --max-streams"},
         {"max-connections", SP_CONFIG_INT, "10000", offsetof(dp_cfg, max_connections), 1, 1000000,
          "client connections at once"},
         {"max-upload", SP_CONFIG_SIZE, "64G", offsetof(dp_cfg, max_upload), 1, INT64_MAX,
@@ -259,6 +262,7 @@ int main(int argc, char **argv)
         base = event_base_new();
         dp d = {.base = base,
                 .limits = {.max_streams = (size_t)c.max_streams,
+                           .max_streams_per_tenant = (size_t)c.max_streams_per_tenant,
                            .rpc_timeout_ms = c.rpc_timeout_ms,
                            .max_upload = (uint64_t)c.max_upload,
                            .keepalive_ms = c.keepalive_ms},
@@ -268,7 +272,8 @@ int main(int argc, char **argv)
                              .body_timeout_ms = (unsigned)c.body_timeout_ms};
         dp_cluster *cluster = NULL;
         sp_http_server *http = NULL;
-        d.pool = base ? dp_pool_new(base, worker_tls, (size_t)c.max_workers, &e) : NULL;
+        d.streams = sp_shares_new(d.limits.max_streams, d.limits.max_streams_per_tenant);
+        d.pool = base && d.streams ? dp_pool_new(base, worker_tls, (size_t)c.max_workers, &e) : NULL;
         if (d.pool)
                 http = sp_http_server_new(base, &hc, &e);
         if (!http || dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
@@ -301,6 +306,7 @@ out:
         sp_http_server_free(http);
         dp_cluster_free(cluster);
         dp_pool_free(d.pool);
+        sp_shares_free(d.streams);
         dp_keys_free(keys);
         if (base)
                 event_base_free(base);
