@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "auth/keys.h"
+#include "auth/revoked.h"
 #include "space/shares.h"
 #include "metrics/metrics.h"
 #include "workers/pool.h"
@@ -32,6 +33,7 @@ typedef struct dp {
         struct event_base *base;
         dp_limits limits;
         dp_keys *keys; /* borrowed */
+        dp_revoked *revoked; /* borrowed: API keys whose tokens are refused */
         dp_pool *pool; /* borrowed */
         dp_metrics metrics;
         sp_shares *streams; /* owned by main: the max_streams slots, shared out per tenant */

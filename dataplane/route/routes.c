@@ -71,6 +71,11 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
                 refuse(d, req, route, DP_REFUSE_CLAIMS, NULL, e);
                 return -1;
         }
+        if (dp_revoked_has(d->revoked, c.akey)) {
+                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+                refuse(d, req, route, DP_REFUSE_REVOKED, c.kid, e);
+                return -1;
+        }
         if (dp_claims_check(&c, want, &reason, &e) < 0) {
                 refuse(d, req, route, reason, c.kid, e);
                 return -1;
