@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #include "auth/keys.h"
+#include "auth/revoked.h"
+#include "space/shares.h"
 #include "metrics/metrics.h"
 #include "workers/pool.h"
 
@@ -21,6 +23,7 @@ struct event_base;
 
 typedef struct dp_limits {
         size_t max_streams; /* attach streams and file or stdin transfers at once; more get 503 */
+        size_t max_streams_per_tenant; /* of those, what one tenant (the token's "ten") may hold; more get 429 */
         int64_t rpc_timeout_ms; /* unary worker calls (GetSession, StatFile, signals ...) */
         uint64_t max_upload; /* bytes of one PUT body (413 beyond) */
         int64_t keepalive_ms; /* an SSE comment after this much silence on an attach stream */
@@ -30,8 +33,10 @@ typedef struct dp {
         struct event_base *base;
         dp_limits limits;
         dp_keys *keys; /* borrowed */
+        dp_revoked *revoked; /* borrowed: API keys whose tokens are refused */
         dp_pool *pool; /* borrowed */
         dp_metrics metrics;
+        sp_shares *streams; /* owned by main: the max_streams slots, shared out per tenant */
         bool has_client_cert; /* /readyz: there is a certificate to dial workers with */
         /* Called when a token names a key the set does not hold (main asks
          * the control plane for its keys, rate limited); may be NULL. */

@@ -40,7 +40,8 @@ typedef struct dp_cfg {
         char *control_plane, *join_token, *join_token_file, *state_dir, *name;
         char *log_level, *log_format;
         bool plain_http;
-        int64_t max_workers, max_streams, max_connections, max_upload, rpc_timeout_ms, keepalive_ms, body_timeout_ms;
+        int64_t revoked_poll_ms, max_workers, max_streams, max_streams_per_tenant, max_connections, max_upload,
+                rpc_timeout_ms, keepalive_ms, body_timeout_ms;
 } dp_cfg;
 
 static const sp_config_def defs[] = {
@@ -68,10 +69,14 @@ static const sp_config_def defs[] = {
          "where a joined replica keeps its certificate and the last token keys"},
         {"name", SP_CONFIG_STRING, NULL, offsetof(dp_cfg, name), 0, 0,
          "this replica's name in the cluster (default: the host name)"},
+        {"revoked-poll-ms", SP_CONFIG_INT, "2000", offsetof(dp_cfg, revoked_poll_ms), 100, 600000,
+         "how often to ask the control plane for revoked API keys, whose tokens are then refused"},
         {"max-workers", SP_CONFIG_INT, "1024", offsetof(dp_cfg, max_workers), 1, 100000,
          "worker connections kept open at most (idle ones are closed first)"},
         {"max-streams", SP_CONFIG_INT, "4096", offsetof(dp_cfg, max_streams), 1, 1000000,
          "attach streams and stdin or file transfers at once (more are answered 503)"},
+        {"max-streams-per-tenant", SP_CONFIG_INT, "0", offsetof(dp_cfg, max_streams_per_tenant), 0, 1000000,
+         "of --max-streams, what one tenant may hold (more are answered 429); 0: a quarter of --max-streams"},
         {"max-connections", SP_CONFIG_INT, "10000", offsetof(dp_cfg, max_connections), 1, 1000000,
          "client connections at once"},
         {"max-upload", SP_CONFIG_SIZE, "64G", offsetof(dp_cfg, max_upload), 1, INT64_MAX,
@@ -92,6 +97,7 @@ SP_DEFINE_CLEANUP(SSL_CTX *, SSL_CTX_free)
 
 static struct event_base *base;
 static dp_keys *keys;
+static dp_revoked *revoked;
 static char **key_files;
 
 static void on_stop(evutil_socket_t sig, short what, void *userdata)
@@ -238,12 +244,14 @@ int main(int argc, char **argv)
                 .control_plane = c.control_plane, .name = c.name ? c.name : host, .state_dir = c.state_dir};
 
         keys = dp_keys_new();
+        revoked = dp_revoked_new();
         key_files = c.token_public_keys;
         _cleanup_(creds_freep) dp_creds creds = {0};
-        if (!keys || (key_files && dp_keys_load_files(keys, DP_KEYS_FILES, key_files, &e) < 0) ||
+        if (!keys || !revoked || (key_files && dp_keys_load_files(keys, DP_KEYS_FILES, key_files, &e) < 0) ||
             credentials(&c, &cc, &creds, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 dp_keys_free(keys);
+                dp_revoked_free(revoked);
                 return 1;
         }
         _cleanup_(SSL_CTX_freep) SSL_CTX *worker_tls = client_tls(&creds, SP_ROLE_WORKER, &e);
@@ -253,26 +261,31 @@ int main(int argc, char **argv)
         if (!worker_tls || (c.control_plane && !cp_tls) || (c.tls_cert && !api_tls)) {
                 sp_log_error("tls: %s", e->message);
                 dp_keys_free(keys);
+                dp_revoked_free(revoked);
                 return 1;
         }
 
         base = event_base_new();
         dp d = {.base = base,
                 .limits = {.max_streams = (size_t)c.max_streams,
+                           .max_streams_per_tenant = (size_t)c.max_streams_per_tenant,
                            .rpc_timeout_ms = c.rpc_timeout_ms,
                            .max_upload = (uint64_t)c.max_upload,
                            .keepalive_ms = c.keepalive_ms},
                 .keys = keys,
+                .revoked = revoked,
                 .has_client_cert = true};
         sp_http_config hc = {.max_connections = (unsigned)c.max_connections,
                              .body_timeout_ms = (unsigned)c.body_timeout_ms};
         dp_cluster *cluster = NULL;
         sp_http_server *http = NULL;
-        d.pool = base ? dp_pool_new(base, worker_tls, (size_t)c.max_workers, &e) : NULL;
+        d.streams = sp_shares_new(d.limits.max_streams, d.limits.max_streams_per_tenant);
+        d.pool = base && d.streams ? dp_pool_new(base, worker_tls, (size_t)c.max_workers, &e) : NULL;
         if (d.pool)
                 http = sp_http_server_new(base, &hc, &e);
         if (!http || dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
-            (c.control_plane && dp_cluster_start(base, &cc, cp_tls, keys, &cluster, &e) < 0)) {
+            (c.control_plane && (dp_cluster_start(base, &cc, cp_tls, keys, &cluster, &e) < 0 ||
+                                 dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0))) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 r = 1;
                 goto out;
@@ -301,7 +314,9 @@ out:
         sp_http_server_free(http);
         dp_cluster_free(cluster);
         dp_pool_free(d.pool);
+        sp_shares_free(d.streams);
         dp_keys_free(keys);
+        dp_revoked_free(revoked);
         if (base)
                 event_base_free(base);
         return r;

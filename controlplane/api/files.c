@@ -167,6 +167,8 @@ void cp__h_files_token(cp_call *c)
         if (rc == 0) {
                 json_object_object_add(claims, "typ", json_object_new_string("files"));
                 json_object_object_add(claims, "ten", json_object_new_string(c->who.tenant_id));
+                if (c->who.key_id[0]) /* the key that minted it: revoking the key ends the token */
+                        json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
                 json_object_object_add(claims, "sbx", json_object_new_string(loc.id));
                 json_object_object_add(claims, "wkr", json_object_new_string(loc.address));
                 json_object_object_add(claims, "scope", json_object_new_string(scope));

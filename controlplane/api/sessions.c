@@ -153,6 +153,8 @@ static int add_token(cp_call *c, const session_row *s, const char *scope, int64_
         _cleanup_json_ json_object *claims = json_object_new_object();
         json_object_object_add(claims, "typ", json_object_new_string("session"));
         json_object_object_add(claims, "ten", json_object_new_string(c->who.tenant_id));
+        if (c->who.key_id[0]) /* the key that minted it: revoking the key ends the token */
+                json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
         json_object_object_add(claims, "sbx", json_object_new_string(s->sandbox_id));
         json_object_object_add(claims, "ses", json_object_new_string(s->id));
         json_object_object_add(claims, "wkr", json_object_new_string(s->address));

@@ -3,8 +3,9 @@
  * Data-plane replicas (proto/spec/controlplane-rpc.md, "Data-plane
  * replicas"): Join with role dataplane — a join token and a CSR for a
  * dataplane certificate, answered with the certificate, the cluster CA and
- * the token public keys — and TokenKeys, which data planes (and workers) call
- * to learn rotated keys.
+ * the token public keys — TokenKeys, which data planes (and workers) call
+ * to learn rotated keys, and RevokedKeys, which they poll to refuse the
+ * tokens of revoked API keys.
  */
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "store/keys.h"
 #include "store/tokenkeys.h"
 
 /* As in Join: longer than any token, so that an over-long one gets the token answer. */
@@ -112,5 +114,20 @@ void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata)
         }
         _cleanup_json_ json_object *resp = json_object_new_object();
         json_object_object_add(resp, "token_keys", json_object_get(keys));
+        sp_rpc_call_reply(call, resp, NULL);
+}
+
+void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
+{
+        cp_fleet *f = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t since = 0;
+        pr_revoked_keys r = {0};
+        if (pr_revoked_req_decode(req, &since, &e) < 0 || cp_apikey_revoked_since(f->db, since, &r, &e) < 0) {
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        _cleanup_json_ json_object *resp = pr_revoked_resp_encode(&r);
+        pr_revoked_keys_free(&r);
         sp_rpc_call_reply(call, resp, NULL);
 }

@@ -61,5 +61,7 @@ int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, s
 void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata);
+/* RevokedKeys (roles dataplane, worker): the API keys revoked recently. */
+void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata);
 
 #endif

@@ -136,6 +136,38 @@ int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_er
         return 0;
 }
 
+int cp_apikey_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *ret, sp_error **err)
+{
+        char since[32], window[32], limit[32];
+        snprintf(since, sizeof(since), "%lld", (long long)since_us);
+        snprintf(window, sizeof(window), "%lld", (long long)PR_REVOKED_WINDOW_S * 1000000);
+        snprintf(limit, sizeof(limit), "%d", PR_REVOKED_MAX + 1);
+        const char *params[] = {since, window, limit};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        /* The last row is the database's clock, so that the cursor and the rows come from one snapshot. */
+        if (cp_db_exec(db,
+                       "WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us), "
+                       "k AS (SELECT id, (extract(epoch FROM revoked_at) * 1000000)::bigint AS at_us FROM api_keys, t "
+                       "WHERE revoked_at IS NOT NULL AND revoked_at >= to_timestamp(greatest($1::bigint, "
+                       "t.now_us - $2::bigint) / 1000000.0) ORDER BY revoked_at, id LIMIT $3::integer) "
+                       "SELECT id, at_us FROM k UNION ALL SELECT NULL, now_us FROM t",
+                       3, params, &res, err) < 0)
+                return sp_error_wrap(err, "revoked API keys");
+        int rows = PQntuples(res) - 1;
+        pr_revoked_keys r = {.more = rows > PR_REVOKED_MAX};
+        size_t n = (size_t)(rows > PR_REVOKED_MAX ? PR_REVOKED_MAX : rows < 0 ? 0 : rows);
+        if (n && !(r.keys = calloc(n, sizeof(*r.keys))))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                snprintf(r.keys[i].id, sizeof(r.keys[i].id), "%s", PQgetvalue(res, (int)i, 0));
+                r.keys[i].revoked_at_us = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        }
+        r.n = n;
+        r.cursor_us = r.more ? r.keys[n - 1].revoked_at_us : strtoll(PQgetvalue(res, rows, 1), NULL, 10);
+        *ret = r;
+        return 0;
+}
+
 #define BOOTSTRAP_LOCK_KEY "7365790001"
 
 int cp_apikey_bootstrap_admin(cp_db *db, const char *secret, char **ret_secret, sp_error **err)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "space/id.h"
+#include "space/revoked_proto.h"
 #include "store/db.h"
 
 #define CP_NAME_MAX 128
@@ -31,6 +32,13 @@ int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool ad
 int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err);
 /* Revokes a key of tenant_id; a foreign or unknown key is SP_E_NOT_FOUND. */
 int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err);
+
+/* The keys of every tenant revoked at or after since_us (and within
+ * PR_REVOKED_WINDOW_S of now), oldest first, at most
+ * PR_REVOKED_MAX, as the RevokedKeys answer: cursor_us is the database's
+ * clock, or the last key's time when more were left (more set). *ret is
+ * untouched on failure (SP_E_UNAVAILABLE for database trouble). */
+int cp_apikey_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *ret, sp_error **err);
 
 /* On a cluster without any usable admin key, creates one in the system
  * tenant: from `secret` when it is given (a key in this format, e.g. kept in

@@ -44,7 +44,7 @@ static void attach_free(attach *a)
                 sp_http_request_on_close(a->req, NULL, NULL);
         }
         sp_http_request_unref(a->req);
-        dp__stream_release(a->d);
+        dp__stream_release(a->d, &a->claims);
         free(a);
 }
 
@@ -258,7 +258,7 @@ void dp_attach_handler(sp_http_request *req, void *userdata)
                 return;
         attach *a = calloc(1, sizeof(*a));
         if (!a) {
-                dp__stream_release(d);
+                dp__stream_release(d, &c);
                 sp_error_set(&e, SP_E_LIMIT, "out of memory");
                 dp__reply_error(d, req, DP_ROUTE_ATTACH, &c, e);
                 return;

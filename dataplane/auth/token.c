@@ -118,6 +118,7 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
         if ((r = claim_string(claims, "typ", true, sizeof(typ) - 1, typ, err)) < 0 ||
             (r = claim_string(claims, "scope", true, sizeof(scope) - 1, scope, err)) < 0 ||
             (r = claim_string(claims, "ten", false, DP_CLAIM_ID_MAX, c.tenant, err)) < 0 ||
+            (r = claim_string(claims, "akey", false, DP_CLAIM_ID_MAX, c.akey, err)) < 0 ||
             (r = claim_string(claims, "sbx", true, DP_CLAIM_ID_MAX, c.sandbox, err)) < 0 ||
             (r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0 ||
             (r = claim_string(claims, "kid", true, SP_TOKEN_KID_LEN, c.kid, err)) < 0)

@@ -28,6 +28,7 @@ typedef struct dp_claims {
         bool files; /* typ "files"; otherwise "session" */
         bool write; /* scope "write" (which includes read) */
         char tenant[DP_CLAIM_ID_MAX + 1]; /* "" if the token names none */
+        char akey[DP_CLAIM_ID_MAX + 1]; /* the API key that minted it ("" if none): refused once revoked */
         char sandbox[DP_CLAIM_ID_MAX + 1];
         char session[DP_CLAIM_ID_MAX + 1]; /* "" for files tokens */
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* HOST:PORT of the worker RPC */
@@ -52,7 +53,7 @@ dp_refusal dp_token_refusal(const sp_error *e);
 /* Decodes the claims of a verified token (as sp_token_verify() returns
  * them) into *ret: typ, scope, sbx and wkr required; ses required for
  * session tokens and refused on files tokens; path only on files tokens;
- * ten optional. Claims this version does not know are ignored (the control
+ * ten and akey optional. Claims this version does not know are ignored (the control
  * plane may add some). Every refusal is SP_E_UNAUTHENTICATED "malformed
  * token claims: ..." naming the claim. *ret is untouched on failure. */
 int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err);

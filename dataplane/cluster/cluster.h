@@ -27,6 +27,7 @@
 #include <stdbool.h>
 
 #include "auth/keys.h"
+#include "auth/revoked.h"
 #include "space/error.h"
 
 struct event_base;
@@ -81,6 +82,16 @@ int dp_cluster_start(struct event_base *base, const dp_cluster_config *cfg, SSL_
 /* A token named a key the set lacks: fetch now, unless a fetch is running or
  * one started less than DP_CLUSTER_KEYS_MIN_GAP_MS ago. */
 void dp_cluster_refresh(dp_cluster *c);
+
+/* Polls RevokedKeys every period_ms (and at once) into revoked (borrowed,
+ * must outlive the handle): the API keys revoked since the last answer,
+ * from a cursor that overlaps the last one by PR_REVOKED_SLACK_S. A failure
+ * keeps the keys held and is logged once per outage. SP_E_LIMIT when out of
+ * memory. */
+int dp_cluster_watch_revoked(dp_cluster *c, dp_revoked *revoked, int64_t period_ms, sp_error **err);
+
+/* True once a RevokedKeys poll succeeded (or none is configured). */
+bool dp_cluster_revoked_fetched(const dp_cluster *c);
 
 /* True once a fetch succeeded. */
 bool dp_cluster_keys_fetched(const dp_cluster *c);

@@ -8,6 +8,29 @@
 #include <stddef.h>
 
 #include "cluster/cluster.h"
+#include "space/rpc.h"
+
+struct event;
+
+/* The handle (see cluster.h); keys.c owns the token keys, revoked.c the revoked API keys. */
+struct dp_cluster {
+        struct event_base *base;
+        dp_cluster_config cfg; /* strings owned */
+        dp_keys *keys;
+        sp_rpc_client *cli;
+        struct event *timer;
+        int64_t last_start_us; /* when the last fetch started (monotonic), 0 before the first */
+        char **last; /* the keys of the last answer (or the saved ones), NULL-terminated */
+        bool in_flight, fetched, failing, freeing;
+        /* RevokedKeys (cluster/revoked.c) */
+        dp_revoked *revoked; /* borrowed; NULL: not polled */
+        struct event *revoked_timer;
+        int64_t revoked_cursor_us; /* since_us of the next poll */
+        bool revoked_in_flight, revoked_failing, revoked_fetched;
+};
+
+/* Stops polling RevokedKeys (a call in flight is abandoned); a no-op when not started. */
+void dp__cluster_revoked_stop(dp_cluster *c);
 
 /* <state>/<file>. */
 void dp__cluster_path(const dp_cluster_config *cfg, const char *file, char out[static PATH_MAX]);

@@ -23,17 +23,6 @@
 #define KEYS_FILE_MAX (SP_TOKEN_MAX_KEYS * (SP_PKI_MAX_PEM + 64))
 #define KEYS_TIMEOUT_MS 10000
 
-struct dp_cluster {
-        struct event_base *base;
-        dp_cluster_config cfg; /* strings owned */
-        dp_keys *keys;
-        sp_rpc_client *cli;
-        struct event *timer;
-        int64_t last_start_us; /* when the last fetch started (monotonic), 0 before the first */
-        char **last; /* the keys of the last answer (or the saved ones), NULL-terminated */
-        bool in_flight, fetched, failing, freeing;
-};
-
 size_t dp__cluster_count(char *const *v)
 {
         size_t n = 0;
@@ -206,6 +195,7 @@ void dp_cluster_free(dp_cluster *c)
         if (!c)
                 return;
         c->freeing = true;
+        dp__cluster_revoked_stop(c);
         sp_rpc_client_free(c->cli);
         if (c->timer)
                 event_free(c->timer);
@@ -213,5 +203,6 @@ void dp_cluster_free(dp_cluster *c)
         free((char *)c->cfg.name);
         free((char *)c->cfg.state_dir);
         sp_strv_freep(&c->last);
+        dp__cluster_revoked_stop(c);
         free(c);
 }

@@ -22,6 +22,7 @@ static const char *const refusal_names[DP_REFUSE__MAX] = {
         [DP_REFUSE_SANDBOX] = "sandbox",
         [DP_REFUSE_PATH] = "path",
         [DP_REFUSE_READ_ONLY] = "read_only",
+        [DP_REFUSE_REVOKED] = "revoked",
 };
 
 const char *dp_route_name(dp_route r)
@@ -77,6 +78,8 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                  m->worker_clients},
                 {"space_dataplane_token_keys", "gauge", "Public keys that verify attachment tokens.", "",
                  m->token_keys},
+                {"space_dataplane_revoked_keys", "gauge", "Revoked API keys whose tokens are refused.", "",
+                 m->revoked_keys},
         };
         for (size_t i = 0; r == 0 && i < sizeof(plain) / sizeof(plain[0]); i++) {
                 if (plain[i].type)

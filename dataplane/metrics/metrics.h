@@ -41,6 +41,7 @@ typedef enum dp_refusal {
         DP_REFUSE_SANDBOX,
         DP_REFUSE_PATH,
         DP_REFUSE_READ_ONLY,
+        DP_REFUSE_REVOKED, /* minted by an API key revoked since */
         DP_REFUSE__MAX
 } dp_refusal;
 
@@ -59,6 +60,7 @@ typedef struct dp_metrics {
         uint64_t worker_errors; /* calls that could not reach a worker or lost it */
         uint64_t worker_clients; /* gauge: RPC clients held (one per worker address) */
         uint64_t token_keys; /* gauge */
+        uint64_t revoked_keys; /* gauge: revoked API keys known */
 } dp_metrics;
 
 /* Route and refusal names as they appear in labels and logs. */

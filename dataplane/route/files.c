@@ -37,7 +37,7 @@ static void download_free(download *dl)
         sp_http_request_unref(dl->req);
         sp_buf_free(&dl->pending);
         free(dl->path);
-        dp__stream_release(dl->d);
+        dp__stream_release(dl->d, &dl->claims);
         free(dl);
 }
 
@@ -224,7 +224,7 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         download *dl = calloc(1, sizeof(*dl));
         if (!dl || !(dl->path = strdup(f.path))) {
                 free(dl);
-                dp__stream_release(d);
+                dp__stream_release(d, &c);
                 sp_error_set(&e, SP_E_LIMIT, "out of memory");
                 dp__reply_error(d, req, DP_ROUTE_FILE_GET, &c, e);
                 return;

@@ -71,6 +71,11 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
                 refuse(d, req, route, DP_REFUSE_CLAIMS, NULL, e);
                 return -1;
         }
+        if (dp_revoked_has(d->revoked, c.akey)) {
+                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+                refuse(d, req, route, DP_REFUSE_REVOKED, c.kid, e);
+                return -1;
+        }
         if (dp_claims_check(&c, want, &reason, &e) < 0) {
                 refuse(d, req, route, reason, c.kid, e);
                 return -1;
@@ -111,19 +116,21 @@ void dp__reply_ok(dp *d, sp_http_request *req, dp_route route, const dp_claims *
 
 bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims)
 {
-        if (d->metrics.streams_open < d->limits.max_streams) {
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_shares_take(d->streams, claims->tenant, "streams", &e) == 0) {
                 d->metrics.streams_open++;
                 return true;
         }
-        _cleanup_error_ sp_error *e = NULL;
-        sp_error_set(&e, SP_E_UNAVAILABLE, "this data plane serves %zu streams already: try again later",
-                     d->limits.max_streams);
+        sp_log_warn_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "tenant_id",
+                             claims->tenant),
+                       "stream refused: %s", e->message);
         dp__reply_error(d, req, route, claims, e);
         return false;
 }
 
-void dp__stream_release(dp *d)
+void dp__stream_release(dp *d, const dp_claims *claims)
 {
+        sp_shares_give(d->streams, claims->tenant);
         if (d->metrics.streams_open > 0)
                 d->metrics.streams_open--;
 }

@@ -32,7 +32,7 @@ static void upload_free(upload *u)
         sp_http_request_on_close(u->req, NULL, NULL);
         sp_http_request_unref(u->req);
         sp_buf_free(&u->pending);
-        dp__stream_release(u->d);
+        dp__stream_release(u->d, &u->claims);
         free(u);
 }
 
@@ -125,7 +125,7 @@ void dp__upload_start(dp *d, sp_http_request *req, const dp_claims *claims, cons
         upload *u = calloc(1, sizeof(*u));
         if (!u) {
                 sp_error_set(&e, SP_E_LIMIT, "out of memory");
-                dp__stream_release(d);
+                dp__stream_release(d, claims);
                 dp__reply_error(d, req, spec->route, claims, e);
                 return;
         }

@@ -30,7 +30,8 @@ static void check(const dp_claims *c)
 {
         if (strlen(c->sandbox) == 0 || strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) == 0 ||
             strlen(c->worker) > DP_CLAIM_WORKER_MAX || strlen(c->tenant) > DP_CLAIM_ID_MAX ||
-            strlen(c->path) > DP_CLAIM_PATH_MAX || strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':'))
+            strlen(c->akey) > DP_CLAIM_ID_MAX || strlen(c->path) > DP_CLAIM_PATH_MAX ||
+            strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':'))
                 abort();
         if (c->files == (c->session[0] != '\0') || (!c->files && c->has_path))
                 abort();
