@@ -65,7 +65,8 @@ void cp__h_template_create(cp_call *c)
         _cleanup_pgresult_ PGresult *clash = NULL, *tenant = NULL;
         _cleanup_json_ json_object *out = NULL;
         if (r.tenant_id[0]) {
-                if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1", 1, own, &tenant, &e) < 0)
+                if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1, own,
+                               &tenant, &e) < 0)
                         goto abort;
                 if (PQntuples(tenant) != 1) {
                         sp_error_set(&e, SP_E_NOT_FOUND, "tenant %.64s not found", owner);
