@@ -256,6 +256,23 @@ static int run_tenant_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         return 0;
 }
 
+static int run_tenant_rm(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
+{
+        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
+        sp_buf_append_str(&path, "/v1/tenants/", NULL);
+        ctl_url_escape(&path, a->pos[0]);
+        _cleanup_json_ json_object *t = NULL;
+        int r = ctl_api(ctx, "DELETE", path.data, NULL, NULL, &t, err);
+        if (r < 0)
+                return r;
+        if (ctx->json)
+                ctl_print_json(ctx, t);
+        else
+                fprintf(ctx->out, "%s deleted (%s keys revoked, %s templates being deleted)\n", ctl_jstr(t, "id"),
+                        ctl_jstr(t, "keys_revoked"), ctl_jstr(t, "templates_deleted"));
+        return 0;
+}
+
 static int run_tenant_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         _cleanup_json_ json_object *list = NULL;
@@ -385,6 +402,12 @@ static const ctl_cmd tenant_cmds[] = {
          .min_args = 1,
          .max_args = 1,
          .run = run_tenant_create},
+        {.name = "rm",
+         .usage = "ID",
+         .summary = "delete a tenant without live sandboxes: revokes its keys, deletes its templates",
+         .min_args = 1,
+         .max_args = 1,
+         .run = run_tenant_rm},
         {0},
 };
 
@@ -412,7 +435,7 @@ static const ctl_cmd key_cmds[] = {
          .run = run_key_create},
         {.name = "revoke",
          .usage = "ID",
-         .summary = "revoke an API key of your tenant",
+         .summary = "revoke an API key of your tenant (admins: of any tenant)",
          .min_args = 1,
          .max_args = 1,
          .run = run_key_revoke},

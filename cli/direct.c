@@ -658,8 +658,13 @@ static int worker_up(dctx *c, sp_error **err)
                 progress(c, "starting the worker (backend %s)", c->backend);
                 char bin[PATH_MAX + 32], state[PATH_MAX + 48], storage[PATH_MAX + 48], image[PATH_MAX + 48], listen[64],
                         http[64], ca[PATH_MAX + 48], cpaddr[64], tokf[512], backend[64], cert[PATH_MAX + 64],
-                        tokpath[300], cg[96];
+                        tokpath[300], cg[96], import[PATH_MAX + 48];
                 snprintf(bin, sizeof(bin), "%s/space-worker", c->bin);
+                /* The only place templates are imported from (spacectl template build --dir, --tar, --oci). */
+                path_of(c, import, sizeof(import), "import");
+                if (sp_mkdir_p(import, 0700, err) < 0)
+                        return -1;
+                snprintf(import, sizeof(import), "--template-import-root=%s/import", c->state);
                 snprintf(cg, sizeof(cg), "--cgroup-parent=%s", c->cgroup);
                 /* CPU is overcommitted 4x on a single host: a sandbox asks for a whole CPU by default, and an
                  * agent's sandboxes are mostly idle (memory and slots are not overcommitted). Through the
@@ -683,8 +688,9 @@ static int worker_up(dctx *c, sp_error **err)
                                         listen,  http,
                                         ca,      cpaddr,
                                         backend, "--node-id=direct",
-                                        cg,      "--log-format=json"};
-                size_t n = 12;
+                                        cg,      "--log-format=json",
+                                        import};
+                size_t n = 13;
                 snprintf(cert, sizeof(cert), "%s/worker/state/tls/worker.crt", c->state);
                 if (access(cert, F_OK) != 0) {
                         if (join_token_file(c, "worker", tokpath, sizeof(tokpath), err) < 0)

@@ -39,8 +39,9 @@
 typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
-        char *control_plane, *join_token, *join_token_file, *advertise, *labels;
+        char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         int64_t storage_size, slots, cpu_millis, memory, session_log, warm, uid_base;
+        int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout;
         bool insecure, base_template;
 } worker_cfg;
 
@@ -92,6 +93,14 @@ static const sp_config_def defs[] = {
          "warm sandboxes kept per template unless the control plane says otherwise"},
         {"uid-base", SP_CONFIG_INT, "268435456", offsetof(worker_cfg, uid_base), 65536, INT64_C(0xF0000000),
          "first host uid of the ranges given to sandboxes (65536 each)"},
+        {"template-import-root", SP_CONFIG_STRING, "", offsetof(worker_cfg, import_root), 0, 0,
+         "the only directory templates are imported from (dir, tar, oci paths resolve beneath it; empty: none)"},
+        {"template-max-bytes", SP_CONFIG_SIZE, "16G", offsetof(worker_cfg, tpl_max_bytes), 1 << 20, INT64_C(16) << 40,
+         "most bytes of files one template import may write"},
+        {"template-max-entries", SP_CONFIG_INT, "1000000", offsetof(worker_cfg, tpl_max_entries), 1, 100000000,
+         "most files, directories and links one template import may create"},
+        {"template-import-timeout", SP_CONFIG_INT, "1200", offsetof(worker_cfg, tpl_timeout), 1, 86400,
+         "seconds one template import may take"},
         {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
          "build the `base` template (busybox and the agent) if it is missing"},
         {"log-level", SP_CONFIG_STRING, "info", offsetof(worker_cfg, log_level), 0, 0, "debug, info, warn, error"},
@@ -358,11 +367,21 @@ int main(int argc, char **argv)
                 .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
                 .session_log_bytes = c.session_log,
                 .default_warm = c.warm,
+                .template_import_root = c.import_root,
+                .template_limits = {.max_bytes = (uint64_t)c.tpl_max_bytes,
+                                    .max_entries = (uint64_t)c.tpl_max_entries,
+                                    .max_seconds = (unsigned)c.tpl_timeout},
         };
         if (wk_node_open(base, &nc, backend, &node, &e) < 0) {
                 sp_log_error("node: %s", e->message);
                 return 1;
         }
+        struct stat rst;
+        if (!c.import_root || !*c.import_root)
+                sp_log_info("no template import root: templates from host paths are refused");
+        else if (stat(c.import_root, &rst) < 0 || !S_ISDIR(rst.st_mode))
+                sp_log_warn_kv(SP_KV("import_root", c.import_root),
+                               "the template import root is not a directory: imports will fail");
         if (c.base_template && !wk_node_template_exists(node, "base")) {
                 sp_log_info("building the base template");
                 if (wk_node_template_add_base(node, "base", agent, &e) < 0) {

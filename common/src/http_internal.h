@@ -105,6 +105,7 @@ struct sp__http_conn {
         unsigned busy; /* nesting of callbacks and API calls on the stack: free only at 0 */
         unsigned in_api; /* nesting of API calls (bufferevents may call back synchronously) */
         bool dead;
+        bool peer_eof; /* the client sent all it will (a half-close): answer, then close */
 };
 
 typedef enum sp__http_resp {

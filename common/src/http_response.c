@@ -150,7 +150,7 @@ static void write_head(sp_http_request *req, int status, const char *content_typ
 {
         struct evbuffer *out = sp__http_conn_output(req->conn);
         bool http10 = sp_http_parser_version_minor(req->parser) == 0;
-        if (!req->body_done || !sp_http_parser_keep_alive(req->parser))
+        if (!req->body_done || !sp_http_parser_keep_alive(req->parser) || req->conn->peer_eof)
                 req->keep_alive = false;
         /* 1xx, 204 and 304 have no body; HEAD gets the headers of a GET. */
         bool bodyless_status = status == 204 || status == 304;

@@ -181,7 +181,7 @@ static void conn_close(sp__http_conn *c)
 void sp__http_conn_response_done(sp__http_conn *c)
 {
         sp_http_request *req = c->req;
-        if (!req->keep_alive) {
+        if (!req->keep_alive || c->peer_eof) {
                 conn_close(c);
                 return;
         }
@@ -226,6 +226,33 @@ static void reply_parse_error(sp__http_conn *c, sp_http_request *req)
                 if (cb)
                         cb(req, req->on_close_ud);
         }
+        sp__http_request_release(req);
+}
+
+/* Answers a request whose client stopped sending before its end (400, then
+ * close); a streaming handler waiting for the body learns that it will not come. */
+static void reply_truncated(sp__http_conn *c, sp_http_request *req)
+{
+        sp_http_parser *p = req->parser;
+        char msg[160];
+        if (!req->head_done)
+                snprintf(msg, sizeof(msg), "request truncated: the connection ended inside the request head");
+        else if (sp_http_parser_chunked(p))
+                snprintf(msg, sizeof(msg),
+                         "request body truncated: the connection ended after %llu bytes of a chunked body",
+                         (unsigned long long)sp_http_parser_body_received(p));
+        else
+                snprintf(msg, sizeof(msg),
+                         "request body truncated: the connection ended after %llu of %lld bytes (Content-Length)",
+                         (unsigned long long)sp_http_parser_body_received(p),
+                         (long long)sp_http_parser_content_length(p));
+        sp_log_debug_kv(SP_KV("remote", c->remote), "http: %s", msg);
+        sp__http_request_hold(req);
+        sp_http_close_cb cb = req->handler_called ? req->on_close : NULL;
+        req->on_close = NULL;
+        sp__http_reply_status_error(req, 400, SP_E_INVALID, msg, NULL, true);
+        if (cb)
+                cb(req, req->on_close_ud);
         sp__http_request_release(req);
 }
 
@@ -422,6 +449,14 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
                 /* Between requests: finish sending what is queued, then close. */
                 bufferevent_disable(bev, EV_READ);
                 conn_close(c);
+        } else if (eof && c->state == SP__CONN_ACTIVE && c->req->resp == SP__RESP_NONE) {
+                /* The client stopped sending before the answer started: a
+                 * half-close (shutdown(SHUT_WR)) still reads the answer, and
+                 * after a full close the write fails and ends the connection. */
+                bufferevent_disable(bev, EV_READ);
+                c->peer_eof = true;
+                if (!c->req->body_done)
+                        reply_truncated(c, c->req);
         } else {
                 /* Gone mid-request, failed, timed out writing, or done lingering. */
                 sp_log_debug_kv(SP_KV("remote", c->remote), "http: connection closed (events 0x%x)", what);

@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "space/cleanup.h"
 #include "space/json.h"
 
+#define PATH_MAX_LEN 160 /* of the field path named in messages; longer ones are cut */
+
 /* json-c's strict mode still accepts single-quoted keys, "1." and raw control
- * characters in strings; this scanner enforces RFC 8259 first. */
+ * characters in strings, keeps an object key only up to a NUL (\u0000) and
+ * lets a repeated key replace the first; this scanner enforces RFC 8259 and
+ * refuses those keys first, naming the field they are in. */
 typedef struct {
         const char *s;
         size_t n, i;
+        char path[PATH_MAX_LEN + 1]; /* the keys (and [index]es) down to the current value */
+        sp_error *why; /* a refusal that is not a syntax error (set once) */
 } scan;
 
 static void ws(scan *c)
@@ -87,6 +94,244 @@ static bool string(scan *c)
         return false;
 }
 
+static int hexval(char h)
+{
+        return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h - 'A' + 10;
+}
+
+static unsigned hex4(const char *p)
+{
+        return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+}
+
+/* Decodes the string token s[a..b) (quotes included, already scanned) into a
+ * new C string, UTF-8 for \u escapes (lone surrogates encoded as they are, so
+ * that equal tokens decode alike). Returns NULL when it holds a NUL, or on
+ * allocation failure (*nul tells which). */
+static char *decode_key(const char *s, size_t a, size_t b, bool *nul)
+{
+        *nul = false;
+        char *out = malloc(b - a); /* never longer than the token */
+        if (!out)
+                return NULL;
+        size_t o = 0;
+        for (size_t i = a + 1; i + 1 < b;) {
+                char ch = s[i++];
+                if (ch != '\\') {
+                        if (!ch) {
+                                *nul = true;
+                                free(out);
+                                return NULL;
+                        }
+                        out[o++] = ch;
+                        continue;
+                }
+                char e = s[i++];
+                if (e != 'u') {
+                        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+                        out[o++] = to[strchr(from, e) - from];
+                        continue;
+                }
+                unsigned cp = hex4(s + i);
+                i += 4;
+                if (cp >= 0xD800 && cp < 0xDC00 && i + 6 <= b - 1 && s[i] == '\\' && s[i + 1] == 'u') {
+                        unsigned lo = hex4(s + i + 2);
+                        if (lo >= 0xDC00 && lo < 0xE000) {
+                                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                                i += 6;
+                        }
+                }
+                if (cp == 0) {
+                        *nul = true;
+                        free(out);
+                        return NULL;
+                }
+                if (cp < 0x80) {
+                        out[o++] = (char)cp;
+                } else if (cp < 0x800) {
+                        out[o++] = (char)(0xC0 | cp >> 6);
+                        out[o++] = (char)(0x80 | (cp & 0x3F));
+                } else if (cp < 0x10000) {
+                        out[o++] = (char)(0xE0 | cp >> 12);
+                        out[o++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                        out[o++] = (char)(0x80 | (cp & 0x3F));
+                } else {
+                        out[o++] = (char)(0xF0 | cp >> 18);
+                        out[o++] = (char)(0x80 | (cp >> 12 & 0x3F));
+                        out[o++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                        out[o++] = (char)(0x80 | (cp & 0x3F));
+                }
+        }
+        out[o] = '\0';
+        return out;
+}
+
+/* s for a message: printable ASCII kept, other bytes as \xNN, cut at 64. */
+static void quote(const char *s, char out[static 280])
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+        for (size_t i = 0; s[i]; i++) {
+                if (i >= 64) {
+                        memcpy(out + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                unsigned char ch = (unsigned char)s[i];
+                if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') {
+                        out[o++] = (char)ch;
+                } else {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[ch >> 4];
+                        out[o++] = hex[ch & 15];
+                }
+        }
+        out[o] = '\0';
+}
+
+/* " in <path>" for messages, or "" at the top. */
+static void where(const scan *c, char out[static PATH_MAX_LEN + 8])
+{
+        out[0] = '\0';
+        if (c->path[0])
+                snprintf(out, PATH_MAX_LEN + 8, " in %s", c->path);
+}
+
+/* Sets the refusal of a repeated key (once) and returns false. */
+static bool refuse_duplicate(scan *c, const char *key)
+{
+        if (!c->why) {
+                char q[280], w[PATH_MAX_LEN + 8];
+                quote(key, q);
+                where(c, w);
+                sp_error_set(&c->why, SP_E_INVALID, "duplicate key \"%s\"%s", q, w);
+        }
+        return false;
+}
+
+/* Sets the refusal of a key holding a NUL (once) and returns false. */
+static bool refuse_nul(scan *c)
+{
+        if (!c->why) {
+                char w[PATH_MAX_LEN + 8];
+                where(c, w);
+                sp_error_set(&c->why, SP_E_INVALID, "NUL character (\\u0000) in a key%s", w);
+        }
+        return false;
+}
+
+/* Appends ".key", "key" or "[i]" to the path; returns the old length to restore. */
+static size_t path_push(scan *c, const char *key, size_t index)
+{
+        size_t len = strlen(c->path);
+        if (len >= PATH_MAX_LEN)
+                return len;
+        char part[300];
+        if (key) {
+                char q[280];
+                quote(key, q);
+                part[0] = '.';
+                memcpy(part + 1, q, strlen(q) + 1);
+        } else {
+                snprintf(part, sizeof(part), "[%zu]", index);
+        }
+        const char *p = key && !len ? part + 1 : part;
+        size_t n = strlen(p);
+        if (n > PATH_MAX_LEN - len)
+                n = PATH_MAX_LEN - len; /* cut: the start says where */
+        memcpy(c->path + len, p, n);
+        c->path[len + n] = '\0';
+        return len;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void keys_free(char **keys, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(keys[i]);
+        free(keys);
+}
+
+/* Refuses an object whose keys repeat (sorted, so O(k log k) per object). */
+static bool keys_unique(scan *c, char **keys, size_t n)
+{
+        if (n < 2)
+                return true;
+        qsort(keys, n, sizeof(*keys), cmp_str);
+        for (size_t i = 1; i < n; i++)
+                if (strcmp(keys[i - 1], keys[i]) == 0)
+                        return refuse_duplicate(c, keys[i]);
+        return true;
+}
+
+static bool value(scan *c, int depth);
+
+static bool object(scan *c, int depth)
+{
+        c->i++; /* '{' */
+        ws(c);
+        if (c->i < c->n && c->s[c->i] == '}') {
+                c->i++;
+                return true;
+        }
+        char **keys = NULL;
+        size_t nkeys = 0, cap = 0;
+        bool ok = false;
+        for (;;) {
+                ws(c);
+                size_t a = c->i;
+                if (!string(c))
+                        goto out;
+                bool nul = false;
+                char *k = decode_key(c->s, a, c->i, &nul);
+                if (!k) {
+                        if (nul)
+                                refuse_nul(c);
+                        else
+                                sp_error_set(&c->why, SP_E_LIMIT, "out of memory");
+                        goto out;
+                }
+                if (nkeys == cap) {
+                        size_t ncap = cap ? cap * 2 : 8;
+                        char **nk = realloc(keys, ncap * sizeof(*keys));
+                        if (!nk) {
+                                free(k);
+                                sp_error_set(&c->why, SP_E_LIMIT, "out of memory");
+                                goto out;
+                        }
+                        keys = nk;
+                        cap = ncap;
+                }
+                keys[nkeys++] = k;
+                ws(c);
+                if (c->i >= c->n || c->s[c->i++] != ':')
+                        goto out;
+                size_t saved = path_push(c, k, 0);
+                bool vok = value(c, depth + 1);
+                c->path[saved] = '\0';
+                if (!vok)
+                        goto out;
+                ws(c);
+                if (c->i >= c->n)
+                        goto out;
+                if (c->s[c->i] == '}') {
+                        c->i++;
+                        ok = keys_unique(c, keys, nkeys);
+                        goto out;
+                }
+                if (c->s[c->i++] != ',')
+                        goto out;
+        }
+out:
+        keys_free(keys, nkeys);
+        return ok;
+}
+
 static bool value(scan *c, int depth)
 {
         if (depth > SP_JSON_MAX_DEPTH)
@@ -95,29 +340,25 @@ static bool value(scan *c, int depth)
         if (c->i >= c->n)
                 return false;
         char ch = c->s[c->i];
-        if (ch == '{' || ch == '[') {
-                char close = ch == '{' ? '}' : ']';
+        if (ch == '{')
+                return object(c, depth);
+        if (ch == '[') {
                 c->i++;
                 ws(c);
-                if (c->i < c->n && c->s[c->i] == close) {
+                if (c->i < c->n && c->s[c->i] == ']') {
                         c->i++;
                         return true;
                 }
-                for (;;) {
-                        if (ch == '{') {
-                                ws(c);
-                                if (!string(c))
-                                        return false;
-                                ws(c);
-                                if (c->i >= c->n || c->s[c->i++] != ':')
-                                        return false;
-                        }
-                        if (!value(c, depth + 1))
+                for (size_t idx = 0;; idx++) {
+                        size_t saved = path_push(c, NULL, idx);
+                        bool vok = value(c, depth + 1);
+                        c->path[saved] = '\0';
+                        if (!vok)
                                 return false;
                         ws(c);
                         if (c->i >= c->n)
                                 return false;
-                        if (c->s[c->i] == close) {
+                        if (c->s[c->i] == ']') {
                                 c->i++;
                                 return true;
                         }
@@ -138,6 +379,12 @@ int sp_json_parse(const char *s, size_t len, json_object **ret, sp_error **err)
                 return sp_error_set(err, SP_E_TOO_LARGE, "JSON document too large");
         scan c = {.s = s ? s : "", .n = s ? len : 0, .i = 0};
         bool ok = value(&c, 1);
+        if (c.why) {
+                int code = (int)c.why->code;
+                sp_error_move(err, &c.why);
+                sp_error_free(c.why);
+                return -code;
+        }
         ws(&c);
         if (!ok || c.i != c.n)
                 return sp_error_set(err, SP_E_INVALID, "malformed JSON at byte %zu", c.i);

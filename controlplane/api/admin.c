@@ -145,6 +145,73 @@ void cp__h_tenant_create(cp_call *c)
         cp__mutation_commit(c, 201, out);
 }
 
+void cp__h_tenant_delete(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *id = sp_http_request_param(c->req, "id");
+        _cleanup_pgresult_ PGresult *t = NULL, *live = NULL, *tpls = NULL, *keys = NULL;
+        _cleanup_json_ json_object *out = NULL;
+        if (cp__mutation_begin(c))
+                return;
+        const char *p[] = {id};
+        /* The row lock makes a concurrent create in the tenant wait for this decision. */
+        if (cp_db_exec(c->api->db, "SELECT name FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR UPDATE", 1, p, &t,
+                       &e) < 0)
+                goto abort;
+        if (PQntuples(t) != 1) {
+                sp_error_set(&e, SP_E_NOT_FOUND, "tenant %.64s not found", id);
+                goto abort;
+        }
+        if (strcmp(id, "ten_system") == 0) {
+                sp_error_set(&e, SP_E_CONFLICT,
+                             "the system tenant holds the public templates and the admin keys: it cannot be deleted");
+                goto abort;
+        }
+        if (cp_db_exec(c->api->db,
+                       "SELECT count(*) FROM sandboxes WHERE tenant_id = $1 AND deleted_at IS NULL "
+                       "AND desired_state <> 'deleted'",
+                       1, p, &live, &e) < 0)
+                goto abort;
+        if (strcmp(PQgetvalue(live, 0, 0), "0") != 0) {
+                sp_error_set(&e, SP_E_CONFLICT, "tenant %.64s still has %s live sandboxes: delete them first", id,
+                             PQgetvalue(live, 0, 0));
+                goto abort;
+        }
+        /* Its templates leave the workers (a template_delete operation each). */
+        if (cp_db_exec(c->api->db,
+                       "UPDATE templates SET state = 'deleting', updated_at = now() "
+                       "WHERE tenant_id = $1 AND deleted_at IS NULL AND state <> 'deleting' RETURNING id",
+                       1, p, &tpls, &e) < 0)
+                goto abort;
+        for (int i = 0; i < PQntuples(tpls); i++) {
+                char op[SP_ID_MAX];
+                const char *opp[] = {op, id, PQgetvalue(tpls, i, 0)};
+                if (sp_id_new("op", op, &e) < 0 ||
+                    cp_db_exec(c->api->db,
+                               "INSERT INTO operations (id, tenant_id, kind, target_id, state, deadline_at) "
+                               "VALUES ($1, $2, 'template_delete', $3, 'pending', now() + interval '1 hour')",
+                               3, opp, NULL, &e) < 0)
+                        goto abort;
+        }
+        if (cp_db_exec(c->api->db, "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL",
+                       1, p, &keys, &e) < 0 ||
+            cp_db_exec(c->api->db, "UPDATE tenants SET deleted_at = now() WHERE id = $1", 1, p, NULL, &e) < 0 ||
+            cp__audit(c, "tenant.delete", id, NULL, &e) < 0)
+                goto abort;
+        char ntpl[16];
+        snprintf(ntpl, sizeof(ntpl), "%d", PQntuples(tpls));
+        const char *q[] = {id, PQcmdTuples(keys), ntpl};
+        if (cp__query_json(c->api,
+                           "SELECT jsonb_build_object('id', id, 'name', name, 'deleted_at', api_ts(deleted_at), "
+                           "'keys_revoked', $2::integer, 'templates_deleted', $3::integer) FROM tenants WHERE id = $1",
+                           3, q, NULL, &out, &e) < 0)
+                goto abort;
+        cp__mutation_commit(c, 200, out);
+        return;
+abort:
+        cp__mutation_abort(c, e);
+}
+
 void cp__h_key_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -192,7 +259,8 @@ void cp__h_key_delete(cp_call *c)
         const char *id = sp_http_request_param(c->req, "id");
         if (cp__mutation_begin(c))
                 return;
-        if (cp_apikey_revoke(c->api->db, c->who.tenant_id, id, &e) < 0 ||
+        /* An admin revokes any tenant's key; a tenant only its own (a foreign id reads as missing). */
+        if (cp_apikey_revoke(c->api->db, c->who.admin ? NULL : c->who.tenant_id, id, &e) < 0 ||
             cp__audit(c, "key.revoke", id, NULL, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
@@ -264,8 +332,8 @@ void cp__h_tenant_list(cp_call *c)
 {
         list_page(c, "ten", "tenants",
                   "SELECT jsonb_build_object('id', t.id, 'name', t.name, 'created_at', api_ts(t.created_at))::text, "
-                  "api_ts(t.created_at), t.id FROM tenants t "
-                  "WHERE ($1::text IS NULL OR (t.created_at, t.id) > ($1::timestamptz, $2::text)) "
+                  "api_ts(t.created_at), t.id FROM tenants t WHERE t.deleted_at IS NULL "
+                  "AND ($1::text IS NULL OR (t.created_at, t.id) > ($1::timestamptz, $2::text)) "
                   "ORDER BY t.created_at, t.id LIMIT $3::integer",
                   0, NULL);
 }

@@ -202,6 +202,7 @@ void cp__h_join_token_delete(cp_call *c);
 void cp__h_join_token_list(cp_call *c);
 void cp__h_tenant_create(cp_call *c);
 void cp__h_tenant_list(cp_call *c);
+void cp__h_tenant_delete(cp_call *c);
 void cp__h_key_create(cp_call *c);
 void cp__h_key_delete(cp_call *c);
 void cp__h_key_list(cp_call *c);

@@ -506,9 +506,16 @@ static int get_dup(json_object *o, const char *name, size_t max, bool (*valid)(c
 
 static int template_create(json_object *o, cp_template_create_req *t, sp_error **err)
 {
-        static const char *const allowed[] = {"name", "source", "path", "suite", "mirror", "warm", NULL};
-        if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "name", t->name, err) < 0)
+        static const char *const allowed[] = {"name", "source", "path", "suite", "mirror", "warm", "tenant_id", NULL};
+        const char *tenant = NULL;
+        if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "name", t->name, err) < 0 ||
+            get_str(o, NULL, "tenant_id", sizeof(t->tenant_id) - 1, &tenant, err) < 0)
                 return -SP_E_INVALID;
+        if (tenant) {
+                if (!sp_id_valid(tenant, "ten"))
+                        return sp_error_set(err, SP_E_INVALID, "tenant_id must be a tenant id (ten_...)");
+                snprintf(t->tenant_id, sizeof(t->tenant_id), "%s", tenant);
+        }
         int r = get_enum(o, "source", sources, false, t->source, sizeof(t->source), err);
         if (r < 0)
                 return r;
@@ -553,6 +560,11 @@ int cp_req_template_create(const char *body, size_t len, cp_template_create_req 
         }
         *ret = t;
         return 0;
+}
+
+bool cp_req_template_host_path(const cp_template_create_req *r)
+{
+        return strcmp(r->source, "debootstrap") != 0;
 }
 
 /* ---- POST /v1/templates/{name}/warm ---- */

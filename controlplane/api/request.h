@@ -77,15 +77,20 @@ typedef struct cp_timeout_req {
 int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error **err);
 
 /* POST /v1/templates {"name":"py", "source":"dir"|"tar"|"oci"|"debootstrap",
- *  "path":"/srv/images/py.tar.zst", "suite":"bookworm", "mirror":"http://...", "warm":2}
+ *  "path":"/srv/images/py.tar.zst", "suite":"bookworm", "mirror":"http://...", "warm":2,
+ *  "tenant_id":"ten_..."}
  * path is required for dir/tar/oci (absolute, on the worker hosts, at most
  * 4095 bytes, no "." or ".." or empty segments, no control characters), suite
  * ([a-z0-9.-], 1..64) for debootstrap, mirror (http:// or https://, at most
  * 1024 bytes) optional for debootstrap; a field of the other kind of source is
- * refused. warm is the warm-pool size per worker (0..64) [0]. */
+ * refused. warm is the warm-pool size per worker (0..64) [0]. tenant_id
+ * (admins only: the handler checks) makes the template that tenant's; ""
+ * when absent. cp_req_template_host_path() says whether the source names a
+ * location on the workers' hosts (admins only, too). */
 typedef struct cp_template_create_req {
         char name[CP_NAME_LEN + 1];
         char source[16];
+        char tenant_id[32];
         char *path; /* NULL when absent */
         char *suite;
         char *mirror;
@@ -93,6 +98,8 @@ typedef struct cp_template_create_req {
 } cp_template_create_req;
 int cp_req_template_create(const char *body, size_t len, cp_template_create_req *ret, sp_error **err);
 void cp_template_create_req_free(cp_template_create_req *r);
+/* Whether r's source reads a path on the workers' hosts (dir, tar, oci). */
+bool cp_req_template_host_path(const cp_template_create_req *r);
 
 /* POST /v1/templates/{name}/warm {"warm":N} (0..64, required) */
 int cp_req_warm(const char *body, size_t len, int64_t *ret, sp_error **err);

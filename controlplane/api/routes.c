@@ -60,6 +60,7 @@ const cp_route cp_api_routes[] = {
 
         {"POST", "/v1/tenants", cp__h_tenant_create, CP_AUTH_ADMIN, SMALL},
         {"GET", "/v1/tenants", cp__h_tenant_list, CP_AUTH_ADMIN, 0},
+        {"DELETE", "/v1/tenants/{id}", cp__h_tenant_delete, CP_AUTH_ADMIN, 0},
         {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},
         {"GET", "/v1/keys", cp__h_key_list, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/keys/{id}", cp__h_key_delete, CP_AUTH_TENANT, 0},

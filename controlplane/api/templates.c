@@ -29,6 +29,20 @@ void cp__h_template_create(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
+        /* A path names a file on the workers' hosts: whoever may name one can
+         * read whatever the worker (root) can. Only operators may. */
+        if (!c->who.admin && cp_req_template_host_path(&r)) {
+                cp__failf(c, SP_E_PERMISSION,
+                          "source %s reads a path on the workers' hosts: only an admin key may register it", r.source);
+                cp_template_create_req_free(&r);
+                return;
+        }
+        if (!c->who.admin && r.tenant_id[0]) {
+                cp__failf(c, SP_E_PERMISSION, "only an admin key may register a template for a tenant");
+                cp_template_create_req_free(&r);
+                return;
+        }
+        const char *owner = r.tenant_id[0] ? r.tenant_id : c->who.tenant_id;
         _cleanup_json_ json_object *spec = json_object_new_object();
         json_object_object_add(spec, "source", json_object_new_string(r.source));
         if (r.path)
@@ -45,10 +59,20 @@ void cp__h_template_create(cp_call *c)
         }
         char id[SP_ID_MAX], op[SP_ID_MAX], deadline[24];
         snprintf(deadline, sizeof(deadline), "%lld", (long long)c->api->cfg.operation_deadline_s * 6);
-        const char *params[] = {c->who.tenant_id, r.name, id, sp_json_str(spec), warm};
+        const char *params[] = {owner, r.name, id, sp_json_str(spec), warm};
         const char *pub[] = {r.name};
-        _cleanup_pgresult_ PGresult *clash = NULL;
+        const char *own[] = {owner};
+        _cleanup_pgresult_ PGresult *clash = NULL, *tenant = NULL;
         _cleanup_json_ json_object *out = NULL;
+        if (r.tenant_id[0]) {
+                if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1, own,
+                               &tenant, &e) < 0)
+                        goto abort;
+                if (PQntuples(tenant) != 1) {
+                        sp_error_set(&e, SP_E_NOT_FOUND, "tenant %.64s not found", owner);
+                        goto abort;
+                }
+        }
         if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = 'ten_system' AND name = $1", 1, pub,
                        &clash, &e) < 0)
                 goto abort;

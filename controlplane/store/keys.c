@@ -72,12 +72,19 @@ int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool ad
         char hashlit[70];
         snprintf(hashlit, sizeof(hashlit), "\\x%s", hash);
         const char *params[] = {id, tenant_id, name, admin ? "true" : "false", hashlit};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        /* A deleted tenant gets no new key. */
         if (cp_db_exec(db,
                        "INSERT INTO api_keys (id, tenant_id, name, admin, secret_hash) "
-                       "VALUES ($1, $2, $3, $4::boolean, $5::bytea)",
-                       5, params, NULL, err) < 0) {
+                       "SELECT $1, t.id, $3, $4::boolean, $5::bytea FROM tenants t "
+                       "WHERE t.id = $2 AND t.deleted_at IS NULL",
+                       5, params, &res, err) < 0) {
                 sp_explicit_bzero(secret.data, secret.len);
                 return sp_error_wrap(err, "create API key");
+        }
+        if (strcmp(PQcmdTuples(res), "1") != 0) {
+                sp_explicit_bzero(secret.data, secret.len);
+                return sp_error_set(err, SP_E_NOT_FOUND, "tenant %.64s not found", tenant_id);
         }
         memcpy(ret_key_id, id, SP_ID_MAX);
         *ret_secret = sp_buf_steal(&secret);
@@ -104,7 +111,8 @@ int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error 
         const char *params[] = {id};
         if (cp_db_exec(db,
                        "SELECT encode(k.secret_hash, 'hex'), k.tenant_id, k.admin FROM api_keys k "
-                       "WHERE k.id = $1 AND k.revoked_at IS NULL",
+                       "JOIN tenants t ON t.id = k.tenant_id "
+                       "WHERE k.id = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL",
                        1, params, &res, err) < 0)
                 return sp_error_wrap(err, "verify API key");
         char want[65], have[65] = {0};
@@ -128,7 +136,8 @@ int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_er
         _cleanup_pgresult_ PGresult *res = NULL;
         const char *params[] = {key_id, tenant_id};
         if (cp_db_exec(db,
-                       "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL",
+                       "UPDATE api_keys SET revoked_at = now() "
+                       "WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND revoked_at IS NULL",
                        2, params, &res, err) < 0)
                 return sp_error_wrap(err, "revoke API key");
         if (strcmp(PQcmdTuples(res), "1") != 0)

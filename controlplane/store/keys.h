@@ -23,14 +23,17 @@ typedef struct cp_principal {
 
 /* Creates a tenant; SP_E_CONFLICT if the name is taken, SP_E_INVALID for a bad name. */
 int cp_tenant_create(cp_db *db, const char *name, char ret_id[static SP_ID_MAX], sp_error **err);
-/* Creates a key for tenant_id; *ret_secret (malloc'd) is the only copy of the secret. */
+/* Creates a key for tenant_id; *ret_secret (malloc'd) is the only copy of the
+ * secret. SP_E_NOT_FOUND for an unknown or deleted tenant. */
 int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool admin, char **ret_secret,
                      char ret_key_id[static SP_ID_MAX], sp_error **err);
 /* Authenticates a presented secret. Any failure is SP_E_UNAUTHENTICATED with
- * the same message, whatever was wrong (unknown, revoked, malformed, mismatched);
+ * the same message, whatever was wrong (unknown, revoked, of a deleted tenant,
+ * malformed, mismatched);
  * database trouble is SP_E_UNAVAILABLE. */
 int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err);
-/* Revokes a key of tenant_id; a foreign or unknown key is SP_E_NOT_FOUND. */
+/* Revokes a key of tenant_id (NULL: of any tenant, for admins); a foreign,
+ * unknown or already revoked key is SP_E_NOT_FOUND. */
 int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err);
 
 /* The keys of every tenant revoked at or after since_us (and within

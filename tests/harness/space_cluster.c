@@ -73,8 +73,12 @@ int sp_test_space_start_worker(sp_test_space *s, int i, sp_error **err)
                 return sp_test_proc_wait_log(p, "worker ready", 180000, err);
         }
         char bin[1024], d[600], state[700], storage[700], image[700], logp[700], ca[700], listen[80], http[80], cg[128],
-                cpaddr[80], tok[300], uid[64], node[64];
+                cpaddr[80], tok[300], uid[64], node[64], import[700];
         snprintf(d, sizeof(d), "%s/w%d", s->dir, i);
+        snprintf(import, sizeof(import), "%s/import", s->dir);
+        if (mkdir(import, 0700) < 0 && errno != EEXIST)
+                return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", import);
+        snprintf(import, sizeof(import), "--template-import-root=%s/import", s->dir);
         if (mkdir(d, 0700) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", d);
         snprintf(bin, sizeof(bin), "%s/bin/space-worker", sp_test_binary_dir());
@@ -112,8 +116,9 @@ int sp_test_space_start_worker(sp_test_space *s, int i, sp_error **err)
                                 "--log-format=text",
                                 cg,
                                 uid,
-                                node};
-        size_t n = 17;
+                                node,
+                                import};
+        size_t n = 18;
         for (size_t j = 0; s->opts.worker_args && s->opts.worker_args[j] && n < 63; j++)
                 argv[n++] = s->opts.worker_args[j];
         argv[n] = NULL;

@@ -30,7 +30,10 @@
 typedef struct sp_test_space_opts {
         int workers; /* how many workers to start and wait for (0: none) */
         const char *const *cp_args; /* extra control-plane options, NULL-terminated (may be NULL) */
-        const char *const *worker_args; /* extra worker options, NULL-terminated (may be NULL) */
+        /* extra worker options, NULL-terminated (may be NULL); they come last, so
+         * they override the harness's (every worker gets
+         * --template-import-root=<dir>/import, a directory shared by all) */
+        const char *const *worker_args;
 } sp_test_space_opts;
 
 typedef struct sp_test_space {

@@ -17,7 +17,8 @@
  *   quarantine   a worker whose storage went read-only fails creates until it
  *                is quarantined; the creates land elsewhere, the scheduler
  *                avoids it, and an operator lifts the quarantine;
- *   templates    a template built from a directory through the API is ready
+ *   templates    a template built from a directory through the API (by an
+ *                admin, for a tenant, from the workers' import root) is ready
  *                on every worker, runs a sandbox on each, cannot be deleted
  *                while used, and leaves every worker once deleted.
  *
@@ -220,22 +221,38 @@ static const char *op_field(const char *key, const char *op, const char *field, 
         return out;
 }
 
-/* Builds template `name` through the API from a copy of node-0's base
- * template with a file of ours (/etc/marker: "hello"); waits until it is
- * ready and writes its id (its name on the workers). */
+/* The tenant id of API key key. */
+static void tenant_of(const char *key, char id[static 64])
+{
+        _cleanup_json_ json_object *ks = api(key, "GET", "/v1/keys", 200, NULL);
+        json_object *arr = sp_test_jarr(ks, "keys");
+        ck_assert_int_gt(json_object_array_length(arr), 0);
+        copy_str(id, 64, sp_test_jstr(json_object_array_get_idx(arr, 0), "tenant_id"));
+}
+
+/* Builds template `name` for the tenant of key through the API (a directory
+ * source is for admins, under the workers' import root) from a copy of
+ * node-0's base template with a file of ours (/etc/marker: "hello"); waits
+ * until it is ready and writes its id (its name on the workers). */
 static void template_build(const char *key, const char *name, char tpl[static 64])
 {
-        char src[700], cmd[2000], body[1000];
-        snprintf(src, sizeof(src), "%s/src-%s", S.dir, name);
-        snprintf(cmd, sizeof(cmd), "cp -a %s/w0/storage/templates/base/rootfs %s && echo hello > %s/etc/marker", S.dir,
+        char src[700], cmd[3000], body[1000], tenant[64];
+        tenant_of(key, tenant);
+        snprintf(src, sizeof(src), "%s/import/src-%s", S.dir, name);
+        snprintf(cmd, sizeof(cmd),
+                 "rm -rf %s && cp -a %s/w0/storage/templates/base/rootfs %s && echo hello > %s/etc/marker", src, S.dir,
                  src, src);
         ck_assert_int_eq(system(cmd), 0);
         snprintf(body, sizeof(body), "{\"name\":\"%s\",\"source\":\"dir\",\"path\":\"%s\"}", name, src);
-        _cleanup_json_ json_object *r = api(key, "POST", "/v1/templates", 202, body);
+        /* A tenant may not name a host path. */
+        json_object_put(api(key, "POST", "/v1/templates", 403, body));
+        snprintf(body, sizeof(body), "{\"name\":\"%s\",\"source\":\"dir\",\"path\":\"%s\",\"tenant_id\":\"%s\"}", name,
+                 src, tenant);
+        _cleanup_json_ json_object *r = api(S.admin_key, "POST", "/v1/templates", 202, body);
         ck_assert_str_eq(sp_test_jstr(r, "template.state"), "building");
         ck_assert_str_eq(sp_test_jstr(r, "operation.kind"), "template_build");
         copy_str(tpl, 64, sp_test_jstr(r, "template.id"));
-        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true));
+        json_object_put(sp_test_wait_op(&S, S.admin_key, sp_test_jstr(r, "operation.id"), true));
         char path[128];
         snprintf(path, sizeof(path), "/v1/templates/%s", name);
         _cleanup_json_ json_object *t = api(key, "GET", path, 200, NULL);

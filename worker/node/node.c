@@ -136,9 +136,13 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         n->storage = cfg->storage;
         n->node_id = strdup(cfg->node_id ? cfg->node_id : "node");
         n->slots_used = calloc(wk__slot_capacity(n), 1);
+        n->import_root =
+                cfg->template_import_root && *cfg->template_import_root ? strdup(cfg->template_import_root) : NULL;
         n->cfg.state_dir = n->state_dir;
         n->cfg.node_id = n->node_id;
-        if (!n->state_dir || !n->node_id || !n->slots_used) {
+        n->cfg.template_import_root = n->import_root;
+        if (!n->state_dir || !n->node_id || !n->slots_used ||
+            (cfg->template_import_root && *cfg->template_import_root && !n->import_root)) {
                 wk_node_free(n);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
@@ -179,6 +183,7 @@ void wk_node_free(wk_node *n)
         free(n->slots_used);
         free(n->state_dir);
         free(n->node_id);
+        free(n->import_root);
         free(n);
 }
 
@@ -233,28 +238,39 @@ int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_pa
 }
 
 typedef struct {
-        const char *source, *path;
+        const char *source;
+        int fd; /* the source, opened beneath the import root */
+        const wk_template_limits *limits;
 } import_args;
 
 static int fill_import(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
 {
         import_args *a = ud;
         if (strcmp(a->source, "dir") == 0)
-                return wk_template_import_dir(a->path, dest, NULL, NULL, ret, err);
+                return wk_template_import_dir_fd(a->fd, dest, a->limits, NULL, ret, err);
         if (strcmp(a->source, "tar") == 0)
-                return wk_template_import_tar(a->path, dest, NULL, NULL, ret, err);
-        if (strcmp(a->source, "oci") == 0)
-                return wk_template_import_oci(a->path, dest, NULL, NULL, NULL, ret, err);
-        return sp_error_set(err, SP_E_INVALID, "unknown template source '%.32s' (base, dir, tar, oci)", a->source);
+                return wk_template_import_tar_fd(a->fd, dest, a->limits, NULL, ret, err);
+        return wk_template_import_oci_fd(a->fd, dest, NULL, a->limits, NULL, ret, err);
 }
 
 int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err)
 {
         if (strcmp(source, "base") == 0)
                 return sp_error_set(err, SP_E_INVALID, "use the base builder for source 'base'");
+        bool dir = strcmp(source, "dir") == 0 || strcmp(source, "oci") == 0;
+        if (!dir && strcmp(source, "tar") != 0)
+                return sp_error_set(err, SP_E_INVALID, "unknown template source '%.32s' (base, dir, tar, oci)", source);
         if (!path || !*path)
                 return sp_error_set(err, SP_E_INVALID, "a template import needs a path");
-        import_args a = {source, path};
+        if (!name_ok(name))
+                return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
+        _cleanup_close_ int fd = wk_template_source_open(n->import_root, path, dir, err);
+        if (fd < 0)
+                return sp_error_wrap(err, "template %s", name);
+        /* Each import gets its own deadline from the configured seconds. */
+        wk_template_limits lim = n->cfg.template_limits;
+        lim.deadline_us = 0;
+        import_args a = {source, fd, &lim};
         return template_make(n, name, fill_import, &a, err);
 }
 

@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "session/session.h"
+#include "template/template.h"
 #include "space/buf.h"
 #include "space/error.h"
 
@@ -43,6 +44,11 @@ typedef struct wk_node_config {
         int64_t memory_bytes;
         int64_t session_log_bytes; /* per session */
         int64_t default_warm; /* warm sandboxes per template unless set */
+        /* Host-path template imports (dir, tar, oci) open their source beneath
+         * this directory only (wk_template_source_open); NULL or "": refused.
+         * Copied by wk_node_open. */
+        const char *template_import_root;
+        wk_template_limits template_limits; /* bounds on every import (zero fields: defaults) */
 } wk_node_config;
 
 typedef enum wk_sandbox_state {
@@ -70,6 +76,9 @@ void wk_node_free(wk_node *n);
 
 /* Templates. */
 int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err);
+/* Imports template name from source "dir", "tar" or "oci" at path, which is
+ * resolved beneath the node's template import root (see wk_node_config);
+ * bounded by its template limits. Errors never name a host path. */
 int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err);
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
 json_object *wk_node_templates_json(wk_node *n);

@@ -57,7 +57,7 @@ struct wk_sandbox {
 struct wk_node {
         struct event_base *base;
         wk_node_config cfg;
-        char *state_dir, *node_id;
+        char *state_dir, *node_id, *import_root;
         struct wk_storage *storage;
         wk_backend *backend;
         wk_template *templates;

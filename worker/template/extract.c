@@ -695,6 +695,8 @@ int wk__tpl_extract_archive(wk__tpl_extract *x, wk__tpl_reader *r, struct archiv
                 if (++x->entries > x->lim.max_entries)
                         return sp_error_set(err, SP_E_LIMIT, "entry '%s': more than %llu entries", q,
                                             (unsigned long long)x->lim.max_entries);
+                if (wk__tpl_deadline_check(&x->lim, err) < 0)
+                        return sp_error_wrap(err, "entry '%s'", q);
                 /* Every entry's declared size counts, so that no entry can make
                  * libarchive decompress and skip unbounded data. */
                 int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;

@@ -320,6 +320,8 @@ static int copy_tree(copier *c, int sfd, int dfd, const char *rel, unsigned dept
                 if (++c->entries > c->lim.max_entries)
                         return sp_error_set(err, SP_E_LIMIT, "more than %llu entries",
                                             (unsigned long long)c->lim.max_entries);
+                if (wk__tpl_deadline_check(&c->lim, err) < 0)
+                        return -SP_E_TIMEOUT;
                 int r = copy_entry(c, sfd, dfd, de->d_name, child, depth, err);
                 if (r < 0)
                         return r;
@@ -328,18 +330,17 @@ static int copy_tree(copier *c, int sfd, int dfd, const char *rel, unsigned dept
         }
 }
 
-int wk_template_import_dir(const char *src, const char *dest, const wk_template_limits *limits,
-                           wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err)
+int wk_template_import_dir_fd(int srcfd, const char *dest, const wk_template_limits *limits,
+                              wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err)
 {
         _cleanup_close_ int dest_root = wk__tpl_dest_open(dest, err);
         if (dest_root < 0)
                 return dest_root;
-        _cleanup_close_ int src_root = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (src_root < 0)
-                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open source directory %s", src);
         struct stat sst, dst;
-        if (fstat(src_root, &sst) < 0 || fstat(dest_root, &dst) < 0)
+        if (fstat(srcfd, &sst) < 0 || fstat(dest_root, &dst) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "stat");
+        if (!S_ISDIR(sst.st_mode))
+                return sp_error_set(err, SP_E_INVALID, "the source is not a directory");
         if (sst.st_dev == dst.st_dev && sst.st_ino == dst.st_ino)
                 return sp_error_set(err, SP_E_INVALID, "the source is the destination");
 
@@ -350,15 +351,26 @@ int wk_template_import_dir(const char *src, const char *dest, const wk_template_
                 .dest_dev = dst.st_dev,
                 .dest_ino = dst.st_ino,
         };
-        int r = copy_tree(&c, src_root, dest_root, "", 0, err);
-        if (r == 0 && (r = apply_meta_fd(&c, src_root, dest_root, &sst)) < 0)
+        int r = copy_tree(&c, srcfd, dest_root, "", 0, err);
+        if (r == 0 && (r = apply_meta_fd(&c, srcfd, dest_root, &sst)) < 0)
                 r = fail(r, "set attributes of", "/", err);
         copier_clear(&c);
         if (r < 0)
-                return sp_error_wrap(err, "import directory %s", src);
+                return sp_error_wrap(err, "import directory");
         if (ret_meta && wk_template_meta_new(WK_TEMPLATE_SOURCE_DIR, ret_meta, err) < 0)
                 return -SP_E_LIMIT;
         if (ret_stats)
                 *ret_stats = c.stats;
+        return 0;
+}
+
+int wk_template_import_dir(const char *src, const char *dest, const wk_template_limits *limits,
+                           wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err)
+{
+        _cleanup_close_ int src_root = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (src_root < 0)
+                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open source directory %s", src);
+        if (wk_template_import_dir_fd(src_root, dest, limits, ret_stats, ret_meta, err) < 0)
+                return sp_error_wrap(err, "%s", src);
         return 0;
 }

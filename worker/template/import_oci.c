@@ -351,21 +351,32 @@ static int import(int lfd, int rootfd, const wk_template_platform *platform, con
         return 0;
 }
 
+int wk_template_import_oci_fd(int layoutfd, const char *dest, const wk_template_platform *platform,
+                              const wk_template_limits *limits, wk_template_stats *ret_stats,
+                              wk_template_meta **ret_meta, sp_error **err)
+{
+        /* Resolved once here, so that the deadline covers every layer. */
+        wk_template_limits lim = wk__tpl_limits_resolve(limits);
+        _cleanup_close_ int rootfd = wk__tpl_dest_open(dest, err);
+        if (rootfd < 0)
+                return rootfd;
+        wk_template_stats stats = {0};
+        int r = import(layoutfd, rootfd, platform, &lim, &stats, ret_meta, err);
+        if (r < 0)
+                return sp_error_wrap(err, "import OCI image");
+        if (ret_stats)
+                *ret_stats = stats;
+        return 0;
+}
+
 int wk_template_import_oci(const char *layout, const char *dest, const wk_template_platform *platform,
                            const wk_template_limits *limits, wk_template_stats *ret_stats, wk_template_meta **ret_meta,
                            sp_error **err)
 {
-        _cleanup_close_ int rootfd = wk__tpl_dest_open(dest, err);
-        if (rootfd < 0)
-                return rootfd;
         _cleanup_close_ int lfd = open(layout, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (lfd < 0)
                 return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open OCI image layout %s", layout);
-        wk_template_stats stats = {0};
-        int r = import(lfd, rootfd, platform, limits, &stats, ret_meta, err);
-        if (r < 0)
-                return sp_error_wrap(err, "import OCI image %s", layout);
-        if (ret_stats)
-                *ret_stats = stats;
+        if (wk_template_import_oci_fd(lfd, dest, platform, limits, ret_stats, ret_meta, err) < 0)
+                return sp_error_wrap(err, "%s", layout);
         return 0;
 }

@@ -28,6 +28,8 @@ const char *wk__tpl_quote(const char *name, char *buf, size_t size);
 
 /* The limits with every zero field replaced by its default (in may be NULL). */
 wk_template_limits wk__tpl_limits_resolve(const wk_template_limits *in);
+/* SP_E_TIMEOUT once lim's deadline (set by wk__tpl_limits_resolve) has passed. */
+int wk__tpl_deadline_check(const wk_template_limits *lim, sp_error **err);
 
 /* Normalises an archive entry's path: drops empty and "." components,
  * rejects absolute paths, ".." components, empty names, components longer

@@ -20,6 +20,7 @@
 
 #include "space/cleanup.h"
 #include "space/log.h"
+#include "space/time.h"
 #include "template/internal.h"
 
 #define XATTR_LIST_MAX_BYTES 65536
@@ -66,7 +67,18 @@ wk_template_limits wk__tpl_limits_resolve(const wk_template_limits *in)
                 l.max_path = WK_TEMPLATE_DEFAULT_MAX_PATH;
         if (!l.max_depth)
                 l.max_depth = WK_TEMPLATE_DEFAULT_MAX_DEPTH;
+        if (!l.max_seconds)
+                l.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
+        if (!l.deadline_us)
+                l.deadline_us = sp_now_mono_us() + (int64_t)l.max_seconds * 1000000;
         return l;
+}
+
+int wk__tpl_deadline_check(const wk_template_limits *lim, sp_error **err)
+{
+        if (lim->deadline_us && sp_now_mono_us() >= lim->deadline_us)
+                return sp_error_set(err, SP_E_TIMEOUT, "the import took longer than %u seconds", lim->max_seconds);
+        return 0;
 }
 
 int wk__tpl_path_normalize(const char *name, const wk_template_limits *lim, char **ret, sp_error **err)
@@ -116,19 +128,19 @@ int wk__tpl_dest_open(const char *dest, sp_error **err)
 {
         _cleanup_close_ int fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open destination %s", dest);
+                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open the template's destination");
         int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dup_fd < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "dup");
         _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
         if (!d) {
                 sp_close(dup_fd);
-                return sp_error_set_errno(err, SP_E_IO, errno, "read destination %s", dest);
+                return sp_error_set_errno(err, SP_E_IO, errno, "read the template's destination");
         }
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                        return sp_error_set(err, SP_E_CONFLICT, "destination %s is not empty", dest);
+                        return sp_error_set(err, SP_E_CONFLICT, "the template's destination is not empty");
         return TAKE_FD(fd);
 }
 

@@ -114,15 +114,20 @@ int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **e
 #define WK_TEMPLATE_DEFAULT_MAX_ENTRIES UINT64_C(2000000)
 #define WK_TEMPLATE_DEFAULT_MAX_PATH 4096
 #define WK_TEMPLATE_DEFAULT_MAX_DEPTH 256
+#define WK_TEMPLATE_DEFAULT_MAX_SECONDS 3600
 
 /* Bounds on one import. A zero field means its default. For OCI images the
  * bounds apply to all layers together. max_depth also bounds the file
- * descriptors a directory import holds (two per level). */
+ * descriptors a directory import holds (two per level). The time bound is
+ * checked before every entry (an entry itself is bounded by max_bytes): past
+ * it the import fails with SP_E_TIMEOUT. */
 typedef struct wk_template_limits {
-        uint64_t max_bytes; /* sum of regular files' sizes */
+        uint64_t max_bytes; /* sum of regular files' sizes (declared sizes for archives) */
         uint64_t max_entries; /* files, directories, links, whiteouts */
         size_t max_path; /* bytes in one entry's path */
         unsigned max_depth; /* path components */
+        unsigned max_seconds; /* wall time of the whole import */
+        int64_t deadline_us; /* CLOCK_MONOTONIC (sp_now_mono_us); 0: max_seconds from the import's start */
 } wk_template_limits;
 
 /* What an import did (for logs and tests). */
@@ -141,6 +146,11 @@ typedef struct wk_template_stats {
  * otherwise); limits and ret_stats may be NULL; *ret_meta (may be NULL) is set
  * only on success and owned by the caller. On failure the caller removes dest.
  */
+
+/* Copies the tree under the open directory srcfd (see wk_template_import_dir);
+ * errors never name srcfd's path. srcfd is not closed. */
+int wk_template_import_dir_fd(int srcfd, const char *dest, const wk_template_limits *limits,
+                              wk_template_stats *ret_stats, wk_template_meta **ret_meta, sp_error **err);
 
 /* Copies the tree under src (its contents, and the root directory's mode,
  * owner and times) into dest: regular files are reflinked when the
@@ -186,6 +196,31 @@ typedef struct wk_template_platform {
 int wk_template_import_oci(const char *layout, const char *dest, const wk_template_platform *platform,
                            const wk_template_limits *limits, wk_template_stats *ret_stats, wk_template_meta **ret_meta,
                            sp_error **err);
+/* wk_template_import_oci() on the open layout directory layoutfd; errors
+ * never name its path. layoutfd is not closed. */
+int wk_template_import_oci_fd(int layoutfd, const char *dest, const wk_template_platform *platform,
+                              const wk_template_limits *limits, wk_template_stats *ret_stats,
+                              wk_template_meta **ret_meta, sp_error **err);
+
+/* ---- sources confined to an import root --------------------------------- */
+
+/* The one message for a source that cannot be opened under the import root:
+ * missing, outside the root, behind a symlink or `..`, of the wrong type or
+ * unreadable all read alike, so that nobody learns what the host holds. */
+#define WK_TEMPLATE_SOURCE_REFUSED \
+        "no importable template source at that path: it must be inside the worker's template import root, " \
+        "without symlinks or '..'"
+
+/* Opens the template source `path` beneath the directory `root` (an
+ * operator's setting): path is absolute and inside root (root itself, or
+ * below it), or relative to root. It is resolved one component at a time
+ * beneath root without following any symlink (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS, or an O_NOFOLLOW walk), and must name a directory
+ * (want_dir) or a regular file. Returns the open fd (O_RDONLY, O_CLOEXEC) or
+ * < 0: SP_E_PERMISSION when root is NULL or empty (host-path imports are off),
+ * else SP_E_NOT_FOUND with WK_TEMPLATE_SOURCE_REFUSED whatever the cause.
+ * Errors never name root or path. */
+int wk_template_source_open(const char *root, const char *path, bool want_dir, sp_error **err);
 
 /* ---- debootstrap -------------------------------------------------------- */
 

@@ -25,6 +25,14 @@
  * while a reference is held). A handler that returns without answering and
  * without holding a reference (or a body callback, or an SSE stream) gets a
  * 500 answered for it.
+ *
+ * A client that stops sending (end of stream) before its request is complete
+ * gets a 400 "request body truncated: … after N of M bytes" (or "request
+ * truncated" inside the head) and the connection closes. One that stops after
+ * a complete request, before the answer has started, is taken to have
+ * half-closed (shutdown(SHUT_WR)): it still gets the answer, then the
+ * connection closes. A client that closed completely is then noticed when the
+ * answer is written; one that resets the connection, at once.
  */
 #ifndef SPACE_HTTP_H
 #define SPACE_HTTP_H
@@ -163,9 +171,10 @@ bool sp_http_request_connected(const sp_http_request *req);
 size_t sp_http_request_output_pending(const sp_http_request *req);
 
 /* Called once, from the loop, if the request ends before its response was
- * complete: the client went away, a timeout (reading or writing), a malformed
- * streamed body (the server then answers 400 itself), or the server was
- * freed. Replies afterwards are no-ops. The request stays valid for the
+ * complete: the client went away (a reset, an end of stream once the answer
+ * has started, or a write that fails), a timeout (reading or writing), a
+ * malformed or truncated streamed body (the server then answers 400 itself),
+ * or the server was freed. Replies afterwards are no-ops. The request stays valid for the
  * duration of the call; keep a reference to use it afterwards. */
 typedef void (*sp_http_close_cb)(sp_http_request *req, void *userdata);
 void sp_http_request_on_close(sp_http_request *req, sp_http_close_cb cb, void *userdata);

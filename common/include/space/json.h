@@ -31,7 +31,12 @@ static inline void sp_json_putp(json_object **o)
 }
 #define _cleanup_json_ __attribute__((cleanup(sp_json_putp)))
 
-/* Parses exactly len bytes into a new reference in *ret. */
+/* Parses exactly len bytes into a new reference in *ret. Besides malformed
+ * JSON (SP_E_INVALID "malformed JSON at byte N"), refuses an object key that
+ * holds a NUL ("NUL character (\u0000) in a key in env") and a key repeated
+ * in one object ("duplicate key \"x\" in metadata"), naming the path of
+ * keys and [index]es down to it (cut at 160 bytes). Linear in len, plus the
+ * sorting of each object's keys. */
 int sp_json_parse(const char *s, size_t len, json_object **ret, sp_error **err);
 
 /* Compact serialisation (borrowed from obj, valid until obj changes). */

@@ -689,13 +689,31 @@ START_TEST(async_reply_and_disconnect)
         ck_assert(tsignal_wait(&async.replied, 1));
         ck_assert_int_eq(async.late_reply, 0);
 
-        /* the client leaves before the answer: close callback, then the reply is a no-op */
+        /* the client half-closes after its request: it still gets the answer, then the server closes */
+        int fh = cli_connect(ts.port);
+        {
+                _cleanup_creader_ creader hrd = {.fd = fh};
+                cli_send(fh, "GET /later HTTP/1.1\r\nHost: h\r\n\r\n");
+                ck_assert_int_eq(shutdown(fh, SHUT_WR), 0);
+                _cleanup_cresponse_ cresponse h = {0};
+                ck_assert(creader_response(&hrd, &h));
+                ck_assert_int_eq(h.status, 200);
+                ck_assert_str_eq(h.body.data, "late");
+                ck_assert(cli_wait_closed(fh));
+                ck_assert(tsignal_wait(&async.called, 2));
+                ck_assert(tsignal_wait(&async.replied, 2));
+        }
+
+        /* the client resets the connection before the answer: close callback, then the reply is a no-op
+         * (a plain close reads like a half-close: it is noticed once the answer is written) */
         int fd2 = cli_connect(ts.port);
         cli_send(fd2, "GET /gone HTTP/1.1\r\nHost: h\r\n\r\n");
-        ck_assert(tsignal_wait(&async.called, 2));
+        ck_assert(tsignal_wait(&async.called, 3));
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        ck_assert_int_eq(setsockopt(fd2, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
         close(fd2);
         ck_assert(tsignal_wait(&async.closed, 1));
-        ck_assert(tsignal_wait(&async.replied, 2));
+        ck_assert(tsignal_wait(&async.replied, 3));
         ck_assert_int_eq(async.late_reply, -SP_E_UNAVAILABLE);
         ck_assert_str_eq(async.late_path, "/gone");
         ck_assert(!async.connected_after);

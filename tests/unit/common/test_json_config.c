@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests: strict JSON parsing, field validation, and configuration. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,51 @@ START_TEST(json_strict)
         memset(deep + 100, ']', 100);
         ck_assert_int_lt(sp_json_parse(deep, sizeof(deep), &o, &e), 0);
         ck_assert_int_eq(e->code, SP_E_INVALID);
+}
+END_TEST
+
+/* Parses s and asserts it is refused with exactly msg. */
+static void assert_refused(const char *s, const char *msg)
+{
+        json_object *o = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_msg(PARSE(s, &o, &e) < 0, "accepted %s", s);
+        ck_assert_ptr_null(o);
+        ck_assert_int_eq(e->code, SP_E_INVALID);
+        ck_assert_str_eq(e->message, msg);
+}
+
+START_TEST(json_keys_unique_and_without_nul)
+{
+        /* json-c keeps a key up to its NUL and lets a repeated key win: both refused, naming where. */
+        assert_refused("{\"a\":1,\"a\":2}", "duplicate key \"a\"");
+        assert_refused("{\"metadata\":{\"x\":\"1\",\"y\":\"2\",\"x\":\"3\"}}", "duplicate key \"x\" in metadata");
+        assert_refused("{\"env\":{\"A\\u0000B\":\"1\"}}", "NUL character (\\u0000) in a key in env");
+        assert_refused("{\"\\u0000\":1}", "NUL character (\\u0000) in a key");
+        /* Escapes decode before comparing: "a" and "\u0061" are one key. */
+        assert_refused("{\"m\":{\"a\":1,\"\\u0061\":2}}", "duplicate key \"a\" in m");
+        assert_refused("{\"k\":{\"\\ud83d\\ude00\":1,\"\xf0\x9f\x98\x80\":2}}",
+                       "duplicate key \"\\xf0\\x9f\\x98\\x80\" in k");
+        /* Deeper, through arrays. */
+        assert_refused("{\"a\":[{},{\"b\":{\"c\":1,\"c\":1}}]}", "duplicate key \"c\" in a[1].b");
+        /* The same key in sibling or nested objects is fine, and so are NULs in values' escapes elsewhere. */
+        json_object *o = NULL;
+        const char *ok = "{\"a\":{\"a\":1},\"b\":[{\"a\":1},{\"a\":2}],\"\\u0061b\":true}";
+        ck_assert_int_eq(PARSE(ok, &o, NULL), 0);
+        ck_assert_int_eq(json_object_object_length(o), 3);
+        json_object_put(o);
+        /* Many keys: still linear enough (sorted per object). */
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        sp_buf_append_str(&b, "{", NULL);
+        for (int i = 0; i < 20000; i++) {
+                char k[32];
+                snprintf(k, sizeof(k), "%s\"k%d\":%d", i ? "," : "", i, i);
+                sp_buf_append_str(&b, k, NULL);
+        }
+        sp_buf_append_str(&b, ",\"k7\":0}", NULL);
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_int_lt(sp_json_parse(b.data, b.len, &o, &e), 0);
+        ck_assert_str_eq(e->message, "duplicate key \"k7\"");
 }
 END_TEST
 
@@ -202,6 +248,7 @@ int main(void)
         Suite *s = suite_create("json_config");
         TCase *tc = tcase_create("all");
         tcase_add_test(tc, json_strict);
+        tcase_add_test(tc, json_keys_unique_and_without_nul);
         tcase_add_test(tc, json_fields_name_the_problem);
         tcase_add_test(tc, json_big_numbers);
         tcase_add_test(tc, config_layers);

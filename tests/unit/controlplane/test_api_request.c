@@ -494,17 +494,19 @@ START_TEST(sandbox_create_maps)
 }
 END_TEST
 
-START_TEST(duplicate_keys_keep_the_last)
+START_TEST(duplicate_keys_and_nul_keys_are_refused)
 {
-        /* json-c keeps the last of repeated keys; every value is still validated
-         * as it is kept, so a repeat cannot smuggle an unchecked one in. */
-        cp_sandbox_create_req r;
-        expect_ok(&D_CREATE, "{\"template\":\"first\",\"template\":\"second\"}", &r);
-        ck_assert_str_eq(r.template_name, "second");
-        cp_sandbox_create_req_free(&r);
-        expect_fail(&D_CREATE, "{\"template\":\"ok\",\"template\":\"../x\"}", "template must");
+        /* json-c would keep the last of repeated keys and cut a key at a NUL:
+         * both are refused, naming the field. */
+        expect_fail(&D_CREATE, "{\"template\":\"first\",\"template\":\"second\"}", "duplicate key \"template\"");
         expect_fail(&D_CREATE, "{\"template\":\"ok\",\"resources\":{\"pids\":100,\"pids\":1}}",
-                    "resources.pids must be between");
+                    "duplicate key \"pids\" in resources");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"metadata\":{\"x\":\"1\",\"x\":\"2\"}}",
+                    "duplicate key \"x\" in metadata");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"env\":{\"PATH\\u0000X\":\"/evil\"}}",
+                    "NUL character (\\u0000) in a key in env");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"metadata\":{\"owner\\u0000\":\"v\"}}",
+                    "NUL character (\\u0000) in a key in metadata");
 }
 END_TEST
 
@@ -575,6 +577,20 @@ START_TEST(template_create_sources)
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"dir\",\"path\":\"/a\",\"mirror\":\"http://m\"}",
                     "mirror is only used with source debootstrap");
         expect_fail(&D_TEMPLATE, "{\"name\":\"../x\",\"source\":\"dir\",\"path\":\"/a\"}", "name must be 1 to 128");
+
+        /* Host-path sources (the handler keeps them for admins), and an admin's tenant_id. */
+        expect_ok(&D_TEMPLATE,
+                  "{\"name\":\"py\",\"source\":\"tar\",\"path\":\"/a\",\"tenant_id\":\"ten_k3v9w0q8e2m5t7z1c4h6\"}",
+                  &t);
+        ck_assert_str_eq(t.tenant_id, "ten_k3v9w0q8e2m5t7z1c4h6");
+        ck_assert(cp_req_template_host_path(&t));
+        cp_template_create_req_free(&t);
+        expect_ok(&D_TEMPLATE, "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"stable\"}", &t);
+        ck_assert_str_eq(t.tenant_id, "");
+        ck_assert(!cp_req_template_host_path(&t));
+        cp_template_create_req_free(&t);
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"dir\",\"path\":\"/a\",\"tenant_id\":\"key_x\"}",
+                    "tenant_id must be a tenant id");
 }
 END_TEST
 
@@ -1028,7 +1044,7 @@ static Suite *suite(void)
         tcase_add_test(tc, sandbox_create_timeouts_and_enums);
         tcase_add_test(tc, sandbox_create_template_name);
         tcase_add_test(tc, sandbox_create_maps);
-        tcase_add_test(tc, duplicate_keys_keep_the_last);
+        tcase_add_test(tc, duplicate_keys_and_nul_keys_are_refused);
         tcase_add_test(tc, timeout_request);
         tcase_add_test(tc, template_create_sources);
         tcase_add_test(tc, template_create_fields);

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Attack: a tenant registers a host directory as a template and reads it.
+ *
+ * POST /v1/templates with source dir, tar or oci names a path on the workers'
+ * hosts, which the worker (root) copies into a template that any sandbox of
+ * the tenant then reads. Against a real cluster (PostgreSQL, a control plane,
+ * one worker with --template-import-root and a 16 MiB import bound):
+ *
+ *   - a tenant key is refused (403) for every host-path source, also with a
+ *     tenant_id, and nothing is recorded;
+ *   - an admin key is refused by the worker for every path outside its import
+ *     root — a root-only host directory, the worker's storage (other
+ *     sandboxes' root filesystems and templates), the control plane's state
+ *     (the admin key) — and for symlinks inside the root that lead out: each
+ *     build fails with one and the same message, which names no path, for a
+ *     missing path as for a forbidden one;
+ *   - a source inside the root imports, for the tenant it is registered for;
+ *   - a decompression bomb (a small .tar.gz declaring 256 MiB) stops at the
+ *     worker's byte bound with a clear error.
+ *
+ * One cluster for the whole file (an unchecked fixture). Needs root, btrfs
+ * and PostgreSQL.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space_cluster.h"
+
+/* The worker's one message for a source it will not open (worker/template/template.h). */
+#define REFUSED \
+        "no importable template source at that path: it must be inside the worker's template import root, " \
+        "without symlinks or '..'"
+
+static sp_test_space S;
+
+static json_object *api(const char *key, const char *method, const char *path, int want_status, const char *body)
+{
+        return sp_test_api(&S, key, method, path, want_status, body, NULL);
+}
+
+static void cluster_up(void)
+{
+        static const char *const wargs[] = {"--template-max-bytes=16M", NULL};
+        sp_test_space_opts o = {.workers = 1, .worker_args = wargs};
+        sp_test_space_up(&S, &o);
+}
+
+static void cluster_down(void)
+{
+        sp_test_space_down(&S);
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+        char cmd[4096];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+}
+
+/* Registers a template as admin (for tenant, when not NULL) and waits for its
+ * build; returns the finished operation (put it). */
+static json_object *admin_build(const char *name, const char *source, const char *path, const char *tenant,
+                                bool want_success)
+{
+        char body[2048];
+        if (tenant)
+                snprintf(body, sizeof(body), "{\"name\":\"%s\",\"source\":\"%s\",\"path\":\"%s\",\"tenant_id\":\"%s\"}",
+                         name, source, path, tenant);
+        else
+                snprintf(body, sizeof(body), "{\"name\":\"%s\",\"source\":\"%s\",\"path\":\"%s\"}", name, source, path);
+        _cleanup_json_ json_object *r = api(S.admin_key, "POST", "/v1/templates", 202, body);
+        return sp_test_wait_op(&S, S.admin_key, sp_test_jstr(r, "operation.id"), want_success);
+}
+
+/* Asserts that building from path fails with exactly the worker's refusal
+ * (naming no path), then deletes the failed template. */
+static void assert_refused(const char *name, const char *source, const char *path)
+{
+        _cleanup_json_ json_object *op = admin_build(name, source, path, NULL, false);
+        const char *msg = sp_test_jstr(op, "error.message");
+        ck_assert_ptr_nonnull(msg);
+        char want[512];
+        snprintf(want, sizeof(want), "template %s: %s", sp_test_jstr(op, "target_id"), REFUSED);
+        ck_assert_msg(strcmp(msg, want) == 0, "%s from %s: got \"%s\"", source, path, msg);
+        ck_assert_msg(!strchr(msg, '/'), "the error names a path: %s", msg);
+        char p[256];
+        snprintf(p, sizeof(p), "/v1/templates/%s", name);
+        _cleanup_json_ json_object *t = api(S.admin_key, "GET", p, 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(t, "state"), "failed");
+        _cleanup_json_ json_object *del = api(S.admin_key, "DELETE", p, 202, NULL);
+        json_object_put(sp_test_wait_op(&S, S.admin_key, sp_test_jstr(del, "operation.id"), true));
+}
+
+START_TEST(host_paths_are_for_admins_and_confined_to_the_import_root)
+{
+        char key[256], tenant[64];
+        sp_test_new_tenant(&S, "thief", key);
+        {
+                _cleanup_json_ json_object *ks = api(key, "GET", "/v1/keys", 200, NULL);
+                snprintf(tenant, sizeof(tenant), "%s",
+                         sp_test_jstr(json_object_array_get_idx(sp_test_jarr(ks, "keys"), 0), "tenant_id"));
+        }
+
+        /* 1. A tenant names host paths: refused, whatever the source, and nothing is recorded. */
+        static const char *const sources[] = {"dir", "tar", "oci"};
+        for (size_t i = 0; i < 3; i++) {
+                char body[512];
+                snprintf(body, sizeof(body), "{\"name\":\"steal-%s\",\"source\":\"%s\",\"path\":\"/root\"}", sources[i],
+                         sources[i]);
+                _cleanup_json_ json_object *r = api(key, "POST", "/v1/templates", 403, body);
+                ck_assert_str_eq(sp_test_jstr(r, "error.code"), "permission_denied");
+                ck_assert_ptr_nonnull(strstr(sp_test_jstr(r, "error.message"), "admin"));
+                snprintf(body, sizeof(body), "/v1/templates/steal-%s", sources[i]);
+                json_object_put(api(key, "GET", body, 404, NULL));
+        }
+        char body[1024];
+        snprintf(body, sizeof(body),
+                 "{\"name\":\"steal\",\"source\":\"dir\",\"path\":\"%s/import\",\"tenant_id\":\"%s\"}", S.dir, tenant);
+        json_object_put(api(key, "POST", "/v1/templates", 403, body));
+
+        /* 2. An admin names paths outside the worker's import root: the worker refuses
+         * them all alike, missing or not. The root holds symlinks that lead out. */
+        sh("mkdir -p %s/hostsecret && echo s3cr3t > %s/hostsecret/f && chmod 700 %s/hostsecret", S.dir, S.dir, S.dir);
+        sh("ln -sfn %s/hostsecret %s/import/link-out && ln -sfn ../w0/storage %s/import/link-storage", S.dir, S.dir,
+           S.dir);
+        sh("mkdir -p %s/import/sub && ln -sfn /etc %s/import/sub/etc", S.dir, S.dir);
+        char p[8][700];
+        snprintf(p[0], sizeof(p[0]), "%s/hostsecret", S.dir); /* a root-only host directory */
+        snprintf(p[1], sizeof(p[1]), "%s/w0/storage/templates/base/rootfs", S.dir); /* the worker's storage */
+        snprintf(p[2], sizeof(p[2]), "%s", S.dir); /* the control plane's state: admin.key */
+        snprintf(p[3], sizeof(p[3]), "%s/import/link-out", S.dir);
+        snprintf(p[4], sizeof(p[4]), "%s/import/link-storage/templates/base/rootfs", S.dir);
+        snprintf(p[5], sizeof(p[5]), "%s/import/sub/etc", S.dir);
+        snprintf(p[6], sizeof(p[6]), "%s/import/no-such-dir", S.dir); /* missing: the same answer */
+        snprintf(p[7], sizeof(p[7]), "%s/import-sibling", S.dir); /* a prefix of the root's name is not inside it */
+        sh("mkdir -p %s", p[7]);
+        for (int i = 0; i < 8; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "out-%d", i);
+                assert_refused(name, "dir", p[i]);
+        }
+        assert_refused("out-etc", "dir", "/etc");
+        assert_refused("out-tar", "tar", "/etc/passwd");
+        assert_refused("out-oci", "oci", "/");
+        snprintf(p[0], sizeof(p[0]), "%s/import/sub", S.dir); /* a directory where a tarball is wanted */
+        assert_refused("out-kind", "tar", p[0]);
+
+        /* 3. Inside the root: imported, for the tenant named. */
+        sh("rm -rf %s/import/sub && cp -a %s/w0/storage/templates/base/rootfs %s/import/good && "
+           "echo inside > %s/import/good/etc/marker",
+           S.dir, S.dir, S.dir, S.dir);
+        snprintf(p[0], sizeof(p[0]), "%s/import/good", S.dir);
+        json_object_put(admin_build("good", "dir", p[0], tenant, true));
+        _cleanup_json_ json_object *t = api(key, "GET", "/v1/templates/good", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(t, "state"), "ready");
+        ck_assert_str_eq(sp_test_jstr(t, "public"), "false");
+
+        /* 4. A decompression bomb: 256 MiB of zeros in a small .tar.gz stops at the 16 MiB bound. */
+        sh("cd %s && truncate -s 256M zeros && tar -czf import/bomb.tgz zeros && rm -f zeros", S.dir);
+        snprintf(p[0], sizeof(p[0]), "%s/import/bomb.tgz", S.dir);
+        _cleanup_json_ json_object *op = admin_build("bomb", "tar", p[0], NULL, false);
+        const char *msg = sp_test_jstr(op, "error.message");
+        ck_assert_msg(msg && strstr(msg, "exceeds 16777216 bytes"), "bomb: %s", msg ? msg : "(none)");
+        ck_assert_msg(!strchr(msg, '/'), "the error names a path: %s", msg);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+        Suite *s = suite_create("sec_api_templates");
+        TCase *tc = tcase_create("templates");
+        tcase_set_timeout(tc, 300);
+        tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        tcase_add_test(tc, host_paths_are_for_admins_and_confined_to_the_import_root);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        sp_test_require_root("workers need namespaces, cgroups and btrfs");
+        sp_test_pg_require();
+        return sp_test_main(suite());
+}
