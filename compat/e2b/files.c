@@ -37,7 +37,21 @@ static void fail(e2b_call *call, const sp_error *e)
         e2b_rest_error(call, status, e->message);
 }
 
-/* A files token for path: *ret_url is the data-plane URL with ?path=. */
+/* The user of a /files call: ?username= (the SDK's), else Authorization: Basic. */
+static int files_user(e2b_call *call, e2b_envd *ev, sp_error **err)
+{
+        const char *u = e2b_call_req(call)->q_username;
+        if (!u || !*u)
+                return 0;
+        if (strlen(u) > 64)
+                return sp_error_set(err, SP_E_INVALID, "user name too long");
+        free(ev->user);
+        if (!(ev->user = strdup(u)))
+                abort();
+        return 0;
+}
+
+/* A files token for path, acting as ev->user: *ret_url is the data-plane URL with ?path=. */
 static int files_token(e2b_envd *ev, const char *path, const char *scope, char **ret_url, char **ret_token,
                        sp_error **err)
 {
@@ -49,6 +63,8 @@ static int files_token(e2b_envd *ev, const char *path, const char *scope, char *
         json_object_object_add(body, "path", json_object_new_string(path));
         json_object_object_add(body, "scope", json_object_new_string(scope));
         json_object_object_add(body, "ttl_s", json_object_new_int(600));
+        if (ev->user) /* the transfer has that user's rights inside the sandbox */
+                json_object_object_add(body, "user", json_object_new_string(ev->user));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0)
                 return -1;
         json_object *u = NULL, *k = NULL;
@@ -79,7 +95,7 @@ static void download(e2b_call *call, void *userdata)
         _cleanup_free_ char *url = NULL, *token = NULL;
         sp_http_client *c = NULL;
         const char *path = e2b_call_req(call)->q_path;
-        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || check_path(path, &e) < 0 ||
+        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || files_user(call, &ev, &e) < 0 || check_path(path, &e) < 0 ||
             files_token(&ev, path, "read", &url, &token, &e) < 0) {
                 fail(call, e);
                 e2b_envd_close(&ev);
@@ -146,7 +162,7 @@ static void upload(e2b_call *call, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *out = json_object_new_array();
         e2b_envd ev;
-        if (e2b_envd_open(call, ctx, &ev, &e) < 0)
+        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || files_user(call, &ev, &e) < 0)
                 goto failed;
         if (r->content_encoding && strcasecmp(r->content_encoding, "identity") != 0) {
                 sp_error_set(&e, SP_E_UNSUPPORTED, "Content-Encoding %s is not supported", r->content_encoding);

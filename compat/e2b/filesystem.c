@@ -47,6 +47,22 @@ static void target_for(sp_buf *b, const char *sandbox, const char *route)
         sp_buf_append_str(b, route, NULL);
 }
 
+/* The call's user (Authorization: Basic), so that the agent acts with that
+ * user's rights: as &user= after a query, or in a body. */
+static void user_query(sp_buf *b, const e2b_envd *ev)
+{
+        if (!ev->user)
+                return;
+        sp_buf_append_str(b, "&user=", NULL);
+        e2b_url_escape(b, ev->user);
+}
+
+static void user_body(json_object *body, const e2b_envd *ev)
+{
+        if (ev->user)
+                json_object_object_add(body, "user", json_object_new_string(ev->user));
+}
+
 /* envd's EntryInfo for our FileStat. */
 static json_object *entry_info(json_object *st)
 {
@@ -91,6 +107,7 @@ static int stat_path(e2b_envd *ev, const char *path, json_object **ret, sp_error
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         target_for(&t, ev->sandbox_id, "stat?path=");
         e2b_url_escape(&t, path);
+        user_query(&t, ev);
         return e2b_api_json(&ev->api, "GET", t.data, NULL, ret, err) < 0 ? -1 : 0;
 }
 
@@ -124,6 +141,7 @@ static int list_into(e2b_envd *ev, const char *dir, int depth, json_object *entr
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         target_for(&t, ev->sandbox_id, "list?limit=10000&path=");
         e2b_url_escape(&t, dir);
+        user_query(&t, ev);
         _cleanup_json_ json_object *l = NULL;
         json_object *items = NULL;
         if (e2b_api_json(&ev->api, "GET", t.data, NULL, &l, err) < 0)
@@ -182,6 +200,7 @@ static void fs_make_dir(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         target_for(&t, ev->sandbox_id, "mkdir");
         json_object_object_add(body, "path", json_object_new_string(path));
+        user_body(body, ev);
         json_object_object_add(body, "parents", json_object_new_boolean(true));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0) {
                 e2b_connect_error(call, e);
@@ -203,6 +222,7 @@ static void fs_move(e2b_call *call, e2b_envd *ev, json_object *req)
         }
         json_object_object_add(body, "from", json_object_new_string(from));
         json_object_object_add(body, "to", json_object_new_string(to));
+        user_body(body, ev);
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0) {
                 e2b_connect_error(call, e);
                 return;
@@ -222,6 +242,7 @@ static void fs_remove(e2b_call *call, e2b_envd *ev, json_object *req)
                 return;
         }
         json_object_object_add(body, "path", json_object_new_string(path));
+        user_body(body, ev);
         json_object_object_add(body, "recursive", json_object_new_boolean(true));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0) {
                 e2b_connect_error(call, e);
@@ -247,6 +268,7 @@ static int snapshot_into(e2b_envd *ev, const char *dir, const char *prefix, int 
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         target_for(&t, ev->sandbox_id, "list?limit=10000&path=");
         e2b_url_escape(&t, dir);
+        user_query(&t, ev);
         _cleanup_json_ json_object *l = NULL;
         json_object *items = NULL;
         if (e2b_api_json(&ev->api, "GET", t.data, NULL, &l, err) < 0)

@@ -72,12 +72,15 @@ void cp__h_files_stat(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         cp_files_req r;
-        if (cp_req_files_query(sp_http_request_query(c->req, "path"), NULL, &r, &e) < 0) {
+        if (cp_req_files_query(sp_http_request_query(c->req, "path"), NULL, sp_http_request_query(c->req, "user"), &r,
+                               &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
         _cleanup_json_ json_object *req = json_object_new_object();
         json_object_object_add(req, "path", json_object_new_string(r.path));
+        if (r.user[0])
+                json_object_object_add(req, "user", json_object_new_string(r.user));
         cp_files_req_free(&r);
         call(c, "StatFile", req, NULL, NULL);
 }
@@ -86,14 +89,16 @@ void cp__h_files_list(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         cp_files_req r;
-        if (cp_req_files_query(sp_http_request_query(c->req, "path"), sp_http_request_query(c->req, "limit"), &r, &e) <
-            0) {
+        if (cp_req_files_query(sp_http_request_query(c->req, "path"), sp_http_request_query(c->req, "limit"),
+                               sp_http_request_query(c->req, "user"), &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
         _cleanup_json_ json_object *req = json_object_new_object();
         json_object_object_add(req, "path", json_object_new_string(r.path));
         json_object_object_add(req, "limit", json_object_new_int64(r.limit));
+        if (r.user[0])
+                json_object_object_add(req, "user", json_object_new_string(r.user));
         cp_files_req_free(&r);
         call(c, "ListDir", req, NULL, NULL);
 }
@@ -124,6 +129,8 @@ static void change(cp_call *c, int (*decode)(const char *, size_t, cp_files_req 
                 json_object_object_add(req, "recursive", json_object_new_boolean(true));
         if (r.mode >= 0)
                 json_object_object_add(req, "mode", json_object_new_int64(r.mode));
+        if (r.user[0])
+                json_object_object_add(req, "user", json_object_new_string(r.user));
         json_object_object_foreach (req, k, v)
                 json_object_object_add(detail, k, json_object_get(v));
         cp_files_req_free(&r);
@@ -174,9 +181,13 @@ void cp__h_files_token(cp_call *c)
                 json_object_object_add(claims, "scope", json_object_new_string(scope));
                 if (r.path)
                         json_object_object_add(claims, "path", json_object_new_string(r.path));
+                if (r.user[0]) /* the data plane's transfers act as this user */
+                        json_object_object_add(claims, "usr", json_object_new_string(r.user));
                 json_object_object_add(detail, "scope", json_object_new_string(scope));
                 json_object_object_add(detail, "ttl_s", json_object_new_int64(ttl));
                 json_object_object_add(detail, "path", r.path ? json_object_new_string(r.path) : NULL);
+                if (r.user[0])
+                        json_object_object_add(detail, "user", json_object_new_string(r.user));
                 rc = cp__token_mint(c->api, claims, ttl, &token, expires, &e);
         }
         if (rc == 0)

@@ -35,6 +35,20 @@ static bool user_ok(const char *s)
         return true;
 }
 
+#define USER_RULE "a user name or uid: printable, without spaces or ':'"
+
+/* The optional field "user" into out (CP_SESSION_MAX_USER + 1 bytes; "" when absent). */
+static int get_user(json_object *o, char *out, sp_error **err)
+{
+        const char *user = NULL;
+        if (sp_json_get_string(o, "user", false, CP_SESSION_MAX_USER, &user, err) < 0)
+                return -SP_E_INVALID;
+        if (user && !user_ok(user))
+                return sp_error_set(err, SP_E_INVALID, "field 'user' must be " USER_RULE);
+        snprintf(out, CP_SESSION_MAX_USER + 1, "%s", user ? user : "");
+        return 0;
+}
+
 /* An optional non-empty path field, copied into *ret (NULL when absent). */
 static int get_path(json_object *o, const char *name, bool required, char **ret, sp_error **err)
 {
@@ -140,20 +154,12 @@ static int session_create(json_object *o, cp_session_create_req *r, sp_error **e
 {
         static const char *const fields[] = {"argv", "command", "env",       "cwd", "user",
                                              "pty",  "stdin",   "timeout_s", NULL};
-        const char *user = NULL;
         if (sp_json_check_fields(o, fields, err) < 0 || get_argv(o, &r->argv, err) < 0 ||
             get_env(o, &r->env, err) < 0 || get_path(o, "cwd", false, &r->cwd, err) < 0 ||
-            sp_json_get_string(o, "user", false, CP_SESSION_MAX_USER, &user, err) < 0 || get_pty(o, r, err) < 0 ||
+            get_user(o, r->user, err) < 0 || get_pty(o, r, err) < 0 ||
             sp_json_get_bool(o, "stdin", false, &r->stdin_open, err) < 0 ||
             sp_json_get_int(o, "timeout_s", false, 0, CP_MAX_TIMEOUT_S, &r->timeout_s, err) < 0)
                 return -SP_E_INVALID;
-        if (user) {
-                if (!user_ok(user))
-                        return sp_error_set(
-                                err, SP_E_INVALID,
-                                "field 'user' must be a user name or uid: printable, without spaces or ':'");
-                snprintf(r->user, sizeof(r->user), "%s", user);
-        }
         return 0;
 }
 
@@ -257,13 +263,13 @@ static int token_req(const char *body, size_t len, bool files, cp_token_req *ret
         if (r < 0)
                 return r;
         static const char *const session_fields[] = {"scope", "ttl_s", NULL};
-        static const char *const files_fields[] = {"path", "scope", "ttl_s", NULL};
+        static const char *const files_fields[] = {"path", "scope", "ttl_s", "user", NULL};
         cp_token_req q = {0};
         const char *scope = NULL;
         if (sp_json_check_fields(o, files ? files_fields : session_fields, err) < 0 ||
             sp_json_get_string(o, "scope", false, 16, &scope, err) < 0 ||
             sp_json_get_int(o, "ttl_s", false, 1, CP_TOKEN_MAX_TTL_S, &q.ttl_s, err) < 0 ||
-            (files && get_path(o, "path", false, &q.path, err) < 0)) {
+            (files && (get_path(o, "path", false, &q.path, err) < 0 || get_user(o, q.user, err) < 0))) {
                 cp_token_req_free(&q);
                 return -SP_E_INVALID;
         }
@@ -333,12 +339,12 @@ static int files_body(const char *body, size_t len, files_op op, cp_files_req *r
         int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
-        static const char *const mkdir_fields[] = {"path", "parents", "mode", NULL};
-        static const char *const move_fields[] = {"from", "to", NULL};
-        static const char *const remove_fields[] = {"path", "recursive", NULL};
+        static const char *const mkdir_fields[] = {"path", "parents", "mode", "user", NULL};
+        static const char *const move_fields[] = {"from", "to", "user", NULL};
+        static const char *const remove_fields[] = {"path", "recursive", "user", NULL};
         const char *const *fields = op == FILES_MKDIR ? mkdir_fields : op == FILES_MOVE ? move_fields : remove_fields;
         cp_files_req q = {.mode = -1};
-        bool ok = sp_json_check_fields(o, fields, err) == 0;
+        bool ok = sp_json_check_fields(o, fields, err) == 0 && get_user(o, q.user, err) == 0;
         if (ok && op == FILES_MOVE)
                 ok = get_path(o, "from", true, &q.path, err) == 0 && get_path(o, "to", true, &q.to, err) == 0;
         else if (ok)
@@ -370,7 +376,7 @@ int cp_req_files_remove(const char *body, size_t len, cp_files_req *ret, sp_erro
         return files_body(body, len, FILES_REMOVE, ret, err);
 }
 
-int cp_req_files_query(const char *path, const char *limit, cp_files_req *ret, sp_error **err)
+int cp_req_files_query(const char *path, const char *limit, const char *user, cp_files_req *ret, sp_error **err)
 {
         memset(ret, 0, sizeof(*ret));
         cp_files_req q = {.mode = -1};
@@ -381,6 +387,11 @@ int cp_req_files_query(const char *path, const char *limit, cp_files_req *ret, s
                                     CP_SESSION_MAX_PATH);
         if (cp_req_count("limit", limit, CP_FILES_DEFAULT_LIST, CP_FILES_MAX_LIST, &q.limit, err) < 0)
                 return -SP_E_INVALID;
+        if (user) {
+                if (strlen(user) > CP_SESSION_MAX_USER || !user_ok(user))
+                        return sp_error_set(err, SP_E_INVALID, "query parameter 'user' must be " USER_RULE);
+                snprintf(q.user, sizeof(q.user), "%s", user);
+        }
         if (!(q.path = strdup(path)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         *ret = q;

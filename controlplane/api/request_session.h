@@ -65,11 +65,13 @@ int cp_req_signal(const char *body, size_t len, int *ret, sp_error **err);
 /* POST /v1/sessions/{id}/token {"scope":"read"|"write", "ttl_s":N} and
  * POST /v1/sandboxes/{id}/files/token {"path":"/srv/a.txt", "scope", "ttl_s"}:
  * every field optional; ttl_s 1..CP_TOKEN_MAX_TTL_S; path (files only) a
- * non-empty path. */
+ * non-empty path; user (files only) the user inside the sandbox whose rights
+ * the transfers have, as a session's user. */
 typedef struct cp_token_req {
         char scope[8]; /* "" when absent */
         int64_t ttl_s; /* 0 when absent */
         char *path; /* NULL when absent */
+        char user[CP_SESSION_MAX_USER + 1]; /* "" when absent (the sandbox's root) */
 } cp_token_req;
 int cp_req_session_token(const char *body, size_t len, cp_token_req *ret, sp_error **err);
 int cp_req_files_token(const char *body, size_t len, cp_token_req *ret, sp_error **err);
@@ -81,19 +83,22 @@ void cp_token_req_free(cp_token_req *r);
  * Paths are required and non-empty, resolved by the agent inside the sandbox
  * (relative ones from the user's home). mode is a string of 1 to 5 octal
  * digits or a JSON integer, at most 07777. limit is 1..CP_FILES_MAX_LIST
- * [CP_FILES_DEFAULT_LIST]. */
+ * [CP_FILES_DEFAULT_LIST]. Every route takes an optional user ("user" in the
+ * body, ?user= in the query): the operation acts with that user's rights
+ * inside the sandbox, as a session's user does. */
 typedef struct cp_files_req {
         char *path; /* mkdir, remove, stat, list; "from" of move */
         char *to; /* move */
         bool parents, recursive;
         int64_t mode; /* -1 when absent */
         int64_t limit;
+        char user[CP_SESSION_MAX_USER + 1]; /* "" when absent (the sandbox's root) */
 } cp_files_req;
 int cp_req_files_mkdir(const char *body, size_t len, cp_files_req *ret, sp_error **err);
 int cp_req_files_move(const char *body, size_t len, cp_files_req *ret, sp_error **err);
 int cp_req_files_remove(const char *body, size_t len, cp_files_req *ret, sp_error **err);
-/* path and limit as the raw query values (NULL when absent; limit may be NULL for stat). */
-int cp_req_files_query(const char *path, const char *limit, cp_files_req *ret, sp_error **err);
+/* path, limit and user as the raw query values (NULL when absent; limit may be NULL for stat). */
+int cp_req_files_query(const char *path, const char *limit, const char *user, cp_files_req *ret, sp_error **err);
 void cp_files_req_free(cp_files_req *r);
 
 /* Query of GET /v1/sandboxes/{id}/sessions: ?limit=N (1..1000 [100]) and

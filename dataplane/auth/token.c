@@ -88,6 +88,16 @@ static bool worker_address_ok(const char *s)
                s[0] != '-' && s[0] != '.';
 }
 
+/* A user name or uid as the control plane takes it: printable ASCII, no
+ * space, no ':'. */
+static bool user_name_ok(const char *s)
+{
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+                if (*c <= 0x20 || *c >= 0x7f || *c == ':')
+                        return false;
+        return true;
+}
+
 /* Copies a string claim of at most max bytes into out (room for max + 1). */
 static int claim_string(json_object *claims, const char *name, bool required, size_t max, char *out, sp_error **err)
 {
@@ -144,10 +154,15 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
                                 return r;
                         c.has_path = true;
                 }
-        } else {
-                if (claim_present(claims, "path"))
+                if ((r = claim_string(claims, "usr", false, DP_CLAIM_USER_MAX, c.user, err)) < 0)
+                        return r;
+                if (c.user[0] && !user_name_ok(c.user))
                         return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                            "malformed token claims: a session token names no path");
+                                            "malformed token claims: 'usr' is not a user name");
+        } else {
+                if (claim_present(claims, "path") || claim_present(claims, "usr"))
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                            "malformed token claims: a session token names no path or user");
                 if ((r = claim_string(claims, "ses", true, DP_CLAIM_ID_MAX, c.session, err)) < 0)
                         return r;
         }

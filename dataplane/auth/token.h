@@ -22,6 +22,7 @@
 #define DP_CLAIM_ID_MAX 64 /* ten, sbx, ses */
 #define DP_CLAIM_WORKER_MAX 261 /* "[IPv6]:port" or "name:port": 253-byte name, ':' and 5 digits, or brackets */
 #define DP_CLAIM_PATH_MAX 4096
+#define DP_CLAIM_USER_MAX 64 /* a user name or uid inside the sandbox */
 
 /* What a verified token grants. Strings are copies (NUL-terminated). */
 typedef struct dp_claims {
@@ -32,6 +33,7 @@ typedef struct dp_claims {
         char sandbox[DP_CLAIM_ID_MAX + 1];
         char session[DP_CLAIM_ID_MAX + 1]; /* "" for files tokens */
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* HOST:PORT of the worker RPC */
+        char user[DP_CLAIM_USER_MAX + 1]; /* files tokens: act as this user in the sandbox ("": its default) */
         bool has_path; /* files tokens: the one path granted */
         char path[DP_CLAIM_PATH_MAX + 1];
         char kid[SP_TOKEN_KID_LEN + 1];
@@ -52,7 +54,7 @@ dp_refusal dp_token_refusal(const sp_error *e);
 
 /* Decodes the claims of a verified token (as sp_token_verify() returns
  * them) into *ret: typ, scope, sbx and wkr required; ses required for
- * session tokens and refused on files tokens; path only on files tokens;
+ * session tokens and refused on files tokens; path and usr only on files tokens;
  * ten and akey optional. Claims this version does not know are ignored (the control
  * plane may add some). Every refusal is SP_E_UNAUTHENTICATED "malformed
  * token claims: ..." naming the claim. *ret is untouched on failure. */

@@ -149,6 +149,8 @@ static json_object *file_request(const download *dl)
         json_object *r = json_object_new_object();
         json_object_object_add(r, "sandbox_id", json_object_new_string(dl->claims.sandbox));
         json_object_object_add(r, "path", json_object_new_string(dl->path));
+        if (dl->claims.user[0])
+                json_object_object_add(r, "user", json_object_new_string(dl->claims.user));
         return r;
 }
 
@@ -268,6 +270,8 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         json_object_object_add(r, "path", json_object_new_string(f.path));
         json_object_object_add(r, "mode", json_object_new_int((int)f.mode));
         json_object_object_add(r, "append", json_object_new_boolean(f.append));
+        if (c.user[0])
+                json_object_object_add(r, "user", json_object_new_string(c.user));
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,
                                .method = "WriteFile",
                                .request = r,

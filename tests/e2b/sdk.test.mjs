@@ -81,6 +81,22 @@ for (const pkg of versions) {
       await assert.rejects(sbx.files.read(`${dir}/b.txt`), (err) => err.name === 'FileNotFoundError' || err instanceof NotFoundError)
     })
 
+    test("files: act with the requested user's rights", async () => {
+      await sbx.commands.run('echo secret > /root/secret.txt && chmod 600 /root/secret.txt')
+      // As root (explicitly): allowed.
+      assert.equal(await sbx.files.read('/root/secret.txt', { user: 'root' }), 'secret\n')
+      // As user: neither reading root's file nor writing into /root, nor listing it.
+      await assert.rejects(sbx.files.read('/root/secret.txt', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
+      await assert.rejects(sbx.files.write('/root/planted.txt', 'x', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
+      await assert.rejects(sbx.files.list('/root', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
+      await assert.rejects(sbx.files.remove('/root/secret.txt', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
+      assert.equal((await sbx.commands.run('ls /root')).stdout, 'secret.txt\n', 'nothing planted, nothing removed')
+      // A file written as user belongs to user, and a relative path is from its home.
+      await sbx.files.write('mine.txt', 'mine', { user: 'user' })
+      assert.equal((await sbx.commands.run('stat -c %U:%G /home/user/mine.txt')).stdout, 'user:user\n')
+      assert.equal(await sbx.files.read('/home/user/mine.txt', { user: 'user' }), 'mine')
+    })
+
     test('files.watchDir: create, write, rename and remove arrive as events (polled)', async () => {
       const dir = `/tmp/watch-${randomBytes(4).toString('hex')}`
       await sbx.files.makeDir(dir)

@@ -156,16 +156,18 @@ static void split2(char *s, char **a, char **b)
 
 static void files_query(char *s)
 {
-        char *path, *limit;
+        char *path, *limit, *user = NULL;
         split2(s, &path, &limit);
+        if (limit)
+                split2(limit, &limit, &user);
         cp_files_req f;
         sp_error *e = NULL;
-        int ret = cp_req_files_query(path, limit, &f, &e);
+        int ret = cp_req_files_query(path, limit, user, &f, &e);
         check_outcome(ret, e);
         if (ret < 0) {
                 check(zeroed(&f, sizeof(f)));
         } else {
-                check(path_ok(f.path) && f.limit >= 1 && f.limit <= CP_FILES_MAX_LIST);
+                check(path_ok(f.path) && f.limit >= 1 && f.limit <= CP_FILES_MAX_LIST && !strpbrk(f.user, " :\t\n"));
                 cp_files_req_free(&f);
         }
         sp_error_free(e);

@@ -312,11 +312,19 @@ START_TEST(files)
         ck_assert_int_eq(cp_req_files_remove(b, strlen(b), &f, &e), 0);
         ck_assert(f.recursive);
         cp_files_req_free(&f);
-        ck_assert_int_eq(cp_req_files_query("/etc", NULL, &f, &e), 0);
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, NULL, &f, &e), 0);
         ck_assert_int_eq(f.limit, CP_FILES_DEFAULT_LIST);
         cp_files_req_free(&f);
-        ck_assert_int_eq(cp_req_files_query("/etc", "10000", &f, &e), 0);
+        ck_assert_int_eq(cp_req_files_query("/etc", "10000", NULL, &f, &e), 0);
         ck_assert_int_eq(f.limit, CP_FILES_MAX_LIST);
+        ck_assert_str_eq(f.user, "");
+        cp_files_req_free(&f);
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, "user", &f, &e), 0);
+        ck_assert_str_eq(f.user, "user");
+        cp_files_req_free(&f);
+        b = "{\"path\":\"/a\",\"user\":\"1000\"}";
+        ck_assert_int_eq(cp_req_files_remove(b, strlen(b), &f, &e), 0);
+        ck_assert_str_eq(f.user, "1000");
         cp_files_req_free(&f);
 
         typedef int (*dec)(const char *, size_t, cp_files_req *, sp_error **);
@@ -341,6 +349,9 @@ START_TEST(files)
                 {cp_req_files_move, "{\"path\":\"/a\"}", "unknown field 'path'"},
                 {cp_req_files_remove, "{\"path\":\"/a\",\"recursive\":1}", "'recursive' must be true or false"},
                 {cp_req_files_remove, "", "missing required field 'path'"},
+                {cp_req_files_remove, "{\"path\":\"/a\",\"user\":\"a b\"}", "'user' must be a user name"},
+                {cp_req_files_move, "{\"from\":\"/a\",\"to\":\"/b\",\"user\":\"a:b\"}", "'user' must be a user name"},
+                {cp_req_files_mkdir, "{\"path\":\"/a\",\"user\":7}", "'user' must be a string"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(refused); i++) {
                 sp_error_freep(&e);
@@ -359,16 +370,19 @@ START_TEST(files)
                 {"/a", "0", "limit must be between 1 and 10000"},
                 {"/a", "10001", "limit must be between 1 and 10000"},
                 {"/a", "x", "limit must be between 1 and 10000"},
+                {"/a", NULL, "'user' must be a user name"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad_query); i++) {
                 sp_error_freep(&e);
                 memset(&f, 0xa5, sizeof(f));
-                ck_assert_int_eq(cp_req_files_query(bad_query[i].path, bad_query[i].limit, &f, &e), -SP_E_INVALID);
+                ck_assert_int_eq(
+                        cp_req_files_query(bad_query[i].path, bad_query[i].limit, i == 5 ? "x y" : NULL, &f, &e),
+                        -SP_E_INVALID);
                 ck_assert_msg(strstr(e->message, bad_query[i].want), "'%s'", e->message);
                 ck_assert(all_zero(&f, sizeof(f)));
         }
         sp_error_freep(&e);
-        ck_assert_int_eq(cp_req_files_query(p4097, NULL, &f, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_req_files_query(p4097, NULL, NULL, &f, &e), -SP_E_INVALID);
         ck_assert(strstr(e->message, "longer than 4096"));
 }
 END_TEST
