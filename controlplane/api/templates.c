@@ -37,6 +37,17 @@ void cp__h_template_create(cp_call *c)
                 cp_template_create_req_free(&r);
                 return;
         }
+        /* A mirror is a URL the workers fetch from, inside the cluster's network:
+         * a tenant naming one could make them reach any address the hosts can
+         * (the cluster's own services, a cloud's metadata). Tenants get the
+         * operator's mirror. */
+        if (!c->who.admin && r.mirror) {
+                cp__failf(c, SP_E_PERMISSION,
+                          "a debootstrap mirror is fetched from by the workers: only an admin key may choose one "
+                          "(without it the workers use the operator's)");
+                cp_template_create_req_free(&r);
+                return;
+        }
         if (!c->who.admin && r.tenant_id[0]) {
                 cp__failf(c, SP_E_PERMISSION, "only an admin key may register a template for a tenant");
                 cp_template_create_req_free(&r);

@@ -128,6 +128,18 @@ START_TEST(host_paths_are_for_admins_and_confined_to_the_import_root)
         snprintf(body, sizeof(body),
                  "{\"name\":\"steal\",\"source\":\"dir\",\"path\":\"%s/import\",\"tenant_id\":\"%s\"}", S.dir, tenant);
         json_object_put(api(key, "POST", "/v1/templates", 403, body));
+        /* A debootstrap mirror would make the workers fetch any URL (the control
+         * plane's own API here): only an admin chooses one. */
+        {
+                char mirror[512];
+                snprintf(mirror, sizeof(mirror),
+                         "{\"name\":\"ssrf\",\"source\":\"debootstrap\",\"suite\":\"bookworm\","
+                         "\"mirror\":\"http://127.0.0.1:%d/v1/keys\"}",
+                         S.api);
+                _cleanup_json_ json_object *r = api(key, "POST", "/v1/templates", 403, mirror);
+                ck_assert_ptr_nonnull(strstr(sp_test_jstr(r, "error.message"), "mirror"));
+                json_object_put(api(key, "GET", "/v1/templates/ssrf", 404, NULL));
+        }
 
         /* 2. An admin names paths outside the worker's import root: the worker refuses
          * them all alike, missing or not. The root holds symlinks that lead out. */
