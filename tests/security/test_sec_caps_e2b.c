@@ -12,8 +12,8 @@
  *
  * Calls: A opens as many WatchDir streams (each holds a call while its
  * client stays) as the whole bound. Only its share is admitted; the rest,
- * and A's REST calls with the same key, are answered 429 naming the share,
- * at once. B's envd and REST calls are served, /health, /healthz, /readyz
+ * one with a made-up X-API-KEY beside its token, and A's REST calls with
+ * the same key, are answered 429 naming the share, at once. B's envd and REST calls are served, /health, /healthz, /readyz
  * and /metrics answer, and /metrics counts the refusals and the key at its
  * share. When A's streams end its calls are served again.
  *
@@ -164,8 +164,8 @@ static int answer(int fd, int wait_ms, sp_buf *out)
 }
 
 /* Starts a WatchDir stream of t's sandbox's root: it holds a call while fd
- * stays open. */
-static int watch_dir(const tenant *t)
+ * stays open. extra: one more header line ("Name: value\r\n") or "". */
+static int watch_dir_with(const tenant *t, const char *extra)
 {
         static const char msg[] = "{\"path\":\"/\"}";
         char body[64];
@@ -178,12 +178,17 @@ static int watch_dir(const tenant *t)
         int len = snprintf(head, sizeof(head),
                            "POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: e2b\r\n"
                            "Content-Type: application/connect+json\r\nE2b-Sandbox-Id: %s\r\nX-Access-Token: %s\r\n"
-                           "Content-Length: %zu\r\n\r\n",
-                           t->sandbox, t->token, n + 5);
+                           "%sContent-Length: %zu\r\n\r\n",
+                           t->sandbox, t->token, extra, n + 5);
         int fd = dial();
         ck_assert_int_eq(write(fd, head, (size_t)len), len);
         ck_assert_int_eq(write(fd, body, n + 5), (ssize_t)(n + 5));
         return fd;
+}
+
+static int watch_dir(const tenant *t)
+{
+        return watch_dir_with(t, "");
 }
 
 /* A unary envd call of t (Connect, JSON): the status, the body into out. */
@@ -273,6 +278,12 @@ START_TEST(one_key_at_its_share_leaves_the_others_served)
         ck_assert_int_eq(refused, TOTAL - SHARE);
         wait_calls(SHARE);
 
+        /* A header the route does not act with buys no share of its own. */
+        int fake = watch_dir_with(&A, "X-API-KEY: made-up-key\r\n");
+        _cleanup_buf_ sp_buf fb = SP_BUF_INIT;
+        ck_assert_msg(answer(fake, 5000, &fb) == 429, "A's stream with a made-up X-API-KEY: %.600s", fb.data);
+        close(fake);
+
         /* A's REST calls act with the same key: the same share, refused at once. */
         sp_test_http_response r = {0};
         int64_t t0 = mono_ms();
@@ -297,7 +308,7 @@ START_TEST(one_key_at_its_share_leaves_the_others_served)
         ck_assert_int_eq(get_status("/healthz"), 200);
         ck_assert_int_eq(get_status("/readyz"), 200);
         ck_assert_int_eq(metric("space_e2b_calls "), SHARE + 1);
-        ck_assert_int_ge(metric("space_e2b_call_refusals_total{limit=\"key\"} "), TOTAL - SHARE + 1);
+        ck_assert_int_eq(metric("space_e2b_call_refusals_total{limit=\"key\"} "), TOTAL - SHARE + 2);
         ck_assert_int_eq(metric("space_e2b_call_refusals_total{limit=\"total\"} "), 0);
         ck_assert_int_eq(metric("space_e2b_call_keys_at_share "), 1);
         ck_assert_int_eq(metric("space_e2b_calls_per_key_max "), SHARE);
