@@ -184,6 +184,17 @@ size_t sp_shares_used_by(sp_shares *s, const char *key)
         return n;
 }
 
+size_t sp_shares_keys_full(sp_shares *s)
+{
+        size_t n = 0;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < BUCKETS; i++)
+                for (entry *e = s->buckets[i]; e; e = e->next)
+                        n += e->used >= s->per_key;
+        pthread_mutex_unlock(&s->mu);
+        return n;
+}
+
 size_t sp_shares_total(const sp_shares *s)
 {
         return s->total;

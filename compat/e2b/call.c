@@ -7,7 +7,7 @@
 
 #include <event2/event.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,20 +42,8 @@ struct e2b_call {
         bool in_eof, in_paused;
         /* lifetime */
         bool gone, thread_done;
+        e2b_caps *caps; /* gives back the call's unit when it is freed */
 };
-
-static atomic_uint calls_running;
-static unsigned calls_max = 1024;
-
-void e2b_call_set_max(unsigned max_calls)
-{
-        calls_max = max_calls ? max_calls : 1;
-}
-
-unsigned e2b_call_count(void)
-{
-        return atomic_load(&calls_running);
-}
 
 static void req_free(e2b_req *r)
 {
@@ -120,8 +108,8 @@ static void call_free(e2b_call *c)
         sp_buf_free(&c->in);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        e2b_caps_give(c->caps, E2B_CAP_CALLS, c->r.caller);
         free(c);
-        atomic_fetch_sub(&calls_running, 1);
 }
 
 /* Drops the loop's hold on the request once its answer is complete or the
@@ -317,16 +305,16 @@ static void req_copy(e2b_req *r, sp_http_request *req)
         r->body_len = len;
 }
 
-int e2b_call_start(struct event_base *base, sp_http_request *req, bool stream_body, e2b_call_fn fn, void *userdata,
-                   sp_error **err)
+int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps, const char *caller, bool stream_body,
+                   e2b_call_fn fn, void *userdata, sp_error **err)
 {
-        if (atomic_fetch_add(&calls_running, 1) >= calls_max) {
-                atomic_fetch_sub(&calls_running, 1);
-                return sp_error_set(err, SP_E_LIMIT, "too many requests in progress (%u)", calls_max);
-        }
+        if (e2b_caps_take(caps, E2B_CAP_CALLS, caller, err) < 0)
+                return -1;
         e2b_call *c = calloc(1, sizeof(*c));
         if (!c)
                 abort();
+        c->caps = caps;
+        snprintf(c->r.caller, sizeof(c->r.caller), "%s", caller);
         pthread_mutex_init(&c->mu, NULL);
         pthread_cond_init(&c->cv, NULL);
         c->fn = fn;

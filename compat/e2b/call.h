@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "caps.h"
 #include "space/error.h"
 #include "space/http.h"
 
@@ -42,23 +43,20 @@ typedef struct e2b_req {
         char *q_path, *q_username, *q_metadata, *q_state, *q_limit, *q_next_token; /* query parameters */
         char *body; /* buffered body (routes without a streamed body); "" when empty */
         size_t body_len;
+        char caller[E2B_CAPS_CALLER_LEN + 1]; /* whose share the call holds (caps.h); "" anonymous */
 } e2b_req;
 
 /* The thread's work: answer the call (e2b_call_reply() or e2b_call_begin() ...
  * e2b_call_end()). Returning without an answer answers 500. */
 typedef void (*e2b_call_fn)(e2b_call *call, void *userdata);
 
-/* Starts fn(call, userdata) on a new thread for req. With stream_body the
- * route's body is read through e2b_call_read(). At most max_calls run at once
- * (SP_E_LIMIT beyond; the caller answers). Errors: SP_E_LIMIT, SP_E_IO. */
-int e2b_call_start(struct event_base *base, sp_http_request *req, bool stream_body, e2b_call_fn fn, void *userdata,
-                   sp_error **err);
-
-/* Sets the bound on calls at once (default 1024). Call before serving. */
-void e2b_call_set_max(unsigned max_calls);
-
-/* Calls running now. */
-unsigned e2b_call_count(void);
+/* Starts fn(call, userdata) on a new thread for req, holding one unit of
+ * caps' E2B_CAP_CALLS for caller (caps.h) until the call is freed. With
+ * stream_body the route's body is read through e2b_call_read(). Errors (the
+ * caller answers): SP_E_LIMIT (caller at its share), SP_E_UNAVAILABLE (the
+ * total reached), SP_E_IO. */
+int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps, const char *caller, bool stream_body,
+                   e2b_call_fn fn, void *userdata, sp_error **err);
 
 /* ---- the call's thread ---- */
 

@@ -28,6 +28,7 @@ int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **
                 sp_explicit_bzero(key, strlen(key));
                 return -1;
         }
+        ret->ctx = ctx;
         ret->sandbox_id = r->sandbox_id;
         int rc = e2b_api_open(&ret->api, ctx, key, err);
         sp_explicit_bzero(key, strlen(key));

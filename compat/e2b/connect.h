@@ -26,6 +26,7 @@
  * the user from Authorization: Basic (NULL: the sandbox's default). */
 typedef struct e2b_envd {
         e2b_api api;
+        const e2b_ctx *ctx; /* the daemon's settings (borrowed) */
         const char *sandbox_id;
         char *user;
 } e2b_envd;

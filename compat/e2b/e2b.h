@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "call.h"
+#include "caps.h"
 #include "space/http.h"
 #include "token.h"
 
@@ -29,6 +30,7 @@ typedef struct e2b_ctx {
         const char *template_default; /* our template for E2B's "base" */
         unsigned api_timeout_ms;
         e2b_token_key key;
+        e2b_caps *caps; /* calls and watchers, shared out per caller (caps.h) */
 } e2b_ctx;
 
 /* One route of the daemon: fn runs on a call thread with the e2b_ctx as its
@@ -40,8 +42,11 @@ typedef struct e2b_route {
         uint64_t max_body;
 } e2b_route;
 
-/* Registers routes (the table must outlive the server). */
-int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, sp_error **err);
+/* Registers routes (the table must outlive the server). by_api_key: the
+ * routes act with X-API-KEY (the REST API), else with the key sealed in
+ * X-Access-Token (envd); a call holds that key's share (caps.h). */
+int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, bool by_api_key,
+                   sp_error **err);
 
 /* Answers an E2B REST error: status with {"code": status, "message": msg}. */
 void e2b_rest_error(e2b_call *call, int status, const char *msg);
@@ -52,7 +57,10 @@ int e2b_rest_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
 int e2b_process_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
 /* Registers envd's filesystem.Filesystem service (filesystem.c). */
 int e2b_filesystem_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
-/* Registers envd's GET/POST /files and GET /health (files.c). */
+/* Registers envd's GET/POST /files (files.c). */
 int e2b_files_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+/* Registers GET /health (envd's), /healthz, /readyz and /metrics, answered on
+ * the event loop without taking a call (health.c). */
+int e2b_health_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * envd's GET /files, POST /files (multipart/form-data or an octet-stream
- * body) and GET /health, on the data plane's file routes. Contents stream
+ * envd's GET /files and POST /files (multipart/form-data or an octet-stream
+ * body), on the data plane's file routes. Contents stream
  * both ways: the upload is parsed as it arrives and each part is sent on to
  * the data plane while it is read, the download is relayed as it comes.
  */
@@ -220,19 +220,12 @@ failed:
         e2b_envd_close(&ev);
 }
 
-static void health(e2b_call *call, void *userdata)
-{
-        (void)userdata;
-        e2b_call_reply(call, 204, NULL, NULL, "", 0);
-}
-
 static const e2b_route routes[] = {
         {"GET", "/files", download, false, 0},
         {"POST", "/files", upload, true, MAX_UPLOAD},
-        {"GET", "/health", health, false, 0},
 };
 
 int e2b_files_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)
 {
-        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), err);
+        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), false, err);
 }

@@ -7,9 +7,10 @@
  * EntryInfo}, one level, or up to E2B_REQUEST_MAX_DEPTH levels when
  * recursive, at most MAX_ENTRIES entries) and its events are the difference
  * between two snapshots. WatchDir polls every WATCH_POLL_MS while its client
- * stays; CreateWatcher keeps a snapshot in a table of this daemon (at most
- * MAX_WATCHERS, dropped after WATCHER_IDLE_S without a call) that
- * GetWatcherEvents diffs against the listing of the moment.
+ * stays; CreateWatcher keeps a snapshot in a table of this daemon (each
+ * holds a unit of its caller's share of --max-watchers, caps.h; dropped
+ * after WATCHER_IDLE_S without a call) that GetWatcherEvents diffs against
+ * the listing of the moment.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +28,6 @@
 #define MAX_ENTRIES 10000
 #define WATCH_POLL_MS 250
 #define WATCH_KEEPALIVE_S 50 /* the E2B SDK's Keepalive-Ping-Interval */
-#define MAX_WATCHERS 1000
 #define MAX_WATCHER_EVENTS 10000 /* per GetWatcherEvents answer; the oldest beyond are dropped */
 #define WATCHER_IDLE_S 600
 
@@ -414,21 +414,28 @@ static void fs_watch_dir(e2b_call *call, e2b_envd *ev, json_object *req)
 
 /* A watcher of CreateWatcher. busy: a GetWatcherEvents polls it (others
  * wait); removed: RemoveWatcher took it out of the table while busy, and
- * the poller frees it. */
+ * the poller frees it. It holds a unit of caps for caller until freed. */
 typedef struct watcher {
         char id[SP_ID_MAX];
         char *sandbox_id, *path;
         bool recursive, include_entry, busy, removed;
         json_object *snap;
         double used;
+        e2b_caps *caps;
+        char caller[E2B_CAPS_CALLER_LEN + 1];
 } watcher;
 
+/* The table: nwatchers slots, NULL where free; its size is bounded by the
+ * watchers cap. */
 static pthread_mutex_t watchers_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watchers_cv = PTHREAD_COND_INITIALIZER;
-static watcher *watchers[MAX_WATCHERS];
+static watcher **watchers;
+static size_t nwatchers;
 
 static void watcher_free(watcher *w)
 {
+        if (w->caps)
+                e2b_caps_give(w->caps, E2B_CAP_WATCHERS, w->caller);
         json_object_put(w->snap);
         free(w->sandbox_id);
         free(w->path);
@@ -438,10 +445,40 @@ static void watcher_free(watcher *w)
 /* The slot of the sandbox's watcher id, or -1. Under watchers_mu. */
 static int watcher_find(const char *sandbox_id, const char *id)
 {
-        for (int i = 0; i < MAX_WATCHERS; i++)
+        for (int i = 0; i < (int)nwatchers; i++)
                 if (watchers[i] && strcmp(watchers[i]->id, id) == 0 && strcmp(watchers[i]->sandbox_id, sandbox_id) == 0)
                         return i;
         return -1;
+}
+
+/* Drops watchers not polled for WATCHER_IDLE_S. Under watchers_mu. */
+static void watchers_expire_locked(double now)
+{
+        for (size_t i = 0; i < nwatchers; i++)
+                if (watchers[i] && !watchers[i]->busy && now - watchers[i]->used > WATCHER_IDLE_S) {
+                        watcher_free(watchers[i]);
+                        watchers[i] = NULL;
+                }
+}
+
+/* Puts w into a free slot, growing the table when there is none (its size
+ * stays bounded: every watcher in it holds a unit of the cap). Under
+ * watchers_mu. */
+static void watchers_insert_locked(watcher *w)
+{
+        for (size_t i = 0; i < nwatchers; i++)
+                if (!watchers[i]) {
+                        watchers[i] = w;
+                        return;
+                }
+        size_t n = nwatchers ? nwatchers * 2 : 16;
+        watcher **t = realloc(watchers, n * sizeof(*t));
+        if (!t)
+                abort();
+        memset(t + nwatchers, 0, (n - nwatchers) * sizeof(*t));
+        t[nwatchers] = w;
+        watchers = t;
+        nwatchers = n;
 }
 
 static void fs_create_watcher(e2b_call *call, e2b_envd *ev, json_object *req)
@@ -450,42 +487,36 @@ static void fs_create_watcher(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_json_ json_object *snap = NULL, *out = json_object_new_object();
         const char *path = NULL;
         bool recursive = bool_field(req, "recursive");
-        if (e2b_request_path(req, "path", &path, &e) < 0 || snapshot(ev, path, recursive, &snap, &e) < 0) {
+        const char *caller = e2b_call_req(call)->caller;
+        if (e2b_request_path(req, "path", &path, &e) < 0) {
+                e2b_connect_error(call, e);
+                return;
+        }
+        pthread_mutex_lock(&watchers_mu);
+        watchers_expire_locked(now_s());
+        pthread_mutex_unlock(&watchers_mu);
+        if (e2b_caps_take(ev->ctx->caps, E2B_CAP_WATCHERS, caller, &e) < 0) {
                 e2b_connect_error(call, e);
                 return;
         }
         watcher *w = calloc(1, sizeof(*w));
         if (!w || !(w->sandbox_id = strdup(ev->sandbox_id)) || !(w->path = strdup(path)))
                 abort();
+        w->caps = ev->ctx->caps; /* from here on, watcher_free() gives the unit back */
+        snprintf(w->caller, sizeof(w->caller), "%s", caller);
+        if (snapshot(ev, path, recursive, &snap, &e) < 0 || sp_id_new("wch", w->id, &e) < 0) {
+                watcher_free(w);
+                e2b_connect_error(call, e);
+                return;
+        }
         w->recursive = recursive;
         w->include_entry = bool_field(req, "includeEntry");
         w->snap = TAKE_PTR(snap);
         w->used = now_s();
-        if (sp_id_new("wch", w->id, &e) < 0) {
-                watcher_free(w);
-                e2b_connect_error(call, e);
-                return;
-        }
         json_object_object_add(out, "watcherId", json_object_new_string(w->id));
-        int slot = -1;
         pthread_mutex_lock(&watchers_mu);
-        for (int i = 0; i < MAX_WATCHERS; i++) {
-                if (watchers[i] && !watchers[i]->busy && w->used - watchers[i]->used > WATCHER_IDLE_S) {
-                        watcher_free(watchers[i]);
-                        watchers[i] = NULL;
-                }
-                if (!watchers[i] && slot < 0)
-                        slot = i;
-        }
-        if (slot >= 0)
-                watchers[slot] = w;
+        watchers_insert_locked(w);
         pthread_mutex_unlock(&watchers_mu);
-        if (slot < 0) {
-                watcher_free(w);
-                sp_error_set(&e, SP_E_LIMIT, "too many watchers (at most %d)", MAX_WATCHERS);
-                e2b_connect_error(call, e);
-                return;
-        }
         e2b_connect_reply(call, out);
 }
 
@@ -632,5 +663,5 @@ static const e2b_route routes[] = {
 
 int e2b_filesystem_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)
 {
-        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), err);
+        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), false, err);
 }

@@ -17,16 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect.h"
 #include "e2b.h"
 #include "space/cleanup.h"
 #include "space/config.h"
 #include "space/http.h"
+#include "space/json.h"
 #include "space/log.h"
 
 typedef struct e2b_cfg {
         char *listen, *api_url, *ca_file, *secret_file, *envd_version, *template_name;
         char *log_level, *log_format;
-        int64_t max_calls, max_connections, api_timeout_ms;
+        int64_t max_calls, max_calls_per_key, max_watchers, max_watchers_per_key, max_connections, api_timeout_ms;
 } e2b_cfg;
 
 static const sp_config_def defs[] = {
@@ -43,7 +45,13 @@ static const sp_config_def defs[] = {
         {"template", SP_CONFIG_STRING, "base", offsetof(e2b_cfg, template_name), 0, 0,
          "our template for E2B's default template \"base\""},
         {"max-calls", SP_CONFIG_INT, "1024", offsetof(e2b_cfg, max_calls), 1, 100000,
-         "requests in progress at once, streams included (each holds a thread); more are answered 429"},
+         "requests in progress at once, streams included (each holds a thread); more are answered 503"},
+        {"max-calls-per-key", SP_CONFIG_INT, "0", offsetof(e2b_cfg, max_calls_per_key), 0, 100000,
+         "of those, what one API key may hold (0: a quarter of --max-calls); more are answered 429"},
+        {"max-watchers", SP_CONFIG_INT, "1000", offsetof(e2b_cfg, max_watchers), 1, 100000,
+         "CreateWatcher watchers kept at once; more are refused (unavailable)"},
+        {"max-watchers-per-key", SP_CONFIG_INT, "0", offsetof(e2b_cfg, max_watchers_per_key), 0, 100000,
+         "of those, what one API key may hold (0: a quarter of --max-watchers); more are resource_exhausted"},
         {"max-connections", SP_CONFIG_INT, "10000", offsetof(e2b_cfg, max_connections), 1, 1000000,
          "client connections at once"},
         {"api-timeout-ms", SP_CONFIG_INT, "60000", offsetof(e2b_cfg, api_timeout_ms), 1000, 600000,
@@ -57,6 +65,7 @@ static const sp_config_def defs[] = {
 typedef struct binding {
         e2b_ctx *ctx;
         const e2b_route *route;
+        bool by_api_key;
 } binding;
 
 #define MAX_ROUTES 64
@@ -65,26 +74,46 @@ typedef struct binding {
 static binding bindings[MAX_ROUTES];
 static size_t nbindings;
 
+/* Answers a call that could not start: the REST shape {"code": status,
+ * "message"} or, on envd's Connect routes, {"code": "<connect code>",
+ * "message"}. */
+static void refuse(sp_http_request *req, const binding *b, const char *caller, const sp_error *e)
+{
+        int status = e->code == SP_E_LIMIT ? 429 : e->code == SP_E_UNAVAILABLE ? 503 : 500;
+        const char *msg = status == 500 ? "cannot start the request" : e->message;
+        /* Connect's routes are /<package>.<Service>/<Method>. */
+        const char *p = b->route->pattern + 1;
+        bool connect = memchr(p, '.', strcspn(p, "/")) != NULL;
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "code",
+                               connect ? json_object_new_string(e2b_connect_code(e->code, NULL))
+                                       : json_object_new_int(status));
+        json_object_object_add(o, "message", json_object_new_string(msg));
+        sp_log_warn_kv(SP_KV("request_id", sp_http_request_id(req), "route", b->route->pattern, "caller",
+                             *caller ? caller : "anonymous"),
+                       "request refused: %s", e->message);
+        sp_http_reply_json(req, status, o);
+}
+
 static void handle(sp_http_request *req, void *userdata)
 {
         const binding *b = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        if (e2b_call_start(b->ctx->base, req, b->route->stream_body, b->route->fn, b->ctx, &e) < 0) {
-                char body[512];
-                int status = e->code == SP_E_LIMIT ? 429 : 500;
-                int n = snprintf(body, sizeof(body), "{\"code\":%d,\"message\":\"%s\"}", status,
-                                 e->code == SP_E_LIMIT ? "too many requests in progress" : "cannot start the request");
-                sp_http_reply(req, status, "application/json", body, (size_t)n);
-        }
+        char caller[E2B_CAPS_CALLER_LEN + 1];
+        e2b_caps_caller(b->ctx->caps, &b->ctx->key, req, b->by_api_key, caller);
+        if (e2b_call_start(b->ctx->base, req, b->ctx->caps, caller, b->route->stream_body, b->route->fn, b->ctx, &e) <
+            0)
+                refuse(req, b, caller, e);
 }
 
-int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, sp_error **err)
+int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, bool by_api_key,
+                   sp_error **err)
 {
         for (size_t i = 0; i < n; i++) {
                 if (nbindings == MAX_ROUTES)
                         return sp_error_set(err, SP_E_LIMIT, "more than %d routes", MAX_ROUTES);
                 binding *b = &bindings[nbindings++];
-                *b = (binding){ctx, &routes[i]};
+                *b = (binding){ctx, &routes[i], by_api_key};
                 sp_http_route_opts o = {.max_body = routes[i].max_body,
                                         .flags = routes[i].stream_body ? SP_HTTP_ROUTE_STREAM_BODY : 0};
                 if (sp_http_route_ex(srv, routes[i].method, routes[i].pattern, &o, handle, b, err) < 0)
@@ -141,14 +170,19 @@ int main(int argc, char **argv)
                 sp_log_error("%s", e->message);
                 return 1;
         }
-        e2b_call_set_max((unsigned)c.max_calls);
+        ctx.caps = e2b_caps_new((size_t)c.max_calls, (size_t)c.max_calls_per_key, (size_t)c.max_watchers,
+                                (size_t)c.max_watchers_per_key, &e);
+        if (!ctx.caps) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
         base = event_base_new();
         ctx.base = base;
         sp_http_config hc = {.max_connections = (unsigned)c.max_connections};
         sp_http_server *http = base ? sp_http_server_new(base, &hc, &e) : NULL;
         if (!http || e2b_rest_register(&ctx, http, &e) < 0 || e2b_process_register(&ctx, http, &e) < 0 ||
             e2b_filesystem_register(&ctx, http, &e) < 0 || e2b_files_register(&ctx, http, &e) < 0 ||
-            sp_http_server_listen(http, c.listen, NULL, &e) < 0) {
+            e2b_health_register(&ctx, http, &e) < 0 || sp_http_server_listen(http, c.listen, NULL, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 r = 1;
                 goto out;
@@ -169,6 +203,7 @@ out:
         sp_http_server_free(http);
         if (base)
                 event_base_free(base);
+        e2b_caps_free(ctx.caps);
         sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
         return r;
 }

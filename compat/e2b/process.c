@@ -460,5 +460,5 @@ static const e2b_route routes[] = {
 
 int e2b_process_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)
 {
-        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), err);
+        return e2b_routes_add(ctx, srv, routes, SP_ARRAY_SIZE(routes), false, err);
 }

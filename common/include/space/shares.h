@@ -53,6 +53,9 @@ void sp_shares_give(sp_shares *s, const char *key);
 size_t sp_shares_used(sp_shares *s);
 size_t sp_shares_used_by(sp_shares *s, const char *key);
 
+/* Keys holding their whole share now (each would be refused its next unit). */
+size_t sp_shares_keys_full(sp_shares *s);
+
 /* The bounds in force (per_key resolved). */
 size_t sp_shares_total(const sp_shares *s);
 size_t sp_shares_per_key(const sp_shares *s);

@@ -28,6 +28,7 @@ START_TEST(share_then_total)
         ck_assert_int_eq(sp_shares_take(s, "b", "streams", &e), 0);
         ck_assert_int_eq(sp_shares_take(s, "b", "streams", &e), 0);
         ck_assert_int_eq(sp_shares_take(s, "c", "streams", &e), 0);
+        ck_assert_uint_eq(sp_shares_keys_full(s), 2); /* a and b; c holds 1 of 2 */
         ck_assert_int_lt(sp_shares_take(s, "d", "streams", &e), 0);
         ck_assert_int_eq(e->code, SP_E_UNAVAILABLE);
         sp_error_free(e);
@@ -37,6 +38,7 @@ START_TEST(share_then_total)
         sp_shares_give(s, "nobody"); /* ignored */
         ck_assert_uint_eq(sp_shares_used(s), 4);
         ck_assert_uint_eq(sp_shares_used_by(s, "a"), 1);
+        ck_assert_uint_eq(sp_shares_keys_full(s), 1);
         ck_assert_int_eq(sp_shares_take(s, "d", "streams", &e), 0);
         ck_assert_uint_eq(sp_shares_used_by(s, "d"), 1);
         sp_shares_free(s);
