@@ -115,7 +115,7 @@ int wk_jail_seccomp_load(sp_error **err)
         }
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                     SCMP_A0(SCMP_CMP_GE, SANDBOX_AF_LIMIT));
+                                     SCMP_A0(SCMP_CMP_GE, SANDBOX_AF_LIMIT, 0));
         /* clone3 passes its flags in memory that seccomp cannot read: make
          * callers fall back to clone, as container runtimes do. */
         if (r == 0)
