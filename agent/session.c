@@ -96,6 +96,18 @@ static void session_free(ag_session *s)
         free(s);
 }
 
+/* How the session's process ended, as EXIT carries it. New reference. */
+static json_object *exit_status(const ag_session *s)
+{
+        json_object *o = json_object_new_object();
+        int code = WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status);
+        json_object_object_add(o, "code", json_object_new_int(code));
+        json_object_object_add(o, "signal", json_object_new_int(WIFSIGNALED(s->status) ? WTERMSIG(s->status) : 0));
+        json_object_object_add(o, "oom", json_object_new_boolean(false));
+        json_object_object_add(o, "killed", json_object_new_boolean(s->killed));
+        return o;
+}
+
 /* Sends what credit and the connection allow; sends EXIT once all output is out. */
 static void pump(ag_session *s)
 {
@@ -117,14 +129,21 @@ static void pump(ag_session *s)
         for (int i = 0; i < nstreams(s); i++)
                 if (!ag_outstream_done(&s->out[i]))
                         return;
-        _cleanup_json_ json_object *o = json_object_new_object();
-        int code = WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status);
-        json_object_object_add(o, "code", json_object_new_int(code));
-        json_object_object_add(o, "signal", json_object_new_int(WIFSIGNALED(s->status) ? WTERMSIG(s->status) : 0));
-        json_object_object_add(o, "oom", json_object_new_boolean(false));
-        json_object_object_add(o, "killed", json_object_new_boolean(s->killed));
+        _cleanup_json_ json_object *o = exit_status(s);
         ag_conn_send_json(s->conn, PR_AGENT_EXIT, s->channel, o);
         s->exit_sent = true;
+}
+
+/* The process ended but output the worker has not acknowledged is still
+ * here: say how it ended now (REPLY {"ended":…}), so the worker knows without
+ * waiting for a reader to make room for the rest. */
+static void reply_ended(ag_session *s)
+{
+        if (!s->exited || s->exit_sent || !s->conn)
+                return;
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "ended", exit_status(s));
+        ag_conn_send_json(s->conn, PR_AGENT_REPLY, s->channel, o);
 }
 
 static void on_output(ag_watch *w, uint32_t events)
@@ -442,6 +461,7 @@ int ag_session_attach(ag_conn *c, uint32_t channel, const pr_agent_request *req,
         s->exit_sent = false;
         reply_started(s);
         pump(s);
+        reply_ended(s);
         return 0;
 }
 
@@ -563,6 +583,7 @@ bool ag_session_reaped(pid_t pid, int status)
                         drain_after_exit(s);
                         stdin_close(s);
                         pump(s);
+                        reply_ended(s);
                         drop_old_ended();
                         return true;
                 }

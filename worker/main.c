@@ -40,7 +40,7 @@ typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
-        int64_t storage_size, slots, cpu_millis, memory, session_log, warm, uid_base;
+        int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout;
         bool insecure, base_template;
 } worker_cfg;
@@ -89,6 +89,10 @@ static const sp_config_def defs[] = {
          "memory capacity reported to the scheduler (0: all memory)"},
         {"session-log-size", SP_CONFIG_SIZE, "64M", offsetof(worker_cfg, session_log), 1 << 20, INT64_C(1) << 40,
          "output kept per command session before the command is held back"},
+        {"session-log-budget", SP_CONFIG_SIZE, "256M", offsetof(worker_cfg, session_log_budget), 1 << 20,
+         INT64_C(1) << 50,
+         "disk for the output logs of all of one sandbox's sessions: the oldest ended sessions' logs are reclaimed "
+         "first, then running commands are held back and new sessions refused"},
         {"warm", SP_CONFIG_INT, "0", offsetof(worker_cfg, warm), 0, 100000,
          "warm sandboxes kept per template unless the control plane says otherwise"},
         {"uid-base", SP_CONFIG_INT, "268435456", offsetof(worker_cfg, uid_base), 65536, INT64_C(0xF0000000),
@@ -366,6 +370,7 @@ int main(int argc, char **argv)
                 .cpu_millis = c.cpu_millis ? c.cpu_millis : ncpu * 1000,
                 .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
                 .session_log_bytes = c.session_log,
+                .session_log_budget = c.session_log_budget,
                 .default_warm = c.warm,
                 .template_import_root = c.import_root,
                 .template_limits = {.max_bytes = (uint64_t)c.tpl_max_bytes,

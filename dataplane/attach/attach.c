@@ -208,11 +208,19 @@ static void session_done(json_object *resp, const sp_error *err, void *userdata)
         }
         _cleanup_error_ sp_error *e = NULL;
         int64_t first = 0, end = 0;
+        bool reclaimed = false;
         if (err) {
                 e = dp__worker_error(a->d, &a->claims, "GetSession", err);
         } else if (sp_json_get_int(resp, "output_start", true, 0, INT64_MAX, &first, &e) < 0 ||
-                   sp_json_get_int(resp, "output_end", true, first, INT64_MAX, &end, &e) < 0) {
+                   sp_json_get_int(resp, "output_end", true, first, INT64_MAX, &end, &e) < 0 ||
+                   sp_json_get_bool(resp, "output_reclaimed", false, &reclaimed, &e) < 0) {
                 sp_error_wrap(&e, "the worker's answer to GetSession");
+        } else if (reclaimed && (a->offset_given ? a->start < (uint64_t)first : first > 0)) {
+                /* Not an empty stream: the client would take it for output that never was. */
+                sp_error_set(&e, SP_E_NOT_FOUND,
+                             "the output of session %s was reclaimed: its sandbox's session logs reached their "
+                             "budget on the worker; its exit status remains (GET /v1/sessions/%s)",
+                             a->claims.session, a->claims.session);
         } else if (a->offset_given && a->start < (uint64_t)first) {
                 sp_error_set(&e, SP_E_NOT_FOUND,
                              "offset %" PRIu64 " is no longer retained (the output starts at %" PRId64 ")", a->start,

@@ -142,7 +142,7 @@ START_TEST(output_is_stored_exactly)
         _cleanup_json_ json_object *req = exec_req(SCRIPT(30000) "; echo bye >&2; exit 7");
         wk_session *s;
         _cleanup_error_ sp_error *e = NULL;
-        ck_assert_msg(wk_session_start(l, sdir, "ses_1", "sbx_1", req, 64 << 20, &s, &e) == 0, "%s",
+        ck_assert_msg(wk_session_start(l, sdir, "ses_1", "sbx_1", req, 64 << 20, NULL, &s, &e) == 0, "%s",
                       e ? e->message : "");
         watch_state ws = {0};
         wk_session_watch w = {.on_state = on_state, .userdata = &ws};
@@ -173,7 +173,7 @@ START_TEST(full_log_blocks_the_command)
         /* ~6.9 MB of output into a 2 MiB log that nobody reads yet */
         _cleanup_json_ json_object *req = exec_req(SCRIPT(600000));
         wk_session *s;
-        ck_assert_int_eq(wk_session_start(l, sdir, "ses_2", "sbx_1", req, 2 << 20, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_start(l, sdir, "ses_2", "sbx_1", req, 2 << 20, NULL, &s, NULL), 0);
         watch_state ws = {0};
         wk_session_watch w = {.on_state = on_state, .userdata = &ws};
         wk_session_watch_add(s, &w);
@@ -186,12 +186,13 @@ START_TEST(full_log_blocks_the_command)
 
         /* A reader drains it as it comes; the command then finishes and nothing is missing. */
         _cleanup_buf_ sp_buf got = SP_BUF_INIT, want = SP_BUF_INIT;
-        for (int i = 0; i < 2000 && !ws.ended; i++) {
+        for (int i = 0; i < 2000 && !wk_session_output_complete(s); i++) {
                 read_all(s, &got, true);
                 spin(20);
         }
         read_all(s, &got, true);
         ck_assert(ws.ended);
+        ck_assert(wk_session_output_complete(s));
         expected(&want, 600000);
         ck_assert_uint_eq(got.len, want.len);
         ck_assert(memcmp(got.data, want.data, want.len) == 0);
@@ -208,7 +209,7 @@ START_TEST(survives_losing_the_worker_state)
         snprintf(sdir, sizeof(sdir), "%s/ses_3", dir);
         _cleanup_json_ json_object *req = exec_req(SCRIPT(200000));
         wk_session *s;
-        ck_assert_int_eq(wk_session_start(l, sdir, "ses_3", "sbx_1", req, 64 << 20, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_start(l, sdir, "ses_3", "sbx_1", req, 64 << 20, NULL, &s, NULL), 0);
         spin(200);
         uint64_t before = wk_session_output_end(s);
         /* The worker "dies": its memory and connection are gone, the files remain. */
@@ -217,7 +218,7 @@ START_TEST(survives_losing_the_worker_state)
         spin(300);
 
         l = connect_link();
-        ck_assert_int_eq(wk_session_load(sdir, 64 << 20, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_load(sdir, 64 << 20, NULL, &s, NULL), 0);
         ck_assert_uint_ge(wk_session_output_end(s), before);
         ck_assert_int_eq(wk_session_attach_agent(s, l, NULL), 0);
         watch_state ws = {0};

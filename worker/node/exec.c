@@ -57,6 +57,60 @@ static void on_state(wk_session *s, void *ud)
                 explain_exit(x, s);
 }
 
+/* ---- the sandbox's budget for its sessions' logs ---- */
+
+static void budget_reclaim(wk_session_budget *b, uint64_t need, wk_session *except, void *ud)
+{
+        wk_sandbox *sb = ud;
+        uint64_t goal = b->used > need ? b->used - need : 0;
+        /* Oldest first: execs are in the order the sessions were created. */
+        for (size_t i = 0; i < sb->nexecs && b->used > goal; i++) {
+                wk_session *s = sb->execs[i]->session;
+                if (s == except || !wk_session_output_complete(s) || wk_session_reclaimed(s) ||
+                    wk_session_charge(s) == 0)
+                        continue;
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_session_reclaim(s, &e) < 0)
+                        sp_log_warn_kv(SP_KV("sandbox_id", sb->id, "session_id", wk_session_id(s)),
+                                       "reclaiming the session's output: %s", e->message);
+                else
+                        sp_log_info_kv(SP_KV("sandbox_id", sb->id, "session_id", wk_session_id(s)),
+                                       "reclaimed the ended session's output log: the sandbox's session logs "
+                                       "reached their budget");
+        }
+}
+
+static void budget_kick(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_sandbox *sb = ud;
+        for (size_t i = 0; i < sb->nexecs; i++)
+                wk_session_kick(sb->execs[i]->session);
+}
+
+static void budget_freed(wk_session_budget *b, void *ud)
+{
+        (void)b;
+        wk_sandbox *sb = ud;
+        /* Later, on the loop: the session that freed bytes is in the middle of its own work. */
+        if (sb->log_budget_kick)
+                event_active(sb->log_budget_kick, 0, 0);
+}
+
+/* The sandbox's budget, set up on first use. */
+static wk_session_budget *budget_of(wk_sandbox *sb)
+{
+        if (!sb->log_budget.userdata) {
+                sb->log_budget = (wk_session_budget){.limit = (uint64_t)sb->node->cfg.session_log_budget,
+                                                     .reclaim = budget_reclaim,
+                                                     .freed = budget_freed,
+                                                     .userdata = sb};
+                sb->log_budget_kick = event_new(sb->node->base, -1, 0, budget_kick, sb);
+        }
+        return &sb->log_budget;
+}
+
 static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
 {
         wk_exec_slot **grown = realloc(sb->execs, (sb->nexecs + 1) * sizeof(*grown));
@@ -144,7 +198,8 @@ int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, jso
         char dir[PATH_MAX];
         wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions/%s", n->state_dir, sb->key, session_id);
         wk_session *s;
-        if (wk_session_start(link, dir, session_id, sb->id, exec, (uint64_t)n->cfg.session_log_bytes, &s, err) < 0)
+        if (wk_session_start(link, dir, session_id, sb->id, exec, (uint64_t)n->cfg.session_log_bytes, budget_of(sb), &s,
+                             err) < 0)
                 return sp_error_wrap(err, "exec in %s", sandbox_id);
         if (add_slot(sb, s, timeout_ms) < 0) {
                 wk_session_remove(s, NULL);
@@ -181,7 +236,7 @@ void wk__sessions_load(wk_sandbox *sb)
                 wk__path(sdir, sizeof(sdir), "%s/%s", dir, de->d_name);
                 wk_session *s;
                 _cleanup_error_ sp_error *e = NULL;
-                if (wk_session_load(sdir, (uint64_t)sb->node->cfg.session_log_bytes, &s, &e) < 0) {
+                if (wk_session_load(sdir, (uint64_t)sb->node->cfg.session_log_bytes, budget_of(sb), &s, &e) < 0) {
                         sp_log_error_kv(SP_KV("sandbox_id", sb->id), "cannot load session %s: %s", de->d_name,
                                         e->message);
                         continue;
@@ -195,8 +250,7 @@ void wk__sessions_attach(wk_sandbox *sb)
 {
         for (size_t i = 0; i < sb->nexecs; i++) {
                 wk_session *s = sb->execs[i]->session;
-                wk_session_state st = wk_session_get_state(s);
-                if (st != WK_SESSION_RUNNING && st != WK_SESSION_STARTING)
+                if (wk_session_output_complete(s))
                         continue;
                 _cleanup_error_ sp_error *e = NULL;
                 if (wk_session_attach_agent(s, sb->link, &e) < 0)

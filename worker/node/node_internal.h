@@ -51,6 +51,8 @@ struct wk_sandbox {
         uint32_t agent_log_lines, agent_log_dropped; /* in that window */
         wk_exec_slot **execs;
         size_t nexecs;
+        wk_session_budget log_budget; /* its sessions' logs together (exec.c) */
+        struct event *log_budget_kick; /* lets held-back sessions go on once bytes were freed */
         struct wk_sandbox *next;
 };
 

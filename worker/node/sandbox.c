@@ -452,6 +452,8 @@ void wk__sandbox_free(wk_sandbox *sb)
                 free(x);
         }
         free(sb->execs);
+        if (sb->log_budget_kick)
+                event_free(sb->log_budget_kick);
         agent_log_unwatch(sb);
         if (sb->link)
                 wk_agent_link_free(sb->link);

@@ -280,7 +280,7 @@ static void attach_pump(attach_state *a)
                         return;
                 }
         }
-        if (st == WK_SESSION_EXITED || st == WK_SESSION_FAILED)
+        if (wk_session_output_complete(s))
                 exit_event(a);
 }
 
@@ -328,6 +328,10 @@ void wk__h_attach(sp_rpc_call *call, json_object *req, void *ud)
         wk_session *s = need_session(req, &e);
         if (!s || sp_json_get_int(req, "offset", false, 0, INT64_MAX, &offset, &e) < 0) {
                 wk__fail(call, e);
+                return;
+        }
+        if ((uint64_t)offset < wk_session_output_start(s) && wk_session_reclaimed(s)) {
+                sp_rpc_call_failf(call, SP_E_NOT_FOUND, WK_SESSION_RECLAIMED_FMT, wk_session_id(s));
                 return;
         }
         if ((uint64_t)offset < wk_session_output_start(s)) {

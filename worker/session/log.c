@@ -275,6 +275,27 @@ static void drop_first(wk_log *l)
         l->nseg--;
 }
 
+uint64_t wk_log_disk_bytes(const wk_log *l)
+{
+        uint64_t n = 0;
+        for (size_t i = 0; i < l->nseg; i++)
+                n += l->seg[i].file_size;
+        return n;
+}
+
+void wk_log_trim(wk_log *l)
+{
+        while (l->nseg > 1 && l->seg[0].start + l->seg[0].bytes <= l->read_mark)
+                drop_first(l);
+}
+
+void wk_log_discard(wk_log *l)
+{
+        l->read_mark = wk_log_end(l);
+        while (l->nseg > 0)
+                drop_first(l);
+}
+
 void wk_log_mark_read(wk_log *l, uint64_t offset)
 {
         if (offset > l->read_mark && offset <= wk_log_end(l))

@@ -49,6 +49,15 @@ uint64_t wk_log_end(const wk_log *l);
 /* Total bytes ever appended to stream (1 or 2), including dropped ones. */
 uint64_t wk_log_stream_total(const wk_log *l, uint8_t stream);
 
+/* Bytes the log's segment files hold on disk (output and record headers). */
+uint64_t wk_log_disk_bytes(const wk_log *l);
+/* Drops now the whole segments every reader has passed (except the last). */
+void wk_log_trim(wk_log *l);
+/* Drops every segment, read or not: the output is gone and the log starts at
+ * its end (offsets stay valid; totals are kept). For reclaiming an ended
+ * session's log. */
+void wk_log_discard(wk_log *l);
+
 /* A reader has everything before offset: earlier segments may be dropped when room is needed. */
 void wk_log_mark_read(wk_log *l, uint64_t offset);
 

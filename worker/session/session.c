@@ -33,6 +33,12 @@ struct wk_session {
         bool eof[3];
         uint64_t stdin_credit;
         char kill_reason[16];
+        /* Exited (the agent said how) while output it holds is not stored yet:
+         * the channel stays open until the agent's EXIT. */
+        bool draining;
+        bool reclaimed; /* its log was discarded for the sandbox's budget */
+        wk_session_budget *budget;
+        uint64_t charged; /* what this session counts in budget->used */
         wk_session_watch *watches;
 };
 
@@ -108,6 +114,8 @@ json_object *wk_session_to_json(const wk_session *s)
         }
         if (s->failure)
                 json_object_object_add(o, "error", json_object_new_string(s->failure));
+        if (s->reclaimed)
+                json_object_object_add(o, "output_reclaimed", json_object_new_boolean(true));
         if (s->log) {
                 json_object_object_add(o, "output_start", json_object_new_int64((int64_t)wk_log_start(s->log)));
                 json_object_object_add(o, "output_end", json_object_new_int64((int64_t)wk_log_end(s->log)));
@@ -115,14 +123,58 @@ json_object *wk_session_to_json(const wk_session *s)
         return o;
 }
 
+uint64_t wk_session_charge(const wk_session *s)
+{
+        uint64_t c = s->log ? wk_log_disk_bytes(s->log) : 0;
+        /* Credit the agent holds may still arrive and be stored. */
+        if (s->channel)
+                for (int st = 1; st <= 2; st++)
+                        c += s->pending_ack[st] < SESSION_WINDOW ? SESSION_WINDOW - s->pending_ack[st] : 0;
+        return c;
+}
+
+/* Brings the budget up to date with what the session charges now. */
+static void recharge(wk_session *s)
+{
+        wk_session_budget *b = s->budget;
+        if (!b)
+                return;
+        uint64_t now = wk_session_charge(s), before = s->charged;
+        b->used = b->used - before + now;
+        s->charged = now;
+        if (now < before && b->freed)
+                b->freed(b, b->userdata);
+}
+
+/* Whether the budget can take more bytes, after trimming what readers passed
+ * in this log and asking the owner to reclaim ended sessions' logs. */
+static bool budget_allows(wk_session *s, uint64_t more)
+{
+        wk_session_budget *b = s->budget;
+        if (!b || !b->limit || b->used + more <= b->limit)
+                return true;
+        if (s->log) {
+                wk_log_trim(s->log);
+                recharge(s);
+        }
+        if (b->used + more > b->limit && b->reclaim)
+                b->reclaim(b, b->used + more - b->limit, s, b->userdata);
+        return b->used + more <= b->limit;
+}
+
 static int persist(wk_session *s, sp_error **err)
 {
         _cleanup_json_ json_object *o = wk_session_to_json(s);
         json_object_object_add(o, "request", json_object_get(s->request));
         json_object_object_del(o, "output_start");
+        json_object_object_del(o, "output_reclaimed");
+        if (s->reclaimed)
+                json_object_object_add(o, "reclaimed", json_object_new_boolean(true));
         json_object_object_add(o, "created_us", json_object_new_int64(s->created_us));
         json_object_object_add(o, "started_us", json_object_new_int64(s->started_us));
         json_object_object_add(o, "ended_us", json_object_new_int64(s->ended_us));
+        if (s->draining)
+                json_object_object_add(o, "draining", json_object_new_boolean(true));
         json_object_object_del(o, "output_end");
         const char *text = sp_json_str(o);
         char path[4096];
@@ -199,22 +251,54 @@ static void release_acks(wk_session *s)
                 return;
         for (uint8_t st = 1; st <= 2; st++) {
                 uint32_t n = s->pending_ack[st];
-                if (!n || wk_log_room(s->log) < (uint64_t)SESSION_WINDOW * 2)
+                if (!n || wk_log_room(s->log) < (uint64_t)SESSION_WINDOW * 2 || !budget_allows(s, n))
                         continue;
-                if (wk_agent_ack(s->link, s->channel, st, n, NULL) == 0)
+                if (wk_agent_ack(s->link, s->channel, st, n, NULL) == 0) {
                         s->pending_ack[st] = 0;
+                        recharge(s);
+                }
         }
+}
+
+/* Takes how the command ended from an agent's exit status (not persisted yet). */
+static void take_exit(wk_session *s, json_object *result)
+{
+        json_object *v;
+        if (json_object_object_get_ex(result, "code", &v))
+                s->exit.code = json_object_get_int(v);
+        if (json_object_object_get_ex(result, "signal", &v))
+                s->exit.signal = json_object_get_int(v);
+        if (json_object_object_get_ex(result, "oom", &v))
+                s->exit.oom = json_object_get_boolean(v);
+        if (json_object_object_get_ex(result, "killed", &v))
+                s->exit.killed = json_object_get_boolean(v);
+        if (s->kill_reason[0])
+                snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", s->kill_reason);
+        else if (s->exit.oom)
+                snprintf(s->exit.reason, sizeof(s->exit.reason), "memory");
+        s->state = WK_SESSION_EXITED;
+        s->ended_us = sp_now_real_us();
 }
 
 static void on_reply(json_object *reply, void *ud)
 {
         wk_session *s = ud;
-        json_object *pid;
+        json_object *pid, *ended;
         if (json_object_object_get_ex(reply, "pid", &pid))
                 s->pid = json_object_get_int(pid);
         if (s->state == WK_SESSION_STARTING) {
                 s->state = WK_SESSION_RUNNING;
                 s->started_us = sp_now_real_us();
+                (void)persist(s, NULL);
+                notify(s, 1);
+        }
+        /* The process ended while the agent still holds output we have no room
+         * for: the session has ended (the API must know without a reader); the
+         * rest of its output follows as readers make room, then EXIT. */
+        if (json_object_object_get_ex(reply, "ended", &ended) && json_object_is_type(ended, json_type_object) &&
+            s->state == WK_SESSION_RUNNING) {
+                s->draining = true;
+                take_exit(s, ended);
                 (void)persist(s, NULL);
                 notify(s, 1);
         }
@@ -233,6 +317,7 @@ static void on_data(uint8_t stream, const void *p, size_t n, void *ud)
                 return;
         }
         s->pending_ack[stream] += (uint32_t)n;
+        recharge(s);
         release_acks(s);
         notify(s, 0);
 }
@@ -257,6 +342,7 @@ static void on_exit_(json_object *result, void *ud)
 {
         wk_session *s = ud;
         s->channel = 0;
+        recharge(s);
         json_object *err;
         if (json_object_object_get_ex(result, "error", &err)) {
                 json_object *msg;
@@ -264,21 +350,10 @@ static void on_exit_(json_object *result, void *ud)
                                                                               : "the command could not start");
                 return;
         }
-        json_object *v;
-        if (json_object_object_get_ex(result, "code", &v))
-                s->exit.code = json_object_get_int(v);
-        if (json_object_object_get_ex(result, "signal", &v))
-                s->exit.signal = json_object_get_int(v);
-        if (json_object_object_get_ex(result, "oom", &v))
-                s->exit.oom = json_object_get_boolean(v);
-        if (json_object_object_get_ex(result, "killed", &v))
-                s->exit.killed = json_object_get_boolean(v);
-        if (s->kill_reason[0])
-                snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", s->kill_reason);
-        else if (s->exit.oom)
-                snprintf(s->exit.reason, sizeof(s->exit.reason), "memory");
-        s->state = WK_SESSION_EXITED;
-        s->ended_us = sp_now_real_us();
+        /* Already ended (REPLY "ended"): this only says the output is complete. */
+        if (!s->draining || s->state != WK_SESSION_EXITED)
+                take_exit(s, result);
+        s->draining = false;
         (void)persist(s, NULL);
         /* The exit is stored: the agent may forget the session. */
         if (s->link) {
@@ -299,6 +374,7 @@ static void on_lost(const sp_error *e, void *ud)
         s->channel = 0;
         s->link = NULL;
         s->stdin_credit = 0;
+        recharge(s);
 }
 
 static const wk_agent_channel_ops channel_ops = {
@@ -327,17 +403,30 @@ static int open_channel(wk_session *s, json_object *req, sp_error **err)
         if (!ch)
                 return -SP_E_UNAVAILABLE;
         s->channel = ch;
+        recharge(s);
         return 0;
 }
 
 int wk_session_start(wk_agent_link *link, const char *dir, const char *id, const char *sandbox_id,
-                     json_object *exec_request, uint64_t log_capacity, wk_session **ret, sp_error **err)
+                     json_object *exec_request, uint64_t log_capacity, wk_session_budget *budget, wk_session **ret,
+                     sp_error **err)
 {
         if (strlen(id) > 64 || strlen(sandbox_id) > 64)
                 return sp_error_set(err, SP_E_INVALID, "session or sandbox id too long");
+        /* The agent may send a window per stream before we store anything. */
+        uint64_t need = 2 * (uint64_t)SESSION_WINDOW;
+        if (budget && budget->limit && budget->used + need > budget->limit && budget->reclaim)
+                budget->reclaim(budget, budget->used + need - budget->limit, NULL, budget->userdata);
+        if (budget && budget->limit && budget->used + need > budget->limit)
+                return sp_error_set(err, SP_E_LIMIT,
+                                    "the output logs of sandbox %s's sessions fill its budget (%llu of %llu bytes, "
+                                    "--session-log-budget) and no ended session's log is left to reclaim: read or "
+                                    "end a running session first",
+                                    sandbox_id, (unsigned long long)budget->used, (unsigned long long)budget->limit);
         wk_session *s = session_new(dir, err);
         if (!s)
                 return -SP_E_LIMIT;
+        s->budget = budget;
         snprintf(s->id, sizeof(s->id), "%s", id);
         snprintf(s->sandbox, sizeof(s->sandbox), "%s", sandbox_id);
         s->request = json_object_get(exec_request);
@@ -360,7 +449,7 @@ fail:
         return -SP_E_IO;
 }
 
-int wk_session_load(const char *dir, uint64_t log_capacity, wk_session **ret, sp_error **err)
+int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *budget, wk_session **ret, sp_error **err)
 {
         char path[4096];
         snprintf(path, sizeof(path), "%s/session.json", dir);
@@ -383,7 +472,9 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session **ret, sp
             sp_json_get_int(o, "started_us", false, 0, INT64_MAX, &s->started_us, err) < 0 ||
             sp_json_get_int(o, "ended_us", false, 0, INT64_MAX, &s->ended_us, err) < 0 ||
             sp_json_get_string(o, "error", false, 4096, &error, err) < 0 ||
-            sp_json_get_object(o, "exit", false, &ex, err) < 0) {
+            sp_json_get_object(o, "exit", false, &ex, err) < 0 ||
+            sp_json_get_bool(o, "draining", false, &s->draining, err) < 0 ||
+            sp_json_get_bool(o, "reclaimed", false, &s->reclaimed, err) < 0) {
                 wk_session_free(s);
                 return sp_error_wrap(err, "load session %s", dir);
         }
@@ -420,13 +511,20 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session **ret, sp
                 wk_session_free(s);
                 return sp_error_wrap(err, "load session %s", dir);
         }
+        s->budget = budget;
+        recharge(s);
         *ret = s;
         return 0;
 }
 
+bool wk_session_output_complete(const wk_session *s)
+{
+        return (s->state == WK_SESSION_EXITED && !s->draining) || s->state == WK_SESSION_FAILED;
+}
+
 int wk_session_attach_agent(wk_session *s, wk_agent_link *link, sp_error **err)
 {
-        if (s->state == WK_SESSION_EXITED || s->state == WK_SESSION_FAILED)
+        if (wk_session_output_complete(s))
                 return 0;
         s->link = link;
         memset(s->pending_ack, 0, sizeof(s->pending_ack));
@@ -459,6 +557,8 @@ void wk_session_free(wk_session *s)
                         w->on_gone(s, w->userdata);
         }
         wk_session_detach_agent(s);
+        if (s->budget)
+                s->budget->used -= s->charged;
         wk_log_close(s->log);
         if (s->request)
                 json_object_put(s->request);
@@ -488,6 +588,8 @@ int wk_session_remove(wk_session *s, sp_error **err)
 int wk_session_read(wk_session *s, uint64_t offset, void *buf, size_t cap, uint8_t *ret_stream, size_t *ret_n,
                     sp_error **err)
 {
+        if (s->reclaimed && offset < wk_log_start(s->log))
+                return sp_error_set(err, SP_E_NOT_FOUND, WK_SESSION_RECLAIMED_FMT, s->id);
         return wk_log_read(s->log, offset, buf, cap, ret_stream, ret_n, err);
 }
 
@@ -495,6 +597,28 @@ void wk_session_mark_read(wk_session *s, uint64_t offset)
 {
         wk_log_mark_read(s->log, offset);
         release_acks(s);
+}
+
+void wk_session_kick(wk_session *s)
+{
+        release_acks(s);
+}
+
+bool wk_session_reclaimed(const wk_session *s)
+{
+        return s->reclaimed;
+}
+
+int wk_session_reclaim(wk_session *s, sp_error **err)
+{
+        if (!wk_session_output_complete(s))
+                return sp_error_set(err, SP_E_CONFLICT, "session %s has not ended", s->id);
+        if (s->reclaimed || !s->log)
+                return 0;
+        wk_log_discard(s->log);
+        s->reclaimed = true;
+        recharge(s);
+        return persist(s, err);
 }
 
 static int require_running(const wk_session *s, sp_error **err)

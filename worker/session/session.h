@@ -42,6 +42,11 @@ typedef struct wk_session_exit {
 
 typedef struct wk_session wk_session;
 
+/* The error message (with the session id) for output reclaimed for the budget. */
+#define WK_SESSION_RECLAIMED_FMT \
+        "the output of session %s was reclaimed: its sandbox's session logs reached their budget " \
+        "(--session-log-budget) and the oldest ended sessions' logs are removed first"
+
 /* Notifications to the session's owner and readers. */
 typedef struct wk_session_watch {
         void (*on_output)(wk_session *s, void *userdata); /* new bytes in the log */
@@ -53,13 +58,39 @@ typedef struct wk_session_watch {
         struct wk_session_watch *next;
 } wk_session_watch;
 
+/* The session logs of one sandbox share a budget of disk bytes. Each session
+ * charges what its log holds on disk plus the output credit it granted the
+ * agent and has not received yet (what may still arrive), so `used` never
+ * passes `limit` (except by the credit re-granted after a restart). A session
+ * grants more credit only within the budget; when it is short it asks
+ * `reclaim`, which discards the logs of ended sessions (wk_session_reclaim),
+ * and otherwise holds the agent back until bytes are freed — output is never
+ * dropped. Owned by the caller (the sandbox); it must outlive its sessions. */
+typedef struct wk_session_budget {
+        uint64_t limit; /* bytes; 0: no budget */
+        uint64_t used;
+        /* Free at least need bytes if possible, never from session except (may be NULL). */
+        void (*reclaim)(struct wk_session_budget *b, uint64_t need, wk_session *except, void *userdata);
+        /* Bytes were freed: sessions held back may go on (call wk_session_kick later, not from here). */
+        void (*freed)(struct wk_session_budget *b, void *userdata);
+        void *userdata;
+} wk_session_budget;
+
 /* The request: an agent `exec` (proto/spec/agent.md) with "session" set to id.
- * Creates <dir>, persists the session and starts it on link. */
+ * Creates <dir>, persists the session and starts it on link. budget (may be
+ * NULL) is charged; SP_E_LIMIT when it cannot take the session's first credit
+ * even after reclaiming ended sessions' logs. */
 int wk_session_start(wk_agent_link *link, const char *dir, const char *id, const char *sandbox_id,
-                     json_object *exec_request, uint64_t log_capacity, wk_session **ret, sp_error **err);
+                     json_object *exec_request, uint64_t log_capacity, wk_session_budget *budget, wk_session **ret,
+                     sp_error **err);
 /* Loads a persisted session (after a restart); it is detached until
- * wk_session_attach_agent. */
-int wk_session_load(const char *dir, uint64_t log_capacity, wk_session **ret, sp_error **err);
+ * wk_session_attach_agent. budget as for wk_session_start (charged, never refused). */
+int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *budget, wk_session **ret,
+                    sp_error **err);
+/* Whether the session has ended and all its output is stored. A command may
+ * have exited (state EXITED, with its exit status) while the agent still holds
+ * output the log had no room for; that output follows as readers make room. */
+bool wk_session_output_complete(const wk_session *s);
 /* Re-attaches a loaded, unfinished session to the agent (resumes its output at the stored offsets). */
 int wk_session_attach_agent(wk_session *s, wk_agent_link *link, sp_error **err);
 /* The agent connection was lost: the session waits for wk_session_attach_agent. */
@@ -92,6 +123,16 @@ int wk_session_read(wk_session *s, uint64_t offset, void *buf, size_t cap, uint8
                     sp_error **err);
 /* A reader has consumed everything before offset (frees log room, may resume the agent). */
 void wk_session_mark_read(wk_session *s, uint64_t offset);
+/* Grants the agent the credit it was held back for if the log and the budget now have room. */
+void wk_session_kick(wk_session *s);
+/* Bytes the session charges to its budget now. */
+uint64_t wk_session_charge(const wk_session *s);
+/* Discards the log of an ended session whose output is complete (to free its
+ * budget): later reads of it fail with SP_E_NOT_FOUND naming the reclaim.
+ * SP_E_CONFLICT while the session is live. */
+int wk_session_reclaim(wk_session *s, sp_error **err);
+/* Whether the session's output was reclaimed. */
+bool wk_session_reclaimed(const wk_session *s);
 
 /* Input and control (only while running). */
 /* Queues stdin bytes; returns how many were accepted within the agent's credit. */
