@@ -42,9 +42,6 @@ typedef struct dp {
          * the control plane for its keys, rate limited); may be NULL. */
         void (*unknown_key)(void *userdata);
         void *unknown_key_userdata;
-        /* /readyz: whether the control plane has answered RevokedKeys once
-         * (with unknown_key_userdata); NULL when the replica did not join. */
-        bool (*revoked_known)(void *userdata);
 } dp;
 
 #endif

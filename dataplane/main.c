@@ -120,11 +120,6 @@ static void on_reload(evutil_socket_t sig, short what, void *userdata)
         sp_log_info("SIGHUP: token keys re-read (%zu held)", dp_keys_count(keys));
 }
 
-static bool revoked_known(void *userdata)
-{
-        return dp_cluster_revoked_fetched(userdata);
-}
-
 static void unknown_key(void *userdata)
 {
         dp_cluster_refresh(userdata);
@@ -298,7 +293,6 @@ int main(int argc, char **argv)
         if (cluster) {
                 d.unknown_key = unknown_key;
                 d.unknown_key_userdata = cluster;
-                d.revoked_known = revoked_known;
         }
         struct event *sigs[] = {evsignal_new(base, SIGTERM, on_stop, NULL), evsignal_new(base, SIGINT, on_stop, NULL),
                                 evsignal_new(base, SIGHUP, on_reload, NULL)};
