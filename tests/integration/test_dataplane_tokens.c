@@ -6,7 +6,7 @@
  * requests under a good token are refused clearly; /healthz, /readyz and
  * /metrics; key rotation through the key files and SIGHUP; settings that
  * cannot work stop the daemon with a clear message; and the cluster path —
- * Join with role dataplane and TokenKeys, against a stand-in control plane
+ * Join with role dataplane, TokenKeys and RevokedKeys, against a stand-in control plane
  * that follows proto/spec/controlplane-rpc.md — including a key rotated at
  * the control plane and a restart that uses the saved certificate and keys
  * while the control plane is down.
@@ -519,6 +519,18 @@ static void fake_token_keys(sp_rpc_call *call, json_object *req, void *userdata)
         sp_rpc_call_reply(call, resp, NULL);
 }
 
+/* No key was ever revoked: the data plane's /readyz waits for this first answer. */
+static void fake_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
+{
+        (void)req;
+        (void)userdata;
+        _cleanup_json_ json_object *resp = json_object_new_object();
+        json_object_object_add(resp, "keys", json_object_new_array());
+        json_object_object_add(resp, "cursor_us", json_object_new_int64(sp_now_real_us()));
+        json_object_object_add(resp, "more", json_object_new_boolean(false));
+        sp_rpc_call_reply(call, resp, NULL);
+}
+
 static int fake_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_name, sp_error **err)
 {
         if (!SSL_get0_peer_certificate(ssl)) {
@@ -559,8 +571,10 @@ static void *fake_main(void *userdata)
                 .name = "Join", .roles = SP_RPC_UNAUTHENTICATED, .handler = fake_join, .userdata = f};
         const sp_rpc_method keys = {
                 .name = "TokenKeys", .roles = SP_ROLE_DATAPLANE, .handler = fake_token_keys, .userdata = f};
+        const sp_rpc_method revoked = {
+                .name = "RevokedKeys", .roles = SP_ROLE_DATAPLANE, .handler = fake_revoked_keys, .userdata = f};
         if (sp_rpc_server_register(srv, &join, NULL) < 0 || sp_rpc_server_register(srv, &keys, NULL) < 0 ||
-            sp_rpc_server_listen(srv, "127.0.0.1:0", NULL) < 0)
+            sp_rpc_server_register(srv, &revoked, NULL) < 0 || sp_rpc_server_listen(srv, "127.0.0.1:0", NULL) < 0)
                 abort();
         struct event *stop = event_new(base, f->stop_fd, EV_READ, fake_stop, base);
         event_add(stop, NULL);
