@@ -253,7 +253,9 @@ static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[s
                        "coalesce((w.capacity->>'cpu_millis')::bigint, 0), coalesce((w.capacity->>'memory_mb')::bigint, "
                        "0), coalesce((w.capacity->>'slots')::bigint, 0), coalesce(u.cpu, 0), coalesce(u.mem, 0), "
                        "coalesce(u.n, 0), coalesce(w.observed->'templates', '[]'::jsonb) ? $1, "
-                       "coalesce((w.observed->'warm'->>$1)::bigint, 0) "
+                       "coalesce((w.observed->'warm'->>$1)::bigint, 0), "
+                       "coalesce((w.capacity->>'disk_mb')::bigint, 0), "
+                       "coalesce((w.observed->'used'->>'disk_mb')::bigint, 0) "
                        "FROM workers w LEFT JOIN (SELECT worker_id, sum((spec->'resources'->>'cpu_millis')::bigint) "
                        "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n FROM sandboxes WHERE "
                        "deleted_at IS NULL AND worker_id IS NOT NULL AND observed_state NOT IN ('suspended', "
@@ -286,6 +288,8 @@ static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[s
                         .slots_used = strtoll(PQgetvalue(res, i, 11), NULL, 10),
                         .has_template = strcmp(PQgetvalue(res, i, 12), "t") == 0,
                         .warm = strtoll(PQgetvalue(res, i, 13), NULL, 10),
+                        .disk_mb_capacity = strtoll(PQgetvalue(res, i, 14), NULL, 10),
+                        .disk_mb_used = strtoll(PQgetvalue(res, i, 15), NULL, 10),
                 };
         }
         _cleanup_json_ json_object *spec = NULL;
@@ -299,6 +303,8 @@ static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[s
                                 req.cpu_millis = json_object_get_int64(v);
                         if (json_object_object_get_ex(resources, "memory_mb", &v))
                                 req.memory_mb = json_object_get_int64(v);
+                        if (json_object_object_get_ex(resources, "disk_mb", &v))
+                                req.disk_mb = json_object_get_int64(v);
                 }
                 if (json_object_object_get_ex(spec, "labels", &v))
                         req.labels = v;

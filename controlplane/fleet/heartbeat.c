@@ -21,7 +21,9 @@ static const char *const sandbox_states[] = {"creating", "running", "paused", "s
 
 static int get_resources(json_object *req, const char *field, json_object **ret, sp_error **err)
 {
-        static const char *const fields[] = {"cpu_millis", "memory_mb", "slots", NULL};
+        /* disk_mb is optional: a worker that does not report its storage pool is
+         * not checked for disk (older workers). */
+        static const char *const fields[] = {"cpu_millis", "memory_mb", "slots", "disk_mb", NULL};
         json_object *o = NULL;
         if (sp_json_get_object(req, field, true, &o, err) < 0)
                 return -SP_E_INVALID;
@@ -29,7 +31,8 @@ static int get_resources(json_object *req, const char *field, json_object **ret,
         if (sp_json_check_fields(o, fields, err) < 0)
                 return sp_error_wrap(err, "%s", field);
         for (size_t i = 0; fields[i]; i++)
-                if (sp_json_get_int(o, fields[i], true, 0, CP_FLEET_RESOURCE_MAX, &v, err) < 0)
+                if (sp_json_get_int(o, fields[i], strcmp(fields[i], "disk_mb") != 0, 0, CP_FLEET_RESOURCE_MAX, &v,
+                                    err) < 0)
                         return sp_error_wrap(err, "%s", field);
         *ret = o;
         return 0;

@@ -123,6 +123,11 @@ static verdict judge(const cp_sched_request *req, const cp_sched_worker *w, char
                 snprintf(why, whysz, "has no slots");
                 return NEVER;
         }
+        if (w->disk_mb_capacity > 0 && req->disk_mb > w->disk_mb_capacity) {
+                snprintf(why, whysz, "needs %lld MiB of disk, its storage pool has %lld MiB in all",
+                         (long long)req->disk_mb, (long long)w->disk_mb_capacity);
+                return NEVER;
+        }
 
         int64_t cpu_free = free_of(w->cpu_millis_capacity, w->cpu_millis_used);
         int64_t mem_free = free_of(w->memory_mb_capacity, w->memory_mb_used);
@@ -137,6 +142,16 @@ static verdict judge(const cp_sched_request *req, const cp_sched_worker *w, char
         }
         if (free_of(w->slots_capacity, w->slots_used) < 1) {
                 snprintf(why, whysz, "no free slot");
+                return NO_ROOM;
+        }
+        /* Quotas overcommit (snapshots share their template's blocks), so a new
+         * sandbox does not need its whole quota free, only a working margin: its
+         * quota or a twentieth of the pool, whichever is less. */
+        int64_t disk_free = free_of(w->disk_mb_capacity, w->disk_mb_used);
+        int64_t margin = req->disk_mb < w->disk_mb_capacity / 20 ? req->disk_mb : w->disk_mb_capacity / 20;
+        if (w->disk_mb_capacity > 0 && disk_free < margin) {
+                snprintf(why, whysz, "its storage pool is full (%lld MiB free, %lld MiB needed)", (long long)disk_free,
+                         (long long)margin);
                 return NO_ROOM;
         }
         return FITS;
@@ -211,8 +226,8 @@ int cp_sched_place(const cp_sched_request *req, const cp_sched_worker *ws, size_
                 return sp_error_set(err, SP_E_INVALID, "scheduler called without a request, workers or result");
         if (!req->template_id || !*req->template_id)
                 return sp_error_set(err, SP_E_INVALID, "the request names no template");
-        if (req->cpu_millis < 0 || req->memory_mb < 0)
-                return sp_error_set(err, SP_E_INVALID, "requested CPU and memory must not be negative");
+        if (req->cpu_millis < 0 || req->memory_mb < 0 || req->disk_mb < 0)
+                return sp_error_set(err, SP_E_INVALID, "requested CPU, memory and disk must not be negative");
         if (check_labels(req->labels, err) < 0)
                 return -SP_E_INVALID;
         if (n == 0)

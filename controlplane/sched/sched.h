@@ -36,6 +36,12 @@ typedef struct cp_sched_worker {
         json_object *labels; /* object of string values, or NULL */
         int64_t cpu_millis_capacity, memory_mb_capacity, slots_capacity;
         int64_t cpu_millis_used, memory_mb_used, slots_used; /* what is placed there now */
+        /* Its storage pool's size and what is in use there, as the worker last
+         * reported (capacity 0: not reported, not checked). Disk quotas
+         * overcommit (snapshots share their template's blocks): a sandbox's quota
+         * must fit the pool, and the pool must have a margin free (the quota or
+         * a twentieth of the pool, whichever is less); quotas are not summed. */
+        int64_t disk_mb_capacity, disk_mb_used;
         bool has_template; /* the requested template is imported on it */
         int64_t warm; /* warm sandboxes of the requested template ready on it */
 } cp_sched_worker;
@@ -46,6 +52,7 @@ typedef struct cp_sched_request {
         const char *backend; /* NULL or "": any backend */
         json_object *labels; /* every key must be on the worker with the same value; NULL: none */
         int64_t cpu_millis, memory_mb;
+        int64_t disk_mb; /* its disk quota */
         const char *exclude_worker; /* NULL, or a worker id never to choose (one that just failed the sandbox) */
 } cp_sched_request;
 

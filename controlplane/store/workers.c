@@ -127,9 +127,11 @@ static json_object *worker_json(PGresult *res, int i)
         json_object_object_add(o, "admin_state", json_object_new_string(admin));
         json_object_object_add(o, "health", json_object_new_string(health));
         _cleanup_json_ json_object *cap = parse_object(res, i, C_CAPACITY);
-        json_object_object_add(
-                o, "capacity",
-                resources(member_int(cap, "cpu_millis"), member_int(cap, "memory_mb"), member_int(cap, "slots")));
+        json_object *capacity =
+                resources(member_int(cap, "cpu_millis"), member_int(cap, "memory_mb"), member_int(cap, "slots"));
+        if (member_int(cap, "disk_mb") > 0) /* its storage pool, when the worker reports it */
+                json_object_object_add(capacity, "disk_mb", json_object_new_int64(member_int(cap, "disk_mb")));
+        json_object_object_add(o, "capacity", capacity);
         json_object_object_add(o, "used",
                                resources(strtoll(PQgetvalue(res, i, C_USED_CPU), NULL, 10),
                                          strtoll(PQgetvalue(res, i, C_USED_MEM), NULL, 10),

@@ -16,6 +16,10 @@
  *   never read, fill the budget: a new session is refused with 429
  *   resource_exhausted naming the budget, and the logs stay within it.
  *
+ * - a sandbox with a 1 TiB disk quota was placed on a 20 GiB pool: the worker
+ *   now reports its storage pool and the scheduler keeps the sum of the disk
+ *   quotas on a worker within it.
+ *
  * Needs root (the worker), btrfs and PostgreSQL.
  */
 #define _XOPEN_SOURCE 700
@@ -219,6 +223,45 @@ START_TEST(session_logs_stay_within_the_sandbox_budget)
 }
 END_TEST
 
+/* A sandbox's disk quota is promised from its worker's storage pool (2 GiB
+ * here): one whose quota exceeds the pool is never placed there — the
+ * operation waits and says why — while one that fits still is. */
+START_TEST(placement_respects_the_storage_pool)
+{
+        char key[256], sbx[64];
+        sp_test_new_tenant(&S, "disk", key);
+        /* The worker reports its pool (in its heartbeat, within seconds of joining). */
+        int64_t deadline = sp_now_mono_us() + 20 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *ws = API(S.admin_key, "GET", "/v1/workers", 200, NULL);
+                const char *d =
+                        sp_test_jstr(json_object_array_get_idx(sp_test_jarr(ws, "workers"), 0), "capacity.disk_mb");
+                if (d && strtoll(d, NULL, 10) > 1024 && strtoll(d, NULL, 10) <= 2048)
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "the worker reports no storage pool: %s",
+                              json_object_to_json_string(ws));
+                usleep(200 * 1000);
+        }
+        _cleanup_json_ json_object *r =
+                API(key, "POST", "/v1/sandboxes", 202, "{\"template\":\"base\",\"resources\":{\"disk_mb\":1048576}}");
+        const char *op = sp_test_jstr(r, "operation.id");
+        deadline = sp_now_mono_us() + 20 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *o = API(key, "GET", path_of("/v1/operations/%s", op), 200, NULL);
+                ck_assert_str_ne(sp_test_jstr(o, "state"), "succeeded");
+                const char *m = sp_test_jstr(o, "message");
+                if (m && strstr(m, "needs 1048576 MiB of disk, its storage pool has"))
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "the 1 TiB sandbox is not refused for its disk: %s",
+                              json_object_to_json_string(o));
+                usleep(200 * 1000);
+        }
+        /* A quota that fits is placed as before. */
+        sp_test_create_sandbox(&S, key, "{\"template\":\"base\",\"resources\":{\"disk_mb\":256,\"cpu_millis\":100}}",
+                               sbx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_logs");
@@ -227,6 +270,7 @@ static Suite *suite(void)
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, sessions_end_in_the_api_without_a_reader);
         tcase_add_test(tc, session_logs_stay_within_the_sandbox_budget);
+        tcase_add_test(tc, placement_respects_the_storage_pool);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -44,9 +44,11 @@ static json_object *resources(json_object *info, const char *field)
         int64_t cpu = json_object_object_get_ex(src, "cpu_millis", &v) ? json_object_get_int64(v) : 0;
         int64_t mem = json_object_object_get_ex(src, "memory_bytes", &v) ? json_object_get_int64(v) : 0;
         int64_t slots = json_object_object_get_ex(src, "slots", &v) ? json_object_get_int64(v) : 0;
+        int64_t disk = json_object_object_get_ex(src, "disk_bytes", &v) ? json_object_get_int64(v) : 0;
         json_object_object_add(o, "cpu_millis", json_object_new_int64(cpu));
         json_object_object_add(o, "memory_mb", json_object_new_int64(mem >> 20));
         json_object_object_add(o, "slots", json_object_new_int64(slots));
+        json_object_object_add(o, "disk_mb", json_object_new_int64(disk >> 20));
         return o;
 }
 

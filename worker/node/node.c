@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "node/node_internal.h"
@@ -348,10 +349,22 @@ json_object *wk_node_info_json(wk_node *n)
         json_object_object_add(cap, "cpu_millis", json_object_new_int64(n->cfg.cpu_millis));
         json_object_object_add(cap, "memory_bytes", json_object_new_int64(n->cfg.memory_bytes));
         json_object_object_add(cap, "slots", json_object_new_int64(n->cfg.slots));
+        /* The storage pool: its size, and what is in use (quotas overcommit, as
+         * snapshots share their template's blocks: the scheduler compares a
+         * sandbox's quota with what is really free). */
+        struct statvfs vfs;
+        bool pool = statvfs(n->storage->dir, &vfs) == 0;
+        if (pool)
+                json_object_object_add(cap, "disk_bytes",
+                                       json_object_new_int64((int64_t)vfs.f_blocks * (int64_t)vfs.f_frsize));
         json_object *used = json_object_new_object();
         json_object_object_add(used, "cpu_millis", json_object_new_int64(used_cpu));
         json_object_object_add(used, "memory_bytes", json_object_new_int64(used_mem));
         json_object_object_add(used, "slots", json_object_new_int64(count));
+        if (pool)
+                json_object_object_add(
+                        used, "disk_bytes",
+                        json_object_new_int64((int64_t)(vfs.f_blocks - vfs.f_bavail) * (int64_t)vfs.f_frsize));
         json_object_object_add(o, "capacity", cap);
         json_object_object_add(o, "used", used);
         json_object_object_add(o, "warm", warm);

@@ -463,6 +463,50 @@ START_TEST(zero_workers)
 }
 END_TEST
 
+/* A sandbox whose disk quota exceeds a worker's storage pool is never placed
+ * there; a pool without a working margin free (the quota or a twentieth of
+ * the pool, whichever is less) takes none; quotas overcommit otherwise; a
+ * worker that reports no pool is not checked. */
+START_TEST(disk_quotas_fit_the_storage_pool)
+{
+        static const tw ws[] = {OK("node-a"), OK("node-b"), OK("node-c")};
+        static const tr req = REQ;
+        fleet f;
+        fleet_build(&f, &req, ws, 3);
+        f.w[0].disk_mb_capacity = 20 * 1024; /* a 20 GiB pool */
+        f.w[1].disk_mb_capacity = 100 * 1024;
+        f.w[1].disk_mb_used = 100 * 1024 - 4000; /* 4000 MiB free: under a twentieth */
+        f.w[2].disk_mb_capacity = 100 * 1024;
+        f.req.disk_mb = 1024 * 1024; /* 1 TiB */
+        size_t idx = 7;
+        sp_error *err = NULL;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w, 2, &idx, &err), -SP_E_UNAVAILABLE);
+        ck_assert_msg(strstr(err->message, "node-a: needs 1048576 MiB of disk, its storage pool has 20480 MiB in all"),
+                      "%s", err->message);
+        sp_error_freep(&err);
+        /* A 10 GiB quota on a pool with 4000 MiB free: full (5120 MiB margin) ... */
+        f.req.disk_mb = 10240;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w + 1, 1, &idx, &err), -SP_E_LIMIT);
+        ck_assert_msg(strstr(err->message, "its storage pool is full (4000 MiB free, 5120 MiB needed)"), "%s",
+                      err->message);
+        sp_error_freep(&err);
+        /* ... a 2 GiB quota fits there (quotas overcommit), and the full pool of node-a takes it too. */
+        f.req.disk_mb = 2048;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w + 1, 1, &idx, &err), 0);
+        f.w[0].disk_mb_used = 20 * 1024 - 1800;
+        f.req.disk_mb = 20 * 1024;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w, 1, &idx, &err), 0);
+        /* Not reported (0): not checked. */
+        f.w[2].disk_mb_capacity = 0;
+        f.req.disk_mb = 1024 * 1024;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w + 2, 1, &idx, &err), 0);
+        f.req.disk_mb = -1;
+        ck_assert_int_eq(cp_sched_place(&f.req, f.w, 3, &idx, &err), -SP_E_INVALID);
+        sp_error_freep(&err);
+        fleet_free(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
         static const tw ws[] = {OK("node-a")};
@@ -474,8 +518,8 @@ START_TEST(bad_arguments)
         } cases[] = {
                 {NULL, NULL, 1, 1, "the request names no template"},
                 {"", NULL, 1, 1, "the request names no template"},
-                {"tpl_x", NULL, -1, 1, "requested CPU and memory must not be negative"},
-                {"tpl_x", NULL, 1, INT64_MIN, "requested CPU and memory must not be negative"},
+                {"tpl_x", NULL, -1, 1, "requested CPU, memory and disk must not be negative"},
+                {"tpl_x", NULL, 1, INT64_MIN, "requested CPU, memory and disk must not be negative"},
                 {"tpl_x", "[\"gpu\"]", 1, 1, "requested labels must be an object"},
                 {"tpl_x", "\"gpu\"", 1, 1, "requested labels must be an object"},
                 {"tpl_x", "{\"gpu\":\"a100\",\"n\":2}", 1, 1, "requested label 'n' must be a string"},
@@ -525,6 +569,7 @@ static Suite *suite(void)
         tcase_add_test(ex, names_fall_back_to_ids);
         tcase_add_test(ex, zero_workers);
         tcase_add_test(ex, bad_arguments);
+        tcase_add_test(ex, disk_quotas_fit_the_storage_pool);
         suite_add_tcase(s, ex);
         return s;
 }
