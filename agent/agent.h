@@ -40,6 +40,11 @@ int64_t ag_now_ms(void);
  * sync_fd and exits with status 126. */
 void ag_enter_jail(int userns_fd, int sync_fd);
 
+/* Opens the /proc the agent sees now, for every later reading of process
+ * state (proc.c): a /proc that root in the sandbox mounts later is ignored.
+ * Call once before serving; ag_proc_kill_tree() calls it if needed. */
+void ag_proc_init(void);
+
 /* One direction of output from the agent (stdout, stderr, file content):
  * buf holds [acked, produced) — what the worker has not yet acknowledged —
  * and `sent` marks how much of it went out on the current connection. */

@@ -75,6 +75,7 @@ void ag_loop_del(ag_watch *w)
 }
 
 static bool shutting_down;
+static bool in_jail; /* entered a jail: signals from inside the sandbox do not stop the agent */
 static int64_t shutdown_deadline;
 
 static void reap(void)
@@ -101,6 +102,14 @@ static void on_signal(ag_watch *w, uint32_t events)
                 case SIGINT:
                 case SIGHUP:
                 case SIGQUIT:
+                        /* A sender outside the sandbox's pid namespace (the host) shows
+                         * as pid 0; one inside is the sandbox's root, which must not end
+                         * the agent that serves the sandbox. */
+                        if (in_jail && si.ssi_pid != 0) {
+                                sp_log_info("signal %d from pid %u inside the sandbox: ignored", (int)si.ssi_signo,
+                                            si.ssi_pid);
+                                break;
+                        }
                         if (!shutting_down) {
                                 sp_log_info("signal %d: stopping commands", (int)si.ssi_signo);
                                 shutting_down = true;
@@ -189,11 +198,13 @@ int main(int argc, char **argv)
         }
         if (userns_fd >= 0) {
                 ag_enter_jail(userns_fd, sync_fd);
+                in_jail = true;
                 /* In a jail its log is a pipe the worker reads: never block on
                  * it, drop a line instead. */
                 fcntl(STDERR_FILENO, F_SETFL, fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
         }
         sp_log_init("agent", level, SP_LOG_FORMAT_AUTO);
+        ag_proc_init(); /* before any command can mount over /proc */
 
         epfd = epoll_create1(EPOLL_CLOEXEC);
         sigset_t mask;

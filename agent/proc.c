@@ -2,6 +2,7 @@
 /* Whole-process-tree signalling: every process in the command's session, and
  * every descendant of those (which may have started sessions of their own). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +18,25 @@ typedef struct {
         pid_t pid, ppid, sid;
 } pinfo;
 
+/* The /proc the agent started with. Root in the sandbox may mount something
+ * else over /proc later (FIFOs where stat files were would block the agent):
+ * everything here reads through this descriptor. */
+static int proc_fd = -1;
+
+void ag_proc_init(void)
+{
+        if (proc_fd < 0)
+                proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 static bool read_stat(pid_t pid, pinfo *ret)
 {
         char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        snprintf(path, sizeof(path), "%d/stat", (int)pid);
+        int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f && fd >= 0)
+                close(fd);
         if (!f || !fgets(buf, sizeof(buf), f))
                 return false;
         /* "pid (comm) state ppid pgrp session ..." — comm may contain spaces and ')'. */
@@ -42,7 +57,8 @@ static bool read_stat(pid_t pid, pinfo *ret)
 static bool proc_is_ours(void)
 {
         char self[32];
-        ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+        ag_proc_init();
+        ssize_t n = readlinkat(proc_fd, "self", self, sizeof(self) - 1);
         if (n <= 0)
                 return false;
         self[n] = '\0';
@@ -59,7 +75,10 @@ int ag_proc_kill_tree(pid_t sid, int sig)
         if (!procs)
                 return 0;
         size_t n = 0;
-        _cleanup_closedir_ DIR *d = opendir("/proc");
+        int dfd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_closedir_ DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (!d && dfd >= 0)
+                close(dfd);
         if (!d)
                 return kill(-sid, sig) == 0 ? 1 : 0;
         struct dirent *de;

@@ -1,11 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Users and groups from the sandbox's own /etc files (the agent is static: no NSS). */
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
 #include "space/cleanup.h"
+
+/* The sandbox owns /etc: its passwd or group may be a FIFO (which would block
+ * the single-threaded agent forever), a device or a huge file. Only a regular
+ * file is read, and only its first DB_MAX bytes. */
+#define DB_MAX (4 << 20)
+
+static FILE *open_db(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return NULL;
+        struct stat st;
+        FILE *f = NULL;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+                f = fdopen(fd, "re");
+        if (!f)
+                close(fd);
+        return f;
+}
 
 /* Splits a colon-separated line into at most n fields, in place. */
 static int split(char *line, char **f, int n)
@@ -43,9 +65,9 @@ int ag_user_lookup(const char *name, ag_user *ret, sp_error **err)
         bool by_id = parse_id(want, &numeric);
         bool found = false;
 
-        _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
+        _cleanup_fclose_ FILE *pw = open_db("/etc/passwd");
         char line[1024];
-        while (pw && fgets(line, sizeof(line), pw)) {
+        while (pw && ftell(pw) < DB_MAX && fgets(line, sizeof(line), pw)) {
                 char *f[7];
                 if (split(line, f, 7) < 7)
                         continue;
@@ -81,9 +103,10 @@ int ag_user_lookup(const char *name, ag_user *ret, sp_error **err)
         }
 
         u.groups[u.ngroups++] = u.gid;
-        _cleanup_fclose_ FILE *gr = fopen("/etc/group", "re");
+        _cleanup_fclose_ FILE *gr = open_db("/etc/group");
         char gline[4096];
-        while (gr && fgets(gline, sizeof(gline), gr) && u.ngroups < (int)SP_ARRAY_SIZE(u.groups)) {
+        while (gr && ftell(gr) < DB_MAX && fgets(gline, sizeof(gline), gr) &&
+               u.ngroups < (int)SP_ARRAY_SIZE(u.groups)) {
                 char *f[4];
                 if (split(gline, f, 4) < 4)
                         continue;

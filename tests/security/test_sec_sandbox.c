@@ -14,7 +14,10 @@
  *     them again on its own), and so are address families like AF_VSOCK;
  *   - open files per process are limited, and root inside cannot raise that;
  *   - file transfers to or from a FIFO are refused at once instead of hanging
- *     the agent, and a FIFO planted at an upload's temporary name is replaced.
+ *     the agent, and a FIFO planted at an upload's temporary name is replaced;
+ *   - /etc/passwd made a FIFO, or /proc mounted over with FIFOs for stat
+ *     files, does not hang the agent (it looks users up and kills process
+ *     trees through them), and SIGTERM from the sandbox's root does not end it.
  *
  * Commands run through the sandbox's agent socket on the worker (as the
  * worker does); the static space-probe (tests/security/probe) is copied into
@@ -400,6 +403,56 @@ START_TEST(special_files_never_block_the_agent)
 }
 END_TEST
 
+/* Sends CONTROL json on channel and waits for the channel's EXIT. */
+static void control_until_exit(sp_test_agent *a, uint32_t channel, const char *json)
+{
+        sp_test_agent_send(a, PR_AGENT_CONTROL, 0, channel, json, strlen(json));
+        for (;;) {
+                sp_test_frame f = sp_test_agent_next(a);
+                bool done = f.type == PR_AGENT_EXIT && f.channel == channel;
+                if (f.type == PR_AGENT_DATA)
+                        sp_test_agent_ack(a, f.channel, f.stream, (uint32_t)f.payload.len);
+                sp_buf_free(&f.payload);
+                if (done)
+                        return;
+        }
+}
+
+START_TEST(the_sandbox_cannot_stall_or_stop_its_agent)
+{
+        sandbox sb;
+        sandbox_new(&sb);
+        /* The agent reads the sandbox's /etc/passwd for every command and file
+         * operation: a FIFO there would block it for good. */
+        free(run(&sb, 61, "[\"sh\",\"-c\",\"rm /etc/passwd && mkfifo /etc/passwd\"]"));
+        char *out = run(&sb, 62, "[\"echo\",\"alive\"]");
+        ck_assert_str_eq(out, "alive\n");
+        free(out);
+        /* Killing a process tree reads /proc: root inside mounts its own /proc with
+         * FIFOs where the stat files were. */
+        sp_test_agent *a = sp_test_agent_connect(sb.sock, 5000);
+        sp_test_agent_open(a, 63, "{\"op\":\"exec\",\"session\":\"victim\",\"argv\":[\"sleep\",\"1003\"]}");
+        sp_test_frame f = sp_test_agent_next(a);
+        ck_assert_int_eq(f.type, PR_AGENT_REPLY);
+        sp_buf_free(&f.payload);
+        free(run(&sb, 64,
+                 "[\"sh\",\"-c\",\"mount -t tmpfs none /proc && for i in $(seq 2 64); do mkdir /proc/$i && "
+                 "mkfifo /proc/$i/stat; done && ln -s 1 /proc/self\"]"));
+        control_until_exit(a, 63, "{\"kill\":true}");
+        sp_test_agent_close(a);
+        out = run(&sb, 65, "[\"echo\",\"still\"]");
+        ck_assert_str_eq(out, "still\n");
+        free(out);
+        /* SIGTERM (and the like) to PID 1 from inside: ignored, the agent serves on. */
+        free(run(&sb, 66, "[\"sh\",\"-c\",\"kill -TERM 1; kill -HUP 1; kill -INT 1; kill -QUIT 1\"]"));
+        usleep(300 * 1000);
+        out = run(&sb, 67, "[\"echo\",\"served\"]");
+        ck_assert_str_eq(out, "served\n");
+        free(out);
+        sandbox_delete(&sb);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_sandbox");
@@ -412,6 +465,7 @@ static Suite *suite(void)
         tcase_add_test(tc, every_denied_system_call_is_refused);
         tcase_add_test(tc, open_files_are_limited);
         tcase_add_test(tc, special_files_never_block_the_agent);
+        tcase_add_test(tc, the_sandbox_cannot_stall_or_stop_its_agent);
         suite_add_tcase(s, tc);
         return s;
 }
