@@ -119,7 +119,10 @@ static void repair_missing_and_drift(cp_ctrl *c, const char *worker, const char 
                 sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id, "worker_id", worker),
                           "reconcile: the worker lost it; creating it again");
         }
-        /* States the worker reports that differ from the record. */
+        /* States the worker reports that differ from the record, seen by a
+         * heartbeat well after the record's last change: a heartbeat taken just
+         * before an operation finished would otherwise undo it (a pause shown
+         * running again). */
         (void)cp_db_exec(c->db,
                          "UPDATE sandboxes s SET observed_state = CASE o->>'state' WHEN 'suspended' THEN "
                          "CASE WHEN s.observed_state = 'stopped' THEN 'stopped' ELSE 'suspended' END "
@@ -129,8 +132,9 @@ static void repair_missing_and_drift(cp_ctrl *c, const char *worker, const char 
                          "AND o->>'state' IN ('running', 'paused', 'suspended', 'failed') "
                          "AND s.observed_state IN ('running', 'paused', 'suspended', 'stopped', 'failed') "
                          "AND s.observed_state <> o->>'state' AND NOT (s.observed_state = 'stopped' AND "
-                         "o->>'state' = 'suspended') AND " IDLE_TARGET("s.id"),
-                         2, p, NULL, NULL);
+                         "o->>'state' = 'suspended') AND s.updated_at < $3::timestamptz - interval '5 seconds' "
+                         "AND " IDLE_TARGET("s.id"),
+                         3, p, NULL, NULL);
 }
 
 typedef struct tpl_import {
