@@ -93,3 +93,43 @@ json_object *sp_test_http_json(const sp_test_http_response *r)
 {
         return r->body ? json_tokener_parse(r->body) : NULL;
 }
+
+int sp_test_dial(int port, sp_error **err)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "socket");
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                close(fd);
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to 127.0.0.1:%d", port);
+        }
+        return fd;
+}
+
+int sp_test_read_answer(int fd, int64_t wait_ms, sp_buf *out)
+{
+        int64_t deadline = sp_now_mono_us() / 1000 + wait_ms;
+        for (;;) {
+                int64_t left = deadline - sp_now_mono_us() / 1000;
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (left <= 0 || poll(&p, 1, (int)left) != 1)
+                        break;
+                char buf[4096];
+                ssize_t r = read(fd, buf, sizeof(buf));
+                if (r <= 0)
+                        break;
+                sp_buf_append(out, buf, (size_t)r, NULL);
+                sp_buf_append(out, "", 0, NULL);
+                out->len--;
+                const char *body = strstr(out->data, "\r\n\r\n");
+                if (body && (strchr(body, '}') || strstr(body, "event:")))
+                        break;
+        }
+        int status = 0;
+        if (out->len && sscanf(out->data, "HTTP/1.%*d %d", &status) != 1)
+                status = -1;
+        return status;
+}

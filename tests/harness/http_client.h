@@ -11,6 +11,8 @@
 
 #include "space/error.h"
 
+struct sp_buf;
+
 typedef struct sp_test_http_response {
         int status;
         char *headers; /* the raw header section */
@@ -27,5 +29,15 @@ void sp_test_http_response_free(sp_test_http_response *r);
 
 /* The body parsed as JSON (a new reference), or NULL. */
 json_object *sp_test_http_json(const sp_test_http_response *r);
+
+/* For tests that hold requests open by hand: a blocking TCP connection to
+ * 127.0.0.1:port (close-on-exec), or <0 with err set. */
+int sp_test_dial(int port, sp_error **err);
+
+/* Appends what arrives on fd to out (kept NUL-terminated) for at most
+ * wait_ms, stopping early once the response head and the start of its first
+ * message (a '}' or an SSE "event:" after the head) are in. Returns the
+ * status, 0 when nothing came, -1 when what came is no HTTP/1.x answer. */
+int sp_test_read_answer(int fd, int64_t wait_ms, struct sp_buf *out);
 
 #endif

@@ -128,39 +128,15 @@ static void cluster_down(void)
 
 static int dial(void)
 {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ck_assert_int_ge(fd, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s", strerror(errno));
+        sp_error *e = NULL;
+        int fd = sp_test_dial(port, &e);
+        sp_test_ok(fd, &e);
         return fd;
 }
 
-/* What came back on fd within wait_ms: the status (0 if nothing yet) and
- * the text in out; a stream's answer is read until its first message. */
 static int answer(int fd, int wait_ms, sp_buf *out)
 {
-        int64_t deadline = mono_ms() + wait_ms;
-        for (;;) {
-                int64_t left = deadline - mono_ms();
-                struct pollfd p = {.fd = fd, .events = POLLIN};
-                if (left <= 0 || poll(&p, 1, (int)left) != 1)
-                        break;
-                char buf[4096];
-                ssize_t r = read(fd, buf, sizeof(buf));
-                if (r <= 0)
-                        break;
-                sp_buf_append(out, buf, (size_t)r, NULL);
-                sp_buf_append(out, "", 0, NULL);
-                out->len--;
-                char *body = strstr(out->data, "\r\n\r\n");
-                if (body && strchr(body, '}'))
-                        break;
-        }
-        int status = 0;
-        if (out->len && sscanf(out->data, "HTTP/1.%*d %d", &status) != 1)
-                status = -1;
-        return status;
+        return sp_test_read_answer(fd, wait_ms, out);
 }
 
 /* Starts a WatchDir stream of t's sandbox's root: it holds a call while fd
