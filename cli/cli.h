@@ -258,6 +258,23 @@ void ctl_progress_update(ctl_progress *p, const char *fmt, ...) __attribute__((f
 /* Clears the status line. */
 void ctl_progress_end(ctl_progress *p);
 
+/* A transfer's progress (transfer.c): "LABEL [#####-----]  50% 1.0 MiB/2.0 MiB
+ * 3.1 MiB/s" after half a second, then every 100 ms on a terminal (2 s
+ * otherwise); total -1 when unknown. */
+typedef struct ctl_xfer {
+        ctl_progress p;
+        const char *label;
+        int64_t total; /* -1: unknown */
+        int64_t done;
+        int64_t start_us, last_us;
+} ctl_xfer;
+
+void ctl_xfer_begin(ctl_ctx *ctx, ctl_xfer *x, const char *label, int64_t total);
+/* Shows the progress if it is due (always when final). */
+void ctl_xfer_tick(ctl_xfer *x, bool final);
+/* "1.5 MiB" */
+void ctl_human_bytes(char out[static 32], int64_t n);
+
 /* ---- output ---- */
 
 /* Prints o as JSON (indented) on ctx->out. */

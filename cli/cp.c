@@ -23,70 +23,10 @@
 
 #define CHUNK (64 * 1024)
 #define MAX_REMOTE_PATH 4096
-/* Progress: nothing for a transfer done within this long, then updates this often. */
-#define PROGRESS_AFTER_US (500 * SP_USEC_PER_MSEC)
-#define PROGRESS_EVERY_TTY_US (100 * SP_USEC_PER_MSEC)
-#define PROGRESS_EVERY_US (2 * SP_USEC_PER_SEC)
 
 const ctl_opt ctl_cp_opts[] = {
         {0},
 };
-
-/* ---- progress ---- */
-
-typedef struct xfer {
-        ctl_progress p;
-        const char *label;
-        int64_t total; /* -1: unknown */
-        int64_t done;
-        int64_t start_us, last_us;
-} xfer;
-
-static void human(char out[static 32], int64_t n)
-{
-        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-        double v = (double)n;
-        size_t u = 0;
-        while (v >= 1024 && u + 1 < SP_ARRAY_SIZE(units)) {
-                v /= 1024;
-                u++;
-        }
-        snprintf(out, 32, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
-static void xfer_tick(xfer *x, bool final)
-{
-        int64_t now = sp_now_mono_us();
-        if (!x->p.on || now - x->start_us < PROGRESS_AFTER_US)
-                return;
-        if (!final && now - x->last_us < (x->p.tty ? PROGRESS_EVERY_TTY_US : PROGRESS_EVERY_US))
-                return;
-        x->last_us = now;
-        char done[32], total[32], rate[32];
-        human(done, x->done);
-        human(rate, (int64_t)((double)x->done * SP_USEC_PER_SEC / (double)(now - x->start_us)));
-        if (x->total > 0) {
-                char bar[21];
-                int fill = (int)(x->done * 20 / x->total);
-                for (int i = 0; i < 20; i++)
-                        bar[i] = i < fill ? '#' : '-';
-                bar[20] = '\0';
-                human(total, x->total);
-                ctl_progress_update(&x->p, "%s [%s] %3d%% %s/%s %s/s", x->label, bar, (int)(x->done * 100 / x->total),
-                                    done, total, rate);
-        } else {
-                ctl_progress_update(&x->p, "%s %s %s/s", x->label, done, rate);
-        }
-}
-
-static void xfer_begin(ctl_ctx *ctx, xfer *x, const char *label, int64_t total)
-{
-        ctl_progress_begin(ctx, &x->p);
-        x->label = label;
-        x->total = total;
-        x->done = 0;
-        x->start_us = x->last_us = sp_now_mono_us();
-}
 
 /* ---- arguments ---- */
 
@@ -187,7 +127,7 @@ static void print_result(ctl_ctx *ctx, const char *dir, const char *sandbox, con
 
 typedef struct upload_src {
         int fd;
-        xfer *x;
+        ctl_xfer *x;
 } upload_src;
 
 static ssize_t upload_read(void *buf, size_t cap, void *userdata, sp_error **err)
@@ -196,7 +136,7 @@ static ssize_t upload_read(void *buf, size_t cap, void *userdata, sp_error **err
         ssize_t n = sp_http_body_source_fd(buf, cap, &u->fd, err);
         if (n > 0) {
                 u->x->done += n;
-                xfer_tick(u->x, false);
+                ctl_xfer_tick(u->x, false);
         }
         return n;
 }
@@ -245,8 +185,8 @@ static int upload(ctl_ctx *ctx, const char *src, const char *sandbox, const char
         if (ctl_dp_auth(auth, sizeof(auth), token, err) < 0)
                 return ctl_failed(ctx, CTL_EXIT_CONNECT, -SP_E_INVALID);
         snprintf(label, sizeof(label), "%s:%s", sandbox, path);
-        xfer x;
-        xfer_begin(ctx, &x, label, size);
+        ctl_xfer x;
+        ctl_xfer_begin(ctx, &x, label, size);
         upload_src u = {.fd = fd >= 0 ? fd : STDIN_FILENO, .x = &x};
         const char *headers[] = {auth, "Content-Type: application/octet-stream", "Accept: application/json", NULL};
         sp_http_client_request req = {.method = "PUT",
@@ -256,7 +196,7 @@ static int upload(ctl_ctx *ctx, const char *src, const char *sandbox, const char
                                       .body_userdata = &u};
         _cleanup_buf_ sp_buf resp = SP_BUF_INIT;
         int status = sp_http_client_do(c, &req, 64 * 1024, &resp, err);
-        xfer_tick(&x, true);
+        ctl_xfer_tick(&x, true);
         ctl_progress_end(&x.p);
         if (status < 0)
                 /* SP_E_IO: reading our source failed; the rest is the connection's. */
@@ -350,8 +290,8 @@ static int download(ctl_ctx *ctx, const char *sandbox, const char *src, const ch
         }
         char label[256];
         snprintf(label, sizeof(label), "%s:%s", sandbox, src);
-        xfer x;
-        xfer_begin(ctx, &x, label, total);
+        ctl_xfer x;
+        ctl_xfer_begin(ctx, &x, label, total);
         _cleanup_free_ char *buf = malloc(CHUNK);
         int r = buf ? 0 : ctl_fail(ctx, CTL_EXIT_API, err, SP_E_LIMIT, "out of memory");
         while (r == 0) {
@@ -367,9 +307,9 @@ static int download(ctl_ctx *ctx, const char *sandbox, const char *src, const ch
                         r = ctl_fail(ctx, CTL_EXIT_API, err, SP_E_IO, "writing %s: %s", to_stdout ? "stdout" : tmp,
                                      strerror(-w));
                 x.done += n;
-                xfer_tick(&x, false);
+                ctl_xfer_tick(&x, false);
         }
-        xfer_tick(&x, true);
+        ctl_xfer_tick(&x, true);
         ctl_progress_end(&x.p);
         if (r == 0 && total >= 0 && x.done != total)
                 r = ctl_fail(ctx, CTL_EXIT_CONNECT, err, SP_E_UNAVAILABLE,

@@ -37,6 +37,7 @@ typedef struct cp_cfg {
         char *dataplane_url, *token_public_key_out;
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
+        int64_t template_upload_max, tenant_template_max;
 } cp_cfg;
 
 static const sp_config_def defs[] = {
@@ -66,6 +67,11 @@ static const sp_config_def defs[] = {
          "--token-public-key)"},
         {"worker-call-timeout-ms", SP_CONFIG_INT, "15000", offsetof(cp_cfg, worker_call_timeout_ms), 100, 600000,
          "deadline of the API's calls to workers (sessions and files); past it the API answers 504"},
+        {"template-upload-max-bytes", SP_CONFIG_SIZE, "16G", offsetof(cp_cfg, template_upload_max), 1 << 20,
+         INT64_C(1) << 50,
+         "the most one uploaded template archive may hold (keep it within the workers' --template-max-bytes)"},
+        {"tenant-template-bytes", SP_CONFIG_SIZE, "64G", offsetof(cp_cfg, tenant_template_max), 1 << 20,
+         INT64_C(1) << 50, "the most a tenant's uploaded templates may hold together (archive bytes)"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
          "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
@@ -248,6 +254,8 @@ int main(int argc, char **argv)
                             .dataplane_url = c.dataplane_url,
                             .attach_token_ttl_s = c.attach_token_ttl_s,
                             .worker_timeout_ms = c.worker_call_timeout_ms,
+                            .template_upload_max_bytes = c.template_upload_max,
+                            .tenant_template_bytes = c.tenant_template_max,
                             .worker_tls = worker_tls,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};

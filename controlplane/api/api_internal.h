@@ -191,6 +191,7 @@ void cp__h_template_list(cp_call *c);
 void cp__h_template_get(cp_call *c);
 void cp__h_template_delete(cp_call *c);
 void cp__h_template_warm(cp_call *c);
+void cp__h_template_upload(cp_call *c);
 void cp__h_worker_list(cp_call *c);
 void cp__h_worker_get(cp_call *c);
 void cp__h_worker_cordon(cp_call *c);

@@ -26,7 +26,7 @@ static const char *const sandbox_states[] = {"creating", "running",  "paused",  
                                              "stopped",  "deleting", "deleted", "failed",     NULL};
 static const char *const backends[] = {"jail", "qemu", "firecracker", NULL};
 static const char *const end_actions[] = {"kill", "suspend", NULL};
-static const char *const sources[] = {"dir", "tar", "oci", "debootstrap", NULL};
+static const char *const sources[] = {"dir", "tar", "oci", "debootstrap", "upload", NULL};
 
 /* ---- field helpers: every message names the field by its path ---- */
 
@@ -506,7 +506,9 @@ static int get_dup(json_object *o, const char *name, size_t max, bool (*valid)(c
 
 static int template_create(json_object *o, cp_template_create_req *t, sp_error **err)
 {
-        static const char *const allowed[] = {"name", "source", "path", "suite", "mirror", "warm", "tenant_id", NULL};
+        static const char *const allowed[] = {"name",    "source", "path",      "suite", "mirror",
+                                              "warm",    "format", "tenant_id", NULL};
+        static const char *const formats[] = {"tar", "oci", NULL};
         const char *tenant = NULL;
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "name", t->name, err) < 0 ||
             get_str(o, NULL, "tenant_id", sizeof(t->tenant_id) - 1, &tenant, err) < 0)
@@ -529,7 +531,19 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
             get_int(o, NULL, "warm", 0, MAX_WARM, &t->warm, err) < 0)
                 return -SP_E_INVALID;
 
+        if ((r = get_enum(o, "format", formats, false, t->format, sizeof(t->format), err)) < 0)
+                return r;
         bool debootstrap = strcmp(t->source, "debootstrap") == 0;
+        if (strcmp(t->source, "upload") == 0) {
+                if (!t->format[0])
+                        return sp_error_set(err, SP_E_INVALID, "format is required with source upload (tar or oci)");
+                if (t->path || t->suite || t->mirror)
+                        return sp_error_set(err, SP_E_INVALID, "%s is not used with source upload",
+                                            t->path ? "path" : t->suite ? "suite" : "mirror");
+                return 0;
+        }
+        if (t->format[0])
+                return sp_error_set(err, SP_E_INVALID, "format is only used with source upload");
         if (debootstrap) {
                 if (!t->suite)
                         return sp_error_set(err, SP_E_INVALID, "suite is required with source debootstrap");
@@ -564,7 +578,7 @@ int cp_req_template_create(const char *body, size_t len, cp_template_create_req 
 
 bool cp_req_template_host_path(const cp_template_create_req *r)
 {
-        return strcmp(r->source, "debootstrap") != 0;
+        return strcmp(r->source, "debootstrap") != 0 && strcmp(r->source, "upload") != 0;
 }
 
 /* ---- POST /v1/templates/{name}/warm ---- */

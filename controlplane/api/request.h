@@ -76,20 +76,23 @@ typedef struct cp_timeout_req {
 } cp_timeout_req;
 int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error **err);
 
-/* POST /v1/templates {"name":"py", "source":"dir"|"tar"|"oci"|"debootstrap",
+/* POST /v1/templates {"name":"py", "source":"dir"|"tar"|"oci"|"debootstrap"|"upload",
  *  "path":"/srv/images/py.tar.zst", "suite":"bookworm", "mirror":"http://...", "warm":2,
  *  "tenant_id":"ten_..."}
  * path is required for dir/tar/oci (absolute, on the worker hosts, at most
  * 4095 bytes, no "." or ".." or empty segments, no control characters), suite
  * ([a-z0-9.-], 1..64) for debootstrap, mirror (http:// or https://, at most
  * 1024 bytes) optional for debootstrap; a field of the other kind of source is
- * refused. warm is the warm-pool size per worker (0..64) [0]. tenant_id
+ * refused. Source upload (the archive comes later, through the data plane)
+ * takes "format" ("tar" or "oci", required) and no path, suite or mirror;
+ * format is refused with the other sources. warm is the warm-pool size per worker (0..64) [0]. tenant_id
  * (admins only: the handler checks) makes the template that tenant's; ""
  * when absent. cp_req_template_host_path() says whether the source names a
  * location on the workers' hosts (admins only, too). */
 typedef struct cp_template_create_req {
         char name[CP_NAME_LEN + 1];
         char source[16];
+        char format[8]; /* upload: "tar" or "oci"; "" otherwise */
         char tenant_id[32];
         char *path; /* NULL when absent */
         char *suite;

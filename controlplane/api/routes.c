@@ -45,6 +45,7 @@ const cp_route cp_api_routes[] = {
         {"GET", "/v1/templates/{name}", cp__h_template_get, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/templates/{name}", cp__h_template_delete, CP_AUTH_TENANT, 0},
         {"POST", "/v1/templates/{name}/warm", cp__h_template_warm, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/templates/{name}/upload", cp__h_template_upload, CP_AUTH_TENANT, SMALL},
 
         {"GET", "/v1/workers", cp__h_worker_list, CP_AUTH_ADMIN, 0},
         {"GET", "/v1/workers/{id}", cp__h_worker_get, CP_AUTH_ADMIN, 0},

@@ -5,6 +5,7 @@
  * controllers import it on every worker.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api_internal.h"
@@ -17,6 +18,210 @@
 static void not_found(cp_call *c, const char *name)
 {
         cp__failf(c, SP_E_NOT_FOUND, "template '%.128s' not found", name);
+}
+
+/* ---- uploads ------------------------------------------------------------
+ *
+ * A template of source "upload" is recorded 'uploading' with the worker that
+ * will take its archive (a ready, active worker with the most room in its
+ * storage pool), and the answer carries a data-plane URL and a template token
+ * for it. The controllers make it a build once that worker has imported it
+ * (reconcile.c). Its bytes count against the tenant's template storage: a
+ * token may upload at most what is left of it, reserved until the archive is
+ * in. */
+
+/* The worker for a new upload: id and RPC address. */
+static int upload_worker(cp_call *c, char id[SP_ID_MAX], char addr[272], sp_error **e)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db,
+                       "SELECT id, address FROM workers WHERE state = 'ready' AND admin_state = 'active' "
+                       "ORDER BY coalesce((capacity->>'disk_mb')::bigint - (observed->'used'->>'disk_mb')::bigint, 0) "
+                       "DESC, id LIMIT 1",
+                       0, NULL, &res, e) < 0)
+                return -SP_E_UNAVAILABLE;
+        if (PQntuples(res) != 1)
+                return sp_error_set(e, SP_E_UNAVAILABLE, "no ready worker can take an upload now: try again later");
+        snprintf(id, SP_ID_MAX, "%s", PQgetvalue(res, 0, 0));
+        snprintf(addr, 272, "%s", PQgetvalue(res, 0, 1));
+        return 0;
+}
+
+/* What is left of the tenant's template storage (other than template
+ * `except`), under a lock on the tenant's row so that two uploads cannot
+ * both take the last of it. */
+static int upload_room(cp_call *c, const char *tenant, const char *except, int64_t *ret, sp_error **e)
+{
+        _cleanup_pgresult_ PGresult *lock = NULL, *res = NULL;
+        const char *p[] = {tenant, except ? except : ""};
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, p, &lock, e) < 0 ||
+            cp_db_exec(c->api->db,
+                       "SELECT coalesce(sum(coalesce(size_bytes, upload_max_bytes, 0)), 0)::bigint FROM templates "
+                       "WHERE tenant_id = $1 AND id <> $2 AND deleted_at IS NULL",
+                       2, p, &res, e) < 0)
+                return -SP_E_UNAVAILABLE;
+        int64_t used = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        int64_t quota = c->api->cfg.tenant_template_bytes;
+        if (used >= quota)
+                return sp_error_set(e, SP_E_LIMIT,
+                                    "the tenant's templates hold %lld of its %lld bytes of template storage: delete "
+                                    "one first",
+                                    (long long)used, (long long)quota);
+        int64_t room = quota - used;
+        *ret = room < c->api->cfg.template_upload_max_bytes ? room : c->api->cfg.template_upload_max_bytes;
+        return 0;
+}
+
+/* Adds "upload": {url, token, expires_at, max_bytes} to out. */
+static int upload_grant(cp_call *c, const char *tenant, const char *tpl_id, const char *format, const char *addr,
+                        int64_t max, json_object *out, sp_error **e)
+{
+        _cleanup_json_ json_object *claims = json_object_new_object();
+        json_object_object_add(claims, "typ", json_object_new_string("template"));
+        json_object_object_add(claims, "scope", json_object_new_string("write"));
+        json_object_object_add(claims, "ten", json_object_new_string(tenant));
+        if (c->who.key_id[0])
+                json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
+        json_object_object_add(claims, "tpl", json_object_new_string(tpl_id));
+        json_object_object_add(claims, "wkr", json_object_new_string(addr));
+        json_object_object_add(claims, "fmt", json_object_new_string(format));
+        json_object_object_add(claims, "max", json_object_new_int64(max));
+        _cleanup_free_ char *token = NULL;
+        char expires[32], url[1200];
+        if (cp__token_mint(c->api, claims, c->api->cfg.attach_token_ttl_s, &token, expires, e) < 0)
+                return -SP_E_INTERNAL;
+        snprintf(url, sizeof(url), "%s/v1/templates/%s/upload", c->api->dataplane_url, tpl_id);
+        json_object *up = json_object_new_object();
+        json_object_object_add(up, "url", json_object_new_string(url));
+        json_object_object_add(up, "token", json_object_new_string(token));
+        json_object_object_add(up, "expires_at", json_object_new_string(expires));
+        json_object_object_add(up, "max_bytes", json_object_new_int64(max));
+        json_object_object_add(out, "upload", up);
+        return 0;
+}
+
+static void upload_create(cp_call *c, const cp_template_create_req *r, const char *owner)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *spec = json_object_new_object(), *out = NULL;
+        _cleanup_pgresult_ PGresult *clash = NULL, *tpl = NULL;
+        char id[SP_ID_MAX], wid[SP_ID_MAX], addr[272], max_s[24], warm[24];
+        int64_t max = 0;
+        if (cp__mutation_begin(c))
+                return;
+        c->idem_secret = true; /* the answer holds a token: a replay mints none */
+        const char *pub[] = {r->name};
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = 'ten_system' AND name = $1", 1, pub,
+                       &clash, &e) < 0)
+                goto abort;
+        if (PQntuples(clash) > 0) {
+                sp_error_set(&e, SP_E_CONFLICT, "'%s' is the name of a public template", r->name);
+                goto abort;
+        }
+        if (upload_room(c, owner, NULL, &max, &e) < 0 || upload_worker(c, wid, addr, &e) < 0 ||
+            sp_id_new("tpl", id, &e) < 0)
+                goto abort;
+        json_object_object_add(spec, "source", json_object_new_string("upload"));
+        json_object_object_add(spec, "format", json_object_new_string(r->format));
+        json_object_object_add(spec, "worker", json_object_new_string(wid));
+        snprintf(max_s, sizeof(max_s), "%lld", (long long)max);
+        snprintf(warm, sizeof(warm), "%lld", (long long)r->warm);
+        const char *params[] = {owner, r->name, id, sp_json_str(spec), warm, max_s};
+        if (cp_db_exec(c->api->db,
+                       "INSERT INTO templates (tenant_id, name, id, spec, state, warm, upload_max_bytes) "
+                       "VALUES ($1, $2, $3, $4::jsonb, 'uploading', $5::integer, $6::bigint)",
+                       6, params, NULL, &e) < 0) {
+                if (e->code == SP_E_CONFLICT) {
+                        sp_error_free(e);
+                        e = NULL;
+                        sp_error_set(&e, SP_E_CONFLICT, "a template named '%s' already exists", r->name);
+                }
+                goto abort;
+        }
+        const char *ip[] = {id};
+        if (cp__audit(c, "template.create", id, spec, &e) < 0 ||
+            cp__query_json(c->api, "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
+                                   "WHERE t.id = $1",
+                           1, ip, NULL, &out, &e) < 0 ||
+            upload_grant(c, owner, id, r->format, addr, max, out, &e) < 0)
+                goto abort;
+        cp__mutation_commit(c, 201, out);
+        return;
+abort:
+        cp__mutation_abort(c, e);
+}
+
+/* POST /v1/templates/{name}/upload: a new token for a template still
+ * uploading (the first expired, or the worker that was to take it is gone:
+ * then another one takes it). */
+void cp__h_template_upload(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *name = sp_http_request_param(c->req, "name");
+        size_t blen = 0;
+        const char *body = sp_http_request_body(c->req, &blen);
+        if (blen > 0) {
+                _cleanup_json_ json_object *o = NULL;
+                static const char *const none[] = {NULL};
+                if (sp_json_parse(body, blen, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+        }
+        _cleanup_pgresult_ PGresult *res = NULL, *w = NULL;
+        _cleanup_json_ json_object *out = NULL;
+        if (cp__mutation_begin(c))
+                return;
+        c->idem_secret = true;
+        const char *params[] = {name, c->who.tenant_id};
+        if (cp_db_exec(c->api->db,
+                       "SELECT id, state, spec->>'format', spec->>'worker', tenant_id FROM templates "
+                       "WHERE name = $1 AND tenant_id = $2 AND deleted_at IS NULL FOR UPDATE",
+                       2, params, &res, &e) < 0)
+                goto abort;
+        if (PQntuples(res) != 1) {
+                sp_error_set(&e, SP_E_NOT_FOUND, "template '%.128s' not found", name);
+                goto abort;
+        }
+        char id[SP_ID_MAX], wid[SP_ID_MAX], addr[272], max_s[24];
+        snprintf(id, sizeof(id), "%s", PQgetvalue(res, 0, 0));
+        if (strcmp(PQgetvalue(res, 0, 1), "uploading") != 0) {
+                sp_error_set(&e, SP_E_CONFLICT, "template '%.128s' is %s: only a template that is uploading takes an "
+                                                "archive",
+                             name, PQgetvalue(res, 0, 1));
+                goto abort;
+        }
+        const char *wp[] = {PQgetvalue(res, 0, 3)};
+        if (cp_db_exec(c->api->db,
+                       "SELECT id, address FROM workers WHERE id = $1 AND state = 'ready' AND admin_state = 'active'",
+                       1, wp, &w, &e) < 0)
+                goto abort;
+        if (PQntuples(w) == 1) {
+                snprintf(wid, sizeof(wid), "%s", PQgetvalue(w, 0, 0));
+                snprintf(addr, sizeof(addr), "%s", PQgetvalue(w, 0, 1));
+        } else if (upload_worker(c, wid, addr, &e) < 0) {
+                goto abort;
+        }
+        int64_t max = 0;
+        if (upload_room(c, c->who.tenant_id, id, &max, &e) < 0)
+                goto abort;
+        snprintf(max_s, sizeof(max_s), "%lld", (long long)max);
+        const char *up[] = {id, wid, max_s};
+        const char *ip[] = {id};
+        if (cp_db_exec(c->api->db,
+                       "UPDATE templates SET spec = jsonb_set(spec, '{worker}', to_jsonb($2::text)), "
+                       "upload_max_bytes = $3::bigint, updated_at = now() WHERE id = $1",
+                       3, up, NULL, &e) < 0 ||
+            cp__audit(c, "template.upload_token", id, NULL, &e) < 0 ||
+            cp__query_json(c->api, "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
+                                   "WHERE t.id = $1",
+                           1, ip, NULL, &out, &e) < 0 ||
+            upload_grant(c, c->who.tenant_id, id, PQgetvalue(res, 0, 2), addr, max, out, &e) < 0)
+                goto abort;
+        cp__mutation_commit(c, 200, out);
+        return;
+abort:
+        cp__mutation_abort(c, e);
 }
 
 void cp__h_template_create(cp_call *c)
@@ -54,6 +259,25 @@ void cp__h_template_create(cp_call *c)
                 return;
         }
         const char *owner = r.tenant_id[0] ? r.tenant_id : c->who.tenant_id;
+        if (strcmp(r.source, "upload") == 0) {
+                if (r.tenant_id[0]) {
+                        /* An admin uploading for a tenant: the tenant must exist. */
+                        _cleanup_pgresult_ PGresult *t = NULL;
+                        const char *own[] = {owner};
+                        if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1,
+                                       own, &t, &e) < 0 ||
+                            PQntuples(t) != 1) {
+                                if (!e)
+                                        sp_error_set(&e, SP_E_NOT_FOUND, "tenant %.64s not found", owner);
+                                cp__fail(c, e);
+                                cp_template_create_req_free(&r);
+                                return;
+                        }
+                }
+                upload_create(c, &r, owner);
+                cp_template_create_req_free(&r);
+                return;
+        }
         _cleanup_json_ json_object *spec = json_object_new_object();
         json_object_object_add(spec, "source", json_object_new_string(r.source));
         if (r.path)

@@ -249,9 +249,54 @@ static void remove_stale_templates(cp_ctrl *c, const char *worker, const char *t
         }
 }
 
+/* An upload the worker that took it has imported (its heartbeat lists the
+ * template) becomes a build: a template_build operation copies it to the
+ * other workers and marks it ready once they all hold it. The template's
+ * size is the archive's, as the worker reports it; until then it counted
+ * with the most its upload could hold. */
+static void promote_uploads(cp_ctrl *c)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->db,
+                       "SELECT t.id, t.tenant_id FROM templates t, workers w WHERE t.state = 'uploading' "
+                       "AND t.deleted_at IS NULL AND w.id = t.spec->>'worker' "
+                       "AND coalesce(w.observed->'templates', '[]'::jsonb) ? t.id",
+                       0, NULL, &res, NULL) < 0)
+                return;
+        for (int i = 0; i < PQntuples(res); i++) {
+                char op[SP_ID_MAX];
+                if (sp_id_new("op", op, NULL) < 0)
+                        return;
+                const char *p[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), op};
+                _cleanup_pgresult_ PGresult *up = NULL;
+                if (cp_db_begin(c->db, NULL) < 0)
+                        return;
+                /* Checked again under the row lock: one replica, one operation. */
+                if (cp_db_exec(c->db,
+                               "UPDATE templates t SET state = 'building', error = NULL, updated_at = now(), "
+                               "size_bytes = coalesce((SELECT (w.observed->'artifacts'->>t.id)::bigint FROM workers w "
+                               "WHERE w.id = t.spec->>'worker'), t.upload_max_bytes), upload_max_bytes = NULL "
+                               "WHERE t.id = $1 AND t.state = 'uploading' RETURNING t.id",
+                               1, p, &up, NULL) < 0 ||
+                    (PQntuples(up) == 1 &&
+                     cp_db_exec(c->db,
+                                "INSERT INTO operations (id, tenant_id, kind, target_id, state, deadline_at) "
+                                "VALUES ($3, $2, 'template_build', $1, 'pending', now() + interval '1 hour')",
+                                3, p, NULL, NULL) < 0) ||
+                    cp_db_commit(c->db, NULL) < 0) {
+                        cp_db_rollback(c->db);
+                        return;
+                }
+                if (PQntuples(up) == 1)
+                        sp_log_info_kv(SP_KV("template_id", p[0], "operation_id", op),
+                                       "template uploaded: copying it to the other workers");
+        }
+}
+
 void cp__reconcile_run(cp_ctrl *c)
 {
         _cleanup_pgresult_ PGresult *ws = NULL;
+        promote_uploads(c);
         if (cp_db_exec(c->db,
                        "SELECT id, observed->'sandboxes', api_ts(last_heartbeat), observed->'templates' "
                        "FROM workers WHERE state = 'ready' AND last_heartbeat IS NOT NULL",

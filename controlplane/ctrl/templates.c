@@ -28,9 +28,147 @@ static void on_import_end(sp_rpc_stream *s, json_object *trailer, const sp_error
         free(x);
 }
 
+/* ---- uploaded templates: copied from a worker that holds the archive ----
+ *
+ * The archive a tenant uploaded stays on the worker that took it (and on
+ * every worker that copied it since): ReadTemplateArtifact on one of them is
+ * piped into UploadTemplate on the worker that lacks the template, with
+ * backpressure (the source pauses while the destination's queue is full), so
+ * that the control plane holds at most one window of the archive. */
+typedef struct relay {
+        sp_rpc_stream *src, *dst; /* NULL once ended */
+        void (*done)(void *userdata, const sp_error *err);
+        void *userdata;
+        uint64_t bytes;
+        bool src_paused;
+} relay;
+
+static void relay_finish(relay *r, const sp_error *err)
+{
+        if (r->src)
+                sp_rpc_stream_cancel(r->src);
+        if (r->dst)
+                sp_rpc_stream_cancel(r->dst);
+        r->done(r->userdata, err);
+        free(r);
+}
+
+static void src_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p, size_t n, void *userdata)
+{
+        (void)s;
+        relay *r = userdata;
+        if (type != SP_RPC_FRAME_DATA || !r->dst)
+                return;
+        int rc = sp_rpc_stream_send(r->dst, SP_RPC_FRAME_DATA, p, n, NULL);
+        if (rc < 0)
+                return; /* the destination ended: its on_end finishes */
+        r->bytes += n;
+        if (rc == 1 && !r->src_paused) {
+                r->src_paused = true;
+                sp_rpc_stream_pause(r->src);
+        }
+}
+
+static void src_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
+{
+        (void)s;
+        (void)trailer;
+        relay *r = userdata;
+        r->src = NULL;
+        if (err) {
+                _cleanup_error_ sp_error *e = NULL;
+                sp_error_set(&e, err->code, "copying the uploaded archive from a worker that holds it: %s",
+                             err->message);
+                relay_finish(r, e);
+                return;
+        }
+        if (r->dst)
+                (void)sp_rpc_stream_close_send(r->dst, NULL);
+}
+
+static void dst_writable(sp_rpc_stream *s, void *userdata)
+{
+        (void)s;
+        relay *r = userdata;
+        if (r->src && r->src_paused) {
+                r->src_paused = false;
+                sp_rpc_stream_resume(r->src);
+        }
+}
+
+static void dst_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
+{
+        (void)s;
+        (void)trailer;
+        relay *r = userdata;
+        r->dst = NULL;
+        if (!err && r->src) {
+                _cleanup_error_ sp_error *e = NULL;
+                sp_error_set(&e, SP_E_INTERNAL, "the worker ended the upload before the archive did");
+                relay_finish(r, e);
+                return;
+        }
+        relay_finish(r, err);
+}
+
+/* A ready worker (not worker_id) that holds the archive of tpl_id, the one
+ * that took the upload first. */
+static int artifact_holder(cp_ctrl *c, const char *tpl_id, const char *worker_id, char ret[SP_ID_MAX])
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {tpl_id, worker_id};
+        if (cp_db_exec(c->db,
+                       "SELECT w.id FROM workers w, templates t WHERE t.id = $1 AND w.id <> $2 "
+                       "AND w.state = 'ready' AND coalesce(w.observed->'artifacts', '{}'::jsonb) ? $1 "
+                       "ORDER BY (w.id = t.spec->>'worker') DESC, w.id LIMIT 1",
+                       2, p, &res, NULL) < 0 ||
+            PQntuples(res) != 1)
+                return -SP_E_UNAVAILABLE;
+        snprintf(ret, SP_ID_MAX, "%s", PQgetvalue(res, 0, 0));
+        return 0;
+}
+
+static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
+                         void (*done)(void *userdata, const sp_error *err), void *userdata)
+{
+        char holder[SP_ID_MAX];
+        sp_rpc_client *to = cp__worker_client(c, worker_id), *from = NULL;
+        if (!to || artifact_holder(c, tpl_id, worker_id, holder) < 0 || !(from = cp__worker_client(c, holder)))
+                return -SP_E_UNAVAILABLE;
+        relay *r = calloc(1, sizeof(*r));
+        if (!r)
+                return -SP_E_LIMIT;
+        r->done = done;
+        r->userdata = userdata;
+        json_object *fmt = NULL;
+        _cleanup_json_ json_object *up = json_object_new_object(), *rd = json_object_new_object();
+        json_object_object_add(up, "name", json_object_new_string(tpl_id));
+        json_object_object_add(up, "format", json_object_new_string(json_object_object_get_ex(spec, "format", &fmt)
+                                                                            ? json_object_get_string(fmt)
+                                                                            : "tar"));
+        json_object_object_add(rd, "name", json_object_new_string(tpl_id));
+        static const sp_rpc_stream_ops dst_ops = {.on_writable = dst_writable, .on_end = dst_end};
+        static const sp_rpc_stream_ops src_ops = {.on_frame = src_frame, .on_end = src_end};
+        r->dst = sp_rpc_client_stream(to, "UploadTemplate", up, 60 * 60 * 1000, &dst_ops, r, NULL);
+        if (r->dst)
+                r->src = sp_rpc_client_stream(from, "ReadTemplateArtifact", rd, 60 * 60 * 1000, &src_ops, r, NULL);
+        if (!r->src) {
+                if (r->dst)
+                        sp_rpc_stream_cancel(r->dst);
+                free(r);
+                return -SP_E_UNAVAILABLE;
+        }
+        sp_log_info_kv(SP_KV("template_id", tpl_id, "worker_id", worker_id, "from", holder),
+                       "copying an uploaded template");
+        return 0;
+}
+
 int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
                         void (*done)(void *userdata, const sp_error *err), void *userdata)
 {
+        json_object *src = NULL;
+        if (json_object_object_get_ex(spec, "source", &src) && strcmp(json_object_get_string(src), "upload") == 0)
+                return template_copy(c, worker_id, tpl_id, spec, done, userdata);
         sp_rpc_client *cli = cp__worker_client(c, worker_id);
         if (!cli)
                 return -SP_E_UNAVAILABLE;

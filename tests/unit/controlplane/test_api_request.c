@@ -566,7 +566,7 @@ START_TEST(template_create_sources)
         expect_fail(&D_TEMPLATE, "{\"source\":\"dir\",\"path\":\"/a\"}", "name is required");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"path\":\"/a\"}", "source is required");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"git\",\"path\":\"/a\"}",
-                    "source must be dir, tar, oci or debootstrap");
+                    "source must be dir, tar, oci, debootstrap or upload");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"tar\"}", "path is required with source tar");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"debootstrap\"}",
                     "suite is required with source debootstrap");
@@ -591,6 +591,20 @@ START_TEST(template_create_sources)
         cp_template_create_req_free(&t);
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"dir\",\"path\":\"/a\",\"tenant_id\":\"key_x\"}",
                     "tenant_id must be a tenant id");
+
+        /* Uploads: a format, nothing on the hosts. */
+        expect_ok(&D_TEMPLATE, "{\"name\":\"py\",\"source\":\"upload\",\"format\":\"oci\",\"warm\":1}", &t);
+        ck_assert_str_eq(t.source, "upload");
+        ck_assert_str_eq(t.format, "oci");
+        ck_assert(!cp_req_template_host_path(&t));
+        cp_template_create_req_free(&t);
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"upload\"}", "format is required with source upload");
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"upload\",\"format\":\"zip\"}",
+                    "format must be tar or oci");
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"upload\",\"format\":\"tar\",\"path\":\"/a\"}",
+                    "path is not used with source upload");
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"tar\",\"path\":\"/a\",\"format\":\"tar\"}",
+                    "format is only used with source upload");
 }
 END_TEST
 
