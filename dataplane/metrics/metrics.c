@@ -20,6 +20,7 @@ static const char *const refusal_names[DP_REFUSE__MAX] = {
         [DP_REFUSE_ROUTE] = "route",
         [DP_REFUSE_SESSION] = "session",
         [DP_REFUSE_SANDBOX] = "sandbox",
+        [DP_REFUSE_TEMPLATE] = "template",
         [DP_REFUSE_PATH] = "path",
         [DP_REFUSE_READ_ONLY] = "read_only",
         [DP_REFUSE_REVOKED] = "revoked",

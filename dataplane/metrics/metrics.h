@@ -39,6 +39,7 @@ typedef enum dp_refusal {
         DP_REFUSE_ROUTE,
         DP_REFUSE_SESSION,
         DP_REFUSE_SANDBOX,
+        DP_REFUSE_TEMPLATE,
         DP_REFUSE_PATH,
         DP_REFUSE_READ_ONLY,
         DP_REFUSE_REVOKED, /* minted by an API key revoked since */

@@ -211,8 +211,9 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        dp_want want = {
-                .files = true, .sandbox = sp_http_request_param(req, "id"), .path = sp_http_request_query(req, "path")};
+        dp_want want = {.kind = DP_KIND_FILES,
+                        .sandbox = sp_http_request_param(req, "id"),
+                        .path = sp_http_request_query(req, "path")};
         dp_claims c;
         if (dp__authenticate(d, req, DP_ROUTE_FILE_GET, &want, &c) < 0)
                 return;
@@ -251,7 +252,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        dp_want want = {.files = true,
+        dp_want want = {.kind = DP_KIND_FILES,
                         .write = true,
                         .sandbox = sp_http_request_param(req, "id"),
                         .path = sp_http_request_query(req, "path")};

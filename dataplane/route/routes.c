@@ -84,18 +84,45 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
         return 0;
 }
 
+/* What the token names, as a log field: its session, sandbox or template. */
+static const char *object_key(const dp_claims *c)
+{
+        switch (c->kind) {
+        case DP_KIND_FILES:
+                return "sandbox_id";
+        case DP_KIND_TEMPLATE:
+                return "template_id";
+        case DP_KIND_SESSION:
+        default:
+                return "session_id";
+        }
+}
+
+static const char *object_id(const dp_claims *c)
+{
+        switch (c->kind) {
+        case DP_KIND_FILES:
+                return c->sandbox;
+        case DP_KIND_TEMPLATE:
+                return c->template_id;
+        case DP_KIND_SESSION:
+        default:
+                return c->session;
+        }
+}
+
 void dp__answered(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, int status, const char *what)
 {
         dp_metrics_request(&d->metrics, route, status);
         char st[8];
         snprintf(st, sizeof(st), "%d", status);
-        const char *object = "", *object_key = "session_id";
+        const char *object = "", *object_key_name = "session_id";
         if (claims) {
-                object = claims->files ? claims->sandbox : claims->session;
-                object_key = claims->files ? "sandbox_id" : "session_id";
+                object = object_id(claims);
+                object_key_name = object_key(claims);
         }
         sp_log_info_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "status", st,
-                             object_key, object, "kid", claims ? claims->kid : ""),
+                             object_key_name, object, "kid", claims ? claims->kid : ""),
                        "%s", what);
 }
 
@@ -140,9 +167,12 @@ sp_error *dp__worker_error(dp *d, const dp_claims *claims, const char *method, c
         sp_error *out = NULL;
         if (e->code == SP_E_UNAVAILABLE || e->code == SP_E_TIMEOUT) {
                 d->metrics.worker_errors++;
-                sp_log_warn_kv(SP_KV("worker", claims->worker, "method", method, "sandbox_id", claims->sandbox),
+                bool tpl = claims->kind == DP_KIND_TEMPLATE;
+                sp_log_warn_kv(SP_KV("worker", claims->worker, "method", method, tpl ? "template_id" : "sandbox_id",
+                                     tpl ? claims->template_id : claims->sandbox),
                                "worker call failed: %s", e->message);
-                sp_error_set(&out, e->code, "the sandbox's worker cannot be reached: %s", e->message);
+                sp_error_set(&out, e->code, "the %s's worker cannot be reached: %s", tpl ? "template" : "sandbox",
+                             e->message);
         } else {
                 sp_error_set(&out, e->code, "%s", e->message);
         }

@@ -12,7 +12,7 @@
 /* Checks the token of a session route with write scope. */
 static int session_auth(dp *d, sp_http_request *req, dp_route route, dp_claims *ret)
 {
-        dp_want want = {.write = true, .session = sp_http_request_param(req, "id")};
+        dp_want want = {.kind = DP_KIND_SESSION, .write = true, .session = sp_http_request_param(req, "id")};
         return dp__authenticate(d, req, route, &want, ret);
 }
 
