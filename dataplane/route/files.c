@@ -248,6 +248,8 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         sp_http_request_on_close(req, on_client_close, dl);
 }
 
+static const dp_upload_result size_result[] = {{"size", json_type_int}, {NULL, json_type_null}};
+
 void dp_file_put_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
@@ -276,7 +278,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,
                                .method = "WriteFile",
                                .request = r,
-                               .result = "size",
+                               .results = size_result,
                                .bytes = &d->metrics.file_bytes_in};
         dp__upload_start(d, req, &c, &spec);
 }
