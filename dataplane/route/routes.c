@@ -15,6 +15,8 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
         const sp_http_route_opts stream = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = UINT64_MAX};
         const sp_http_route_opts upload = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = d->limits.max_upload};
         const sp_http_route_opts control = {.max_body = DP_CONTROL_BODY_MAX};
+        /* The token's max bounds an upload (dp_request_template_put(), the worker's max_bytes). */
+        const sp_http_route_opts archive = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = DP_CLAIM_UPLOAD_MAX};
         const struct {
                 const char *method, *pattern;
                 const sp_http_route_opts *opts;
@@ -27,6 +29,7 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
                 {"POST", "/v1/sessions/{id}/signal", &control, dp_signal_handler},
                 {"GET", "/v1/sandboxes/{id}/files", NULL, dp_file_get_handler},
                 {"PUT", "/v1/sandboxes/{id}/files", &upload, dp_file_put_handler},
+                {"PUT", "/v1/templates/{id}/upload", &archive, dp_template_put_handler},
                 {"GET", "/healthz", NULL, dp_healthz_handler},
                 {"GET", "/readyz", NULL, dp_readyz_handler},
                 {"GET", "/metrics", NULL, dp_metrics_handler},

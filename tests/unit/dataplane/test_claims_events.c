@@ -250,6 +250,7 @@ START_TEST(template_grant)
                 }
         }
         ck_assert_str_eq(dp_refusal_name(DP_REFUSE_TEMPLATE), "template");
+        ck_assert_str_eq(dp_route_name(DP_ROUTE_TEMPLATE_PUT), "template_put");
 }
 END_TEST
 
