@@ -42,7 +42,7 @@ size_t wk__live_count(const wk_node *n)
         return c;
 }
 
-static bool name_ok(const char *s)
+bool wk__template_name_ok(const char *s)
 {
         size_t n = strlen(s);
         if (n == 0 || n > WK_NAME_MAX || s[0] == '.')
@@ -81,8 +81,37 @@ static int template_persist(wk_node *n, wk_template *t, sp_error **err)
         json_object_object_add(o, "created_us", json_object_new_int64(t->created_us));
         json_object_object_add(o, "warm", json_object_new_int64(t->warm_target));
         json_object_object_add(o, "meta", m);
+        if (t->artifact_format) {
+                json_object *a = json_object_new_object();
+                json_object_object_add(a, "format",
+                                       json_object_new_string(wk_template_source_name(t->artifact_format)));
+                json_object_object_add(a, "bytes", json_object_new_int64(t->artifact_bytes));
+                json_object_object_add(o, "artifact", a);
+        }
         const char *text = sp_json_str(o);
         return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+}
+
+/* The template's "artifact": {"format":"tar"|"oci","bytes":N} (uploaded templates). */
+static void load_artifact(wk_template *t, json_object *o, const char *path)
+{
+        json_object *a = NULL;
+        const char *format = NULL;
+        wk_template_source f;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_json_get_object(o, "artifact", false, &a, &e) < 0 || !a)
+                goto out;
+        if (sp_json_get_string(a, "format", true, 8, &format, &e) < 0 ||
+            sp_json_get_int(a, "bytes", true, 0, INT64_MAX, &t->artifact_bytes, &e) < 0)
+                goto out;
+        if (wk_template_source_parse(format, &f) < 0 || (f != WK_TEMPLATE_SOURCE_TAR && f != WK_TEMPLATE_SOURCE_OCI)) {
+                sp_error_set(&e, SP_E_INVALID, "unknown artifact format '%s'", format);
+                goto out;
+        }
+        t->artifact_format = f;
+out:
+        if (e)
+                sp_log_warn("template %s: ignoring its artifact: %s", path, e->message);
 }
 
 static int templates_load(wk_node *n, sp_error **err)
@@ -119,6 +148,7 @@ static int templates_load(wk_node *n, sp_error **err)
                 t->warm_target = -1;
                 sp_json_get_int(o, "created_us", false, 0, INT64_MAX, &t->created_us, NULL);
                 sp_json_get_int(o, "warm", false, -1, 1000, &t->warm_target, NULL);
+                load_artifact(t, o, path);
                 t->next = n->templates;
                 n->templates = t;
         }
@@ -156,6 +186,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         }
         if (templates_load(n, err) < 0 || wk__sandbox_load_all(n, err) < 0)
                 goto fail;
+        wk__artifacts_recover(n);
         wk__warm_schedule(n);
         *ret = n;
         return 0;
@@ -168,6 +199,7 @@ void wk_node_free(wk_node *n)
 {
         if (!n)
                 return;
+        wk__uploads_abort_all(n);
         while (n->sandboxes) {
                 wk_sandbox *sb = n->sandboxes;
                 n->sandboxes = sb->next;
@@ -188,15 +220,27 @@ void wk_node_free(wk_node *n)
         free(n);
 }
 
-/* Creates <storage>/templates/<name> as a subvolume, fills it, seals it read-only. */
-typedef int (*fill_fn)(const char *dest, void *ud, wk_template_meta **ret_meta, sp_error **err);
-
-static int template_make(wk_node *n, const char *name, fill_fn fill, void *ud, sp_error **err)
+static void templates_changed(wk_node *n)
 {
-        if (!name_ok(name))
+        if (n->templates_changed)
+                n->templates_changed(n->templates_changed_ud);
+}
+
+void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, void *userdata)
+{
+        n->templates_changed = fn;
+        n->templates_changed_ud = userdata;
+}
+
+int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud,
+                      wk_template_source artifact_format, int64_t artifact_bytes, sp_error **err)
+{
+        if (!wk__template_name_ok(name))
                 return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
         if (wk__template_find(n, name))
                 return sp_error_set(err, SP_E_CONFLICT, "template %s already exists", name);
+        if (wk__upload_under_way(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s is being uploaded", name);
         _cleanup_free_ char *dest = NULL;
         if (wk_storage_template_create(n->storage, name, &dest, err) < 0)
                 return sp_error_wrap(err, "template %s", name);
@@ -212,6 +256,8 @@ static int template_make(wk_node *n, const char *name, fill_fn fill, void *ud, s
         t->meta = meta;
         t->created_us = sp_now_real_us();
         t->warm_target = -1;
+        t->artifact_format = artifact_format;
+        t->artifact_bytes = artifact_bytes;
         if (template_persist(n, t, err) < 0) {
                 free(t);
                 goto fail;
@@ -220,6 +266,7 @@ static int template_make(wk_node *n, const char *name, fill_fn fill, void *ud, s
         n->templates = t;
         sp_log_info_kv(SP_KV("template", name), "template ready");
         wk__warm_schedule(n);
+        templates_changed(n);
         return 0;
 fail:
         wk_template_meta_free(meta);
@@ -235,7 +282,7 @@ static int fill_base(const char *dest, void *ud, wk_template_meta **ret, sp_erro
 
 int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err)
 {
-        return template_make(n, name, fill_base, (void *)agent_path, err);
+        return wk__template_make(n, name, fill_base, (void *)agent_path, 0, 0, err);
 }
 
 typedef struct {
@@ -263,7 +310,7 @@ int wk_node_template_import(wk_node *n, const char *name, const char *source, co
                 return sp_error_set(err, SP_E_INVALID, "unknown template source '%.32s' (base, dir, tar, oci)", source);
         if (!path || !*path)
                 return sp_error_set(err, SP_E_INVALID, "a template import needs a path");
-        if (!name_ok(name))
+        if (!wk__template_name_ok(name))
                 return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
         _cleanup_close_ int fd = wk_template_source_open(n->import_root, path, dir, err);
         if (fd < 0)
@@ -272,7 +319,7 @@ int wk_node_template_import(wk_node *n, const char *name, const char *source, co
         wk_template_limits lim = n->cfg.template_limits;
         lim.deadline_us = 0;
         import_args a = {source, fd, &lim};
-        return template_make(n, name, fill_import, &a, err);
+        return wk__template_make(n, name, fill_import, &a, 0, 0, err);
 }
 
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
@@ -294,6 +341,11 @@ int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
         char path[PATH_MAX];
         wk__path(path, sizeof(path), "%s/templates/%s.json", n->state_dir, name);
         unlink(path);
+        /* After the record: an artifact left by a crash here has no template
+         * and goes at the next start (wk__artifacts_recover). */
+        _cleanup_error_ sp_error *e = NULL;
+        if (t->artifact_format && wk_storage_artifact_remove(n->storage, name, &e) < 0)
+                sp_log_warn_kv(SP_KV("template", name), "removing the template's artifact: %s", e->message);
         for (wk_template **p = &n->templates; *p; p = &(*p)->next)
                 if (*p == t) {
                         *p = t->next;
@@ -301,25 +353,42 @@ int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
                 }
         wk_template_meta_free(t->meta);
         free(t);
+        sp_log_info_kv(SP_KV("template", name), "template deleted");
+        templates_changed(n);
         return 0;
+}
+
+static json_object *template_json(const wk_template *t)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(t->name));
+        json_object_object_add(o, "source", json_object_new_string(wk_template_source_name(t->meta->source)));
+        char ts[32];
+        sp_time_format_rfc3339(t->created_us, ts);
+        json_object_object_add(o, "created_at", json_object_new_string(ts));
+        json_object_object_add(o, "workdir", json_object_new_string(t->meta->workdir));
+        json_object_object_add(o, "user", json_object_new_string(t->meta->user));
+        if (t->meta->digest[0])
+                json_object_object_add(o, "digest", json_object_new_string(t->meta->digest));
+        if (t->artifact_format) {
+                json_object_object_add(o, "artifact_bytes", json_object_new_int64(t->artifact_bytes));
+                json_object_object_add(o, "format",
+                                       json_object_new_string(wk_template_source_name(t->artifact_format)));
+        }
+        return o;
+}
+
+json_object *wk_node_template_json(wk_node *n, const char *name)
+{
+        wk_template *t = wk__template_find(n, name);
+        return t ? template_json(t) : NULL;
 }
 
 json_object *wk_node_templates_json(wk_node *n)
 {
         json_object *arr = json_object_new_array();
-        for (wk_template *t = n->templates; t; t = t->next) {
-                json_object *o = json_object_new_object();
-                json_object_object_add(o, "name", json_object_new_string(t->name));
-                json_object_object_add(o, "source", json_object_new_string(wk_template_source_name(t->meta->source)));
-                char ts[32];
-                sp_time_format_rfc3339(t->created_us, ts);
-                json_object_object_add(o, "created_at", json_object_new_string(ts));
-                json_object_object_add(o, "workdir", json_object_new_string(t->meta->workdir));
-                json_object_object_add(o, "user", json_object_new_string(t->meta->user));
-                if (t->meta->digest[0])
-                        json_object_object_add(o, "digest", json_object_new_string(t->meta->digest));
-                json_object_array_add(arr, o);
-        }
+        for (wk_template *t = n->templates; t; t = t->next)
+                json_object_array_add(arr, template_json(t));
         json_object *o = json_object_new_object();
         json_object_object_add(o, "templates", arr);
         return o;

@@ -7,7 +7,9 @@
  * Layout (storage: see rootfs/rootfs.h):
  *   <storage>/templates/<name>/rootfs read-only subvolume (root filesystem)
  *   <storage>/sandboxes/<key>/rootfs  writable snapshot of a template, with its disk quota
- *   <state>/templates/<name>.json     template metadata
+ *   <storage>/artifacts/<name>        the archive an uploaded template came from (as long as the template)
+ *   <storage>/artifacts/<name>.part   an upload being received; .unpack: an OCI archive being unpacked
+ *   <state>/templates/<name>.json     template metadata (and its artifact's format)
  *   <state>/sandboxes/<id>/sandbox.json   spec and status (written atomically)
  *   <state>/sandboxes/<id>/run/       runtime dir: agent.sock, staging mount point
  *   <state>/sandboxes/<id>/sessions/<session id>/   session.json and its output log
@@ -81,9 +83,59 @@ int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_pa
  * resolved beneath the node's template import root (see wk_node_config);
  * bounded by its template limits. Errors never name a host path. */
 int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err);
+/* Deletes the template, its warm sandboxes and its upload artifact.
+ * SP_E_CONFLICT while sandboxes use it. */
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
+/* {"templates":[Template…]}, and one Template (NULL when there is none):
+ * {name, source, created_at, workdir, user, digest?, artifact_bytes?, format?}. */
 json_object *wk_node_templates_json(wk_node *n);
+json_object *wk_node_template_json(wk_node *n, const char *name);
 bool wk_node_template_exists(wk_node *n, const char *name);
+
+/* Called (on the loop, inside the node call) each time a template was added
+ * or deleted, e.g. for the cluster to send a heartbeat at once. fn NULL
+ * removes it. One hook per node. */
+typedef void (*wk_node_templates_changed_fn)(void *userdata);
+void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, void *userdata);
+
+/* Template uploads (UploadTemplate). An upload receives an archive's bytes
+ * into <storage>/artifacts/<name>.part and, once whole, imports it as
+ * template name, keeping the archive as the template's artifact.
+ *
+ * wk_node_upload_begin: format "tar" (a rootfs tarball, plain or compressed)
+ * or "oci" (a tar of an OCI image layout); max_bytes bounds the archive (0:
+ * the node's template max_bytes, which also bounds it). SP_E_CONFLICT when
+ * the node has the template or an upload of that name is under way,
+ * SP_E_INVALID for a bad name, format or max_bytes (names ending in ".part"
+ * or ".unpack" are the upload's own files and refused). *ret belongs to the
+ * caller until wk_upload_finish() or wk_upload_abort().
+ *
+ * wk_upload_write: appends n bytes; SP_E_TOO_LARGE past max_bytes, SP_E_IO.
+ * After a failure the caller aborts.
+ *
+ * wk_upload_finish: syncs the file, renames it to artifacts/<name> and
+ * imports it (synchronously: bounded by the node's template limits). Frees u
+ * in every case; on failure nothing of the upload is left (partial file,
+ * artifact, scratch directory, template). *ret_bytes: the archive's size.
+ *
+ * wk_upload_abort: removes everything the upload made and frees u (NULL
+ * allowed). */
+typedef struct wk_upload wk_upload;
+int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, wk_upload **ret,
+                         sp_error **err);
+int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err);
+int wk_upload_finish(wk_upload *u, uint64_t *ret_bytes, sp_error **err);
+void wk_upload_abort(wk_upload *u);
+/* The upper bound (and default) of an upload's max_bytes. */
+uint64_t wk_node_upload_max_bytes(const wk_node *n);
+
+/* Opens the artifact of template name for reading (O_RDONLY | O_CLOEXEC;
+ * the caller closes it) with its format ("tar" or "oci", static).
+ * SP_E_NOT_FOUND when the template has no artifact (imported from a path) or
+ * does not exist. */
+int wk_node_artifact_open(wk_node *n, const char *name, const char **ret_format, sp_error **err);
+/* {"<name>": bytes, …} of the artifacts the node holds (may be empty). */
+json_object *wk_node_artifacts_json(wk_node *n);
 
 /* Sandboxes. */
 int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err);

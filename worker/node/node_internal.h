@@ -19,6 +19,10 @@ typedef struct wk_template {
         wk_template_meta *meta;
         int64_t created_us;
         int64_t warm_target; /* -1: the node's default */
+        /* Uploaded templates: the artifact's format (TAR or OCI; 0: none, the
+         * template came from a path) and its size. */
+        wk_template_source artifact_format;
+        int64_t artifact_bytes;
         struct wk_template *next;
 } wk_template;
 
@@ -67,6 +71,9 @@ struct wk_node {
         uint8_t *slots_used; /* by id slot */
         struct event *warm_timer;
         bool warm_busy;
+        wk_upload *uploads; /* under way (upload.c) */
+        wk_node_templates_changed_fn templates_changed;
+        void *templates_changed_ud;
 };
 
 /* node.c: the size of the id-slot table, and sandboxes holding resources (not suspended) */
@@ -87,6 +94,21 @@ void wk__sessions_detach(wk_sandbox *sb);
 void wk__sessions_remove_all(wk_sandbox *sb);
 /* templates (node.c) */
 wk_template *wk__template_find(wk_node *n, const char *name);
+bool wk__template_name_ok(const char *name);
+/* Creates <storage>/templates/<name> as a subvolume, fills it, seals it
+ * read-only and records the template (with its artifact, when format is TAR
+ * or OCI). On failure nothing of the template is left. */
+typedef int (*wk__template_fill_fn)(const char *dest, void *ud, wk_template_meta **ret_meta, sp_error **err);
+int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud,
+                      wk_template_source artifact_format, int64_t artifact_bytes, sp_error **err);
+/* upload.c: after the templates were loaded, removes what an upload cut short
+ * left (partial files, scratch directories) and artifacts without a template;
+ * drops the artifact of a template whose file is gone. */
+void wk__artifacts_recover(wk_node *n);
+/* Whether an upload of name is under way. */
+bool wk__upload_under_way(wk_node *n, const char *name);
+/* Aborts the uploads under way (the node is being freed). */
+void wk__uploads_abort_all(wk_node *n);
 /* warm.c */
 void wk__warm_schedule(wk_node *n);
 wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The storage layout: templates/<name>/rootfs and sandboxes/<id>/rootfs.
+ * The storage layout: templates/<name>/rootfs, sandboxes/<id>/rootfs and
+ * artifacts/<entry>.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -73,7 +74,7 @@ char *wk_storage_sandbox_rootfs(const wk_storage *st, const char *id, sp_error *
         return layout_path(st, "sandboxes", "sandbox id", id, ROOTFS_NAME, err);
 }
 
-/* Opens <storage>/<kind> (templates or sandboxes). */
+/* Opens <storage>/<kind> (templates, sandboxes or artifacts). */
 static int open_kind(const wk_storage *st, const char *kind, sp_error **err)
 {
         char p[4096];
@@ -186,6 +187,16 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err)
 {
         return remove_entry(st, "sandboxes", "sandbox", id, err);
+}
+
+char *wk_storage_artifact_path(const wk_storage *st, const char *entry, sp_error **err)
+{
+        return layout_path(st, "artifacts", "artifact name", entry, NULL, err);
+}
+
+int wk_storage_artifact_remove(const wk_storage *st, const char *entry, sp_error **err)
+{
+        return remove_entry(st, "artifacts", "artifact", entry, err);
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -17,6 +17,10 @@
  *   sandboxes/<id>/rootfs        the sandbox's root: a writable snapshot of its
  *                                template's rootfs, with the sandbox's disk quota
  *   sandboxes/<id>/...           room for other per-sandbox files (VM images)
+ *   artifacts/<name>             the archive a template was uploaded as, kept
+ *                                as long as the template (the node's business)
+ *   artifacts/<name>.part        an upload still being received
+ *   artifacts/<name>.unpack      scratch subvolume an OCI archive is unpacked into
  *
  * A template or sandbox is its directory; the rootfs subvolume sits one level
  * down so that metadata and disk images never show inside the sandbox.
@@ -89,7 +93,7 @@ typedef struct wk_storage {
 } wk_storage;
 
 /* Opens the storage at dir (absolute; created, mode 0700, when missing) and
- * makes sure templates/ and sandboxes/ exist in it.
+ * makes sure templates/, sandboxes/ and artifacts/ exist in it.
  *   - dir on btrfs: used as it is (WK_STORAGE_NATIVE), or, when it is the
  *     mount of image_path's loop device, WK_STORAGE_IMAGE_REUSED;
  *   - otherwise image_path (absolute) is required: an existing image is
@@ -158,6 +162,15 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err);
 
 #define WK_STORAGE_LIST_MAX 100000
+
+/* The path of artifacts/<entry> (malloc'd, caller frees); entry is a
+ * validated name (SP_E_INVALID), e.g. a template name with its suffix. */
+char *wk_storage_artifact_path(const wk_storage *st, const char *entry, sp_error **err);
+
+/* Removes artifacts/<entry>: a file, a directory or a subvolume with
+ * everything in it (never following symlinks). A missing entry is not an
+ * error. */
+int wk_storage_artifact_remove(const wk_storage *st, const char *entry, sp_error **err);
 
 /* The names in templates/ (templates = true) or sandboxes/, sorted, as a new
  * NULL-terminated vector (free with sp_strv_freep), for reconciliation and

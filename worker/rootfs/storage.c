@@ -244,7 +244,7 @@ fail:
 
 static int ensure_layout(const char *dir, sp_error **err)
 {
-        static const char *const subdirs[] = {"templates", "sandboxes"};
+        static const char *const subdirs[] = {"templates", "sandboxes", "artifacts"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(subdirs); i++) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof(p), "%s/%s", dir, subdirs[i]);

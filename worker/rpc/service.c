@@ -195,16 +195,9 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
                 wk__fail(call, e);
                 return;
         }
-        _cleanup_json_ json_object *all = wk_node_templates_json(wk__svc.node);
         _cleanup_json_ json_object *progress = json_object_new_object();
         _cleanup_json_ json_object *extra = json_object_new_object();
-        json_object *arr = NULL;
-        json_object_object_get_ex(all, "templates", &arr);
-        for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
-                json_object *t = json_object_array_get_idx(arr, i), *n = NULL;
-                if (json_object_object_get_ex(t, "name", &n) && strcmp(json_object_get_string(n), name) == 0)
-                        json_object_object_add(extra, "template", json_object_get(t));
-        }
+        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, name));
         json_object_object_add(progress, "event", json_object_new_string("progress"));
         json_object_object_add(progress, "message", json_object_new_string("imported"));
         if (sp_rpc_call_send_json(call, progress, &e) < 0 || sp_rpc_call_end(call, extra, &e) < 0)
@@ -243,6 +236,8 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"SetWarmPool", cp, false, h_set_warm, NULL},
                 {"ListTemplates", cp, false, h_templates, NULL},
                 {"ImportTemplate", cp, true, h_import, NULL},
+                {"UploadTemplate", cpdp, true, wk__h_upload_template, NULL},
+                {"ReadTemplateArtifact", cp, true, wk__h_read_template_artifact, NULL},
                 {"DeleteTemplate", cp, false, h_template_delete, NULL},
                 {"Exec", cp, false, wk__h_exec, NULL},
                 {"GetSession", cpdp, false, wk__h_get_session, NULL},

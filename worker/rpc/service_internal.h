@@ -25,6 +25,9 @@ void wk__h_resize(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_close_stdin(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_attach(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_write_stdin(sp_rpc_call *call, json_object *req, void *ud);
+/* templates.c */
+void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_read_template_artifact(sp_rpc_call *call, json_object *req, void *ud);
 /* files.c */
 void wk__h_file_simple(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_read_file(sp_rpc_call *call, json_object *req, void *ud);

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Uploaded templates: receiving an archive into <storage>/artifacts, importing
+ * it, keeping it as the template's artifact, and cleaning up after uploads
+ * that a crash cut short.
+ *
+ * An upload writes artifacts/<name>.part; once whole it is synced and renamed
+ * to artifacts/<name>, which the tarball importer reads (tar), or which is
+ * first unpacked into the scratch subvolume artifacts/<name>.unpack for the
+ * OCI importer (oci). Whatever fails, nothing of the upload stays: the
+ * template's own cleanup is wk__template_make's.
+ *
+ * Everything runs on the daemon's loop; writes and the import are
+ * synchronous (as ImportTemplate's import is).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+#define PART_SUFFIX ".part"
+#define SCRATCH_SUFFIX ".unpack"
+
+struct wk_upload {
+        wk_node *node;
+        char name[WK_NAME_MAX + 1];
+        char part[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)]; /* <name>.part */
+        wk_template_source format;
+        uint64_t max_bytes, bytes;
+        int fd; /* the .part file */
+        struct wk_upload *next;
+};
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+        size_t n = strlen(s), m = strlen(suffix);
+        return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+uint64_t wk_node_upload_max_bytes(const wk_node *n)
+{
+        return n->cfg.template_limits.max_bytes ? n->cfg.template_limits.max_bytes : WK_TEMPLATE_DEFAULT_MAX_BYTES;
+}
+
+bool wk__upload_under_way(wk_node *n, const char *name)
+{
+        for (wk_upload *u = n->uploads; u; u = u->next)
+                if (strcmp(u->name, name) == 0)
+                        return true;
+        return false;
+}
+
+static void unlink_upload(wk_upload *u)
+{
+        for (wk_upload **p = &u->node->uploads; *p; p = &(*p)->next)
+                if (*p == u) {
+                        *p = u->next;
+                        break;
+                }
+}
+
+/* Removes artifacts/<name><suffix>, logging a failure (the next start retries). */
+static void remove_entry(wk_node *n, const char *name, const char *suffix)
+{
+        char entry[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
+        snprintf(entry, sizeof(entry), "%s%s", name, suffix);
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_storage_artifact_remove(n->storage, entry, &e) < 0)
+                sp_log_warn_kv(SP_KV("template", name), "removing upload file %s: %s", entry, e->message);
+}
+
+int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, wk_upload **ret,
+                         sp_error **err)
+{
+        if (!wk__template_name_ok(name))
+                return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
+        if (has_suffix(name, PART_SUFFIX) || has_suffix(name, SCRATCH_SUFFIX))
+                return sp_error_set(err, SP_E_INVALID,
+                                    "template name '%s' ends like the upload's own files (" PART_SUFFIX
+                                    ", " SCRATCH_SUFFIX ")",
+                                    name);
+        wk_template_source f;
+        if (wk_template_source_parse(format, &f) < 0 || (f != WK_TEMPLATE_SOURCE_TAR && f != WK_TEMPLATE_SOURCE_OCI))
+                return sp_error_set(err, SP_E_INVALID, "unknown upload format '%.16s' (tar, oci)", format);
+        uint64_t limit = wk_node_upload_max_bytes(n);
+        if (max_bytes > limit)
+                return sp_error_set(err, SP_E_INVALID, "max_bytes %llu is more than this worker's %llu",
+                                    (unsigned long long)max_bytes, (unsigned long long)limit);
+        if (wk__template_find(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s already exists", name);
+        if (wk__upload_under_way(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s is being uploaded", name);
+        wk_upload *u = calloc(1, sizeof(*u));
+        if (!u)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        u->node = n;
+        u->format = f;
+        u->max_bytes = max_bytes ? max_bytes : limit;
+        snprintf(u->name, sizeof(u->name), "%s", name);
+        snprintf(u->part, sizeof(u->part), "%s" PART_SUFFIX, name);
+        _cleanup_free_ char *path = wk_storage_artifact_path(n->storage, u->part, err);
+        if (!path) {
+                free(u);
+                return -SP_E_INVALID;
+        }
+        /* A leftover of the same name can only be a stale partial file: replace it. */
+        u->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (u->fd < 0) {
+                int r = sp_error_set_errno(err, SP_E_IO, errno, "create the upload file of template %s", name);
+                free(u);
+                return r;
+        }
+        u->next = n->uploads;
+        n->uploads = u;
+        sp_log_info_kv(SP_KV("template", name), "receiving a template upload (%s, at most %llu bytes)", format,
+                       (unsigned long long)u->max_bytes);
+        *ret = u;
+        return 0;
+}
+
+int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err)
+{
+        if (n > u->max_bytes - u->bytes)
+                return sp_error_set(err, SP_E_TOO_LARGE, "the upload is larger than its %llu bytes",
+                                    (unsigned long long)u->max_bytes);
+        const char *c = p;
+        while (n) {
+                ssize_t w = write(u->fd, c, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        return sp_error_set_errno(err, errno == ENOSPC || errno == EDQUOT ? SP_E_LIMIT : SP_E_IO, errno,
+                                                  "write the upload of template %s", u->name);
+                c += w;
+                n -= (size_t)w;
+                u->bytes += (uint64_t)w;
+        }
+        return 0;
+}
+
+static void upload_free(wk_upload *u)
+{
+        unlink_upload(u);
+        sp_close(u->fd);
+        free(u);
+}
+
+void wk_upload_abort(wk_upload *u)
+{
+        if (!u)
+                return;
+        remove_entry(u->node, u->name, PART_SUFFIX);
+        sp_log_info_kv(SP_KV("template", u->name), "template upload abandoned after %llu bytes",
+                       (unsigned long long)u->bytes);
+        upload_free(u);
+}
+
+void wk__uploads_abort_all(wk_node *n)
+{
+        while (n->uploads)
+                wk_upload_abort(n->uploads);
+}
+
+typedef struct {
+        wk_node *node;
+        const char *name;
+        wk_template_source format;
+        int fd; /* the artifact */
+        wk_template_limits lim; /* one deadline for unpacking and importing */
+} fill_args;
+
+/* OCI: the archive is a tar of an image layout; unpack it into the scratch
+ * subvolume (the tarball importer's path safety and limits), then import the
+ * layout from there. */
+static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_error **err)
+{
+        char entry[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
+        snprintf(entry, sizeof(entry), "%s" SCRATCH_SUFFIX, a->name);
+        _cleanup_free_ char *scratch = wk_storage_artifact_path(a->node->storage, entry, err);
+        if (!scratch)
+                return -SP_E_INVALID;
+        /* A subvolume: removed in one call however deep the archive's tree. */
+        if (wk_storage_artifact_remove(a->node->storage, entry, err) < 0 || wk_subvol_create(scratch, err) < 0)
+                return sp_error_wrap(err, "scratch directory");
+        int r = wk_template_import_tar_fd(a->fd, scratch, &a->lim, NULL, NULL, err);
+        if (r < 0) {
+                sp_error_wrap(err, "unpack the OCI archive");
+        } else {
+                _cleanup_close_ int lfd = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                r = lfd < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive")
+                            : wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
+        }
+        remove_entry(a->node, a->name, SCRATCH_SUFFIX);
+        return r;
+}
+
+static int fill_upload(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+{
+        fill_args *a = ud;
+        if (a->format == WK_TEMPLATE_SOURCE_TAR)
+                return wk_template_import_tar_fd(a->fd, dest, &a->lim, NULL, ret, err);
+        return fill_oci(dest, a, ret, err);
+}
+
+/* Syncs the partial file and renames it to the artifact; returns the
+ * artifact, opened for reading. */
+static int seal_artifact(wk_upload *u, sp_error **err)
+{
+        wk_node *n = u->node;
+        if (fsync(u->fd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sync the upload");
+        u->fd = sp_close(u->fd);
+        _cleanup_free_ char *part = wk_storage_artifact_path(n->storage, u->part, err);
+        _cleanup_free_ char *final = part ? wk_storage_artifact_path(n->storage, u->name, err) : NULL;
+        if (!final)
+                return -SP_E_INVALID;
+        if (rename(part, final) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "rename the upload");
+        /* The rename reaches the disk before the template records the artifact. */
+        char *slash = strrchr(final, '/');
+        *slash = '\0';
+        _cleanup_close_ int dfd = open(final, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *slash = '/';
+        if (dfd < 0 || fsync(dfd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sync the artifacts directory");
+        int fd = open(final, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open the artifact");
+        return fd;
+}
+
+int wk_upload_finish(wk_upload *u, uint64_t *ret_bytes, sp_error **err)
+{
+        wk_node *n = u->node;
+        char name[WK_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%s", u->name);
+        uint64_t bytes = u->bytes;
+        fill_args a = {.node = n, .name = name, .format = u->format, .lim = n->cfg.template_limits};
+        if (!a.lim.max_seconds)
+                a.lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
+        a.lim.deadline_us = sp_now_mono_us() + (int64_t)a.lim.max_seconds * 1000000;
+        a.fd = seal_artifact(u, err);
+        /* No longer under way: the template of that name is made now. */
+        upload_free(u);
+        int r = a.fd;
+        if (r >= 0) {
+                r = wk__template_make(n, name, fill_upload, &a, a.format, (int64_t)bytes, err);
+                sp_close(a.fd);
+        }
+        if (r < 0) {
+                remove_entry(n, name, PART_SUFFIX);
+                remove_entry(n, name, "");
+                return sp_error_wrap(err, "upload of template %s", name);
+        }
+        sp_log_info_kv(SP_KV("template", name), "template uploaded (%llu bytes)", (unsigned long long)bytes);
+        *ret_bytes = bytes;
+        return 0;
+}
+
+int wk_node_artifact_open(wk_node *n, const char *name, const char **ret_format, sp_error **err)
+{
+        wk_template *t = wk__template_find(n, name);
+        if (!t || !t->artifact_format)
+                return sp_error_set(err, SP_E_NOT_FOUND, "template %.64s has no upload artifact on this worker", name);
+        _cleanup_free_ char *path = wk_storage_artifact_path(n->storage, name, err);
+        if (!path)
+                return -SP_E_INVALID;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return sp_error_set(err, SP_E_NOT_FOUND, "template %s has no upload artifact on this worker",
+                                            name);
+                return sp_error_set_errno(err, SP_E_IO, errno, "open the artifact of template %s", name);
+        }
+        *ret_format = wk_template_source_name(t->artifact_format);
+        return fd;
+}
+
+json_object *wk_node_artifacts_json(wk_node *n)
+{
+        json_object *o = json_object_new_object();
+        for (wk_template *t = n->templates; t; t = t->next)
+                if (t->artifact_format)
+                        json_object_object_add(o, t->name, json_object_new_int64(t->artifact_bytes));
+        return o;
+}
+
+void wk__artifacts_recover(wk_node *n)
+{
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/artifacts", n->storage->dir);
+        /* Templates whose artifact went missing keep working, without it. */
+        for (wk_template *t = n->templates; t; t = t->next) {
+                if (!t->artifact_format)
+                        continue;
+                char p[PATH_MAX];
+                struct stat st;
+                wk__path(p, sizeof(p), "%s/%s", dir, t->name);
+                if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+                        t->artifact_bytes = st.st_size;
+                        continue;
+                }
+                sp_log_warn_kv(SP_KV("template", t->name), "the template's upload artifact is missing");
+                t->artifact_format = 0;
+                t->artifact_bytes = 0;
+        }
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d) {
+                sp_log_warn("cannot read %s: %s", dir, strerror(errno));
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *entry = de->d_name;
+                if (strcmp(entry, ".") == 0 || strcmp(entry, "..") == 0)
+                        continue;
+                wk_template *t = wk__template_find(n, entry);
+                if (t && t->artifact_format)
+                        continue;
+                const char *why = has_suffix(entry, PART_SUFFIX) || has_suffix(entry, SCRATCH_SUFFIX)
+                                          ? "left by an interrupted upload"
+                                          : "without a template";
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_storage_artifact_remove(n->storage, entry, &e) < 0)
+                        sp_log_warn("cannot remove %s/%s (%s): %s", dir, entry, why, e->message);
+                else
+                        sp_log_info("removed %s/%s (%s)", dir, entry, why);
+        }
+}

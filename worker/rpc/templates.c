@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Template uploads and their artifacts: UploadTemplate reads the archive the
+ * client streams into a node upload (worker/node/upload.c) and imports it at
+ * the client's half-close; ReadTemplateArtifact streams an artifact back with
+ * the call's flow control. One state per call, freed in on_close.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rpc/service_internal.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+
+#define ARTIFACT_CHUNK (64u * 1024)
+
+/* ---- UploadTemplate ---- */
+
+typedef struct {
+        sp_rpc_call *call;
+        wk_upload *up; /* NULL once finished or aborted */
+        char name[65];
+} upload_call;
+
+/* Fails the call and removes what the upload wrote. */
+static void up_fail(upload_call *uc, sp_error *e)
+{
+        wk_upload_abort(uc->up);
+        uc->up = NULL;
+        wk__fail(uc->call, e);
+}
+
+static void up_frame(sp_rpc_call *call, sp_rpc_frame_type type, const uint8_t *p, size_t n, void *ud)
+{
+        (void)call;
+        upload_call *uc = ud;
+        sp_error *e = NULL;
+        if (!uc->up)
+                return;
+        if (type != SP_RPC_FRAME_DATA) {
+                sp_error_set(&e, SP_E_INVALID, "an upload carries the archive in DATA frames only");
+                up_fail(uc, e);
+                return;
+        }
+        if (wk_upload_write(uc->up, p, n, &e) < 0)
+                up_fail(uc, e);
+}
+
+static void up_input_end(sp_rpc_call *call, void *ud)
+{
+        upload_call *uc = ud;
+        sp_error *e = NULL;
+        if (!uc->up)
+                return;
+        uint64_t bytes = 0;
+        wk_upload *up = TAKE_PTR(uc->up);
+        if (wk_upload_finish(up, &bytes, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        _cleanup_json_ json_object *extra = json_object_new_object();
+        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, uc->name));
+        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)bytes));
+        if (sp_rpc_call_end(call, extra, &e) < 0)
+                sp_error_free(e); /* the caller went away: the template stays */
+}
+
+static void up_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
+{
+        (void)call;
+        (void)reason;
+        upload_call *uc = ud;
+        /* The client cancelled, or the call ended before its half-close. */
+        wk_upload_abort(uc->up);
+        sp_rpc_call_unref(uc->call);
+        free(uc);
+}
+
+void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        sp_error *e = NULL;
+        static const char *const fields[] = {"name", "format", "max_bytes", NULL};
+        const char *name = NULL, *format = NULL;
+        int64_t max_bytes = 0;
+        int64_t limit = (int64_t)wk_node_upload_max_bytes(wk__svc.node);
+        if (sp_json_check_fields(req, fields, &e) < 0 || sp_json_get_string(req, "name", true, 64, &name, &e) < 0 ||
+            sp_json_get_string(req, "format", true, 16, &format, &e) < 0 ||
+            sp_json_get_int(req, "max_bytes", false, 1, limit, &max_bytes, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        upload_call *uc = calloc(1, sizeof(*uc));
+        if (!uc) {
+                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        if (wk_node_upload_begin(wk__svc.node, name, format, (uint64_t)max_bytes, &uc->up, &e) < 0) {
+                free(uc);
+                wk__fail(call, e);
+                return;
+        }
+        static const sp_rpc_call_ops ops = {.on_frame = up_frame, .on_input_end = up_input_end, .on_close = up_closed};
+        snprintf(uc->name, sizeof(uc->name), "%s", name);
+        uc->call = sp_rpc_call_ref(call);
+        sp_rpc_call_set_ops(call, &ops, uc);
+}
+
+/* ---- ReadTemplateArtifact ---- */
+
+typedef struct {
+        sp_rpc_call *call;
+        int fd;
+        const char *format; /* static */
+        uint64_t sent;
+        uint8_t buf[ARTIFACT_CHUNK];
+} artifact_read;
+
+/* Sends chunks until the call is full (on_writable resumes) or the file ends. */
+static void ar_pump(artifact_read *ar)
+{
+        for (;;) {
+                ssize_t n = read(ar->fd, ar->buf, sizeof(ar->buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        sp_rpc_call_failf(ar->call, SP_E_IO, "read the artifact: %s", strerror(errno));
+                        return;
+                }
+                if (n == 0) {
+                        _cleanup_json_ json_object *extra = json_object_new_object();
+                        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)ar->sent));
+                        json_object_object_add(extra, "format", json_object_new_string(ar->format));
+                        sp_rpc_call_end(ar->call, extra, NULL);
+                        return;
+                }
+                int r = sp_rpc_call_send(ar->call, SP_RPC_FRAME_DATA, ar->buf, (size_t)n, NULL);
+                if (r < 0)
+                        return; /* the call is over: on_close frees */
+                ar->sent += (uint64_t)n;
+                if (r == 1)
+                        return;
+        }
+}
+
+static void ar_writable(sp_rpc_call *call, void *ud)
+{
+        (void)call;
+        ar_pump(ud);
+}
+
+static void ar_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
+{
+        (void)call;
+        (void)reason;
+        artifact_read *ar = ud;
+        sp_close(ar->fd);
+        sp_rpc_call_unref(ar->call);
+        free(ar);
+}
+
+void wk__h_read_template_artifact(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        sp_error *e = NULL;
+        static const char *const fields[] = {"name", NULL};
+        const char *name = NULL, *format = NULL;
+        if (sp_json_check_fields(req, fields, &e) < 0 || sp_json_get_string(req, "name", true, 64, &name, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        int fd = wk_node_artifact_open(wk__svc.node, name, &format, &e);
+        if (fd < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        artifact_read *ar = calloc(1, sizeof(*ar));
+        if (!ar) {
+                sp_close(fd);
+                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        ar->fd = fd;
+        ar->format = format;
+        ar->call = sp_rpc_call_ref(call);
+        static const sp_rpc_call_ops ops = {.on_writable = ar_writable, .on_close = ar_closed};
+        sp_rpc_call_set_ops(call, &ops, ar);
+        ar_pump(ar);
+}
