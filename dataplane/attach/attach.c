@@ -251,7 +251,7 @@ static void session_done(json_object *resp, const sp_error *err, void *userdata)
 void dp_attach_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
-        dp_want want = {.session = sp_http_request_param(req, "id")};
+        dp_want want = {.kind = DP_KIND_SESSION, .session = sp_http_request_param(req, "id")};
         dp_claims c;
         if (dp__authenticate(d, req, DP_ROUTE_ATTACH, &want, &c) < 0)
                 return;

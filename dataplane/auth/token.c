@@ -118,6 +118,60 @@ static bool claim_present(json_object *claims, const char *name)
         return json_object_object_get_ex(claims, name, &v) && v;
 }
 
+/* A template id: what the worker also takes as a file name, [A-Za-z0-9._-]
+ * and not starting with '.'. */
+static bool template_id_ok(const char *s)
+{
+        return s[0] != '.' &&
+               strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == strlen(s);
+}
+
+/* The claims of a files token: path and usr optional, no ses. */
+static int decode_files(json_object *claims, dp_claims *c, sp_error **err)
+{
+        int r;
+        if (claim_present(claims, "ses"))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: a files token names no session");
+        if (claim_present(claims, "path")) {
+                if ((r = claim_string(claims, "path", true, DP_CLAIM_PATH_MAX, c->path, err)) < 0)
+                        return r;
+                c->has_path = true;
+        }
+        if ((r = claim_string(claims, "usr", false, DP_CLAIM_USER_MAX, c->user, err)) < 0)
+                return r;
+        if (c->user[0] && !user_name_ok(c->user))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'usr' is not a user name");
+        return 0;
+}
+
+/* The claims of a template token: tpl, fmt and max; no sbx, ses, path or usr. */
+static int decode_template(json_object *claims, dp_claims *c, sp_error **err)
+{
+        static const char *const refused[] = {"sbx", "ses", "path", "usr"};
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+                if (claim_present(claims, refused[i]))
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                            "malformed token claims: a template token names no '%s'", refused[i]);
+        char fmt[8] = "";
+        int r;
+        if ((r = claim_string(claims, "tpl", true, DP_CLAIM_ID_MAX, c->template_id, err)) < 0 ||
+            (r = claim_string(claims, "fmt", true, sizeof(fmt) - 1, fmt, err)) < 0)
+                return r;
+        if (!template_id_ok(c->template_id))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'tpl' is not a template id");
+        if (strcmp(fmt, "tar") != 0 && strcmp(fmt, "oci") != 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: 'fmt' must be \"tar\" or \"oci\"");
+        memcpy(c->format, fmt, sizeof(c->format));
+        int64_t max = 0;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_json_get_int(claims, "max", true, 1, (int64_t)DP_CLAIM_UPLOAD_MAX, &max, &e) < 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: %s", e->message);
+        c->max_bytes = (uint64_t)max;
+        return 0;
+}
+
 int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
 {
         if (!json_object_is_type(claims, json_type_object))
@@ -128,16 +182,22 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
         if ((r = claim_string(claims, "typ", true, sizeof(typ) - 1, typ, err)) < 0 ||
             (r = claim_string(claims, "scope", true, sizeof(scope) - 1, scope, err)) < 0 ||
             (r = claim_string(claims, "ten", false, DP_CLAIM_ID_MAX, c.tenant, err)) < 0 ||
-            (r = claim_string(claims, "akey", false, DP_CLAIM_ID_MAX, c.akey, err)) < 0 ||
-            (r = claim_string(claims, "sbx", true, DP_CLAIM_ID_MAX, c.sandbox, err)) < 0 ||
-            (r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0 ||
+            (r = claim_string(claims, "akey", false, DP_CLAIM_ID_MAX, c.akey, err)) < 0)
+                return r;
+        if (strcmp(typ, "session") == 0)
+                c.kind = DP_KIND_SESSION;
+        else if (strcmp(typ, "files") == 0)
+                c.kind = DP_KIND_FILES;
+        else if (strcmp(typ, "template") == 0)
+                c.kind = DP_KIND_TEMPLATE;
+        else
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: 'typ' must be \"session\", \"files\" or \"template\"");
+        if (c.kind != DP_KIND_TEMPLATE && (r = claim_string(claims, "sbx", true, DP_CLAIM_ID_MAX, c.sandbox, err)) < 0)
+                return r;
+        if ((r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0 ||
             (r = claim_string(claims, "kid", true, SP_TOKEN_KID_LEN, c.kid, err)) < 0)
                 return r;
-        if (strcmp(typ, "files") == 0)
-                c.files = true;
-        else if (strcmp(typ, "session") != 0)
-                return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                    "malformed token claims: 'typ' must be \"session\" or \"files\"");
         if (strcmp(scope, "write") == 0)
                 c.write = true;
         else if (strcmp(scope, "read") != 0)
@@ -145,46 +205,61 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
                                     "malformed token claims: 'scope' must be \"read\" or \"write\"");
         if (!worker_address_ok(c.worker))
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'wkr' is not HOST:PORT");
-        if (c.files) {
-                if (claim_present(claims, "ses"))
-                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                            "malformed token claims: a files token names no session");
-                if (claim_present(claims, "path")) {
-                        if ((r = claim_string(claims, "path", true, DP_CLAIM_PATH_MAX, c.path, err)) < 0)
-                                return r;
-                        c.has_path = true;
-                }
-                if ((r = claim_string(claims, "usr", false, DP_CLAIM_USER_MAX, c.user, err)) < 0)
-                        return r;
-                if (c.user[0] && !user_name_ok(c.user))
-                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                            "malformed token claims: 'usr' is not a user name");
-        } else {
+        switch (c.kind) {
+        case DP_KIND_FILES:
+                r = decode_files(claims, &c, err);
+                break;
+        case DP_KIND_TEMPLATE:
+                r = decode_template(claims, &c, err);
+                break;
+        case DP_KIND_SESSION:
+        default:
                 if (claim_present(claims, "path") || claim_present(claims, "usr"))
                         return sp_error_set(err, SP_E_UNAUTHENTICATED,
                                             "malformed token claims: a session token names no path or user");
-                if ((r = claim_string(claims, "ses", true, DP_CLAIM_ID_MAX, c.session, err)) < 0)
-                        return r;
+                r = claim_string(claims, "ses", true, DP_CLAIM_ID_MAX, c.session, err);
+                break;
         }
+        if (r < 0)
+                return r;
         *ret = c;
         return 0;
 }
 
+/* Whether the token names the route's object (its session, sandbox or
+ * template); if not, *ret_reason and *ret_what say which. */
+static bool object_granted(const dp_claims *c, const dp_want *want, dp_refusal *ret_reason, const char **ret_what)
+{
+        const char *granted = c->session, *asked = want->session, *what = "session";
+        dp_refusal reason = DP_REFUSE_SESSION;
+        if (want->kind == DP_KIND_FILES) {
+                granted = c->sandbox;
+                asked = want->sandbox;
+                what = "sandbox";
+                reason = DP_REFUSE_SANDBOX;
+        } else if (want->kind == DP_KIND_TEMPLATE) {
+                granted = c->template_id;
+                asked = want->template_id;
+                what = "template";
+                reason = DP_REFUSE_TEMPLATE;
+        }
+        if (asked && strcmp(granted, asked) == 0)
+                return true;
+        *ret_reason = reason;
+        *ret_what = what;
+        return false;
+}
+
 int dp_claims_check(const dp_claims *c, const dp_want *want, dp_refusal *ret_reason, sp_error **err)
 {
-        if (c->files != want->files) {
+        if (c->kind != want->kind) {
                 *ret_reason = DP_REFUSE_ROUTE;
                 return sp_error_set(err, SP_E_PERMISSION, "token does not grant this route");
         }
-        if (!want->files && (!want->session || strcmp(c->session, want->session) != 0)) {
-                *ret_reason = DP_REFUSE_SESSION;
-                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this session");
-        }
-        if (want->files && (!want->sandbox || strcmp(c->sandbox, want->sandbox) != 0)) {
-                *ret_reason = DP_REFUSE_SANDBOX;
-                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this sandbox");
-        }
-        if (want->files && c->has_path && (!want->path || strcmp(c->path, want->path) != 0)) {
+        const char *what = NULL;
+        if (!object_granted(c, want, ret_reason, &what))
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this %s", what);
+        if (want->kind == DP_KIND_FILES && c->has_path && (!want->path || strcmp(c->path, want->path) != 0)) {
                 *ret_reason = DP_REFUSE_PATH;
                 return sp_error_set(err, SP_E_PERMISSION, "token does not grant this path");
         }

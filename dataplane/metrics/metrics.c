@@ -3,9 +3,10 @@
 #include "metrics/metrics.h"
 
 static const char *const route_names[DP_ROUTE__MAX] = {
-        [DP_ROUTE_ATTACH] = "attach",     [DP_ROUTE_STDIN] = "stdin",   [DP_ROUTE_CLOSE_STDIN] = "close_stdin",
-        [DP_ROUTE_RESIZE] = "resize",     [DP_ROUTE_SIGNAL] = "signal", [DP_ROUTE_FILE_GET] = "file_get",
-        [DP_ROUTE_FILE_PUT] = "file_put",
+        [DP_ROUTE_ATTACH] = "attach",           [DP_ROUTE_STDIN] = "stdin",
+        [DP_ROUTE_CLOSE_STDIN] = "close_stdin", [DP_ROUTE_RESIZE] = "resize",
+        [DP_ROUTE_SIGNAL] = "signal",           [DP_ROUTE_FILE_GET] = "file_get",
+        [DP_ROUTE_FILE_PUT] = "file_put",       [DP_ROUTE_TEMPLATE_PUT] = "template_put",
 };
 
 static const char *const refusal_names[DP_REFUSE__MAX] = {
@@ -20,6 +21,7 @@ static const char *const refusal_names[DP_REFUSE__MAX] = {
         [DP_REFUSE_ROUTE] = "route",
         [DP_REFUSE_SESSION] = "session",
         [DP_REFUSE_SANDBOX] = "sandbox",
+        [DP_REFUSE_TEMPLATE] = "template",
         [DP_REFUSE_PATH] = "path",
         [DP_REFUSE_READ_ONLY] = "read_only",
         [DP_REFUSE_REVOKED] = "revoked",
@@ -72,6 +74,8 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                 {"space_dataplane_file_bytes_total", "counter", "File content moved, by direction.",
                  "{direction=\"in\"}", m->file_bytes_in},
                 {"space_dataplane_file_bytes_total", NULL, NULL, "{direction=\"out\"}", m->file_bytes_out},
+                {"space_dataplane_template_bytes_total", "counter", "Template archive bytes streamed to workers.", "",
+                 m->template_bytes_in},
                 {"space_dataplane_worker_errors_total", "counter",
                  "Worker calls that could not reach the worker or lost it.", "", m->worker_errors},
                 {"space_dataplane_worker_clients", "gauge", "RPC clients held, one per worker address.", "",

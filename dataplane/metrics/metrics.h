@@ -3,7 +3,8 @@
  * The data plane's counters, rendered as Prometheus text for /metrics
  * (proto/spec/dataplane.md, "Operations"): requests by route and status,
  * attach streams open, output bytes by stream, stdin bytes, file bytes in and
- * out, token refusals by reason, worker connection errors. Labels are fixed
+ * out, template archive bytes in, token refusals by reason, worker
+ * connection errors. Labels are fixed
  * names, never anything a client sent (and never a token).
  * Plain counters on the daemon's event loop: not thread-safe.
  */
@@ -23,6 +24,7 @@ typedef enum dp_route {
         DP_ROUTE_SIGNAL,
         DP_ROUTE_FILE_GET,
         DP_ROUTE_FILE_PUT,
+        DP_ROUTE_TEMPLATE_PUT,
         DP_ROUTE__MAX
 } dp_route;
 
@@ -39,6 +41,7 @@ typedef enum dp_refusal {
         DP_REFUSE_ROUTE,
         DP_REFUSE_SESSION,
         DP_REFUSE_SANDBOX,
+        DP_REFUSE_TEMPLATE,
         DP_REFUSE_PATH,
         DP_REFUSE_READ_ONLY,
         DP_REFUSE_REVOKED, /* minted by an API key revoked since */
@@ -56,6 +59,7 @@ typedef struct dp_metrics {
         uint64_t output_bytes[2]; /* stdout, stderr: output bytes sent to clients */
         uint64_t stdin_bytes;
         uint64_t file_bytes_in, file_bytes_out;
+        uint64_t template_bytes_in; /* template archives streamed to workers */
         uint64_t refusals[DP_REFUSE__MAX];
         uint64_t worker_errors; /* calls that could not reach a worker or lost it */
         uint64_t worker_clients; /* gauge: RPC clients held (one per worker address) */

@@ -211,8 +211,9 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        dp_want want = {
-                .files = true, .sandbox = sp_http_request_param(req, "id"), .path = sp_http_request_query(req, "path")};
+        dp_want want = {.kind = DP_KIND_FILES,
+                        .sandbox = sp_http_request_param(req, "id"),
+                        .path = sp_http_request_query(req, "path")};
         dp_claims c;
         if (dp__authenticate(d, req, DP_ROUTE_FILE_GET, &want, &c) < 0)
                 return;
@@ -247,11 +248,13 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         sp_http_request_on_close(req, on_client_close, dl);
 }
 
+static const dp_upload_result size_result[] = {{"size", json_type_int}, {NULL, json_type_null}};
+
 void dp_file_put_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        dp_want want = {.files = true,
+        dp_want want = {.kind = DP_KIND_FILES,
                         .write = true,
                         .sandbox = sp_http_request_param(req, "id"),
                         .path = sp_http_request_query(req, "path")};
@@ -275,7 +278,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,
                                .method = "WriteFile",
                                .request = r,
-                               .result = "size",
+                               .results = size_result,
                                .bytes = &d->metrics.file_bytes_in};
         dp__upload_start(d, req, &c, &spec);
 }

@@ -210,3 +210,17 @@ int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error 
         *ret = f;
         return 0;
 }
+
+int dp_request_template_put(const sp_http_parser *p, uint64_t max_bytes, sp_error **err)
+{
+        static const char *const allowed[] = {"token", NULL};
+        int r = dp_request_check_query(p, allowed, err);
+        if (r < 0)
+                return r;
+        int64_t length = sp_http_parser_content_length(p);
+        if (length > 0 && (uint64_t)length > max_bytes)
+                return sp_error_set(err, SP_E_TOO_LARGE,
+                                    "the upload is larger than its %llu bytes (Content-Length %lld)",
+                                    (unsigned long long)max_bytes, (long long)length);
+        return 0;
+}

@@ -3,8 +3,9 @@
  * Parsing the data plane's requests (proto/spec/dataplane.md): where an
  * attach starts, the query parameters of each route, and the bodies of
  * resize and signal. Pure functions over a parsed request (http_parser.h) or
- * a body, so that they can be fuzzed; every refusal is SP_E_INVALID with a
- * message that names the parameter or field. Query parameters a route does
+ * a body, so that they can be fuzzed; every refusal is SP_E_INVALID (but a
+ * body too large for its bound) with a message that names the parameter or
+ * field. Query parameters a route does
  * not know, and a parameter given twice, are refused.
  */
 #ifndef DP_ROUTE_REQUEST_H
@@ -64,5 +65,10 @@ typedef struct dp_file_request {
 int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
 /* PUT files: path, mode, append (and token). */
 int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
+
+/* PUT a template's upload: no query parameter (but token), and a
+ * Content-Length of at most max_bytes, the token's bound (a chunked body is
+ * bounded by the worker). A Content-Length above it is SP_E_TOO_LARGE. */
+int dp_request_template_put(const sp_http_parser *p, uint64_t max_bytes, sp_error **err);
 
 #endif

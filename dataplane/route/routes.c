@@ -15,6 +15,8 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
         const sp_http_route_opts stream = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = UINT64_MAX};
         const sp_http_route_opts upload = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = d->limits.max_upload};
         const sp_http_route_opts control = {.max_body = DP_CONTROL_BODY_MAX};
+        /* The token's max bounds an upload (dp_request_template_put(), the worker's max_bytes). */
+        const sp_http_route_opts archive = {.flags = SP_HTTP_ROUTE_STREAM_BODY, .max_body = DP_CLAIM_UPLOAD_MAX};
         const struct {
                 const char *method, *pattern;
                 const sp_http_route_opts *opts;
@@ -27,6 +29,7 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
                 {"POST", "/v1/sessions/{id}/signal", &control, dp_signal_handler},
                 {"GET", "/v1/sandboxes/{id}/files", NULL, dp_file_get_handler},
                 {"PUT", "/v1/sandboxes/{id}/files", &upload, dp_file_put_handler},
+                {"PUT", "/v1/templates/{id}/upload", &archive, dp_template_put_handler},
                 {"GET", "/healthz", NULL, dp_healthz_handler},
                 {"GET", "/readyz", NULL, dp_readyz_handler},
                 {"GET", "/metrics", NULL, dp_metrics_handler},
@@ -84,18 +87,45 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
         return 0;
 }
 
+/* What the token names, as a log field: its session, sandbox or template. */
+static const char *object_key(const dp_claims *c)
+{
+        switch (c->kind) {
+        case DP_KIND_FILES:
+                return "sandbox_id";
+        case DP_KIND_TEMPLATE:
+                return "template_id";
+        case DP_KIND_SESSION:
+        default:
+                return "session_id";
+        }
+}
+
+static const char *object_id(const dp_claims *c)
+{
+        switch (c->kind) {
+        case DP_KIND_FILES:
+                return c->sandbox;
+        case DP_KIND_TEMPLATE:
+                return c->template_id;
+        case DP_KIND_SESSION:
+        default:
+                return c->session;
+        }
+}
+
 void dp__answered(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, int status, const char *what)
 {
         dp_metrics_request(&d->metrics, route, status);
         char st[8];
         snprintf(st, sizeof(st), "%d", status);
-        const char *object = "", *object_key = "session_id";
+        const char *object = "", *object_key_name = "session_id";
         if (claims) {
-                object = claims->files ? claims->sandbox : claims->session;
-                object_key = claims->files ? "sandbox_id" : "session_id";
+                object = object_id(claims);
+                object_key_name = object_key(claims);
         }
         sp_log_info_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "status", st,
-                             object_key, object, "kid", claims ? claims->kid : ""),
+                             object_key_name, object, "kid", claims ? claims->kid : ""),
                        "%s", what);
 }
 
@@ -140,9 +170,12 @@ sp_error *dp__worker_error(dp *d, const dp_claims *claims, const char *method, c
         sp_error *out = NULL;
         if (e->code == SP_E_UNAVAILABLE || e->code == SP_E_TIMEOUT) {
                 d->metrics.worker_errors++;
-                sp_log_warn_kv(SP_KV("worker", claims->worker, "method", method, "sandbox_id", claims->sandbox),
+                bool tpl = claims->kind == DP_KIND_TEMPLATE;
+                sp_log_warn_kv(SP_KV("worker", claims->worker, "method", method, tpl ? "template_id" : "sandbox_id",
+                                     tpl ? claims->template_id : claims->sandbox),
                                "worker call failed: %s", e->message);
-                sp_error_set(&out, e->code, "the sandbox's worker cannot be reached: %s", e->message);
+                sp_error_set(&out, e->code, "the %s's worker cannot be reached: %s", tpl ? "template" : "sandbox",
+                             e->message);
         } else {
                 sp_error_set(&out, e->code, "%s", e->message);
         }

@@ -5,7 +5,8 @@
  * counted and logged once, the bound on streams, and how worker failures are
  * reported. Handlers live one kind per file: attach/attach.c (the event
  * stream), route/sessions.c (stdin and control), route/files.c,
- * route/ops.c (health, readiness, metrics).
+ * route/templates.c (template uploads), route/ops.c (health, readiness,
+ * metrics).
  */
 #ifndef DP_ROUTE_ROUTES_H
 #define DP_ROUTE_ROUTES_H
@@ -59,6 +60,7 @@ void dp_resize_handler(sp_http_request *req, void *userdata);
 void dp_signal_handler(sp_http_request *req, void *userdata);
 void dp_file_get_handler(sp_http_request *req, void *userdata);
 void dp_file_put_handler(sp_http_request *req, void *userdata);
+void dp_template_put_handler(sp_http_request *req, void *userdata);
 void dp_healthz_handler(sp_http_request *req, void *userdata);
 void dp_readyz_handler(sp_http_request *req, void *userdata);
 void dp_metrics_handler(sp_http_request *req, void *userdata);

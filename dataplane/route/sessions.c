@@ -12,9 +12,11 @@
 /* Checks the token of a session route with write scope. */
 static int session_auth(dp *d, sp_http_request *req, dp_route route, dp_claims *ret)
 {
-        dp_want want = {.write = true, .session = sp_http_request_param(req, "id")};
+        dp_want want = {.kind = DP_KIND_SESSION, .write = true, .session = sp_http_request_param(req, "id")};
         return dp__authenticate(d, req, route, &want, ret);
 }
+
+static const dp_upload_result written_result[] = {{"written", json_type_int}, {NULL, json_type_null}};
 
 void dp_stdin_handler(sp_http_request *req, void *userdata)
 {
@@ -36,7 +38,7 @@ void dp_stdin_handler(sp_http_request *req, void *userdata)
         dp_upload_spec spec = {.route = DP_ROUTE_STDIN,
                                .method = "WriteStdin",
                                .request = r,
-                               .result = "written",
+                               .results = written_result,
                                .bytes = &d->metrics.stdin_bytes};
         dp__upload_start(d, req, &c, &spec);
 }

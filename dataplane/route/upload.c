@@ -16,7 +16,8 @@ typedef struct upload {
         sp_http_request *req;
         dp_claims claims;
         dp_route route;
-        const char *method, *result;
+        const char *method;
+        const dp_upload_result *results;
         uint64_t *bytes;
         sp_rpc_stream *rpc; /* NULL once ended or cancelled */
         sp_buf pending; /* body bytes the worker stream could not take yet */
@@ -90,6 +91,27 @@ static void on_writable(sp_rpc_stream *s, void *userdata)
         flush(u);
 }
 
+/* The answer's object: the spec's fields of the worker's trailer. */
+static json_object *answer(const upload *u, json_object *trailer, sp_error **err)
+{
+        _cleanup_json_ json_object *o = json_object_new_object();
+        for (const dp_upload_result *f = u->results; f->name; f++) {
+                json_object *v = NULL;
+                int64_t n = 0;
+                if (f->type == json_type_int) {
+                        if (sp_json_get_int(trailer, f->name, true, 0, INT64_MAX, &n, err) < 0)
+                                return NULL;
+                        v = json_object_new_int64(n);
+                } else if (sp_json_get_object(trailer, f->name, true, &v, err) < 0) {
+                        return NULL;
+                } else {
+                        v = json_object_get(v);
+                }
+                json_object_object_add(o, f->name, v);
+        }
+        return TAKE_PTR(o);
+}
+
 static void on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
 {
         upload *u = userdata;
@@ -99,15 +121,13 @@ static void on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, 
                 upload_fail(u, e);
                 return;
         }
-        int64_t n = 0;
         _cleanup_error_ sp_error *e = NULL;
-        if (sp_json_get_int(trailer, u->result, true, 0, INT64_MAX, &n, &e) < 0) {
+        _cleanup_json_ json_object *o = answer(u, trailer, &e);
+        if (!o) {
                 sp_error_wrap(&e, "the worker's answer to %s", u->method);
                 upload_fail(u, e);
                 return;
         }
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, u->result, json_object_new_int64(n));
         dp__reply_ok(u->d, u->req, u->route, &u->claims, o);
         upload_free(u);
 }
@@ -134,7 +154,7 @@ void dp__upload_start(dp *d, sp_http_request *req, const dp_claims *claims, cons
         u->claims = *claims;
         u->route = spec->route;
         u->method = spec->method;
-        u->result = spec->result;
+        u->results = spec->results;
         u->bytes = spec->bytes;
         static const sp_rpc_stream_ops ops = {.on_writable = on_writable, .on_end = on_end};
         sp_rpc_client *cli = dp_pool_get(d->pool, claims->worker, &e);

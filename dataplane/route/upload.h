@@ -5,7 +5,7 @@
  * as they arrive, and the body is paused while the worker stream's send
  * queue is full (so a slow sandbox slows the client down through TCP, and
  * the data plane holds at most one body chunk per upload). The answer is
- * 200 with one field of the worker's trailer, or the worker's error.
+ * 200 with fields of the worker's trailer, or the worker's error.
  */
 #ifndef DP_ROUTE_UPLOAD_H
 #define DP_ROUTE_UPLOAD_H
@@ -15,11 +15,19 @@
 
 #include "route/routes.h"
 
+/* A field of the worker's trailer that the answer carries (required). */
+typedef struct dp_upload_result {
+        const char *name; /* NULL ends a list */
+        json_type type; /* json_type_int: a count, 0..INT64_MAX; json_type_object: passed on as the worker sent it */
+} dp_upload_result;
+
 typedef struct dp_upload_spec {
         dp_route route;
         const char *method; /* the worker's streaming method */
         json_object *request; /* its first frame (borrowed) */
-        const char *result; /* the trailer field answered as {"<result>":N} */
+        /* The trailer fields answered, in order, as {"<name>":…, …}; ends
+         * with {NULL}. Static storage: the upload keeps the pointer. */
+        const dp_upload_result *results;
         uint64_t *bytes; /* counter the body bytes are added to (in d->metrics) */
 } dp_upload_spec;
 

@@ -3,10 +3,13 @@
  * Fuzz target: the data plane's reading of token claims. The input is a
  * token when it starts with "v1." — verified with a fixed key and clock, its
  * claims then decoded — and otherwise a claims object decoded directly.
- * Decoded claims are NUL-terminated within their bounds and name a worker;
- * a refusal is SP_E_UNAUTHENTICATED and leaves the output untouched; the
- * grant check then refuses exactly what the claims do not name.
+ * Decoded claims are NUL-terminated within their bounds, name a worker and
+ * hold exactly the fields of their kind (a template token: its template,
+ * format and bound, no sandbox, session, path or user); a refusal is
+ * SP_E_UNAUTHENTICATED and leaves the output untouched; the grant check then
+ * refuses exactly what the claims do not name.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,33 +29,68 @@ static const char key[] = "-----BEGIN PUBLIC KEY-----\n"
 
 static sp_token_verifier *verifier;
 
+/* Whether the claims hold exactly the fields of their kind. */
+static bool kind_consistent(const dp_claims *c)
+{
+        bool tpl = c->kind == DP_KIND_TEMPLATE;
+        if ((c->sandbox[0] == '\0') != tpl || (c->template_id[0] != '\0') != tpl ||
+            (c->session[0] != '\0') != (c->kind == DP_KIND_SESSION))
+                return false;
+        if (c->kind != DP_KIND_FILES && (c->has_path || c->user[0]))
+                return false;
+        if (!tpl)
+                return c->format[0] == '\0' && c->max_bytes == 0;
+        return (strcmp(c->format, "tar") == 0 || strcmp(c->format, "oci") == 0) && c->max_bytes >= 1 &&
+               c->max_bytes <= DP_CLAIM_UPLOAD_MAX && c->template_id[0] != '.' &&
+               strlen(c->template_id) <= DP_CLAIM_ID_MAX &&
+               strspn(c->template_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                       strlen(c->template_id);
+}
+
+/* A check that must refuse with reason. */
+static void refuses(const dp_claims *c, const dp_want *want, dp_refusal reason)
+{
+        dp_refusal got = DP_REFUSE__MAX;
+        sp_error *e = NULL;
+        if (dp_claims_check(c, want, &got, &e) == 0 || got != reason || !e || e->code != SP_E_PERMISSION)
+                abort();
+        sp_error_free(e);
+}
+
 static void check(const dp_claims *c)
 {
-        if (strlen(c->sandbox) == 0 || strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) == 0 ||
-            strlen(c->worker) > DP_CLAIM_WORKER_MAX || strlen(c->tenant) > DP_CLAIM_ID_MAX ||
-            strlen(c->akey) > DP_CLAIM_ID_MAX || strlen(c->path) > DP_CLAIM_PATH_MAX ||
-            strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':'))
+        if (strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) == 0 || strlen(c->worker) > DP_CLAIM_WORKER_MAX ||
+            strlen(c->tenant) > DP_CLAIM_ID_MAX || strlen(c->akey) > DP_CLAIM_ID_MAX ||
+            strlen(c->path) > DP_CLAIM_PATH_MAX || strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':') ||
+            c->kind > DP_KIND_TEMPLATE || !kind_consistent(c))
                 abort();
-        if (c->files == (c->session[0] != '\0') || (!c->files && c->has_path))
-                abort();
-        dp_want own = {.files = c->files,
+        dp_want own = {.kind = c->kind,
                        .write = c->write,
                        .session = c->session,
                        .sandbox = c->sandbox,
-                       .path = c->has_path ? c->path : "/any"};
+                       .path = c->has_path ? c->path : "/any",
+                       .template_id = c->template_id};
         dp_refusal reason;
         sp_error *e = NULL;
         if (dp_claims_check(c, &own, &reason, &e) < 0)
                 abort();
-        dp_want other = own;
-        other.files = !c->files;
-        if (dp_claims_check(c, &other, &reason, &e) == 0 || reason != DP_REFUSE_ROUTE || e->code != SP_E_PERMISSION)
-                abort();
-        sp_error_free(e);
-        e = NULL;
-        other = own;
-        other.write = true;
-        if ((dp_claims_check(c, &other, &reason, &e) == 0) != c->write)
+        for (int k = DP_KIND_SESSION; k <= DP_KIND_TEMPLATE; k++) {
+                dp_want other = own;
+                other.kind = (dp_kind)k;
+                if (other.kind != c->kind)
+                        refuses(c, &other, DP_REFUSE_ROUTE);
+        }
+        dp_want elsewhere = own;
+        elsewhere.session = elsewhere.sandbox = elsewhere.template_id = "other";
+        if (strcmp(c->session, "other") != 0 && strcmp(c->sandbox, "other") != 0 &&
+            strcmp(c->template_id, "other") != 0)
+                refuses(c, &elsewhere,
+                        c->kind == DP_KIND_FILES      ? DP_REFUSE_SANDBOX
+                        : c->kind == DP_KIND_TEMPLATE ? DP_REFUSE_TEMPLATE
+                                                      : DP_REFUSE_SESSION);
+        dp_want write = own;
+        write.write = true;
+        if ((dp_claims_check(c, &write, &reason, &e) == 0) != c->write)
                 abort();
         sp_error_free(e);
 }

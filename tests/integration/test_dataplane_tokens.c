@@ -3,7 +3,8 @@
  * space-dataplane's front door, without a worker (no root needed): every kind
  * of bad token is refused with the spec's status, code and message, before
  * anything reaches a worker, and no token is ever echoed or logged; bad
- * requests under a good token are refused clearly; /healthz, /readyz and
+ * requests under a good token are refused clearly; template tokens grant
+ * their one upload only, within their max; /healthz, /readyz and
  * /metrics; key rotation through the key files and SIGHUP; settings that
  * cannot work stop the daemon with a clear message; and the cluster path —
  * Join with role dataplane, TokenKeys and RevokedKeys, against a stand-in control plane
@@ -39,6 +40,7 @@
 #define NO_WORKER "127.0.0.1:1"
 #define SES "ses_test0000000000000001"
 #define SBX "sbx_test0000000000000001"
+#define TPL "tpl_test0000000000000001"
 
 static dpt_env env;
 static sp_test_proc dp;
@@ -282,6 +284,79 @@ START_TEST(bad_requests_under_a_good_token_are_refused_clearly)
         _cleanup_buf_ sp_buf body = SP_BUF_INIT;
         ck_assert_int_eq(dpt_http(port, "GET", attach, headers, NULL, 0, &body), 400);
         ck_assert_msg(strstr(body.data, "Last-Event-ID"), "%s", body.data);
+}
+END_TEST
+
+/* Template tokens: refused off their route and template, their claims
+ * checked, a Content-Length past their max refused before the worker. */
+START_TEST(template_tokens_grant_one_upload_only)
+{
+        const char *tpl = "/v1/templates/" TPL "/upload";
+        _cleanup_free_ char *good = dpt_template_token(env.signer, TPL, "tar", 5, NO_WORKER, "write", 300);
+        _cleanup_free_ char *ro = dpt_template_token(env.signer, TPL, "oci", 5, NO_WORKER, "read", 300);
+        _cleanup_free_ char *other =
+                dpt_template_token(env.signer, "tpl_test0000000000000002", "tar", 5, NO_WORKER, "write", 300);
+        _cleanup_free_ char *ses = session_token(SES, "write");
+        _cleanup_free_ char *fil = files_token(SBX, "write", NULL);
+        int64_t now = sp_now_real_us() / SP_USEC_PER_SEC;
+        _cleanup_json_ json_object *c = json_object_new_object();
+        json_object_object_add(c, "typ", json_object_new_string("template"));
+        json_object_object_add(c, "tpl", json_object_new_string(TPL));
+        json_object_object_add(c, "fmt", json_object_new_string("tar"));
+        json_object_object_add(c, "wkr", json_object_new_string(NO_WORKER));
+        json_object_object_add(c, "scope", json_object_new_string("write"));
+        json_object_object_add(c, "iat", json_object_new_int64(now));
+        json_object_object_add(c, "exp", json_object_new_int64(now + 300));
+        json_object_object_add(c, "kid", json_object_new_string(sp_token_signer_kid(env.signer)));
+        _cleanup_free_ char *no_max = sign_raw(c);
+        json_object_object_add(c, "max", json_object_new_int64(5));
+        json_object_object_add(c, "sbx", json_object_new_string(SBX));
+        _cleanup_free_ char *with_sbx = sign_raw(c);
+
+        char h_good[4200], h_ro[4200], h_other[4200], h_ses[4200], h_fil[4200], h_no_max[4200], h_sbx[4200];
+        BEARER(h_good, good);
+        BEARER(h_ro, ro);
+        BEARER(h_other, other);
+        BEARER(h_ses, ses);
+        BEARER(h_fil, fil);
+        BEARER(h_no_max, no_max);
+        BEARER(h_sbx, with_sbx);
+        const refusal cases[] = {
+                {"no max", "PUT", tpl, h_no_max, "x", 401, "unauthenticated", "'max'"},
+                {"a sandbox on a template token", "PUT", tpl, h_sbx, "x", 401, "unauthenticated", "'sbx'"},
+                {"another template", "PUT", "/v1/templates/tpl_test0000000000000002/upload", h_good, "x", 403,
+                 "permission_denied", "token does not grant this template"},
+                {"another template's token", "PUT", tpl, h_other, "x", 403, "permission_denied",
+                 "token does not grant this template"},
+                {"read-only", "PUT", tpl, h_ro, "x", 403, "permission_denied", "token is read-only"},
+                {"session token on the template route", "PUT", tpl, h_ses, "x", 403, "permission_denied",
+                 "token does not grant this route"},
+                {"files token on the template route", "PUT", tpl, h_fil, "x", 403, "permission_denied",
+                 "token does not grant this route"},
+                {"template token on a session route", "GET", "/v1/sessions/" SES "/attach", h_good, NULL, 403,
+                 "permission_denied", "token does not grant this route"},
+                {"template token on a files route", "PUT", "/v1/sandboxes/" SBX "/files?path=/x", h_good, "x", 403,
+                 "permission_denied", "token does not grant this route"},
+                {"a query parameter", "PUT", "/v1/templates/" TPL "/upload?format=oci", h_good, "x", 400,
+                 "invalid_argument", "unknown query parameter 'format'"},
+                {"past the token's max", "PUT", tpl, h_good, "123456", 413, "too_large", "larger than its 5 bytes"},
+                /* Within it, the request passes and fails only at the (missing) worker. */
+                {"within max", "PUT", tpl, h_good, "12345", 503, "unavailable", "the template's worker cannot be"},
+        };
+        const char *tokens[] = {good, ro, other, ses, fil, no_max, with_sbx, NULL};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++)
+                expect(&cases[i], tokens);
+
+        _cleanup_free_ char *log = dpt_log(&dp);
+        for (size_t i = 0; tokens[i]; i++)
+                ck_assert_msg(!strstr(log, tokens[i]) && !strstr(log, strrchr(tokens[i], '.')),
+                              "the log holds a token");
+        ck_assert_msg(strstr(log, "\"template_id\":\"" TPL "\""), "the template is not logged");
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        ck_assert_int_eq(dpt_http(port, "GET", "/metrics", NULL, NULL, 0, &b), 200);
+        ck_assert_msg(strstr(b.data, "space_dataplane_token_refusals_total{reason=\"template\"} 2\n"), "%s", b.data);
+        ck_assert_msg(strstr(b.data, "space_dataplane_requests_total{route=\"template_put\",status=\"413\"} 1\n"), "%s",
+                      b.data);
 }
 END_TEST
 
@@ -723,6 +798,7 @@ int main(void)
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_test(tc, every_bad_token_is_refused_with_the_right_answer);
         tcase_add_test(tc, bad_requests_under_a_good_token_are_refused_clearly);
+        tcase_add_test(tc, template_tokens_grant_one_upload_only);
         tcase_add_test(tc, health_readiness_and_metrics);
         tcase_add_test(tc, key_files_rotate_on_sighup);
         tcase_add_test(tc, settings_that_cannot_work_are_refused);

@@ -263,6 +263,23 @@ char *dpt_token(const sp_token_signer *signer, const char *typ, const char *sbx,
         return t;
 }
 
+char *dpt_template_token(const sp_token_signer *signer, const char *tpl, const char *fmt, uint64_t max,
+                         const char *worker, const char *scope, int64_t ttl_s)
+{
+        _cleanup_json_ json_object *c = json_object_new_object();
+        json_object_object_add(c, "typ", json_object_new_string("template"));
+        json_object_object_add(c, "ten", json_object_new_string("ten_test0000000000000001"));
+        json_object_object_add(c, "tpl", json_object_new_string(tpl));
+        json_object_object_add(c, "fmt", json_object_new_string(fmt));
+        json_object_object_add(c, "max", json_object_new_int64((int64_t)max));
+        json_object_object_add(c, "wkr", json_object_new_string(worker));
+        json_object_object_add(c, "scope", json_object_new_string(scope));
+        sp_error *err = NULL;
+        char *t = sp_token_sign(signer, c, ttl_s, &err);
+        ck_assert_msg(t, "sign: %s", err ? err->message : "?");
+        return t;
+}
+
 int dpt_http(int port, const char *method, const char *target, const char *const *headers, const char *body,
              size_t body_len, sp_buf *ret_body)
 {

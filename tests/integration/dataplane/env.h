@@ -4,8 +4,9 @@
  * certificate for each role, a token signing key (and a second one for
  * rotation), a real space-worker serving mTLS (standalone, no control plane)
  * and space-dataplane replicas — plus the helpers the tests share: worker
- * RPC calls as the control plane would make them, minting tokens, plain
- * HTTP requests, and reading a process's memory.
+ * RPC calls as the control plane would make them, minting tokens (for
+ * sessions, files and template uploads), plain HTTP requests, and reading a
+ * process's memory.
  *
  * dpt_env_up() runs in an unchecked fixture (the runner process): what it
  * starts outlives the forked tests and is stopped by dpt_env_down(), even
@@ -70,6 +71,12 @@ void dpt_sandbox(dpt_env *e, const char *id, int disk_mb);
  * string. */
 char *dpt_token(const sp_token_signer *signer, const char *typ, const char *sbx, const char *ses, const char *worker,
                 const char *scope, const char *path, int64_t ttl_s);
+
+/* A template token (typ template) signed with signer: claims ten, tpl, fmt
+ * ("tar" or "oci"), max (bytes), wkr (worker) and scope, valid for ttl_s.
+ * Returns a malloc'd string. */
+char *dpt_template_token(const sp_token_signer *signer, const char *tpl, const char *fmt, uint64_t max,
+                         const char *worker, const char *scope, int64_t ttl_s);
 
 /* One HTTP/1.1 request to 127.0.0.1:port (Connection: close) with optional
  * extra header lines and body; returns the status, the body in *body (may

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests: what a verified token's claims must hold and what they grant
- * (auth/token.h), the key set's sources (auth/keys.h), and the worker's
- * AttachSession frames turned into events (attach/attach.h): ids are the
- * offset after each event's bytes, output is cut at 48 KiB, a frame out of
- * order is refused and leaves the queue as it was.
+ * (auth/token.h; session, files and template tokens), the key set's sources
+ * (auth/keys.h), and the worker's AttachSession frames turned into events
+ * (attach/attach.h): ids are the offset after each event's bytes, output is
+ * cut at 48 KiB, a frame out of order is refused and leaves the queue as it
+ * was.
  */
 #include <string.h>
 
@@ -32,7 +33,7 @@ START_TEST(claims_decode)
                                                "\"ten\":\"ten_1\",\"future\":[1]}");
         dp_claims c;
         ck_assert_int_eq(dp_claims_decode(s, &c, NULL), 0);
-        ck_assert(!c.files);
+        ck_assert_int_eq(c.kind, DP_KIND_SESSION);
         ck_assert(c.write);
         ck_assert_str_eq(c.session, "ses_1");
         ck_assert_str_eq(c.sandbox, "sbx_1");
@@ -42,7 +43,7 @@ START_TEST(claims_decode)
         _cleanup_json_ json_object *f =
                 claims("{" BASE ",\"typ\":\"files\",\"scope\":\"read\",\"path\":\"/home/user/a b\"}");
         ck_assert_int_eq(dp_claims_decode(f, &c, NULL), 0);
-        ck_assert(c.files && !c.write && c.has_path);
+        ck_assert(c.kind == DP_KIND_FILES && !c.write && c.has_path);
         ck_assert_str_eq(c.path, "/home/user/a b");
 
         const char *bad[] = {
@@ -85,7 +86,7 @@ END_TEST
 START_TEST(claims_grant)
 {
         dp_claims ses = {.write = false, .session = "ses_1", .sandbox = "sbx_1"};
-        dp_claims files = {.files = true, .write = true, .sandbox = "sbx_1", .has_path = true, .path = "/a"};
+        dp_claims files = {.kind = DP_KIND_FILES, .write = true, .sandbox = "sbx_1", .has_path = true, .path = "/a"};
         struct {
                 const dp_claims *c;
                 dp_want want;
@@ -96,18 +97,21 @@ START_TEST(claims_grant)
                 {&ses, {.session = "ses_2"}, DP_REFUSE_SESSION, "token does not grant this session"},
                 {&ses, {.session = NULL}, DP_REFUSE_SESSION, "token does not grant this session"},
                 {&ses, {.session = "ses_1", .write = true}, DP_REFUSE_READ_ONLY, "token is read-only"},
-                {&ses, {.files = true, .sandbox = "sbx_1"}, DP_REFUSE_ROUTE, "token does not grant this route"},
+                {&ses, {.kind = DP_KIND_FILES, .sandbox = "sbx_1"}, DP_REFUSE_ROUTE, "token does not grant this route"},
                 {&ses, {.session = "ses_2", .write = true}, DP_REFUSE_SESSION, "session"}, /* the object first */
-                {&files, {.files = true, .sandbox = "sbx_1", .path = "/a", .write = true}, DP_REFUSE__MAX, NULL},
                 {&files,
-                 {.files = true, .sandbox = "sbx_2", .path = "/a"},
+                 {.kind = DP_KIND_FILES, .sandbox = "sbx_1", .path = "/a", .write = true},
+                 DP_REFUSE__MAX,
+                 NULL},
+                {&files,
+                 {.kind = DP_KIND_FILES, .sandbox = "sbx_2", .path = "/a"},
                  DP_REFUSE_SANDBOX,
                  "token does not grant this sandbox"},
                 {&files,
-                 {.files = true, .sandbox = "sbx_1", .path = "/b"},
+                 {.kind = DP_KIND_FILES, .sandbox = "sbx_1", .path = "/b"},
                  DP_REFUSE_PATH,
                  "token does not grant this path"},
-                {&files, {.files = true, .sandbox = "sbx_1", .path = NULL}, DP_REFUSE_PATH, "path"},
+                {&files, {.kind = DP_KIND_FILES, .sandbox = "sbx_1", .path = NULL}, DP_REFUSE_PATH, "path"},
                 {&files, {.session = "ses_1"}, DP_REFUSE_ROUTE, "route"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
@@ -123,6 +127,130 @@ START_TEST(claims_grant)
                         ck_assert_msg(strstr(e->message, cases[i].message), "case %zu: %s", i, e->message);
                 }
         }
+}
+END_TEST
+
+#define TPL "\"kid\":\"0123456789abcdef\",\"iat\":1,\"exp\":2,\"wkr\":\"10.0.0.5:7071\",\"typ\":\"template\""
+
+START_TEST(template_claims)
+{
+        _cleanup_json_ json_object *t = claims("{" TPL ",\"scope\":\"write\",\"ten\":\"ten_1\",\"tpl\":\"tpl_1\","
+                                               "\"fmt\":\"oci\",\"max\":1125899906842624}");
+        dp_claims c;
+        ck_assert_int_eq(dp_claims_decode(t, &c, NULL), 0);
+        ck_assert_int_eq(c.kind, DP_KIND_TEMPLATE);
+        ck_assert(c.write);
+        ck_assert_str_eq(c.template_id, "tpl_1");
+        ck_assert_str_eq(c.format, "oci");
+        ck_assert_uint_eq(c.max_bytes, DP_CLAIM_UPLOAD_MAX);
+        ck_assert_str_eq(c.sandbox, "");
+        ck_assert_str_eq(c.session, "");
+        ck_assert_str_eq(c.tenant, "ten_1");
+        ck_assert_str_eq(c.worker, "10.0.0.5:7071");
+        _cleanup_json_ json_object *small = claims("{" TPL ",\"scope\":\"read\",\"tpl\":\"a.b-c_D\",\"fmt\":\"tar\","
+                                                   "\"max\":1}");
+        ck_assert_int_eq(dp_claims_decode(small, &c, NULL), 0);
+        ck_assert_str_eq(c.format, "tar");
+        ck_assert_uint_eq(c.max_bytes, 1);
+
+        const struct {
+                const char *json, *names;
+        } bad[] = {
+                {"{" TPL ",\"scope\":\"write\",\"fmt\":\"tar\",\"max\":10}", "tpl"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"max\":10}", "fmt"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\"}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"\",\"fmt\":\"tar\",\"max\":10}", "tpl"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"zip\",\"max\":10}", "fmt"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"TAR\",\"max\":10}", "fmt"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":0}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":-1}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":1125899906842625}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":\"10\"}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":1.5}", "max"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":10,\"sbx\":\"sbx_1\"}", "sbx"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":10,\"ses\":\"ses_1\"}", "ses"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":10,\"path\":\"/a\"}", "path"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":10,\"usr\":\"root\"}", "usr"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"../x\",\"fmt\":\"tar\",\"max\":10}", "tpl"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\".hidden\",\"fmt\":\"tar\",\"max\":10}", "tpl"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"a b\",\"fmt\":\"tar\",\"max\":10}", "tpl"},
+                {"{" TPL ",\"scope\":\"write\",\"tpl\":\"x12345678901234567890123456789012345678901234567890123456789"
+                 "01234\",\"fmt\":\"tar\",\"max\":10}",
+                 "tpl"}, /* 65 bytes */
+                {"{" TPL ",\"scope\":\"admin\",\"tpl\":\"tpl_1\",\"fmt\":\"tar\",\"max\":10}", "scope"},
+                /* sbx stays required on the other kinds */
+                {"{\"kid\":\"0123456789abcdef\",\"wkr\":\"h:1\",\"typ\":\"files\",\"scope\":\"read\"}", "sbx"},
+                {"{\"kid\":\"0123456789abcdef\",\"wkr\":\"h:1\",\"typ\":\"session\",\"ses\":\"s\",\"scope\":\"read\"}",
+                 "sbx"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *o = claims(bad[i].json);
+                _cleanup_error_ sp_error *e = NULL;
+                dp_claims before = {.tenant = "unchanged"};
+                ck_assert_msg(dp_claims_decode(o, &before, &e) < 0, "accepted %s", bad[i].json);
+                ck_assert_int_eq(e->code, SP_E_UNAUTHENTICATED);
+                ck_assert_msg(strncmp(e->message, "malformed token claims", 22) == 0, "%s", e->message);
+                ck_assert_msg(strstr(e->message, bad[i].names), "%s: %s does not name %s", bad[i].json, e->message,
+                              bad[i].names);
+                ck_assert_str_eq(before.tenant, "unchanged");
+        }
+        /* Template claims on a files token are claims it does not know: ignored. */
+        _cleanup_json_ json_object *f = claims("{" BASE ",\"typ\":\"files\",\"scope\":\"read\",\"tpl\":\"tpl_1\","
+                                               "\"fmt\":\"tar\",\"max\":10}");
+        ck_assert_int_eq(dp_claims_decode(f, &c, NULL), 0);
+        ck_assert_int_eq(c.kind, DP_KIND_FILES);
+        ck_assert_str_eq(c.template_id, "");
+        ck_assert_uint_eq(c.max_bytes, 0);
+}
+END_TEST
+
+START_TEST(template_grant)
+{
+        dp_claims tpl = {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_1", .max_bytes = 10};
+        dp_claims tpl_read = {.kind = DP_KIND_TEMPLATE, .template_id = "tpl_1", .max_bytes = 10};
+        dp_claims files = {.kind = DP_KIND_FILES, .write = true, .sandbox = "tpl_1"};
+        dp_claims ses = {.write = true, .session = "tpl_1", .sandbox = "sbx_1"};
+        struct {
+                const dp_claims *c;
+                dp_want want;
+                dp_refusal reason; /* DP_REFUSE__MAX: granted */
+                const char *message;
+        } cases[] = {
+                {&tpl, {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_1"}, DP_REFUSE__MAX, NULL},
+                {&tpl,
+                 {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_2"},
+                 DP_REFUSE_TEMPLATE,
+                 "token does not grant this template"},
+                {&tpl, {.kind = DP_KIND_TEMPLATE, .write = true}, DP_REFUSE_TEMPLATE, "template"},
+                {&tpl_read,
+                 {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_1"},
+                 DP_REFUSE_READ_ONLY,
+                 "token is read-only"},
+                /* the same id in another kind of route is still another route */
+                {&tpl,
+                 {.kind = DP_KIND_FILES, .write = true, .sandbox = "tpl_1"},
+                 DP_REFUSE_ROUTE,
+                 "token does not grant this route"},
+                {&tpl, {.kind = DP_KIND_SESSION, .session = "tpl_1"}, DP_REFUSE_ROUTE, "route"},
+                {&files, {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_1"}, DP_REFUSE_ROUTE, "route"},
+                {&ses, {.kind = DP_KIND_TEMPLATE, .write = true, .template_id = "tpl_1"}, DP_REFUSE_ROUTE, "route"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                dp_refusal reason = DP_REFUSE__MAX;
+                _cleanup_error_ sp_error *e = NULL;
+                int r = dp_claims_check(cases[i].c, &cases[i].want, &reason, &e);
+                if (cases[i].reason == DP_REFUSE__MAX) {
+                        ck_assert_msg(r == 0, "case %zu: %s", i, e ? e->message : "");
+                        ck_assert_int_eq(reason, DP_REFUSE__MAX); /* untouched */
+                } else {
+                        ck_assert_msg(r < 0, "case %zu granted", i);
+                        ck_assert_int_eq(reason, cases[i].reason);
+                        ck_assert_int_eq(e->code, SP_E_PERMISSION);
+                        ck_assert_msg(strstr(e->message, cases[i].message), "case %zu: %s", i, e->message);
+                }
+        }
+        ck_assert_str_eq(dp_refusal_name(DP_REFUSE_TEMPLATE), "template");
+        ck_assert_str_eq(dp_route_name(DP_ROUTE_TEMPLATE_PUT), "template_put");
 }
 END_TEST
 
@@ -253,6 +381,8 @@ int main(void)
         TCase *tc = tcase_create("claims_events");
         tcase_add_test(tc, claims_decode);
         tcase_add_test(tc, claims_grant);
+        tcase_add_test(tc, template_claims);
+        tcase_add_test(tc, template_grant);
         tcase_add_test(tc, key_set_sources);
         tcase_add_test(tc, frames_to_events);
         suite_add_tcase(s, tc);

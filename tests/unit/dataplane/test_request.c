@@ -2,7 +2,8 @@
 /*
  * Unit tests: the data plane's request parsing (route/request.h) — where an
  * attach starts (Last-Event-ID over ?offset=), the query parameters of each
- * route, resize and signal bodies — and where a token is found
+ * route, a template upload's Content-Length against its token's bound,
+ * resize and signal bodies — and where a token is found
  * (auth/token.h: header, query parameter, both, neither).
  */
 #include <signal.h>
@@ -118,6 +119,40 @@ START_TEST(stdin_and_files_queries)
 }
 END_TEST
 
+START_TEST(template_put_query_and_length)
+{
+        const struct {
+                const char *target, *headers;
+                sp_errc code; /* SP_OK: accepted */
+        } cases[] = {
+                {"/t", NULL, SP_OK},
+                {"/t?token=abc", "Content-Length: 10\r\n", SP_OK},
+                {"/t", "Content-Length: 0\r\n", SP_OK},
+                {"/t", "Transfer-Encoding: chunked\r\n", SP_OK}, /* the worker bounds it */
+                {"/t", "Content-Length: 11\r\n", SP_E_TOO_LARGE},
+                {"/t?token=abc", "Content-Length: 99999999999999999\r\n", SP_E_TOO_LARGE},
+                {"/t?format=tar", NULL, SP_E_INVALID},
+                {"/t?token=a&token=b", NULL, SP_E_INVALID},
+                {"/t?x", "Content-Length: 11\r\n", SP_E_INVALID}, /* the query first */
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_(sp_http_parser_freep) sp_http_parser *p = head(cases[i].target, cases[i].headers);
+                _cleanup_error_ sp_error *e = NULL;
+                int r = dp_request_template_put(p, 10, &e);
+                if (cases[i].code == SP_OK) {
+                        ck_assert_msg(r == 0, "case %zu: %s", i, e ? e->message : "");
+                } else {
+                        ck_assert_msg(r < 0, "case %zu accepted", i);
+                        ck_assert_int_eq(e->code, cases[i].code);
+                }
+        }
+        _cleanup_(sp_http_parser_freep) sp_http_parser *p = head("/t", "Content-Length: 11\r\n");
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_int_lt(dp_request_template_put(p, 10, &e), 0);
+        ck_assert_str_eq(e->message, "the upload is larger than its 10 bytes (Content-Length 11)");
+}
+END_TEST
+
 START_TEST(resize_and_signal_bodies)
 {
         int rows = 0, cols = 0;
@@ -209,6 +244,7 @@ int main(void)
         TCase *tc = tcase_create("request");
         tcase_add_test(tc, attach_start_offsets);
         tcase_add_test(tc, stdin_and_files_queries);
+        tcase_add_test(tc, template_put_query_and_length);
         tcase_add_test(tc, resize_and_signal_bodies);
         tcase_add_test(tc, where_the_token_is);
         suite_add_tcase(s, tc);
