@@ -152,7 +152,7 @@ static int push_grant(ctl_ctx *ctx, const ctl_args *a, const char *name, const c
         }
         sp_error *e = NULL;
         int r = ctl_api(ctx, "POST", "/v1/templates", body, NULL, ret, &e);
-        if (r == 0 || e->code != SP_E_CONFLICT) {
+        if (r >= 0 || e->code != SP_E_CONFLICT) {
                 sp_error_move(err, &e);
                 return r;
         }
@@ -161,7 +161,7 @@ static int push_grant(ctl_ctx *ctx, const ctl_args *a, const char *name, const c
         template_path(&path, name, "/upload");
         sp_error *e2 = NULL;
         ctx->exit_code = 0;
-        if (ctl_api(ctx, "POST", path.data, NULL, NULL, ret, &e2) == 0) {
+        if (ctl_api(ctx, "POST", path.data, NULL, NULL, ret, &e2) >= 0) {
                 sp_error_free(e);
                 return 0;
         }

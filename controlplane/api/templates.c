@@ -118,6 +118,17 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
                 sp_error_set(&e, SP_E_CONFLICT, "'%s' is the name of a public template", r->name);
                 goto abort;
         }
+        /* A name taken is a conflict before the storage is looked at (spacectl
+         * push then takes a template that waits for its archive up again). */
+        const char *taken[] = {owner, r->name};
+        _cleanup_pgresult_ PGresult *same = NULL;
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = $1 AND name = $2", 2, taken, &same,
+                       &e) < 0)
+                goto abort;
+        if (PQntuples(same) > 0) {
+                sp_error_set(&e, SP_E_CONFLICT, "a template named '%s' already exists", r->name);
+                goto abort;
+        }
         if (upload_room(c, owner, NULL, &max, &e) < 0 || upload_worker(c, wid, addr, &e) < 0 ||
             sp_id_new("tpl", id, &e) < 0)
                 goto abort;
