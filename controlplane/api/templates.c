@@ -122,8 +122,8 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
          * push then takes a template that waits for its archive up again). */
         const char *taken[] = {owner, r->name};
         _cleanup_pgresult_ PGresult *same = NULL;
-        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = $1 AND name = $2", 2, taken, &same,
-                       &e) < 0)
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = $1 AND name = $2", 2, taken, &same, &e) <
+            0)
                 goto abort;
         if (PQntuples(same) > 0) {
                 sp_error_set(&e, SP_E_CONFLICT, "a template named '%s' already exists", r->name);
@@ -151,8 +151,9 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
         }
         const char *ip[] = {id};
         if (cp__audit(c, "template.create", id, spec, &e) < 0 ||
-            cp__query_json(c->api, "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
-                                   "WHERE t.id = $1",
+            cp__query_json(c->api,
+                           "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
+                           "WHERE t.id = $1",
                            1, ip, NULL, &out, &e) < 0 ||
             upload_grant(c, owner, id, r->format, addr, max, out, &e) < 0)
                 goto abort;
@@ -197,8 +198,9 @@ void cp__h_template_upload(cp_call *c)
         char id[SP_ID_MAX], wid[SP_ID_MAX], addr[272], max_s[24];
         snprintf(id, sizeof(id), "%s", PQgetvalue(res, 0, 0));
         if (strcmp(PQgetvalue(res, 0, 1), "uploading") != 0) {
-                sp_error_set(&e, SP_E_CONFLICT, "template '%.128s' is %s: only a template that is uploading takes an "
-                                                "archive",
+                sp_error_set(&e, SP_E_CONFLICT,
+                             "template '%.128s' is %s: only a template that is uploading takes an "
+                             "archive",
                              name, PQgetvalue(res, 0, 1));
                 goto abort;
         }
@@ -224,8 +226,9 @@ void cp__h_template_upload(cp_call *c)
                        "upload_max_bytes = $3::bigint, updated_at = now() WHERE id = $1",
                        3, up, NULL, &e) < 0 ||
             cp__audit(c, "template.upload_token", id, NULL, &e) < 0 ||
-            cp__query_json(c->api, "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
-                                   "WHERE t.id = $1",
+            cp__query_json(c->api,
+                           "SELECT jsonb_build_object('template', api_template(t)) FROM templates t "
+                           "WHERE t.id = $1",
                            1, ip, NULL, &out, &e) < 0 ||
             upload_grant(c, c->who.tenant_id, id, PQgetvalue(res, 0, 2), addr, max, out, &e) < 0)
                 goto abort;
@@ -275,8 +278,8 @@ void cp__h_template_create(cp_call *c)
                         /* An admin uploading for a tenant: the tenant must exist. */
                         _cleanup_pgresult_ PGresult *t = NULL;
                         const char *own[] = {owner};
-                        if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1,
-                                       own, &t, &e) < 0 ||
+                        if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1, own,
+                                       &t, &e) < 0 ||
                             PQntuples(t) != 1) {
                                 if (!e)
                                         sp_error_set(&e, SP_E_NOT_FOUND, "tenant %.64s not found", owner);

@@ -143,9 +143,10 @@ static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, 
         json_object *fmt = NULL;
         _cleanup_json_ json_object *up = json_object_new_object(), *rd = json_object_new_object();
         json_object_object_add(up, "name", json_object_new_string(tpl_id));
-        json_object_object_add(up, "format", json_object_new_string(json_object_object_get_ex(spec, "format", &fmt)
-                                                                            ? json_object_get_string(fmt)
-                                                                            : "tar"));
+        json_object_object_add(up, "format",
+                               json_object_new_string(json_object_object_get_ex(spec, "format", &fmt)
+                                                              ? json_object_get_string(fmt)
+                                                              : "tar"));
         json_object_object_add(rd, "name", json_object_new_string(tpl_id));
         static const sp_rpc_stream_ops dst_ops = {.on_writable = dst_writable, .on_end = dst_end};
         static const sp_rpc_stream_ops src_ops = {.on_frame = src_frame, .on_end = src_end};
