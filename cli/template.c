@@ -240,7 +240,8 @@ static int run_push(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         if (json_object_object_get_ex(grant, "upload", &up))
                 (void)sp_json_get_int(up, "max_bytes", false, 0, INT64_MAX, &max, NULL);
         if (!*url || !*token)
-                return ctl_fail(ctx, CTL_EXIT_CONNECT, err, SP_E_INVALID, "the API's answer has no upload url or token");
+                return ctl_fail(ctx, CTL_EXIT_CONNECT, err, SP_E_INVALID,
+                                "the API's answer has no upload url or token");
         if (size > 0 && max > 0 && size > max)
                 return ctl_fail(ctx, CTL_EXIT_API, err, SP_E_TOO_LARGE,
                                 "%s holds %" PRId64 " bytes: this upload may hold %" PRId64

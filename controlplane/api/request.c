@@ -506,8 +506,8 @@ static int get_dup(json_object *o, const char *name, size_t max, bool (*valid)(c
 
 static int template_create(json_object *o, cp_template_create_req *t, sp_error **err)
 {
-        static const char *const allowed[] = {"name",    "source", "path",      "suite", "mirror",
-                                              "warm",    "format", "tenant_id", NULL};
+        static const char *const allowed[] = {"name", "source", "path",      "suite", "mirror",
+                                              "warm", "format", "tenant_id", NULL};
         static const char *const formats[] = {"tar", "oci", NULL};
         const char *tenant = NULL;
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "name", t->name, err) < 0 ||
@@ -539,7 +539,9 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
                         return sp_error_set(err, SP_E_INVALID, "format is required with source upload (tar or oci)");
                 if (t->path || t->suite || t->mirror)
                         return sp_error_set(err, SP_E_INVALID, "%s is not used with source upload",
-                                            t->path ? "path" : t->suite ? "suite" : "mirror");
+                                            t->path    ? "path"
+                                            : t->suite ? "suite"
+                                                       : "mirror");
                 return 0;
         }
         if (t->format[0])
