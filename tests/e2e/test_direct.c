@@ -27,10 +27,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -184,27 +182,6 @@ static result ctl(const char *in_path, const char *first, ...)
 
 /* ---- the cluster ---- */
 
-/* The first of n consecutive loopback ports that are all free. */
-static int free_port_block(int n)
-{
-        srand((unsigned)getpid() ^ (unsigned)time(NULL));
-        for (int attempt = 0; attempt < 200; attempt++) {
-                int base = 20000 + (rand() % 2000) * 16;
-                bool ok = true;
-                for (int i = 0; i < n && ok; i++) {
-                        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                        struct sockaddr_in a = {.sin_family = AF_INET,
-                                                .sin_port = htons((uint16_t)(base + i)),
-                                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-                        ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-                        close(fd);
-                }
-                if (ok)
-                        return base;
-        }
-        return -1;
-}
-
 /* The worker's cgroup parent for our state directory (docs/operations.md: space-direct-<FNV-1a of the path>). */
 static void cgroup_name(char out[static 64])
 {
@@ -334,7 +311,14 @@ static void cluster_up(void)
         chmod(dir, 0711); /* PostgreSQL runs as its own user below it */
         snprintf(state, sizeof(state), "%s/s", dir);
         snprintf(config, sizeof(config), "%s/config.json", dir);
-        api_port = free_port_block(6);
+        /* spacectl up --api-port N listens on N to N+5 (docs/operations.md). */
+        sp_error *perr = NULL;
+        api_port = sp_test_free_port_block(6, &perr);
+        if (api_port < 0) {
+                snprintf(up_failure, sizeof(up_failure), "no ports: %s", perr->message);
+                sp_error_free(perr);
+                return;
+        }
         char port[16];
         snprintf(port, sizeof(port), "%d", api_port);
         const char *argv[] = {"up", "--state-dir", state, "--api-port", port, NULL};
