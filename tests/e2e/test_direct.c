@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "btrfs.h"
+#include "guard.h"
 #include "harness.h"
 #include "pg.h"
 #include "proc.h"
@@ -54,6 +55,7 @@ extern char **environ;
 static char *dir; /* the test's temporary directory */
 static char state[256], config[512], sandbox[64];
 static int api_port;
+static int down_guard; /* the guard's spacectl down (guard.h) */
 static bool up_ok;
 static char up_failure[8192];
 
@@ -319,8 +321,13 @@ static void cluster_up(void)
                 sp_error_free(perr);
                 return;
         }
-        char port[16];
+        char port[16], bin[1024];
         snprintf(port, sizeof(port), "%d", api_port);
+        /* Should this process die before cluster_down() (a crash, CTest's TIMEOUT), the cluster goes
+         * anyway, ahead of the directory. */
+        snprintf(bin, sizeof(bin), "%s/bin/spacectl", sp_test_binary_dir());
+        const char *down[] = {bin, "down", "--purge", "--quiet", "--state-dir", state, NULL};
+        down_guard = sp_test_guard_run(down, NULL);
         const char *argv[] = {"up", "--state-dir", state, "--api-port", port, NULL};
         result r = ctl_wait(ctl_start(NULL, "up", argv), "up");
         if (r.code != 0) {
@@ -346,6 +353,7 @@ static void cluster_down(void)
         const char *argv[] = {"down", "--purge", "--state-dir", state, NULL};
         result r = ctl_wait(ctl_start(NULL, "teardown", argv), "teardown");
         result_free(&r);
+        sp_test_guard_done(down_guard);
         sweep();
         sp_test_tmpdir_remove(dir);
         free(dir);
