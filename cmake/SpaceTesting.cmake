@@ -1,5 +1,35 @@
 # Test registration helpers. Every test carries one of the labels
-# unit, integration, e2e, fuzz, security, bench.
+# unit, integration, e2e, fuzz, security, bench, and a CTest TIMEOUT: a hung
+# test fails instead of stalling the run (docs/architecture.md, "Where to look").
+
+# The TIMEOUT of a Check suite by label, in seconds. A suite whose test cases
+# may take longer (tcase_set_timeout) gets its largest case timeout plus
+# SP_TEST_TIMEOUT_MARGIN instead, so that Check, not CTest, reports a slow case.
+set(SP_TEST_TIMEOUT_unit 300)
+set(SP_TEST_TIMEOUT_integration 900)
+set(SP_TEST_TIMEOUT_e2e 900)
+set(SP_TEST_TIMEOUT_security 900)
+set(SP_TEST_TIMEOUT_MARGIN 300)
+# Fuzz corpus replays, style checks and other script-driven tests.
+set(SP_TEST_TIMEOUT_SHORT 300)
+
+# sp_check_suite_timeout(<out-var> <label> <source>): the TIMEOUT for one suite.
+# Read at configure time: after raising a case timeout, re-run cmake.
+function(sp_check_suite_timeout out label src)
+  set(t ${SP_TEST_TIMEOUT_${label}})
+  if(NOT t)
+    set(t ${SP_TEST_TIMEOUT_integration})
+  endif()
+  file(STRINGS ${src} lines REGEX "tcase_set_timeout\\([^,]+, *[0-9]+\\)")
+  foreach(line ${lines})
+    string(REGEX MATCH "tcase_set_timeout\\([^,]+, *([0-9]+)\\)" _ "${line}")
+    math(EXPR need "${CMAKE_MATCH_1} + ${SP_TEST_TIMEOUT_MARGIN}")
+    if(need GREATER t)
+      set(t ${need})
+    endif()
+  endforeach()
+  set(${out} ${t} PARENT_SCOPE)
+endfunction()
 
 # sp_add_check_tests(LABEL <label> LIBS <libs...> SOURCES <test_*.c...>)
 # Each test_<name>.c becomes its own executable and CTest test '<label>.<name>'.
@@ -13,8 +43,9 @@ function(sp_add_check_tests)
     set_target_properties(${exe} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
     target_link_libraries(${exe} PRIVATE space-harness ${A_LIBS})
     add_test(NAME ${A_LABEL}.${A_PREFIX}${name} COMMAND ${exe})
+    sp_check_suite_timeout(timeout ${A_LABEL} ${src})
     set_tests_properties(${A_LABEL}.${A_PREFIX}${name} PROPERTIES LABELS ${A_LABEL}
-      SKIP_RETURN_CODE 77
+      SKIP_RETURN_CODE 77 TIMEOUT ${timeout}
       ENVIRONMENT "SPACE_SOURCE_DIR=${CMAKE_SOURCE_DIR};SPACE_BINARY_DIR=${CMAKE_BINARY_DIR};CK_DEFAULT_TIMEOUT=120"
       ${A_PROPERTIES})
   endforeach()
@@ -41,5 +72,5 @@ function(sp_add_fuzz_target name)
   else()
     add_test(NAME fuzz.${name} COMMAND ${exe} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
   endif()
-  set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz)
+  set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT ${SP_TEST_TIMEOUT_SHORT})
 endfunction()

@@ -27,15 +27,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "btrfs.h"
+#include "guard.h"
 #include "harness.h"
 #include "pg.h"
 #include "proc.h"
@@ -56,6 +55,7 @@ extern char **environ;
 static char *dir; /* the test's temporary directory */
 static char state[256], config[512], sandbox[64];
 static int api_port;
+static int down_guard; /* the guard's spacectl down (guard.h) */
 static bool up_ok;
 static char up_failure[8192];
 
@@ -183,27 +183,6 @@ static result ctl(const char *in_path, const char *first, ...)
                       (r).out.data, (r).err.data)
 
 /* ---- the cluster ---- */
-
-/* The first of n consecutive loopback ports that are all free. */
-static int free_port_block(int n)
-{
-        srand((unsigned)getpid() ^ (unsigned)time(NULL));
-        for (int attempt = 0; attempt < 200; attempt++) {
-                int base = 20000 + (rand() % 2000) * 16;
-                bool ok = true;
-                for (int i = 0; i < n && ok; i++) {
-                        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                        struct sockaddr_in a = {.sin_family = AF_INET,
-                                                .sin_port = htons((uint16_t)(base + i)),
-                                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-                        ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-                        close(fd);
-                }
-                if (ok)
-                        return base;
-        }
-        return -1;
-}
 
 /* The worker's cgroup parent for our state directory (docs/operations.md: space-direct-<FNV-1a of the path>). */
 static void cgroup_name(char out[static 64])
@@ -334,9 +313,21 @@ static void cluster_up(void)
         chmod(dir, 0711); /* PostgreSQL runs as its own user below it */
         snprintf(state, sizeof(state), "%s/s", dir);
         snprintf(config, sizeof(config), "%s/config.json", dir);
-        api_port = free_port_block(6);
-        char port[16];
+        /* spacectl up --api-port N listens on N to N+5 (docs/operations.md). */
+        sp_error *perr = NULL;
+        api_port = sp_test_free_port_block(6, &perr);
+        if (api_port < 0) {
+                snprintf(up_failure, sizeof(up_failure), "no ports: %s", perr->message);
+                sp_error_free(perr);
+                return;
+        }
+        char port[16], bin[1024];
         snprintf(port, sizeof(port), "%d", api_port);
+        /* Should this process die before cluster_down() (a crash, CTest's TIMEOUT), the cluster goes
+         * anyway, ahead of the directory. */
+        snprintf(bin, sizeof(bin), "%s/bin/spacectl", sp_test_binary_dir());
+        const char *down[] = {bin, "down", "--purge", "--quiet", "--state-dir", state, NULL};
+        down_guard = sp_test_guard_run(down, NULL);
         const char *argv[] = {"up", "--state-dir", state, "--api-port", port, NULL};
         result r = ctl_wait(ctl_start(NULL, "up", argv), "up");
         if (r.code != 0) {
@@ -362,6 +353,7 @@ static void cluster_down(void)
         const char *argv[] = {"down", "--purge", "--state-dir", state, NULL};
         result r = ctl_wait(ctl_start(NULL, "teardown", argv), "teardown");
         result_free(&r);
+        sp_test_guard_done(down_guard);
         sweep();
         sp_test_tmpdir_remove(dir);
         free(dir);

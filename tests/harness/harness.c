@@ -11,6 +11,7 @@
 
 #include "space/cleanup.h"
 
+#include "guard.h"
 #include "harness.h"
 
 int sp_test_main(Suite *s)
@@ -73,6 +74,8 @@ char *sp_test_tmpdir(const char *tag)
                 perror("mkdtemp");
                 abort();
         }
+        /* Removed even if the test dies before its teardown; best effort. */
+        (void)sp_test_guard_remove(path, NULL);
         return path;
 }
 

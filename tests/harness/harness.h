@@ -12,12 +12,14 @@
  * server, a mount, a namespace) belong in Check *unchecked* fixtures, which
  * run in the runner process: a failed assertion ends only the test's process.
  * The other harness headers:
- *   proc.h      spawning, bounded waits and stops, process lookups, free ports
+ *   proc.h      spawning, bounded waits and stops, process lookups
+ *   port.h      free loopback ports outside the ephemeral range, reserved per process
  *   pg.h        a throw-away PostgreSQL server
  *   btrfs.h     a temporary btrfs on a loop device
  *   netns.h     temporary network namespaces and veth pairs
  *   launcher.h  our daemons (and clusters of them) for end-to-end tests
  *   leak.h      snapshots of mounts, namespaces, loop devices and processes
+ *   guard.h     cleanup that runs when the test process dies without its teardown
  */
 #ifndef SPACE_TEST_HARNESS_H
 #define SPACE_TEST_HARNESS_H
@@ -43,7 +45,9 @@ void sp_test_require_root(const char *why);
 void sp_test_require_program(const char *prog, const char *why);
 
 /* A fresh temporary directory under $TMPDIR (or /tmp), removed recursively by
- * sp_test_tmpdir_remove(). Returns a malloc'd path; aborts on failure. */
+ * sp_test_tmpdir_remove(), or, should the process die first (a failed or
+ * timed-out test), by its guard once it and its forks are gone (guard.h).
+ * Returns a malloc'd path; aborts on failure. */
 char *sp_test_tmpdir(const char *tag);
 void sp_test_tmpdir_remove(const char *path);
 

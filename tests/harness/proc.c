@@ -4,8 +4,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -14,7 +12,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -485,17 +482,4 @@ size_t sp_test_procs_with_cwd(const char *dir, pid_t *out, size_t max)
                 found++;
         }
         return found;
-}
-
-int sp_test_free_port(sp_error **err)
-{
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "socket");
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof(a);
-        if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "bind 127.0.0.1:0");
-        return ntohs(a.sin_port);
 }

@@ -9,7 +9,7 @@
  * wait, then SIGKILL); and find processes that are still around.
  *
  * Every wait is bounded and event-driven where the kernel offers an event
- * (pidfd). Not thread-safe; PR_SET_PDEATHSIG fires when the *thread* that
+ * (pidfd). Free ports are in port.h. Not thread-safe; PR_SET_PDEATHSIG fires when the *thread* that
  * spawned the child exits, so spawn from the thread that outlives the child
  * (normally the test's main thread).
  */
@@ -22,6 +22,8 @@
 #include <sys/types.h>
 
 #include "space/error.h"
+
+#include "port.h" /* sp_test_free_port(), which began here */
 
 /* How to start a child. A zeroed struct means: inherit everything, same
  * process group, no parent-death signal. */
@@ -95,10 +97,5 @@ int sp_test_pgroup_kill_wait(pid_t pgid, int64_t timeout_ms);
  * (dir must be canonical, see realpath(3)); returns the total count. Only
  * processes we may inspect are seen (all of them as root). */
 size_t sp_test_procs_with_cwd(const char *dir, pid_t *out, size_t max);
-
-/* A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it
- * back, close). Returns the port, or <0 with *err set. Another process may
- * take it before the caller binds: retry on EADDRINUSE. */
-int sp_test_free_port(sp_error **err);
 
 #endif

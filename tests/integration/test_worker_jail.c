@@ -20,6 +20,7 @@
 
 #include "agent_client.h"
 #include "backend/jail.h"
+#include "guard.h"
 #include "harness.h"
 #include "space/cleanup.h"
 #include "space/id.h"
@@ -91,6 +92,9 @@ static void setup(void)
         int rc = wk_jail_start(&cfg, &init_pid, &e);
         close(lfd);
         ck_assert_msg(rc == 0, "jail start: %s", e ? e->message : "?");
+        /* die_with_parent does not outlive the agent's change of credentials: should the test fail
+         * (no teardown), the guard kills the sandbox, which holds our stderr. */
+        sp_test_ok(sp_test_guard_kill(init_pid, &e), &e);
 }
 
 static void teardown(void)
