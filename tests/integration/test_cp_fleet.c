@@ -574,6 +574,49 @@ START_TEST(heartbeats_only_from_the_worker_named)
 }
 END_TEST
 
+#define BODY_ARTIFACTS_FMT \
+        "{\"address\":\"127.0.0.1:7071\",\"backend\":\"jail\"," \
+        "\"capacity\":{\"cpu_millis\":4000,\"memory_mb\":8192,\"slots\":16}," \
+        "\"used\":{\"cpu_millis\":0,\"memory_mb\":0,\"slots\":0},\"templates\":[\"tpl_a\"],\"artifacts\":%s}"
+
+START_TEST(heartbeat_artifacts_are_observed)
+{
+        fleet_up();
+        sp_error *e = NULL;
+        char tid[SP_ID_MAX];
+        _cleanup_free_ char *token = new_token(0, tid);
+        joined w;
+        join_ok(token, "node-a", &w);
+        _cleanup_json_ json_object *req = parse(BODY_ARTIFACTS_FMT, "{\"tpl_a\":1125899906842624}");
+        _cleanup_json_ json_object *r = rpc(w.ctx, "Heartbeat", req, &e);
+        ck_assert_msg(r, "%s", e ? e->message : "");
+        _cleanup_free_ char *got = query1("SELECT observed->'artifacts' FROM workers WHERE id = $1", w.id);
+        ck_assert_str_eq(got, "{\"tpl_a\": 1125899906842624}");
+        /* none: an empty object */
+        heartbeat_ok(w.ctx, "\"base\"", "");
+        _cleanup_free_ char *none = query1("SELECT observed->'artifacts' FROM workers WHERE id = $1", w.id);
+        ck_assert_str_eq(none, "{}");
+        const char *bad[] = {"[]", "{\"a b\":1}", "{\"tpl_a\":-1}", "{\"tpl_a\":1125899906842625}",
+                             "{\"tpl_a\":\"1\"}"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *b = parse(BODY_ARTIFACTS_FMT, bad[i]);
+                ck_assert_ptr_null(rpc(w.ctx, "Heartbeat", b, &e));
+                ck_assert_msg(e->code == SP_E_INVALID && strstr(e->message, "artifacts"), "bad %zu: %s", i, e->message);
+                e = sp_error_free(e);
+        }
+        _cleanup_buf_ sp_buf many = SP_BUF_INIT;
+        sp_buf_append_str(&many, "{", NULL);
+        for (int i = 0; i <= 10000; i++)
+                sp_buf_appendf(&many, NULL, "%s\"t%d\":1", i ? "," : "", i);
+        sp_buf_append_str(&many, "}", NULL);
+        _cleanup_json_ json_object *b = parse(BODY_ARTIFACTS_FMT, many.data);
+        ck_assert_ptr_null(rpc(w.ctx, "Heartbeat", b, &e));
+        ck_assert_msg(e->code == SP_E_INVALID && strstr(e->message, "more than 10000"), "%s", e->message);
+        e = sp_error_free(e);
+        joined_free(&w);
+}
+END_TEST
+
 /* ---- NOTIFY ---- */
 
 static PGconn *listener(void)
@@ -1046,6 +1089,7 @@ int main(void)
         tcase_add_test(tc, ca_created_once_when_racing);
         tcase_add_test(tc, join_tokens);
         tcase_add_test(tc, heartbeats_only_from_the_worker_named);
+        tcase_add_test(tc, heartbeat_artifacts_are_observed);
         tcase_add_test(tc, notify_when_there_is_something_to_do);
         tcase_add_test(tc, unreachable_quarantine_and_admin_states);
         suite_add_tcase(s, tc);

@@ -7,8 +7,9 @@
  * leave nothing behind; an existing name is a conflict; ReadTemplateArtifact
  * gives back exactly the uploaded bytes; DeleteTemplate removes the artifact;
  * a restart keeps template and artifact and sweeps stale upload files; the
- * data plane may upload but neither import nor read artifacts. The worker
- * heartbeats to a fake control plane the test runs in a thread.
+ * data plane may upload but neither import nor read artifacts; and every
+ * template change sends a heartbeat at once (to a fake control plane the
+ * test runs in a thread).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -277,6 +278,27 @@ static void cp_start(void)
         sp_test_ok(sp_rpc_server_listen(cp.srv, "127.0.0.1:0", &e), &e);
         cp.port = sp_rpc_server_port(cp.srv);
         ck_assert_int_eq(pthread_create(&cp.thread, NULL, cp_main, NULL), 0);
+}
+
+static size_t beats_count(void)
+{
+        pthread_mutex_lock(&cp.lock);
+        size_t n = json_object_array_length(cp.beats);
+        pthread_mutex_unlock(&cp.lock);
+        return n;
+}
+
+/* The heartbeat at index i (a new reference), waiting up to timeout_ms for it. */
+static json_object *beat_wait(size_t i, int64_t timeout_ms)
+{
+        int64_t until = sp_now_mono_us() + timeout_ms * 1000;
+        while (beats_count() <= i && sp_now_mono_us() < until)
+                usleep(20000);
+        pthread_mutex_lock(&cp.lock);
+        json_object *b =
+                json_object_array_length(cp.beats) > i ? json_object_get(json_object_array_get_idx(cp.beats, i)) : NULL;
+        pthread_mutex_unlock(&cp.lock);
+        return b;
 }
 
 /* ---- per test (forked): a fresh worker ---- */
@@ -896,6 +918,38 @@ START_TEST(dataplane_may_upload_only)
 }
 END_TEST
 
+START_TEST(template_changes_send_a_heartbeat_at_once)
+{
+        /* the first heartbeat at start; the fake control plane then asks for one every 10 minutes */
+        _cleanup_json_ json_object *first = beat_wait(0, 20000);
+        ck_assert_ptr_nonnull(first);
+        json_object *a = NULL;
+        ck_assert(!json_object_object_get_ex(first, "artifacts", &a));
+        size_t n = beats_count();
+
+        stream_state st = {0};
+        upload(cp_ctx, "tpl_beat", "tar", NULL, &tarball, 65536, &st);
+        ck_assert_msg(!st.error, "UploadTemplate: %s", st.error ? st.error->message : "");
+        stream_free(&st);
+        _cleanup_json_ json_object *after_upload = beat_wait(n, 5000);
+        ck_assert_msg(after_upload, "no heartbeat after the upload");
+        ck_assert(json_object_object_get_ex(after_upload, "artifacts", &a));
+        ck_assert_int_eq(int_field(a, "tpl_beat"), (int64_t)tarball.len);
+        json_object *names = NULL;
+        ck_assert(json_object_object_get_ex(after_upload, "templates", &names));
+        ck_assert_int_eq(json_object_array_length(names), 1);
+
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *d = call(cp_ctx, "DeleteTemplate", &e, "{\"name\":\"tpl_beat\"}");
+        ck_assert_msg(d, "DeleteTemplate: %s", e ? e->message : "?");
+        _cleanup_json_ json_object *after_delete = beat_wait(n + 1, 5000);
+        ck_assert_msg(after_delete, "no heartbeat after the delete");
+        ck_assert(!json_object_object_get_ex(after_delete, "artifacts", &a));
+        ck_assert(json_object_object_get_ex(after_delete, "templates", &names));
+        ck_assert_int_eq(json_object_array_length(names), 0);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -911,6 +965,7 @@ int main(void)
         tcase_add_test(tc, conflicts_and_artifacts);
         tcase_add_test(tc, restart_keeps_the_artifact_and_sweeps_stale_files);
         tcase_add_test(tc, dataplane_may_upload_only);
+        tcase_add_test(tc, template_changes_send_a_heartbeat_at_once);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

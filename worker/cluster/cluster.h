@@ -14,8 +14,10 @@
  *
  * Heartbeats (wk_cluster_start): on the daemon's event loop, right after start
  * and then every heartbeat_ms (the control plane says how often), the node's
- * capacity, use, templates, warm pools and sandboxes go to the control plane
- * over mTLS. A control plane that is down or refuses is retried at the same
+ * capacity, use, templates, upload artifacts, warm pools and sandboxes go to
+ * the control plane over mTLS — and at once whenever a template was added or
+ * deleted (the node's templates-changed hook, which the cluster holds while
+ * it runs). A control plane that is down or refuses is retried at the same
  * pace without ever blocking the loop; each change between reachable and not
  * is logged once.
  */

@@ -33,6 +33,8 @@ struct wk_cluster {
         int64_t heartbeat_ms;
         link_state link;
         char state[32]; /* health and admin state the control plane last reported */
+        bool in_flight; /* a Heartbeat call is under way */
+        bool again; /* the templates changed while it was: send another right after */
         bool closing;
 };
 
@@ -76,6 +78,12 @@ static json_object *heartbeat_body(wk_cluster *c)
         json_object_object_add(o, "used", resources(info, "used"));
         json_object_object_add(o, "templates", copy_field(info, "templates", json_type_array));
         json_object_object_add(o, "warm", copy_field(info, "warm", json_type_object));
+        /* Only when there are some: a control plane without the field refuses it. */
+        json_object *artifacts = wk_node_artifacts_json(c->node);
+        if (json_object_object_length(artifacts) > 0)
+                json_object_object_add(o, "artifacts", artifacts);
+        else
+                json_object_put(artifacts);
         json_object *all = NULL, *sandboxes = json_object_new_array();
         json_object_object_get_ex(list, "sandboxes", &all);
         for (size_t i = 0; all && i < json_object_array_length(all); i++) {
@@ -93,7 +101,24 @@ static json_object *heartbeat_body(wk_cluster *c)
 static void schedule(wk_cluster *c)
 {
         struct timeval tv = {c->heartbeat_ms / 1000, (c->heartbeat_ms % 1000) * 1000};
+        if (c->again) {
+                c->again = false;
+                tv = (struct timeval){0, 0};
+        }
         evtimer_add(c->timer, &tv);
+}
+
+/* The node's templates changed: tell the control plane now rather than at
+ * the next interval (after the call under way, if there is one). */
+static void templates_changed(void *userdata)
+{
+        wk_cluster *c = userdata;
+        if (c->in_flight) {
+                c->again = true;
+                return;
+        }
+        struct timeval now = {0, 0};
+        evtimer_add(c->timer, &now);
 }
 
 static void link_down(wk_cluster *c, const char *why)
@@ -110,6 +135,7 @@ static void on_reply(json_object *resp, const sp_error *err, void *userdata)
         wk_cluster *c = userdata;
         if (c->closing)
                 return;
+        c->in_flight = false;
         if (err) {
                 link_down(c, err->message);
                 schedule(c);
@@ -144,7 +170,9 @@ static void tick(evutil_socket_t fd, short what, void *userdata)
         if (sp_rpc_client_call(c->cli, "Heartbeat", req, CALL_TIMEOUT_MS, on_reply, c, &e) < 0) {
                 link_down(c, e->message);
                 schedule(c);
+                return;
         }
+        c->in_flight = true;
 }
 
 int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_config *cfg,
@@ -178,6 +206,7 @@ int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_co
         /* The first heartbeat right away, from the loop. */
         struct timeval now = {0, 0};
         evtimer_add(c->timer, &now);
+        wk_node_set_templates_changed(node, templates_changed, c);
         *ret = c;
         return 0;
 }
@@ -192,6 +221,8 @@ void wk_cluster_free(wk_cluster *c)
         if (!c)
                 return;
         c->closing = true;
+        if (c->node)
+                wk_node_set_templates_changed(c->node, NULL, NULL);
         sp_rpc_client_free(c->cli);
         if (c->timer)
                 event_free(c->timer);
