@@ -24,6 +24,7 @@ static const struct {
         [SP_E_INTERNAL] = {"internal", 500},
         [SP_E_UNAVAILABLE] = {"unavailable", 503},
         [SP_E_IO] = {"io_error", 500},
+        [SP_E_PRECONDITION] = {"failed_precondition", 400},
 };
 
 static sp_errc clamp(sp_errc code)

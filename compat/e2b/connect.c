@@ -56,7 +56,7 @@ const char *e2b_connect_code(sp_errc code, int *ret_status)
                 {SP_E_METHOD, "unimplemented", 501},         {SP_E_TIMEOUT, "deadline_exceeded", 504},
                 {SP_E_CONFLICT, "already_exists", 409},      {SP_E_TOO_LARGE, "resource_exhausted", 429},
                 {SP_E_UNSUPPORTED, "unimplemented", 501},    {SP_E_LIMIT, "resource_exhausted", 429},
-                {SP_E_UNAVAILABLE, "unavailable", 503},
+                {SP_E_UNAVAILABLE, "unavailable", 503},      {SP_E_PRECONDITION, "failed_precondition", 400},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(map); i++)
                 if (map[i].code == code) {

@@ -71,6 +71,27 @@ void cp__h_sandbox_create(cp_call *c)
                 cp_sandbox_create_req_free(&r);
                 return;
         }
+        /* A backend no worker of the cluster runs: refused now, not left to a
+         * create that would wait for its deadline. */
+        if (r.backend[0]) {
+                _cleanup_pgresult_ PGresult *bk = NULL;
+                const char *bp[] = {r.backend};
+                if (cp_db_exec(c->api->db,
+                               "SELECT bool_or(backend = $1), coalesce(string_agg(DISTINCT backend, ', '), '') "
+                               "FROM workers",
+                               1, bp, &bk, &e) < 0) {
+                        cp_sandbox_create_req_free(&r);
+                        cp__fail(c, e);
+                        return;
+                }
+                if (strcmp(PQgetvalue(bk, 0, 0), "t") != 0) {
+                        const char *have = PQgetvalue(bk, 0, 1);
+                        cp__failf(c, SP_E_PRECONDITION, "no worker of this cluster runs backend %s (%s%s)", r.backend,
+                                  *have ? "it has: " : "it has no workers", have);
+                        cp_sandbox_create_req_free(&r);
+                        return;
+                }
+        }
         _cleanup_json_ json_object *spec = json_object_new_object();
         json_object *res = json_object_new_object();
         json_object_object_add(res, "cpu_millis", json_object_new_int64(r.resources.cpu_millis));
@@ -300,6 +321,20 @@ static void lifecycle(cp_call *c, const action *a)
         char action_name[64];
         snprintf(action_name, sizeof(action_name), "sandbox.%s", a->name);
         bool noop = strcmp(kind, "wake") == 0; /* already running: nothing to do */
+        /* A create still waiting to be placed (not being carried out on a worker
+         * now) is cancelled by a delete, which then has nothing to undo:
+         * otherwise the delete would wait behind it until its deadline. */
+        const char *ip[] = {id};
+        if (strcmp(a->name, "delete") == 0 &&
+            cp_db_exec(c->api->db,
+                       "UPDATE operations SET state = 'failed', updated_at = now(), message = NULL, error = "
+                       "'{\"code\":\"conflict\",\"message\":\"cancelled: the sandbox was deleted before it was "
+                       "placed\"}' WHERE target_id = $1 AND kind = 'create' AND state = 'pending' "
+                       "AND NOT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND worker_id IS NOT NULL)",
+                       1, ip, NULL, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
         if (cp_db_exec(c->api->db,
                        "UPDATE sandboxes SET desired_state = $2, updated_at = now(), last_active_at = now() "
                        "WHERE id = $1",

@@ -31,6 +31,7 @@ typedef enum sp_errc {
         SP_E_INTERNAL, /* 500 internal */
         SP_E_UNAVAILABLE, /* 503 unavailable (dependency down, retry) */
         SP_E_IO, /* 500 io_error: a system call failed */
+        SP_E_PRECONDITION, /* 400 failed_precondition: valid, but the system is not in a state to serve it */
         SP_E__MAX
 } sp_errc;
 
