@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "space/cleanup.h"
+#include "space/log.h"
 #include "store/db.h"
 
 /* An arbitrary, fixed key for pg_advisory_lock: "space migrate". */
@@ -141,15 +142,40 @@ static int map_error(cp_db *db, const PGresult *res, sp_error **err)
         return sp_error_set(err, code, "database: %s (%s)", primary ? primary : "query failed", state ? state : "-");
 }
 
+/* A failure nobody will see otherwise (the caller passed no error) is
+ * logged here, with the start of the statement as its context. */
+static void log_dropped(const char *sql, const sp_error *e)
+{
+        char head[72];
+        size_t n = 0;
+        const char *p = sql;
+        for (; *p && n + 1 < sizeof(head); p++) {
+                char ch = (*p == '\n' || *p == '\t') ? ' ' : *p;
+                if (ch == ' ' && n > 0 && head[n - 1] == ' ')
+                        continue;
+                head[n++] = ch;
+        }
+        head[n] = '\0';
+        sp_log_warn("%s (in \"%s%s\")", e->message, head, *p ? "…" : "");
+}
+
 int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *params, PGresult **ret, sp_error **err)
 {
-        if (connect_db(db, err) < 0)
+        _cleanup_error_ sp_error *dropped = NULL;
+        if (!err)
+                err = &dropped;
+        if (connect_db(db, err) < 0) {
+                if (dropped)
+                        log_dropped(sql, dropped);
                 return -SP_E_UNAVAILABLE;
+        }
         PGresult *res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
         ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
                 int r = map_error(db, res, err);
                 PQclear(res);
+                if (dropped)
+                        log_dropped(sql, dropped);
                 return r;
         }
         if (ret)

@@ -5,6 +5,7 @@
  * for every kind of bad key), and fast errors then recovery when PostgreSQL
  * goes away and comes back.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include "harness.h"
 #include "pg.h"
 #include "space/cleanup.h"
+#include "space/log.h"
 #include "space/time.h"
 #include "store/db.h"
 #include "store/keys.h"
@@ -169,6 +171,28 @@ START_TEST(database_down_fails_fast_and_recovers)
 }
 END_TEST
 
+/* A failed statement whose caller takes no error is logged with its context. */
+START_TEST(dropped_errors_are_logged)
+{
+        cp_db *db;
+        sp_error *e = NULL;
+        sp_test_ok(cp_db_open(conninfo, &db, &e), &e);
+        sp_test_ok(cp_db_migrate(db, NULL, &e), &e);
+        char path[] = "/tmp/space-test-dblog-XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        unlink(path);
+        sp_log_set_fd(fd);
+        ck_assert_int_lt(cp_db_exec(db, "SELECT no_such_column FROM\n   tenants", 0, NULL, NULL, NULL), 0);
+        sp_log_set_fd(STDERR_FILENO);
+        char buf[4096] = "";
+        ck_assert_int_gt(pread(fd, buf, sizeof(buf) - 1, 0), 0);
+        close(fd);
+        ck_assert_msg(strstr(buf, "no_such_column") && strstr(buf, "SELECT no_such_column FROM tenants"), "%s", buf);
+        cp_db_close(db);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_pg_require();
@@ -179,6 +203,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, migrations_apply_once_even_when_racing);
         tcase_add_test(tc, tenants_and_keys);
+        tcase_add_test(tc, dropped_errors_are_logged);
         suite_add_tcase(s, tc);
         /* Killing and restarting PostgreSQL gets a server of its own (see pg.h). */
         TCase *down = tcase_create("down");
