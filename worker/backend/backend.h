@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The isolation backends behind one table of operations (DESIGN.md §5):
+ * The isolation backends behind one table of operations (docs/architecture.md, docs/worker.md):
  * `jail` (Linux namespaces, everywhere), `qemu` (microvm, KVM or TCG) and
  * `firecracker` (KVM hosts). The node (worker/node/) drives sandboxes only
  * through this table and knows nothing of namespaces, VMs or sockets.

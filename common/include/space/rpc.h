@@ -2,7 +2,7 @@
 /*
  * The internal RPC transport: HTTP/2 (nghttp2) over TLS on libevent.
  *
- * Wire format (DESIGN.md §3):
+ * Wire format (proto/spec/worker-rpc.md, docs/architecture.md):
  *   - every call is `POST /rpc/v1/<Method>`;
  *   - a unary call sends one JSON body (content-type application/json) and
  *     gets 200 with a JSON body, or an error status with the error shape
