@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The public API server (DESIGN §2): JSON over HTTP(S) on common/http,
+ * The public API server (docs/api.md, proto/openapi.yaml): JSON over HTTP(S) on common/http,
  * authenticated by API keys, every query scoped to the caller's tenant, every
  * mutation recorded (with its audit record and, if asked, its idempotency
  * record) in one transaction before it is acknowledged. Lifecycle changes

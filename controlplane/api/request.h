@@ -173,7 +173,7 @@ int cp_req_wait(const char *wait, int64_t *ret_ms, sp_error **err);
  * not starting or ending with a space. */
 bool cp_req_idempotency_key_valid(const char *key);
 
-/* Sandbox states (DESIGN §2) and whether s is one. */
+/* Sandbox states (docs/api.md) and whether s is one. */
 bool cp_sandbox_state_valid(const char *s);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Command sessions (DESIGN §4). A session is recorded (state `starting`)
+ * Command sessions (docs/api.md, proto/spec/dataplane.md). A session is recorded (state `starting`)
  * before its worker is asked to run it; the worker's answer is recorded
  * before the client hears of it, with an attachment token for the data
  * plane. A worker that refuses (program, cwd or user not found) leaves no

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The controllers (DESIGN §1, §3): on one leader at a time, chosen by a
+ * The controllers (docs/controlplane.md): on one leader at a time, chosen by a
  * PostgreSQL advisory lock held by a dedicated connection (it passes to
  * another replica when the leader's connection dies), they carry out the
  * operations the API records, reconcile what workers report against what the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The Ed25519 keys that sign attachment tokens (DESIGN §4, space/token.h),
+ * The Ed25519 keys that sign attachment tokens (proto/spec/dataplane.md, space/token.h),
  * kept in PostgreSQL (table token_keys) and shared by every replica.
  *
  * Exactly one key is current and signs. Rotating makes a new current key and
