@@ -15,13 +15,8 @@ void cp__h_worker_list(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *arr = NULL;
-        if (cp_worker_list(c->api->db, &arr, &e) < 0) {
-                cp__fail(c, e);
-                return;
-        }
-        _cleanup_json_ json_object *out = json_object_new_object();
-        json_object_object_add(out, "workers", json_object_get(arr));
-        cp__reply(c, 200, out);
+        int r = cp_worker_list(c->api->db, &arr, &e);
+        cp__reply_wrapped(c, r, "workers", arr, e);
 }
 
 void cp__h_worker_get(cp_call *c)

@@ -276,6 +276,64 @@ static void replay(cp_call *c, PGresult *prev)
                       status == 204 ? 0 : strlen(body));
 }
 
+void cp__reply_page(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *out = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        json_object_object_add(out, key, arr);
+        int n = PQntuples(res);
+        int shown = n > limit ? (int)limit : n;
+        for (int i = 0; i < shown; i++) {
+                json_object *o = NULL;
+                const char *v = PQgetvalue(res, i, 0);
+                if (sp_json_parse(v, strlen(v), &o, &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                json_object_array_add(arr, o);
+        }
+        json_object *next = NULL;
+        if (n > limit) {
+                char cur[256];
+                if (cp_cursor_encode_for(kind, PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), cur,
+                                         sizeof(cur), &e) < 0) {
+                        cp__fail(c, e);
+                        return;
+                }
+                next = json_object_new_string(cur);
+        }
+        json_object_object_add(out, "next_cursor", next);
+        cp__reply(c, 200, out);
+}
+
+void cp__reply_wrapped(cp_call *c, int r, const char *key, json_object *v, const sp_error *e)
+{
+        if (r < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        _cleanup_json_ json_object *out = json_object_new_object();
+        json_object_object_add(out, key, json_object_get(v));
+        cp__reply(c, 200, out);
+}
+
+int cp__body_none(cp_call *c)
+{
+        size_t len = 0;
+        const char *body = sp_http_request_body(c->req, &len);
+        if (len == 0)
+                return 0;
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *o = NULL;
+        static const char *const none[] = {NULL};
+        if (cp_req_body_object(body, len, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
+                cp__fail(c, e);
+                return -1;
+        }
+        return 0;
+}
+
 int cp__mutation_begin(cp_call *c)
 {
         _cleanup_pgresult_ PGresult *prev = NULL;

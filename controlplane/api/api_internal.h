@@ -81,6 +81,19 @@ void cp__reply_raw(cp_call *c, int status, const char *content_type, const char 
 void cp__fail(cp_call *c, const sp_error *e);
 void cp__failf(cp_call *c, sp_errc code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Answers one page of a list: {key: [rows' column 0, JSON text], "next_cursor"}
+ * from res, whose rows are (object, api_ts(created_at), id) and which holds
+ * up to limit + 1 rows (one more than shown says there is a next page, whose
+ * cursor has prefix `kind`). */
+void cp__reply_page(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind);
+
+/* Answers 200 {key: v} when r is 0, else e. */
+void cp__reply_wrapped(cp_call *c, int r, const char *key, json_object *v, const sp_error *e);
+
+/* For routes that take no body: an empty one or {} passes (0); anything else
+ * is answered 400 naming the problem (-1). */
+int cp__body_none(cp_call *c);
+
 /* The body of a mutation, in one transaction:
  *   if (cp__mutation_begin(c, &e) ...) → 1: answered already (a retry with the
  *   same Idempotency-Key, or an error); 0: go on inside a transaction, then

@@ -203,32 +203,7 @@ void cp__h_sandbox_list(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *out = json_object_new_object();
-        json_object *arr = json_object_new_array();
-        json_object_object_add(out, "sandboxes", arr);
-        int n = PQntuples(res);
-        int shown = n > q.limit ? (int)q.limit : n;
-        for (int i = 0; i < shown; i++) {
-                json_object *s = NULL;
-                const char *v = PQgetvalue(res, i, 0);
-                if (sp_json_parse(v, strlen(v), &s, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                json_object_array_add(arr, s);
-        }
-        json_object *next = NULL;
-        if (n > q.limit) {
-                char cur[256];
-                if (cp_cursor_encode(PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), cur, sizeof(cur),
-                                     &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                next = json_object_new_string(cur);
-        }
-        json_object_object_add(out, "next_cursor", next);
-        cp__reply(c, 200, out);
+        cp__reply_page(c, res, q.limit, "sandboxes", "sbx");
 }
 
 /* A lifecycle action: from one of the desired states in `from` (NULL-ended),
@@ -252,19 +227,8 @@ static void lifecycle(cp_call *c, const action *a)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *id = sp_http_request_param(c->req, "id");
-        size_t blen = 0;
-        const char *body = sp_http_request_body(c->req, &blen);
-        if (blen > 0) {
-                _cleanup_json_ json_object *o = NULL;
-                static const char *const none[] = {NULL};
-                if (sp_json_parse(body, blen, &o, &e) < 0 || !json_object_is_type(o, json_type_object) ||
-                    sp_json_check_fields(o, none, &e) < 0) {
-                        if (!e)
-                                sp_error_set(&e, SP_E_INVALID, "the body must be an empty JSON object");
-                        cp__fail(c, e);
-                        return;
-                }
-        }
+        if (cp__body_none(c) < 0)
+                return;
         if (cp__mutation_begin(c))
                 return;
         _cleanup_pgresult_ PGresult *res = NULL;

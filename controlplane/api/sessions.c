@@ -504,32 +504,7 @@ static void list_answer(cp_call *c, const list_ctx *x)
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *out = json_object_new_object();
-        json_object *arr = json_object_new_array();
-        json_object_object_add(out, "sessions", arr);
-        int n = PQntuples(res);
-        int shown = n > x->q.limit ? (int)x->q.limit : n;
-        for (int i = 0; i < shown; i++) {
-                json_object *s = NULL;
-                const char *v = PQgetvalue(res, i, 0);
-                if (sp_json_parse(v, strlen(v), &s, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                json_object_array_add(arr, s);
-        }
-        json_object *next = NULL;
-        if (n > x->q.limit) {
-                char cur[256];
-                if (cp_cursor_encode_for("ses", PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), cur,
-                                         sizeof(cur), &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                next = json_object_new_string(cur);
-        }
-        json_object_object_add(out, "next_cursor", next);
-        cp__reply(c, 200, out);
+        cp__reply_page(c, res, x->q.limit, "sessions", "ses");
 }
 
 static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
@@ -688,16 +663,8 @@ void cp__h_session_signal(cp_call *c)
 void cp__h_session_kill(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
-        if (len > 0) {
-                _cleanup_json_ json_object *o = NULL;
-                static const char *const none[] = {NULL};
-                if (cp_req_body_object(body, len, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-        }
+        if (cp__body_none(c) < 0)
+                return;
         act(c, 0);
 }
 

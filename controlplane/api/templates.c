@@ -170,16 +170,8 @@ void cp__h_template_upload(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *name = sp_http_request_param(c->req, "name");
-        size_t blen = 0;
-        const char *body = sp_http_request_body(c->req, &blen);
-        if (blen > 0) {
-                _cleanup_json_ json_object *o = NULL;
-                static const char *const none[] = {NULL};
-                if (sp_json_parse(body, blen, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-        }
+        if (cp__body_none(c) < 0)
+                return;
         _cleanup_pgresult_ PGresult *res = NULL, *w = NULL;
         _cleanup_json_ json_object *out = NULL;
         if (cp__mutation_begin(c))

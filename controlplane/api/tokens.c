@@ -52,28 +52,15 @@ void cp__h_token_keys_list(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *keys = NULL;
-        if (cp_token_keys_list(c->api->db, &keys, &e) < 0) {
-                cp__fail(c, e);
-                return;
-        }
-        _cleanup_json_ json_object *out = json_object_new_object();
-        json_object_object_add(out, "keys", json_object_get(keys));
-        cp__reply(c, 200, out);
+        int r = cp_token_keys_list(c->api->db, &keys, &e);
+        cp__reply_wrapped(c, r, "keys", keys, e);
 }
 
 void cp__h_token_keys_rotate(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t blen = 0;
-        const char *body = sp_http_request_body(c->req, &blen);
-        if (blen > 0) {
-                _cleanup_json_ json_object *o = NULL;
-                static const char *const none[] = {NULL};
-                if (sp_json_parse(body, blen, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-        }
+        if (cp__body_none(c) < 0)
+                return;
         if (cp__mutation_begin(c))
                 return;
         char kid[SP_TOKEN_KID_LEN + 1];

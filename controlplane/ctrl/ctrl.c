@@ -108,25 +108,21 @@ static void make_ops(cp_ctrl *c, const char *select_sql, int nparams, const char
                 const char *status = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
                 const char *p[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), op, to, kind, message, status};
                 const char *up[] = {p[0], to};
-                if (cp_db_begin(c->db, NULL) < 0)
-                        return;
                 /* The conditions are checked again under the row lock. */
-                if (cp_db_exec(c->db,
-                               "UPDATE sandboxes SET desired_state = $2, updated_at = now() WHERE id = $1 "
-                               "AND deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM operations o WHERE "
-                               "o.target_id = $1 AND o.state IN ('pending', 'running'))",
-                               2, up, NULL, NULL) < 0 ||
-                    cp_db_exec(c->db,
-                               "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at, "
-                               "request) SELECT $3, $2, $5, $1, 'pending', $6, now() + interval '10 minutes', "
-                               "CASE WHEN $7::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object("
-                               "'status_message', $7::text) END "
-                               "WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND desired_state = $4)",
-                               7, p, NULL, NULL) < 0 ||
-                    cp_db_commit(c->db, NULL) < 0) {
-                        cp_db_rollback(c->db);
+                const cp_db_stmt txn[] = {
+                        {"UPDATE sandboxes SET desired_state = $2, updated_at = now() WHERE id = $1 "
+                         "AND deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM operations o WHERE "
+                         "o.target_id = $1 AND o.state IN ('pending', 'running'))",
+                         2, up, false},
+                        {"INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at, "
+                         "request) SELECT $3, $2, $5, $1, 'pending', $6, now() + interval '10 minutes', "
+                         "CASE WHEN $7::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object("
+                         "'status_message', $7::text) END "
+                         "WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND desired_state = $4)",
+                         7, p, false},
+                };
+                if (cp_db_txn(c->db, txn, SP_ARRAY_SIZE(txn), NULL) < 0)
                         return;
-                }
                 sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", PQgetvalue(res, i, 0)), "%s: %s", kind, message);
         }
 }

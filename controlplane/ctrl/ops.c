@@ -71,22 +71,19 @@ static void ctx_free(op_ctx *x)
 static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
 {
         const char *p[] = {op, sbx, k ? k->after : NULL};
-        if (cp_db_begin(c->db, NULL) < 0)
-                return;
         _cleanup_error_ sp_error *e = NULL;
         /* The sandbox keeps the status the operation was made with (a policy's reason), if any. */
-        if ((k && cp_db_exec(c->db,
-                             "UPDATE sandboxes SET observed_state = $3, status_message = (SELECT o.request->>"
-                             "'status_message' FROM operations o WHERE o.id = $1), updated_at = now(), "
-                             "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $2",
-                             3, p, NULL, &e) < 0) ||
-            cp_db_exec(c->db,
-                       "UPDATE operations SET state = 'succeeded', message = NULL, error = NULL, updated_at = now(), "
-                       "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) "
-                       "WHERE id = $1 AND state IN ('pending', 'running')",
-                       2, p, NULL, &e) < 0 ||
-            cp_db_commit(c->db, &e) < 0) {
-                cp_db_rollback(c->db);
+        const cp_db_stmt txn[] = {
+                {"UPDATE sandboxes SET observed_state = $3, status_message = (SELECT o.request->>"
+                 "'status_message' FROM operations o WHERE o.id = $1), updated_at = now(), "
+                 "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $2",
+                 3, p, false},
+                {"UPDATE operations SET state = 'succeeded', message = NULL, error = NULL, updated_at = now(), "
+                 "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) "
+                 "WHERE id = $1 AND state IN ('pending', 'running')",
+                 2, p, false},
+        };
+        if (cp_db_txn(c->db, k ? txn : txn + 1, k ? 2 : 1, &e) < 0) {
                 sp_log_warn("operation %s: recording success: %s", op, e ? e->message : "?");
                 return;
         }
@@ -99,21 +96,19 @@ static void op_fail(cp_ctrl *c, const char *op, const char *sbx, const kind_def 
 {
         const char *p[] = {op, sbx, sp_errc_name(code), message,
                            k && strcmp(k->kind, "create") == 0 ? "failed" : prior};
-        if (cp_db_begin(c->db, NULL) < 0)
-                return;
         const char *sp[] = {sbx, message, p[4]};
+        const char *opp[] = {op, p[2], message};
         _cleanup_error_ sp_error *e = NULL;
-        if (cp_db_exec(c->db,
-                       "UPDATE sandboxes SET observed_state = coalesce($3, observed_state), status_message = $2, "
-                       "updated_at = now() WHERE id = $1",
-                       3, sp, NULL, &e) < 0 ||
-            cp_db_exec(c->db,
-                       "UPDATE operations SET state = 'failed', updated_at = now(), "
-                       "error = jsonb_build_object('code', $2::text, 'message', $3::text) "
-                       "WHERE id = $1 AND state IN ('pending', 'running')",
-                       3, (const char *[]){op, p[2], message}, NULL, &e) < 0 ||
-            cp_db_commit(c->db, &e) < 0) {
-                cp_db_rollback(c->db);
+        const cp_db_stmt txn[] = {
+                {"UPDATE sandboxes SET observed_state = coalesce($3, observed_state), status_message = $2, "
+                 "updated_at = now() WHERE id = $1",
+                 3, sp, false},
+                {"UPDATE operations SET state = 'failed', updated_at = now(), "
+                 "error = jsonb_build_object('code', $2::text, 'message', $3::text) "
+                 "WHERE id = $1 AND state IN ('pending', 'running')",
+                 3, opp, false},
+        };
+        if (cp_db_txn(c->db, txn, SP_ARRAY_SIZE(txn), &e) < 0) {
                 sp_log_warn("operation %s: recording failure: %s", op, e ? e->message : "?");
                 return;
         }

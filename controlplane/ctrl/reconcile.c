@@ -100,22 +100,18 @@ static void repair_missing_and_drift(cp_ctrl *c, const char *worker, const char 
                                   "reconcile: the worker lost a suspended sandbox");
                         continue;
                 }
-                if (cp_db_begin(c->db, NULL) < 0)
+                const cp_db_stmt txn[] = {
+                        {"UPDATE sandboxes SET observed_state = 'creating', desired_state = 'running', "
+                         "status_message = 'its worker lost it; creating it again', updated_at = now() "
+                         "WHERE id = $1",
+                         1, q, false},
+                        {"INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at) "
+                         "VALUES ($3, $2, 'create', $1, 'pending', 'recreating what the worker lost', "
+                         "now() + interval '10 minutes')",
+                         3, q, false},
+                };
+                if (cp_db_txn(c->db, txn, SP_ARRAY_SIZE(txn), NULL) < 0)
                         return;
-                if (cp_db_exec(c->db,
-                               "UPDATE sandboxes SET observed_state = 'creating', desired_state = 'running', "
-                               "status_message = 'its worker lost it; creating it again', updated_at = now() "
-                               "WHERE id = $1",
-                               1, q, NULL, NULL) < 0 ||
-                    cp_db_exec(c->db,
-                               "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at) "
-                               "VALUES ($3, $2, 'create', $1, 'pending', 'recreating what the worker lost', "
-                               "now() + interval '10 minutes')",
-                               3, q, NULL, NULL) < 0 ||
-                    cp_db_commit(c->db, NULL) < 0) {
-                        cp_db_rollback(c->db);
-                        return;
-                }
                 sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id, "worker_id", worker),
                           "reconcile: the worker lost it; creating it again");
         }
@@ -268,26 +264,21 @@ static void promote_uploads(cp_ctrl *c)
                 if (sp_id_new("op", op, NULL) < 0)
                         return;
                 const char *p[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), op};
-                _cleanup_pgresult_ PGresult *up = NULL;
-                if (cp_db_begin(c->db, NULL) < 0)
-                        return;
                 /* Checked again under the row lock: one replica, one operation. */
-                if (cp_db_exec(c->db,
-                               "UPDATE templates t SET state = 'building', error = NULL, updated_at = now(), "
-                               "size_bytes = coalesce((SELECT (w.observed->'artifacts'->>t.id)::bigint FROM workers w "
-                               "WHERE w.id = t.spec->>'worker'), t.upload_max_bytes), upload_max_bytes = NULL "
-                               "WHERE t.id = $1 AND t.state = 'uploading' RETURNING t.id",
-                               1, p, &up, NULL) < 0 ||
-                    (PQntuples(up) == 1 &&
-                     cp_db_exec(c->db,
-                                "INSERT INTO operations (id, tenant_id, kind, target_id, state, deadline_at) "
-                                "VALUES ($3, $2, 'template_build', $1, 'pending', now() + interval '1 hour')",
-                                3, p, NULL, NULL) < 0) ||
-                    cp_db_commit(c->db, NULL) < 0) {
-                        cp_db_rollback(c->db);
+                const cp_db_stmt txn[] = {
+                        {"UPDATE templates t SET state = 'building', error = NULL, updated_at = now(), "
+                         "size_bytes = coalesce((SELECT (w.observed->'artifacts'->>t.id)::bigint FROM workers w "
+                         "WHERE w.id = t.spec->>'worker'), t.upload_max_bytes), upload_max_bytes = NULL "
+                         "WHERE t.id = $1 AND t.state = 'uploading'",
+                         1, p, false},
+                        {"INSERT INTO operations (id, tenant_id, kind, target_id, state, deadline_at) "
+                         "VALUES ($3, $2, 'template_build', $1, 'pending', now() + interval '1 hour')",
+                         3, p, true},
+                };
+                int ran = cp_db_txn(c->db, txn, SP_ARRAY_SIZE(txn), NULL);
+                if (ran < 0)
                         return;
-                }
-                if (PQntuples(up) == 1)
+                if (ran == 2)
                         sp_log_info_kv(SP_KV("template_id", p[0], "operation_id", op),
                                        "template uploaded: copying it to the other workers");
         }

@@ -225,6 +225,33 @@ void cp_db_rollback(cp_db *db)
                 (void)cp_db_exec(db, "ROLLBACK", 0, NULL, NULL, NULL);
 }
 
+int cp_db_txn(cp_db *db, const cp_db_stmt *stmts, size_t n, sp_error **err)
+{
+        if (cp_db_begin(db, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        size_t ran = 0;
+        bool touched = true;
+        for (; ran < n; ran++) {
+                if (stmts[ran].if_previous && !touched)
+                        break;
+                PGresult *res = NULL;
+                int r = cp_db_exec(db, stmts[ran].sql, stmts[ran].nparams, stmts[ran].params, &res, err);
+                if (r < 0) {
+                        cp_db_rollback(db);
+                        return r;
+                }
+                const char *affected = PQcmdTuples(res);
+                touched = PQntuples(res) > 0 || (affected && *affected && strcmp(affected, "0") != 0);
+                PQclear(res);
+        }
+        int r = cp_db_commit(db, err);
+        if (r < 0) {
+                cp_db_rollback(db);
+                return r;
+        }
+        return (int)ran;
+}
+
 int cp_db_version(cp_db *db, int *ret, sp_error **err)
 {
         _cleanup_pgresult_ PGresult *res = NULL;

@@ -57,6 +57,21 @@ int cp_db_begin(cp_db *db, sp_error **err);
 int cp_db_commit(cp_db *db, sp_error **err);
 void cp_db_rollback(cp_db *db);
 
+/* Statements run together in one transaction (cp_db_txn). */
+typedef struct cp_db_stmt {
+        const char *sql;
+        int nparams;
+        const char *const *params;
+        /* Only when the statement before this one changed or returned a row;
+         * otherwise the transaction stops there and commits what it did. */
+        bool if_previous;
+} cp_db_stmt;
+
+/* BEGIN, the statements, COMMIT; on any failure ROLLBACK (nothing of them
+ * stays). Returns how many statements ran (fewer than n when an if_previous
+ * one was skipped), or <0. */
+int cp_db_txn(cp_db *db, const cp_db_stmt *stmts, size_t n, sp_error **err);
+
 /* Applies every migration newer than the database's version, each in its own
  * transaction, holding an advisory lock for the whole run. Sets *ret_applied
  * (may be NULL) to how many this call applied. */
