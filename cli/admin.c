@@ -122,16 +122,11 @@ static int run_worker_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         int r = worker_id(ctx, a->pos[0], id, sizeof(id), err);
         if (r < 0)
                 return r;
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        worker_path(&path, id, "");
         _cleanup_json_ json_object *w = NULL;
-        r = ctl_api(ctx, "GET", path.data, NULL, NULL, &w, err);
+        r = ctl_api_on(ctx, "GET", "/v1/workers/", id, "", &w, err);
         if (r < 0)
                 return r;
-        if (ctx->json)
-                ctl_print_json(ctx, w);
-        else
-                ctl_print_object(ctx, w);
+        ctl_print_any(ctx, w);
         return 0;
 }
 
@@ -258,11 +253,8 @@ static int run_tenant_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 
 static int run_tenant_rm(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        sp_buf_append_str(&path, "/v1/tenants/", NULL);
-        ctl_url_escape(&path, a->pos[0]);
         _cleanup_json_ json_object *t = NULL;
-        int r = ctl_api(ctx, "DELETE", path.data, NULL, NULL, &t, err);
+        int r = ctl_api_on(ctx, "DELETE", "/v1/tenants/", a->pos[0], "", &t, err);
         if (r < 0)
                 return r;
         if (ctx->json)

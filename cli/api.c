@@ -96,6 +96,24 @@ static void sleep_ms(int ms)
         }
 }
 
+int ctl_api_on(ctl_ctx *ctx, const char *method, const char *prefix, const char *name, const char *suffix,
+               json_object **ret, sp_error **err)
+{
+        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
+        sp_buf_append_str(&path, prefix, NULL);
+        ctl_url_escape(&path, name);
+        sp_buf_append_str(&path, suffix, NULL);
+        return ctl_api(ctx, method, path.data, NULL, NULL, ret, err);
+}
+
+void ctl_print_any(ctl_ctx *ctx, json_object *o)
+{
+        if (ctx->json)
+                ctl_print_json(ctx, o);
+        else
+                ctl_print_object(ctx, o);
+}
+
 int ctl_api(ctl_ctx *ctx, const char *method, const char *target, json_object *body, const char *idem_key,
             json_object **ret, sp_error **err)
 {

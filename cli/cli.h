@@ -195,6 +195,12 @@ int ctl_api(ctl_ctx *ctx, const char *method, const char *target, json_object *b
 
 /* Appends s percent-encoded (everything but unreserved characters). */
 void ctl_url_escape(sp_buf *out, const char *s);
+/* ctl_api() on prefix + the escaped name + suffix ("/v1/sandboxes/", id, "/pause"),
+ * without a body. */
+int ctl_api_on(ctl_ctx *ctx, const char *method, const char *prefix, const char *name, const char *suffix,
+               json_object **ret, sp_error **err);
+/* Prints o as JSON (--json) or as "key: value" lines. */
+void ctl_print_any(ctl_ctx *ctx, json_object *o);
 
 /* Fails with the error in an HTTP error answer: the API's error shape
  * (the data plane's is the same) with its message and code, or the status

@@ -11,17 +11,11 @@
 
 static int run_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        sp_buf_append_str(&path, "/v1/operations/", NULL);
-        ctl_url_escape(&path, a->pos[0]);
         _cleanup_json_ json_object *op = NULL;
-        int r = ctl_api(ctx, "GET", path.data, NULL, NULL, &op, err);
+        int r = ctl_api_on(ctx, "GET", "/v1/operations/", a->pos[0], "", &op, err);
         if (r < 0)
                 return r;
-        if (ctx->json)
-                ctl_print_json(ctx, op);
-        else
-                ctl_print_object(ctx, op);
+        ctl_print_any(ctx, op);
         return 0;
 }
 

@@ -249,16 +249,11 @@ static int run_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 
 static int run_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        sandbox_path(&path, a->pos[0], "");
         _cleanup_json_ json_object *s = NULL;
-        int r = ctl_api(ctx, "GET", path.data, NULL, NULL, &s, err);
+        int r = ctl_api_on(ctx, "GET", "/v1/sandboxes/", a->pos[0], "", &s, err);
         if (r < 0)
                 return r;
-        if (ctx->json)
-                ctl_print_json(ctx, s);
-        else
-                ctl_print_object(ctx, s);
+        ctl_print_any(ctx, s);
         return 0;
 }
 
@@ -317,10 +312,8 @@ static int run_rm(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         int r = ctl_wait_settings(ctx, a, WAIT_DEFAULT_US, &wait, &timeout, err);
         if (r < 0)
                 return r;
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        sandbox_path(&path, a->pos[0], "");
         _cleanup_json_ json_object *env = NULL;
-        r = ctl_api(ctx, "DELETE", path.data, NULL, NULL, &env, err);
+        r = ctl_api_on(ctx, "DELETE", "/v1/sandboxes/", a->pos[0], "", &env, err);
         if (r < 0)
                 return r;
         return finish(ctx, wait, timeout, a->pos[0], env, "delete", false, err);

@@ -324,16 +324,11 @@ static int run_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 
 static int run_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        template_path(&path, a->pos[0], "");
         _cleanup_json_ json_object *o = NULL;
-        int r = ctl_api(ctx, "GET", path.data, NULL, NULL, &o, err);
+        int r = ctl_api_on(ctx, "GET", "/v1/templates/", a->pos[0], "", &o, err);
         if (r < 0)
                 return r;
-        if (ctx->json)
-                ctl_print_json(ctx, o);
-        else
-                ctl_print_object(ctx, o);
+        ctl_print_any(ctx, o);
         return 0;
 }
 
@@ -344,10 +339,8 @@ static int run_rm(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         int r = ctl_wait_settings(ctx, a, DELETE_WAIT_DEFAULT_US, &wait, &timeout, err);
         if (r < 0)
                 return r;
-        _cleanup_buf_ sp_buf path = SP_BUF_INIT;
-        template_path(&path, a->pos[0], "");
         _cleanup_json_ json_object *env = NULL;
-        r = ctl_api(ctx, "DELETE", path.data, NULL, NULL, &env, err);
+        r = ctl_api_on(ctx, "DELETE", "/v1/templates/", a->pos[0], "", &env, err);
         if (r < 0)
                 return r;
         return finish(ctx, wait, timeout, a->pos[0], env, "delete", err);

@@ -295,32 +295,7 @@ static void list_page(cp_call *c, const char *prefix, const char *key, const cha
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *out = json_object_new_object();
-        json_object *arr = json_object_new_array();
-        json_object_object_add(out, key, arr);
-        int n = PQntuples(res);
-        int shown = n > limit ? (int)limit : n;
-        for (int i = 0; i < shown; i++) {
-                json_object *o = NULL;
-                const char *v = PQgetvalue(res, i, 0);
-                if (sp_json_parse(v, strlen(v), &o, &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                json_object_array_add(arr, o);
-        }
-        json_object *next = NULL;
-        if (n > limit) {
-                char buf[256];
-                if (cp_cursor_encode_for(prefix, PQgetvalue(res, shown - 1, 1), PQgetvalue(res, shown - 1, 2), buf,
-                                         sizeof(buf), &e) < 0) {
-                        cp__fail(c, e);
-                        return;
-                }
-                next = json_object_new_string(buf);
-        }
-        json_object_object_add(out, "next_cursor", next);
-        cp__reply(c, 200, out);
+        cp__reply_page(c, res, limit, key, prefix);
 }
 
 void cp__h_tenant_list(cp_call *c)
