@@ -9,9 +9,9 @@
 
 #include "agent.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/log.h"
-#include "space/proto_error.h"
 
 /* Above this many queued bytes, producers wait for the socket to drain. */
 #define OUT_HIGH (1u << 20)
@@ -72,7 +72,7 @@ void ag_conn_send_window(ag_conn *c, uint8_t stream, uint32_t channel, uint32_t 
 void ag_conn_send_error(ag_conn *c, uint32_t channel, const sp_error *e)
 {
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
-        pr_error_encode(&b, e ? e->code : SP_E_INTERNAL, e ? e->message : "unknown error", NULL);
+        sp_error_shape_encode(&b, e ? e->code : SP_E_INTERNAL, e ? e->message : "unknown error", NULL);
         ag_conn_send(c, PR_AGENT_EXIT, 0, channel, b.data, b.len);
 }
 

@@ -59,13 +59,12 @@ void ctl_url_escape(sp_buf *out, const char *s)
         }
 }
 
-/* The code of the API's error shape, mapped back to ours. */
+/* The code of the API's error shape, mapped back to ours (internal for a code
+ * newer than this client). */
 static sp_errc code_from_name(const char *name)
 {
-        for (int c = SP_E_INVALID; c < SP_E__MAX; c++)
-                if (strcmp(sp_errc_name((sp_errc)c), name) == 0)
-                        return (sp_errc)c;
-        return SP_E_INTERNAL;
+        sp_errc c = sp_errc_from_name(name);
+        return c == SP_E__MAX ? SP_E_INTERNAL : c;
 }
 
 /* Fails with the message of an error answer (the one shape), or with the

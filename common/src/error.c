@@ -46,6 +46,29 @@ int sp_errc_http_status(sp_errc code)
         return codes[clamp(code)].status;
 }
 
+sp_errc sp_errc_from_name(const char *name)
+{
+        for (int c = SP_E_INVALID; c < SP_E__MAX; c++)
+                if (strcmp(codes[c].name, name) == 0)
+                        return (sp_errc)c;
+        return SP_E__MAX;
+}
+
+sp_errc sp_errc_from_http_status(int status)
+{
+        /* The first code of the table with that status: 400 is invalid_argument,
+         * 500 internal. */
+        for (int c = SP_E_INVALID; c < SP_E__MAX; c++)
+                if (codes[c].status == status)
+                        return (sp_errc)c;
+        /* What gateways answer for a dependency that is down or slow. */
+        if (status == 502)
+                return SP_E_UNAVAILABLE;
+        if (status == 504)
+                return SP_E_TIMEOUT;
+        return SP_E_INTERNAL;
+}
+
 sp_errc sp_errc_from_errno(int errnum)
 {
         switch (errnum) {

@@ -3,30 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http1.h"
 #include "space/buf.h"
 #include "space/http_parser.h"
 
-enum state {
-        P_HEAD,
-        P_HEAD_DONE,
-        P_BODY,
-        P_CHUNK_SIZE,
-        P_CHUNK_DATA,
-        P_CHUNK_CRLF,
-        P_TRAILER,
-        P_DONE,
-        P_ERROR,
-};
-
-struct field {
-        const char *name;
-        const char *value;
-};
-
 struct sp_http_parser {
         sp_http_limits lim;
-        enum state state;
-        uint64_t seen;
+        sp__http1_msg msg;
 
         /* header section scanner */
         sp_buf head;
@@ -40,75 +23,16 @@ struct sp_http_parser {
         const char *method, *target;
         char *raw_path, *path, *dec;
         int minor;
-        struct field *headers;
+        sp__http1_field *headers;
         size_t nheaders;
-        struct field *params;
+        sp__http1_field *params;
         size_t nparams;
 
         /* framing */
-        bool head_ok, chunked, keep_alive, expect_continue, has_cl;
-        uint64_t content_length, max_body, received, remaining;
-
-        /* chunk-size and trailer lines */
-        sp_buf line;
-        size_t trailer_bytes, ntrailers;
-
-        int status;
-        sp_errc code;
-        const char *message;
+        sp__http1_framing framing;
+        bool head_ok, chunked, keep_alive, expect_continue;
+        uint64_t max_body;
 };
-
-static bool is_tchar(unsigned char c)
-{
-        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-                return true;
-        return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-bool sp_http_token_valid(const char *s, size_t len)
-{
-        if (len == 0)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!is_tchar((unsigned char)s[i]))
-                        return false;
-        return true;
-}
-
-static unsigned char lower(unsigned char c)
-{
-        return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-}
-
-bool sp_http_strcaseeq(const char *a, const char *b)
-{
-        for (; *a && *b; a++, b++)
-                if (lower((unsigned char)*a) != lower((unsigned char)*b))
-                        return false;
-        return *a == *b;
-}
-
-static bool strncaseeq(const char *a, size_t alen, const char *b)
-{
-        size_t blen = strlen(b);
-        if (alen != blen)
-                return false;
-        for (size_t i = 0; i < alen; i++)
-                if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
-                        return false;
-        return true;
-}
-
-static int hexval(unsigned char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
 
 int sp_http_percent_decode(const char *s, size_t len, bool plus_space, char *out, size_t *ret_len)
 {
@@ -118,7 +42,8 @@ int sp_http_percent_decode(const char *s, size_t len, bool plus_space, char *out
                 if (c == '%') {
                         if (len - i < 3)
                                 return -SP_E_INVALID;
-                        int hi = hexval((unsigned char)s[i + 1]), lo = hexval((unsigned char)s[i + 2]);
+                        int hi = sp__http1_hexval((unsigned char)s[i + 1]),
+                            lo = sp__http1_hexval((unsigned char)s[i + 2]);
                         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                                 return -SP_E_INVALID;
                         out[o++] = (char)(hi * 16 + lo);
@@ -136,24 +61,7 @@ int sp_http_percent_decode(const char *s, size_t len, bool plus_space, char *out
 
 static sp_http_parse_event fail(sp_http_parser *p, int status, const char *message)
 {
-        p->state = P_ERROR;
-        p->status = status;
-        p->message = message;
-        switch (status) {
-        case 413:
-        case 414:
-        case 431:
-                p->code = SP_E_TOO_LARGE;
-                break;
-        case 501:
-        case 505:
-                p->code = SP_E_UNSUPPORTED;
-                break;
-        default:
-                p->code = SP_E_INVALID;
-                break;
-        }
-        return SP_HTTP_PARSE_ERROR;
+        return sp__http1_fail(&p->msg, status, message);
 }
 
 sp_http_parser *sp_http_parser_new(const sp_http_limits *limits)
@@ -176,7 +84,6 @@ sp_http_parser *sp_http_parser_new(const sp_http_limits *limits)
         if (!p->lim.max_query_params)
                 p->lim.max_query_params = SP_HTTP_DEFAULT_MAX_QUERY_PARAMS;
         p->max_body = p->lim.max_body;
-        p->state = P_HEAD;
         return p;
 }
 
@@ -185,7 +92,7 @@ sp_http_parser *sp_http_parser_free(sp_http_parser *p)
         if (!p)
                 return NULL;
         sp_buf_free(&p->head);
-        sp_buf_free(&p->line);
+        sp__http1_msg_free(&p->msg);
         free(p->headers);
         free(p->params);
         free(p->dec);
@@ -194,95 +101,6 @@ sp_http_parser *sp_http_parser_free(sp_http_parser *p)
 }
 
 /* ---- header section ---- */
-
-static bool value_char_ok(unsigned char c)
-{
-        return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-/* Parses one "name: value" line (NUL-terminated, without CRLF) in place. */
-static int parse_field(char *line, struct field *ret)
-{
-        if (line[0] == ' ' || line[0] == '\t')
-                return -1; /* obs-fold, or whitespace before the first field */
-        char *colon = strchr(line, ':');
-        if (!colon || !sp_http_token_valid(line, (size_t)(colon - line)))
-                return -1;
-        *colon = '\0';
-        char *v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-                v++;
-        char *end = v + strlen(v);
-        while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-                end--;
-        *end = '\0';
-        for (char *c = v; c < end; c++)
-                if (!value_char_ok((unsigned char)*c))
-                        return -1;
-        ret->name = line;
-        ret->value = v;
-        return 0;
-}
-
-/* Whether a comma-separated list header holds token (case-insensitive). */
-static bool list_has(const char *value, const char *token)
-{
-        const char *s = value;
-        while (*s) {
-                while (*s == ' ' || *s == '\t' || *s == ',')
-                        s++;
-                const char *e = s;
-                while (*e && *e != ',')
-                        e++;
-                const char *t = e;
-                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-                        t--;
-                if (t > s && strncaseeq(s, (size_t)(t - s), token))
-                        return true;
-                s = e;
-        }
-        return false;
-}
-
-/* Counts the elements of a comma-separated list; *all_chunked tells whether
- * each of them is "chunked". Empty elements count as invalid. */
-static size_t te_elements(const char *value, bool *all_chunked)
-{
-        size_t n = 0;
-        const char *s = value;
-        for (;;) {
-                while (*s == ' ' || *s == '\t')
-                        s++;
-                const char *e = s;
-                while (*e && *e != ',')
-                        e++;
-                const char *t = e;
-                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-                        t--;
-                n++;
-                if (!strncaseeq(s, (size_t)(t - s), "chunked"))
-                        *all_chunked = false;
-                if (!*e)
-                        break;
-                s = e + 1;
-        }
-        return n;
-}
-
-static int parse_content_length(const char *v, uint64_t *ret)
-{
-        size_t n = strlen(v);
-        if (n == 0 || n > 18)
-                return -1;
-        uint64_t x = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (v[i] < '0' || v[i] > '9')
-                        return -1;
-                x = x * 10 + (uint64_t)(v[i] - '0');
-        }
-        *ret = x;
-        return 0;
-}
 
 static bool has_dot_segment(const char *path)
 {
@@ -349,7 +167,7 @@ static sp_http_parse_event parse_target(sp_http_parser *p)
                         }
                         const char *eq = memchr(s, '=', len);
                         size_t klen = eq ? (size_t)(eq - s) : len;
-                        struct field *f = &p->params[p->nparams++];
+                        sp__http1_field *f = &p->params[p->nparams++];
                         if (sp_http_percent_decode(s, klen, true, out, &n) < 0)
                                 return fail(p, 400, "invalid percent-encoding in query");
                         f->name = out;
@@ -393,6 +211,21 @@ static sp_http_parse_event parse_request_line(sp_http_parser *p, char *line)
         return parse_target(p);
 }
 
+/* The body that follows the head (its limit is checked when it starts). */
+static void start_body(sp_http_parser *p)
+{
+        sp__http1_body_limits lim = {.max_body = p->max_body,
+                                     .max_chunk_line = p->lim.max_chunk_line,
+                                     .max_trailer_bytes = p->lim.max_head_bytes,
+                                     .max_trailers = p->lim.max_headers,
+                                     .request = true};
+        uint64_t length = p->framing.content_length;
+        sp__http1_body_kind kind = p->chunked   ? SP__HTTP1_BODY_CHUNKED
+                                   : length > 0 ? SP__HTTP1_BODY_LENGTH
+                                                : SP__HTTP1_BODY_NONE;
+        sp__http1_start_body(&p->msg, kind, length, &lim);
+}
+
 static sp_http_parse_event parse_head(sp_http_parser *p)
 {
         char *s = p->head.data;
@@ -409,33 +242,25 @@ static sp_http_parse_event parse_head(sp_http_parser *p)
                 if (!p->headers)
                         abort();
         }
-        size_t hosts = 0, te = 0, te_elems = 0;
-        bool te_chunked = true, close = false, ka = false;
+        size_t hosts = 0;
+        const char *why;
+        sp__http1_framing_init(&p->framing);
         while (*s != '\r') {
                 cr = strchr(s, '\r');
                 *cr = '\0';
-                struct field *f = &p->headers[p->nheaders];
-                if (parse_field(s, f) < 0)
+                sp__http1_field *f = &p->headers[p->nheaders];
+                if (sp__http1_parse_field(s, f) < 0)
                         return fail(p, 400, "malformed header field");
                 p->nheaders++;
                 s = cr + 2;
 
-                if (sp_http_strcaseeq(f->name, "content-length")) {
-                        uint64_t n;
-                        if (parse_content_length(f->value, &n) < 0)
-                                return fail(p, 400, "invalid Content-Length");
-                        if (p->has_cl && n != p->content_length)
-                                return fail(p, 400, "conflicting Content-Length headers");
-                        p->has_cl = true;
-                        p->content_length = n;
-                } else if (sp_http_strcaseeq(f->name, "transfer-encoding")) {
-                        te++;
-                        te_elems += te_elements(f->value, &te_chunked);
-                } else if (sp_http_strcaseeq(f->name, "host")) {
+                int r = sp__http1_framing_field(&p->framing, f, &why);
+                if (r < 0)
+                        return fail(p, 400, why);
+                if (r > 0)
+                        continue;
+                if (sp_http_strcaseeq(f->name, "host")) {
                         hosts++;
-                } else if (sp_http_strcaseeq(f->name, "connection")) {
-                        close = close || list_has(f->value, "close");
-                        ka = ka || list_has(f->value, "keep-alive");
                 } else if (sp_http_strcaseeq(f->name, "expect")) {
                         if (!sp_http_strcaseeq(f->value, "100-continue"))
                                 return fail(p, 417, "unsupported expectation");
@@ -443,26 +268,21 @@ static sp_http_parse_event parse_head(sp_http_parser *p)
                 }
         }
 
-        if (te) {
-                if (p->minor == 0)
-                        return fail(p, 400, "Transfer-Encoding is not allowed in HTTP/1.0");
-                if (p->has_cl)
-                        return fail(p, 400, "both Content-Length and Transfer-Encoding");
-                if (te_elems != 1 || !te_chunked)
-                        return fail(p, 400, "unsupported Transfer-Encoding");
-                p->chunked = true;
-        }
+        if ((why = sp__http1_framing_check(&p->framing, p->minor)))
+                return fail(p, 400, why);
+        p->chunked = p->framing.te_fields > 0;
         if (hosts > 1 || (p->minor >= 1 && hosts == 0))
                 return fail(p, 400, "exactly one Host header is required");
-        p->keep_alive = !close && (p->minor >= 1 || ka);
+        p->keep_alive = sp__http1_framing_keep_alive(&p->framing, p->minor);
         p->head_ok = true;
-        p->state = P_HEAD_DONE;
+        start_body(p);
         return SP_HTTP_PARSE_HEAD;
 }
 
 /* Scans header-section bytes, copying them, until the empty line. */
-static sp_http_parse_event feed_head(sp_http_parser *p, const unsigned char *d, size_t len, size_t *used)
+static sp_http_parse_event feed_head(void *parser, const unsigned char *d, size_t len, size_t *used)
 {
+        sp_http_parser *p = parser;
         size_t start = 0;
         for (size_t i = 0; i < len; i++) {
                 unsigned char c = d[i];
@@ -521,88 +341,13 @@ static sp_http_parse_event feed_head(sp_http_parser *p, const unsigned char *d, 
         return SP_HTTP_PARSE_AGAIN;
 }
 
-/* ---- body ---- */
-
-/* Accumulates a CRLF-terminated line into p->line (without the CRLF), at most
- * max bytes. Returns 1 when complete, 0 when more is needed, -1 on error. */
-static int feed_line(sp_http_parser *p, const unsigned char *d, size_t len, size_t max, size_t *used)
-{
-        for (size_t i = 0; i < len; i++) {
-                unsigned char c = d[i];
-                bool pending_cr = p->line.len > 0 && p->line.data[p->line.len - 1] == '\r';
-                if (pending_cr) {
-                        *used = i + 1;
-                        if (c != '\n')
-                                return -1;
-                        p->line.data[--p->line.len] = '\0';
-                        return 1;
-                }
-                if (c == '\n' || c == '\0' || p->line.len >= max) {
-                        *used = i;
-                        return -1;
-                }
-                sp_buf_append(&p->line, &c, 1, NULL);
-        }
-        *used = len;
-        return 0;
-}
-
-static sp_http_parse_event parse_chunk_size(sp_http_parser *p)
-{
-        const char *s = p->line.data;
-        uint64_t size = 0;
-        size_t digits = 0;
-        int h;
-        while ((h = hexval((unsigned char)s[digits])) >= 0) {
-                if (++digits > 15)
-                        return fail(p, 400, "invalid chunk size");
-                size = size * 16 + (uint64_t)h;
-        }
-        if (digits == 0)
-                return fail(p, 400, "invalid chunk size");
-        const char *ext = s + digits;
-        while (*ext == ' ' || *ext == '\t')
-                ext++;
-        if (*ext && *ext != ';')
-                return fail(p, 400, "invalid chunk size");
-        if (ext > s + digits && !*ext)
-                return fail(p, 400, "invalid chunk size");
-        for (; *ext; ext++)
-                if (!value_char_ok((unsigned char)*ext))
-                        return fail(p, 400, "invalid chunk extension");
-        sp_buf_clear(&p->line);
-        if (p->received > p->max_body || size > p->max_body - p->received)
-                return fail(p, 413, "request body too large");
-        if (size == 0) {
-                p->state = P_TRAILER;
-        } else {
-                p->remaining = size;
-                p->state = P_CHUNK_DATA;
-        }
-        return SP_HTTP_PARSE_AGAIN;
-}
-
-static sp_http_parse_event parse_trailer(sp_http_parser *p)
-{
-        if (p->line.len == 0) {
-                p->state = P_DONE;
-                return SP_HTTP_PARSE_AGAIN;
-        }
-        if (++p->ntrailers > p->lim.max_headers)
-                return fail(p, 431, "too many trailer fields");
-        struct field f;
-        if (parse_field(p->line.data, &f) < 0)
-                return fail(p, 400, "malformed trailer field");
-        sp_buf_clear(&p->line);
-        return SP_HTTP_PARSE_AGAIN;
-}
-
 int sp_http_parser_set_max_body(sp_http_parser *p, uint64_t max_body)
 {
-        if (p->state == P_ERROR)
+        if (sp__http1_failed(&p->msg))
                 return -SP_E_INVALID;
         p->max_body = max_body;
-        if (p->has_cl && p->content_length > max_body) {
+        p->msg.lim.max_body = max_body;
+        if (p->framing.has_length && p->framing.content_length > max_body) {
                 fail(p, 413, "request body too large");
                 return -SP_E_TOO_LARGE;
         }
@@ -612,132 +357,21 @@ int sp_http_parser_set_max_body(sp_http_parser *p, uint64_t max_body)
 sp_http_parse_event sp_http_parser_feed(sp_http_parser *p, const void *data, size_t len, size_t *ret_consumed,
                                         const char **ret_body, size_t *ret_body_len)
 {
-        const unsigned char *d = data ? data : (const unsigned char *)"";
-        size_t i = 0, n = 0;
-        sp_http_parse_event ev = SP_HTTP_PARSE_AGAIN;
-        int r;
-
-        *ret_body = NULL;
-        *ret_body_len = 0;
-        for (;;) {
-                switch (p->state) {
-                case P_ERROR:
-                        ev = SP_HTTP_PARSE_ERROR;
-                        goto out;
-                case P_HEAD:
-                        ev = feed_head(p, d, len, &n);
-                        i = n;
-                        goto out;
-                case P_HEAD_DONE:
-                        if (p->chunked) {
-                                p->state = P_CHUNK_SIZE;
-                        } else if (p->content_length > 0) {
-                                if (p->content_length > p->max_body) {
-                                        ev = fail(p, 413, "request body too large");
-                                        goto out;
-                                }
-                                p->remaining = p->content_length;
-                                p->state = P_BODY;
-                        } else {
-                                p->state = P_DONE;
-                        }
-                        break;
-                case P_BODY:
-                case P_CHUNK_DATA:
-                        if (i == len) {
-                                ev = SP_HTTP_PARSE_AGAIN;
-                                goto out;
-                        }
-                        n = len - i < p->remaining ? len - i : (size_t)p->remaining;
-                        *ret_body = (const char *)d + i;
-                        *ret_body_len = n;
-                        i += n;
-                        p->remaining -= n;
-                        p->received += n;
-                        if (p->remaining == 0)
-                                p->state = p->state == P_BODY ? P_DONE : P_CHUNK_CRLF;
-                        ev = SP_HTTP_PARSE_BODY;
-                        goto out;
-                case P_CHUNK_CRLF:
-                        /* p->line holds the CR already seen, if any. */
-                        if (i == len) {
-                                ev = SP_HTTP_PARSE_AGAIN;
-                                goto out;
-                        }
-                        if (p->line.len == 0) {
-                                if (d[i] != '\r') {
-                                        ev = fail(p, 400, "missing CRLF after chunk data");
-                                        goto out;
-                                }
-                                sp_buf_append(&p->line, "\r", 1, NULL);
-                        } else {
-                                if (d[i] != '\n') {
-                                        ev = fail(p, 400, "missing CRLF after chunk data");
-                                        goto out;
-                                }
-                                sp_buf_clear(&p->line);
-                                p->state = P_CHUNK_SIZE;
-                        }
-                        i++;
-                        break;
-                case P_CHUNK_SIZE:
-                        r = feed_line(p, d + i, len - i, p->lim.max_chunk_line, &n);
-                        i += n;
-                        if (r < 0) {
-                                ev = fail(p, 400, "invalid chunk size line");
-                                goto out;
-                        }
-                        if (r == 0) {
-                                ev = SP_HTTP_PARSE_AGAIN;
-                                goto out;
-                        }
-                        if (parse_chunk_size(p) < 0) {
-                                ev = SP_HTTP_PARSE_ERROR;
-                                goto out;
-                        }
-                        break;
-                case P_TRAILER: {
-                        size_t room = p->trailer_bytes >= p->lim.max_head_bytes
-                                              ? 0
-                                              : p->lim.max_head_bytes - p->trailer_bytes;
-                        r = feed_line(p, d + i, len - i, room, &n);
-                        i += n;
-                        p->trailer_bytes += n;
-                        if (r < 0) {
-                                ev = p->line.len >= room ? fail(p, 431, "request trailer section too large")
-                                                         : fail(p, 400, "malformed trailer field");
-                                goto out;
-                        }
-                        if (r == 0) {
-                                ev = SP_HTTP_PARSE_AGAIN;
-                                goto out;
-                        }
-                        if (parse_trailer(p) < 0) {
-                                ev = SP_HTTP_PARSE_ERROR;
-                                goto out;
-                        }
-                        break;
-                }
-                case P_DONE:
-                        ev = SP_HTTP_PARSE_DONE;
-                        goto out;
-                }
-        }
-out:
-        p->seen += i;
-        *ret_consumed = i;
-        return ev;
+        return sp__http1_feed(&p->msg, data, len, ret_consumed, ret_body, ret_body_len, feed_head, p);
 }
 
 int sp_http_parser_error(const sp_http_parser *p, sp_errc *ret_code, const char **ret_message)
 {
-        if (p->state != P_ERROR)
+        if (!sp__http1_failed(&p->msg))
                 return 0;
+        int status = p->msg.status;
         if (ret_code)
-                *ret_code = p->code;
+                *ret_code = status == 413 || status == 414 || status == 431 ? SP_E_TOO_LARGE
+                            : status == 501 || status == 505                ? SP_E_UNSUPPORTED
+                                                                            : SP_E_INVALID;
         if (ret_message)
-                *ret_message = p->message;
-        return p->status;
+                *ret_message = p->msg.message;
+        return status;
 }
 
 static bool head_parsed(const sp_http_parser *p)
@@ -772,12 +406,7 @@ int sp_http_parser_version_minor(const sp_http_parser *p)
 
 const char *sp_http_parser_header(const sp_http_parser *p, const char *name)
 {
-        if (!head_parsed(p))
-                return NULL;
-        for (size_t i = 0; i < p->nheaders; i++)
-                if (sp_http_strcaseeq(p->headers[i].name, name))
-                        return p->headers[i].value;
-        return NULL;
+        return head_parsed(p) ? sp__http1_field_get(p->headers, p->nheaders, name) : NULL;
 }
 
 size_t sp_http_parser_header_count(const sp_http_parser *p)
@@ -822,7 +451,7 @@ int64_t sp_http_parser_content_length(const sp_http_parser *p)
 {
         if (p->chunked)
                 return -1;
-        return (int64_t)p->content_length;
+        return (int64_t)p->framing.content_length;
 }
 
 bool sp_http_parser_chunked(const sp_http_parser *p)
@@ -842,15 +471,15 @@ bool sp_http_parser_expect_continue(const sp_http_parser *p)
 
 bool sp_http_parser_done(const sp_http_parser *p)
 {
-        return p->state == P_DONE;
+        return sp__http1_done(&p->msg);
 }
 
 uint64_t sp_http_parser_body_received(const sp_http_parser *p)
 {
-        return p->received;
+        return p->msg.received;
 }
 
 uint64_t sp_http_parser_bytes_seen(const sp_http_parser *p)
 {
-        return p->seen;
+        return p->msg.seen;
 }

@@ -10,6 +10,7 @@
 
 #include "http_internal.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 
 static const char *reason(int status)
@@ -224,16 +225,13 @@ int sp_http_reply_json(sp_http_request *req, int status, json_object *obj)
         return sp_http_reply(req, status, "application/json", text, strlen(text));
 }
 
-/* The error shape {"error":{"code":...,"message":...}} as a new object. */
-static json_object *error_shape(sp_errc code, const char *message)
+/* Answers status with the error shape for (code, message). */
+static int reply_error(sp_http_request *req, int status, sp_errc code, const char *message)
 {
-        json_object *inner = json_object_new_object(), *outer = json_object_new_object();
-        if (!inner || !outer)
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        if (sp_error_shape_encode(&b, code, message, NULL) < 0)
                 abort();
-        json_object_object_add(inner, "code", json_object_new_string(sp_errc_name(code)));
-        json_object_object_add(inner, "message", json_object_new_string(message ? message : ""));
-        json_object_object_add(outer, "error", inner);
-        return outer;
+        return sp_http_reply(req, status, "application/json", b.data, b.len);
 }
 
 int sp__http_reply_status_error(sp_http_request *req, int status, sp_errc code, const char *message, const char *allow,
@@ -246,15 +244,13 @@ int sp__http_reply_status_error(sp_http_request *req, int status, sp_errc code, 
                 req->keep_alive = false;
         if (allow)
                 sp_http_response_header(req, "Allow", allow);
-        _cleanup_json_ json_object *o = error_shape(code, message);
-        return sp_http_reply_json(req, status, o);
+        return reply_error(req, status, code, message);
 }
 
 int sp_http_reply_error(sp_http_request *req, const sp_error *e)
 {
         sp_errc code = e ? e->code : SP_E_INTERNAL;
-        _cleanup_json_ json_object *o = error_shape(code, e ? e->message : "internal error");
-        return sp_http_reply_json(req, sp_errc_http_status(code), o);
+        return reply_error(req, sp_errc_http_status(code), code, e ? e->message : "internal error");
 }
 
 int sp_http_reply_errorf(sp_http_request *req, sp_errc code, const char *fmt, ...)
@@ -265,18 +261,18 @@ int sp_http_reply_errorf(sp_http_request *req, sp_errc code, const char *fmt, ..
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        _cleanup_json_ json_object *o = error_shape(code, msg ? msg : sp_errc_name(code));
-        return sp_http_reply_json(req, sp_errc_http_status(code), o);
+        return reply_error(req, sp_errc_http_status(code), code, msg ? msg : sp_errc_name(code));
 }
 
 void sp__http_error_response(sp_buf *out, int status, sp_errc code, const char *message)
 {
-        _cleanup_json_ json_object *o = error_shape(code, message);
-        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        if (sp_error_shape_encode(&b, code, message, NULL) < 0)
+                abort();
         sp_buf_appendf(out, NULL,
                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                        "Connection: close\r\n\r\n%s",
-                       status, reason(status), strlen(text), text);
+                       status, reason(status), b.len, b.data);
 }
 
 void sp__http_send_continue(sp_http_request *req)

@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
@@ -557,7 +558,7 @@ static void stream_plain_outcome(sp_rpc_stream *s)
                 return;
         }
         sp_error *e = NULL;
-        sp_rpc_error_from_body(s->body.data, s->body.len, s->status, &e);
+        sp_error_from_answer(s->body.data, s->body.len, s->status, &e);
         stream_done(s, NULL, e->code, "%s", e->message);
         sp_error_free(e);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* RPC stream frames, the error shape and END trailers: pure codecs, no I/O. */
+/* RPC stream frames and END trailers: pure codecs, no I/O. */
 #include <string.h>
 
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/rpc.h"
 
@@ -136,91 +137,12 @@ int sp_rpc_frame_decoder_next(sp_rpc_frame_decoder *d, const uint8_t *p, size_t 
         return 1;
 }
 
-/* ---- the error shape and trailers ---------------------------------------- */
-
-int sp_rpc_error_body(sp_buf *out, sp_errc code, const char *message, sp_error **err)
-{
-        _cleanup_json_ json_object *root = json_object_new_object();
-        json_object *e = json_object_new_object();
-        if (!root || !e) {
-                json_object_put(e);
-                return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        }
-        json_object_object_add(root, "error", e);
-        json_object_object_add(e, "code", json_object_new_string(sp_errc_name(code)));
-        json_object_object_add(e, "message", json_object_new_string(message ? message : ""));
-        return sp_buf_append_str(out, sp_json_str(root), err);
-}
-
-static sp_errc code_from_name(const char *name)
-{
-        for (int c = SP_E_INVALID; c < SP_E__MAX; c++)
-                if (strcmp(sp_errc_name((sp_errc)c), name) == 0)
-                        return (sp_errc)c;
-        return SP_E__MAX;
-}
-
-static sp_errc code_from_status(int status)
-{
-        switch (status) {
-        case 400:
-                return SP_E_INVALID;
-        case 401:
-                return SP_E_UNAUTHENTICATED;
-        case 403:
-                return SP_E_PERMISSION;
-        case 404:
-                return SP_E_NOT_FOUND;
-        case 405:
-                return SP_E_METHOD;
-        case 408:
-        case 504:
-                return SP_E_TIMEOUT;
-        case 409:
-                return SP_E_CONFLICT;
-        case 413:
-                return SP_E_TOO_LARGE;
-        case 415:
-                return SP_E_UNSUPPORTED;
-        case 429:
-                return SP_E_LIMIT;
-        case 502:
-        case 503:
-                return SP_E_UNAVAILABLE;
-        default:
-                return SP_E_INTERNAL;
-        }
-}
-
-/* Reads {"error":{"code":"...","message":"..."}} from a parsed object. */
-static int error_from_object(json_object *root, sp_errc *ret_code, const char **ret_msg)
-{
-        json_object *e = NULL, *code = NULL, *msg = NULL;
-        if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "error", &e) ||
-            !json_object_is_type(e, json_type_object) || !json_object_object_get_ex(e, "code", &code) ||
-            !json_object_is_type(code, json_type_string) || !json_object_object_get_ex(e, "message", &msg) ||
-            !json_object_is_type(msg, json_type_string))
-                return -1;
-        sp_errc c = code_from_name(json_object_get_string(code));
-        *ret_code = c == SP_E__MAX ? SP_E_INTERNAL : c;
-        *ret_msg = json_object_get_string(msg);
-        return 0;
-}
-
-int sp_rpc_error_from_body(const void *body, size_t len, int http_status, sp_error **err)
-{
-        _cleanup_json_ json_object *root = NULL;
-        sp_errc code;
-        const char *msg;
-        if (len > 0 && sp_json_parse(body, len, &root, NULL) == 0 && error_from_object(root, &code, &msg) == 0)
-                return sp_error_set(err, code, "%s", msg);
-        return sp_error_set(err, code_from_status(http_status), "HTTP status %d", http_status);
-}
+/* ---- trailers -------------------------------------------------------------- */
 
 int sp_rpc_trailer_encode(sp_buf *out, const sp_error *e, json_object *extra, sp_error **err)
 {
         if (e)
-                return sp_rpc_error_body(out, e->code, e->message, err);
+                return sp_error_shape_encode(out, e->code, e->message, err);
         _cleanup_json_ json_object *root = json_object_new_object();
         if (!root)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -249,7 +171,7 @@ int sp_rpc_trailer_parse(const void *payload, size_t len, json_object **ret, sp_
                 *ret = TAKE_PTR(root);
                 return 0;
         }
-        if (error_from_object(root, &code, &msg) == 0)
+        if (sp_error_shape_get(root, &code, &msg, NULL) == 0)
                 return sp_error_set(err, code, "%s", msg);
         return sp_error_set(err, SP_E_INVALID, "stream trailer is neither {\"ok\":true} nor an error");
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
@@ -155,7 +156,7 @@ static void submit_error(sp_rpc_call *call, sp_errc code, const char *msg)
 {
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
         call->finished = true;
-        if (sp_rpc_error_body(&b, code, msg, NULL) < 0)
+        if (sp_error_shape_encode(&b, code, msg, NULL) < 0)
                 return;
         if (!call->responded) {
                 if (evbuffer_add(call->out.buf, b.data, b.len) < 0)

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
-#include "space/proto_error.h"
 
 #define MAX_ANSWER (8 * 1024 * 1024)
 #define USER_AGENT "space-e2b"
@@ -40,25 +40,6 @@ void e2b_api_close(e2b_api *a)
         }
 }
 
-/* Sets err from an error answer's body {"error":{"code","message"}}. */
-static int answer_error(int status, const sp_buf *body, sp_error **err)
-{
-        sp_errc code = SP_E_INTERNAL;
-        _cleanup_free_ char *msg = NULL;
-        if (pr_error_decode(body->data ? body->data : "", body->len, &code, &msg, NULL) < 0) {
-                code = status == 401   ? SP_E_UNAUTHENTICATED
-                       : status == 403 ? SP_E_PERMISSION
-                       : status == 404 ? SP_E_NOT_FOUND
-                       : status == 409 ? SP_E_CONFLICT
-                       : status == 429 ? SP_E_LIMIT
-                       : status == 503 ? SP_E_UNAVAILABLE
-                       : status < 500  ? SP_E_INVALID
-                                       : SP_E_INTERNAL;
-                return sp_error_set(err, code, "status %d", status);
-        }
-        return sp_error_set(err, code, "%s", msg);
-}
-
 int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object *body, json_object **ret,
                  sp_error **err)
 {
@@ -76,7 +57,7 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
         if (status < 0)
                 return sp_error_wrap(err, "the public API");
         if (status < 200 || status > 299)
-                return answer_error(status, &answer, err);
+                return sp_error_from_answer(answer.data, answer.len, status, err);
         if (ret && answer.len > 0 && sp_json_parse(answer.data, answer.len, ret, err) < 0)
                 return sp_error_wrap(err, "the public API's answer");
         return status;
@@ -91,11 +72,10 @@ static int op_finished(json_object *op, sp_error **err)
                 return 1;
         if (strcmp(state, "failed") != 0)
                 return 0;
-        json_object *e = NULL, *code = NULL, *msg = NULL;
-        if (json_object_object_get_ex(op, "error", &e) && json_object_object_get_ex(e, "code", &code) &&
-            json_object_object_get_ex(e, "message", &msg))
-                return sp_error_set(err, pr_errc_from_name(json_object_get_string(code)), "%s",
-                                    json_object_get_string(msg));
+        sp_errc code;
+        const char *msg;
+        if (sp_error_shape_get(op, &code, &msg, NULL) == 0)
+                return sp_error_set(err, code, "%s", msg);
         return sp_error_set(err, SP_E_INTERNAL, "the operation failed");
 }
 
@@ -188,5 +168,5 @@ int e2b_dp_error(sp_http_client *c, int status, sp_error **err)
                         break;
                 sp_buf_append(&body, tmp, (size_t)r, NULL);
         }
-        return answer_error(status, &body, err);
+        return sp_error_from_answer(body.data, body.len, status, err);
 }

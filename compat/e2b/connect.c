@@ -44,6 +44,9 @@ void e2b_envd_close(e2b_envd *e)
         e->user = NULL;
 }
 
+/* E2B's own wire: Connect code names, each with the HTTP status the Connect
+ * protocol gives it (not sp_errc_http_status(): a timeout is 504 there, too
+ * large 429). */
 const char *e2b_connect_code(sp_errc code, int *ret_status)
 {
         static const struct {

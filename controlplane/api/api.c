@@ -13,6 +13,7 @@
 #include "api/api_internal.h"
 #include "api/request.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
@@ -375,13 +376,18 @@ void cp__mutation_commit(cp_call *c, int status, json_object *obj)
 {
         _cleanup_error_ sp_error *e = NULL;
         if (c->idem_key) {
-                static const char secret_replay[] =
-                        "{\"error\":{\"code\":\"conflict\",\"message\":\"this request already succeeded; "
-                        "the secret it created is shown only once\"}}";
+                _cleanup_buf_ sp_buf secret_replay = SP_BUF_INIT;
+                if (c->idem_secret &&
+                    sp_error_shape_encode(&secret_replay, SP_E_CONFLICT,
+                                          "this request already succeeded; the secret it created is shown only once",
+                                          &e) < 0) {
+                        cp__mutation_abort(c, e);
+                        return;
+                }
                 char st[16];
-                snprintf(st, sizeof(st), "%d", c->idem_secret ? 409 : status);
+                snprintf(st, sizeof(st), "%d", c->idem_secret ? sp_errc_http_status(SP_E_CONFLICT) : status);
                 const char *params[] = {c->who.tenant_id, c->idem_key, st,
-                                        c->idem_secret ? secret_replay
+                                        c->idem_secret ? secret_replay.data
                                         : obj          ? sp_json_str(obj)
                                                        : "{}"};
                 if (cp_db_exec(c->api->db,

@@ -10,6 +10,7 @@
 
 #include "api/api_internal.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/log.h"
 
@@ -121,12 +122,14 @@ void cp__fail_worker(cp_call *c, const sp_error *e)
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object *inner = json_object_new_object();
-        json_object_object_add(inner, "code", json_object_new_string(sp_errc_name(e->code)));
-        json_object_object_add(inner, "message", json_object_new_string(e->message));
-        json_object_object_add(o, "error", inner);
-        cp__reply(c, 504, o);
+        /* A worker that does not answer in time is a gateway timeout, not the
+         * 408 of a client that was too slow. */
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        if (sp_error_shape_encode(&b, e->code, e->message, NULL) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        cp__reply_raw(c, 504, "application/json", b.data, b.len);
 }
 
 void cp__worker_metrics(cp_api *api, sp_buf *b)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "space/proto_error.h"
+#include "space/error_shape.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -14,15 +14,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sp_errc code;
         char *msg = NULL;
         sp_error *e = NULL;
-        if (pr_error_decode((const char *)data, size, &code, &msg, &e) == 0) {
+        if (sp_error_shape_decode((const char *)data, size, &code, &msg, &e) == 0) {
                 if (!msg || code <= SP_OK || code >= SP_E__MAX)
                         abort();
                 /* re-encode and decode again: same code and message */
                 sp_buf b = SP_BUF_INIT;
                 sp_errc code2;
                 char *msg2 = NULL;
-                if (pr_error_encode(&b, code, msg, NULL) < 0 ||
-                    pr_error_decode(b.data, b.len, &code2, &msg2, NULL) < 0 || code2 != code || strcmp(msg, msg2) != 0)
+                if (sp_error_shape_encode(&b, code, msg, NULL) < 0 ||
+                    sp_error_shape_decode(b.data, b.len, &code2, &msg2, NULL) < 0 || code2 != code ||
+                    strcmp(msg, msg2) != 0)
                         abort();
                 free(msg2);
                 sp_buf_free(&b);

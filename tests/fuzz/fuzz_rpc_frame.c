@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/rpc.h"
 
@@ -53,7 +54,7 @@ static int decode(const uint8_t *p, size_t n, uint32_t seed, sp_buf *log)
                                 sp_error_free(e);
                         } else if (f.type == SP_RPC_FRAME_JSON) {
                                 sp_error *e = NULL;
-                                if (sp_rpc_error_from_body(f.payload, f.len, 500, &e) >= 0 || !e)
+                                if (sp_error_from_answer(f.payload, f.len, 500, &e) >= 0 || !e)
                                         abort();
                                 sp_error_free(e);
                         }

@@ -3,7 +3,7 @@
 sp_add_fuzz_target(base64 LIBS space-common)
 sp_add_fuzz_target(json LIBS space-common-core)
 sp_add_fuzz_target(config LIBS space-common-core)
-sp_add_fuzz_target(error_shape LIBS space-proto)
+sp_add_fuzz_target(error_shape LIBS space-common-core)
 sp_add_fuzz_target(agent_proto LIBS space-proto)
 sp_add_fuzz_target(revoked_proto LIBS space-proto)
 sp_add_fuzz_target(token LIBS space-common-tls)

@@ -9,8 +9,8 @@
 #include "rpc/service_internal.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
-#include "space/proto_error.h"
 
 /* One call bound to one agent channel. Freed when both have ended. */
 typedef struct {
@@ -47,7 +47,7 @@ static void finish_from_exit(bridge *b, json_object *result, bool streaming)
                 sp_errc code = SP_E_INTERNAL;
                 _cleanup_free_ char *msg = NULL;
                 const char *text = sp_json_str(result);
-                if (pr_error_decode(text, strlen(text), &code, &msg, NULL) < 0)
+                if (sp_error_shape_decode(text, strlen(text), &code, &msg, NULL) < 0)
                         msg = strdup("the agent failed");
                 sp_rpc_call_failf(b->call, code, "%s", msg ? msg : "error");
                 return;

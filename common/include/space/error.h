@@ -7,7 +7,9 @@
  * allocated error. Callers add context on the way up with sp_error_wrap() and
  * only the top (HTTP handler, RPC dispatcher, main) reports it, through
  * sp_errc_http_status() and sp_errc_name(), which map codes to the one error
- * shape {"error":{"code":"...","message":"..."}}.
+ * shape {"error":{"code":"...","message":"..."}} (encoded and decoded by
+ * error_shape.h). One table holds each code's name and HTTP status; the
+ * reverse mappings below read the same table.
  *
  * Passing err == NULL is allowed: the error is then discarded.
  */
@@ -69,6 +71,12 @@ static inline void sp_error_freep(sp_error **e)
 const char *sp_errc_name(sp_errc code);
 /* The HTTP status for the code (SP_OK → 200). */
 int sp_errc_http_status(sp_errc code);
+/* The code whose sp_errc_name() is name, or SP_E__MAX if none. */
+sp_errc sp_errc_from_name(const char *name);
+/* The code for an HTTP error status when the answer does not say it: the
+ * first code with that status (400 invalid_argument, 500 internal), 502
+ * unavailable, 504 timeout, anything else internal. */
+sp_errc sp_errc_from_http_status(int status);
 /* Maps an errno to the closest code (ENOENT → not found, EEXIST → conflict, ...). */
 sp_errc sp_errc_from_errno(int errnum);
 

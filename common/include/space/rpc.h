@@ -6,7 +6,7 @@
  *   - every call is `POST /rpc/v1/<Method>`;
  *   - a unary call sends one JSON body (content-type application/json) and
  *     gets 200 with a JSON body, or an error status with the error shape
- *     {"error":{"code":"...","message":"..."}};
+ *     {"error":{"code":"...","message":"..."}} (space/error_shape.h);
  *   - a streaming call (content-type application/x-space-rpc-stream) sends and
  *     receives framed messages on the open HTTP/2 stream: 1 type byte, a 4-byte
  *     big-endian length, the payload. The client's first frame is the JSON
@@ -122,12 +122,8 @@ int sp_rpc_frame_decoder_next(sp_rpc_frame_decoder *d, const uint8_t *p, size_t 
 /* True if part of a frame is held (so an end of input here is a truncation). */
 bool sp_rpc_frame_decoder_partial(const sp_rpc_frame_decoder *d);
 
-/* Appends the error shape {"error":{"code","message"}} for (code, message). */
-int sp_rpc_error_body(sp_buf *out, sp_errc code, const char *message, sp_error **err);
-
-/* Turns an error response body (and its HTTP status, used when the body is not
- * the error shape) into an error in *err. Always returns the negative code. */
-int sp_rpc_error_from_body(const void *body, size_t len, int http_status, sp_error **err);
+/* The error shape of error statuses and END trailers is encoded and decoded
+ * by space/error_shape.h. */
 
 /* Builds an END trailer payload: {"ok":true} plus the fields of extra (may be
  * NULL; borrowed), or the error shape when e is not NULL. */

@@ -5,6 +5,7 @@
 
 #include "harness.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/rpc.h"
 
@@ -136,22 +137,22 @@ END_TEST
 START_TEST(error_body_roundtrip)
 {
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
-        ck_assert_int_eq(sp_rpc_error_body(&b, SP_E_NOT_FOUND, "sandbox \"x\" not found", NULL), 0);
+        ck_assert_int_eq(sp_error_shape_encode(&b, SP_E_NOT_FOUND, "sandbox \"x\" not found", NULL), 0);
         ck_assert_str_eq(b.data, "{\"error\":{\"code\":\"not_found\",\"message\":\"sandbox \\\"x\\\" not found\"}}");
         _cleanup_error_ sp_error *e = NULL;
-        ck_assert_int_eq(sp_rpc_error_from_body(b.data, b.len, 500, &e), -SP_E_NOT_FOUND);
+        ck_assert_int_eq(sp_error_from_answer(b.data, b.len, 500, &e), -SP_E_NOT_FOUND);
         ck_assert_str_eq(e->message, "sandbox \"x\" not found");
         sp_error_freep(&e);
         /* Not the shape: the status decides. */
-        ck_assert_int_eq(sp_rpc_error_from_body("<html>", 6, 503, &e), -SP_E_UNAVAILABLE);
+        ck_assert_int_eq(sp_error_from_answer("<html>", 6, 503, &e), -SP_E_UNAVAILABLE);
         sp_error_freep(&e);
-        ck_assert_int_eq(sp_rpc_error_from_body("{\"error\":{\"code\":1}}", 20, 413, &e), -SP_E_TOO_LARGE);
+        ck_assert_int_eq(sp_error_from_answer("{\"error\":{\"code\":1}}", 20, 413, &e), -SP_E_TOO_LARGE);
         sp_error_freep(&e);
-        ck_assert_int_eq(sp_rpc_error_from_body(NULL, 0, 418, &e), -SP_E_INTERNAL);
+        ck_assert_int_eq(sp_error_from_answer(NULL, 0, 418, &e), -SP_E_INTERNAL);
         sp_error_freep(&e);
         /* An unknown code string is internal. */
         const char *odd = "{\"error\":{\"code\":\"weird\",\"message\":\"m\"}}";
-        ck_assert_int_eq(sp_rpc_error_from_body(odd, strlen(odd), 400, &e), -SP_E_INTERNAL);
+        ck_assert_int_eq(sp_error_from_answer(odd, strlen(odd), 400, &e), -SP_E_INTERNAL);
 }
 END_TEST
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: the one error shape, and that the OpenAPI document lists every code. */
+/* Unit tests: the one error shape (space/error_shape.h), and that the OpenAPI
+ * document lists every code. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,22 +8,22 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
-#include "space/proto_error.h"
+#include "space/error_shape.h"
 
 START_TEST(encode_decode)
 {
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
-        ck_assert_int_eq(pr_error_encode(&b, SP_E_NOT_FOUND, "sandbox \"sbx_1\" not found", NULL), 0);
+        ck_assert_int_eq(sp_error_shape_encode(&b, SP_E_NOT_FOUND, "sandbox \"sbx_1\" not found", NULL), 0);
         ck_assert_str_eq(b.data,
                          "{\"error\":{\"code\":\"not_found\",\"message\":\"sandbox \\\"sbx_1\\\" not found\"}}");
         sp_errc c;
         _cleanup_free_ char *m = NULL;
-        ck_assert_int_eq(pr_error_decode(b.data, b.len, &c, &m, NULL), 0);
+        ck_assert_int_eq(sp_error_shape_decode(b.data, b.len, &c, &m, NULL), 0);
         ck_assert_int_eq(c, SP_E_NOT_FOUND);
         ck_assert_str_eq(m, "sandbox \"sbx_1\" not found");
 
         _cleanup_error_ sp_error *e = NULL;
-        ck_assert_int_lt(pr_error_decode("{\"error\":{\"code\":1}}", 20, &c, &m, &e), 0);
+        ck_assert_int_lt(sp_error_shape_decode("{\"error\":{\"code\":1}}", 20, &c, &m, &e), 0);
         ck_assert_str_eq(e->message, "error body: field 'code' must be a string");
 }
 END_TEST
@@ -36,8 +37,8 @@ START_TEST(openapi_lists_every_code)
         for (int c = SP_E_INVALID; c < SP_E__MAX; c++)
                 ck_assert_msg(strstr(doc.data, sp_errc_name((sp_errc)c)) != NULL, "openapi.yaml lacks error code %s",
                               sp_errc_name((sp_errc)c));
-        ck_assert_int_eq(pr_errc_from_name("not_found"), SP_E_NOT_FOUND);
-        ck_assert_int_eq(pr_errc_from_name("nope"), SP_E__MAX);
+        ck_assert_int_eq(sp_errc_from_name("not_found"), SP_E_NOT_FOUND);
+        ck_assert_int_eq(sp_errc_from_name("nope"), SP_E__MAX);
 }
 END_TEST
 
