@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 
 #define DEFAULT_PROGRAM "/usr/sbin/debootstrap"
 #define LAST_LINE_MAX 512
+#define POLL_SLICE_MS 250 /* how soon a cancellation is seen */
 
 static bool suite_ok(const char *s)
 {
@@ -172,6 +174,11 @@ static int64_t remaining_ms(int64_t deadline_us)
         return now >= deadline_us ? 0 : (deadline_us - now + 999) / 1000;
 }
 
+static bool cancelled(const wk_debootstrap_opts *opts)
+{
+        return opts->cancel && atomic_load(opts->cancel);
+}
+
 static void kill_group(pid_t pid)
 {
         kill(-pid, SIGKILL);
@@ -182,8 +189,9 @@ static void kill_group(pid_t pid)
 
 /* Waits for pid to exit until the deadline, then kills what it left running
  * in its group (before reaping it, so the group id cannot have been reused)
- * and reaps it. Returns 0 with *status, or -ETIMEDOUT (pid not reaped). */
-static int wait_exit(pid_t pid, int64_t deadline_us, int *status)
+ * and reaps it. Returns 0 with *status, -ETIMEDOUT or -ECANCELED (pid not
+ * reaped). */
+static int wait_exit(const wk_debootstrap_opts *opts, pid_t pid, int64_t deadline_us, int *status)
 {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         for (;;) {
@@ -195,9 +203,11 @@ static int wait_exit(pid_t pid, int64_t deadline_us, int *status)
                 int64_t left = remaining_ms(deadline_us);
                 if (left == 0)
                         return -ETIMEDOUT;
+                if (cancelled(opts))
+                        return -ECANCELED;
                 if (pidfd >= 0) {
                         struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
-                        (void)poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                        (void)poll(&pfd, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
                 } else {
                         /* Kernels without pidfd: check again shortly. */
                         (void)poll(NULL, 0, left > 100 ? 100 : (int)left);
@@ -223,9 +233,12 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid == 0) {
                 /* Only async-signal-safe calls from here on. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(126);
                 setpgid(0, 0);
                 struct sigaction dfl = {.sa_handler = SIG_DFL};
                 for (int s = 1; s < NSIG; s++)
@@ -255,8 +268,12 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                                             r->opts->timeout_sec ? r->opts->timeout_sec
                                                                  : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC);
                 }
+                if (cancelled(r->opts)) {
+                        kill_group(pid);
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
+                }
                 struct pollfd pfd = {.fd = rd, .events = POLLIN};
-                int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                int pr = poll(&pfd, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
                 if (pr < 0 && errno != EINTR) {
                         kill_group(pid);
                         return sp_error_set_errno(err, SP_E_IO, errno, "poll");
@@ -276,9 +293,11 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         }
         if (r->line_len > 0 && !r->line_cut)
                 emit_line(r);
-        int w = wait_exit(pid, deadline_us, status);
+        int w = wait_exit(r->opts, pid, deadline_us, status);
         if (w < 0) {
                 kill_group(pid);
+                if (w == -ECANCELED)
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
                 if (w == -ETIMEDOUT)
                         return sp_error_set(err, SP_E_TIMEOUT, "debootstrap did not finish in %u seconds",
                                             r->opts->timeout_sec ? r->opts->timeout_sec
