@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +125,8 @@ fail:
 
 typedef struct runner {
         const wk_debootstrap_opts *opts;
+        const char *dest; /* replaced by <rootfs> in the lines reported: they name no host path */
+        bool remount_dev; /* dest is on a nodev mount: debootstrap gets a bind mount with devices */
         int log_fd;
         uint64_t logged;
         char line[WK_DEBOOTSTRAP_LINE_MAX + 1];
@@ -130,9 +135,24 @@ typedef struct runner {
         char last[LAST_LINE_MAX];
 } runner;
 
+/* Replaces every occurrence of the destination in the line with "<rootfs>". */
+static void hide_dest(runner *r)
+{
+        static const char tag[] = "<rootfs>";
+        size_t dn = strlen(r->dest), tn = sizeof(tag) - 1;
+        char *at = r->line;
+        while (dn > tn && (at = strstr(at, r->dest))) {
+                memmove(at + tn, at + dn, strlen(at + dn) + 1);
+                memcpy(at, tag, tn);
+                at += tn;
+        }
+        r->line_len = strlen(r->line);
+}
+
 static void emit_line(runner *r)
 {
         r->line[r->line_len] = '\0';
+        hide_dest(r);
         if (r->line_len > 0) {
                 size_t k = r->line_len < sizeof(r->last) - 1 ? r->line_len : sizeof(r->last) - 1;
                 memcpy(r->last, r->line, k);
@@ -248,6 +268,20 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 if (dup2(devnull, 0) < 0 || dup2(wr, 1) < 0 || dup2(wr, 2) < 0)
                         _exit(126);
+                /* The worker's storage is mounted nodev, and debootstrap makes
+                 * device nodes: in a mount namespace of its own it gets dest
+                 * bound over itself with devices allowed (the nodes stay in
+                 * the template; sandboxes' mounts are nodev and get their own
+                 * /dev). */
+                if (r->remount_dev &&
+                    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                     mount(r->dest, r->dest, NULL, MS_BIND, NULL) < 0 ||
+                     mount(NULL, r->dest, NULL, MS_REMOUNT | MS_BIND | MS_NOATIME, NULL) < 0)) {
+                        static const char msg[] = "E: cannot mount the destination with devices allowed\n";
+                        if (write(1, msg, sizeof(msg) - 1) < 0)
+                                _exit(125);
+                        _exit(125);
+                }
                 syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
@@ -330,6 +364,9 @@ int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *
         if (!r)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         r->opts = opts;
+        r->dest = dest;
+        struct statvfs vfs;
+        r->remount_dev = statvfs(dest, &vfs) == 0 && (vfs.f_flag & ST_NODEV);
         r->log_fd = log_fd;
         unsigned timeout = opts->timeout_sec ? opts->timeout_sec : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC;
         int64_t deadline = sp_now_mono_us() + (int64_t)timeout * 1000000;

@@ -263,7 +263,11 @@ int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char 
  * SP_E_TIMEOUT (the whole process group killed) past the timeout, and with
  * SP_E_UNAVAILABLE quoting the last output line when debootstrap fails (or
  * naming the cancellation). debootstrap dies with the calling thread
- * (PR_SET_PDEATHSIG): a daemon that exits mid-build leaves no build running. */
+ * (PR_SET_PDEATHSIG): a daemon that exits mid-build leaves no build running.
+ * When dest is on a nodev mount (the worker's storage), debootstrap runs in a
+ * mount namespace of its own with dest bound over itself, devices allowed
+ * (it makes device nodes; needs root). The lines reported and quoted show
+ * dest as "<rootfs>". */
 int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
                                    sp_error **err);
 
