@@ -40,6 +40,7 @@ typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
+        char *debootstrap_program, *debootstrap_mirror;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout;
         bool insecure, base_template;
@@ -105,6 +106,11 @@ static const sp_config_def defs[] = {
          "most files, directories and links one template import may create"},
         {"template-import-timeout", SP_CONFIG_INT, "1200", offsetof(worker_cfg, tpl_timeout), 1, 86400,
          "seconds one template import may take"},
+        {"debootstrap-mirror", SP_CONFIG_STRING, "", offsetof(worker_cfg, debootstrap_mirror), 0, 0,
+         "Debian mirror (http:// or https:// URL) for debootstrap templates whose request names none (empty: "
+         "debootstrap's own default)"},
+        {"debootstrap-program", SP_CONFIG_STRING, "/usr/sbin/debootstrap", offsetof(worker_cfg, debootstrap_program), 0,
+         0, "the debootstrap program (an absolute path) that builds debootstrap templates"},
         {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
          "build the `base` template (busybox and the agent) if it is missing"},
         {"log-level", SP_CONFIG_STRING, "info", offsetof(worker_cfg, log_level), 0, 0, "debug, info, warn, error"},
@@ -308,6 +314,17 @@ int main(int argc, char **argv)
                 sp_log_error("%s", e->message);
                 return 2;
         }
+        {
+                /* A bad program or mirror fails the start, not each build. */
+                wk_debootstrap_opts o = {.suite = "stable",
+                                         .mirror = *c.debootstrap_mirror ? c.debootstrap_mirror : NULL,
+                                         .program = c.debootstrap_program};
+                _cleanup_strv_free_ char **argv_check = NULL;
+                if (wk_debootstrap_argv(&o, "/check", &argv_check, &e) < 0) {
+                        sp_log_error("--debootstrap-program or --debootstrap-mirror: %s", e->message);
+                        return 2;
+                }
+        }
         _cleanup_free_ char *agent = c.agent ? strdup(c.agent) : default_agent();
         struct stat st;
         if (!agent || stat(agent, &st) < 0 || !(st.st_mode & S_IXUSR)) {
@@ -376,6 +393,9 @@ int main(int argc, char **argv)
                 .template_limits = {.max_bytes = (uint64_t)c.tpl_max_bytes,
                                     .max_entries = (uint64_t)c.tpl_max_entries,
                                     .max_seconds = (unsigned)c.tpl_timeout},
+                .debootstrap_program = c.debootstrap_program,
+                .debootstrap_mirror = c.debootstrap_mirror,
+                .agent_path = agent,
         };
         if (wk_node_open(base, &nc, backend, &node, &e) < 0) {
                 sp_log_error("node: %s", e->message);
@@ -401,7 +421,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         srv = sp_rpc_server_new(base, ctx, &e);
-        wk_service_options so = {.allow_unauthenticated = c.insecure, .agent_path = agent};
+        wk_service_options so = {.allow_unauthenticated = c.insecure};
         if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
                 return 1;

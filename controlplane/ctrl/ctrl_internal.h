@@ -50,8 +50,11 @@ cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id);
 void cp__ops_run(cp_ctrl *c);
 /* Builds or deletes a template on the workers (template_build, template_delete). */
 void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *tpl_id, int attempts);
-/* Imports template tpl_id (spec: its source) on one worker; done(ok) reports. */
-int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
+/* Imports template tpl_id (spec: its source, passed as ImportTemplate's
+ * fields) on one worker; done(ok) reports. op (may be NULL): the build
+ * operation whose message shows the worker's latest progress line (at most
+ * once a second). */
+int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec, const char *op,
                         void (*done)(void *userdata, const sp_error *err), void *userdata);
 /* Timeouts, idle suspension and drains: turns them into operations. */
 void cp__policies_run(cp_ctrl *c);

@@ -179,7 +179,7 @@ static void templates_and_warm(cp_ctrl *c, const char *worker, json_object *obse
                         _cleanup_json_ json_object *spec = NULL;
                         const char *s = PQgetvalue(res, i, 1);
                         if (!cp__inflight_add(c, x->key) || sp_json_parse(s, strlen(s), &spec, NULL) < 0 ||
-                            cp__template_import(c, worker, id, spec, on_tpl_imported, x) < 0) {
+                            cp__template_import(c, worker, id, spec, NULL, on_tpl_imported, x) < 0) {
                                 cp__inflight_del(c, x->key);
                                 free(x);
                         }

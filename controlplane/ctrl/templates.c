@@ -13,11 +13,44 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/time.h"
 
 typedef struct import_ctx {
+        cp_ctrl *c;
         void (*done)(void *userdata, const sp_error *err);
         void *userdata;
+        char op[SP_ID_MAX]; /* the build operation whose message shows progress ("": none) */
+        int64_t shown_us; /* when the message was last set */
 } import_ctx;
+
+#define PROGRESS_EVERY_US 1000000 /* operations.message at most once a second */
+#define PROGRESS_MAX 300
+
+/* A progress line from the worker (debootstrap's output): the latest becomes
+ * the operation's message, so that whoever waits on it sees the build move. */
+static void on_import_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p, size_t n, void *userdata)
+{
+        (void)s;
+        import_ctx *x = userdata;
+        if (type != SP_RPC_FRAME_JSON || !x->op[0])
+                return;
+        int64_t now = sp_now_mono_us();
+        if (x->shown_us && now - x->shown_us < PROGRESS_EVERY_US)
+                return;
+        _cleanup_json_ json_object *o = NULL;
+        const char *event = NULL, *message = NULL;
+        if (sp_json_parse((const char *)p, n, &o, NULL) < 0 ||
+            sp_json_get_string(o, "event", true, 32, &event, NULL) < 0 || strcmp(event, "progress") != 0 ||
+            sp_json_get_string(o, "message", true, 65536, &message, NULL) < 0)
+                return;
+        char text[PROGRESS_MAX + 1];
+        snprintf(text, sizeof(text), "%s", message);
+        x->shown_us = now;
+        const char *params[] = {x->op, text};
+        (void)cp_db_exec(x->c->db,
+                         "UPDATE operations SET message = $2, updated_at = now() WHERE id = $1 AND state = 'running'",
+                         2, params, NULL, NULL);
+}
 
 static void on_import_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
 {
@@ -164,7 +197,7 @@ static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, 
         return 0;
 }
 
-int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
+int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec, const char *op,
                         void (*done)(void *userdata, const sp_error *err), void *userdata)
 {
         json_object *src = NULL;
@@ -180,9 +213,11 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
         import_ctx *x = calloc(1, sizeof(*x));
         if (!x)
                 return -SP_E_LIMIT;
+        x->c = c;
         x->done = done;
         x->userdata = userdata;
-        static const sp_rpc_stream_ops ops = {.on_end = on_import_end};
+        snprintf(x->op, sizeof(x->op), "%s", op ? op : "");
+        static const sp_rpc_stream_ops ops = {.on_frame = on_import_frame, .on_end = on_import_end};
         if (!sp_rpc_client_stream(cli, "ImportTemplate", req, 30 * 60 * 1000, &ops, x, NULL)) {
                 free(x);
                 return -SP_E_UNAVAILABLE;
@@ -320,7 +355,7 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
                 f->pending++;
                 int r;
                 if (build) {
-                        r = cp__template_import(c, wid, tpl_id, spec, fleet_op_done, f);
+                        r = cp__template_import(c, wid, tpl_id, spec, op, fleet_op_done, f);
                 } else {
                         sp_rpc_client *cli = cp__worker_client(c, wid);
                         _cleanup_json_ json_object *req = json_object_new_object();

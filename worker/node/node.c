@@ -42,6 +42,13 @@ size_t wk__live_count(const wk_node *n)
         return c;
 }
 
+/* *ret = a copy of s, or NULL for NULL; -1 when out of memory. */
+static int strdup_opt(const char *s, char **ret)
+{
+        *ret = NULL;
+        return s && !(*ret = strdup(s)) ? -1 : 0;
+}
+
 bool wk__template_name_ok(const char *s)
 {
         size_t n = strlen(s);
@@ -172,7 +179,14 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         n->cfg.state_dir = n->state_dir;
         n->cfg.node_id = n->node_id;
         n->cfg.template_import_root = n->import_root;
-        if (!n->state_dir || !n->node_id || !n->slots_used ||
+        bool copied = strdup_opt(cfg->debootstrap_program, &n->debootstrap_program) == 0 &&
+                      strdup_opt(cfg->debootstrap_mirror && *cfg->debootstrap_mirror ? cfg->debootstrap_mirror : NULL,
+                                 &n->debootstrap_mirror) == 0 &&
+                      strdup_opt(cfg->agent_path, &n->agent_path) == 0;
+        n->cfg.debootstrap_program = n->debootstrap_program;
+        n->cfg.debootstrap_mirror = n->debootstrap_mirror;
+        n->cfg.agent_path = n->agent_path;
+        if (!n->state_dir || !n->node_id || !n->slots_used || !copied ||
             (cfg->template_import_root && *cfg->template_import_root && !n->import_root)) {
                 wk_node_free(n);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -186,6 +200,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         }
         if (templates_load(n, err) < 0 || wk__sandbox_load_all(n, err) < 0)
                 goto fail;
+        wk__templates_sweep(n);
         wk__artifacts_recover(n);
         wk__warm_schedule(n);
         *ret = n;
@@ -199,6 +214,7 @@ void wk_node_free(wk_node *n)
 {
         if (!n)
                 return;
+        wk__imports_cancel_all(n);
         wk__uploads_abort_all(n);
         while (n->sandboxes) {
                 wk_sandbox *sb = n->sandboxes;
@@ -217,6 +233,9 @@ void wk_node_free(wk_node *n)
         free(n->state_dir);
         free(n->node_id);
         free(n->import_root);
+        free(n->debootstrap_program);
+        free(n->debootstrap_mirror);
+        free(n->agent_path);
         free(n);
 }
 
@@ -232,8 +251,7 @@ void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, 
         n->templates_changed_ud = userdata;
 }
 
-int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud,
-                      wk_template_source artifact_format, int64_t artifact_bytes, sp_error **err)
+int wk__template_name_free(wk_node *n, const char *name, sp_error **err)
 {
         if (!wk__template_name_ok(name))
                 return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
@@ -241,14 +259,18 @@ int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, v
                 return sp_error_set(err, SP_E_CONFLICT, "template %s already exists", name);
         if (wk__upload_under_way(n, name))
                 return sp_error_set(err, SP_E_CONFLICT, "template %s is being uploaded", name);
-        _cleanup_free_ char *dest = NULL;
-        if (wk_storage_template_create(n->storage, name, &dest, err) < 0)
-                return sp_error_wrap(err, "template %s", name);
-        wk_template_meta *meta = NULL;
-        if (fill(dest, ud, &meta, err) < 0 || wk_storage_template_seal(n->storage, name, err) < 0)
+        if (wk__import_under_way(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s is being imported", name);
+        return 0;
+}
+
+int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk_template_source artifact_format,
+                        int64_t artifact_bytes, sp_error **err)
+{
+        wk_template *t = NULL;
+        if (wk_storage_template_seal(n->storage, name, err) < 0)
                 goto fail;
-        wk_template *t = calloc(1, sizeof(*t));
-        if (!t) {
+        if (!(t = calloc(1, sizeof(*t)))) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 goto fail;
         }
@@ -258,10 +280,8 @@ int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, v
         t->warm_target = -1;
         t->artifact_format = artifact_format;
         t->artifact_bytes = artifact_bytes;
-        if (template_persist(n, t, err) < 0) {
-                free(t);
+        if (template_persist(n, t, err) < 0)
                 goto fail;
-        }
         t->next = n->templates;
         n->templates = t;
         sp_log_info_kv(SP_KV("template", name), "template ready");
@@ -269,62 +289,162 @@ int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, v
         templates_changed(n);
         return 0;
 fail:
+        free(t);
         wk_template_meta_free(meta);
         wk_storage_template_delete(n->storage, name, NULL);
         return sp_error_wrap(err, "template %s", name);
 }
 
-static int fill_base(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud, sp_error **err)
 {
+        if (wk__template_name_free(n, name, err) < 0)
+                return -SP_E_CONFLICT;
+        _cleanup_free_ char *dest = NULL;
+        if (wk_storage_template_create(n->storage, name, &dest, err) < 0)
+                return sp_error_wrap(err, "template %s", name);
+        static const wk__fill_ctx none = {0};
+        wk_template_meta *meta = NULL;
+        if (fill(dest, ud, &none, &meta, err) < 0) {
+                wk_storage_template_delete(n->storage, name, NULL);
+                return sp_error_wrap(err, "template %s", name);
+        }
+        return wk__template_record(n, name, meta, 0, 0, err);
+}
+
+static int fill_base(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret, sp_error **err)
+{
+        (void)ctx;
         wk_base_opts opts = {.agent_path = ud};
         return wk_template_build_base(&opts, dest, ret, err);
 }
 
 int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err)
 {
-        return wk__template_make(n, name, fill_base, (void *)agent_path, 0, 0, err);
+        return wk__template_make(n, name, fill_base, (void *)agent_path, err);
 }
 
+/* One import's request, owned by the import (its thread reads it). */
 typedef struct {
-        const char *source;
-        int fd; /* the source, opened beneath the import root */
-        const wk_template_limits *limits;
+        wk_template_source source;
+        int fd; /* dir, tar, oci: the source, opened beneath the import root */
+        wk_template_limits limits;
+        char *suite, *mirror, *program, *agent_path;
 } import_args;
 
-static int fill_import(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+static void import_args_free(void *ud)
 {
         import_args *a = ud;
-        if (strcmp(a->source, "dir") == 0)
-                return wk_template_import_dir_fd(a->fd, dest, a->limits, NULL, ret, err);
-        if (strcmp(a->source, "tar") == 0)
-                return wk_template_import_tar_fd(a->fd, dest, a->limits, NULL, ret, err);
-        return wk_template_import_oci_fd(a->fd, dest, NULL, a->limits, NULL, ret, err);
+        if (!a)
+                return;
+        sp_close(a->fd);
+        free(a->suite);
+        free(a->mirror);
+        free(a->program);
+        free(a->agent_path);
+        free(a);
 }
 
-int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err)
+static int fill_import(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret, sp_error **err)
 {
-        if (strcmp(source, "base") == 0)
-                return sp_error_set(err, SP_E_INVALID, "use the base builder for source 'base'");
-        bool dir = strcmp(source, "dir") == 0 || strcmp(source, "oci") == 0;
-        if (!dir && strcmp(source, "tar") != 0)
-                return sp_error_set(err, SP_E_INVALID, "unknown template source '%.32s' (base, dir, tar, oci)", source);
-        if (!path || !*path)
-                return sp_error_set(err, SP_E_INVALID, "a template import needs a path");
-        if (!wk__template_name_ok(name))
-                return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
-        _cleanup_close_ int fd = wk_template_source_open(n->import_root, path, dir, err);
-        if (fd < 0)
-                return sp_error_wrap(err, "template %s", name);
+        import_args *a = ud;
+        a->limits.cancel = ctx->cancel;
+        switch (a->source) {
+        case WK_TEMPLATE_SOURCE_DIR:
+                return wk_template_import_dir_fd(a->fd, dest, &a->limits, NULL, ret, err);
+        case WK_TEMPLATE_SOURCE_TAR:
+                return wk_template_import_tar_fd(a->fd, dest, &a->limits, NULL, ret, err);
+        case WK_TEMPLATE_SOURCE_OCI:
+                return wk_template_import_oci_fd(a->fd, dest, NULL, &a->limits, NULL, ret, err);
+        case WK_TEMPLATE_SOURCE_DEBOOTSTRAP: {
+                wk_debootstrap_opts o = {
+                        .suite = a->suite,
+                        .mirror = a->mirror,
+                        .program = a->program,
+                        .timeout_sec = a->limits.max_seconds ? a->limits.max_seconds : WK_TEMPLATE_DEFAULT_MAX_SECONDS,
+                        .progress = ctx->progress,
+                        .userdata = ctx->progress_ud,
+                        .cancel = ctx->cancel,
+                };
+                return wk_template_import_debootstrap(&o, dest, ret, err);
+        }
+        case WK_TEMPLATE_SOURCE_BASE:
+                return fill_base(dest, a->agent_path, ctx, ret, err);
+        }
+        return sp_error_set(err, SP_E_INTERNAL, "unknown template source");
+}
+
+/* Checks the request's fields for its source and opens what it names. */
+static int import_args_make(wk_node *n, const wk_template_import_req *req, import_args *a, sp_error **err)
+{
+        const char *src = req->source ? req->source : "";
+        if (wk_template_source_parse(src, &a->source) < 0)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "unknown template source '%.32s' (base, dir, tar, oci, debootstrap)", src);
+        bool host_path = a->source == WK_TEMPLATE_SOURCE_DIR || a->source == WK_TEMPLATE_SOURCE_TAR ||
+                         a->source == WK_TEMPLATE_SOURCE_OCI;
+        bool debootstrap = a->source == WK_TEMPLATE_SOURCE_DEBOOTSTRAP;
+        if (host_path && (!req->path || !*req->path))
+                return sp_error_set(err, SP_E_INVALID, "a template import from %s needs a path", src);
+        if (!host_path && req->path)
+                return sp_error_set(err, SP_E_INVALID, "field 'path' does not go with source %s", src);
+        if (debootstrap && (!req->suite || !*req->suite))
+                return sp_error_set(err, SP_E_INVALID, "a template import from debootstrap needs a suite");
+        if (!debootstrap && (req->suite || req->mirror))
+                return sp_error_set(err, SP_E_INVALID, "field '%s' goes with source debootstrap only",
+                                    req->suite ? "suite" : "mirror");
         /* Each import gets its own deadline from the configured seconds. */
-        wk_template_limits lim = n->cfg.template_limits;
-        lim.deadline_us = 0;
-        import_args a = {source, fd, &lim};
-        return wk__template_make(n, name, fill_import, &a, 0, 0, err);
+        a->limits = n->cfg.template_limits;
+        a->limits.deadline_us = 0;
+        if (debootstrap) {
+                /* Checked now, so that a bad suite or mirror fails the call. */
+                wk_debootstrap_opts o = {.suite = req->suite,
+                                         .mirror = req->mirror ? req->mirror : n->debootstrap_mirror,
+                                         .program = n->debootstrap_program};
+                _cleanup_strv_free_ char **argv = NULL;
+                if (wk_debootstrap_argv(&o, "/checked", &argv, err) < 0)
+                        return -SP_E_INVALID;
+                if (strdup_opt(o.suite, &a->suite) < 0 || strdup_opt(o.mirror, &a->mirror) < 0 ||
+                    strdup_opt(o.program, &a->program) < 0)
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        if (a->source == WK_TEMPLATE_SOURCE_BASE) {
+                if (!n->agent_path)
+                        return sp_error_set(err, SP_E_PRECONDITION, "this worker has no agent to build base with");
+                if (strdup_opt(n->agent_path, &a->agent_path) < 0)
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        if (host_path) {
+                bool dir = a->source != WK_TEMPLATE_SOURCE_TAR;
+                a->fd = wk_template_source_open(n->import_root, req->path, dir, err);
+                if (a->fd < 0)
+                        return a->fd;
+        }
+        return 0;
+}
+
+int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const wk_import_ops *ops, void *userdata,
+                            wk_import **ret, sp_error **err)
+{
+        if (wk__template_name_free(n, req->name, err) < 0)
+                return -SP_E_CONFLICT;
+        import_args *a = calloc(1, sizeof(*a));
+        if (!a)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        a->fd = -1;
+        if (import_args_make(n, req, a, err) < 0) {
+                import_args_free(a);
+                return sp_error_wrap(err, "template %s", req->name);
+        }
+        wk__import_spec spec = {.name = req->name, .fill = fill_import, .fill_ud = a, .fill_free = import_args_free};
+        return wk__import_start(n, &spec, ops, userdata, ret, err);
 }
 
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
 {
         wk_template *t = wk__template_find(n, name);
+        if (!t && wk__import_under_way(n, name))
+                return sp_error_set(err, SP_E_CONFLICT, "template %s is being imported: delete it once it is done",
+                                    name);
         if (!t)
                 return sp_error_set(err, SP_E_NOT_FOUND, "template %s not found", name);
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)

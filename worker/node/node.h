@@ -15,8 +15,9 @@
  *   <state>/sandboxes/<id>/sessions/<session id>/   session.json and its output log
  *
  * All calls run on the daemon's event loop. Lifecycle calls complete before
- * they return (a jail starts in milliseconds); their errors carry the code the
- * RPC layer reports.
+ * they return (a jail starts in milliseconds); template imports run on
+ * threads of their own and report back on the loop (wk_node_template_import).
+ * Errors carry the code the RPC layer reports.
  */
 #ifndef WK_NODE_H
 #define WK_NODE_H
@@ -52,6 +53,12 @@ typedef struct wk_node_config {
          * Copied by wk_node_open. */
         const char *template_import_root;
         wk_template_limits template_limits; /* bounds on every import (zero fields: defaults) */
+        /* debootstrap imports: the program (NULL: /usr/sbin/debootstrap) and
+         * the mirror when a request names none (NULL: debootstrap's own
+         * default). Copied by wk_node_open. */
+        const char *debootstrap_program;
+        const char *debootstrap_mirror;
+        const char *agent_path; /* for base imports (copied) */
 } wk_node_config;
 
 typedef enum wk_sandbox_state {
@@ -78,11 +85,58 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
 void wk_node_free(wk_node *n);
 
 /* Templates. */
+/* Builds the base template synchronously, on the calling (loop) thread: for
+ * the daemon's start, before it serves. */
 int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_path, sp_error **err);
-/* Imports template name from source "dir", "tar" or "oci" at path, which is
- * resolved beneath the node's template import root (see wk_node_config);
- * bounded by its template limits. Errors never name a host path. */
-int wk_node_template_import(wk_node *n, const char *name, const char *source, const char *path, sp_error **err);
+
+/* Template imports run off the event loop: the node creates the template's
+ * subvolume on the loop, fills it on a thread of the import's own (the
+ * importers in template/ are thread-safe on distinct destinations), and seals
+ * and records it back on the loop, so that heartbeats and every other call go
+ * on while an import takes minutes.
+ *
+ * While an import of name runs, the name is taken: another import or upload
+ * of it, and a delete of it, are SP_E_CONFLICT; sandboxes of it are
+ * SP_E_NOT_FOUND (it is not a template yet), and it is in no list.
+ *
+ * The callbacks run on the loop. progress receives the import's output lines
+ * (debootstrap's), at most WK_IMPORT_PROGRESS_PER_S a second: the latest line
+ * when several came. done runs once, with err NULL when the template is
+ * recorded; the import is freed after it returns. A caller that no longer
+ * wants them (its call went away) detaches: the import goes on, its result is
+ * logged.
+ *
+ * wk_node_free cancels the imports under way and waits for their threads
+ * (each stops at its next file, debootstrap within a fraction of a second);
+ * a template cut short by a crash has no record and is removed at the next
+ * start (wk_node_open). */
+#define WK_IMPORT_PROGRESS_PER_S 4
+typedef struct wk_import wk_import;
+typedef struct wk_import_ops {
+        void (*progress)(const char *line, void *userdata); /* optional */
+        void (*done)(const sp_error *err, void *userdata);
+} wk_import_ops;
+/* Stops the callbacks of imp (NULL allowed); the import goes on. */
+void wk_import_detach(wk_import *imp);
+
+typedef struct wk_template_import_req {
+        const char *name;
+        const char *source; /* "base", "dir", "tar", "oci" or "debootstrap" */
+        const char *path; /* dir, tar, oci: resolved beneath the node's template import root */
+        const char *suite; /* debootstrap: e.g. "bookworm" */
+        const char *mirror; /* debootstrap, optional: NULL takes the node's debootstrap mirror */
+} wk_template_import_req;
+
+/* Starts importing template req->name (see above): dir, tar and oci from a
+ * path beneath the node's template import root (see wk_node_config; errors
+ * never name a host path), debootstrap from a Debian suite (with the node's
+ * debootstrap program and, unless req->mirror, its mirror), base from the
+ * node's agent. Bounded by the node's template limits (debootstrap by their
+ * max_seconds). Fails at once (nothing started, no callback) for a bad
+ * request, a taken name or an unopenable source; else *ret (may be NULL)
+ * identifies the import until its done callback. */
+int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const wk_import_ops *ops, void *userdata,
+                            wk_import **ret, sp_error **err);
 /* Deletes the template, its warm sandboxes and its upload artifact.
  * SP_E_CONFLICT while sandboxes use it. */
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
@@ -113,10 +167,12 @@ void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, 
  * wk_upload_write: appends n bytes; SP_E_TOO_LARGE past max_bytes, SP_E_IO.
  * After a failure the caller aborts.
  *
- * wk_upload_finish: syncs the file, renames it to artifacts/<name> and
- * imports it (synchronously: bounded by the node's template limits). Frees u
- * in every case; on failure nothing of the upload is left (partial file,
- * artifact, scratch directory, template). *ret_bytes: the archive's size.
+ * wk_upload_finish: starts importing the archive as an import (above): on
+ * the import's thread the file is synced, renamed to artifacts/<name> and
+ * imported (bounded by the node's template limits); ops->done follows. Frees
+ * u in every case; on failure (at once, or in done) nothing of the upload is
+ * left (partial file, artifact, scratch directory, template).
+ * *ret_bytes: the archive's size.
  *
  * wk_upload_abort: removes everything the upload made and frees u (NULL
  * allowed). */
@@ -124,7 +180,8 @@ typedef struct wk_upload wk_upload;
 int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, wk_upload **ret,
                          sp_error **err);
 int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err);
-int wk_upload_finish(wk_upload *u, uint64_t *ret_bytes, sp_error **err);
+int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_import **ret, uint64_t *ret_bytes,
+                     sp_error **err);
 void wk_upload_abort(wk_upload *u);
 /* The upper bound (and default) of an upload's max_bytes. */
 uint64_t wk_node_upload_max_bytes(const wk_node *n);

@@ -5,6 +5,7 @@
 
 #include <event2/event.h>
 #include <limits.h>
+#include <stdatomic.h>
 
 #include "node/node.h"
 #include "rootfs/rootfs.h"
@@ -72,6 +73,8 @@ struct wk_node {
         struct event *warm_timer;
         bool warm_busy;
         wk_upload *uploads; /* under way (upload.c) */
+        wk_import *imports; /* under way (import.c) */
+        char *debootstrap_program, *debootstrap_mirror, *agent_path;
         wk_node_templates_changed_fn templates_changed;
         void *templates_changed_ud;
 };
@@ -95,12 +98,46 @@ void wk__sessions_remove_all(wk_sandbox *sb);
 /* templates (node.c) */
 wk_template *wk__template_find(wk_node *n, const char *name);
 bool wk__template_name_ok(const char *name);
-/* Creates <storage>/templates/<name> as a subvolume, fills it, seals it
- * read-only and records the template (with its artifact, when format is TAR
- * or OCI). On failure nothing of the template is left. */
-typedef int (*wk__template_fill_fn)(const char *dest, void *ud, wk_template_meta **ret_meta, sp_error **err);
-int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud,
-                      wk_template_source artifact_format, int64_t artifact_bytes, sp_error **err);
+/* What a fill function may use: both NULL when it runs on the loop. */
+typedef struct wk__fill_ctx {
+        const atomic_bool *cancel; /* for the importers' limits (template.h) */
+        wk_debootstrap_progress_fn progress; /* reports a line of output (any thread) */
+        void *progress_ud;
+} wk__fill_ctx;
+/* Fills dest (an empty directory) with a root filesystem. */
+typedef int (*wk__template_fill_fn)(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret_meta,
+                                    sp_error **err);
+/* Whether name can be taken by a new template: valid, not a template, not
+ * being uploaded or imported (SP_E_INVALID or SP_E_CONFLICT). */
+int wk__template_name_free(wk_node *n, const char *name, sp_error **err);
+/* Creates <storage>/templates/<name> as a subvolume, fills it on the calling
+ * thread, seals it read-only and records the template. On failure nothing of
+ * the template is left. */
+int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud, sp_error **err);
+/* Seals the filled template and records it (taking meta in every case, with
+ * its artifact when format is TAR or OCI); on failure the template's
+ * subvolume is deleted. */
+int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk_template_source artifact_format,
+                        int64_t artifact_bytes, sp_error **err);
+
+/* import.c: the same, with the fill on a thread of its own (node.h). */
+typedef struct wk__import_spec {
+        const char *name;
+        wk__template_fill_fn fill;
+        void *fill_ud; /* taken in every case: freed with fill_free (may be NULL) */
+        void (*fill_free)(void *fill_ud);
+        /* On the loop when the import failed, before ops->done (may be NULL). */
+        void (*on_fail)(wk_node *n, const char *name, void *fill_ud);
+        wk_template_source artifact_format;
+        int64_t artifact_bytes;
+} wk__import_spec;
+int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,
+                     sp_error **err);
+bool wk__import_under_way(wk_node *n, const char *name);
+/* Cancels the imports under way and joins their threads (the node is being freed). */
+void wk__imports_cancel_all(wk_node *n);
+/* Removes templates/<name> subvolumes that have no record: imports a crash cut short. */
+void wk__templates_sweep(wk_node *n);
 /* upload.c: after the templates were loaded, removes what an upload cut short
  * left (partial files, scratch directories) and artifacts without a template;
  * drops the artifact of a template whose file is gone. */

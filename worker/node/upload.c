@@ -8,10 +8,11 @@
  * to artifacts/<name>, which the tarball importer reads (tar), or which is
  * first unpacked into the scratch subvolume artifacts/<name>.unpack for the
  * OCI importer (oci). Whatever fails, nothing of the upload stays: the
- * template's own cleanup is wk__template_make's.
+ * template's own cleanup is the import's (import.c).
  *
- * Everything runs on the daemon's loop; writes and the import are
- * synchronous (as ImportTemplate's import is).
+ * Receiving runs on the daemon's loop (writes are synchronous); syncing,
+ * renaming, unpacking and importing the archive run on the import's thread
+ * (import.c), which is given paths computed here and never the node.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -171,98 +172,135 @@ void wk__uploads_abort_all(wk_node *n)
                 wk_upload_abort(n->uploads);
 }
 
+/* What the import's thread needs, computed on the loop: it never touches the node. */
 typedef struct {
-        wk_node *node;
-        const char *name;
         wk_template_source format;
-        int fd; /* the artifact */
-        wk_template_limits lim; /* one deadline for unpacking and importing */
+        int fd; /* the .part file, written; then the artifact, for reading */
+        char *part, *final, *scratch; /* paths of <name>.part, <name>, <name>.unpack */
+        wk_template_limits lim; /* one deadline for syncing, unpacking and importing */
 } fill_args;
+
+static void fill_args_free(void *ud)
+{
+        fill_args *a = ud;
+        if (!a)
+                return;
+        sp_close(a->fd);
+        free(a->part);
+        free(a->final);
+        free(a->scratch);
+        free(a);
+}
 
 /* OCI: the archive is a tar of an image layout; unpack it into the scratch
  * subvolume (the tarball importer's path safety and limits), then import the
- * layout from there. */
+ * layout from there. The scratch subvolume goes in every case. */
 static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_error **err)
 {
-        char entry[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
-        snprintf(entry, sizeof(entry), "%s" SCRATCH_SUFFIX, a->name);
-        _cleanup_free_ char *scratch = wk_storage_artifact_path(a->node->storage, entry, err);
-        if (!scratch)
-                return -SP_E_INVALID;
+        _cleanup_error_ sp_error *e = NULL;
         /* A subvolume: removed in one call however deep the archive's tree. */
-        if (wk_storage_artifact_remove(a->node->storage, entry, err) < 0 || wk_subvol_create(scratch, err) < 0)
+        if (access(a->scratch, F_OK) == 0 && wk_subvol_delete(a->scratch, err) < 0)
                 return sp_error_wrap(err, "scratch directory");
-        int r = wk_template_import_tar_fd(a->fd, scratch, &a->lim, NULL, NULL, err);
+        if (wk_subvol_create(a->scratch, err) < 0)
+                return sp_error_wrap(err, "scratch directory");
+        int r = wk_template_import_tar_fd(a->fd, a->scratch, &a->lim, NULL, NULL, err);
         if (r < 0) {
                 sp_error_wrap(err, "unpack the OCI archive");
         } else {
-                _cleanup_close_ int lfd = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int lfd = open(a->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = lfd < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive")
                             : wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
         }
-        remove_entry(a->node, a->name, SCRATCH_SUFFIX);
+        if (wk_subvol_delete(a->scratch, &e) < 0)
+                sp_log_warn("removing the scratch directory of an OCI upload: %s", e->message);
         return r;
 }
 
-static int fill_upload(const char *dest, void *ud, wk_template_meta **ret, sp_error **err)
+/* Syncs the partial file and renames it to the artifact; a->fd becomes the
+ * artifact, opened for reading. */
+static int seal_artifact(fill_args *a, sp_error **err)
+{
+        if (fsync(a->fd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sync the upload");
+        a->fd = sp_close(a->fd);
+        if (rename(a->part, a->final) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "rename the upload");
+        /* The rename reaches the disk before the template records the artifact. */
+        char *slash = strrchr(a->final, '/');
+        *slash = '\0';
+        _cleanup_close_ int dfd = open(a->final, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *slash = '/';
+        if (dfd < 0 || fsync(dfd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sync the artifacts directory");
+        a->fd = open(a->final, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (a->fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open the artifact");
+        return 0;
+}
+
+/* On the import's thread. */
+static int fill_upload(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret, sp_error **err)
 {
         fill_args *a = ud;
+        a->lim.cancel = ctx->cancel;
+        if (seal_artifact(a, err) < 0)
+                return -SP_E_IO;
         if (a->format == WK_TEMPLATE_SOURCE_TAR)
                 return wk_template_import_tar_fd(a->fd, dest, &a->lim, NULL, ret, err);
         return fill_oci(dest, a, ret, err);
 }
 
-/* Syncs the partial file and renames it to the artifact; returns the
- * artifact, opened for reading. */
-static int seal_artifact(wk_upload *u, sp_error **err)
+/* On the loop, when the import failed: nothing of the upload stays. */
+static void upload_failed(wk_node *n, const char *name, void *ud)
 {
-        wk_node *n = u->node;
-        if (fsync(u->fd) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sync the upload");
-        u->fd = sp_close(u->fd);
-        _cleanup_free_ char *part = wk_storage_artifact_path(n->storage, u->part, err);
-        _cleanup_free_ char *final = part ? wk_storage_artifact_path(n->storage, u->name, err) : NULL;
-        if (!final)
-                return -SP_E_INVALID;
-        if (rename(part, final) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "rename the upload");
-        /* The rename reaches the disk before the template records the artifact. */
-        char *slash = strrchr(final, '/');
-        *slash = '\0';
-        _cleanup_close_ int dfd = open(final, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *slash = '/';
-        if (dfd < 0 || fsync(dfd) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sync the artifacts directory");
-        int fd = open(final, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "open the artifact");
-        return fd;
+        (void)ud;
+        remove_entry(n, name, PART_SUFFIX);
+        remove_entry(n, name, SCRATCH_SUFFIX);
+        remove_entry(n, name, "");
 }
 
-int wk_upload_finish(wk_upload *u, uint64_t *ret_bytes, sp_error **err)
+int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_import **ret, uint64_t *ret_bytes,
+                     sp_error **err)
 {
         wk_node *n = u->node;
-        char name[WK_NAME_MAX + 1];
+        char name[WK_NAME_MAX + 1], scratch[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
         snprintf(name, sizeof(name), "%s", u->name);
+        snprintf(scratch, sizeof(scratch), "%s" SCRATCH_SUFFIX, name);
         uint64_t bytes = u->bytes;
-        fill_args a = {.node = n, .name = name, .format = u->format, .lim = n->cfg.template_limits};
-        if (!a.lim.max_seconds)
-                a.lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
-        a.lim.deadline_us = sp_now_mono_us() + (int64_t)a.lim.max_seconds * 1000000;
-        a.fd = seal_artifact(u, err);
-        /* No longer under way: the template of that name is made now. */
-        upload_free(u);
-        int r = a.fd;
-        if (r >= 0) {
-                r = wk__template_make(n, name, fill_upload, &a, a.format, (int64_t)bytes, err);
-                sp_close(a.fd);
+        fill_args *a = calloc(1, sizeof(*a));
+        if (!a) {
+                wk_upload_abort(u);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
-        if (r < 0) {
-                remove_entry(n, name, PART_SUFFIX);
-                remove_entry(n, name, "");
+        a->format = u->format;
+        a->lim = n->cfg.template_limits;
+        if (!a->lim.max_seconds)
+                a->lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
+        a->lim.deadline_us = sp_now_mono_us() + (int64_t)a->lim.max_seconds * 1000000;
+        a->fd = TAKE_FD(u->fd);
+        a->part = wk_storage_artifact_path(n->storage, u->part, err);
+        a->final = a->part ? wk_storage_artifact_path(n->storage, name, err) : NULL;
+        a->scratch = a->final ? wk_storage_artifact_path(n->storage, scratch, err) : NULL;
+        /* No longer under way as an upload: from here it is an import of that name. */
+        upload_free(u);
+        if (!a->scratch) {
+                fill_args_free(a);
+                upload_failed(n, name, NULL);
                 return sp_error_wrap(err, "upload of template %s", name);
         }
-        sp_log_info_kv(SP_KV("template", name), "template uploaded (%llu bytes)", (unsigned long long)bytes);
+        wk__import_spec spec = {.name = name,
+                                .fill = fill_upload,
+                                .fill_ud = a,
+                                .fill_free = fill_args_free,
+                                .on_fail = upload_failed,
+                                .artifact_format = a->format,
+                                .artifact_bytes = (int64_t)bytes};
+        if (wk__import_start(n, &spec, ops, userdata, ret, err) < 0) {
+                upload_failed(n, name, NULL);
+                return sp_error_wrap(err, "upload of template %s", name);
+        }
+        sp_log_info_kv(SP_KV("template", name), "template upload received (%llu bytes): importing it",
+                       (unsigned long long)bytes);
         *ret_bytes = bytes;
         return 0;
 }

@@ -176,32 +176,81 @@ static void h_templates(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_reply(call, o, NULL);
 }
 
-/* ImportTemplate streams (worker-rpc.md): a progress line, then the trailer
- * with the Template. The import itself runs to completion before either. */
+/* ImportTemplate streams (worker-rpc.md): progress lines while the import
+ * runs off the loop (node.h), then the trailer with the Template. A caller
+ * that goes away detaches: the import goes on. */
+typedef struct {
+        sp_rpc_call *call;
+        wk_import *imp; /* NULL once done */
+        char name[65];
+} import_call;
+
+static void send_progress(sp_rpc_call *call, const char *message)
+{
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "event", json_object_new_string("progress"));
+        json_object_object_add(o, "message", json_object_new_string(message));
+        sp_rpc_call_send_json(call, o, NULL); /* a call that went away gets no more */
+}
+
+static void import_progress(const char *line, void *ud)
+{
+        import_call *ic = ud;
+        send_progress(ic->call, line);
+}
+
+static void import_done(const sp_error *err, void *ud)
+{
+        import_call *ic = ud;
+        ic->imp = NULL;
+        if (err) {
+                sp_rpc_call_fail(ic->call, err);
+                return;
+        }
+        send_progress(ic->call, "imported");
+        _cleanup_json_ json_object *extra = json_object_new_object();
+        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, ic->name));
+        sp_rpc_call_end(ic->call, extra, NULL); /* the caller went away: the template stays imported */
+}
+
+static void import_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
+{
+        (void)call;
+        (void)reason;
+        import_call *ic = ud;
+        wk_import_detach(ic->imp);
+        sp_rpc_call_unref(ic->call);
+        free(ic);
+}
+
 static void h_import(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", "source", "path", NULL};
-        const char *name, *source, *path = NULL;
-        if (sp_json_check_fields(req, fields, &e) < 0 || !(name = str(req, "name", 64, &e)) ||
-            !(source = str(req, "source", 16, &e)) || sp_json_get_string(req, "path", false, 4096, &path, &e) < 0) {
+        static const char *const fields[] = {"name", "source", "path", "suite", "mirror", NULL};
+        wk_template_import_req r = {0};
+        if (sp_json_check_fields(req, fields, &e) < 0 || !(r.name = str(req, "name", 64, &e)) ||
+            !(r.source = str(req, "source", 16, &e)) || sp_json_get_string(req, "path", false, 4096, &r.path, &e) < 0 ||
+            sp_json_get_string(req, "suite", false, WK_DEBOOTSTRAP_SUITE_MAX, &r.suite, &e) < 0 ||
+            sp_json_get_string(req, "mirror", false, WK_DEBOOTSTRAP_MIRROR_MAX, &r.mirror, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
-        int r = strcmp(source, "base") == 0 ? wk_node_template_add_base(wk__svc.node, name, wk__svc.agent_path, &e)
-                                            : wk_node_template_import(wk__svc.node, name, source, path, &e);
-        if (r < 0) {
+        import_call *ic = calloc(1, sizeof(*ic));
+        if (!ic) {
+                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        snprintf(ic->name, sizeof(ic->name), "%s", r.name);
+        static const wk_import_ops iops = {.progress = import_progress, .done = import_done};
+        if (wk_node_template_import(wk__svc.node, &r, &iops, ic, &ic->imp, &e) < 0) {
+                free(ic);
                 wk__fail(call, e);
                 return;
         }
-        _cleanup_json_ json_object *progress = json_object_new_object();
-        _cleanup_json_ json_object *extra = json_object_new_object();
-        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, name));
-        json_object_object_add(progress, "event", json_object_new_string("progress"));
-        json_object_object_add(progress, "message", json_object_new_string("imported"));
-        if (sp_rpc_call_send_json(call, progress, &e) < 0 || sp_rpc_call_end(call, extra, &e) < 0)
-                sp_error_free(e); /* the caller went away: the template stays imported */
+        static const sp_rpc_call_ops ops = {.on_close = import_closed};
+        ic->call = sp_rpc_call_ref(call);
+        sp_rpc_call_set_ops(call, &ops, ic);
 }
 
 static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
@@ -219,7 +268,6 @@ static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err)
 {
         wk__svc.node = node;
-        wk__svc.agent_path = opts->agent_path;
         uint32_t cp = SP_ROLE_CONTROLPLANE | (opts->allow_unauthenticated ? SP_RPC_UNAUTHENTICATED : 0);
         uint32_t cpdp = cp | SP_ROLE_DATAPLANE;
         const sp_rpc_method methods[] = {

@@ -16,7 +16,6 @@ typedef struct wk_service_options {
         /* Methods accept peers without an identity (cleartext on loopback, for tests and
          * single-host development). Never set with TLS. */
         bool allow_unauthenticated;
-        const char *agent_path; /* for the base template builder */
 } wk_service_options;
 
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err);

@@ -7,7 +7,6 @@
 
 typedef struct wk_service_ctx {
         wk_node *node;
-        const char *agent_path;
 } wk_service_ctx;
 
 extern wk_service_ctx wk__svc;

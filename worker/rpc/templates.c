@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Template uploads and their artifacts: UploadTemplate reads the archive the
- * client streams into a node upload (worker/node/upload.c) and imports it at
- * the client's half-close; ReadTemplateArtifact streams an artifact back with
+ * client streams into a node upload (worker/node/upload.c) and, at the
+ * client's half-close, imports it off the loop (answering when that is done); ReadTemplateArtifact streams an artifact back with
  * the call's flow control. One state per call, freed in on_close.
  */
 #include <errno.h>
@@ -21,6 +21,8 @@
 typedef struct {
         sp_rpc_call *call;
         wk_upload *up; /* NULL once finished or aborted */
+        wk_import *imp; /* the import of the received archive, until done */
+        uint64_t bytes;
         char name[65];
 } upload_call;
 
@@ -48,23 +50,30 @@ static void up_frame(sp_rpc_call *call, sp_rpc_frame_type type, const uint8_t *p
                 up_fail(uc, e);
 }
 
+static void up_imported(const sp_error *err, void *ud)
+{
+        upload_call *uc = ud;
+        uc->imp = NULL;
+        if (err) {
+                sp_rpc_call_fail(uc->call, err);
+                return;
+        }
+        _cleanup_json_ json_object *extra = json_object_new_object();
+        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, uc->name));
+        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)uc->bytes));
+        sp_rpc_call_end(uc->call, extra, NULL); /* the caller went away: the template stays */
+}
+
+/* The whole archive is in: it is imported off the loop (node.h). */
 static void up_input_end(sp_rpc_call *call, void *ud)
 {
         upload_call *uc = ud;
         sp_error *e = NULL;
         if (!uc->up)
                 return;
-        uint64_t bytes = 0;
-        wk_upload *up = TAKE_PTR(uc->up);
-        if (wk_upload_finish(up, &bytes, &e) < 0) {
+        static const wk_import_ops iops = {.done = up_imported};
+        if (wk_upload_finish(TAKE_PTR(uc->up), &iops, uc, &uc->imp, &uc->bytes, &e) < 0)
                 wk__fail(call, e);
-                return;
-        }
-        _cleanup_json_ json_object *extra = json_object_new_object();
-        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, uc->name));
-        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)bytes));
-        if (sp_rpc_call_end(call, extra, &e) < 0)
-                sp_error_free(e); /* the caller went away: the template stays */
 }
 
 static void up_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
@@ -72,8 +81,10 @@ static void up_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
         (void)call;
         (void)reason;
         upload_call *uc = ud;
-        /* The client cancelled, or the call ended before its half-close. */
+        /* The client cancelled, or the call ended before its half-close; once
+         * the archive is whole its import goes on without the call. */
         wk_upload_abort(uc->up);
+        wk_import_detach(uc->imp);
         sp_rpc_call_unref(uc->call);
         free(uc);
 }

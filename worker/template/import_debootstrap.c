@@ -12,6 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +26,7 @@
 
 #define DEFAULT_PROGRAM "/usr/sbin/debootstrap"
 #define LAST_LINE_MAX 512
+#define POLL_SLICE_MS 250 /* how soon a cancellation is seen */
 
 static bool suite_ok(const char *s)
 {
@@ -120,6 +125,8 @@ fail:
 
 typedef struct runner {
         const wk_debootstrap_opts *opts;
+        const char *dest; /* replaced by <rootfs> in the lines reported: they name no host path */
+        bool remount_dev; /* dest is on a nodev mount: debootstrap gets a bind mount with devices */
         int log_fd;
         uint64_t logged;
         char line[WK_DEBOOTSTRAP_LINE_MAX + 1];
@@ -128,9 +135,24 @@ typedef struct runner {
         char last[LAST_LINE_MAX];
 } runner;
 
+/* Replaces every occurrence of the destination in the line with "<rootfs>". */
+static void hide_dest(runner *r)
+{
+        static const char tag[] = "<rootfs>";
+        size_t dn = strlen(r->dest), tn = sizeof(tag) - 1;
+        char *at = r->line;
+        while (dn > tn && (at = strstr(at, r->dest))) {
+                memmove(at + tn, at + dn, strlen(at + dn) + 1);
+                memcpy(at, tag, tn);
+                at += tn;
+        }
+        r->line_len = strlen(r->line);
+}
+
 static void emit_line(runner *r)
 {
         r->line[r->line_len] = '\0';
+        hide_dest(r);
         if (r->line_len > 0) {
                 size_t k = r->line_len < sizeof(r->last) - 1 ? r->line_len : sizeof(r->last) - 1;
                 memcpy(r->last, r->line, k);
@@ -172,6 +194,11 @@ static int64_t remaining_ms(int64_t deadline_us)
         return now >= deadline_us ? 0 : (deadline_us - now + 999) / 1000;
 }
 
+static bool cancelled(const wk_debootstrap_opts *opts)
+{
+        return opts->cancel && atomic_load(opts->cancel);
+}
+
 static void kill_group(pid_t pid)
 {
         kill(-pid, SIGKILL);
@@ -182,8 +209,9 @@ static void kill_group(pid_t pid)
 
 /* Waits for pid to exit until the deadline, then kills what it left running
  * in its group (before reaping it, so the group id cannot have been reused)
- * and reaps it. Returns 0 with *status, or -ETIMEDOUT (pid not reaped). */
-static int wait_exit(pid_t pid, int64_t deadline_us, int *status)
+ * and reaps it. Returns 0 with *status, -ETIMEDOUT or -ECANCELED (pid not
+ * reaped). */
+static int wait_exit(const wk_debootstrap_opts *opts, pid_t pid, int64_t deadline_us, int *status)
 {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         for (;;) {
@@ -195,9 +223,11 @@ static int wait_exit(pid_t pid, int64_t deadline_us, int *status)
                 int64_t left = remaining_ms(deadline_us);
                 if (left == 0)
                         return -ETIMEDOUT;
+                if (cancelled(opts))
+                        return -ECANCELED;
                 if (pidfd >= 0) {
                         struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
-                        (void)poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                        (void)poll(&pfd, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
                 } else {
                         /* Kernels without pidfd: check again shortly. */
                         (void)poll(NULL, 0, left > 100 ? 100 : (int)left);
@@ -223,9 +253,12 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid == 0) {
                 /* Only async-signal-safe calls from here on. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(126);
                 setpgid(0, 0);
                 struct sigaction dfl = {.sa_handler = SIG_DFL};
                 for (int s = 1; s < NSIG; s++)
@@ -235,6 +268,20 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 if (dup2(devnull, 0) < 0 || dup2(wr, 1) < 0 || dup2(wr, 2) < 0)
                         _exit(126);
+                /* The worker's storage is mounted nodev, and debootstrap makes
+                 * device nodes: in a mount namespace of its own it gets dest
+                 * bound over itself with devices allowed (the nodes stay in
+                 * the template; sandboxes' mounts are nodev and get their own
+                 * /dev). */
+                if (r->remount_dev &&
+                    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                     mount(r->dest, r->dest, NULL, MS_BIND, NULL) < 0 ||
+                     mount(NULL, r->dest, NULL, MS_REMOUNT | MS_BIND | MS_NOATIME, NULL) < 0)) {
+                        static const char msg[] = "E: cannot mount the destination with devices allowed\n";
+                        if (write(1, msg, sizeof(msg) - 1) < 0)
+                                _exit(125);
+                        _exit(125);
+                }
                 syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
@@ -255,8 +302,12 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                                             r->opts->timeout_sec ? r->opts->timeout_sec
                                                                  : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC);
                 }
+                if (cancelled(r->opts)) {
+                        kill_group(pid);
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
+                }
                 struct pollfd pfd = {.fd = rd, .events = POLLIN};
-                int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+                int pr = poll(&pfd, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
                 if (pr < 0 && errno != EINTR) {
                         kill_group(pid);
                         return sp_error_set_errno(err, SP_E_IO, errno, "poll");
@@ -276,9 +327,11 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         }
         if (r->line_len > 0 && !r->line_cut)
                 emit_line(r);
-        int w = wait_exit(pid, deadline_us, status);
+        int w = wait_exit(r->opts, pid, deadline_us, status);
         if (w < 0) {
                 kill_group(pid);
+                if (w == -ECANCELED)
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
                 if (w == -ETIMEDOUT)
                         return sp_error_set(err, SP_E_TIMEOUT, "debootstrap did not finish in %u seconds",
                                             r->opts->timeout_sec ? r->opts->timeout_sec
@@ -311,6 +364,9 @@ int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *
         if (!r)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         r->opts = opts;
+        r->dest = dest;
+        struct statvfs vfs;
+        r->remount_dev = statvfs(dest, &vfs) == 0 && (vfs.f_flag & ST_NODEV);
         r->log_fd = log_fd;
         unsigned timeout = opts->timeout_sec ? opts->timeout_sec : WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC;
         int64_t deadline = sp_now_mono_us() + (int64_t)timeout * 1000000;

@@ -36,6 +36,7 @@
 #ifndef WK_TEMPLATE_H
 #define WK_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,7 +121,8 @@ int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **e
  * bounds apply to all layers together. max_depth also bounds the file
  * descriptors a directory import holds (two per level). The time bound is
  * checked before every entry (an entry itself is bounded by max_bytes): past
- * it the import fails with SP_E_TIMEOUT. */
+ * it the import fails with SP_E_TIMEOUT. So is cancel (optional): once another
+ * thread sets it, the import fails at its next entry with SP_E_UNAVAILABLE. */
 typedef struct wk_template_limits {
         uint64_t max_bytes; /* sum of regular files' sizes (declared sizes for archives) */
         uint64_t max_entries; /* files, directories, links, whiteouts */
@@ -128,6 +130,7 @@ typedef struct wk_template_limits {
         unsigned max_depth; /* path components */
         unsigned max_seconds; /* wall time of the whole import */
         int64_t deadline_us; /* CLOCK_MONOTONIC (sp_now_mono_us); 0: max_seconds from the import's start */
+        const atomic_bool *cancel; /* NULL: none (borrowed) */
 } wk_template_limits;
 
 /* What an import did (for logs and tests). */
@@ -242,6 +245,10 @@ typedef struct wk_debootstrap_opts {
         unsigned timeout_sec; /* 0: WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC */
         wk_debootstrap_progress_fn progress; /* optional */
         void *userdata;
+        /* Optional: once another thread sets it, debootstrap's process group is
+         * killed within a fraction of a second and the import fails with
+         * SP_E_UNAVAILABLE (borrowed). */
+        const atomic_bool *cancel;
 } wk_debootstrap_opts;
 
 /* Validates opts and dest (absolute) and builds the argv
@@ -254,7 +261,13 @@ int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char 
  * process group with a minimal environment) into dest, reporting output lines
  * to opts->progress and to opts->log_path. Needs the network. Fails with
  * SP_E_TIMEOUT (the whole process group killed) past the timeout, and with
- * SP_E_UNAVAILABLE quoting the last output line when debootstrap fails. */
+ * SP_E_UNAVAILABLE quoting the last output line when debootstrap fails (or
+ * naming the cancellation). debootstrap dies with the calling thread
+ * (PR_SET_PDEATHSIG): a daemon that exits mid-build leaves no build running.
+ * When dest is on a nodev mount (the worker's storage), debootstrap runs in a
+ * mount namespace of its own with dest bound over itself, devices allowed
+ * (it makes device nodes; needs root). The lines reported and quoted show
+ * dest as "<rootfs>". */
 int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
                                    sp_error **err);
 

@@ -146,12 +146,10 @@ START_TEST(runs_and_reports_progress)
         wk_template_meta *meta = NULL;
         sp_error *err = NULL;
         sp_test_ok(wk_template_import_debootstrap(&o, dest, &meta, &err), &err);
-        char want[2048];
-        snprintf(want, sizeof(want),
-                 "I: args 4 [--variant=minbase] [bookworm] [%s] [http://deb.example.org/debian]|"
-                 "I: secret=unset lang=C|W: to stderr|I: Base system installed successfully.|",
-                 dest);
-        ck_assert_str_eq(lines.data, want);
+        /* The lines reported name no host path: the destination reads <rootfs>. */
+        ck_assert_str_eq(lines.data, "I: args 4 [--variant=minbase] [bookworm] [<rootfs>] "
+                                     "[http://deb.example.org/debian]|"
+                                     "I: secret=unset lang=C|W: to stderr|I: Base system installed successfully.|");
         char p[700];
         snprintf(p, sizeof(p), "%s/etc/debian_version", dest);
         tt_assert_content(p, "12.5\n");

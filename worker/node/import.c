@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Template imports off the event loop (node.h, "Template imports").
+ *
+ * An import owns one thread that runs its fill function and nothing else:
+ * the subvolume is created before the thread starts, and sealed and recorded
+ * (storage, the template list, the state file, the warm pool) on the loop
+ * after the thread ended. The thread talks to the loop through the import's
+ * mutex and an eventfd: it stores the latest output line or its result under
+ * the mutex and wakes the loop (once per wake-up: `woken`); the loop reads
+ * the state, forwards lines at most WK_IMPORT_PROGRESS_PER_S a second (a
+ * timer sends the latest line when they come faster) and, once the thread is
+ * done, joins it and finishes the import.
+ *
+ * Ownership: the node's list holds every import until it finishes; the
+ * caller's callbacks stop at wk_import_detach. The thread only reads the
+ * fields fixed before it started (dest, fill, fill_ud) and writes its result
+ * under the mutex.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "node/node_internal.h"
+#include "space/cleanup.h"
+#include "space/log.h"
+#include "space/time.h"
+
+#define LINE_MAX_BYTES 512 /* of a progress line forwarded */
+
+struct wk_import {
+        wk_node *node;
+        char name[WK_NAME_MAX + 1];
+        char *dest;
+        wk__import_spec spec; /* spec.name points at name */
+        const wk_import_ops *ops; /* NULL once detached */
+        void *userdata;
+        pthread_t thread;
+        atomic_bool cancel;
+        int efd;
+        struct event *wake, *throttle;
+        uint64_t sent_seq; /* the line last forwarded */
+        int64_t sent_us;
+        struct wk_import *next;
+        /* Shared with the thread, under mu. */
+        pthread_mutex_t mu;
+        bool woken, done;
+        char line[LINE_MAX_BYTES];
+        uint64_t line_seq;
+        int rc;
+        sp_error *err;
+        wk_template_meta *meta;
+};
+
+bool wk__import_under_way(wk_node *n, const char *name)
+{
+        for (wk_import *i = n->imports; i; i = i->next)
+                if (strcmp(i->name, name) == 0)
+                        return true;
+        return false;
+}
+
+void wk_import_detach(wk_import *imp)
+{
+        if (imp)
+                imp->ops = NULL;
+}
+
+/* Wakes the loop unless a wake-up is pending. Called with mu held. */
+static void wake_locked(wk_import *imp)
+{
+        if (imp->woken)
+                return;
+        imp->woken = true;
+        uint64_t one = 1;
+        while (write(imp->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+                ;
+}
+
+/* The importer's output (on the import's thread). */
+static void on_line(const char *line, void *ud)
+{
+        wk_import *imp = ud;
+        pthread_mutex_lock(&imp->mu);
+        snprintf(imp->line, sizeof(imp->line), "%s", line);
+        imp->line_seq++;
+        wake_locked(imp);
+        pthread_mutex_unlock(&imp->mu);
+}
+
+static void *import_main(void *arg)
+{
+        wk_import *imp = arg;
+        wk__fill_ctx ctx = {.cancel = &imp->cancel, .progress = on_line, .progress_ud = imp};
+        wk_template_meta *meta = NULL;
+        sp_error *err = NULL;
+        int rc = imp->spec.fill(imp->dest, imp->spec.fill_ud, &ctx, &meta, &err);
+        pthread_mutex_lock(&imp->mu);
+        imp->rc = rc;
+        imp->err = err;
+        imp->meta = meta;
+        imp->done = true;
+        wake_locked(imp);
+        pthread_mutex_unlock(&imp->mu);
+        return NULL;
+}
+
+static void unlink_import(wk_import *imp)
+{
+        for (wk_import **p = &imp->node->imports; *p; p = &(*p)->next)
+                if (*p == imp) {
+                        *p = imp->next;
+                        break;
+                }
+}
+
+static void import_free(wk_import *imp)
+{
+        if (imp->wake)
+                event_free(imp->wake);
+        if (imp->throttle)
+                event_free(imp->throttle);
+        sp_close(imp->efd);
+        if (imp->spec.fill_free)
+                imp->spec.fill_free(imp->spec.fill_ud);
+        wk_template_meta_free(imp->meta);
+        sp_error_free(imp->err);
+        pthread_mutex_destroy(&imp->mu);
+        free(imp->dest);
+        free(imp);
+}
+
+/* Forwards the latest line if it is new and the rate allows; else arms the
+ * timer that forwards it when it does. */
+static void forward_progress(wk_import *imp)
+{
+        char line[LINE_MAX_BYTES];
+        pthread_mutex_lock(&imp->mu);
+        uint64_t seq = imp->line_seq;
+        memcpy(line, imp->line, sizeof(line));
+        pthread_mutex_unlock(&imp->mu);
+        if (seq == imp->sent_seq)
+                return;
+        int64_t now = sp_now_mono_us(), gap = 1000000 / WK_IMPORT_PROGRESS_PER_S;
+        if (imp->sent_us && now - imp->sent_us < gap) {
+                if (!evtimer_pending(imp->throttle, NULL)) {
+                        int64_t wait = gap - (now - imp->sent_us);
+                        struct timeval tv = {.tv_sec = wait / 1000000, .tv_usec = wait % 1000000};
+                        evtimer_add(imp->throttle, &tv);
+                }
+                return;
+        }
+        imp->sent_seq = seq;
+        imp->sent_us = now;
+        sp_log_debug_kv(SP_KV("template", imp->name), "import: %s", line);
+        if (imp->ops && imp->ops->progress)
+                imp->ops->progress(line, imp->userdata);
+}
+
+static void on_throttle(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        forward_progress(ud);
+}
+
+/* The thread has ended: seal and record, or clean up; tell the caller. */
+static void finish(wk_import *imp)
+{
+        wk_node *n = imp->node;
+        pthread_join(imp->thread, NULL);
+        unlink_import(imp);
+        _cleanup_error_ sp_error *e = TAKE_PTR(imp->err);
+        int rc = imp->rc;
+        if (rc >= 0) {
+                rc = wk__template_record(n, imp->name, TAKE_PTR(imp->meta), imp->spec.artifact_format,
+                                         imp->spec.artifact_bytes, &e);
+        } else {
+                if (!e)
+                        sp_error_set(&e, SP_E_INTERNAL, "the import failed");
+                sp_error_wrap(&e, "template %s", imp->name);
+                _cleanup_error_ sp_error *de = NULL;
+                if (wk_storage_template_delete(n->storage, imp->name, &de) < 0)
+                        sp_log_warn_kv(SP_KV("template", imp->name), "removing the failed import: %s", de->message);
+        }
+        if (rc < 0) {
+                sp_log_warn_kv(SP_KV("template", imp->name), "import failed: %s", e->message);
+                if (imp->spec.on_fail)
+                        imp->spec.on_fail(n, imp->name, imp->spec.fill_ud);
+        }
+        if (imp->ops)
+                imp->ops->done(rc < 0 ? e : NULL, imp->userdata);
+        import_free(imp);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *ud)
+{
+        (void)what;
+        wk_import *imp = ud;
+        uint64_t v;
+        while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
+                ;
+        pthread_mutex_lock(&imp->mu);
+        imp->woken = false;
+        bool done = imp->done;
+        pthread_mutex_unlock(&imp->mu);
+        if (done)
+                finish(imp);
+        else
+                forward_progress(imp);
+}
+
+/* Starts the thread with every signal blocked: the loop's thread handles them. */
+static int start_thread(wk_import *imp)
+{
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int r = pthread_create(&imp->thread, NULL, import_main, imp);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return r;
+}
+
+int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,
+                     sp_error **err)
+{
+        wk_import *imp = NULL;
+        int r = wk__template_name_free(n, spec->name, err);
+        if (r < 0)
+                goto fail_spec;
+        if (!(imp = calloc(1, sizeof(*imp)))) {
+                r = sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail_spec;
+        }
+        imp->node = n;
+        snprintf(imp->name, sizeof(imp->name), "%s", spec->name);
+        imp->spec = *spec;
+        imp->spec.name = imp->name;
+        imp->ops = ops;
+        imp->userdata = userdata;
+        imp->efd = -1;
+        atomic_init(&imp->cancel, false);
+        pthread_mutex_init(&imp->mu, NULL);
+        imp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (imp->efd < 0) {
+                r = sp_error_set_errno(err, SP_E_LIMIT, errno, "eventfd");
+                goto fail;
+        }
+        imp->wake = event_new(n->base, imp->efd, EV_READ | EV_PERSIST, on_wake, imp);
+        imp->throttle = evtimer_new(n->base, on_throttle, imp);
+        if (!imp->wake || !imp->throttle || event_add(imp->wake, NULL) < 0) {
+                r = sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
+        if ((r = wk_storage_template_create(n->storage, imp->name, &imp->dest, err)) < 0) {
+                sp_error_wrap(err, "template %s", imp->name);
+                goto fail;
+        }
+        if ((r = start_thread(imp)) != 0) {
+                wk_storage_template_delete(n->storage, imp->name, NULL);
+                r = sp_error_set_errno(err, SP_E_LIMIT, r, "template %s: start the import's thread", imp->name);
+                goto fail;
+        }
+        imp->next = n->imports;
+        n->imports = imp;
+        sp_log_info_kv(SP_KV("template", imp->name), "importing a template");
+        if (ret)
+                *ret = imp;
+        return 0;
+fail:
+        imp->ops = NULL;
+        import_free(imp);
+        return r;
+fail_spec:
+        if (spec->fill_free)
+                spec->fill_free(spec->fill_ud);
+        return r;
+}
+
+void wk__imports_cancel_all(wk_node *n)
+{
+        for (wk_import *i = n->imports; i; i = i->next)
+                atomic_store(&i->cancel, true);
+        while (n->imports) {
+                wk_import *imp = n->imports;
+                sp_log_info_kv(SP_KV("template", imp->name), "cancelling the import (the worker is stopping)");
+                pthread_join(imp->thread, NULL);
+                n->imports = imp->next;
+                /* Not recorded, whatever the thread achieved: the template goes. */
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_storage_template_delete(n->storage, imp->name, &e) < 0)
+                        sp_log_warn_kv(SP_KV("template", imp->name), "removing the cancelled import: %s", e->message);
+                if (imp->spec.on_fail)
+                        imp->spec.on_fail(n, imp->name, imp->spec.fill_ud);
+                if (imp->ops) {
+                        sp_error stop = {SP_E_UNAVAILABLE, 0, (char *)"the worker is stopping"};
+                        imp->ops->done(&stop, imp->userdata);
+                }
+                import_free(imp);
+        }
+}
+
+/* Only at the start, before anything is imported: an import under way has no record yet. */
+void wk__templates_sweep(wk_node *n)
+{
+        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_storage_list(n->storage, true, &names, &e) < 0) {
+                sp_log_warn("cannot list the stored templates: %s", e->message);
+                return;
+        }
+        for (char **p = names; *p; p++) {
+                /* A record that does not load keeps its template: for an operator to look at. */
+                char rec[PATH_MAX];
+                wk__path(rec, sizeof(rec), "%s/templates/%s.json", n->state_dir, *p);
+                if (wk__template_find(n, *p) || access(rec, F_OK) == 0 || errno != ENOENT)
+                        continue;
+                _cleanup_error_ sp_error *de = NULL;
+                if (wk_storage_template_delete(n->storage, *p, &de) < 0)
+                        sp_log_warn_kv(SP_KV("template", *p), "cannot remove a template without a record: %s",
+                                       de->message);
+                else
+                        sp_log_info_kv(SP_KV("template", *p),
+                                       "removed a template without a record (an import cut short)");
+        }
+}
