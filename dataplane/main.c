@@ -169,13 +169,13 @@ static SSL_CTX *public_tls(const dp_cfg *c, sp_error **err)
 }
 
 /* The replica's cluster credentials: the --rpc-* files, or the saved or new ones of a join. */
-static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *ret, sp_error **err)
+static int credentials(const dp_cfg *c, const dp_cluster_config *cc, sp_join_creds *ret, sp_error **err)
 {
         if (c->rpc_cert) {
                 if (!(ret->ca_pem = sp_pki_pem_load(c->rpc_ca, err)) ||
                     !(ret->cert_pem = sp_pki_pem_load(c->rpc_cert, err)) ||
                     !(ret->key_pem = sp_pki_pem_load(c->rpc_key, err))) {
-                        dp_creds_free(ret);
+                        sp_join_creds_free(ret);
                         return -SP_E_IO;
                 }
                 return 0;
@@ -183,7 +183,7 @@ static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *r
         _cleanup_free_ char *ca = NULL, *token = NULL;
         if (c->rpc_ca && !(ca = sp_pki_pem_load(c->rpc_ca, err)))
                 return -SP_E_IO;
-        if (c->join_token_file && dp_cluster_read_token(c->join_token_file, &token, err) < 0)
+        if (c->join_token_file && sp_join_read_token(c->join_token_file, &token, err) < 0)
                 return -SP_E_INVALID;
         if (c->join_token && !(token = strdup(c->join_token)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -193,7 +193,7 @@ static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *r
         return r;
 }
 
-static SSL_CTX *client_tls(const dp_creds *cr, unsigned peer_role, sp_error **err)
+static SSL_CTX *client_tls(const sp_join_creds *cr, unsigned peer_role, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {.ca_pem = cr->ca_pem,
@@ -209,9 +209,9 @@ static void cfg_freep(dp_cfg *c)
         sp_config_free(defs, c);
 }
 
-static void creds_freep(dp_creds *c)
+static void creds_freep(sp_join_creds *c)
 {
-        dp_creds_free(c);
+        sp_join_creds_free(c);
 }
 
 int main(int argc, char **argv)
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
         keys = dp_keys_new();
         revoked = dp_revoked_new();
         key_files = c.token_public_keys;
-        _cleanup_(creds_freep) dp_creds creds = {0};
+        _cleanup_(creds_freep) sp_join_creds creds = {0};
         if (!keys || !revoked || (key_files && dp_keys_load_files(keys, DP_KEYS_FILES, key_files, &e) < 0) ||
             credentials(&c, &cc, &creds, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");

@@ -184,17 +184,17 @@ static bool loopback_only(const char *addr)
 }
 
 /* The CA, certificate and key files given with --tls-*. */
-static int load_tls_files(const worker_cfg *c, wk_cluster_creds *ret, sp_error **err)
+static int load_tls_files(const worker_cfg *c, sp_join_creds *ret, sp_error **err)
 {
         if (!(ret->ca_pem = sp_pki_pem_load(c->tls_ca, err)) || !(ret->cert_pem = sp_pki_pem_load(c->tls_cert, err)) ||
             !(ret->key_pem = sp_pki_pem_load(c->tls_key, err))) {
-                wk_cluster_creds_free(ret);
+                sp_join_creds_free(ret);
                 return -SP_E_IO;
         }
         return 0;
 }
 
-static SSL_CTX *make_tls(const wk_cluster_creds *creds, sp_error **err)
+static SSL_CTX *make_tls(const sp_join_creds *creds, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {
@@ -233,7 +233,7 @@ static int cluster_options(const worker_cfg *c, wk_cluster_config *cc, json_obje
                 return sp_error_wrap(err, "--labels");
         cc->labels = *labels;
         if (c->join_token_file)
-                return wk_cluster_read_token(c->join_token_file, token, err);
+                return sp_join_read_token(c->join_token_file, token, err);
         if (c->join_token && !(*token = strdup(c->join_token)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         return 0;
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         /* Credentials before anything slow: a bad token fails at once. */
-        wk_cluster_creds creds = {0};
+        sp_join_creds creds = {0};
         if (!c.insecure) {
                 _cleanup_free_ char *ca = NULL;
                 int r2 = 0;
@@ -412,7 +412,7 @@ int main(int argc, char **argv)
                 sp_log_error("cluster: %s", e->message);
                 return 1;
         }
-        wk_cluster_creds_free(&creds);
+        sp_join_creds_free(&creds);
         sp_http_server *http = NULL;
         if (c.http_listen && *c.http_listen) {
                 http = sp_http_server_new(base, NULL, &e);
