@@ -7,8 +7,6 @@
  * holds the leader lock.
  */
 #include <errno.h>
-#include <event2/event.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +20,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/config.h"
+#include "space/daemon.h"
 #include "space/fileio.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -77,21 +76,9 @@ static const sp_config_def defs[] = {
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
          "how often workers report; three missed make a worker unreachable"},
         {"tick-ms", SP_CONFIG_INT, "1000", offsetof(cp_cfg, tick_ms), 50, 60000, "the controllers' backstop period"},
-        {"log-level", SP_CONFIG_STRING, "info", offsetof(cp_cfg, log_level), 0, 0, "debug, info, warn, error"},
-        {"log-format", SP_CONFIG_STRING, "auto", offsetof(cp_cfg, log_format), 0, 0,
-         "auto (text on a terminal, else JSON), text, json"},
+        SP_DAEMON_LOG_SETTINGS(cp_cfg),
         SP_CONFIG_END,
 };
-
-static struct event_base *base;
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-        (void)what;
-        (void)arg;
-        sp_log_info("signal %d: stopping", (int)sig);
-        event_base_loopexit(base, NULL);
-}
 
 static int bootstrap_admin(cp_db *db, const char *path, sp_error **err)
 {
@@ -166,21 +153,14 @@ int main(int argc, char **argv)
 {
         cp_cfg c = {0};
         _cleanup_error_ sp_error *e = NULL;
-        int argind = 0;
-        int r = sp_config_load(defs, &c, "SPACE_CONTROLPLANE", argc, argv, &argind, stdout, &e);
-        if (r == 1)
-                return 0;
-        if (r < 0 || argind < argc) {
-                fprintf(stderr, "space-controlplane: %s\n", e ? e->message : "unexpected argument (see --help)");
-                return 2;
-        }
-        sp_log_level level;
-        sp_log_format format;
-        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
-                fprintf(stderr, "space-controlplane: invalid log level or format\n");
-                return 2;
-        }
-        sp_log_init("controlplane", level, format);
+        sp_daemon_config dc = {.program = "space-controlplane",
+                               .component = "controlplane",
+                               .env_prefix = "SPACE_CONTROLPLANE",
+                               .defs = defs,
+                               .ignore_sigpipe = true};
+        int r = sp_daemon_setup(&dc, &c, argc, argv);
+        if (r != SP_DAEMON_GO_ON)
+                return r;
         if (!c.database) {
                 sp_log_error("--database is required (a PostgreSQL connection string)");
                 return 2;
@@ -189,7 +169,6 @@ int main(int argc, char **argv)
                 sp_log_error("--tls-cert and --tls-key go together");
                 return 2;
         }
-        signal(SIGPIPE, SIG_IGN);
         char name[300];
         if (c.name)
                 snprintf(name, sizeof(name), "%s", c.name);
@@ -228,11 +207,15 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        base = event_base_new();
+        sp_daemon d = {0};
+        if (sp_daemon_loop_new(&d, &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
         const char *sans[SP_PKI_MAX_SANS + 1];
         split_names(c.rpc_names, sans);
         SSL_CTX *rpc_tls = NULL, *worker_tls = NULL, *api_tls = NULL;
-        if (!base || cp_fleet_tls(ca, "controlplane", sans, 30, &rpc_tls, &worker_tls, &e) < 0 ||
+        if (cp_fleet_tls(ca, "controlplane", sans, 30, &rpc_tls, &worker_tls, &e) < 0 ||
             (c.tls_cert && !(api_tls = public_tls(&c, &e)))) {
                 sp_log_error("tls: %s", e ? e->message : "out of memory");
                 return 1;
@@ -240,14 +223,14 @@ int main(int argc, char **argv)
 
         cp_fleet_config fc = {.heartbeat_ms = c.heartbeat_ms};
         cp_fleet *fleet = cp_fleet_new(db, ca, &fc, &e);
-        sp_rpc_server *rpc = fleet ? sp_rpc_server_new(base, rpc_tls, &e) : NULL;
+        sp_rpc_server *rpc = fleet ? sp_rpc_server_new(d.base, rpc_tls, &e) : NULL;
         if (!rpc || cp_fleet_register(fleet, rpc, &e) < 0 || sp_rpc_server_listen(rpc, c.rpc_listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
                 return 1;
         }
         sp_rpc_server_set_identity_fn(rpc, cp_fleet_identity, NULL);
 
-        sp_http_server *http = sp_http_server_new(base, NULL, &e);
+        sp_http_server *http = sp_http_server_new(d.base, NULL, &e);
         cp_ctrl *ctrl = NULL; /* made below: /metrics asks it through &ctrl */
         cp_api_config ac = {.conninfo = c.database,
                             .default_idle_timeout_s = c.idle_timeout_s,
@@ -259,7 +242,7 @@ int main(int argc, char **argv)
                             .worker_tls = worker_tls,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};
-        cp_api *api = http ? cp_api_new(base, http, &ac, &e) : NULL;
+        cp_api *api = http ? cp_api_new(d.base, http, &ac, &e) : NULL;
         if (!api || sp_http_server_listen(http, c.listen, api_tls, &e) < 0) {
                 sp_log_error("api: %s", e->message);
                 return 1;
@@ -269,19 +252,19 @@ int main(int argc, char **argv)
                              .default_idle_timeout_s = c.idle_timeout_s,
                              .tick_ms = c.tick_ms,
                              .name = name};
-        ctrl = cp_ctrl_new(base, &cc, &e);
+        ctrl = cp_ctrl_new(d.base, &cc, &e);
         if (!ctrl) {
                 sp_log_error("controllers: %s", e->message);
                 return 1;
         }
-        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
-        struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
-        evsignal_add(sigterm, NULL);
-        evsignal_add(sigint, NULL);
+        if (sp_daemon_stop_on_signals(&d, NULL, &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
         sp_log_info_kv(SP_KV("listen", c.listen, "rpc_listen", c.rpc_listen, "replica", name),
                        "control plane ready (%s)", cp_ctrl_is_leader(ctrl) ? "leader" : "standby");
 
-        event_base_dispatch(base);
+        sp_daemon_run(&d);
 
         cp_ctrl_free(ctrl);
         cp_api_free(api);
@@ -294,9 +277,7 @@ int main(int argc, char **argv)
         SSL_CTX_free(worker_tls);
         if (api_tls)
                 SSL_CTX_free(api_tls);
-        event_free(sigterm);
-        event_free(sigint);
-        event_base_free(base);
+        sp_daemon_loop_free(&d);
         sp_config_free(defs, &c);
         return 0;
 }

@@ -26,6 +26,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/config.h"
+#include "space/daemon.h"
 #include "space/fileio.h"
 #include "space/http.h"
 #include "space/log.h"
@@ -87,24 +88,15 @@ static const sp_config_def defs[] = {
          "an SSE comment after this much silence on an attach stream"},
         {"body-timeout-ms", SP_CONFIG_INT, "300000", offsetof(dp_cfg, body_timeout_ms), 1000, 86400000,
          "a request body (stdin, a file) that brings nothing new this long is cut off"},
-        {"log-level", SP_CONFIG_STRING, "info", offsetof(dp_cfg, log_level), 0, 0, "debug, info, warn, error"},
-        {"log-format", SP_CONFIG_STRING, "auto", offsetof(dp_cfg, log_format), 0, 0,
-         "auto (text on a terminal, else JSON), text, json"},
+        SP_DAEMON_LOG_SETTINGS(dp_cfg),
         SP_CONFIG_END,
 };
 
 SP_DEFINE_CLEANUP(SSL_CTX *, SSL_CTX_free)
 
-static struct event_base *base;
 static dp_keys *keys;
 static dp_revoked *revoked;
 static char **key_files;
-
-static void on_stop(evutil_socket_t sig, short what, void *userdata)
-{
-        sp_log_info("signal %d: stopping", (int)sig);
-        event_base_loopexit(base, NULL);
-}
 
 static void on_reload(evutil_socket_t sig, short what, void *userdata)
 {
@@ -169,13 +161,13 @@ static SSL_CTX *public_tls(const dp_cfg *c, sp_error **err)
 }
 
 /* The replica's cluster credentials: the --rpc-* files, or the saved or new ones of a join. */
-static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *ret, sp_error **err)
+static int credentials(const dp_cfg *c, const dp_cluster_config *cc, sp_join_creds *ret, sp_error **err)
 {
         if (c->rpc_cert) {
                 if (!(ret->ca_pem = sp_pki_pem_load(c->rpc_ca, err)) ||
                     !(ret->cert_pem = sp_pki_pem_load(c->rpc_cert, err)) ||
                     !(ret->key_pem = sp_pki_pem_load(c->rpc_key, err))) {
-                        dp_creds_free(ret);
+                        sp_join_creds_free(ret);
                         return -SP_E_IO;
                 }
                 return 0;
@@ -183,7 +175,7 @@ static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *r
         _cleanup_free_ char *ca = NULL, *token = NULL;
         if (c->rpc_ca && !(ca = sp_pki_pem_load(c->rpc_ca, err)))
                 return -SP_E_IO;
-        if (c->join_token_file && dp_cluster_read_token(c->join_token_file, &token, err) < 0)
+        if (c->join_token_file && sp_join_read_token(c->join_token_file, &token, err) < 0)
                 return -SP_E_INVALID;
         if (c->join_token && !(token = strdup(c->join_token)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -193,7 +185,7 @@ static int credentials(const dp_cfg *c, const dp_cluster_config *cc, dp_creds *r
         return r;
 }
 
-static SSL_CTX *client_tls(const dp_creds *cr, unsigned peer_role, sp_error **err)
+static SSL_CTX *client_tls(const sp_join_creds *cr, unsigned peer_role, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {.ca_pem = cr->ca_pem,
@@ -209,35 +201,27 @@ static void cfg_freep(dp_cfg *c)
         sp_config_free(defs, c);
 }
 
-static void creds_freep(dp_creds *c)
+static void creds_freep(sp_join_creds *c)
 {
-        dp_creds_free(c);
+        sp_join_creds_free(c);
 }
 
 int main(int argc, char **argv)
 {
         _cleanup_(cfg_freep) dp_cfg c = {0};
         _cleanup_error_ sp_error *e = NULL;
-        int argind = 0;
-        int r = sp_config_load(defs, &c, "SPACE_DATAPLANE", argc, argv, &argind, stdout, &e);
-        if (r == 1)
-                return 0;
-        if (r < 0 || argind < argc) {
-                fprintf(stderr, "space-dataplane: %s\n", e ? e->message : "unexpected argument (see --help)");
-                return 2;
-        }
-        sp_log_level level;
-        sp_log_format format;
-        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
-                fprintf(stderr, "space-dataplane: invalid --log-level or --log-format\n");
-                return 2;
-        }
-        sp_log_init("dataplane", level, format);
+        sp_daemon_config dc = {.program = "space-dataplane",
+                               .component = "dataplane",
+                               .env_prefix = "SPACE_DATAPLANE",
+                               .defs = defs,
+                               .ignore_sigpipe = true};
+        int r = sp_daemon_setup(&dc, &c, argc, argv);
+        if (r != SP_DAEMON_GO_ON)
+                return r;
         if (check_settings(&c, &e) < 0) {
                 sp_log_error("%s", e->message);
                 return 2;
         }
-        signal(SIGPIPE, SIG_IGN);
         char host[256] = "dataplane";
         gethostname(host, sizeof(host) - 1);
         dp_cluster_config cc = {
@@ -246,7 +230,7 @@ int main(int argc, char **argv)
         keys = dp_keys_new();
         revoked = dp_revoked_new();
         key_files = c.token_public_keys;
-        _cleanup_(creds_freep) dp_creds creds = {0};
+        _cleanup_(creds_freep) sp_join_creds creds = {0};
         if (!keys || !revoked || (key_files && dp_keys_load_files(keys, DP_KEYS_FILES, key_files, &e) < 0) ||
             credentials(&c, &cc, &creds, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
@@ -265,7 +249,8 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        base = event_base_new();
+        sp_daemon loop = {0};
+        struct event_base *base = sp_daemon_loop_new(&loop, &e) == 0 ? loop.base : NULL;
         dp d = {.base = base,
                 .limits = {.max_streams = (size_t)c.max_streams,
                            .max_streams_per_tenant = (size_t)c.max_streams_per_tenant,
@@ -285,7 +270,8 @@ int main(int argc, char **argv)
                 http = sp_http_server_new(base, &hc, &e);
         if (!http || dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
             (c.control_plane && (dp_cluster_start(base, &cc, cp_tls, keys, &cluster, &e) < 0 ||
-                                 dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0))) {
+                                 dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0)) ||
+            sp_daemon_stop_on_signals(&loop, NULL, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 r = 1;
                 goto out;
@@ -294,20 +280,17 @@ int main(int argc, char **argv)
                 d.unknown_key = unknown_key;
                 d.unknown_key_userdata = cluster;
         }
-        struct event *sigs[] = {evsignal_new(base, SIGTERM, on_stop, NULL), evsignal_new(base, SIGINT, on_stop, NULL),
-                                evsignal_new(base, SIGHUP, on_reload, NULL)};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
-                if (sigs[i])
-                        event_add(sigs[i], NULL);
+        struct event *sighup = evsignal_new(base, SIGHUP, on_reload, NULL);
+        if (sighup)
+                event_add(sighup, NULL);
         char port[16];
         snprintf(port, sizeof(port), "%d", sp_http_server_port(http));
         sp_log_info_kv(SP_KV("listen", c.listen, "port", port, "tls", api_tls ? "yes" : "no", "control_plane",
                              c.control_plane ? c.control_plane : ""),
                        "data plane ready (%zu token keys)", dp_keys_count(keys));
-        event_base_dispatch(base);
-        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
-                if (sigs[i])
-                        event_free(sigs[i]);
+        sp_daemon_run(&loop);
+        if (sighup)
+                event_free(sighup);
         r = 0;
 out:
         /* Clients first: their streams end, then the worker connections close. */
@@ -317,7 +300,6 @@ out:
         sp_shares_free(d.streams);
         dp_keys_free(keys);
         dp_revoked_free(revoked);
-        if (base)
-                event_base_free(base);
+        sp_daemon_loop_free(&loop);
         return r;
 }

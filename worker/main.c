@@ -10,10 +10,8 @@
  * Settings: `space-worker --help` lists every one with its default
  * (flags, SPACE_WORKER_* environment variables, or a --config file).
  */
-#include <event2/event.h>
 #include <libgen.h>
 #include <limits.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +26,7 @@
 #include "rpc/service.h"
 #include "space/cleanup.h"
 #include "space/config.h"
+#include "space/daemon.h"
 #include "space/fileio.h"
 #include "space/log.h"
 #include "space/pki.h"
@@ -113,13 +112,10 @@ static const sp_config_def defs[] = {
          0, "the debootstrap program (an absolute path) that builds debootstrap templates"},
         {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
          "build the `base` template (busybox and the agent) if it is missing"},
-        {"log-level", SP_CONFIG_STRING, "info", offsetof(worker_cfg, log_level), 0, 0, "debug, info, warn, error"},
-        {"log-format", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, log_format), 0, 0,
-         "auto (text on a terminal, else JSON), text, json"},
+        SP_DAEMON_LOG_SETTINGS(worker_cfg),
         SP_CONFIG_END,
 };
 
-static struct event_base *base;
 static wk_node *node;
 static sp_rpc_server *srv;
 static wk_cluster *cluster;
@@ -162,14 +158,6 @@ static void h_metrics(sp_http_request *req, void *ud)
         sp_http_reply(req, 200, "text/plain; version=0.0.4", out.data, out.len);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *ud)
-{
-        (void)what;
-        (void)ud;
-        sp_log_info("signal %d: stopping (sandboxes keep running and are re-adopted on restart)", (int)sig);
-        event_base_loopexit(base, NULL);
-}
-
 static char *default_agent(void)
 {
         char self[PATH_MAX];
@@ -190,17 +178,17 @@ static bool loopback_only(const char *addr)
 }
 
 /* The CA, certificate and key files given with --tls-*. */
-static int load_tls_files(const worker_cfg *c, wk_cluster_creds *ret, sp_error **err)
+static int load_tls_files(const worker_cfg *c, sp_join_creds *ret, sp_error **err)
 {
         if (!(ret->ca_pem = sp_pki_pem_load(c->tls_ca, err)) || !(ret->cert_pem = sp_pki_pem_load(c->tls_cert, err)) ||
             !(ret->key_pem = sp_pki_pem_load(c->tls_key, err))) {
-                wk_cluster_creds_free(ret);
+                sp_join_creds_free(ret);
                 return -SP_E_IO;
         }
         return 0;
 }
 
-static SSL_CTX *make_tls(const wk_cluster_creds *creds, sp_error **err)
+static SSL_CTX *make_tls(const sp_join_creds *creds, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {
@@ -239,7 +227,7 @@ static int cluster_options(const worker_cfg *c, wk_cluster_config *cc, json_obje
                 return sp_error_wrap(err, "--labels");
         cc->labels = *labels;
         if (c->join_token_file)
-                return wk_cluster_read_token(c->join_token_file, token, err);
+                return sp_join_read_token(c->join_token_file, token, err);
         if (c->join_token && !(*token = strdup(c->join_token)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         return 0;
@@ -264,21 +252,12 @@ int main(int argc, char **argv)
 {
         _cleanup_(worker_cfg_freep) worker_cfg c = {0};
         _cleanup_error_ sp_error *e = NULL;
-        int argind = 0;
-        int r = sp_config_load(defs, &c, "SPACE_WORKER", argc, argv, &argind, stdout, &e);
-        if (r == 1)
-                return 0;
-        if (r < 0 || argind < argc) {
-                fprintf(stderr, "space-worker: %s\n", e ? e->message : "unexpected argument (see --help)");
-                return 2;
-        }
-        sp_log_level level;
-        sp_log_format format;
-        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
-                fprintf(stderr, "space-worker: invalid log level or format\n");
-                return 2;
-        }
-        sp_log_init("worker", level, format);
+        /* SIGPIPE keeps its default: the sandboxes inherit it. */
+        sp_daemon_config dc = {
+                .program = "space-worker", .component = "worker", .env_prefix = "SPACE_WORKER", .defs = defs};
+        int r = sp_daemon_setup(&dc, &c, argc, argv);
+        if (r != SP_DAEMON_GO_ON)
+                return r;
         if (geteuid() != 0) {
                 sp_log_error("space-worker must run as root (namespaces, mounts, cgroups)");
                 return 1;
@@ -336,7 +315,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         /* Credentials before anything slow: a bad token fails at once. */
-        wk_cluster_creds creds = {0};
+        sp_join_creds creds = {0};
         if (!c.insecure) {
                 _cleanup_free_ char *ca = NULL;
                 int r2 = 0;
@@ -376,7 +355,11 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        base = event_base_new();
+        sp_daemon d = {0};
+        if (sp_daemon_loop_new(&d, &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
         wk_node_config nc = {
@@ -397,7 +380,7 @@ int main(int argc, char **argv)
                 .debootstrap_mirror = c.debootstrap_mirror,
                 .agent_path = agent,
         };
-        if (wk_node_open(base, &nc, backend, &node, &e) < 0) {
+        if (wk_node_open(d.base, &nc, backend, &node, &e) < 0) {
                 sp_log_error("node: %s", e->message);
                 return 1;
         }
@@ -420,7 +403,7 @@ int main(int argc, char **argv)
                 sp_log_error("tls: %s", e->message);
                 return 1;
         }
-        srv = sp_rpc_server_new(base, ctx, &e);
+        srv = sp_rpc_server_new(d.base, ctx, &e);
         wk_service_options so = {.allow_unauthenticated = c.insecure};
         if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
@@ -428,14 +411,14 @@ int main(int argc, char **argv)
         }
         if (ctx)
                 sp_rpc_server_set_identity_fn(srv, identity, NULL);
-        if (c.control_plane && wk_cluster_start(base, node, &cc, &creds, &cluster, &e) < 0) {
+        if (c.control_plane && wk_cluster_start(d.base, node, &cc, &creds, &cluster, &e) < 0) {
                 sp_log_error("cluster: %s", e->message);
                 return 1;
         }
-        wk_cluster_creds_free(&creds);
+        sp_join_creds_free(&creds);
         sp_http_server *http = NULL;
         if (c.http_listen && *c.http_listen) {
-                http = sp_http_server_new(base, NULL, &e);
+                http = sp_http_server_new(d.base, NULL, &e);
                 if (!http || sp_http_route(http, "GET", "/healthz", h_healthz, NULL, &e) < 0 ||
                     sp_http_route(http, "GET", "/readyz", h_readyz, NULL, &e) < 0 ||
                     sp_http_route(http, "GET", "/metrics", h_metrics, NULL, &e) < 0 ||
@@ -444,14 +427,14 @@ int main(int argc, char **argv)
                         return 1;
                 }
         }
-        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
-        struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
-        evsignal_add(sigterm, NULL);
-        evsignal_add(sigint, NULL);
+        if (sp_daemon_stop_on_signals(&d, "sandboxes keep running and are re-adopted on restart", &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
         sp_log_info_kv(SP_KV("listen", c.listen, "node", nc.node_id), "worker ready (%s)",
                        c.insecure ? "insecure: no TLS" : "mTLS");
 
-        event_base_dispatch(base);
+        sp_daemon_run(&d);
 
         wk_cluster_free(cluster);
         sp_http_server_free(http);
@@ -459,9 +442,7 @@ int main(int argc, char **argv)
         wk_node_free(node);
         backend->ops->free(backend);
         wk_storage_free(storage);
-        event_free(sigterm);
-        event_free(sigint);
-        event_base_free(base);
+        sp_daemon_loop_free(&d);
         if (ctx)
                 SSL_CTX_free(ctx);
         return 0;

@@ -9,9 +9,7 @@
  * Settings: `space-e2b --help` lists every one with its default (flags,
  * SPACE_E2B_* environment variables, or a --config file).
  */
-#include <event2/event.h>
 #include <event2/thread.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +19,7 @@
 #include "e2b.h"
 #include "space/cleanup.h"
 #include "space/config.h"
+#include "space/daemon.h"
 #include "space/http.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -56,9 +55,7 @@ static const sp_config_def defs[] = {
          "client connections at once"},
         {"api-timeout-ms", SP_CONFIG_INT, "60000", offsetof(e2b_cfg, api_timeout_ms), 1000, 600000,
          "each wait on the public API"},
-        {"log-level", SP_CONFIG_STRING, "info", offsetof(e2b_cfg, log_level), 0, 0, "debug, info, warn, error"},
-        {"log-format", SP_CONFIG_STRING, "auto", offsetof(e2b_cfg, log_format), 0, 0,
-         "auto (text on a terminal, else JSON), text, json"},
+        SP_DAEMON_LOG_SETTINGS(e2b_cfg),
         SP_CONFIG_END,
 };
 
@@ -122,16 +119,6 @@ int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, s
         return 0;
 }
 
-static struct event_base *base;
-
-static void on_stop(evutil_socket_t sig, short what, void *userdata)
-{
-        (void)what;
-        (void)userdata;
-        sp_log_info("signal %d: stopping", (int)sig);
-        event_base_loopexit(base, NULL);
-}
-
 static void cfg_freep(e2b_cfg *c)
 {
         sp_config_free(defs, c);
@@ -141,22 +128,14 @@ int main(int argc, char **argv)
 {
         _cleanup_(cfg_freep) e2b_cfg c = {0};
         _cleanup_error_ sp_error *e = NULL;
-        int argind = 0;
-        int r = sp_config_load(defs, &c, "SPACE_E2B", argc, argv, &argind, stdout, &e);
-        if (r == 1)
-                return 0;
-        if (r < 0 || argind < argc) {
-                fprintf(stderr, "space-e2b: %s\n", e ? e->message : "unexpected argument (see --help)");
-                return 2;
-        }
-        sp_log_level level;
-        sp_log_format format;
-        if (sp_log_level_parse(c.log_level, &level) < 0 || sp_log_format_parse(c.log_format, &format) < 0) {
-                fprintf(stderr, "space-e2b: invalid --log-level or --log-format\n");
-                return 2;
-        }
-        sp_log_init("e2b", level, format);
-        signal(SIGPIPE, SIG_IGN);
+        sp_daemon_config dc = {.program = "space-e2b",
+                               .component = "e2b",
+                               .env_prefix = "SPACE_E2B",
+                               .defs = defs,
+                               .ignore_sigpipe = true};
+        int r = sp_daemon_setup(&dc, &c, argc, argv);
+        if (r != SP_DAEMON_GO_ON)
+                return r;
         if (evthread_use_pthreads() < 0) {
                 sp_log_error("libevent has no thread support");
                 return 1;
@@ -176,33 +155,26 @@ int main(int argc, char **argv)
                 sp_log_error("%s", e->message);
                 return 1;
         }
-        base = event_base_new();
-        ctx.base = base;
+        sp_daemon d = {0};
+        ctx.base = sp_daemon_loop_new(&d, &e) == 0 ? d.base : NULL;
         sp_http_config hc = {.max_connections = (unsigned)c.max_connections};
-        sp_http_server *http = base ? sp_http_server_new(base, &hc, &e) : NULL;
+        sp_http_server *http = ctx.base ? sp_http_server_new(ctx.base, &hc, &e) : NULL;
         if (!http || e2b_rest_register(&ctx, http, &e) < 0 || e2b_process_register(&ctx, http, &e) < 0 ||
             e2b_filesystem_register(&ctx, http, &e) < 0 || e2b_files_register(&ctx, http, &e) < 0 ||
-            e2b_health_register(&ctx, http, &e) < 0 || sp_http_server_listen(http, c.listen, NULL, &e) < 0) {
+            e2b_health_register(&ctx, http, &e) < 0 || sp_http_server_listen(http, c.listen, NULL, &e) < 0 ||
+            sp_daemon_stop_on_signals(&d, NULL, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 r = 1;
                 goto out;
         }
-        struct event *sigs[] = {evsignal_new(base, SIGTERM, on_stop, NULL), evsignal_new(base, SIGINT, on_stop, NULL)};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
-                if (sigs[i])
-                        event_add(sigs[i], NULL);
         char port[16];
         snprintf(port, sizeof(port), "%d", sp_http_server_port(http));
         sp_log_info_kv(SP_KV("listen", c.listen, "port", port, "api", c.api_url), "e2b wrapper ready");
-        event_base_dispatch(base);
-        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
-                if (sigs[i])
-                        event_free(sigs[i]);
+        sp_daemon_run(&d);
         r = 0;
 out:
         sp_http_server_free(http);
-        if (base)
-                event_base_free(base);
+        sp_daemon_loop_free(&d);
         e2b_caps_free(ctx.caps);
         sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
         return r;

@@ -4,9 +4,9 @@
  * "Data-plane replicas"): joining with a bootstrap token, and keeping the
  * token keys current.
  *
- * Join (dp_cluster_credentials): a replica without a certificate makes a key
- * and a CSR (role dataplane, its name) and calls Join with "role":"dataplane"
- * over TLS that verifies the control plane against the cluster CA. It keeps
+ * Join (dp_cluster_credentials): space/join.h with role dataplane, the
+ * request saying "role":"dataplane" and the answer bringing the token keys.
+ * A replica keeps
  *   <state>/tls/dataplane.key   its private key (0600)
  *   <state>/tls/dataplane.crt   its certificate (0600)
  *   <state>/tls/ca.crt          the cluster CA (0644)
@@ -29,46 +29,28 @@
 #include "auth/keys.h"
 #include "auth/revoked.h"
 #include "space/error.h"
+#include "space/join.h"
 
 struct event_base;
 typedef struct ssl_ctx_st SSL_CTX;
 
-#define DP_CLUSTER_NAME_MAX 63
-#define DP_CLUSTER_TOKEN_MAX 200
 #define DP_CLUSTER_KEYS_PERIOD_MS 60000
 #define DP_CLUSTER_KEYS_MIN_GAP_MS 5000
 
 typedef struct dp_cluster_config {
         const char *control_plane; /* "HOST:PORT" of the control plane's internal RPC */
-        const char *name; /* this replica's name: [a-z0-9][a-z0-9.-]{0,62} */
+        const char *name; /* this replica's name: [a-z0-9][a-z0-9.-]{0,62} (sp_join_name_ok) */
         const char *state_dir; /* where tls/ and token-keys.json live; NULL: nothing is saved */
 } dp_cluster_config;
 
-/* What the replica presents and trusts: PEM strings, owned. */
-typedef struct dp_creds {
-        char *ca_pem, *cert_pem, *key_pem;
-} dp_creds;
-
-/* Frees the strings (the key is wiped first) and zeroes *c. */
-void dp_creds_free(dp_creds *c);
-
-/* True if s is a name the control plane accepts. */
-bool dp_cluster_name_ok(const char *s);
-
-/* Reads a join token from a file: its first line, white space trimmed.
- * *ret is malloc'd. SP_E_INVALID for an empty or over-long token. */
-int dp_cluster_read_token(const char *path, char **ret, sp_error **err);
-
-/* The replica's credentials: the saved ones when they verify against ca_pem
- * (the cluster CA from --rpc-ca, or NULL for the saved CA), name this
- * replica with role dataplane and match the saved key; otherwise, with a
- * token, it joins (blocking; retrying, with a backoff up to 30 s, while the
- * control plane is unreachable) and saves the result. The token keys a join
- * brings are added to keys (dp_cluster_start() adds the saved ones).
- * Errors: SP_E_INVALID (bad name, no CA, nothing usable and no token), the
- * control plane's answer to Join, SP_E_IO saving the files. */
+/* The replica's credentials (sp_join_credentials() with role dataplane;
+ * ca_pem from --rpc-ca, or NULL for the saved CA): the saved ones, or those
+ * of a new join (blocking), saved with the token keys it brings, which are
+ * also added to keys (dp_cluster_start() adds the saved ones).
+ * Errors as sp_join_credentials() (SP_E_INVALID also without a state
+ * directory), and SP_E_IO saving the files. */
 int dp_cluster_credentials(const dp_cluster_config *cfg, const char *ca_pem, const char *token, dp_keys *keys,
-                           dp_creds *ret, sp_error **err);
+                           sp_join_creds *ret, sp_error **err);
 
 typedef struct dp_cluster dp_cluster;
 

@@ -175,8 +175,8 @@ static void tick(evutil_socket_t fd, short what, void *userdata)
         c->in_flight = true;
 }
 
-int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_config *cfg,
-                     const wk_cluster_creds *creds, wk_cluster **ret, sp_error **err)
+int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_config *cfg, const sp_join_creds *creds,
+                     wk_cluster **ret, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {.ca_pem = creds->ca_pem,

@@ -72,10 +72,10 @@ START_TEST(names)
                              "a b",
                              "a234567890123456789012345678901234567890123456789012345678901234"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(good); i++)
-                ck_assert_msg(wk_cluster_name_ok(good[i]), "%s", good[i]);
+                ck_assert_msg(sp_join_name_ok(good[i]), "%s", good[i]);
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++)
-                ck_assert_msg(!wk_cluster_name_ok(bad[i]), "%s", bad[i]);
-        ck_assert(!wk_cluster_name_ok(NULL));
+                ck_assert_msg(!sp_join_name_ok(bad[i]), "%s", bad[i]);
+        ck_assert(!sp_join_name_ok(NULL));
 }
 END_TEST
 
@@ -107,20 +107,20 @@ START_TEST(token_file)
         snprintf(path, sizeof(path), "%s/token", dir);
         _cleanup_free_ char *t = NULL;
         write_file("token", "  spj_jtk_x_secret \r\nsecond line\n");
-        sp_test_ok(wk_cluster_read_token(path, &t, &e), &e);
+        sp_test_ok(sp_join_read_token(path, &t, &e), &e);
         ck_assert_str_eq(t, "spj_jtk_x_secret");
         char *no = NULL;
         write_file("token", " \n\n");
-        ck_assert_int_eq(wk_cluster_read_token(path, &no, &e), -SP_E_INVALID);
+        ck_assert_int_eq(sp_join_read_token(path, &no, &e), -SP_E_INVALID);
         e = sp_error_free(e);
         char huge[300];
         memset(huge, 'x', 299);
         huge[299] = '\0';
         write_file("token", huge);
-        ck_assert_int_eq(wk_cluster_read_token(path, &no, &e), -SP_E_INVALID);
+        ck_assert_int_eq(sp_join_read_token(path, &no, &e), -SP_E_INVALID);
         e = sp_error_free(e);
         snprintf(path, sizeof(path), "%s/missing", dir);
-        ck_assert_int_lt(wk_cluster_read_token(path, &no, &e), 0);
+        ck_assert_int_lt(sp_join_read_token(path, &no, &e), 0);
         ck_assert_msg(strstr(e->message, "missing"), "%s", e->message);
         e = sp_error_free(e);
         ck_assert_ptr_null(no);
@@ -161,7 +161,7 @@ START_TEST(saved_credentials)
                                  .advertise = "127.0.0.1:7071",
                                  .backend = "jail",
                                  .state_dir = dir};
-        wk_cluster_creds creds;
+        sp_join_creds creds;
 
         ck_assert_int_eq(wk_cluster_credentials(&cfg, NULL, NULL, &creds, &e), -SP_E_INVALID);
         ck_assert_msg(strstr(e->message, "--tls-ca"), "%s", e->message);
@@ -180,10 +180,10 @@ START_TEST(saved_credentials)
         sp_test_ok(wk_cluster_credentials(&cfg, NULL, NULL, &creds, &e), &e);
         ck_assert_str_eq(creds.ca_pem, ca_pem);
         ck_assert(strstr(creds.key_pem, "PRIVATE KEY"));
-        wk_cluster_creds_free(&creds);
+        sp_join_creds_free(&creds);
         ck_assert_ptr_null(creds.key_pem);
         sp_test_ok(wk_cluster_credentials(&cfg, ca_pem, "spj_unused", &creds, &e), &e);
-        wk_cluster_creds_free(&creds);
+        sp_join_creds_free(&creds);
 
         /* Unusable saved sets are refused without a token, saying why. */
         struct {
