@@ -129,6 +129,7 @@ struct sp_http_request {
 
         /* routing and body */
         bool head_done, body_done, streamed, is_head, handler_called;
+        bool end_told; /* a streamed body's end was given to on_body */
         sp__http_param *params;
         size_t nparams;
         sp_buf body;

@@ -320,8 +320,10 @@ static void on_done(sp__http_conn *c, sp_http_request *req)
                 call_handler(c, req);
                 return;
         }
-        if (req->on_body)
+        if (req->on_body) {
+                req->end_told = true;
                 req->on_body(req, NULL, 0, req->on_body_ud);
+        }
         check_answered(req);
 }
 
@@ -492,6 +494,14 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 {
         sp__http_conn *c = arg;
         conn_enter(c);
+        /* A streamed body that was over before the handler read it (an empty
+         * one): its end is told now, from the loop. */
+        sp_http_request *req = c->req;
+        if (!c->dead && req && req->streamed && req->body_done && req->on_body && !req->end_told) {
+                req->end_told = true;
+                req->on_body(req, NULL, 0, req->on_body_ud);
+                check_answered(req);
+        }
         if (!c->dead && c->state == SP__CONN_ACTIVE)
                 conn_process(c);
         if (!c->dead)

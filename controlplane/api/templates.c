@@ -104,7 +104,8 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *spec = json_object_new_object(), *out = NULL;
-        _cleanup_pgresult_ PGresult *clash = NULL, *tpl = NULL;
+        /* Every cleanup variable is declared before the first goto. */
+        _cleanup_pgresult_ PGresult *clash = NULL, *same = NULL;
         char id[SP_ID_MAX], wid[SP_ID_MAX], addr[272], max_s[24], warm[24];
         int64_t max = 0;
         if (cp__mutation_begin(c))
@@ -121,7 +122,6 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
         /* A name taken is a conflict before the storage is looked at (spacectl
          * push then takes a template that waits for its archive up again). */
         const char *taken[] = {owner, r->name};
-        _cleanup_pgresult_ PGresult *same = NULL;
         if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = $1 AND name = $2", 2, taken, &same, &e) <
             0)
                 goto abort;

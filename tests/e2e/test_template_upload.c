@@ -313,6 +313,14 @@ START_TEST(uploads_count_against_the_tenants_template_storage)
         _cleanup_json_ json_object *ga = sp_test_api(&S, key, "GET", "/v1/templates/a", 200, NULL, NULL);
         ck_assert_str_eq(sp_test_jstr(ga, "state"), "uploading");
 
+        /* An empty body is answered (the worker finds no archive in it), not left hanging. */
+        {
+                _cleanup_json_ json_object *empty = NULL;
+                int st = dp_put(sp_test_jstr(b, "upload.url"), sp_test_jstr(b, "upload.token"), "", &empty);
+                ck_assert_msg(st >= 400 && st < 500, "an empty upload: %d %s", st,
+                              empty ? json_object_to_json_string(empty) : "");
+        }
+
         /* One template's token does not upload another. */
         char other[512];
         snprintf(other, sizeof(other), "%s", sp_test_jstr(b, "upload.url"));
