@@ -662,7 +662,6 @@ void cp__h_session_signal(cp_call *c)
 
 void cp__h_session_kill(cp_call *c)
 {
-        _cleanup_error_ sp_error *e = NULL;
         if (cp__body_none(c) < 0)
                 return;
         act(c, 0);

@@ -90,7 +90,7 @@ START_TEST(deleting_a_create_that_waits_for_room_cancels_it)
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
         int64_t t0 = mono_ms();
         _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
-        _cleanup_json_ json_object *dop = sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
         ck_assert_msg(mono_ms() - t0 < 60000, "the delete took %lld ms", (long long)(mono_ms() - t0));
         _cleanup_json_ json_object *cop = sp_test_wait_op(&S, key, sp_test_jstr(cr, "operation.id"), false);
         ck_assert_msg(strstr(sp_test_jstr(cop, "error.message"), "cancelled"), "%s", json_object_to_json_string(cop));
