@@ -51,20 +51,7 @@ static void cluster_up(void)
         snprintf(dp_url_arg, sizeof(dp_url_arg), "--dataplane-url=http://127.0.0.1:%d", dp_port);
         sp_test_space_opts o = {.workers = 2, .cp_args = cp_args};
         sp_test_space_up(&S, &o);
-        _cleanup_json_ json_object *tok =
-                sp_test_api(&S, S.admin_key, "POST", "/v1/join-tokens", 201, "{\"description\":\"dp\"}", NULL);
-        char bin[1024], listen[80], cpa[80], ca[700], jt[400], state[700], logp[700];
-        snprintf(bin, sizeof(bin), "%s/bin/space-dataplane", sp_test_binary_dir());
-        snprintf(listen, sizeof(listen), "--listen=127.0.0.1:%d", dp_port);
-        snprintf(cpa, sizeof(cpa), "--control-plane=127.0.0.1:%d", S.rpc_port[0]);
-        snprintf(ca, sizeof(ca), "--rpc-ca=%s/ca.pem", S.dir);
-        snprintf(jt, sizeof(jt), "--join-token=%s", sp_test_jstr(tok, "token"));
-        snprintf(state, sizeof(state), "--state-dir=%s/dataplane", S.dir);
-        snprintf(logp, sizeof(logp), "%s/dataplane.log", S.dir);
-        const char *argv[] = {bin, listen, cpa, ca, jt, state, "--name=dp-upload", "--log-format=text", NULL};
-        sp_test_proc_opts po = {.log_path = logp};
-        sp_test_ok(sp_test_proc_start(&dp, "dataplane", argv, &po, &err), &err);
-        sp_test_ok(sp_test_proc_wait_http(&dp, "127.0.0.1", dp_port, "/readyz", 30000, &err), &err);
+        sp_test_space_start_dataplane(&S, &dp, dp_port, "dp-upload", NULL);
         dir = sp_test_tmpdir("tplupload");
         snprintf(ctl_home, sizeof(ctl_home), "%s", dir);
 }

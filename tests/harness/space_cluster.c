@@ -319,3 +319,28 @@ void sp_test_sandbox_worker(sp_test_space *s, const char *key, const char *id, c
         ck_assert_msg(w != NULL, "sandbox %s has no worker: %s", id, json_object_to_json_string(sb));
         snprintf(worker_id, 64, "%s", w);
 }
+
+void sp_test_space_start_dataplane(sp_test_space *s, sp_test_proc *dp, int port, const char *name,
+                                   const char *const *extra)
+{
+        sp_error *err = NULL;
+        _cleanup_json_ json_object *tok =
+                sp_test_api(s, s->admin_key, "POST", "/v1/join-tokens", 201, "{\"description\":\"dp\"}", NULL);
+        char bin[1024], listen[80], cpa[80], ca[700], jt[400], state[700], logp[700], nm[160];
+        snprintf(bin, sizeof(bin), "%s/bin/space-dataplane", sp_test_binary_dir());
+        snprintf(listen, sizeof(listen), "--listen=127.0.0.1:%d", port);
+        snprintf(cpa, sizeof(cpa), "--control-plane=127.0.0.1:%d", s->rpc_port[0]);
+        snprintf(ca, sizeof(ca), "--rpc-ca=%s/ca.pem", s->dir);
+        snprintf(jt, sizeof(jt), "--join-token=%s", sp_test_jstr(tok, "token"));
+        snprintf(state, sizeof(state), "--state-dir=%s/dataplane", s->dir);
+        snprintf(logp, sizeof(logp), "%s/dataplane.log", s->dir);
+        snprintf(nm, sizeof(nm), "--name=%s", name);
+        const char *argv[24] = {bin, listen, cpa, ca, jt, state, nm, "--log-format=text"};
+        size_t n = 8;
+        for (size_t i = 0; extra && extra[i] && n + 1 < sizeof(argv) / sizeof(argv[0]); i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        sp_test_proc_opts po = {.log_path = logp};
+        sp_test_ok(sp_test_proc_start(dp, "dataplane", argv, &po, &err), &err);
+        sp_test_ok(sp_test_proc_wait_http(dp, "127.0.0.1", port, "/readyz", 30000, &err), &err);
+}

@@ -75,6 +75,13 @@ void sp_test_space_wait_workers(sp_test_space *s, int n, int64_t timeout_ms);
  * the workers' cgroups, unmounts, removes the directory, frees s. */
 void sp_test_space_down(sp_test_space *s);
 
+/* Starts a data plane named `name` on 127.0.0.1:port, joined to the cluster
+ * with a join token from the admin API, with extra options (NULL-terminated,
+ * may be NULL; they come last), logging to <dir>/dataplane.log, and waits for
+ * its /readyz. Asserts. Stop it with sp_test_proc_stop() and free it. */
+void sp_test_space_start_dataplane(sp_test_space *s, sp_test_proc *dp, int port, const char *name,
+                                   const char *const *extra);
+
 /* ---- the public API (asserting helpers) ---- */
 
 /* Calls method path on port s->api with "Authorization: Bearer key" (no
