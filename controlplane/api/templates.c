@@ -30,6 +30,19 @@ static void not_found(cp_call *c, const char *name)
  * token may upload at most what is left of it, reserved until the archive is
  * in. */
 
+/* SP_E_CONFLICT when name is a public template's: a tenant's own would hide it. */
+static int public_name(cp_call *c, const char *name, sp_error **e)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {name};
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = 'ten_system' AND name = $1", 1, p, &res,
+                       e) < 0)
+                return -SP_E_UNAVAILABLE;
+        if (PQntuples(res) > 0)
+                return sp_error_set(e, SP_E_CONFLICT, "'%s' is the name of a public template", name);
+        return 0;
+}
+
 /* The worker for a new upload: id and RPC address. */
 static int upload_worker(cp_call *c, char id[SP_ID_MAX], char addr[272], sp_error **e)
 {
@@ -105,20 +118,14 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *spec = json_object_new_object(), *out = NULL;
         /* Every cleanup variable is declared before the first goto. */
-        _cleanup_pgresult_ PGresult *clash = NULL, *same = NULL;
+        _cleanup_pgresult_ PGresult *same = NULL;
         char id[SP_ID_MAX], wid[SP_ID_MAX], addr[272], max_s[24], warm[24];
         int64_t max = 0;
         if (cp__mutation_begin(c))
                 return;
         c->idem_secret = true; /* the answer holds a token: a replay mints none */
-        const char *pub[] = {r->name};
-        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = 'ten_system' AND name = $1", 1, pub,
-                       &clash, &e) < 0)
+        if (public_name(c, r->name, &e) < 0)
                 goto abort;
-        if (PQntuples(clash) > 0) {
-                sp_error_set(&e, SP_E_CONFLICT, "'%s' is the name of a public template", r->name);
-                goto abort;
-        }
         /* A name taken is a conflict before the storage is looked at (spacectl
          * push then takes a template that waits for its archive up again). */
         const char *taken[] = {owner, r->name};
@@ -301,9 +308,8 @@ void cp__h_template_create(cp_call *c)
         char id[SP_ID_MAX], op[SP_ID_MAX], deadline[24];
         snprintf(deadline, sizeof(deadline), "%lld", (long long)c->api->cfg.operation_deadline_s * 6);
         const char *params[] = {owner, r.name, id, sp_json_str(spec), warm};
-        const char *pub[] = {r.name};
         const char *own[] = {owner};
-        _cleanup_pgresult_ PGresult *clash = NULL, *tenant = NULL;
+        _cleanup_pgresult_ PGresult *tenant = NULL;
         _cleanup_json_ json_object *out = NULL;
         if (r.tenant_id[0]) {
                 if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL", 1, own,
@@ -314,13 +320,8 @@ void cp__h_template_create(cp_call *c)
                         goto abort;
                 }
         }
-        if (cp_db_exec(c->api->db, "SELECT 1 FROM templates WHERE tenant_id = 'ten_system' AND name = $1", 1, pub,
-                       &clash, &e) < 0)
+        if (public_name(c, r.name, &e) < 0)
                 goto abort;
-        if (PQntuples(clash) > 0) {
-                sp_error_set(&e, SP_E_CONFLICT, "'%s' is the name of a public template", r.name);
-                goto abort;
-        }
         if (sp_id_new("tpl", id, &e) < 0)
                 goto abort;
         if (cp_db_exec(c->api->db,
