@@ -12,7 +12,9 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +41,11 @@ __attribute__((noreturn, format(printf, 3, 4))) static void fail(int sync_fd, in
 
 void ag_enter_jail(int userns_fd, int sync_fd)
 {
+        /* A parent-death signal the worker asked for (sandboxes of tests) is
+         * cleared by the change of credentials below: keep it to set again. */
+        int deathsig = 0;
+        if (prctl(PR_GET_PDEATHSIG, &deathsig, 0, 0, 0) < 0)
+                deathsig = 0;
         if (setns(userns_fd, CLONE_NEWUSER) < 0)
                 fail(sync_fd, errno, "agent: enter the user namespace");
         close(userns_fd);
@@ -48,6 +55,15 @@ void ag_enter_jail(int userns_fd, int sync_fd)
                 fail(sync_fd, errno, "agent: unshare mount and cgroup namespaces");
         if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
                 fail(sync_fd, errno, "agent: become the sandbox's root");
+        if (deathsig) {
+                if (prctl(PR_SET_PDEATHSIG, deathsig, 0, 0, 0) < 0)
+                        fail(sync_fd, errno, "agent: keep its parent-death signal");
+                /* The worker holds the other end until this start ends: a hang-up
+                 * means it died before the signal was armed again. */
+                struct pollfd p = {.fd = sync_fd, .events = POLLIN};
+                if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)))
+                        _exit(125);
+        }
         if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5") <
             0)
                 fail(sync_fd, errno, "agent: mount /dev/pts");

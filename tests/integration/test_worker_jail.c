@@ -57,18 +57,14 @@ static void make_rootfs(void)
         fclose(f);
 }
 
-static void setup(void)
+/* Starts a jail on rootfs whose runtime directory is run_dir, its agent
+ * listening on sock; *pid is its init. */
+static void start_jail(const char *run_dir, const char *sock, bool die_with_parent, pid_t *pid)
 {
-        dir = sp_test_tmpdir("jail");
-        chmod(dir, 0755);
-        make_rootfs();
-        snprintf(runtime, sizeof(runtime), "%s/run", dir);
-        must(mkdir(runtime, 0700), "runtime dir");
-        snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", runtime);
-
+        must(mkdir(run_dir, 0700), "runtime dir");
         int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        strcpy(sa.sun_path, sock_path);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
         must(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), "bind");
         must(listen(lfd, 16), "listen");
 
@@ -79,21 +75,32 @@ static void setup(void)
         wk_jail_config cfg = {
                 .id = "sbx_test",
                 .rootfs = rootfs,
-                .runtime_dir = runtime,
+                .runtime_dir = run_dir,
                 .agent_path = agent,
                 .hostname = "sbx-test",
                 .uid_base = 0x20000000u + (uid_t)r * 65536u,
                 .uid_count = 65536,
                 .agent_listen_fd = lfd,
                 .log_fd = 2,
-                .die_with_parent = true, /* a failed test (no teardown) must not leave it running */
+                .die_with_parent = die_with_parent,
         };
         _cleanup_error_ sp_error *e = NULL;
-        int rc = wk_jail_start(&cfg, &init_pid, &e);
+        int rc = wk_jail_start(&cfg, pid, &e);
         close(lfd);
         ck_assert_msg(rc == 0, "jail start: %s", e ? e->message : "?");
-        /* die_with_parent does not outlive the agent's change of credentials: should the test fail
-         * (no teardown), the guard kills the sandbox, which holds our stderr. */
+}
+
+static void setup(void)
+{
+        dir = sp_test_tmpdir("jail");
+        chmod(dir, 0755);
+        make_rootfs();
+        snprintf(runtime, sizeof(runtime), "%s/run", dir);
+        snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", runtime);
+        /* die_with_parent: a failed test (no teardown) must not leave it running */
+        start_jail(runtime, sock_path, true, &init_pid);
+        /* and should the whole test process be killed, the guard kills the sandbox */
+        _cleanup_error_ sp_error *e = NULL;
         sp_test_ok(sp_test_guard_kill(init_pid, &e), &e);
 }
 
@@ -236,6 +243,58 @@ START_TEST(killing_init_ends_everything)
 }
 END_TEST
 
+/* A process gone or a zombie. */
+static bool process_gone(pid_t pid)
+{
+        char p[64], st[256];
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+                return true;
+        size_t n = fread(st, 1, sizeof(st) - 1, f);
+        fclose(f);
+        st[n] = '\0';
+        const char *paren = strrchr(st, ')');
+        return !paren || paren[1] == '\0' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* die_with_parent outlives the agent's change of credentials: the sandbox of
+ * a process that dies goes with it. */
+START_TEST(dies_with_its_parent)
+{
+        char run2[90], sock2[108];
+        snprintf(run2, sizeof(run2), "%s/run2", dir);
+        snprintf(sock2, sizeof(sock2), "%s/agent.sock", run2);
+        int pfd[2];
+        must(pipe(pfd), "pipe");
+        pid_t parent = fork();
+        ck_assert_int_ge(parent, 0);
+        if (parent == 0) {
+                close(pfd[0]);
+                pid_t pid = 0;
+                start_jail(run2, sock2, true, &pid);
+                /* the agent answers: it has entered the sandbox */
+                sp_test_agent *a = sp_test_agent_connect(sock2, 5000);
+                sp_test_agent_close(a);
+                (void)!write(pfd[1], &pid, sizeof(pid));
+                _exit(0);
+        }
+        close(pfd[1]);
+        pid_t jail = 0;
+        ssize_t n = read(pfd[0], &jail, sizeof(jail));
+        close(pfd[0]);
+        int status = 0;
+        ck_assert_int_eq(waitpid(parent, &status, 0), parent);
+        ck_assert_msg(n == sizeof(jail) && jail > 0, "the parent did not start its jail (status %d)", status);
+        bool gone = false;
+        for (int i = 0; i < 500 && !(gone = process_gone(jail)); i++)
+                usleep(10000);
+        if (!gone)
+                kill(jail, SIGKILL);
+        ck_assert_msg(gone, "the sandbox's init outlived the process that started it with die_with_parent");
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("namespaces, idmapped mounts");
@@ -247,6 +306,7 @@ int main(void)
         tcase_add_test(tc, root_inside_cannot_touch_the_host);
         tcase_add_test(tc, system_calls_are_refused);
         tcase_add_test(tc, killing_init_ends_everything);
+        tcase_add_test(tc, dies_with_its_parent);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
