@@ -50,6 +50,9 @@ int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, s
 
 /* Answers an E2B REST error: status with {"code": status, "message": msg}. */
 void e2b_rest_error(e2b_call *call, int status, const char *msg);
+/* The same for an error, its status from the platform's table (space/error.h)
+ * but for a timeout (504) and unavailability (unavailable_status). */
+void e2b_rest_fail(e2b_call *call, const sp_error *e, int unavailable_status);
 
 /* Registers the control-plane REST routes. */
 int e2b_rest_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);

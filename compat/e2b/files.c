@@ -21,20 +21,11 @@
 #define CHUNK (64 * 1024)
 #define MAX_UPLOAD (UINT64_C(64) << 30) /* as the data plane's default --max-upload */
 
-/* Answers an envd HTTP error: {"code": status, "message"}. */
+/* Answers an envd HTTP error: {"code": status, "message"}; the sandbox's
+ * agent out of reach is a bad gateway, as envd's proxy answers it. */
 static void fail(e2b_call *call, const sp_error *e)
 {
-        int status = e->code == SP_E_NOT_FOUND         ? 404
-                     : e->code == SP_E_UNAUTHENTICATED ? 401
-                     : e->code == SP_E_PERMISSION      ? 403
-                     : e->code == SP_E_INVALID         ? 400
-                     : e->code == SP_E_CONFLICT        ? 409
-                     : e->code == SP_E_LIMIT           ? 429
-                     : e->code == SP_E_TOO_LARGE       ? 413
-                     : e->code == SP_E_UNSUPPORTED     ? 415
-                     : e->code == SP_E_UNAVAILABLE     ? 502
-                                                       : 500;
-        e2b_rest_error(call, status, e->message);
+        e2b_rest_fail(call, e, 502);
 }
 
 /* The user of a /files call: ?username= (the SDK's), else Authorization: Basic. */

@@ -27,19 +27,19 @@ void e2b_rest_error(e2b_call *call, int status, const char *msg)
         e2b_call_reply(call, status, "application/json", NULL, s, strlen(s));
 }
 
+void e2b_rest_fail(e2b_call *call, const sp_error *e, int unavailable_status)
+{
+        /* The platform's own table (space/error.h), but a deadline missed
+         * behind the wrapper is a gateway's timeout, not the client's. */
+        int status = e->code == SP_E_TIMEOUT       ? 504
+                     : e->code == SP_E_UNAVAILABLE ? unavailable_status
+                                                   : sp_errc_http_status(e->code);
+        e2b_rest_error(call, status, e->message);
+}
+
 static void fail(e2b_call *call, const sp_error *e)
 {
-        int status = e->code == SP_E_NOT_FOUND         ? 404
-                     : e->code == SP_E_UNAUTHENTICATED ? 401
-                     : e->code == SP_E_PERMISSION      ? 403
-                     : e->code == SP_E_CONFLICT        ? 409
-                     : e->code == SP_E_LIMIT           ? 429
-                     : e->code == SP_E_INVALID         ? 400
-                     : e->code == SP_E_TOO_LARGE       ? 413
-                     : e->code == SP_E_UNAVAILABLE     ? 503
-                     : e->code == SP_E_TIMEOUT         ? 504
-                                                       : 500;
-        e2b_rest_error(call, status, e->message);
+        e2b_rest_fail(call, e, 503);
 }
 
 static void reply_json(e2b_call *call, int status, json_object *o, const char *const *headers)
