@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
-#include <libpq-fe.h>
 #include <limits.h>
 #include <linux/loop.h>
 #include <pwd.h>
@@ -319,24 +318,19 @@ static int find_pg_bin(dctx *c, sp_error **err)
         return 0;
 }
 
-static bool pg_ok(const dctx *c)
-{
-        char conn[PATH_MAX + 64];
-        snprintf(conn, sizeof(conn), "host=%s/pg/run dbname=postgres user=postgres connect_timeout=2", c->state);
-        return PQping(conn) == PQPING_OK;
-}
-
-static int run_as(const struct passwd *pw, const char *const *argv, const char *log, sp_error **err)
+/* Runs argv (as pw, or as the caller when NULL) with its output appended to
+ * log; returns its exit status, or -1 when it did not run or was killed. */
+static int run_status(const struct passwd *pw, const char *const *argv, const char *log)
 {
         pid_t pid = fork();
         if (pid < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "fork");
+                return -1;
         if (pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0640);
-                int devnull = open("/dev/null", O_RDONLY);
+                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
                         _exit(126);
-                if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+                if (pw && (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0))
                         _exit(126);
                 execv(argv[0], (char *const *)argv);
                 _exit(127);
@@ -344,9 +338,26 @@ static int run_as(const struct passwd *pw, const char *const *argv, const char *
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return sp_error_set(err, SP_E_INTERNAL, "%s failed (status 0x%x); see %s", argv[0], st, log);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_as(const struct passwd *pw, const char *const *argv, const char *log, sp_error **err)
+{
+        int st = run_status(pw, argv, log);
+        if (st != 0)
+                return sp_error_set(err, SP_E_INTERNAL, "%s failed (status %d); see %s", argv[0], st, log);
         return 0;
+}
+
+/* PostgreSQL accepts connections on the cluster's socket (asked with its own
+ * pg_isready: spacectl does not link libpq). */
+static bool pg_ok(const dctx *c)
+{
+        char bin[PATH_MAX + 16], run[PATH_MAX + 16];
+        snprintf(bin, sizeof(bin), "%s/pg_isready", c->pg_bin);
+        snprintf(run, sizeof(run), "%s/pg/run", c->state);
+        const char *argv[] = {bin, "-q", "-h", run, "-U", "postgres", "-d", "postgres", "-t", "2", NULL};
+        return c->pg_bin[0] && run_status(NULL, argv, "/dev/null") == 0;
 }
 
 static int pg_up(dctx *c, sp_error **err)
@@ -397,31 +408,15 @@ static int pg_up(dctx *c, sp_error **err)
                 if (wait_ready(c, C_POSTGRES, pg_ok, err) < 0)
                         return -1;
         }
-        /* The cluster's database. */
-        char conn[512];
-        snprintf(conn, sizeof(conn), "host=%s/pg/run dbname=postgres user=postgres connect_timeout=10", c->state);
-        PGconn *db = PQconnectdb(conn);
-        if (PQstatus(db) != CONNECTION_OK) {
-                sp_error_set(err, SP_E_UNAVAILABLE, "PostgreSQL: %s", PQerrorMessage(db));
-                PQfinish(db);
-                return -1;
-        }
-        PGresult *r = PQexec(db, "SELECT 1 FROM pg_database WHERE datname = 'space'");
-        bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-        PQclear(r);
-        if (!exists) {
-                r = PQexec(db, "CREATE DATABASE space");
-                bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-                if (!ok)
-                        sp_error_set(err, SP_E_INTERNAL, "CREATE DATABASE space: %s", PQerrorMessage(db));
-                PQclear(r);
-                if (!ok) {
-                        PQfinish(db);
-                        return -1;
-                }
-        }
-        PQfinish(db);
-        return 0;
+        /* The cluster's database, made once (with PostgreSQL's own tools). */
+        char psql[PATH_MAX + 16], createdb[PATH_MAX + 16];
+        snprintf(psql, sizeof(psql), "%s/psql", c->pg_bin);
+        snprintf(createdb, sizeof(createdb), "%s/createdb", c->pg_bin);
+        const char *probe[] = {psql, "-q", "-h", run, "-U", "postgres", "-d", "space", "-c", "SELECT 1", NULL};
+        if (run_status(pw, probe, "/dev/null") == 0)
+                return 0;
+        const char *create[] = {createdb, "-h", run, "-U", "postgres", "space", NULL};
+        return run_as(pw, create, logp, err);
 }
 
 /* ---- settings ---- */
@@ -798,6 +793,8 @@ int ctl_direct_status(const ctl_direct_opts *o, FILE *out, sp_error **err)
         if (ctx_init(&c, o, false, err) < 0)
                 return -1;
         (void)read_admin_key(&c, NULL);
+        if (c.private_pg)
+                (void)find_pg_bin(&c, NULL); /* pg_ok's pg_isready; none found reads as not healthy */
         int bad = 0;
         _cleanup_json_ json_object *all = json_object_new_array();
         for (int i = 0; i < C_COUNT; i++) {
