@@ -102,7 +102,8 @@ static const sp_config_def defs[] = {
         {"template-max-bytes", SP_CONFIG_SIZE, "16G", offsetof(worker_cfg, tpl_max_bytes), 1 << 20, INT64_C(16) << 40,
          "most bytes of files one template import may write"},
         {"storage-reserve", SP_CONFIG_SIZE, "1G", offsetof(worker_cfg, storage_reserve), 0, INT64_C(16) << 40,
-         "free space of the storage pool that template imports leave alone (an import that would eat into it fails)"},
+         "free space of the storage pool that template imports leave alone, at most a tenth of the pool (an "
+         "import that would eat into it fails)"},
         {"template-max-entries", SP_CONFIG_INT, "1000000", offsetof(worker_cfg, tpl_max_entries), 1, 100000000,
          "most files, directories and links one template import may create"},
         {"template-import-timeout", SP_CONFIG_INT, "1200", offsetof(worker_cfg, tpl_timeout), 1, 86400,

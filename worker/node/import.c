@@ -274,8 +274,13 @@ int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret,
         struct statvfs vfs;
         if (statvfs(n->storage->dir, &vfs) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
+        /* The reserve is at most a tenth of the pool: small pools (tests,
+         * trials) keep most of their room for templates. */
         uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
-        uint64_t room = avail > n->cfg.storage_reserve ? avail - n->cfg.storage_reserve : 0;
+        uint64_t reserve = n->cfg.storage_reserve, tenth = (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize / 10;
+        if (reserve > tenth)
+                reserve = tenth;
+        uint64_t room = avail > reserve ? avail - reserve : 0;
         if (room < b.max_bytes) {
                 b.max_bytes = room;
                 b.kind = WK__BOUND_POOL;

@@ -53,8 +53,9 @@ typedef struct wk_node_config {
          * Copied by wk_node_open. */
         const char *template_import_root;
         wk_template_limits template_limits; /* bounds on every import (zero fields: defaults) */
-        /* Free space of the storage pool that imports leave alone: an import
-         * is bounded by the pool's free space less this (statvfs). */
+        /* Free space of the storage pool that imports leave alone (at most a
+         * tenth of the pool): an import is bounded by the pool's free space
+         * less this (statvfs). */
         uint64_t storage_reserve;
         /* debootstrap imports: the program (NULL: /usr/sbin/debootstrap) and
          * the mirror when a request names none (NULL: debootstrap's own
