@@ -68,9 +68,10 @@ static const sp_config_def defs[] = {
          "deadline of the API's calls to workers (sessions and files); past it the API answers 504"},
         {"template-upload-max-bytes", SP_CONFIG_SIZE, "16G", offsetof(cp_cfg, template_upload_max), 1 << 20,
          INT64_C(1) << 50,
-         "the most one uploaded template archive may hold (keep it within the workers' --template-max-bytes)"},
+         "the most one tenant template may hold: an upload's archive and its unpacked files, a build's files (keep "
+         "it within the workers' --template-max-bytes)"},
         {"tenant-template-bytes", SP_CONFIG_SIZE, "64G", offsetof(cp_cfg, tenant_template_max), 1 << 20,
-         INT64_C(1) << 50, "the most a tenant's uploaded templates may hold together (archive bytes)"},
+         INT64_C(1) << 50, "the most a tenant's templates may hold together (archives and unpacked files)"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
          "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,

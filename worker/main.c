@@ -41,7 +41,7 @@ typedef struct {
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
-        int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout;
+        int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         bool insecure, base_template;
 } worker_cfg;
 
@@ -101,6 +101,9 @@ static const sp_config_def defs[] = {
          "the only directory templates are imported from (dir, tar, oci paths resolve beneath it; empty: none)"},
         {"template-max-bytes", SP_CONFIG_SIZE, "16G", offsetof(worker_cfg, tpl_max_bytes), 1 << 20, INT64_C(16) << 40,
          "most bytes of files one template import may write"},
+        {"storage-reserve", SP_CONFIG_SIZE, "1G", offsetof(worker_cfg, storage_reserve), 0, INT64_C(16) << 40,
+         "free space of the storage pool that template imports leave alone, at most a tenth of the pool (an "
+         "import that would eat into it fails)"},
         {"template-max-entries", SP_CONFIG_INT, "1000000", offsetof(worker_cfg, tpl_max_entries), 1, 100000000,
          "most files, directories and links one template import may create"},
         {"template-import-timeout", SP_CONFIG_INT, "1200", offsetof(worker_cfg, tpl_timeout), 1, 86400,
@@ -376,6 +379,7 @@ int main(int argc, char **argv)
                 .template_limits = {.max_bytes = (uint64_t)c.tpl_max_bytes,
                                     .max_entries = (uint64_t)c.tpl_max_entries,
                                     .max_seconds = (unsigned)c.tpl_timeout},
+                .storage_reserve = (uint64_t)c.storage_reserve,
                 .debootstrap_program = c.debootstrap_program,
                 .debootstrap_mirror = c.debootstrap_mirror,
                 .agent_path = agent,

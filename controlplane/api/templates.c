@@ -27,8 +27,16 @@ static void not_found(cp_call *c, const char *name)
  * storage pool), and the answer carries a data-plane URL and a template token
  * for it. The controllers make it a build once that worker has imported it
  * (reconcile.c). Its bytes count against the tenant's template storage: a
- * token may upload at most what is left of it, reserved until the archive is
- * in. */
+ * token may upload at most what is left of it (at most the per-template
+ * bound), reserved until the template is in; the worker then reports what it
+ * holds, the archive and the files unpacked from it, which is the template's
+ * size from then on. The reservation bounds both: the token's `max` the
+ * archive, its `sto` the archive and the unpacked files together (the worker
+ * stops an import, e.g. a decompression bomb, there). A tenant's template
+ * built by the workers (debootstrap) reserves the same way until it is built
+ * (the workers import at most the reservation, ctrl/templates.c). Public
+ * templates (the system tenant's, made by admins) count against no tenant's
+ * storage. */
 
 /* SP_E_CONFLICT when name is a public template's: a tenant's own would hide it. */
 static int public_name(cp_call *c, const char *name, sp_error **e)
@@ -67,6 +75,10 @@ static int upload_room(cp_call *c, const char *tenant, const char *except, int64
 {
         _cleanup_pgresult_ PGresult *lock = NULL, *res = NULL;
         const char *p[] = {tenant, except ? except : ""};
+        if (strcmp(tenant, "ten_system") == 0) {
+                *ret = c->api->cfg.template_upload_max_bytes;
+                return 0;
+        }
         if (cp_db_exec(c->api->db, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, p, &lock, e) < 0 ||
             cp_db_exec(c->api->db,
                        "SELECT coalesce(sum(coalesce(size_bytes, upload_max_bytes, 0)), 0)::bigint FROM templates "
@@ -99,6 +111,9 @@ static int upload_grant(cp_call *c, const char *tenant, const char *tpl_id, cons
         json_object_object_add(claims, "wkr", json_object_new_string(addr));
         json_object_object_add(claims, "fmt", json_object_new_string(format));
         json_object_object_add(claims, "max", json_object_new_int64(max));
+        /* The tenant's storage it may take, archive and unpacked files together. */
+        if (strcmp(tenant, "ten_system") != 0)
+                json_object_object_add(claims, "sto", json_object_new_int64(max));
         _cleanup_free_ char *token = NULL;
         char expires[32], url[1200];
         if (cp__token_mint(c->api, claims, c->api->cfg.attach_token_ttl_s, &token, expires, e) < 0)
@@ -305,9 +320,11 @@ void cp__h_template_create(cp_call *c)
                 cp_template_create_req_free(&r);
                 return;
         }
-        char id[SP_ID_MAX], op[SP_ID_MAX], deadline[24];
+        char id[SP_ID_MAX], op[SP_ID_MAX], deadline[24], reserve[24];
         snprintf(deadline, sizeof(deadline), "%lld", (long long)c->api->cfg.operation_deadline_s * 6);
-        const char *params[] = {owner, r.name, id, sp_json_str(spec), warm};
+        bool tenant_owned = strcmp(owner, "ten_system") != 0;
+        const char *params[] = {owner, r.name, id, sp_json_str(spec), warm, tenant_owned ? reserve : NULL};
+        int64_t room = 0;
         const char *own[] = {owner};
         _cleanup_pgresult_ PGresult *tenant = NULL;
         _cleanup_json_ json_object *out = NULL;
@@ -322,12 +339,17 @@ void cp__h_template_create(cp_call *c)
         }
         if (public_name(c, r.name, &e) < 0)
                 goto abort;
+        /* A tenant's template reserves its storage until the workers have
+         * built it and said what it holds (ctrl/templates.c). */
+        if (tenant_owned && upload_room(c, owner, NULL, &room, &e) < 0)
+                goto abort;
+        snprintf(reserve, sizeof(reserve), "%lld", (long long)room);
         if (sp_id_new("tpl", id, &e) < 0)
                 goto abort;
         if (cp_db_exec(c->api->db,
-                       "INSERT INTO templates (tenant_id, name, id, spec, state, warm) "
-                       "VALUES ($1, $2, $3, $4::jsonb, 'building', $5::integer)",
-                       5, params, NULL, &e) < 0) {
+                       "INSERT INTO templates (tenant_id, name, id, spec, state, warm, upload_max_bytes) "
+                       "VALUES ($1, $2, $3, $4::jsonb, 'building', $5::integer, $6::bigint)",
+                       6, params, NULL, &e) < 0) {
                 if (e->code == SP_E_CONFLICT) {
                         sp_error_free(e);
                         e = NULL;

@@ -248,8 +248,9 @@ static void remove_stale_templates(cp_ctrl *c, const char *worker, const char *t
 /* An upload the worker that took it has imported (its heartbeat lists the
  * template) becomes a build: a template_build operation copies it to the
  * other workers and marks it ready once they all hold it. The template's
- * size is the archive's, as the worker reports it; until then it counted
- * with the most its upload could hold. */
+ * size is what the worker reports it holds: the archive and the files
+ * unpacked from it (a small archive may unpack to gigabytes); until then it
+ * counted with the most its upload could hold. */
 static void promote_uploads(cp_ctrl *c)
 {
         _cleanup_pgresult_ PGresult *res = NULL;
@@ -267,7 +268,8 @@ static void promote_uploads(cp_ctrl *c)
                 /* Checked again under the row lock: one replica, one operation. */
                 const cp_db_stmt txn[] = {
                         {"UPDATE templates t SET state = 'building', error = NULL, updated_at = now(), "
-                         "size_bytes = coalesce((SELECT (w.observed->'artifacts'->>t.id)::bigint FROM workers w "
+                         "size_bytes = coalesce((SELECT (w.observed->'artifacts'->>t.id)::bigint + "
+                         "coalesce((w.observed->'template_bytes'->>t.id)::bigint, 0) FROM workers w "
                          "WHERE w.id = t.spec->>'worker'), t.upload_max_bytes), upload_max_bytes = NULL "
                          "WHERE t.id = $1 AND t.state = 'uploading'",
                          1, p, false},

@@ -20,6 +20,7 @@ typedef struct import_ctx {
         void (*done)(void *userdata, const sp_error *err);
         void *userdata;
         char op[SP_ID_MAX]; /* the build operation whose message shows progress ("": none) */
+        char tpl[SP_ID_MAX];
         int64_t shown_us; /* when the message was last set */
 } import_ctx;
 
@@ -55,8 +56,24 @@ static void on_import_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint
 static void on_import_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
 {
         (void)s;
-        (void)trailer;
         import_ctx *x = userdata;
+        /* What the template holds on this worker is its size (the largest
+         * where workers differ, e.g. debootstrap's downloads over time): it
+         * counts against its tenant's template storage, in place of the
+         * reservation made for the build. Uploaded templates are sized when
+         * the upload is in (reconcile.c): their archive counts too. */
+        json_object *tpl = NULL;
+        int64_t bytes = 0;
+        if (!err && sp_json_get_object(trailer, "template", false, &tpl, NULL) == 0 && tpl &&
+            sp_json_get_int(tpl, "bytes", true, 0, INT64_MAX, &bytes, NULL) == 0) {
+                char b[24];
+                snprintf(b, sizeof(b), "%lld", (long long)bytes);
+                const char *p[] = {x->tpl, b};
+                (void)cp_db_exec(x->c->db,
+                                 "UPDATE templates SET size_bytes = greatest(coalesce(size_bytes, 0), $2::bigint), "
+                                 "updated_at = now() WHERE id = $1 AND spec->>'source' <> 'upload'",
+                                 2, p, NULL, NULL);
+        }
         x->done(x->userdata, err);
         free(x);
 }
@@ -217,6 +234,7 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
         x->done = done;
         x->userdata = userdata;
         snprintf(x->op, sizeof(x->op), "%s", op ? op : "");
+        snprintf(x->tpl, sizeof(x->tpl), "%s", tpl_id);
         static const sp_rpc_stream_ops ops = {.on_frame = on_import_frame, .on_end = on_import_end};
         if (!sp_rpc_client_stream(cli, "ImportTemplate", req, 30 * 60 * 1000, &ops, x, NULL)) {
                 free(x);
@@ -247,8 +265,8 @@ static void fleet_op_step(fleet_op *f)
                  * it ready (the workers that refused still have it), with the
                  * reason, so that the delete can be tried again. */
                 (void)cp_db_exec(c->db,
-                                 f->build ? "UPDATE templates SET state = 'failed', error = $2, updated_at = now() "
-                                            "WHERE id = $1 AND state = 'building'"
+                                 f->build ? "UPDATE templates SET state = 'failed', error = $2, updated_at = now(), "
+                                            "upload_max_bytes = NULL WHERE id = $1 AND state = 'building'"
                                           : "UPDATE templates SET state = 'ready', error = $2, updated_at = now() "
                                             "WHERE id = $1 AND state = 'deleting'",
                                  2, p + 1, NULL, NULL);
@@ -259,8 +277,8 @@ static void fleet_op_step(fleet_op *f)
         } else {
                 if (f->build)
                         (void)cp_db_exec(c->db,
-                                         "UPDATE templates SET state = 'ready', error = NULL, updated_at = now() "
-                                         "WHERE id = $1 AND state = 'building'",
+                                         "UPDATE templates SET state = 'ready', error = NULL, updated_at = now(), "
+                                         "upload_max_bytes = NULL WHERE id = $1 AND state = 'building'",
                                          1, p + 1, NULL, NULL);
                 (void)cp_db_exec(c->db,
                                  "UPDATE operations SET state = 'succeeded', message = NULL, updated_at = now(), "
@@ -299,7 +317,7 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
         bool build = strcmp(kind, "template_build") == 0;
         _cleanup_pgresult_ PGresult *tpl = NULL, *ws = NULL;
         const char *p[] = {tpl_id};
-        if (cp_db_exec(c->db, "SELECT spec::text FROM templates WHERE id = $1", 1, p, &tpl, NULL) < 0)
+        if (cp_db_exec(c->db, "SELECT spec::text, upload_max_bytes FROM templates WHERE id = $1", 1, p, &tpl, NULL) < 0)
                 return;
         if (PQntuples(tpl) != 1) {
                 const char *fp[] = {op};
@@ -350,6 +368,12 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
         const char *s = PQgetvalue(tpl, 0, 0);
         if (sp_json_parse(s, strlen(s), &spec, NULL) < 0)
                 spec = json_object_new_object();
+        /* A tenant's template being built holds a reservation of its template
+         * storage (api/templates.c): the workers import at most that. An
+         * upload's copies carry none (the template counted when it was in). */
+        if (build && !PQgetisnull(tpl, 0, 1))
+                json_object_object_add(spec, "max_bytes",
+                                       json_object_new_int64(strtoll(PQgetvalue(tpl, 0, 1), NULL, 10)));
         for (int i = 0; i < PQntuples(ws); i++) {
                 const char *wid = PQgetvalue(ws, i, 0);
                 f->pending++;

@@ -74,25 +74,26 @@ static int check_warm(json_object *req, json_object **ret, sp_error **err)
         return 0;
 }
 
-static int check_artifacts(json_object *req, json_object **ret, sp_error **err)
+/* artifacts and template_bytes: {"<template>": bytes, …}. */
+static int check_sizes(json_object *req, const char *field, json_object **ret, sp_error **err)
 {
-        json_object *artifacts = NULL;
-        if (sp_json_get_object(req, "artifacts", false, &artifacts, err) < 0)
+        json_object *sizes = NULL;
+        if (sp_json_get_object(req, field, false, &sizes, err) < 0)
                 return -SP_E_INVALID;
-        if (artifacts && (size_t)json_object_object_length(artifacts) > CP_FLEET_TEMPLATES_MAX)
-                return sp_error_set(err, SP_E_INVALID, "field 'artifacts' has more than %d entries",
+        if (sizes && (size_t)json_object_object_length(sizes) > CP_FLEET_TEMPLATES_MAX)
+                return sp_error_set(err, SP_E_INVALID, "field '%s' has more than %d entries", field,
                                     CP_FLEET_TEMPLATES_MAX);
-        if (artifacts) {
-                json_object_object_foreach (artifacts, k, v) {
+        if (sizes) {
+                json_object_object_foreach (sizes, k, v) {
                         if (!cp__fleet_object_name_ok(k))
-                                return sp_error_set(err, SP_E_INVALID, "artifacts: '%.128s' is not a template name", k);
+                                return sp_error_set(err, SP_E_INVALID, "%s: '%.128s' is not a template name", field, k);
                         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
                             json_object_get_int64(v) > ARTIFACT_BYTES_MAX)
-                                return sp_error_set(err, SP_E_INVALID,
-                                                    "artifacts.%s must be an integer between 0 and 2^50", k);
+                                return sp_error_set(err, SP_E_INVALID, "%s.%s must be an integer between 0 and 2^50",
+                                                    field, k);
                 }
         }
-        *ret = artifacts;
+        *ret = sizes;
         return 0;
 }
 
@@ -131,21 +132,21 @@ static int check_sandboxes(json_object *req, json_object **ret, sp_error **err)
 typedef struct heartbeat_req {
         const char *address, *backend;
         json_object *labels, *capacity;
-        json_object *observed; /* owned: used, templates, artifacts, warm, sandboxes */
+        json_object *observed; /* owned: used, templates, artifacts, template_bytes, warm, sandboxes */
 } heartbeat_req;
 
 static int parse(json_object *req, heartbeat_req *r, sp_error **err)
 {
-        static const char *const fields[] = {"address",   "backend",   "labels", "capacity",  "used",
-                                             "templates", "artifacts", "warm",   "sandboxes", NULL};
-        json_object *used = NULL, *templates = NULL, *artifacts = NULL, *warm = NULL, *sandboxes = NULL;
+        static const char *const fields[] = {"address",   "backend",        "labels", "capacity",  "used", "templates",
+                                             "artifacts", "template_bytes", "warm",   "sandboxes", NULL};
+        json_object *used = NULL, *templates = NULL, *artifacts = NULL, *bytes = NULL, *warm = NULL, *sandboxes = NULL;
         if (sp_json_check_fields(req, fields, err) < 0 ||
             sp_json_get_string(req, "address", true, CP_FLEET_ADDRESS_MAX, &r->address, err) < 0 ||
             sp_json_get_string(req, "backend", true, 32, &r->backend, err) < 0 ||
             cp__fleet_get_labels(req, &r->labels, err) < 0 || get_resources(req, "capacity", &r->capacity, err) < 0 ||
             get_resources(req, "used", &used, err) < 0 || check_templates(req, &templates, err) < 0 ||
-            check_artifacts(req, &artifacts, err) < 0 || check_warm(req, &warm, err) < 0 ||
-            check_sandboxes(req, &sandboxes, err) < 0)
+            check_sizes(req, "artifacts", &artifacts, err) < 0 || check_sizes(req, "template_bytes", &bytes, err) < 0 ||
+            check_warm(req, &warm, err) < 0 || check_sandboxes(req, &sandboxes, err) < 0)
                 return -SP_E_INVALID;
         if (!cp__fleet_address_ok(r->address))
                 return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
@@ -158,6 +159,8 @@ static int parse(json_object *req, heartbeat_req *r, sp_error **err)
                                templates ? json_object_get(templates) : json_object_new_array());
         json_object_object_add(r->observed, "artifacts",
                                artifacts ? json_object_get(artifacts) : json_object_new_object());
+        json_object_object_add(r->observed, "template_bytes",
+                               bytes ? json_object_get(bytes) : json_object_new_object());
         json_object_object_add(r->observed, "warm", warm ? json_object_get(warm) : json_object_new_object());
         json_object_object_add(r->observed, "sandboxes",
                                sandboxes ? json_object_get(sandboxes) : json_object_new_array());

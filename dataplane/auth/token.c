@@ -145,7 +145,8 @@ static int decode_files(json_object *claims, dp_claims *c, sp_error **err)
         return 0;
 }
 
-/* The claims of a template token: tpl, fmt and max; no sbx, ses, path or usr. */
+/* The claims of a template token: tpl, fmt, max and optionally sto; no sbx,
+ * ses, path or usr. */
 static int decode_template(json_object *claims, dp_claims *c, sp_error **err)
 {
         static const char *const refused[] = {"sbx", "ses", "path", "usr"};
@@ -169,6 +170,10 @@ static int decode_template(json_object *claims, dp_claims *c, sp_error **err)
         if (sp_json_get_int(claims, "max", true, 1, (int64_t)DP_CLAIM_UPLOAD_MAX, &max, &e) < 0)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: %s", e->message);
         c->max_bytes = (uint64_t)max;
+        int64_t sto = 0;
+        if (sp_json_get_int(claims, "sto", false, 1, (int64_t)DP_CLAIM_UPLOAD_MAX, &sto, &e) < 0)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: %s", e->message);
+        c->max_stored_bytes = (uint64_t)sto;
         return 0;
 }
 

@@ -44,6 +44,9 @@ typedef struct dp_claims {
         char template_id[DP_CLAIM_ID_MAX + 1]; /* template tokens only (tpl), else "" */
         char format[4]; /* template tokens: "tar" or "oci" (fmt), else "" */
         uint64_t max_bytes; /* template tokens: the most the upload may hold (max, 1..DP_CLAIM_UPLOAD_MAX), else 0 */
+        /* template tokens: the most the template may hold on the worker, its
+         * archive and unpacked files together (sto, optional: 0 when absent) */
+        uint64_t max_stored_bytes;
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* HOST:PORT of the worker RPC */
         char user[DP_CLAIM_USER_MAX + 1]; /* files tokens: act as this user in the sandbox ("": its default) */
         bool has_path; /* files tokens: the one path granted */
@@ -68,7 +71,8 @@ dp_refusal dp_token_refusal(const sp_error *e);
  * them) into *ret: typ, scope and wkr required; sbx required on session and
  * files tokens; ses required for session tokens and refused on the others;
  * path and usr only on files tokens; tpl (a template id: [A-Za-z0-9._-], not
- * starting with '.'), fmt and max required on template tokens, which name no
+ * starting with '.'), fmt and max required on template tokens (sto, the
+ * bound on what the template may hold stored, optional), which name no
  * sbx, ses, path or usr; ten and akey optional. Claims this version does not know are ignored (the control
  * plane may add some). Every refusal is SP_E_UNAUTHENTICATED "malformed
  * token claims: ..." naming the claim. *ret is untouched on failure. */

@@ -5,7 +5,10 @@
  * what the worker stored, {"template":…,"bytes":N}. The token's max bounds
  * the upload: a larger Content-Length is refused here, before the worker is
  * called; a chunked body is stopped at it by the worker, which is told the
- * bound. Nothing of the archive is held in memory.
+ * bound. The token's sto (when it has one) bounds what the template may hold
+ * on the worker, archive and unpacked files together: the worker is told it
+ * and refuses an archive that unpacks to more. Nothing of the archive is held
+ * in memory.
  */
 #include "route/request.h"
 #include "route/routes.h"
@@ -37,6 +40,9 @@ void dp_template_put_handler(sp_http_request *req, void *userdata)
         json_object_object_add(r, "name", json_object_new_string(c.template_id));
         json_object_object_add(r, "format", json_object_new_string(c.format));
         json_object_object_add(r, "max_bytes", json_object_new_int64((int64_t)c.max_bytes));
+        /* The worker stops the import there: an archive's files count too. */
+        if (c.max_stored_bytes)
+                json_object_object_add(r, "max_stored_bytes", json_object_new_int64((int64_t)c.max_stored_bytes));
         dp_upload_spec spec = {.route = DP_ROUTE_TEMPLATE_PUT,
                                .method = "UploadTemplate",
                                .request = r,

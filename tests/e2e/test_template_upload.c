@@ -14,7 +14,14 @@
  *     larger than that is refused before it reaches a worker; with nothing
  *     left a new upload is 429 until a template is deleted; a push of a
  *     template still waiting for its archive takes it up again with a fresh
- *     token; a token for one template does not upload another.
+ *     token; a token for one template does not upload another;
+ *   - what counts is what a template holds, its archive and the files
+ *     unpacked from it: a decompression bomb (a small archive of a file of
+ *     zeros larger than what is left of the tenant's storage) is refused by
+ *     the worker naming the tenant's storage and leaves nothing behind; an
+ *     archive that fits is ready with archive + unpacked bytes as its size;
+ *     a second one that fits the per-upload bound but not what is left of
+ *     the tenant's storage, by its unpacked files only, is refused.
  *
  * One cluster for the file (an unchecked fixture). Needs root, btrfs,
  * PostgreSQL and the static busybox the base template is made of.
@@ -41,7 +48,7 @@ static sp_test_proc dp;
 static int dp_port;
 static char *dir;
 static char dp_url_arg[128];
-static const char *cp_args[] = {dp_url_arg, "--tenant-template-bytes=3M", "--template-upload-max-bytes=2M", NULL};
+static const char *cp_args[] = {dp_url_arg, "--tenant-template-bytes=12M", "--template-upload-max-bytes=10M", NULL};
 
 static void cluster_up(void)
 {
@@ -88,6 +95,19 @@ static int64_t file_size(const char *path)
         struct stat st;
         ck_assert_msg(stat(path, &st) == 0, "%s", path);
         return (int64_t)st.st_size;
+}
+
+/* What the files of the tree dir/<name> hold: the bytes of its regular files. */
+static int64_t tree_bytes(const char *name)
+{
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "find '%s/%s' -type f -printf '%%s\\n' | awk '{s+=$1} END {print s+0}'", dir, name);
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        long long n = -1;
+        ck_assert_int_eq(fscanf(f, "%lld", &n), 1);
+        ck_assert_int_eq(pclose(f), 0);
+        return (int64_t)n;
 }
 
 /* A root filesystem in dir/<name>: busybox with sh and cat, and /hello.txt
@@ -209,6 +229,8 @@ START_TEST(pushed_templates_reach_every_worker)
                 char size[32];
                 snprintf(size, sizeof(size), "%lld", (long long)file_size(tgz));
                 ck_assert_str_eq(sp_test_jstr(o, "bytes"), size);
+                /* Its size: the archive and the files unpacked from it. */
+                snprintf(size, sizeof(size), "%lld", (long long)(file_size(tgz) + tree_bytes("app")));
                 ck_assert_str_eq(sp_test_jstr(o, "template.size_bytes"), size);
                 snprintf(tpl_ids[0], 64, "%s", sp_test_jstr(o, "template.id"));
         }
@@ -278,22 +300,22 @@ START_TEST(uploads_count_against_the_tenants_template_storage)
         make_rootfs("small", "small");
         make_tarball("small", tgz);
 
-        /* 3 MiB per tenant, 2 MiB per upload: the first takes 2, the second what is left. */
+        /* 12 MiB per tenant, 10 MiB per upload: the first takes 10, the second what is left. */
         _cleanup_json_ json_object *a = sp_test_api(&S, key, "POST", "/v1/templates", 201,
                                                     "{\"name\":\"a\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
         ck_assert_str_eq(sp_test_jstr(a, "template.state"), "uploading");
-        ck_assert_str_eq(sp_test_jstr(a, "upload.max_bytes"), "2097152");
+        ck_assert_str_eq(sp_test_jstr(a, "upload.max_bytes"), "10485760");
         _cleanup_json_ json_object *b = sp_test_api(&S, key, "POST", "/v1/templates", 201,
                                                     "{\"name\":\"b\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
-        ck_assert_str_eq(sp_test_jstr(b, "upload.max_bytes"), "1048576");
+        ck_assert_str_eq(sp_test_jstr(b, "upload.max_bytes"), "2097152");
         _cleanup_json_ json_object *c = sp_test_api(&S, key, "POST", "/v1/templates", 429,
                                                     "{\"name\":\"c\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
         ck_assert_str_eq(sp_test_jstr(c, "error.code"), "resource_exhausted");
 
         /* More than the token allows: refused before a worker sees it; the template still waits. */
-        _cleanup_free_ char *big = malloc(2 * MiB + 2);
-        memset(big, 'x', 2 * MiB + 1);
-        big[2 * MiB + 1] = '\0';
+        _cleanup_free_ char *big = malloc(10 * MiB + 2);
+        memset(big, 'x', 10 * MiB + 1);
+        big[10 * MiB + 1] = '\0';
         _cleanup_json_ json_object *tl = NULL;
         ck_assert_int_eq(dp_put(sp_test_jstr(a, "upload.url"), sp_test_jstr(a, "upload.token"), big, &tl), 413);
         ck_assert_str_eq(sp_test_jstr(tl, "error.code"), "too_large");
@@ -319,7 +341,7 @@ START_TEST(uploads_count_against_the_tenants_template_storage)
         json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
         _cleanup_json_ json_object *c2 = sp_test_api(&S, key, "POST", "/v1/templates", 201,
                                                      "{\"name\":\"c\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
-        ck_assert_str_eq(sp_test_jstr(c2, "upload.max_bytes"), "2097152");
+        ck_assert_str_eq(sp_test_jstr(c2, "upload.max_bytes"), "10485760");
 
         /* spacectl push of a template that waits for its archive takes it up (a fresh token). */
         {
@@ -328,13 +350,14 @@ START_TEST(uploads_count_against_the_tenants_template_storage)
                 _cleanup_json_ json_object *o = ctl_json(&r);
                 ck_assert_str_eq(sp_test_jstr(o, "template.state"), "ready");
                 char size[32];
-                snprintf(size, sizeof(size), "%lld", (long long)file_size(tgz));
+                snprintf(size, sizeof(size), "%lld", (long long)(file_size(tgz) + tree_bytes("small")));
                 ck_assert_str_eq(sp_test_jstr(o, "template.size_bytes"), size);
         }
         /* Once in, the template counts with its real size: the rest is free again. */
+        int64_t c_size = file_size(tgz) + tree_bytes("small");
         _cleanup_json_ json_object *again = sp_test_api(&S, key, "POST", "/v1/templates/b/upload", 200, NULL, NULL);
         ck_assert_int_eq((int)strtoll(sp_test_jstr(again, "upload.max_bytes"), NULL, 10),
-                         (int)(2 * MiB < 3 * MiB - file_size(tgz) ? 2 * MiB : 3 * MiB - file_size(tgz)));
+                         (int)(10 * MiB < 12 * MiB - c_size ? 10 * MiB : 12 * MiB - c_size));
         /* A template that has its archive takes no other. */
         _cleanup_json_ json_object *no = sp_test_api(&S, key, "POST", "/v1/templates/c/upload", 409, NULL, NULL);
         ck_assert_str_eq(sp_test_jstr(no, "error.code"), "conflict");
@@ -342,10 +365,99 @@ START_TEST(uploads_count_against_the_tenants_template_storage)
         /* A file larger than what is left: spacectl says so before sending it. */
         char bigf[600];
         snprintf(bigf, sizeof(bigf), "%s/big.tar", dir);
-        sh("head -c %d /dev/zero > '%s'", 3 * MiB, bigf);
+        sh("head -c %d /dev/zero > '%s'", 11 * MiB, bigf);
         _cleanup_ctl_result_ ctl_result r = ctl_run(NULL, NULL, "template", "push", "b", bigf, NULL);
         ctl_assert_code(r, 1);
         ck_assert_msg(strstr(r.err.data, "this upload may hold"), "%s", r.err.data);
+}
+END_TEST
+
+/* dir/<name>.tar.gz holding one file of mib MiB of zeros (a few KiB compressed). */
+static void make_zeros(const char *name, int64_t bytes, char out[static 512])
+{
+        snprintf(out, 512, "%s/%s.tar.gz", dir, name);
+        sh("set -e; r='%s/%s'; mkdir -p \"$r\"; head -c %lld /dev/zero > \"$r/zeros\"; tar -C \"$r\" -czf '%s' .; "
+           "rm -f \"$r/zeros\"",
+           dir, name, (long long)bytes, out);
+}
+
+/* Whether worker i's storage holds anything of template id: its files or its archive. */
+static bool worker_holds(int i, const char *id)
+{
+        char p[1024];
+        struct stat st;
+        snprintf(p, sizeof(p), "%s/w%d/storage/templates/%s", S.dir, i, id);
+        if (lstat(p, &st) == 0)
+                return true;
+        const char *const suffixes[] = {"", ".part", ".unpack"};
+        for (size_t k = 0; k < 3; k++) {
+                snprintf(p, sizeof(p), "%s/w%d/storage/artifacts/%s%s", S.dir, i, id, suffixes[k]);
+                if (lstat(p, &st) == 0)
+                        return true;
+        }
+        return false;
+}
+
+START_TEST(templates_count_what_they_unpack_to)
+{
+        char key[256], bomb[512], tgz[512], over[512];
+        tenant("bomber", key);
+
+        /* A decompression bomb: 64 MiB of zeros in a few KiB, more than the
+         * tenant's 12 MiB but far less than the worker's 16 GiB per template. */
+        make_zeros("bomb", 64 * MiB, bomb);
+        ck_assert_int_lt(file_size(bomb), MiB);
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(NULL, NULL, "template", "push", "bomb", bomb, NULL);
+                ctl_assert_code(r, 1);
+                ck_assert_msg(strstr(r.err.data, "tenant's template storage"), "%s", r.err.data);
+        }
+        _cleanup_json_ json_object *g = sp_test_api(&S, key, "GET", "/v1/templates/bomb", 200, NULL, NULL);
+        ck_assert_str_eq(sp_test_jstr(g, "state"), "uploading");
+        char bomb_id[64];
+        snprintf(bomb_id, sizeof(bomb_id), "%s", sp_test_jstr(g, "id"));
+        /* Nothing of it stays on the workers. */
+        for (int i = 0; i < 2; i++)
+                ck_assert_msg(!worker_holds(i, bomb_id), "worker %d holds something of %s", i, bomb_id);
+        /* Its reservation is all it counted: deleted, the tenant has all its storage again. */
+        _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", "/v1/templates/bomb", 202, NULL, NULL);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
+        _cleanup_json_ json_object *probe =
+                sp_test_api(&S, key, "POST", "/v1/templates", 201,
+                            "{\"name\":\"probe\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
+        ck_assert_str_eq(sp_test_jstr(probe, "upload.max_bytes"), "10485760");
+        _cleanup_json_ json_object *pdel = sp_test_api(&S, key, "DELETE", "/v1/templates/probe", 202, NULL, NULL);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(pdel, "operation.id"), true));
+
+        /* An archive that fits: its size is the archive and its files. */
+        make_rootfs("fits", "it fits");
+        make_tarball("fits", tgz);
+        int64_t size = file_size(tgz) + tree_bytes("fits");
+        {
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(NULL, NULL, "--json", "template", "push", "fits", tgz, NULL);
+                ctl_assert_code(r, 0);
+                _cleanup_json_ json_object *o = ctl_json(&r);
+                ck_assert_str_eq(sp_test_jstr(o, "template.state"), "ready");
+        }
+        _cleanup_json_ json_object *fits = sp_test_api(&S, key, "GET", "/v1/templates/fits", 200, NULL, NULL);
+        ck_assert_int_eq(strtoll(sp_test_jstr(fits, "size_bytes"), NULL, 10), size);
+
+        /* A second one within the per-upload bound (10 MiB) but more than is
+         * left of the tenant's 12 MiB once its files are unpacked. */
+        int64_t left = 12 * MiB - size;
+        ck_assert_int_lt(left + MiB / 2, 10 * MiB);
+        make_zeros("over", left + MiB / 2, over);
+        ck_assert_int_lt(file_size(over), left);
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(NULL, NULL, "template", "push", "over", over, NULL);
+                ctl_assert_code(r, 1);
+                ck_assert_msg(strstr(r.err.data, "tenant's template storage"), "%s", r.err.data);
+        }
+        _cleanup_json_ json_object *og = sp_test_api(&S, key, "GET", "/v1/templates/over", 200, NULL, NULL);
+        ck_assert_str_eq(sp_test_jstr(og, "state"), "uploading");
+        for (int i = 0; i < 2; i++)
+                ck_assert(!worker_holds(i, sp_test_jstr(og, "id")));
 }
 END_TEST
 
@@ -357,6 +469,7 @@ static Suite *suite(void)
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, pushed_templates_reach_every_worker);
         tcase_add_test(tc, uploads_count_against_the_tenants_template_storage);
+        tcase_add_test(tc, templates_count_what_they_unpack_to);
         suite_add_tcase(s, tc);
         return s;
 }

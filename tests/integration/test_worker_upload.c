@@ -714,6 +714,16 @@ START_TEST(failed_uploads_leave_nothing)
         stream_free(&st);
         assert_nothing_left("tpl_big");
 
+        /* past max_stored_bytes: the archive fits, the files unpacked from it do not */
+        char extra[96];
+        snprintf(extra, sizeof(extra), ",\"max_stored_bytes\":%zu", tarball.len + 1000);
+        upload(cp_ctx, "tpl_big", "tar", extra, &tarball, 65536, &st);
+        ck_assert_msg(st.error && st.error->code == SP_E_TOO_LARGE, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "bytes left of the tenant's template storage"), "%s",
+                      st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_big");
+
         /* max_bytes beyond the worker's --template-max-bytes */
         upload(cp_ctx, "tpl_big", "tar", ",\"max_bytes\":1000000000", &tarball, 65536, &st);
         ck_assert_msg(st.error && st.error->code == SP_E_INVALID, "%s", st.error ? st.error->message : "accepted");
@@ -935,6 +945,13 @@ START_TEST(template_changes_send_a_heartbeat_at_once)
         ck_assert_msg(after_upload, "no heartbeat after the upload");
         ck_assert(json_object_object_get_ex(after_upload, "artifacts", &a));
         ck_assert_int_eq(int_field(a, "tpl_beat"), (int64_t)tarball.len);
+        /* what its files hold, as the template says it */
+        json_object *sizes = NULL;
+        ck_assert(json_object_object_get_ex(after_upload, "template_bytes", &sizes));
+        _cleanup_json_ json_object *t = listed("tpl_beat");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_gt(int_field(sizes, "tpl_beat"), 3 << 20);
+        ck_assert_int_eq(int_field(sizes, "tpl_beat"), int_field(t, "bytes"));
         json_object *names = NULL;
         ck_assert(json_object_object_get_ex(after_upload, "templates", &names));
         ck_assert_int_eq(json_object_array_length(names), 1);

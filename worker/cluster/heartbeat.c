@@ -79,11 +79,17 @@ static json_object *heartbeat_body(wk_cluster *c)
         json_object_object_add(o, "templates", copy_field(info, "templates", json_type_array));
         json_object_object_add(o, "warm", copy_field(info, "warm", json_type_object));
         /* Only when there are some: a control plane without the field refuses it. */
-        json_object *artifacts = wk_node_artifacts_json(c->node);
+        json_object *artifacts = wk_node_artifacts_json(c->node), *bytes = wk_node_template_bytes_json(c->node);
         if (json_object_object_length(artifacts) > 0)
                 json_object_object_add(o, "artifacts", artifacts);
         else
                 json_object_put(artifacts);
+        /* What each template's files hold: the control plane counts it (with
+         * the artifact) against its tenant's template storage. */
+        if (json_object_object_length(bytes) > 0)
+                json_object_object_add(o, "template_bytes", bytes);
+        else
+                json_object_put(bytes);
         json_object *all = NULL, *sandboxes = json_object_new_array();
         json_object_object_get_ex(list, "sandboxes", &all);
         for (size_t i = 0; all && i < json_object_array_length(all); i++) {

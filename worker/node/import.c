@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "node/node_internal.h"
@@ -55,6 +56,7 @@ struct wk_import {
         int rc;
         sp_error *err;
         wk_template_meta *meta;
+        uint64_t bytes; /* what the template's files hold, measured after the fill */
 };
 
 bool wk__import_under_way(wk_node *n, const char *name)
@@ -100,7 +102,14 @@ static void *import_main(void *arg)
         wk_template_meta *meta = NULL;
         sp_error *err = NULL;
         int rc = imp->spec.fill(imp->dest, imp->spec.fill_ud, &ctx, &meta, &err);
+        /* Measured here, off the loop: a walk of every file. The fill kept
+         * within the bound where its importer could; this catches the rest. */
+        uint64_t bytes = 0;
+        if (rc >= 0 && (rc = wk_template_measure(imp->dest, &bytes, &err)) >= 0 && bytes > imp->spec.bound.max_bytes)
+                rc = sp_error_set(&err, SP_E_TOO_LARGE, "the template holds %llu bytes, more than %llu",
+                                  (unsigned long long)bytes, (unsigned long long)imp->spec.bound.max_bytes);
         pthread_mutex_lock(&imp->mu);
+        imp->bytes = bytes;
         imp->rc = rc;
         imp->err = err;
         imp->meta = meta;
@@ -179,10 +188,16 @@ static void finish(wk_import *imp)
         int rc = imp->rc;
         if (rc >= 0) {
                 rc = wk__template_record(n, imp->name, TAKE_PTR(imp->meta), imp->spec.artifact_format,
-                                         imp->spec.artifact_bytes, &e);
+                                         imp->spec.artifact_bytes, (int64_t)imp->bytes, &e);
         } else {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the import failed");
+                /* Past a bound that is not the node's own: say which one, in
+                 * the caller's terms (the importer's message names an entry). */
+                if (e->code == SP_E_TOO_LARGE && imp->spec.bound.kind != WK__BOUND_NODE) {
+                        sp_error_free(TAKE_PTR(e));
+                        wk__bound_refuse(&imp->spec.bound, &e);
+                }
                 sp_error_wrap(&e, "template %s", imp->name);
                 _cleanup_error_ sp_error *de = NULL;
                 if (wk_storage_template_delete(n->storage, imp->name, &de) < 0)
@@ -224,6 +239,56 @@ static int start_thread(wk_import *imp)
         int r = pthread_create(&imp->thread, NULL, import_main, imp);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return r;
+}
+
+int wk__bound_refuse(const wk__bound *b, sp_error **err)
+{
+        if (b->kind == WK__BOUND_CALLER)
+                return sp_error_set(err, SP_E_TOO_LARGE,
+                                    "the template would hold more than the %llu bytes left of the tenant's template "
+                                    "storage",
+                                    (unsigned long long)b->caller);
+        if (b->kind == WK__BOUND_POOL)
+                return sp_error_set(err, SP_E_TOO_LARGE,
+                                    "the template would not fit in the worker's free storage (%llu bytes free for "
+                                    "templates, beyond the space the worker keeps in reserve)",
+                                    (unsigned long long)b->max_bytes);
+        return sp_error_set(err, SP_E_TOO_LARGE,
+                            "the template would hold more than this worker's %llu bytes per template",
+                            (unsigned long long)b->max_bytes);
+}
+
+int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret, sp_error **err)
+{
+        wk__bound b = {.max_bytes = wk_node_upload_max_bytes(n), .kind = WK__BOUND_NODE, .caller = caller};
+        if (caller) {
+                uint64_t left = caller > used ? caller - used : 0;
+                if (left < b.max_bytes) {
+                        b.max_bytes = left;
+                        b.kind = WK__BOUND_CALLER;
+                }
+        }
+        /* What the pool has free now, less the reserve; imports running at
+         * the same time share it (each may take it all: the reserve is what
+         * keeps the pool from filling up entirely). */
+        struct statvfs vfs;
+        if (statvfs(n->storage->dir, &vfs) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
+        /* The reserve is at most a tenth of the pool: small pools (tests,
+         * trials) keep most of their room for templates. */
+        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        uint64_t reserve = n->cfg.storage_reserve, tenth = (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize / 10;
+        if (reserve > tenth)
+                reserve = tenth;
+        uint64_t room = avail > reserve ? avail - reserve : 0;
+        if (room < b.max_bytes) {
+                b.max_bytes = room;
+                b.kind = WK__BOUND_POOL;
+        }
+        *ret = b;
+        if (b.max_bytes == 0)
+                return wk__bound_refuse(&b, err);
+        return 0;
 }
 
 int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,

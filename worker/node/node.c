@@ -88,6 +88,7 @@ static int template_persist(wk_node *n, wk_template *t, sp_error **err)
         json_object_object_add(o, "created_us", json_object_new_int64(t->created_us));
         json_object_object_add(o, "warm", json_object_new_int64(t->warm_target));
         json_object_object_add(o, "meta", m);
+        json_object_object_add(o, "bytes", json_object_new_int64(t->bytes));
         if (t->artifact_format) {
                 json_object *a = json_object_new_object();
                 json_object_object_add(a, "format",
@@ -119,6 +120,30 @@ static void load_artifact(wk_template *t, json_object *o, const char *path)
 out:
         if (e)
                 sp_log_warn("template %s: ignoring its artifact: %s", path, e->message);
+}
+
+static int template_persist(wk_node *n, wk_template *t, sp_error **err);
+
+/* Templates recorded before their size was kept are measured once, at the
+ * start (on the loop: before the daemon serves), and their records updated. */
+static void templates_measure_unknown(wk_node *n)
+{
+        for (wk_template *t = n->templates; t; t = t->next) {
+                if (t->bytes >= 0)
+                        continue;
+                uint64_t bytes = 0;
+                _cleanup_free_ char *rootfs = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                if (!(rootfs = wk_storage_template_rootfs(n->storage, t->name, &e)) ||
+                    wk_template_measure(rootfs, &bytes, &e) < 0) {
+                        sp_log_warn_kv(SP_KV("template", t->name), "cannot measure the template: %s", e->message);
+                        t->bytes = 0;
+                        continue;
+                }
+                t->bytes = (int64_t)bytes;
+                if (template_persist(n, t, &e) < 0)
+                        sp_log_warn_kv(SP_KV("template", t->name), "recording the template's size: %s", e->message);
+        }
 }
 
 static int templates_load(wk_node *n, sp_error **err)
@@ -156,6 +181,8 @@ static int templates_load(wk_node *n, sp_error **err)
                 sp_json_get_int(o, "created_us", false, 0, INT64_MAX, &t->created_us, NULL);
                 sp_json_get_int(o, "warm", false, -1, 1000, &t->warm_target, NULL);
                 load_artifact(t, o, path);
+                t->bytes = -1;
+                sp_json_get_int(o, "bytes", false, 0, INT64_MAX, &t->bytes, NULL);
                 t->next = n->templates;
                 n->templates = t;
         }
@@ -202,6 +229,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
                 goto fail;
         wk__templates_sweep(n);
         wk__artifacts_recover(n);
+        templates_measure_unknown(n);
         wk__warm_schedule(n);
         *ret = n;
         return 0;
@@ -265,7 +293,7 @@ int wk__template_name_free(wk_node *n, const char *name, sp_error **err)
 }
 
 int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk_template_source artifact_format,
-                        int64_t artifact_bytes, sp_error **err)
+                        int64_t artifact_bytes, int64_t bytes, sp_error **err)
 {
         wk_template *t = NULL;
         if (wk_storage_template_seal(n->storage, name, err) < 0)
@@ -280,6 +308,7 @@ int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk
         t->warm_target = -1;
         t->artifact_format = artifact_format;
         t->artifact_bytes = artifact_bytes;
+        t->bytes = bytes;
         if (template_persist(n, t, err) < 0)
                 goto fail;
         t->next = n->templates;
@@ -304,11 +333,13 @@ int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, v
                 return sp_error_wrap(err, "template %s", name);
         static const wk__fill_ctx none = {0};
         wk_template_meta *meta = NULL;
-        if (fill(dest, ud, &none, &meta, err) < 0) {
+        uint64_t bytes = 0;
+        if (fill(dest, ud, &none, &meta, err) < 0 || wk_template_measure(dest, &bytes, err) < 0) {
+                wk_template_meta_free(meta);
                 wk_storage_template_delete(n->storage, name, NULL);
                 return sp_error_wrap(err, "template %s", name);
         }
-        return wk__template_record(n, name, meta, 0, 0, err);
+        return wk__template_record(n, name, meta, 0, 0, (int64_t)bytes, err);
 }
 
 static int fill_base(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret, sp_error **err)
@@ -436,6 +467,13 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
                 return sp_error_wrap(err, "template %s", req->name);
         }
         wk__import_spec spec = {.name = req->name, .fill = fill_import, .fill_ud = a, .fill_free = import_args_free};
+        /* Before anything is written: debootstrap is checked against the
+         * bound only once it is done, so at least the pool must have room. */
+        if (wk__import_bound(n, req->max_bytes, 0, &spec.bound, err) < 0) {
+                import_args_free(a);
+                return sp_error_wrap(err, "template %s", req->name);
+        }
+        a->limits.max_bytes = spec.bound.max_bytes;
         return wk__import_start(n, &spec, ops, userdata, ret, err);
 }
 
@@ -490,6 +528,7 @@ static json_object *template_json(const wk_template *t)
         json_object_object_add(o, "user", json_object_new_string(t->meta->user));
         if (t->meta->digest[0])
                 json_object_object_add(o, "digest", json_object_new_string(t->meta->digest));
+        json_object_object_add(o, "bytes", json_object_new_int64(t->bytes));
         if (t->artifact_format) {
                 json_object_object_add(o, "artifact_bytes", json_object_new_int64(t->artifact_bytes));
                 json_object_object_add(o, "format",
@@ -511,6 +550,14 @@ json_object *wk_node_templates_json(wk_node *n)
                 json_object_array_add(arr, template_json(t));
         json_object *o = json_object_new_object();
         json_object_object_add(o, "templates", arr);
+        return o;
+}
+
+json_object *wk_node_template_bytes_json(wk_node *n)
+{
+        json_object *o = json_object_new_object();
+        for (wk_template *t = n->templates; t; t = t->next)
+                json_object_object_add(o, t->name, json_object_new_int64(t->bytes));
         return o;
 }
 

@@ -53,6 +53,10 @@ typedef struct wk_node_config {
          * Copied by wk_node_open. */
         const char *template_import_root;
         wk_template_limits template_limits; /* bounds on every import (zero fields: defaults) */
+        /* Free space of the storage pool that imports leave alone (at most a
+         * tenth of the pool): an import is bounded by the pool's free space
+         * less this (statvfs). */
+        uint64_t storage_reserve;
         /* debootstrap imports: the program (NULL: /usr/sbin/debootstrap) and
          * the mirror when a request names none (NULL: debootstrap's own
          * default). Copied by wk_node_open. */
@@ -125,6 +129,9 @@ typedef struct wk_template_import_req {
         const char *path; /* dir, tar, oci: resolved beneath the node's template import root */
         const char *suite; /* debootstrap: e.g. "bookworm" */
         const char *mirror; /* debootstrap, optional: NULL takes the node's debootstrap mirror */
+        /* Optional (0: none): the most the template's files may hold, e.g.
+         * what is left of its tenant's template storage. */
+        uint64_t max_bytes;
 } wk_template_import_req;
 
 /* Starts importing template req->name (see above): dir, tar and oci from a
@@ -132,7 +139,11 @@ typedef struct wk_template_import_req {
  * never name a host path), debootstrap from a Debian suite (with the node's
  * debootstrap program and, unless req->mirror, its mirror), base from the
  * node's agent. Bounded by the node's template limits (debootstrap by their
- * max_seconds). Fails at once (nothing started, no callback) for a bad
+ * max_seconds), by req->max_bytes and by the storage pool's free space less
+ * the node's storage reserve: the least of the three bounds what the
+ * importers write, and what the template holds once imported (measured for
+ * every source) must be within it, else the import fails naming the bound
+ * (SP_E_TOO_LARGE; at once when there is no room at all). Fails at once (nothing started, no callback) for a bad
  * request, a taken name or an unopenable source; else *ret (may be NULL)
  * identifies the import until its done callback. */
 int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const wk_import_ops *ops, void *userdata,
@@ -141,7 +152,8 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
  * SP_E_CONFLICT while sandboxes use it. */
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
 /* {"templates":[Template…]}, and one Template (NULL when there is none):
- * {name, source, created_at, workdir, user, digest?, artifact_bytes?, format?}. */
+ * {name, source, created_at, workdir, user, digest?, bytes, artifact_bytes?, format?}
+ * with bytes what its files hold on disk. */
 json_object *wk_node_templates_json(wk_node *n);
 json_object *wk_node_template_json(wk_node *n, const char *name);
 bool wk_node_template_exists(wk_node *n, const char *name);
@@ -161,8 +173,12 @@ void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, 
  * the node's template max_bytes, which also bounds it). SP_E_CONFLICT when
  * the node has the template or an upload of that name is under way,
  * SP_E_INVALID for a bad name, format or max_bytes (names ending in ".part"
- * or ".unpack" are the upload's own files and refused). *ret belongs to the
- * caller until wk_upload_finish() or wk_upload_abort().
+ * or ".unpack" are the upload's own files and refused). max_stored (0:
+ * none) bounds what the template may hold on this worker, its archive and
+ * its files together (the tenant's template storage left): the archive may
+ * be at most that, and its files at most the rest (see
+ * wk_node_template_import for the other bounds and the refusal). *ret
+ * belongs to the caller until wk_upload_finish() or wk_upload_abort().
  *
  * wk_upload_write: appends n bytes; SP_E_TOO_LARGE past max_bytes, SP_E_IO.
  * After a failure the caller aborts.
@@ -177,8 +193,8 @@ void wk_node_set_templates_changed(wk_node *n, wk_node_templates_changed_fn fn, 
  * wk_upload_abort: removes everything the upload made and frees u (NULL
  * allowed). */
 typedef struct wk_upload wk_upload;
-int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, wk_upload **ret,
-                         sp_error **err);
+int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, uint64_t max_stored,
+                         wk_upload **ret, sp_error **err);
 int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err);
 int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_import **ret, uint64_t *ret_bytes,
                      sp_error **err);
@@ -193,6 +209,9 @@ uint64_t wk_node_upload_max_bytes(const wk_node *n);
 int wk_node_artifact_open(wk_node *n, const char *name, const char **ret_format, sp_error **err);
 /* {"<name>": bytes, …} of the artifacts the node holds (may be empty). */
 json_object *wk_node_artifacts_json(wk_node *n);
+/* {"<name>": bytes, …}: what each template's files hold on disk (its
+ * artifact not included). */
+json_object *wk_node_template_bytes_json(wk_node *n);
 
 /* Sandboxes. */
 int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err);

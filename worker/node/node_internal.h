@@ -24,6 +24,9 @@ typedef struct wk_template {
          * template came from a path) and its size. */
         wk_template_source artifact_format;
         int64_t artifact_bytes;
+        /* What its files hold on disk (wk_template_measure), measured once
+         * after its import and kept in its record. */
+        int64_t bytes;
         struct wk_template *next;
 } wk_template;
 
@@ -115,10 +118,31 @@ int wk__template_name_free(wk_node *n, const char *name, sp_error **err);
  * the template is left. */
 int wk__template_make(wk_node *n, const char *name, wk__template_fill_fn fill, void *ud, sp_error **err);
 /* Seals the filled template and records it (taking meta in every case, with
- * its artifact when format is TAR or OCI); on failure the template's
- * subvolume is deleted. */
+ * its artifact when format is TAR or OCI, and bytes: what its files hold);
+ * on failure the template's subvolume is deleted. */
 int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk_template_source artifact_format,
-                        int64_t artifact_bytes, sp_error **err);
+                        int64_t artifact_bytes, int64_t bytes, sp_error **err);
+
+/* How much one import may write (import.c), and which bound that is, so that
+ * a refusal names it: the node's own per-template bound, the caller's (the
+ * tenant's template storage left, as the control plane computed it), or the
+ * storage pool's free space less the node's reserve. */
+typedef enum wk__bound_kind {
+        WK__BOUND_NODE = 0,
+        WK__BOUND_CALLER,
+        WK__BOUND_POOL,
+} wk__bound_kind;
+typedef struct wk__bound {
+        uint64_t max_bytes; /* of the template's files: the least of the three */
+        wk__bound_kind kind;
+        uint64_t caller; /* the caller's bound as it was given (0: none), for the message */
+} wk__bound;
+/* The bound of an import whose caller allows `caller` bytes (0: no bound) of
+ * which `used` are already stored (an upload's archive). SP_E_TOO_LARGE,
+ * with the message of wk__bound_refuse, when nothing is left. */
+int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret, sp_error **err);
+/* Sets the refusal of an import past bound b: names the bound, never a path. */
+int wk__bound_refuse(const wk__bound *b, sp_error **err);
 
 /* import.c: the same, with the fill on a thread of its own (node.h). */
 typedef struct wk__import_spec {
@@ -130,6 +154,10 @@ typedef struct wk__import_spec {
         void (*on_fail)(wk_node *n, const char *name, void *fill_ud);
         wk_template_source artifact_format;
         int64_t artifact_bytes;
+        /* The import's bound: fill applies it where it can (the importers'
+         * limits); what the template holds is measured after fill and checked
+         * against it in every case (debootstrap cannot be bounded mid-way). */
+        wk__bound bound;
 } wk__import_spec;
 int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,
                      sp_error **err);

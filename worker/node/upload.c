@@ -38,6 +38,7 @@ struct wk_upload {
         char part[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)]; /* <name>.part */
         wk_template_source format;
         uint64_t max_bytes, bytes;
+        uint64_t max_stored; /* archive and files together (0: no bound but the node's) */
         int fd; /* the .part file */
         struct wk_upload *next;
 };
@@ -80,8 +81,8 @@ static void remove_entry(wk_node *n, const char *name, const char *suffix)
                 sp_log_warn_kv(SP_KV("template", name), "removing upload file %s: %s", entry, e->message);
 }
 
-int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, wk_upload **ret,
-                         sp_error **err)
+int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, uint64_t max_stored,
+                         wk_upload **ret, sp_error **err)
 {
         if (!wk__template_name_ok(name))
                 return sp_error_set(err, SP_E_INVALID, "invalid template name '%.64s' (1-64 of [A-Za-z0-9._-])", name);
@@ -107,6 +108,10 @@ int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint6
         u->node = n;
         u->format = f;
         u->max_bytes = max_bytes ? max_bytes : limit;
+        /* The archive alone cannot be more than the template may hold. */
+        if (max_stored && max_stored < u->max_bytes)
+                u->max_bytes = max_stored;
+        u->max_stored = max_stored;
         snprintf(u->name, sizeof(u->name), "%s", name);
         snprintf(u->part, sizeof(u->part), "%s" PART_SUFFIX, name);
         _cleanup_free_ char *path = wk_storage_artifact_path(n->storage, u->part, err);
@@ -267,6 +272,13 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
         snprintf(name, sizeof(name), "%s", u->name);
         snprintf(scratch, sizeof(scratch), "%s" SCRATCH_SUFFIX, name);
         uint64_t bytes = u->bytes;
+        /* The archive stays beside the template: it counts against the
+         * caller's bound, and it is already out of the pool's free space. */
+        wk__bound bound;
+        if (wk__import_bound(n, u->max_stored, bytes, &bound, err) < 0) {
+                wk_upload_abort(u);
+                return sp_error_wrap(err, "upload of template %s", name);
+        }
         fill_args *a = calloc(1, sizeof(*a));
         if (!a) {
                 wk_upload_abort(u);
@@ -274,6 +286,7 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
         }
         a->format = u->format;
         a->lim = n->cfg.template_limits;
+        a->lim.max_bytes = bound.max_bytes;
         if (!a->lim.max_seconds)
                 a->lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
         a->lim.deadline_us = sp_now_mono_us() + (int64_t)a->lim.max_seconds * 1000000;
@@ -294,7 +307,8 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
                                 .fill_free = fill_args_free,
                                 .on_fail = upload_failed,
                                 .artifact_format = a->format,
-                                .artifact_bytes = (int64_t)bytes};
+                                .artifact_bytes = (int64_t)bytes,
+                                .bound = bound};
         if (wk__import_start(n, &spec, ops, userdata, ret, err) < 0) {
                 upload_failed(n, name, NULL);
                 return sp_error_wrap(err, "upload of template %s", name);

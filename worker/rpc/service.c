@@ -227,15 +227,18 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", "source", "path", "suite", "mirror", NULL};
+        static const char *const fields[] = {"name", "source", "path", "suite", "mirror", "max_bytes", NULL};
+        int64_t max_bytes = 0;
         wk_template_import_req r = {0};
         if (sp_json_check_fields(req, fields, &e) < 0 || !(r.name = str(req, "name", 64, &e)) ||
             !(r.source = str(req, "source", 16, &e)) || sp_json_get_string(req, "path", false, 4096, &r.path, &e) < 0 ||
             sp_json_get_string(req, "suite", false, WK_DEBOOTSTRAP_SUITE_MAX, &r.suite, &e) < 0 ||
-            sp_json_get_string(req, "mirror", false, WK_DEBOOTSTRAP_MIRROR_MAX, &r.mirror, &e) < 0) {
+            sp_json_get_string(req, "mirror", false, WK_DEBOOTSTRAP_MIRROR_MAX, &r.mirror, &e) < 0 ||
+            sp_json_get_int(req, "max_bytes", false, 1, INT64_MAX, &max_bytes, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
+        r.max_bytes = (uint64_t)max_bytes;
         import_call *ic = calloc(1, sizeof(*ic));
         if (!ic) {
                 sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");

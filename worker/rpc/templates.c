@@ -93,13 +93,14 @@ void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", "format", "max_bytes", NULL};
+        static const char *const fields[] = {"name", "format", "max_bytes", "max_stored_bytes", NULL};
         const char *name = NULL, *format = NULL;
-        int64_t max_bytes = 0;
+        int64_t max_bytes = 0, max_stored = 0;
         int64_t limit = (int64_t)wk_node_upload_max_bytes(wk__svc.node);
         if (sp_json_check_fields(req, fields, &e) < 0 || sp_json_get_string(req, "name", true, 64, &name, &e) < 0 ||
             sp_json_get_string(req, "format", true, 16, &format, &e) < 0 ||
-            sp_json_get_int(req, "max_bytes", false, 1, limit, &max_bytes, &e) < 0) {
+            sp_json_get_int(req, "max_bytes", false, 1, limit, &max_bytes, &e) < 0 ||
+            sp_json_get_int(req, "max_stored_bytes", false, 1, INT64_MAX, &max_stored, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -108,7 +109,8 @@ void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud)
                 sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
                 return;
         }
-        if (wk_node_upload_begin(wk__svc.node, name, format, (uint64_t)max_bytes, &uc->up, &e) < 0) {
+        if (wk_node_upload_begin(wk__svc.node, name, format, (uint64_t)max_bytes, (uint64_t)max_stored, &uc->up, &e) <
+            0) {
                 free(uc);
                 wk__fail(call, e);
                 return;

@@ -144,6 +144,12 @@ typedef struct wk_template_stats {
         uint64_t whiteouts; /* OCI: whiteouts and opaque markers applied */
 } wk_template_stats;
 
+/* The bytes of the regular files under dir (each inode once, however many
+ * hard links name it), walking without following symlinks or crossing into
+ * other filesystems: what a template holds on disk, whatever its source.
+ * Errors never name dir. */
+int wk_template_measure(const char *dir, uint64_t *ret, sp_error **err);
+
 /* ---- importers ------------------------------------------------------------
  * Common contract: dest is an existing, empty directory (SP_E_CONFLICT
  * otherwise); limits and ret_stats may be NULL; *ret_meta (may be NULL) is set
