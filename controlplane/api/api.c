@@ -580,6 +580,8 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 api->cfg.template_upload_max_bytes = INT64_C(16) << 30;
         if (!api->cfg.tenant_template_bytes)
                 api->cfg.tenant_template_bytes = INT64_C(64) << 30;
+        if (!api->cfg.tenant_template_builds)
+                api->cfg.tenant_template_builds = 4;
         const char *dp = cfg->dataplane_url ? cfg->dataplane_url : "http://127.0.0.1:7071";
         size_t dplen = strlen(dp);
         while (dplen > 0 && dp[dplen - 1] == '/')

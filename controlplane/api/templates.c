@@ -51,6 +51,32 @@ static int public_name(cp_call *c, const char *name, sp_error **e)
         return 0;
 }
 
+/* SP_E_LIMIT when the tenant has --tenant-template-builds templates uploading
+ * or building already: each is an import on the workers (unpacking, copying,
+ * a debootstrap run), and one tenant must not hold them all. Called under
+ * the tenant's row lock (upload_room), so that two creates cannot both take
+ * the last one. Public templates (the system tenant's, an admin's) are not
+ * counted. */
+static int builds_room(cp_call *c, const char *tenant, sp_error **e)
+{
+        if (strcmp(tenant, "ten_system") == 0)
+                return 0;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {tenant};
+        if (cp_db_exec(c->api->db,
+                       "SELECT count(*) FROM templates WHERE tenant_id = $1 AND deleted_at IS NULL "
+                       "AND state IN ('uploading', 'building')",
+                       1, p, &res, e) < 0)
+                return -SP_E_UNAVAILABLE;
+        long long n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        if (n >= c->api->cfg.tenant_template_builds)
+                return sp_error_set(e, SP_E_LIMIT,
+                                    "the tenant has %lld templates uploading or building, its most at once: wait for "
+                                    "one to be ready, or delete one",
+                                    n);
+        return 0;
+}
+
 /* The worker for a new upload: id and RPC address. */
 static int upload_worker(cp_call *c, char id[SP_ID_MAX], char addr[272], sp_error **e)
 {
@@ -151,8 +177,8 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
                 sp_error_set(&e, SP_E_CONFLICT, "a template named '%s' already exists", r->name);
                 goto abort;
         }
-        if (upload_room(c, owner, NULL, &max, &e) < 0 || upload_worker(c, wid, addr, &e) < 0 ||
-            sp_id_new("tpl", id, &e) < 0)
+        if (upload_room(c, owner, NULL, &max, &e) < 0 || builds_room(c, owner, &e) < 0 ||
+            upload_worker(c, wid, addr, &e) < 0 || sp_id_new("tpl", id, &e) < 0)
                 goto abort;
         json_object_object_add(spec, "source", json_object_new_string("upload"));
         json_object_object_add(spec, "format", json_object_new_string(r->format));
@@ -341,7 +367,7 @@ void cp__h_template_create(cp_call *c)
                 goto abort;
         /* A tenant's template reserves its storage until the workers have
          * built it and said what it holds (ctrl/templates.c). */
-        if (tenant_owned && upload_room(c, owner, NULL, &room, &e) < 0)
+        if (tenant_owned && (upload_room(c, owner, NULL, &room, &e) < 0 || builds_room(c, owner, &e) < 0))
                 goto abort;
         snprintf(reserve, sizeof(reserve), "%lld", (long long)room);
         if (sp_id_new("tpl", id, &e) < 0)

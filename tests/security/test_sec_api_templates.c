@@ -48,7 +48,8 @@ static json_object *api(const char *key, const char *method, const char *path, i
 static void cluster_up(void)
 {
         static const char *const wargs[] = {"--template-max-bytes=16M", NULL};
-        sp_test_space_opts o = {.workers = 1, .worker_args = wargs};
+        static const char *const cargs[] = {"--tenant-template-builds=2", NULL};
+        sp_test_space_opts o = {.workers = 1, .worker_args = wargs, .cp_args = cargs};
         sp_test_space_up(&S, &o);
 }
 
@@ -188,6 +189,41 @@ START_TEST(host_paths_are_for_admins_and_confined_to_the_import_root)
 }
 END_TEST
 
+/* Each template uploading or building is an import on the workers: one
+ * tenant may hold only --tenant-template-builds of them (2 here) while its
+ * storage (64 GiB, 16 GiB reserved per upload) would allow more; another
+ * tenant is still served. */
+START_TEST(imports_per_tenant_are_bounded)
+{
+        char busy[256], calm[256];
+        sp_test_new_tenant(&S, "busy", busy);
+        sp_test_new_tenant(&S, "calm", calm);
+        static const char *const names[] = {"a", "b", "c"};
+        char body[256];
+        for (int i = 0; i < 2; i++) {
+                snprintf(body, sizeof(body), "{\"name\":\"%s\",\"source\":\"upload\",\"format\":\"tar\"}", names[i]);
+                json_object_put(api(busy, "POST", "/v1/templates", 201, body));
+        }
+        snprintf(body, sizeof(body), "{\"name\":\"c\",\"source\":\"upload\",\"format\":\"tar\"}");
+        _cleanup_json_ json_object *r = api(busy, "POST", "/v1/templates", 429, body);
+        ck_assert_str_eq(sp_test_jstr(r, "error.code"), "resource_exhausted");
+        ck_assert_msg(strstr(sp_test_jstr(r, "error.message"), "uploading or building"), "%s",
+                      sp_test_jstr(r, "error.message"));
+        json_object_put(api(busy, "GET", "/v1/templates/c", 404, NULL));
+        /* A debootstrap build counts the same (refused before anything is recorded). */
+        _cleanup_json_ json_object *d = api(busy, "POST", "/v1/templates", 429,
+                                            "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\"}");
+        ck_assert_str_eq(sp_test_jstr(d, "error.code"), "resource_exhausted");
+        json_object_put(api(busy, "GET", "/v1/templates/deb", 404, NULL));
+        /* Another tenant is not held up by it. */
+        json_object_put(api(calm, "POST", "/v1/templates", 201, body));
+        /* One fewer in flight: the tenant may start another. */
+        _cleanup_json_ json_object *del = api(busy, "DELETE", "/v1/templates/a", 202, NULL);
+        json_object_put(sp_test_wait_op(&S, busy, sp_test_jstr(del, "operation.id"), true));
+        json_object_put(api(busy, "POST", "/v1/templates", 201, body));
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_api_templates");
@@ -195,6 +231,7 @@ static Suite *suite(void)
         tcase_set_timeout(tc, 300);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, host_paths_are_for_admins_and_confined_to_the_import_root);
+        tcase_add_test(tc, imports_per_tenant_are_bounded);
         suite_add_tcase(s, tc);
         return s;
 }
