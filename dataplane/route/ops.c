@@ -30,7 +30,8 @@ void dp_metrics_handler(sp_http_request *req, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         if (dp_metrics_render(&d->metrics, &out, &e) < 0 ||
             sp_shares_render(d->streams, "space_dataplane_stream_refusals_total",
-                             "Streams refused, by tenant and by the limit that was reached.", &out, &e) < 0) {
+                             "Streams refused, by tenant and by the limit that was reached.", &out, &e) < 0 ||
+            dp_pool_render(d->pool, &out, &e) < 0) {
                 sp_http_reply_error(req, e);
                 return;
         }

@@ -148,8 +148,13 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
 {
         _cleanup_error_ sp_error *e = NULL;
         if (sp_shares_take(d->streams, claims->tenant, "streams", &e) == 0) {
-                d->metrics.streams_open++;
-                return true;
+                /* Then a stream of the worker's connection, whose bound is far
+                 * lower: one tenant must not hold all of one worker's streams. */
+                if (dp_pool_take(d->pool, claims->worker, claims->tenant, &e) == 0) {
+                        d->metrics.streams_open++;
+                        return true;
+                }
+                sp_shares_give(d->streams, claims->tenant);
         }
         sp_log_warn_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "tenant_id",
                              claims->tenant),
@@ -160,6 +165,7 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
 
 void dp__stream_release(dp *d, const dp_claims *claims)
 {
+        dp_pool_give(d->pool, claims->worker, claims->tenant);
         sp_shares_give(d->streams, claims->tenant);
         if (d->metrics.streams_open > 0)
                 d->metrics.streams_open--;

@@ -38,11 +38,12 @@ void dp__reply_ok(dp *d, sp_http_request *req, dp_route route, const dp_claims *
 /* Counts and logs an answer already sent (a stream that started with 200). */
 void dp__answered(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, int status, const char *what);
 
-/* Takes one of the d->limits.max_streams slots for the claims' tenant. False
- * when the tenant holds max_streams_per_tenant already (answered 429
- * resource_exhausted) or all slots are taken (answered 503 unavailable);
- * refusals are counted per tenant for /metrics. dp__stream_release() gives
- * the slot back, with the same claims. */
+/* Takes one of the d->limits.max_streams slots for the claims' tenant, and
+ * one of the streams of the connection to the claims' worker (dp_pool_take).
+ * False when the tenant holds its share of either already (answered 429
+ * resource_exhausted) or all slots of either are taken (answered 503
+ * unavailable); refusals are counted per tenant for /metrics.
+ * dp__stream_release() gives both back, with the same claims. */
 bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims);
 void dp__stream_release(dp *d, const dp_claims *claims);
 
