@@ -26,6 +26,7 @@ void dp_metrics_handler(sp_http_request *req, void *userdata)
         d->metrics.worker_clients = dp_pool_size(d->pool);
         d->metrics.token_keys = dp_keys_count(d->keys);
         d->metrics.revoked_keys = d->revoked ? dp_revoked_count(d->revoked) : 0;
+        d->metrics.revoked_templates = d->revoked ? dp_revoked_templates(d->revoked) : 0;
         _cleanup_buf_ sp_buf out = SP_BUF_INIT;
         _cleanup_error_ sp_error *e = NULL;
         if (dp_metrics_render(&d->metrics, &out, &e) < 0 ||

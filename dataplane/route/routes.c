@@ -52,6 +52,16 @@ static void refuse(dp *d, sp_http_request *req, dp_route route, dp_refusal reaso
         sp_http_reply_error(req, e);
 }
 
+sp_error *dp__revoked(dp *d, const dp_claims *c)
+{
+        sp_error *e = NULL;
+        if (dp_revoked_has(d->revoked, c->akey))
+                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+        else if (c->kind == DP_KIND_TEMPLATE && dp_revoked_has_template(d->revoked, c->template_id))
+                sp_error_set(&e, SP_E_NOT_FOUND, "token revoked: template %s was deleted", c->template_id);
+        return e;
+}
+
 int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want *want, dp_claims *ret)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -74,8 +84,7 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
                 refuse(d, req, route, DP_REFUSE_CLAIMS, NULL, e);
                 return -1;
         }
-        if (dp_revoked_has(d->revoked, c.akey)) {
-                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+        if ((e = dp__revoked(d, &c))) {
                 refuse(d, req, route, DP_REFUSE_REVOKED, c.kid, e);
                 return -1;
         }

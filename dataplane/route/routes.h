@@ -30,6 +30,11 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err);
  * signed by a key the set lacks also calls d->unknown_key. */
 int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want *want, dp_claims *ret);
 
+/* Whether the claims' token was revoked since it was minted: its API key
+ * revoked (SP_E_UNAUTHENTICATED), or, for a template token, its template
+ * deleted (SP_E_NOT_FOUND). A new error saying so, or NULL. */
+sp_error *dp__revoked(dp *d, const dp_claims *c);
+
 /* Answers req with e (status from its code), counts and logs the answer
  * under route with the claims' kid and object (claims may be NULL). */
 void dp__reply_error(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, const sp_error *e);
