@@ -41,8 +41,8 @@ typedef struct dp_cfg {
         char *control_plane, *join_token, *join_token_file, *state_dir, *name;
         char *log_level, *log_format;
         bool plain_http;
-        int64_t revoked_poll_ms, max_workers, max_streams, max_streams_per_tenant, max_connections, max_upload,
-                rpc_timeout_ms, keepalive_ms, body_timeout_ms;
+        int64_t revoked_poll_ms, max_workers, max_streams, max_streams_per_tenant, worker_streams,
+                worker_streams_per_tenant, max_connections, max_upload, rpc_timeout_ms, keepalive_ms, body_timeout_ms;
 } dp_cfg;
 
 static const sp_config_def defs[] = {
@@ -78,6 +78,11 @@ static const sp_config_def defs[] = {
          "attach streams and stdin or file transfers at once (more are answered 503)"},
         {"max-streams-per-tenant", SP_CONFIG_INT, "0", offsetof(dp_cfg, max_streams_per_tenant), 0, 1000000,
          "of --max-streams, what one tenant may hold (more are answered 429); 0: a quarter of --max-streams"},
+        {"worker-streams", SP_CONFIG_INT, "256", offsetof(dp_cfg, worker_streams), 1, SP_RPC_MAX_CONCURRENT_STREAMS,
+         "attach streams and transfers at once on the connection to one worker (more are answered 503)"},
+        {"worker-streams-per-tenant", SP_CONFIG_INT, "0", offsetof(dp_cfg, worker_streams_per_tenant), 0,
+         SP_RPC_MAX_CONCURRENT_STREAMS,
+         "of --worker-streams, what one tenant may hold (more are answered 429); 0: a quarter of --worker-streams"},
         {"max-connections", SP_CONFIG_INT, "10000", offsetof(dp_cfg, max_connections), 1, 1000000,
          "client connections at once"},
         {"max-upload", SP_CONFIG_SIZE, "64G", offsetof(dp_cfg, max_upload), 1, INT64_MAX,
@@ -266,8 +271,10 @@ int main(int argc, char **argv)
         sp_http_server *http = NULL;
         d.streams = sp_shares_new(d.limits.max_streams, d.limits.max_streams_per_tenant);
         d.pool = base && d.streams ? dp_pool_new(base, worker_tls, (size_t)c.max_workers, &e) : NULL;
-        if (d.pool)
+        if (d.pool) {
+                dp_pool_set_stream_shares(d.pool, (size_t)c.worker_streams, (size_t)c.worker_streams_per_tenant);
                 http = sp_http_server_new(base, &hc, &e);
+        }
         if (!http || dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
             (c.control_plane && (dp_cluster_start(base, &cc, cp_tls, keys, &cluster, &e) < 0 ||
                                  dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0)) ||

@@ -5,7 +5,7 @@
  * dataplane certificate, answered with the certificate, the cluster CA and
  * the token public keys — TokenKeys, which data planes (and workers) call
  * to learn rotated keys, and RevokedKeys, which they poll to refuse the
- * tokens of revoked API keys.
+ * tokens of revoked API keys and the upload tokens of deleted templates.
  */
 #include <string.h>
 
@@ -122,8 +122,16 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
         cp_fleet *f = userdata;
         _cleanup_error_ sp_error *e = NULL;
         int64_t since = 0;
+        bool templates = false;
         pr_revoked_keys r = {0};
-        if (pr_revoked_req_decode(req, &since, &e) < 0 || cp_apikey_revoked_since(f->db, since, &r, &e) < 0) {
+        if (pr_revoked_req_decode(req, &since, &templates, &e) < 0 ||
+            cp_apikey_revoked_since(f->db, since, &r, &e) < 0) {
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        /* Only to a poller that asked: an older one refuses the field. */
+        if (templates && cp_template_revoked_since(f->db, since, &r, &e) < 0) {
+                pr_revoked_keys_free(&r);
                 sp_rpc_call_fail(call, e);
                 return;
         }

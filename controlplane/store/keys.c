@@ -177,6 +177,44 @@ int cp_apikey_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *ret, s
         return 0;
 }
 
+int cp_template_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *r, sp_error **err)
+{
+        char since[32], until[32], window[32], limit[32];
+        snprintf(since, sizeof(since), "%lld", (long long)since_us);
+        snprintf(until, sizeof(until), "%lld", (long long)r->cursor_us);
+        snprintf(window, sizeof(window), "%lld", (long long)PR_REVOKED_WINDOW_S * 1000000);
+        snprintf(limit, sizeof(limit), "%d", PR_REVOKED_MAX + 1);
+        const char *params[] = {since, until, window, limit};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(
+                    db,
+                    "SELECT id, (extract(epoch FROM revoked_at) * 1000000)::bigint FROM revoked_templates "
+                    "WHERE revoked_at >= to_timestamp(greatest($1::bigint, (extract(epoch FROM now()) * "
+                    "1000000)::bigint - $3::bigint) / 1000000.0) "
+                    "AND revoked_at <= to_timestamp($2::bigint / 1000000.0) ORDER BY revoked_at, id LIMIT $4::integer",
+                    4, params, &res, err) < 0)
+                return sp_error_wrap(err, "revoked templates");
+        int rows = PQntuples(res);
+        size_t n = (size_t)(rows > PR_REVOKED_MAX ? PR_REVOKED_MAX : rows);
+        pr_revoked_key *v = NULL;
+        if (n && !(v = calloc(n, sizeof(*v))))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                snprintf(v[i].id, sizeof(v[i].id), "%s", PQgetvalue(res, (int)i, 0));
+                v[i].revoked_at_us = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        }
+        free(r->templates);
+        r->templates = v;
+        r->ntemplates = n;
+        r->has_templates = true;
+        if (rows > PR_REVOKED_MAX) {
+                r->more = true;
+                if (v[n - 1].revoked_at_us < r->cursor_us)
+                        r->cursor_us = v[n - 1].revoked_at_us;
+        }
+        return 0;
+}
+
 #define BOOTSTRAP_LOCK_KEY "7365790001"
 
 int cp_apikey_bootstrap_admin(cp_db *db, const char *secret, char **ret_secret, sp_error **err)

@@ -43,6 +43,15 @@ int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_er
  * untouched on failure (SP_E_UNAVAILABLE for database trouble). */
 int cp_apikey_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *ret, sp_error **err);
 
+/* Adds to r (an answer of cp_apikey_revoked_since) the uploaded templates
+ * deleted at or after since_us and at or before r->cursor_us (and within
+ * PR_REVOKED_WINDOW_S), oldest first, at most PR_REVOKED_MAX; when more
+ * were left, sets r->more and moves r->cursor_us back to the last
+ * template's time (the keys after it come again next time, which the data
+ * plane ignores). Sets r->has_templates. r is untouched on failure
+ * (SP_E_UNAVAILABLE for database trouble). */
+int cp_template_revoked_since(cp_db *db, int64_t since_us, pr_revoked_keys *r, sp_error **err);
+
 /* On a cluster without any usable admin key, creates one in the system
  * tenant: from `secret` when it is given (a key in this format, e.g. kept in
  * a file by the operator), else a new one returned in *ret_secret (malloc'd).

@@ -66,8 +66,11 @@ int dp_cluster_start(struct event_base *base, const dp_cluster_config *cfg, SSL_
 void dp_cluster_refresh(dp_cluster *c);
 
 /* Polls RevokedKeys every period_ms (and at once) into revoked (borrowed,
- * must outlive the handle): the API keys revoked since the last answer,
- * from a cursor that overlaps the last one by PR_REVOKED_SLACK_S. A failure
+ * must outlive the handle): the API keys revoked and the uploaded templates
+ * deleted since the last answer, from a cursor that overlaps the last one by
+ * PR_REVOKED_SLACK_S. A control plane that refuses to answer templates (an
+ * older one) is asked for keys only, and for templates again a minute
+ * later. A failure
  * keeps the keys held and is logged once per outage. SP_E_LIMIT when out of
  * memory. */
 int dp_cluster_watch_revoked(dp_cluster *c, dp_revoked *revoked, int64_t period_ms, sp_error **err);

@@ -27,6 +27,11 @@ struct dp_cluster {
         struct event *revoked_timer;
         int64_t revoked_cursor_us; /* since_us of the next poll */
         bool revoked_in_flight, revoked_failing, revoked_fetched;
+        /* The control plane refused a request asking for deleted templates
+         * (an older version): ask without until this time, then try again. */
+        int64_t revoked_no_templates_until_us;
+        bool revoked_asked_templates; /* the request in flight asks for them */
+        bool revoked_had_templates; /* the last answer held them */
 };
 
 /* Stops polling RevokedKeys (a call in flight is abandoned); a no-op when not started. */

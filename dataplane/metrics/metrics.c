@@ -84,6 +84,8 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                  m->token_keys},
                 {"space_dataplane_revoked_keys", "gauge", "Revoked API keys whose tokens are refused.", "",
                  m->revoked_keys},
+                {"space_dataplane_revoked_templates", "gauge", "Deleted templates whose upload tokens are refused.", "",
+                 m->revoked_templates},
         };
         for (size_t i = 0; r == 0 && i < sizeof(plain) / sizeof(plain[0]); i++) {
                 if (plain[i].type)

@@ -65,6 +65,7 @@ typedef struct dp_metrics {
         uint64_t worker_clients; /* gauge: RPC clients held (one per worker address) */
         uint64_t token_keys; /* gauge */
         uint64_t revoked_keys; /* gauge: revoked API keys known */
+        uint64_t revoked_templates; /* gauge: deleted templates known */
 } dp_metrics;
 
 /* Route and refusal names as they appear in labels and logs. */

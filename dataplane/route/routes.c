@@ -52,6 +52,16 @@ static void refuse(dp *d, sp_http_request *req, dp_route route, dp_refusal reaso
         sp_http_reply_error(req, e);
 }
 
+sp_error *dp__revoked(dp *d, const dp_claims *c)
+{
+        sp_error *e = NULL;
+        if (dp_revoked_has(d->revoked, c->akey))
+                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+        else if (c->kind == DP_KIND_TEMPLATE && dp_revoked_has_template(d->revoked, c->template_id))
+                sp_error_set(&e, SP_E_NOT_FOUND, "token revoked: template %s was deleted", c->template_id);
+        return e;
+}
+
 int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want *want, dp_claims *ret)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -74,8 +84,7 @@ int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want 
                 refuse(d, req, route, DP_REFUSE_CLAIMS, NULL, e);
                 return -1;
         }
-        if (dp_revoked_has(d->revoked, c.akey)) {
-                sp_error_set(&e, SP_E_UNAUTHENTICATED, "token revoked: the API key that minted it was revoked");
+        if ((e = dp__revoked(d, &c))) {
                 refuse(d, req, route, DP_REFUSE_REVOKED, c.kid, e);
                 return -1;
         }
@@ -148,8 +157,13 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
 {
         _cleanup_error_ sp_error *e = NULL;
         if (sp_shares_take(d->streams, claims->tenant, "streams", &e) == 0) {
-                d->metrics.streams_open++;
-                return true;
+                /* Then a stream of the worker's connection, whose bound is far
+                 * lower: one tenant must not hold all of one worker's streams. */
+                if (dp_pool_take(d->pool, claims->worker, claims->tenant, &e) == 0) {
+                        d->metrics.streams_open++;
+                        return true;
+                }
+                sp_shares_give(d->streams, claims->tenant);
         }
         sp_log_warn_kv(SP_KV("request_id", sp_http_request_id(req), "route", dp_route_name(route), "tenant_id",
                              claims->tenant),
@@ -160,6 +174,7 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
 
 void dp__stream_release(dp *d, const dp_claims *claims)
 {
+        dp_pool_give(d->pool, claims->worker, claims->tenant);
         sp_shares_give(d->streams, claims->tenant);
         if (d->metrics.streams_open > 0)
                 d->metrics.streams_open--;

@@ -30,6 +30,11 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err);
  * signed by a key the set lacks also calls d->unknown_key. */
 int dp__authenticate(dp *d, sp_http_request *req, dp_route route, const dp_want *want, dp_claims *ret);
 
+/* Whether the claims' token was revoked since it was minted: its API key
+ * revoked (SP_E_UNAUTHENTICATED), or, for a template token, its template
+ * deleted (SP_E_NOT_FOUND). A new error saying so, or NULL. */
+sp_error *dp__revoked(dp *d, const dp_claims *c);
+
 /* Answers req with e (status from its code), counts and logs the answer
  * under route with the claims' kid and object (claims may be NULL). */
 void dp__reply_error(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, const sp_error *e);
@@ -38,11 +43,12 @@ void dp__reply_ok(dp *d, sp_http_request *req, dp_route route, const dp_claims *
 /* Counts and logs an answer already sent (a stream that started with 200). */
 void dp__answered(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims, int status, const char *what);
 
-/* Takes one of the d->limits.max_streams slots for the claims' tenant. False
- * when the tenant holds max_streams_per_tenant already (answered 429
- * resource_exhausted) or all slots are taken (answered 503 unavailable);
- * refusals are counted per tenant for /metrics. dp__stream_release() gives
- * the slot back, with the same claims. */
+/* Takes one of the d->limits.max_streams slots for the claims' tenant, and
+ * one of the streams of the connection to the claims' worker (dp_pool_take).
+ * False when the tenant holds its share of either already (answered 429
+ * resource_exhausted) or all slots of either are taken (answered 503
+ * unavailable); refusals are counted per tenant for /metrics.
+ * dp__stream_release() gives both back, with the same claims. */
 bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_claims *claims);
 void dp__stream_release(dp *d, const dp_claims *claims);
 

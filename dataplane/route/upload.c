@@ -73,6 +73,13 @@ static void flush(upload *u)
 static void on_body(sp_http_request *req, const void *data, size_t len, void *userdata)
 {
         upload *u = userdata;
+        /* A token revoked meanwhile (its key, or its template deleted) ends the upload at its next bytes. */
+        sp_error *revoked = dp__revoked(u->d, &u->claims);
+        if (revoked) {
+                upload_fail(u, revoked);
+                sp_error_free(revoked);
+                return;
+        }
         if (len == 0) {
                 u->body_done = true;
         } else if (sp_buf_append(&u->pending, data, len, NULL) < 0) {

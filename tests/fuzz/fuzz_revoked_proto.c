@@ -4,8 +4,9 @@
  * which a data plane applies to what the control plane answers. The input
  * is JSON, decoded as an answer and as a request. A decoded answer holds
  * well-formed ids within their bounds and re-encodes to an answer that
- * decodes to the same keys; a refusal leaves the output untouched.
+ * decodes to the same keys and templates; a refusal leaves the output untouched.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +29,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 for (size_t i = 0; i < r.n; i++)
                         if (!r.keys[i].id[0] || strlen(r.keys[i].id) > PR_REVOKED_ID_MAX || r.keys[i].revoked_at_us < 0)
                                 abort();
+                if (r.ntemplates > PR_REVOKED_MAX || (!r.has_templates && r.ntemplates))
+                        abort();
+                for (size_t i = 0; i < r.ntemplates; i++)
+                        if (!r.templates[i].id[0] || strlen(r.templates[i].id) > PR_REVOKED_ID_MAX ||
+                            r.templates[i].revoked_at_us < 0)
+                                abort();
                 json_object *again = pr_revoked_resp_encode(&r);
                 pr_revoked_keys r2 = {0};
                 if (pr_revoked_resp_decode(again, &r2, NULL) < 0 || r2.n != r.n || r2.cursor_us != r.cursor_us ||
-                    r2.more != r.more)
+                    r2.more != r.more || r2.has_templates != r.has_templates || r2.ntemplates != r.ntemplates)
                         abort();
                 for (size_t i = 0; i < r.n; i++)
                         if (strcmp(r.keys[i].id, r2.keys[i].id) != 0 ||
                             r.keys[i].revoked_at_us != r2.keys[i].revoked_at_us)
+                                abort();
+                for (size_t i = 0; i < r.ntemplates; i++)
+                        if (strcmp(r.templates[i].id, r2.templates[i].id) != 0 ||
+                            r.templates[i].revoked_at_us != r2.templates[i].revoked_at_us)
                                 abort();
                 pr_revoked_keys_free(&r2);
                 json_object_put(again);
@@ -45,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         sp_error_free(e);
         int64_t since = -1;
-        if (pr_revoked_req_decode(o, &since, NULL) == 0 && since < 0)
+        bool templates = false;
+        if (pr_revoked_req_decode(o, &since, &templates, NULL) == 0 && since < 0)
                 abort();
         json_object_put(o);
         return 0;

@@ -11,6 +11,16 @@
  * and /metrics answer, and /metrics counts A's refusals under its tenant.
  * When A and B together hold the whole bound, a third tenant gets 503. A's
  * slots come back when its uploads end.
+ *
+ * Attack: one tenant fills the streams of the data plane's connection to
+ * one worker (far fewer than the data plane's own bound: 256), so every
+ * other tenant's calls to that worker wait behind it. Against a data plane
+ * whose stream bound is high (--max-streams 64, a share of 16) but whose
+ * connection to a worker carries --worker-streams 8 with a share of 2 per
+ * tenant: tenant A's slow uploads beyond 2 are answered 429 naming the
+ * share of streams to this worker per tenant, while tenant B's attach and
+ * upload to the same worker are served, and /metrics counts A's refusals
+ * under the worker and A's tenant.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +56,19 @@ static void case_setup(void)
 {
         dpt_env_up(&env, true, 4);
         static const char *const extra[] = {"--max-streams=8", "--max-streams-per-tenant=4", NULL};
+        port = dpt_dataplane_start(&env, &dp, "dataplane", extra);
+        dpt_sandbox(&env, SBX, 0);
+        json_object_put(dpt_rpcf(
+                &env, "Exec", "{\"sandbox_id\":\"%s\",\"session_id\":\"%s\",\"argv\":[\"sleep\",\"1000\"]}", SBX, SES));
+}
+
+#define WORKER_SHARE 2
+
+static void worker_case_setup(void)
+{
+        dpt_env_up(&env, true, 4);
+        static const char *const extra[] = {"--max-streams=64", "--worker-streams=8", "--worker-streams-per-tenant=2",
+                                            NULL};
         port = dpt_dataplane_start(&env, &dp, "dataplane", extra);
         dpt_sandbox(&env, SBX, 0);
         json_object_put(dpt_rpcf(
@@ -208,6 +231,69 @@ START_TEST(one_tenant_at_its_share_leaves_the_others_served)
 }
 END_TEST
 
+START_TEST(one_tenant_at_its_share_of_a_worker_leaves_the_others_served)
+{
+        enum { TRIES = 6 };
+        int a[TRIES];
+        int held = 0, refused = 0;
+        /* Tenant A tries to take the connection's streams: far under the data
+         * plane's own share (16), so only the worker connection's share stops it. */
+        for (int i = 0; i < TRIES; i++) {
+                a[i] = slow_upload(TEN_A, i);
+                _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+                int status = answer(a[i], 500, &b);
+                if (status == 0) {
+                        held++;
+                        continue;
+                }
+                ck_assert_msg(status == 429, "A's upload %d: %.600s", i, b.data);
+                ck_assert_msg(strstr(b.data, "resource_exhausted") &&
+                                      strstr(b.data, "streams to this worker per tenant"),
+                              "%s", b.data);
+                refused++;
+        }
+        ck_assert_int_eq(held, WORKER_SHARE);
+        ck_assert_int_eq(refused, TRIES - WORKER_SHARE);
+        wait_streams(WORKER_SHARE);
+
+        /* Tenant B is served by the same worker: an attach stream and a whole upload. */
+        _cleanup_free_ char *tb = token(TEN_B, false);
+        int att = dial();
+        char req[8192];
+        int len = snprintf(req, sizeof(req),
+                           "GET /v1/sessions/%s/attach HTTP/1.1\r\nHost: dp\r\nAuthorization: Bearer %s\r\n\r\n", SES,
+                           tb);
+        ck_assert_int_eq(write(att, req, (size_t)len), len);
+        _cleanup_buf_ sp_buf ab = SP_BUF_INIT;
+        ck_assert_msg(answer(att, 10000, &ab) == 200, "B's attach: %.600s", ab.data);
+        _cleanup_free_ char *tbf = token(TEN_B, true);
+        char auth[4200];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", tbf);
+        const char *h[] = {auth, NULL};
+        _cleanup_buf_ sp_buf ub = SP_BUF_INIT;
+        ck_assert_msg(dpt_http(port, "PUT", "/v1/sandboxes/" SBX "/files?path=/tmp/b.txt", h, "hello", 5, &ub) == 200,
+                      "B's upload: %.600s", ub.data);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "space_dataplane_worker_stream_refusals_total{worker=\"%s\",tenant=\"" TEN_A "\",limit=\"tenant\"} ",
+                 env.worker_addr);
+        ck_assert_int_eq(metric(want), TRIES - WORKER_SHARE);
+        /* The data plane's own share was never reached. */
+        ck_assert_int_eq(metric("space_dataplane_stream_refusals_total{tenant=\"" TEN_A "\",limit=\"tenant\"} "), -1);
+
+        /* A's streams come back when its uploads end. */
+        for (int i = 0; i < TRIES; i++)
+                close(a[i]);
+        wait_streams(1); /* B's attach */
+        int again = slow_upload(TEN_A, 100);
+        _cleanup_buf_ sp_buf gb = SP_BUF_INIT;
+        ck_assert_msg(answer(again, 500, &gb) == 0, "A after its uploads ended: %.600s", gb.data);
+        close(again);
+        close(att);
+        wait_streams(0);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("the worker needs btrfs, namespaces and cgroups");
@@ -217,5 +303,10 @@ int main(void)
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_test(tc, one_tenant_at_its_share_leaves_the_others_served);
         suite_add_tcase(s, tc);
+        TCase *tw = tcase_create("worker_caps");
+        tcase_set_timeout(tw, 120);
+        tcase_add_unchecked_fixture(tw, worker_case_setup, case_teardown);
+        tcase_add_test(tw, one_tenant_at_its_share_of_a_worker_leaves_the_others_served);
+        suite_add_tcase(s, tw);
         return sp_test_main(s);
 }

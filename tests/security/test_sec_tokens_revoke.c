@@ -10,6 +10,13 @@
  * within a few seconds (polled, bounded) the data plane answers both of
  * K1's tokens 401 naming the revocation, while K2's token still works, and
  * /metrics counts the refusals under reason "revoked".
+ *
+ * Attack: an upload token outlives its template (the third attack pass: a
+ * token still uploaded for its hour after the template was deleted, bytes
+ * never reserved against the tenant's storage). A tenant creates two upload
+ * templates and deletes one: within a few seconds (polled, bounded) the data
+ * plane answers the deleted template's token 404 naming the deletion, while
+ * the other template's token still uploads.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -177,6 +184,107 @@ START_TEST(revoked_key_tokens_refused_within_seconds)
 }
 END_TEST
 
+/* PUT the file at path to the data plane's upload url with token; the status (body into out). */
+static int dp_put_file(const char *url, const char *token, const char *path, char *out, size_t outlen)
+{
+        const char *target = strstr(url, "/v1/templates/");
+        ck_assert_ptr_nonnull(target);
+        FILE *f = fopen(path, "rb");
+        ck_assert_msg(f, "%s: %s", path, strerror(errno));
+        static char body[1 << 20];
+        size_t len = fread(body, 1, sizeof(body), f);
+        fclose(f);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)dp_port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s", strerror(errno));
+        char req[8192];
+        int n = snprintf(req, sizeof(req),
+                         "PUT %s HTTP/1.0\r\nAuthorization: Bearer %s\r\nContent-Type: application/octet-stream\r\n"
+                         "Content-Length: %zu\r\n\r\n",
+                         target, token, len);
+        ck_assert_int_eq(write(fd, req, (size_t)n), n);
+        /* The body may be cut short by an early refusal: what was written is enough. */
+        for (size_t off = 0; off < len;) {
+                ssize_t w = write(fd, body + off, len - off);
+                if (w <= 0)
+                        break;
+                off += (size_t)w;
+        }
+        size_t used = 0;
+        out[0] = '\0';
+        for (int64_t deadline = mono_ms() + 30000; used + 1 < outlen && mono_ms() < deadline;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (poll(&p, 1, 200) != 1)
+                        continue;
+                ssize_t r = read(fd, out + used, outlen - used - 1);
+                if (r <= 0)
+                        break;
+                used += (size_t)r;
+                out[used] = '\0';
+        }
+        close(fd);
+        int status = 0;
+        ck_assert_msg(sscanf(out, "HTTP/1.%*d %d", &status) == 1, "no answer from the data plane: '%.200s'", out);
+        return status;
+}
+
+START_TEST(deleted_template_upload_token_refused_within_seconds)
+{
+        char key[256];
+        sp_test_new_tenant(&S, "tplrevoke", key);
+        _cleanup_json_ json_object *a =
+                sp_test_api(&S, key, "POST", "/v1/templates", 201,
+                            "{\"name\":\"gone\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
+        _cleanup_json_ json_object *b =
+                sp_test_api(&S, key, "POST", "/v1/templates", 201,
+                            "{\"name\":\"kept\",\"source\":\"upload\",\"format\":\"tar\"}", NULL);
+        const char *a_url = sp_test_jstr(a, "upload.url"), *a_tok = sp_test_jstr(a, "upload.token");
+        const char *b_url = sp_test_jstr(b, "upload.url"), *b_tok = sp_test_jstr(b, "upload.token");
+        const char *a_id = sp_test_jstr(a, "template.id");
+        ck_assert_msg(a_url && a_tok && b_url && b_tok && a_id, "%s", json_object_to_json_string(a));
+
+        /* A small rootfs tarball to upload. */
+        char *dir = sp_test_tmpdir("tplrevoke");
+        char tar[512], cmd[2048];
+        snprintf(tar, sizeof(tar), "%s/rootfs.tar", dir);
+        snprintf(cmd, sizeof(cmd),
+                 "set -e; r='%s/rootfs'; mkdir -p \"$r/etc\" \"$r/tmp\"; echo hello > \"$r/hello.txt\"; "
+                 "echo 'root:x:0:0:root:/root:/bin/sh' > \"$r/etc/passwd\"; tar -C \"$r\" -cf '%s' .",
+                 dir, tar);
+        ck_assert_int_eq(system(cmd), 0);
+
+        json_object_put(sp_test_api(&S, key, "DELETE", "/v1/templates/gone", 202, NULL, NULL));
+        int64_t deleted_at = mono_ms();
+
+        /* Within a few seconds the deleted template's token is refused. */
+        char out[16384];
+        int st = 0;
+        while (mono_ms() - deleted_at < 10000) {
+                st = dp_put_file(a_url, a_tok, tar, out, sizeof(out));
+                if (st != 200)
+                        break;
+                usleep(100000);
+        }
+        ck_assert_msg(st == 404, "the upload token of the deleted template answers %d: %s", st, out);
+        ck_assert_msg(strstr(out, "not_found") && strstr(out, "revoked") && strstr(out, a_id), "%s", out);
+        fprintf(stderr, "the template's deletion reached the data plane after %lld ms\n",
+                (long long)(mono_ms() - deleted_at));
+
+        /* The other template's token still uploads. */
+        ck_assert_msg(dp_put_file(b_url, b_tok, tar, out, sizeof(out)) == 200, "%s", out);
+
+        sp_error *err = NULL;
+        sp_test_http_response m = {0};
+        sp_test_ok(sp_test_http(dp_port, "GET", "/metrics", NULL, NULL, 10000, &m, &err), &err);
+        ck_assert_msg(strstr(m.body, "space_dataplane_revoked_templates 1"), "%s", m.body);
+        sp_test_http_response_free(&m);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("the worker needs btrfs, namespaces and cgroups");
@@ -186,6 +294,7 @@ int main(void)
         tcase_set_timeout(tc, 180);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, revoked_key_tokens_refused_within_seconds);
+        tcase_add_test(tc, deleted_template_upload_token_refused_within_seconds);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
