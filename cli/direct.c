@@ -408,15 +408,8 @@ static int pg_up(dctx *c, sp_error **err)
                 if (wait_ready(c, C_POSTGRES, pg_ok, err) < 0)
                         return -1;
         }
-        /* The cluster's database, made once (with PostgreSQL's own tools). */
-        char psql[PATH_MAX + 16], createdb[PATH_MAX + 16];
-        snprintf(psql, sizeof(psql), "%s/psql", c->pg_bin);
-        snprintf(createdb, sizeof(createdb), "%s/createdb", c->pg_bin);
-        const char *probe[] = {psql, "-q", "-h", run, "-U", "postgres", "-d", "space", "-c", "SELECT 1", NULL};
-        if (run_status(pw, probe, "/dev/null") == 0)
-                return 0;
-        const char *create[] = {createdb, "-h", run, "-U", "postgres", "space", NULL};
-        return run_as(pw, create, logp, err);
+        /* The cluster's database is the control plane's to make (--create-database). */
+        return 0;
 }
 
 /* ---- settings ---- */
@@ -637,7 +630,17 @@ static int cp_up(dctx *c, sp_error **err)
                 snprintf(ca, sizeof(ca), "--ca-out=%s/controlplane/ca.pem", c->state);
                 snprintf(tk, sizeof(tk), "--token-public-key-out=%s/controlplane/token-keys.pem", c->state);
                 snprintf(dpu, sizeof(dpu), "--dataplane-url=http://127.0.0.1:%d", c->dp_port);
-                const char *argv[] = {bin, db, listen, rpc, key, ca, tk, dpu, "--name=direct", "--log-format=json",
+                const char *argv[] = {bin,
+                                      db,
+                                      "--create-database",
+                                      listen,
+                                      rpc,
+                                      key,
+                                      ca,
+                                      tk,
+                                      dpu,
+                                      "--name=direct",
+                                      "--log-format=json",
                                       NULL};
                 if (spawn_daemon(c, C_CONTROLPLANE, argv, NULL, err) < 0)
                         return -1;

@@ -37,11 +37,15 @@ typedef struct cp_cfg {
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds;
+        bool create_database;
 } cp_cfg;
 
 static const sp_config_def defs[] = {
         {"database", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, database), 0, 0,
          "PostgreSQL connection string or URI (required)"},
+        {"create-database", SP_CONFIG_BOOL, "false", offsetof(cp_cfg, create_database), 0, 0,
+         "create the database --database names when the server has none of that name (through its 'postgres' "
+         "database; the user needs CREATEDB)"},
         {"listen", SP_CONFIG_STRING, "127.0.0.1:7070", offsetof(cp_cfg, listen), 0, 0, "the public API (HOST:PORT)"},
         {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, tls_cert), 0, 0,
          "serve the public API over HTTPS with this certificate (PEM file)"},
@@ -184,7 +188,8 @@ int main(int argc, char **argv)
         /* The database: schema, CA and first admin key, each made once however many replicas start. */
         cp_db *db = NULL;
         int applied = 0;
-        if (cp_db_open(c.database, &db, &e) < 0 || cp_db_migrate(db, &applied, &e) < 0) {
+        if ((c.create_database && cp_db_create_missing(c.database, &e) < 0) || cp_db_open(c.database, &db, &e) < 0 ||
+            cp_db_migrate(db, &applied, &e) < 0) {
                 sp_log_error("database: %s", e->message);
                 cp_db_close(db);
                 return 1;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "space/cleanup.h"
 #include "space/log.h"
@@ -108,6 +109,99 @@ int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err)
         }
         *ret = db;
         return 0;
+}
+
+/* The first line of conn's error message, in buf. */
+static const char *first_line(PGconn *conn, char *buf, size_t n)
+{
+        snprintf(buf, n, "%s", conn ? PQerrorMessage(conn) : "out of memory");
+        buf[strcspn(buf, "\n")] = '\0';
+        return buf;
+}
+
+/* True when the server answers that conninfo's database does not exist. */
+static bool db_missing(const char *conninfo)
+{
+        static const char *const keys[] = {"dbname", "connect_timeout", NULL};
+        const char *const values[] = {conninfo, CONNECT_TIMEOUT_S, NULL};
+        PGconn *probe = PQconnectdbParams(keys, values, 1);
+        bool missing = probe && PQstatus(probe) != CONNECTION_OK && strstr(PQerrorMessage(probe), "does not exist");
+        PQfinish(probe);
+        return missing;
+}
+
+/* CREATE DATABASE name through admin: 0 made (or made meanwhile by another
+ * replica), 1 to try again (template1 busy: another CREATE DATABASE), or an error. */
+static int create_once(PGconn *admin, const char *name, sp_error **err)
+{
+        char msg[256], sql[600];
+        char *ident = PQescapeIdentifier(admin, name, strlen(name));
+        if (!ident)
+                return sp_error_set(err, SP_E_INVALID, "database: cannot quote the name %s", name);
+        snprintf(sql, sizeof(sql), "CREATE DATABASE %s", ident);
+        PQfreemem(ident);
+        _cleanup_pgresult_ PGresult *res = PQexec(admin, sql);
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+                sp_log_info("database: created %s", name);
+                return 0;
+        }
+        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        /* duplicate_database or a unique violation in pg_database: another replica made it. */
+        if (state && (strcmp(state, "42P04") == 0 || strcmp(state, "23505") == 0))
+                return 0;
+        if (state && strcmp(state, "55006") == 0) /* object_in_use: template1, by a CREATE DATABASE */
+                return 1;
+        return sp_error_set(err, SP_E_UNAVAILABLE, "database: CREATE DATABASE %s: %s", name,
+                            first_line(admin, msg, sizeof(msg)));
+}
+
+int cp_db_create_missing(const char *conninfo, sp_error **err)
+{
+        if (!db_missing(conninfo))
+                return 0; /* there, or unreachable: cp_db_open says which */
+        /* Its name, and everything else to reach the server with. */
+        char *perr = NULL;
+        PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
+        if (!opts) {
+                int r = sp_error_set(err, SP_E_INVALID, "database: %s", perr ? perr : "out of memory");
+                PQfreemem(perr);
+                return r;
+        }
+        const char *k[40], *v[40], *name = NULL;
+        size_t n = 0;
+        for (PQconninfoOption *o = opts; o->keyword && n < 38; o++) {
+                if (!o->val)
+                        continue;
+                if (strcmp(o->keyword, "dbname") == 0) {
+                        name = o->val;
+                        continue;
+                }
+                k[n] = o->keyword;
+                v[n++] = o->val;
+        }
+        k[n] = "dbname";
+        v[n++] = "postgres";
+        k[n] = NULL;
+        v[n] = NULL;
+        int r = 0;
+        char msg[256];
+        PGconn *admin = name ? PQconnectdbParams(k, v, 0) : NULL;
+        if (!name) {
+                r = sp_error_set(err, SP_E_INVALID, "database: the connection string names no database to create");
+        } else if (PQstatus(admin) != CONNECTION_OK) {
+                r = sp_error_set(err, SP_E_UNAVAILABLE, "database %s does not exist, and creating it: %s", name,
+                                 first_line(admin, msg, sizeof(msg)));
+        } else {
+                /* Replicas starting together take turns on template1: bounded retries. */
+                for (int i = 0; i < 50 && (r = create_once(admin, name, err)) == 1; i++)
+                        usleep(100 * 1000);
+                if (r == 1)
+                        r = sp_error_set(err, SP_E_UNAVAILABLE, "database: CREATE DATABASE %s: template1 stayed busy",
+                                         name);
+        }
+        PQfinish(admin);
+        PQconninfoFree(opts);
+        return r;
 }
 
 void cp_db_close(cp_db *db)

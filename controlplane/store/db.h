@@ -34,6 +34,12 @@ typedef struct cp_db cp_db;
 
 /* Connects to conninfo (a libpq connection string or URI) with a bounded connect timeout. */
 int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err);
+
+/* Makes the database conninfo names when the server says it does not exist,
+ * through the server's maintenance database ("postgres", same host and user;
+ * the user needs CREATEDB). Another replica making it at the same time is
+ * not an error. Nothing is done when the database is there. */
+int cp_db_create_missing(const char *conninfo, sp_error **err);
 void cp_db_close(cp_db *db);
 
 /* Runs sql with text parameters (NULL = SQL NULL). *ret (may be NULL) receives

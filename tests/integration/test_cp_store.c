@@ -192,6 +192,41 @@ START_TEST(dropped_errors_are_logged)
 }
 END_TEST
 
+/* --create-database: a database the server lacks is made (its name quoted:
+ * any name works), once; one that is there is left alone; a replica racing
+ * another is not an error. */
+START_TEST(missing_database_is_created)
+{
+        sp_error *e = NULL;
+        char name[64], *ci = NULL;
+        snprintf(name, sizeof(name), "space made-%d", (int)getpid());
+        ck_assert_int_gt(
+                asprintf(&ci, "host=127.0.0.1 port=%d user=postgres dbname='%s' connect_timeout=10", pg.port, name), 0);
+        cp_db *db = NULL;
+        ck_assert_int_lt(cp_db_open(ci, &db, &e), 0); /* not there yet */
+        ck_assert_msg(strstr(e->message, "does not exist"), "%s", e->message);
+        sp_error_free(e);
+        e = NULL;
+        pid_t kids[3];
+        for (int i = 0; i < 3; i++)
+                if ((kids[i] = fork()) == 0)
+                        _exit(cp_db_create_missing(ci, NULL) == 0 ? 0 : 1);
+        for (int i = 0; i < 3; i++) {
+                int st;
+                ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a racing replica failed to create it");
+        }
+        sp_test_ok(cp_db_create_missing(ci, &e), &e); /* there: nothing to do */
+        sp_test_ok(cp_db_open(ci, &db, &e), &e);
+        sp_test_ok(cp_db_migrate(db, NULL, &e), &e);
+        _cleanup_pgresult_ PGresult *r = NULL;
+        sp_test_ok(cp_db_exec(db, "SELECT current_database()", 0, NULL, &r, &e), &e);
+        ck_assert_str_eq(PQgetvalue(r, 0, 0), name);
+        cp_db_close(db);
+        free(ci);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_pg_require();
@@ -203,6 +238,7 @@ int main(void)
         tcase_add_test(tc, migrations_apply_once_even_when_racing);
         tcase_add_test(tc, tenants_and_keys);
         tcase_add_test(tc, dropped_errors_are_logged);
+        tcase_add_test(tc, missing_database_is_created);
         suite_add_tcase(s, tc);
         /* Killing and restarting PostgreSQL gets a server of its own (see pg.h). */
         TCase *down = tcase_create("down");
