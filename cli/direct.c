@@ -10,14 +10,11 @@
 #include <ftw.h>
 #include <grp.h>
 #include <limits.h>
-#include <linux/loop.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -844,113 +841,26 @@ int ctl_direct_status(const ctl_direct_opts *o, FILE *out, sp_error **err)
 
 /* ---- down and purge ---- */
 
-static void kill_cgroup_tree(const char *dir)
+/* The worker's own purge (space-worker --purge) takes away what it made on
+ * this host: sandboxes, cgroups, mounts, the storage image's loop device. */
+static int worker_purge(dctx *c, sp_error **err)
 {
-        char p[PATH_MAX];
-        snprintf(p, sizeof(p), "%s/cgroup.kill", dir);
-        int fd = open(p, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-                (void)!write(fd, "1", 1);
-                close(fd);
-        }
-        /* A paused sandbox is frozen: a frozen process does not die of SIGKILL until it is thawed. */
-        static const char *const thaw[][2] = {{"cgroup.freeze", "0"}, {"freezer.state", "THAWED"}};
-        for (size_t i = 0; i < 2; i++) {
-                snprintf(p, sizeof(p), "%s/%s", dir, thaw[i][0]);
-                int tfd = open(p, O_WRONLY | O_CLOEXEC);
-                if (tfd >= 0) {
-                        (void)!write(tfd, thaw[i][1], strlen(thaw[i][1]));
-                        close(tfd);
-                }
-        }
-        snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
-        _cleanup_fclose_ FILE *f = fopen(p, "re");
-        long pid;
-        while (f && fscanf(f, "%ld", &pid) == 1)
-                kill((pid_t)pid, SIGKILL);
-        _cleanup_closedir_ DIR *d = opendir(dir);
-        for (struct dirent *de; d && (de = readdir(d));) {
-                if (de->d_type != DT_DIR || de->d_name[0] == '.')
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-                kill_cgroup_tree(p);
-        }
-}
-
-static void remove_cgroup_tree(const char *dir)
-{
-        _cleanup_closedir_ DIR *d = opendir(dir);
-        char p[PATH_MAX];
-        for (struct dirent *de; d && (de = readdir(d));) {
-                if (de->d_type != DT_DIR || de->d_name[0] == '.')
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-                remove_cgroup_tree(p);
-        }
-        for (int i = 0; i < 50 && rmdir(dir) < 0 && errno == EBUSY; i++)
-                usleep(20 * 1000);
-}
-
-/* Every cgroup directory called name under /sys/fs/cgroup (v2) and
- * its v1 hierarchies. */
-static void for_each_cgroup_root(const char *name, void (*fn)(const char *dir))
-{
-        char p[PATH_MAX];
-        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", name);
-        if (access(p, F_OK) == 0)
-                fn(p);
-        _cleanup_closedir_ DIR *d = opendir("/sys/fs/cgroup");
-        for (struct dirent *de; d && (de = readdir(d));) {
-                if (de->d_name[0] == '.' || strcmp(de->d_name, name) == 0)
-                        continue;
-                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", de->d_name, name);
-                if (access(p, F_OK) == 0)
-                        fn(p);
-        }
-}
-
-static void unmount_under(const char *top)
-{
-        /* Deepest first; repeat while something was unmounted (stacked mounts). */
-        for (int round = 0; round < 8; round++) {
-                _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-                char line[4096], mnt[PATH_MAX], found[64][PATH_MAX / 4];
-                int n = 0;
-                size_t tl = strlen(top);
-                while (f && fgets(line, sizeof(line), f) && n < 64)
-                        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strncmp(mnt, top, tl) == 0 &&
-                            (mnt[tl] == '/' || mnt[tl] == '\0') && strlen(mnt) < sizeof(found[0]))
-                                memcpy(found[n++], mnt, strlen(mnt) + 1);
-                if (n == 0)
-                        return;
-                for (int i = n - 1; i >= 0; i--)
-                        if (umount2(found[i], 0) < 0)
-                                umount2(found[i], MNT_DETACH);
-        }
-}
-
-static void detach_loops_under(const char *top)
-{
-        _cleanup_closedir_ DIR *d = opendir("/sys/block");
-        size_t tl = strlen(top);
-        for (struct dirent *de; d && (de = readdir(d));) {
-                if (strncmp(de->d_name, "loop", 4) != 0)
-                        continue;
-                char p[PATH_MAX], backing[PATH_MAX] = "";
-                snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", de->d_name);
-                _cleanup_fclose_ FILE *f = fopen(p, "re");
-                if (!f || !fgets(backing, sizeof(backing), f))
-                        continue;
-                backing[strcspn(backing, "\n")] = '\0';
-                if (strncmp(backing, top, tl) != 0 || backing[tl] != '/')
-                        continue;
-                snprintf(p, sizeof(p), "/dev/%s", de->d_name);
-                int fd = open(p, O_RDONLY | O_CLOEXEC);
-                if (fd >= 0) {
-                        ioctl(fd, LOOP_CLR_FD, 0);
-                        close(fd);
-                }
-        }
+        char bin[PATH_MAX + 32], state[PATH_MAX + 32], storage[PATH_MAX + 32], image[PATH_MAX + 32], cg[128],
+                logp[PATH_MAX + 32];
+        snprintf(bin, sizeof(bin), "%s/space-worker", c->bin);
+        snprintf(state, sizeof(state), "--state-dir=%s/worker/state", c->state);
+        snprintf(storage, sizeof(storage), "--storage-dir=%s/worker/storage", c->state);
+        snprintf(image, sizeof(image), "--storage-image=%s/worker/storage.img", c->state);
+        snprintf(cg, sizeof(cg), "--cgroup-parent=%s", c->cgroup);
+        snprintf(logp, sizeof(logp), "%s/logs/purge.log", c->state);
+        const char *argv[] = {bin, "--purge", state, storage, image, cg, NULL};
+        char logs[PATH_MAX + 16];
+        path_of(c, logs, sizeof(logs), "logs");
+        (void)sp_mkdir_p(logs, 0700, NULL);
+        int st = run_status(NULL, argv, logp);
+        if (st != 0)
+                return sp_error_set(err, SP_E_INTERNAL, "space-worker --purge failed (status %d): see %s", st, logp);
+        return 0;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -974,11 +884,8 @@ int ctl_direct_down(const ctl_direct_opts *o, bool purge, sp_error **err)
         if (!purge)
                 return 0;
         progress(&c, "removing sandboxes, cgroups, mounts, loop devices and %s", c.state);
-        for_each_cgroup_root(c.cgroup, kill_cgroup_tree);
-        usleep(200 * 1000);
-        for_each_cgroup_root(c.cgroup, remove_cgroup_tree);
-        unmount_under(c.state);
-        detach_loops_under(c.state);
+        if (worker_purge(&c, err) < 0)
+                return -1;
         if (nftw(c.state, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
                 return sp_error_set_errno(err, SP_E_IO, errno, "removing %s", c.state);
         return 0;

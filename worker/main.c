@@ -42,7 +42,7 @@ typedef struct {
         char *debootstrap_program, *debootstrap_mirror;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
-        bool insecure, base_template;
+        bool insecure, base_template, purge;
 } worker_cfg;
 
 static const sp_config_def defs[] = {
@@ -113,6 +113,10 @@ static const sp_config_def defs[] = {
          "debootstrap's own default)"},
         {"debootstrap-program", SP_CONFIG_STRING, "/usr/sbin/debootstrap", offsetof(worker_cfg, debootstrap_program), 0,
          0, "the debootstrap program (an absolute path) that builds debootstrap templates"},
+        {"purge", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, purge), 0, 0,
+         "remove everything a stopped worker left on this host and exit: its sandboxes' processes and cgroups under "
+         "--cgroup-parent, the mounts beneath --state-dir and --storage-dir, the --storage-image loop device, and "
+         "those directories and the image"},
         {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
          "build the `base` template (busybox and the agent) if it is missing"},
         SP_DAEMON_LOG_SETTINGS(worker_cfg),
@@ -264,6 +268,21 @@ int main(int argc, char **argv)
         if (geteuid() != 0) {
                 sp_log_error("space-worker must run as root (namespaces, mounts, cgroups)");
                 return 1;
+        }
+        if (c.purge) {
+                wk_purge_config pc = {.state_dir = c.state_dir,
+                                      .storage_dir = c.storage_dir,
+                                      .storage_image = c.storage_image,
+                                      .cgroup_parent = c.cgroup_parent};
+                wk_purge_stats st = {0};
+                r = wk_purge(&pc, &st, &e);
+                sp_log_info("purge: killed %u processes, removed %u cgroups, unmounted %u, detached %u loop devices",
+                            st.processes, st.cgroups, st.mounts, st.loops);
+                if (r < 0) {
+                        sp_log_error("%s", e->message);
+                        return 1;
+                }
+                return 0;
         }
         if (strcmp(c.backend, "jail") != 0) {
                 sp_log_error("unknown backend '%s' (available: jail)", c.backend);

@@ -245,4 +245,22 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err);
 /* True when the node can serve: its storage answers. */
 bool wk_node_ready(wk_node *n, sp_error **err);
 
+/* ---- purge ---------------------------------------------------------------
+ * space-worker --purge: what a stopped worker leaves on its host, taken away
+ * (node/purge.c). */
+typedef struct wk_purge_config {
+        const char *state_dir, *storage_dir, *storage_image; /* absolute; NULL or "" to leave */
+        const char *cgroup_parent; /* relative to the cgroup roots; NULL or "" to leave */
+} wk_purge_config;
+
+typedef struct wk_purge_stats {
+        unsigned processes, cgroups, mounts, loops;
+} wk_purge_stats;
+
+/* Kills the sandboxes under the cgroup parent and removes their groups,
+ * unmounts everything beneath the directories, detaches the image's loop
+ * device and removes the directories and the image. Goes on past a failed
+ * step; returns the first failure (SP_E_CONFLICT: something stayed). */
+int wk_purge(const wk_purge_config *cfg, wk_purge_stats *ret, sp_error **err);
+
 #endif
