@@ -470,7 +470,7 @@ static bool suite_valid(const char *s)
         if (!alnum(s[0]))
                 return false;
         for (; *s; s++)
-                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-'))
                         return false;
         return true;
 }
@@ -525,8 +525,8 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
                 return missing("source", err);
         if (get_dup(o, "path", MAX_PATH_LEN, host_path_valid,
                     "an absolute path without '.' or '..' segments or control characters", &t->path, err) < 0 ||
-            get_dup(o, "suite", MAX_SUITE_LEN, suite_valid, "a suite name of a-z, 0-9, '.' and '-'", &t->suite, err) <
-                    0 ||
+            get_dup(o, "suite", MAX_SUITE_LEN, suite_valid, "a suite name of a-z, 0-9 and '-' (e.g. bookworm)",
+                    &t->suite, err) < 0 ||
             get_dup(o, "mirror", MAX_MIRROR_LEN, mirror_valid, "an http:// or https:// URL", &t->mirror, err) < 0 ||
             get_int(o, NULL, "warm", 0, MAX_WARM, &t->warm, err) < 0)
                 return -SP_E_INVALID;

@@ -570,6 +570,9 @@ START_TEST(template_create_sources)
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"tar\"}", "path is required with source tar");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"debootstrap\"}",
                     "suite is required with source debootstrap");
+        /* As the workers take it: no '.', so no "..", and nothing the API takes that they refuse. */
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"debootstrap\",\"suite\":\"bookworm.1\"}",
+                    "suite must be a suite name of a-z, 0-9 and '-'");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"debootstrap\",\"suite\":\"sid\",\"path\":\"/a\"}",
                     "path is not used with source debootstrap");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"dir\",\"path\":\"/a\",\"suite\":\"sid\"}",
