@@ -36,7 +36,7 @@ typedef struct cp_cfg {
         char *dataplane_url, *token_public_key_out;
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
-        int64_t template_upload_max, tenant_template_max, tenant_template_builds;
+        int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
         bool create_database;
 } cp_cfg;
 
@@ -76,6 +76,9 @@ static const sp_config_def defs[] = {
          "it within the workers' --template-max-bytes)"},
         {"tenant-template-bytes", SP_CONFIG_SIZE, "64G", offsetof(cp_cfg, tenant_template_max), 1 << 20,
          INT64_C(1) << 50, "the most a tenant's templates may hold together (archives and unpacked files)"},
+        {"max-waiters", SP_CONFIG_INT, "1024", offsetof(cp_cfg, max_waiters), 1, 1000000,
+         "long-polls (GET /v1/operations/{id}?wait=) held at once, a quarter of them per tenant; beyond its share a "
+         "tenant's wait is answered at once with the operation as it is"},
         {"tenant-template-builds", SP_CONFIG_INT, "4", offsetof(cp_cfg, tenant_template_builds), 1, 1000,
          "the most templates one tenant may have uploading or building at once (each is an import on the workers)"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
@@ -248,6 +251,7 @@ int main(int argc, char **argv)
                             .template_upload_max_bytes = c.template_upload_max,
                             .tenant_template_bytes = c.tenant_template_max,
                             .tenant_template_builds = c.tenant_template_builds,
+                            .max_waiters = c.max_waiters,
                             .worker_tls = worker_tls,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};

@@ -136,6 +136,11 @@ bool sp_http_request_connected(const sp_http_request *req)
         return req->conn != NULL;
 }
 
+bool sp_http_request_peer_closed(const sp_http_request *req)
+{
+        return !req->conn || req->conn->peer_eof;
+}
+
 size_t sp_http_request_output_pending(const sp_http_request *req)
 {
         return req->conn ? evbuffer_get_length(sp__http_conn_output(req->conn)) : 0;

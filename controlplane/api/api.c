@@ -443,63 +443,109 @@ int cp__audit(cp_call *c, const char *action, const char *target, json_object *d
 
 /* ---- long-polling ---- */
 
-static void answer_waiter(cp_api *api, cp_waiter **link)
+/* Unlinks and frees the waiter at *link, giving back its share. */
+static void drop_waiter(cp_api *api, cp_waiter **link)
 {
         cp_waiter *w = *link;
         *link = w->next;
-        const char *params[] = {w->op_id, w->call->who.tenant_id};
+        sp_shares_give(api->waiter_shares, w->call->who.tenant_id);
+        api->nwaiters--;
+        free(w);
+}
+
+static void answer_waiter(cp_api *api, cp_waiter **link)
+{
+        cp_call *call = (*link)->call;
+        char op_id[SP_ID_MAX];
+        snprintf(op_id, sizeof(op_id), "%s", (*link)->op_id);
+        drop_waiter(api, link);
+        const char *params[] = {op_id, call->who.tenant_id};
         _cleanup_json_ json_object *op = NULL;
         _cleanup_error_ sp_error *e = NULL;
         if (cp__query_json(api, "SELECT api_operation(o) FROM operations o WHERE o.id = $1 AND o.tenant_id = $2", 2,
                            params, "operation not found", &op, &e) < 0)
-                cp__fail(w->call, e);
+                cp__fail(call, e);
         else
-                cp__reply(w->call, 200, op);
-        free(w);
+                cp__reply(call, 200, op);
 }
 
-static bool op_finished(cp_api *api, const char *op_id)
+/* The ids among the waiters' operations (those of op_id only, when given)
+ * that have finished: one query for all of them, whatever their number.
+ * NULL when the database is down (every waiter is answered then: 503). */
+static json_object *finished_ops(cp_api *api, const char *op_id, bool *db_down)
 {
-        const char *params[] = {op_id};
+        _cleanup_json_ json_object *ids = json_object_new_array();
+        for (cp_waiter *w = api->waiters; w; w = w->next)
+                if (!op_id || strcmp(op_id, w->op_id) == 0)
+                        json_object_array_add(ids, json_object_new_string(w->op_id));
+        *db_down = false;
+        if (json_object_array_length(ids) == 0)
+                return NULL;
+        const char *params[] = {json_object_to_json_string_ext(ids, JSON_C_TO_STRING_PLAIN)};
         _cleanup_pgresult_ PGresult *res = NULL;
-        if (cp_db_exec(api->db, "SELECT 1 FROM operations WHERE id = $1 AND state IN ('succeeded', 'failed')", 1,
-                       params, &res, NULL) < 0)
-                return true; /* the database is down: answer with what the query says (503) */
-        return PQntuples(res) > 0;
+        if (cp_db_exec(api->db,
+                       "SELECT id FROM operations WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)) "
+                       "AND state IN ('succeeded', 'failed')",
+                       1, params, &res, NULL) < 0) {
+                *db_down = true;
+                return NULL;
+        }
+        json_object *done = json_object_new_object();
+        for (int i = 0; i < PQntuples(res); i++)
+                json_object_object_add(done, PQgetvalue(res, i, 0), NULL);
+        return done;
 }
 
 void cp__waiters_check(cp_api *api, const char *op_id)
 {
         int64_t now = sp_now_mono_us();
+        /* Gone, closed or past the deadline: no database needed. */
         for (cp_waiter **link = &api->waiters; *link;) {
                 cp_waiter *w = *link;
-                bool gone = !sp_http_request_connected(w->call->req);
-                if (gone) {
-                        *link = w->next;
-                        call_done(w->call);
-                        free(w);
-                        continue;
-                }
-                if (w->deadline_us <= now || ((!op_id || strcmp(op_id, w->op_id) == 0) && op_finished(api, w->op_id))) {
+                if (!sp_http_request_connected(w->call->req)) {
+                        cp_call *call = w->call;
+                        drop_waiter(api, link);
+                        call_done(call);
+                } else if (w->deadline_us <= now || sp_http_request_peer_closed(w->call->req)) {
                         answer_waiter(api, link);
-                        continue;
+                } else {
+                        link = &w->next;
                 }
-                link = &w->next;
+        }
+        bool db_down = false;
+        _cleanup_json_ json_object *done = finished_ops(api, op_id, &db_down);
+        if (!done && !db_down)
+                return;
+        for (cp_waiter **link = &api->waiters; *link;) {
+                cp_waiter *w = *link;
+                bool mine = !op_id || strcmp(op_id, w->op_id) == 0;
+                if (mine && (db_down || json_object_object_get_ex(done, w->op_id, NULL)))
+                        answer_waiter(api, link);
+                else
+                        link = &w->next;
         }
 }
 
-void cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us)
+int cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us)
 {
+        cp_api *api = c->api;
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_shares_take(api->waiter_shares, c->who.tenant_id, "long-polls", &e) < 0) {
+                sp_log_debug_kv(SP_KV("tenant_id", c->who.tenant_id), "long-poll answered at once: %s", e->message);
+                return -1;
+        }
         cp_waiter *w = calloc(1, sizeof(*w));
         if (!w) {
-                cp__failf(c, SP_E_LIMIT, "out of memory");
-                return;
+                sp_shares_give(api->waiter_shares, c->who.tenant_id);
+                return -1;
         }
         w->call = c;
         snprintf(w->op_id, sizeof(w->op_id), "%s", op_id);
         w->deadline_us = deadline_us;
-        w->next = c->api->waiters;
-        c->api->waiters = w;
+        w->next = api->waiters;
+        api->waiters = w;
+        api->nwaiters++;
+        return 0;
 }
 
 static void listen_setup(cp_api *api);
@@ -582,6 +628,8 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 api->cfg.tenant_template_bytes = INT64_C(64) << 30;
         if (!api->cfg.tenant_template_builds)
                 api->cfg.tenant_template_builds = 4;
+        if (!api->cfg.max_waiters)
+                api->cfg.max_waiters = 1024;
         const char *dp = cfg->dataplane_url ? cfg->dataplane_url : "http://127.0.0.1:7071";
         size_t dplen = strlen(dp);
         while (dplen > 0 && dp[dplen - 1] == '/')
@@ -603,6 +651,10 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 goto fail;
         }
         if (!(api->dataplane_url = strndup(dp, dplen)) || !(api->workers = cp_wpool_new(base, cfg->worker_tls, err))) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
+        if (!(api->waiter_shares = sp_shares_new((size_t)api->cfg.max_waiters, 0))) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 goto fail;
         }
@@ -639,6 +691,7 @@ cp_api *cp_api_free(cp_api *api)
                 event_free(api->tick_ev);
         cp_db_close(api->listen_db);
         cp_db_close(api->db);
+        sp_shares_free(api->waiter_shares);
         free(api);
         return NULL;
 }

@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "api/routes.h"
 #include "fleet/wpool.h"
+#include "space/shares.h"
 #include "space/buf.h"
 #include "space/id.h"
 #include "space/token.h"
@@ -48,6 +49,8 @@ struct cp_api {
         struct event *listen_ev;
         struct event *tick_ev; /* reconnects the listener, re-checks waiters */
         cp_waiter *waiters;
+        size_t nwaiters;
+        sp_shares *waiter_shares; /* long-polls held, per tenant */
         cp_route_ctx ctx[CP_API_MAX_ROUTES];
         cp_route_stats stats[CP_API_MAX_ROUTES];
         uint64_t unavailable_total; /* answers 503 because PostgreSQL was down */
@@ -126,9 +129,11 @@ int cp__audit(cp_call *c, const char *action, const char *target, json_object *d
 int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const *params, const char *not_found_msg,
                    json_object **ret, sp_error **err);
 
-/* Long-poll: answers c with the operation op_id once it has finished or at
- * deadline_us (monotonic), whichever comes first. */
-void cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us);
+/* Long-poll: answers c with the operation op_id once it has finished, at
+ * deadline_us (monotonic) or once the client has closed its side, whichever
+ * comes first. -1 (nothing answered) when the tenant holds its share of the
+ * long-polls (--max-waiters) or out of memory: the caller answers at once. */
+int cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us);
 void cp__waiters_check(cp_api *api, const char *op_id);
 
 /* ---- calls to workers (workers.c) ---- */

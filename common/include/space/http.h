@@ -167,6 +167,11 @@ const char *sp_http_request_id(const sp_http_request *req);
 const sp_http_parser *sp_http_request_parser(const sp_http_request *req);
 /* False once the client has gone (or the server was freed). */
 bool sp_http_request_connected(const sp_http_request *req);
+/* True once the client has closed its sending side while waiting for the
+ * answer: a half-close, or (indistinguishable until the answer is written)
+ * a client that closed the connection and left. A long-poll should answer at
+ * once rather than hold a slot for nobody. */
+bool sp_http_request_peer_closed(const sp_http_request *req);
 /* Output bytes queued on the connection and not yet accepted by the kernel. */
 size_t sp_http_request_output_pending(const sp_http_request *req);
 
