@@ -328,6 +328,9 @@ static char *at(const char *rel)
         return b;
 }
 
+/* The worker's pool and per-template bound (a smaller pool for the free-space case). */
+static const char *pool_size = "--storage-size=2G", *tpl_max = "--template-max-bytes=64M";
+
 static void start_worker(void)
 {
         char bin[1024], state[700], storage[700], image[700], logp[700], ca[700], cert[700], key[700], listen[80],
@@ -348,7 +351,7 @@ static void start_worker(void)
                               state,
                               storage,
                               image,
-                              "--storage-size=2G",
+                              pool_size,
                               ca,
                               cert,
                               key,
@@ -358,7 +361,7 @@ static void start_worker(void)
                               cpl,
                               "--node-id=worker-test",
                               root,
-                              "--template-max-bytes=64M",
+                              tpl_max,
                               "--base-template=false",
                               "--slots=4",
                               "--log-format=text",
@@ -967,6 +970,34 @@ START_TEST(template_changes_send_a_heartbeat_at_once)
 }
 END_TEST
 
+/* An archive larger than the pool's free space (less its reserve) stops
+ * there, before the pool is full, and leaves nothing; a small one still fits. */
+START_TEST(uploads_stop_short_of_the_pool)
+{
+        sp_buf big = SP_BUF_INIT;
+        ck_assert_int_eq(sp_buf_reserve(&big, 300u << 20, NULL), 0);
+        memset(big.data, 'x', 300u << 20);
+        big.len = 300u << 20;
+        stream_state st = {0};
+        upload(cp_ctx, "tpl_pool", "tar", NULL, &big, 1u << 20, &st);
+        sp_buf_free(&big);
+        ck_assert_msg(st.error && st.error->code == SP_E_TOO_LARGE, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "the worker's free storage"), "%s", st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_pool");
+        upload(cp_ctx, "tpl_small", "tar", NULL, &tarball, 65536, &st);
+        ck_assert_msg(!st.error, "%s", st.error ? st.error->message : "");
+        stream_free(&st);
+}
+END_TEST
+
+static void setup_small_pool(void)
+{
+        pool_size = "--storage-size=256M";
+        tpl_max = "--template-max-bytes=1G";
+        setup();
+}
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -984,5 +1015,11 @@ int main(void)
         tcase_add_test(tc, dataplane_may_upload_only);
         tcase_add_test(tc, template_changes_send_a_heartbeat_at_once);
         suite_add_tcase(s, tc);
+        TCase *small = tcase_create("small_pool");
+        tcase_set_timeout(small, 300);
+        tcase_add_unchecked_fixture(small, case_setup, case_teardown);
+        tcase_add_checked_fixture(small, setup_small_pool, teardown);
+        tcase_add_test(small, uploads_stop_short_of_the_pool);
+        suite_add_tcase(s, small);
         return sp_test_main(s);
 }

@@ -137,6 +137,8 @@ typedef struct wk__bound {
         wk__bound_kind kind;
         uint64_t caller; /* the caller's bound as it was given (0: none), for the message */
 } wk__bound;
+/* How many bytes an upload writes between two looks at the pool's free space. */
+#define WK__UPLOAD_ROOM_STEP (UINT64_C(4) << 20)
 /* The bound of an import whose caller allows `caller` bytes (0: no bound) of
  * which `used` are already stored (an upload's archive). SP_E_TOO_LARGE,
  * with the message of wk__bound_refuse, when nothing is left. */

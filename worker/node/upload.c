@@ -38,6 +38,7 @@ struct wk_upload {
         char part[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)]; /* <name>.part */
         wk_template_source format;
         uint64_t max_bytes, bytes;
+        uint64_t room_checked; /* bytes written when the pool's free space was last looked at */
         uint64_t max_stored; /* archive and files together (0: no bound but the node's) */
         int fd; /* the .part file */
         struct wk_upload *next;
@@ -102,6 +103,10 @@ int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint6
                 return sp_error_set(err, SP_E_CONFLICT, "template %s already exists", name);
         if (wk__upload_under_way(n, name))
                 return sp_error_set(err, SP_E_CONFLICT, "template %s is being uploaded", name);
+        /* No room in the pool (less its reserve): refused before a byte is read. */
+        wk__bound room;
+        if (wk__import_bound(n, 0, 0, &room, err) < 0)
+                return sp_error_wrap(err, "template %s", name);
         wk_upload *u = calloc(1, sizeof(*u));
         if (!u)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -139,6 +144,22 @@ int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err)
         if (n > u->max_bytes - u->bytes)
                 return sp_error_set(err, SP_E_TOO_LARGE, "the upload is larger than its %llu bytes",
                                     (unsigned long long)u->max_bytes);
+        /* The archive is bounded by the pool's free space less the reserve too
+         * (several uploads at once, each within its tenant's storage, could
+         * otherwise fill the pool): looked at again every WK__UPLOAD_ROOM_STEP. */
+        if (u->bytes + n - u->room_checked >= WK__UPLOAD_ROOM_STEP || u->bytes == 0) {
+                /* Written but not yet allocated (delayed allocation) is not
+                 * in the free space the filesystem reports: sync first. The
+                 * archive is synced once whole anyway (seal_artifact). */
+                if (u->bytes && fdatasync(u->fd) < 0)
+                        return sp_error_set_errno(err, errno == ENOSPC || errno == EDQUOT ? SP_E_LIMIT : SP_E_IO, errno,
+                                                  "write the upload of template %s", u->name);
+                wk__bound room;
+                if (wk__import_bound(u->node, 0, 0, &room, err) < 0 ||
+                    (n > room.max_bytes && wk__bound_refuse(&room, err) < 0))
+                        return sp_error_wrap(err, "template %s", u->name);
+                u->room_checked = u->bytes + n;
+        }
         const char *c = p;
         while (n) {
                 ssize_t w = write(u->fd, c, n);
@@ -165,10 +186,18 @@ void wk_upload_abort(wk_upload *u)
 {
         if (!u)
                 return;
-        remove_entry(u->node, u->name, PART_SUFFIX);
+        wk_node *n = u->node;
+        uint64_t bytes = u->bytes;
+        remove_entry(n, u->name, PART_SUFFIX);
         sp_log_info_kv(SP_KV("template", u->name), "template upload abandoned after %llu bytes",
-                       (unsigned long long)u->bytes);
-        upload_free(u);
+                       (unsigned long long)bytes);
+        upload_free(u); /* closes the file: its space is free from the next commit */
+        /* btrfs gives a removed file's space back at its next commit: commit
+         * now, so that the pool's free space (which bounds the next upload)
+         * counts it at once. */
+        _cleanup_error_ sp_error *se = NULL;
+        if (bytes >= WK__UPLOAD_ROOM_STEP && wk_subvol_sync(n->storage->dir, &se) < 0)
+                sp_log_warn("committing the storage after an abandoned upload: %s", se->message);
 }
 
 void wk__uploads_abort_all(wk_node *n)
