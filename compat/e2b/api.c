@@ -56,6 +56,9 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
         int status = sp_http_client_do(a->client, &rq, MAX_ANSWER, &answer, err);
         if (status < 0)
                 return sp_error_wrap(err, "the public API");
+        static const char bearer[] = "Authorization: Bearer ";
+        if (status != 401 && a->ctx->caps && strncmp(a->auth, bearer, sizeof(bearer) - 1) == 0)
+                e2b_caps_key_accepted(a->ctx->caps, a->auth + sizeof(bearer) - 1);
         if (status < 200 || status > 299)
                 return sp_error_from_answer(answer.data, answer.len, status, err);
         if (ret && answer.len > 0 && sp_json_parse(answer.data, answer.len, ret, err) < 0)

@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,24 @@
 #define DIGEST_KEY_LEN 32
 #define MAX_SANDBOX_ID 128 /* as e2b_envd_open() */
 
+/* Digests of the API keys the public API has accepted, as an open-addressed
+ * table: a slot is probed at most ACCEPTED_PROBE times from the digest's
+ * hash, and a full window forgets its oldest entry (a forgotten key is
+ * accepted again at its next call). */
+#define ACCEPTED_SLOTS 8192 /* a power of two */
+#define ACCEPTED_PROBE 8
+
+typedef struct accepted_slot {
+        char digest[E2B_CAPS_CALLER_LEN + 1]; /* "" when free */
+        uint64_t stamp; /* insertion order */
+} accepted_slot;
+
 struct e2b_caps {
         sp_shares *shares[E2B_CAP__MAX];
         uint8_t digest_key[DIGEST_KEY_LEN];
+        pthread_mutex_t mu; /* accepted, stamp */
+        accepted_slot *accepted;
+        uint64_t stamp;
 };
 
 /* What each cap counts, for messages and metrics. */
@@ -44,6 +60,11 @@ e2b_caps *e2b_caps_new(size_t max_calls, size_t per_key_calls, size_t max_watche
                 sp_error_set(err, SP_E_IO, "no random bytes for the caller digest key");
                 return e2b_caps_free(c);
         }
+        pthread_mutex_init(&c->mu, NULL);
+        if (!(c->accepted = calloc(ACCEPTED_SLOTS, sizeof(*c->accepted)))) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return e2b_caps_free(c);
+        }
         c->shares[E2B_CAP_CALLS] = sp_shares_new(max_calls, per_key_calls);
         c->shares[E2B_CAP_WATCHERS] = sp_shares_new(max_watchers, per_key_watchers);
         if (!c->shares[E2B_CAP_CALLS] || !c->shares[E2B_CAP_WATCHERS]) {
@@ -60,6 +81,8 @@ e2b_caps *e2b_caps_free(e2b_caps *c)
         for (size_t i = 0; i < E2B_CAP__MAX; i++)
                 sp_shares_free(c->shares[i]);
         sp_explicit_bzero(c->digest_key, sizeof(c->digest_key));
+        free(c->accepted);
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return NULL;
 }
@@ -83,7 +106,49 @@ static void digest(const e2b_caps *c, const char *key, char out[static E2B_CAPS_
         sp_explicit_bzero(md, sizeof(md));
 }
 
-void e2b_caps_caller(const e2b_caps *c, const e2b_token_key *token_key, sp_http_request *req, bool by_api_key,
+static size_t slot_of(const char *d)
+{
+        /* The digest is an HMAC: its first hex digits are as good a hash as any. */
+        char head[9];
+        memcpy(head, d, 8);
+        head[8] = '\0';
+        return (size_t)strtoull(head, NULL, 16) & (ACCEPTED_SLOTS - 1);
+}
+
+static bool accepted(e2b_caps *c, const char *d)
+{
+        pthread_mutex_lock(&c->mu);
+        bool found = false;
+        for (size_t i = 0, s = slot_of(d); i < ACCEPTED_PROBE && !found; i++)
+                found = strcmp(c->accepted[(s + i) & (ACCEPTED_SLOTS - 1)].digest, d) == 0;
+        pthread_mutex_unlock(&c->mu);
+        return found;
+}
+
+void e2b_caps_key_accepted(e2b_caps *c, const char *key)
+{
+        char d[E2B_CAPS_CALLER_LEN + 1];
+        digest(c, key, d);
+        if (!*d)
+                return;
+        pthread_mutex_lock(&c->mu);
+        size_t s = slot_of(d), victim = s;
+        bool done = false;
+        for (size_t i = 0; i < ACCEPTED_PROBE && !done; i++) {
+                accepted_slot *a = &c->accepted[(s + i) & (ACCEPTED_SLOTS - 1)];
+                if (strcmp(a->digest, d) == 0 || !a->digest[0]) {
+                        victim = (s + i) & (ACCEPTED_SLOTS - 1);
+                        done = true;
+                } else if (a->stamp < c->accepted[victim].stamp) {
+                        victim = (s + i) & (ACCEPTED_SLOTS - 1);
+                }
+        }
+        memcpy(c->accepted[victim].digest, d, sizeof(d));
+        c->accepted[victim].stamp = ++c->stamp;
+        pthread_mutex_unlock(&c->mu);
+}
+
+void e2b_caps_caller(e2b_caps *c, const e2b_token_key *token_key, sp_http_request *req, bool by_api_key,
                      char out[static E2B_CAPS_CALLER_LEN + 1])
 {
         out[0] = '\0';
@@ -91,6 +156,12 @@ void e2b_caps_caller(const e2b_caps *c, const e2b_token_key *token_key, sp_http_
                 const char *key = sp_http_request_header(req, "X-API-KEY");
                 if (key && *key)
                         digest(c, key, out);
+                /* A key the API has not accepted yet (a made-up one, or a new
+                 * one's first call) holds no share of its own: all of them
+                 * share one, so that made-up keys cannot take the server
+                 * while the API is slow to refuse them. */
+                if (*out && !accepted(c, out))
+                        snprintf(out, E2B_CAPS_CALLER_LEN + 1, "%s", E2B_CAPS_UNACCEPTED);
                 return;
         }
         const char *sandbox = sp_http_request_header(req, "E2b-Sandbox-Id");
@@ -111,11 +182,14 @@ int e2b_caps_take(e2b_caps *c, e2b_cap cap, const char *caller, sp_error **err)
         if (sp_shares_take(c->shares[cap], caller, caps_info[cap].unit, &e) == 0)
                 return 0;
         if (e->code == SP_E_LIMIT && sp_shares_used_by(c->shares[cap], caller) > 0)
-                return sp_error_set(err, SP_E_LIMIT,
-                                    "%s %zu %s already, %s share of this server (%s): wait until one ends",
-                                    *caller ? "this API key holds" : "requests without credentials hold",
-                                    sp_shares_per_key(c->shares[cap]), caps_info[cap].unit, *caller ? "its" : "their",
-                                    caps_info[cap].key_opt);
+                return sp_error_set(
+                        err, SP_E_LIMIT, "%s %zu %s already, %s share of this server (%s): wait until one ends",
+                        !*caller ? "requests without credentials hold"
+                        : strcmp(caller, E2B_CAPS_UNACCEPTED) == 0
+                                ? "requests with API keys the API has not accepted yet hold"
+                                : "this API key holds",
+                        sp_shares_per_key(c->shares[cap]), caps_info[cap].unit,
+                        *caller && strcmp(caller, E2B_CAPS_UNACCEPTED) != 0 ? "its" : "their", caps_info[cap].key_opt);
         if (e->code == SP_E_UNAVAILABLE)
                 return sp_error_set(err, SP_E_UNAVAILABLE, "this server holds %zu %s already (%s): try again later",
                                     sp_shares_total(c->shares[cap]), caps_info[cap].unit, caps_info[cap].total_opt);

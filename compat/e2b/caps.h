@@ -15,7 +15,13 @@
  * (HMAC-SHA256 under a random key made for this process, its first 8 bytes
  * in hex): the key itself is never kept, logged or shown, and a digest is
  * worthless outside this process. Requests without a credential (or with a
- * token that does not open) share one anonymous bucket, the caller "".
+ * token that does not open) share one anonymous bucket, the caller "". An
+ * API key holds a share of its own only once the public API has accepted it
+ * (answered one of its calls with anything but 401, e2b_caps_key_accepted);
+ * until then its calls count in one bucket shared by every such key,
+ * E2B_CAPS_UNACCEPTED, so that made-up keys, which hold a call until the API
+ * refuses them, cannot together take more than one share however slow the
+ * API is.
  *
  * Thread-safe: e2b_caps_caller() runs on the loop, take and give on any
  * thread; the handle is read-only after e2b_caps_new() but for the shares,
@@ -33,6 +39,7 @@
 #include "token.h"
 
 #define E2B_CAPS_CALLER_LEN 16 /* hex digits of a caller's digest */
+#define E2B_CAPS_UNACCEPTED "unaccepted" /* the bucket of API keys not yet accepted */
 
 typedef struct e2b_caps e2b_caps;
 
@@ -58,8 +65,12 @@ e2b_caps *e2b_caps_free(e2b_caps *caps);
  * X-Access-Token seals for E2b-Sandbox-Id (opened with token_key). A header
  * the route does not authenticate with is ignored, so a made-up one cannot
  * buy a fresh share. */
-void e2b_caps_caller(const e2b_caps *caps, const e2b_token_key *token_key, sp_http_request *req, bool by_api_key,
+void e2b_caps_caller(e2b_caps *caps, const e2b_token_key *token_key, sp_http_request *req, bool by_api_key,
                      char out[static E2B_CAPS_CALLER_LEN + 1]);
+
+/* Records that the public API accepted key (thread-safe): its calls hold
+ * its own share from then on. */
+void e2b_caps_key_accepted(e2b_caps *caps, const char *key);
 
 /* Takes one unit of cap for caller. Errors: SP_E_LIMIT (429) when the
  * caller holds its share, SP_E_UNAVAILABLE (503) when all callers together

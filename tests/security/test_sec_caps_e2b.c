@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,75 @@ START_TEST(one_key_at_its_share_leaves_the_others_served)
 }
 END_TEST
 
+/* A REST call with X-API-KEY key, sent on a new connection (not read). */
+static int rest_with_key(const char *key)
+{
+        char head[512];
+        int len = snprintf(head, sizeof(head), "GET /sandboxes/%s HTTP/1.1\r\nHost: e2b\r\nX-API-KEY: %s\r\n\r\n",
+                           B.sandbox, key);
+        int fd = dial();
+        ck_assert_int_eq(write(fd, head, (size_t)len), len);
+        return fd;
+}
+
+/* Attack (fourth pass): with the API slow to answer, calls with made-up API
+ * keys each held a call until the API refused them, so a flood of them took
+ * every call of the wrapper. Keys the API has not accepted yet now share one
+ * share: with the control plane stopped, made-up keys hold SHARE calls, the
+ * rest are 429 at once, and B's envd call (which needs no control plane) is
+ * still served. */
+START_TEST(made_up_keys_share_one_share)
+{
+        pid_t cp = S.cp[0].pid;
+        ck_assert_int_gt(cp, 0);
+        ck_assert_int_eq(kill(cp, SIGSTOP), 0);
+        /* Every check after SIGCONT: a failed one must not leave the control plane stopped. */
+        int fds[TOTAL], status[TOTAL];
+        char first_other[640] = "";
+        bool message_ok = true;
+        for (int i = 0; i < TOTAL; i++) {
+                char key[64];
+                snprintf(key, sizeof(key), "made-up-%d", i);
+                fds[i] = rest_with_key(key);
+                _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+                status[i] = answer(fds[i], 200, &b);
+                if (status[i] == 429 && !strstr(b.data, "not accepted yet"))
+                        message_ok = false;
+                if (status[i] > 0 && status[i] != 429 && !first_other[0])
+                        snprintf(first_other, sizeof(first_other), "%.600s", b.data);
+        }
+        /* B's envd call is admitted (it waits for the stopped control plane, not refused). */
+        static const char stat_body[] = "{\"path\":\"/\"}";
+        char head[2048];
+        int len =
+                snprintf(head, sizeof(head),
+                         "POST /filesystem.Filesystem/Stat HTTP/1.1\r\nHost: e2b\r\nContent-Type: application/json\r\n"
+                         "E2b-Sandbox-Id: %s\r\nX-Access-Token: %s\r\nContent-Length: %zu\r\n\r\n%s",
+                         B.sandbox, B.token, sizeof(stat_body) - 1, stat_body);
+        int bfd = dial();
+        ck_assert_int_eq(write(bfd, head, (size_t)len), len);
+        _cleanup_buf_ sp_buf early = SP_BUF_INIT;
+        int bearly = answer(bfd, 500, &early);
+        ck_assert_int_eq(kill(cp, SIGCONT), 0);
+        ck_assert_msg(bearly <= 0 || bearly == 200, "B's call while made-up keys flood: %.600s", early.data);
+        if (bearly <= 0) {
+                _cleanup_buf_ sp_buf late = SP_BUF_INIT;
+                int blate = answer(bfd, 30000, &late);
+                ck_assert_msg(blate == 200, "B's call once the control plane is back: %.2000s", late.data);
+        }
+        close(bfd);
+        int refused = 0;
+        for (int i = 0; i < TOTAL; i++)
+                refused += status[i] == 429;
+        ck_assert_msg(!first_other[0], "a made-up key's call was answered while the API is stopped: %s", first_other);
+        ck_assert_msg(message_ok, "a refusal does not name the keys not accepted yet");
+        ck_assert_int_eq(refused, TOTAL - SHARE);
+        for (int i = 0; i < TOTAL; i++)
+                close(fds[i]);
+        wait_calls(0);
+}
+END_TEST
+
 /* CreateWatcher for t on /: the status; the watcher's id into id. */
 static int create_watcher(const tenant *t, char id[static 64], sp_test_http_response *r)
 {
@@ -362,6 +432,7 @@ int main(void)
         tcase_set_timeout(tc, 120);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, one_key_at_its_share_leaves_the_others_served);
+        tcase_add_test(tc, made_up_keys_share_one_share);
         tcase_add_test(tc, one_key_at_its_watcher_share_leaves_the_others_served);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
