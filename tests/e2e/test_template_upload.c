@@ -97,11 +97,22 @@ static int64_t file_size(const char *path)
         return (int64_t)st.st_size;
 }
 
-/* What the files of the tree dir/<name> hold: the bytes of its regular files. */
+/* What the tree dir/<name> costs on disk, by the rule of the worker's
+ * template.h, computed here on its own: every name 2 * (512 + its length),
+ * the root's counting as empty; every inode once (hard links), its file bytes
+ * plus 2 * its symlink target's length (the extended attributes would count
+ * 2 * their names and values: the trees made here have none, neither cp nor
+ * tar -c keep any). */
 static int64_t tree_bytes(const char *name)
 {
         char cmd[1024];
-        snprintf(cmd, sizeof(cmd), "find '%s/%s' -type f -printf '%%s\\n' | awk '{s+=$1} END {print s+0}'", dir, name);
+        snprintf(cmd, sizeof(cmd),
+                 "find '%s/%s' -printf '%%y %%s %%n %%i %%P\\n' | awk '{"
+                 "n = split($5, c, \"/\"); s += 2 * (512 + (n ? length(c[n]) : 0));"
+                 "if ($1 != \"d\" && $3 > 1) { if ($4 in seen) next; seen[$4] = 1 }"
+                 "if ($1 == \"f\") s += $2; if ($1 == \"l\") s += 2 * $2"
+                 "} END {print s+0}'",
+                 dir, name);
         FILE *f = popen(cmd, "r");
         ck_assert_ptr_nonnull(f);
         long long n = -1;

@@ -16,6 +16,13 @@
  * OCI layers add whiteouts. The paths a layer creates are remembered (with
  * their ancestors) so that its whiteouts and opaque markers remove only
  * what lower layers made, whatever the order of entries in the layer.
+ *
+ * Two bounds besides the entries, paths and time: what the entries cost on
+ * disk (template.h's rule: every name, implicit parent directories included,
+ * its inode's metadata counted twice, file data once) is counted against
+ * max_bytes before each is written; and the paths kept until the end of an
+ * archive (directories, the OCI layer's paths) are counted against
+ * max_memory, each path once plus MEM_PER_PATH for its bookkeeping.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -37,12 +44,18 @@
 #define WHITEOUT_META_PREFIX ".wh..wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
 #define XATTR_VALUE_MAX 65536
+/* What keeping one path costs besides its bytes: the allocator's header, its
+ * hash table slots (at most 70% full, doubled when full) and, for a
+ * directory, its share of the growing dir_meta array. An estimate, on the
+ * high side. */
+#define MEM_PER_PATH 64
 
 /* A string-keyed hash table (open addressing) of paths, each with an index. */
 typedef struct strmap {
         char **keys;
         size_t *vals;
         size_t cap, n; /* cap is a power of two or 0 */
+        bool borrowed; /* the keys belong to someone else: never freed here */
 } strmap;
 
 static uint64_t str_hash(const char *s)
@@ -65,7 +78,7 @@ static size_t *strmap_find(const strmap *m, const char *key)
         }
 }
 
-/* Takes key (on success and on failure). */
+/* Takes key (on success and on failure) unless the map's keys are borrowed. */
 static int strmap_put(strmap *m, char *key, size_t val)
 {
         if ((m->n + 1) * 10 > m->cap * 7) {
@@ -75,7 +88,8 @@ static int strmap_put(strmap *m, char *key, size_t val)
                 if (!nk || !nv) {
                         free(nk);
                         free(nv);
-                        free(key);
+                        if (!m->borrowed)
+                                free(key);
                         return -ENOMEM;
                 }
                 for (size_t i = 0; i < m->cap; i++) {
@@ -97,7 +111,8 @@ static int strmap_put(strmap *m, char *key, size_t val)
         while (m->keys[i]) {
                 if (strcmp(m->keys[i], key) == 0) {
                         m->vals[i] = val;
-                        free(key);
+                        if (!m->borrowed)
+                                free(key);
                         return 0;
                 }
                 i = (i + 1) & (m->cap - 1);
@@ -110,15 +125,17 @@ static int strmap_put(strmap *m, char *key, size_t val)
 
 static void strmap_clear(strmap *m)
 {
-        for (size_t i = 0; i < m->cap; i++)
-                free(m->keys[i]);
+        if (!m->borrowed)
+                for (size_t i = 0; i < m->cap; i++)
+                        free(m->keys[i]);
         free(m->keys);
         free(m->vals);
-        *m = (strmap){0};
+        *m = (strmap){.borrowed = m->borrowed};
 }
 
 typedef struct dir_meta {
-        char *path; /* owned; "" is the root */
+        char *path; /* owned (dir_index borrows it); "" is the root */
+        size_t depth; /* components in path */
         mode_t perm;
         uid_t uid;
         gid_t gid;
@@ -131,11 +148,13 @@ struct wk__tpl_extract {
         bool oci;
         bool as_root;
         uint64_t entries, bytes; /* counted against the limits, over all archives */
+        bool over_bytes; /* an implicit parent directory did not fit in max_bytes */
         wk_template_stats stats;
         dir_meta *dirs;
         size_t n_dirs, cap_dirs;
-        strmap dir_index; /* path -> index in dirs */
+        strmap dir_index; /* path -> index in dirs (keys borrowed from dirs) */
         strmap layer; /* OCI: paths this layer made, and their ancestors */
+        size_t mem_dirs, mem_layer; /* counted against max_memory */
 };
 
 int wk__tpl_extract_new(int rootfd, const wk_template_limits *lim, bool oci, wk__tpl_extract **ret, sp_error **err)
@@ -147,18 +166,48 @@ int wk__tpl_extract_new(int rootfd, const wk_template_limits *lim, bool oci, wk_
         x->lim = wk__tpl_limits_resolve(lim);
         x->oci = oci;
         x->as_root = geteuid() == 0;
+        x->dir_index.borrowed = true;
+        x->bytes = wk__tpl_cost_name(0); /* the root directory */
         *ret = x;
         return 0;
 }
 
 static void dirs_clear(wk__tpl_extract *x)
 {
+        strmap_clear(&x->dir_index);
         for (size_t i = 0; i < x->n_dirs; i++)
                 free(x->dirs[i].path);
         free(x->dirs);
         x->dirs = NULL;
         x->n_dirs = x->cap_dirs = 0;
-        strmap_clear(&x->dir_index);
+        x->mem_dirs = 0;
+}
+
+static void layer_clear(wk__tpl_extract *x)
+{
+        strmap_clear(&x->layer);
+        x->mem_layer = 0;
+}
+
+/* Counts n more bytes of kept paths in *counter: -E2BIG past max_memory. */
+static int mem_charge(wk__tpl_extract *x, size_t *counter, size_t n)
+{
+        size_t used = x->mem_dirs + x->mem_layer;
+        if (n > x->lim.max_memory || used > x->lim.max_memory - n)
+                return -E2BIG;
+        *counter += n;
+        return 0;
+}
+
+/* The error of a failed mem_charge (-E2BIG) or allocation. */
+static int mem_error(const wk__tpl_extract *x, int r, sp_error **err)
+{
+        if (r == -E2BIG)
+                return sp_error_set(err, SP_E_LIMIT,
+                                    "the archive's directories and paths need more than %zu bytes of the importer's "
+                                    "memory",
+                                    x->lim.max_memory);
+        return sp_error_set(err, SP_E_LIMIT, "out of memory");
 }
 
 wk__tpl_extract *wk__tpl_extract_free(wk__tpl_extract *x)
@@ -166,7 +215,7 @@ wk__tpl_extract *wk__tpl_extract_free(wk__tpl_extract *x)
         if (!x)
                 return NULL;
         dirs_clear(x);
-        strmap_clear(&x->layer);
+        layer_clear(x);
         free(x);
         return NULL;
 }
@@ -175,6 +224,7 @@ void wk__tpl_extract_stats(const wk__tpl_extract *x, wk_template_stats *s)
 {
         s->entries += x->stats.entries;
         s->bytes += x->stats.bytes;
+        s->cost += x->bytes;
         s->hardlinks += x->stats.hardlinks;
         s->skipped += x->stats.skipped;
         s->whiteouts += x->stats.whiteouts;
@@ -191,6 +241,9 @@ static int layer_add(wk__tpl_extract *x, const char *path)
         for (;;) {
                 if (!*p || strmap_find(&x->layer, p))
                         return 0; /* an ancestor already there has its own ancestors there */
+                size_t len = strlen(p);
+                if (mem_charge(x, &x->mem_layer, len + 1 + MEM_PER_PATH) < 0)
+                        return -E2BIG;
                 char *k = strdup(p);
                 if (!k)
                         return -ENOMEM;
@@ -293,14 +346,53 @@ static int make_room(wk__tpl_extract *x, int pfd, const char *base, bool want_di
         return 0;
 }
 
+static int too_large(const wk__tpl_extract *x, sp_error **err)
+{
+        return sp_error_set(err, SP_E_TOO_LARGE, "the template exceeds %llu bytes",
+                            (unsigned long long)x->lim.max_bytes);
+}
+
+/* Whether cost more bytes stay within max_bytes (the root's own cost, counted
+ * first, may already be past a tiny bound). */
+static bool fits(const wk__tpl_extract *x, uint64_t cost)
+{
+        return x->bytes <= x->lim.max_bytes && cost <= x->lim.max_bytes - x->bytes;
+}
+
+/* Counts a parent directory about to be made for an entry against max_bytes. */
+static int charge_mkdir(void *ud, size_t name_len)
+{
+        wk__tpl_extract *x = ud;
+        uint64_t cost = wk__tpl_cost_name(name_len);
+        if (!fits(x, cost)) {
+                x->over_bytes = true;
+                return -EFBIG;
+        }
+        x->bytes += cost;
+        return 0;
+}
+
 static int open_parent(wk__tpl_extract *x, const char *path, bool create, const char **base, sp_error **err)
 {
-        int fd = wk__tpl_open_parent(x->rootfd, path, create, base);
+        x->over_bytes = false;
+        int fd = wk__tpl_open_parent_charged(x->rootfd, path, create, charge_mkdir, x, base);
+        if (fd < 0 && x->over_bytes)
+                return too_large(x, err);
         if (fd < 0)
                 return sys_error(fd, "open parent directory", err);
         return fd;
 }
 
+static size_t path_depth(const char *p)
+{
+        size_t n = *p ? 1 : 0;
+        for (; *p; p++)
+                n += *p == '/';
+        return n;
+}
+
+/* Remembers a directory's metadata for apply_dirs; -E2BIG past max_memory.
+ * The path is kept once: dir_index borrows dirs[i].path. */
 static int record_dir(wk__tpl_extract *x, const char *path, const entry_meta *m)
 {
         size_t *idx = strmap_find(&x->dir_index, path);
@@ -308,6 +400,8 @@ static int record_dir(wk__tpl_extract *x, const char *path, const entry_meta *m)
         if (idx) {
                 i = *idx;
         } else {
+                if (mem_charge(x, &x->mem_dirs, strlen(path) + 1 + MEM_PER_PATH + sizeof(dir_meta)) < 0)
+                        return -E2BIG;
                 if (x->n_dirs == x->cap_dirs) {
                         size_t ncap = x->cap_dirs ? x->cap_dirs * 2 : 64;
                         dir_meta *nd = realloc(x->dirs, ncap * sizeof(*nd));
@@ -316,19 +410,16 @@ static int record_dir(wk__tpl_extract *x, const char *path, const entry_meta *m)
                         x->dirs = nd;
                         x->cap_dirs = ncap;
                 }
-                char *p = strdup(path), *k = strdup(path);
-                if (!p || !k) {
-                        free(p);
-                        free(k);
+                char *p = strdup(path);
+                if (!p)
                         return -ENOMEM;
-                }
-                int r = strmap_put(&x->dir_index, k, x->n_dirs);
+                int r = strmap_put(&x->dir_index, p, x->n_dirs);
                 if (r < 0) {
                         free(p);
                         return r;
                 }
                 i = x->n_dirs++;
-                x->dirs[i] = (dir_meta){.path = p};
+                x->dirs[i] = (dir_meta){.path = p, .depth = path_depth(p)};
         }
         dir_meta *d = &x->dirs[i];
         d->perm = m->perm;
@@ -366,9 +457,8 @@ static int do_dir(wk__tpl_extract *x, const char *path, struct archive_entry *e,
                 if (name && wk__tpl_xattr_wanted(name) && size <= XATTR_VALUE_MAX &&
                     fsetxattr(fd, name, value, size, 0) < 0)
                         sp_log_debug("extended attribute %s not kept: %s", name, strerror(errno));
-        if (record_dir(x, path, m) < 0)
-                return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        return 0;
+        int r = record_dir(x, path, m);
+        return r < 0 ? mem_error(x, r, err) : 0;
 }
 
 static int write_all_at(int fd, const void *p, size_t n, off_t off)
@@ -528,6 +618,9 @@ static int opaque_clear(wk__tpl_extract *x, int fd, const char *path, unsigned d
                 }
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
+                int dr = wk__tpl_deadline_check(&x->lim, err);
+                if (dr < 0)
+                        return dr;
                 _cleanup_free_ char *child = NULL;
                 if (asprintf(&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0)
                         return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -560,8 +653,9 @@ static int do_whiteout(wk__tpl_extract *x, const char *path, const char *base, s
                 if (fd < 0)
                         return sys_error(fd, "opaque directory", err);
                 _cleanup_close_ int dfd = fd;
-                if (layer_add(x, dir) < 0)
-                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                int r = layer_add(x, dir);
+                if (r < 0)
+                        return mem_error(x, r, err);
                 x->stats.whiteouts++;
                 return opaque_clear(x, dfd, dir, x->lim.max_depth, err);
         }
@@ -630,33 +724,30 @@ static int extract_entry(wk__tpl_extract *x, wk__tpl_reader *r, struct archive *
         if (rc < 0)
                 return rc;
         x->stats.entries++;
-        if (layer_add(x, path) < 0)
-                return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        return 0;
-}
-
-static size_t path_depth(const char *p)
-{
-        size_t n = *p ? 1 : 0;
-        for (; *p; p++)
-                n += *p == '/';
-        return n;
+        rc = layer_add(x, path);
+        return rc < 0 ? mem_error(x, rc, err) : 0;
 }
 
 static int cmp_deeper_first(const void *a, const void *b)
 {
-        size_t da = path_depth(((const dir_meta *)a)->path), db = path_depth(((const dir_meta *)b)->path);
+        size_t da = ((const dir_meta *)a)->depth, db = ((const dir_meta *)b)->depth;
         return da < db ? 1 : da > db ? -1 : 0;
 }
 
 /* Gives the directories their modes, owners and times, deepest first (so a
  * read-only parent never blocks its children). A directory replaced or
- * removed after it was made is skipped. */
+ * removed after it was made is skipped. The deadline and cancel are checked
+ * before each, as before each entry. */
 static int apply_dirs(wk__tpl_extract *x, sp_error **err)
 {
+        if (wk__tpl_deadline_check(&x->lim, err) < 0)
+                return sp_error_wrap(err, "directories' modes and times");
+        strmap_clear(&x->dir_index); /* not needed any more; the sort moves its values */
         if (x->n_dirs > 1)
                 qsort(x->dirs, x->n_dirs, sizeof(*x->dirs), cmp_deeper_first);
         for (size_t i = 0; i < x->n_dirs; i++) {
+                if (wk__tpl_deadline_check(&x->lim, err) < 0)
+                        return sp_error_wrap(err, "directories' modes and times");
                 dir_meta *d = &x->dirs[i];
                 int fd = wk__tpl_open_dir_beneath(x->rootfd, d->path, O_RDONLY);
                 if (fd == -ENOENT || fd == -ELOOP || fd == -ENOTDIR)
@@ -674,9 +765,82 @@ static int apply_dirs(wk__tpl_extract *x, sp_error **err)
         return 0;
 }
 
+typedef struct xattr_ref {
+        const char *name;
+        size_t size;
+} xattr_ref;
+
+static int cmp_xattr_ref(const void *a, const void *b)
+{
+        return strcmp(((const xattr_ref *)a)->name, ((const xattr_ref *)b)->name);
+}
+
+/* Names and values of the extended attributes the entry will set, each name
+ * once (a pax header may carry one twice, as LIBARCHIVE.xattr and
+ * SCHILY.xattr; the filesystem keeps one), the largest value of a name
+ * counted. UINT64_MAX when out of memory. */
+static uint64_t xattrs_cost(struct archive_entry *e)
+{
+        int n = archive_entry_xattr_reset(e);
+        if (n <= 0)
+                return 0;
+        xattr_ref *refs = calloc((size_t)n, sizeof(*refs));
+        if (!refs)
+                return UINT64_MAX;
+        size_t k = 0;
+        const char *name;
+        const void *value;
+        size_t vsize;
+        while (k < (size_t)n && archive_entry_xattr_next(e, &name, &value, &vsize) == ARCHIVE_OK)
+                if (name && wk__tpl_xattr_wanted(name) && vsize <= XATTR_VALUE_MAX)
+                        refs[k++] = (xattr_ref){name, vsize};
+        qsort(refs, k, sizeof(*refs), cmp_xattr_ref);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < k;) {
+                size_t max = refs[i].size, j = i + 1;
+                for (; j < k && strcmp(refs[j].name, refs[i].name) == 0; j++)
+                        if (refs[j].size > max)
+                                max = refs[j].size;
+                sum += strlen(refs[i].name) + max;
+                i = j;
+        }
+        free(refs);
+        return sum;
+}
+
+/* What the entry at the normalised path costs on disk by template.h's rule,
+ * before any parent directory it needs (counted as they are made): its
+ * declared size (every entry's counts, so that no entry can make libarchive
+ * decompress and skip unbounded data), its name, a symlink's target and the
+ * extended attributes that will be set. Whiteouts make no name; the root's
+ * name is counted when the extraction starts. */
+static uint64_t entry_cost(const wk__tpl_extract *x, struct archive_entry *e, const char *path, uint64_t size)
+{
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (x->oci && strncmp(base, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
+                return size;
+        uint64_t meta = 0;
+        uint64_t cost = *path ? wk__tpl_cost_name(strlen(base)) : 0;
+        if (!archive_entry_hardlink(e)) {
+                mode_t type = archive_entry_filetype(e);
+                const char *target = type == AE_IFLNK ? archive_entry_symlink(e) : NULL;
+                if (target)
+                        meta += strlen(target);
+                if (type == AE_IFREG || type == AE_IFDIR) {
+                        uint64_t xc = xattrs_cost(e);
+                        if (xc == UINT64_MAX)
+                                return UINT64_MAX;
+                        meta += xc;
+                }
+        }
+        cost += wk__tpl_cost_meta(meta);
+        return cost + size < cost ? UINT64_MAX : cost + size;
+}
+
 int wk__tpl_extract_archive(wk__tpl_extract *x, wk__tpl_reader *r, struct archive *a, sp_error **err)
 {
-        strmap_clear(&x->layer);
+        layer_clear(x);
         for (;;) {
                 struct archive_entry *e;
                 int ar = archive_read_next_header(a, &e);
@@ -697,15 +861,19 @@ int wk__tpl_extract_archive(wk__tpl_extract *x, wk__tpl_reader *r, struct archiv
                                             (unsigned long long)x->lim.max_entries);
                 if (wk__tpl_deadline_check(&x->lim, err) < 0)
                         return sp_error_wrap(err, "entry '%s'", q);
-                /* Every entry's declared size counts, so that no entry can make
-                 * libarchive decompress and skip unbounded data. */
                 int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-                if (size < 0 || (uint64_t)size > x->lim.max_bytes - x->bytes)
+                if (size < 0)
                         return sp_error_set(err, SP_E_TOO_LARGE, "entry '%s': the template exceeds %llu bytes", q,
                                             (unsigned long long)x->lim.max_bytes);
-                x->bytes += (uint64_t)size;
                 _cleanup_free_ char *path = NULL;
-                if (wk__tpl_path_normalize(raw, &x->lim, &path, err) < 0 || extract_entry(x, r, a, e, path, err) < 0)
+                if (wk__tpl_path_normalize(raw, &x->lim, &path, err) < 0)
+                        return sp_error_wrap(err, "entry '%s'", q);
+                uint64_t cost = entry_cost(x, e, path, (uint64_t)size);
+                if (!fits(x, cost))
+                        return sp_error_set(err, SP_E_TOO_LARGE, "entry '%s': the template exceeds %llu bytes", q,
+                                            (unsigned long long)x->lim.max_bytes);
+                x->bytes += cost;
+                if (extract_entry(x, r, a, e, path, err) < 0)
                         return sp_error_wrap(err, "entry '%s'", q);
         }
         return apply_dirs(x, err);

@@ -2,7 +2,9 @@
 /*
  * Importing a directory tree: a walk over directory fds (never a path that
  * could be swapped under us, never a symlink followed), files reflinked where
- * the filesystem allows and copied otherwise, hard links kept.
+ * the filesystem allows and copied otherwise, hard links kept. What each
+ * entry costs on disk (template.h's rule, as the archive importers count it)
+ * is counted against max_bytes before it is made.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +39,7 @@ typedef struct copier {
         dev_t dest_dev;
         ino_t dest_ino;
         uint64_t entries;
+        uint64_t bytes; /* the cost counted against max_bytes */
         wk_template_stats stats;
         inode_entry *inodes;
         size_t inodes_cap, inodes_n;
@@ -176,20 +179,49 @@ static int fail(int negerrno, const char *what, const char *rel, sp_error **err)
                                   wk__tpl_quote(rel, q, sizeof(q)));
 }
 
+/* Counts cost against max_bytes before the entry rel is made. */
+static int charge(copier *c, uint64_t cost, const char *rel, sp_error **err)
+{
+        char q[WK__QUOTE_MAX + 8];
+        if (cost > c->lim.max_bytes - c->bytes)
+                return sp_error_set(err, SP_E_TOO_LARGE, "'%s': the template exceeds %llu bytes",
+                                    wk__tpl_quote(rel, q, sizeof(q)), (unsigned long long)c->lim.max_bytes);
+        c->bytes += cost;
+        return 0;
+}
+
+/* The cost of a name and of the inode's extended attributes read from fd. */
+static int charge_with_xattrs(copier *c, int fd, uint64_t cost, const char *rel, sp_error **err)
+{
+        uint64_t x;
+        int r = wk__tpl_xattr_cost(fd, &x);
+        if (r < 0)
+                return fail(r, "read extended attributes of", rel, err);
+        return charge(c, cost + x < cost ? UINT64_MAX : cost + x, rel, err);
+}
+
+static uint64_t name_cost(const char *name)
+{
+        return wk__tpl_cost_name(strlen(name));
+}
+
 static int copy_file(copier *c, int sdir, int ddir, const char *name, const char *rel, const struct stat *st,
                      sp_error **err)
 {
         if (st->st_nlink > 1) {
                 const char *first = inode_find(c, st->st_dev, st->st_ino);
-                if (first && linkat(c->dest_root, first, ddir, name, 0) == 0) {
-                        c->stats.hardlinks++;
-                        return 0;
+                if (first) {
+                        int r = charge(c, name_cost(name), rel, err);
+                        if (r < 0)
+                                return r;
+                        if (linkat(c->dest_root, first, ddir, name, 0) == 0) {
+                                c->stats.hardlinks++;
+                                return 0;
+                        }
+                        c->bytes -= name_cost(name); /* copied instead: counted below */
                 }
         }
         char q[WK__QUOTE_MAX + 8];
-        if ((uint64_t)st->st_size > c->lim.max_bytes - c->stats.bytes)
-                return sp_error_set(err, SP_E_TOO_LARGE, "'%s': the template exceeds %llu bytes",
-                                    wk__tpl_quote(rel, q, sizeof(q)), (unsigned long long)c->lim.max_bytes);
         _cleanup_close_ int sfd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (sfd < 0)
                 return fail(-errno, "open", rel, err);
@@ -199,6 +231,12 @@ static int copy_file(copier *c, int sdir, int ddir, const char *name, const char
         if (!S_ISREG(now.st_mode) || now.st_ino != st->st_ino || now.st_dev != st->st_dev)
                 return sp_error_set(err, SP_E_CONFLICT, "'%s' changed while it was copied",
                                     wk__tpl_quote(rel, q, sizeof(q)));
+        uint64_t cost = name_cost(name) + (uint64_t)now.st_size;
+        if (cost < (uint64_t)now.st_size)
+                cost = UINT64_MAX;
+        int cr = charge_with_xattrs(c, sfd, cost, rel, err);
+        if (cr < 0)
+                return cr;
         _cleanup_close_ int dfd = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (dfd < 0)
                 return fail(-errno, "create", rel, err);
@@ -236,6 +274,9 @@ static int copy_dir(copier *c, int sdir, int ddir, const char *name, const char 
                 return fail(-errno, "stat", rel, err);
         if (now.st_ino != st->st_ino || now.st_dev != st->st_dev)
                 return sp_error_set(err, SP_E_CONFLICT, "'%s' changed while it was copied", q);
+        int cr = charge_with_xattrs(c, sfd, name_cost(name), rel, err);
+        if (cr < 0)
+                return cr;
         if (mkdirat(ddir, name, 0700) < 0)
                 return fail(-errno, "mkdir", rel, err);
         _cleanup_close_ int dfd = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -269,12 +310,18 @@ static int copy_entry(copier *c, int sdir, int ddir, const char *name, const cha
                         return sp_error_set(err, SP_E_INVALID, "'%s': symlink target too long",
                                             wk__tpl_quote(rel, q, sizeof(q)));
                 target[n] = '\0';
+                int cr = charge(c, name_cost(name) + wk__tpl_cost_meta((uint64_t)n), rel, err);
+                if (cr < 0)
+                        return cr;
                 if (symlinkat(target, ddir, name) < 0)
                         return fail(-errno, "symlink", rel, err);
                 int r = apply_meta_at(c, ddir, name, &st, false);
                 return r < 0 ? fail(r, "set attributes of", rel, err) : 0;
         }
         case S_IFIFO: {
+                int cr = charge(c, name_cost(name), rel, err);
+                if (cr < 0)
+                        return cr;
                 if (mkfifoat(ddir, name, 0600) < 0)
                         return fail(-errno, "mkfifo", rel, err);
                 int r = apply_meta_at(c, ddir, name, &st, true);
@@ -351,7 +398,10 @@ int wk_template_import_dir_fd(int srcfd, const char *dest, const wk_template_lim
                 .dest_dev = dst.st_dev,
                 .dest_ino = dst.st_ino,
         };
-        int r = copy_tree(&c, srcfd, dest_root, "", 0, err);
+        /* The root: a name of its own, and its extended attributes. */
+        int r = charge_with_xattrs(&c, srcfd, wk__tpl_cost_name(0), "/", err);
+        if (r == 0)
+                r = copy_tree(&c, srcfd, dest_root, "", 0, err);
         if (r == 0 && (r = apply_meta_fd(&c, srcfd, dest_root, &sst)) < 0)
                 r = fail(r, "set attributes of", "/", err);
         copier_clear(&c);
@@ -359,6 +409,7 @@ int wk_template_import_dir_fd(int srcfd, const char *dest, const wk_template_lim
                 return sp_error_wrap(err, "import directory");
         if (ret_meta && wk_template_meta_new(WK_TEMPLATE_SOURCE_DIR, ret_meta, err) < 0)
                 return -SP_E_LIMIT;
+        c.stats.cost = c.bytes;
         if (ret_stats)
                 *ret_stats = c.stats;
         return 0;

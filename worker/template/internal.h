@@ -53,7 +53,14 @@ int wk__tpl_open_dir_beneath(int rootfd, const char *path, int flags);
  * 0755) when create is set, and points *ret_base at the last component.
  * Returns the fd or -errno. */
 int wk__tpl_open_parent(int rootfd, const char *path, bool create, const char **ret_base);
-/* Tests: false makes the two functions above walk component by component
+/* Agrees (0) or not (< 0, returned as the walk's result) to the creation of a
+ * missing directory whose name has name_len bytes. */
+typedef int (*wk__tpl_charge_fn)(void *ud, size_t name_len);
+/* wk__tpl_open_parent() calling charge (optional) before it creates each
+ * missing directory. */
+int wk__tpl_open_parent_charged(int rootfd, const char *path, bool create, wk__tpl_charge_fn charge, void *ud,
+                                const char **ret_base);
+/* Tests: false makes the functions above walk component by component
  * with O_NOFOLLOW, as on kernels without openat2(2). */
 void wk__tpl_set_use_openat2(bool on);
 
@@ -65,6 +72,14 @@ int wk__tpl_remove_tree(int dirfd, const char *name, unsigned max_depth);
 /* Whether an extended attribute is carried into templates: user.* and
  * security.capability. */
 bool wk__tpl_xattr_wanted(const char *name);
+/* The disk cost rule of template.h (WK_TEMPLATE_ENTRY_OVERHEAD): n bytes of
+ * metadata counted WK_TEMPLATE_METADATA_COPIES times (saturating), and a name
+ * of name_len bytes (the entry overhead plus its length, as metadata). */
+uint64_t wk__tpl_cost_meta(uint64_t n);
+uint64_t wk__tpl_cost_name(size_t name_len);
+/* Into *ret: the cost (as metadata) of the extended attributes
+ * wk__tpl_xattr_copy() would copy from fd, names and values. 0 or -errno. */
+int wk__tpl_xattr_cost(int fd, uint64_t *ret);
 /* Copies the wanted extended attributes of from_fd to to_fd (both opened
  * files or directories), ignoring filesystems without xattr support. Returns 0
  * or -errno. */

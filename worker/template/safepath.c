@@ -69,6 +69,8 @@ wk_template_limits wk__tpl_limits_resolve(const wk_template_limits *in)
                 l.max_depth = WK_TEMPLATE_DEFAULT_MAX_DEPTH;
         if (!l.max_seconds)
                 l.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
+        if (!l.max_memory)
+                l.max_memory = WK_TEMPLATE_DEFAULT_MAX_MEMORY;
         if (!l.deadline_us)
                 l.deadline_us = sp_now_mono_us() + (int64_t)l.max_seconds * 1000000;
         return l;
@@ -147,8 +149,9 @@ int wk__tpl_dest_open(const char *dest, sp_error **err)
 }
 
 /* Opens path beneath rootfd one component at a time, none followed if it is a
- * symlink; missing directories are created when create is set. */
-static int walk(int rootfd, const char *path, int oflags, bool create)
+ * symlink; missing directories are created when create is set, each after
+ * charge (optional) agreed to it. */
+static int walk(int rootfd, const char *path, int oflags, bool create, wk__tpl_charge_fn charge, void *ud)
 {
         _cleanup_free_ char *copy = strdup(path);
         if (!copy)
@@ -162,6 +165,11 @@ static int walk(int rootfd, const char *path, int oflags, bool create)
                 int flags = last ? oflags : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
                 int next = openat(cur, c, flags);
                 if (next < 0 && errno == ENOENT && create) {
+                        if (charge) {
+                                int r = charge(ud, strlen(c));
+                                if (r < 0)
+                                        return r;
+                        }
                         if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
                                 return -errno;
                         next = openat(cur, c, flags);
@@ -194,10 +202,16 @@ int wk__tpl_open_dir_beneath(int rootfd, const char *path, int flags)
                 sp_log_debug("openat2 is not available: walking paths with O_NOFOLLOW");
                 wk__tpl_set_use_openat2(false);
         }
-        return walk(rootfd, path, oflags, false);
+        return walk(rootfd, path, oflags, false, NULL, NULL);
 }
 
 int wk__tpl_open_parent(int rootfd, const char *path, bool create, const char **ret_base)
+{
+        return wk__tpl_open_parent_charged(rootfd, path, create, NULL, NULL, ret_base);
+}
+
+int wk__tpl_open_parent_charged(int rootfd, const char *path, bool create, wk__tpl_charge_fn charge, void *ud,
+                                const char **ret_base)
 {
         const char *slash = strrchr(path, '/');
         if (!slash) {
@@ -209,7 +223,7 @@ int wk__tpl_open_parent(int rootfd, const char *path, bool create, const char **
                 return -ENOMEM;
         int fd = wk__tpl_open_dir_beneath(rootfd, parent, O_RDONLY);
         if (fd == -ENOENT && create)
-                fd = walk(rootfd, parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, true);
+                fd = walk(rootfd, parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, true, charge, ud);
         if (fd >= 0)
                 *ret_base = slash + 1;
         return fd;
@@ -294,5 +308,43 @@ int wk__tpl_xattr_copy(int from_fd, int to_fd)
                         sp_log_debug("extended attribute %s not kept: %s", name, strerror(errno));
                 }
         }
+        return 0;
+}
+
+uint64_t wk__tpl_cost_meta(uint64_t n)
+{
+        if (n > UINT64_MAX / WK_TEMPLATE_METADATA_COPIES)
+                return UINT64_MAX;
+        return n * WK_TEMPLATE_METADATA_COPIES;
+}
+
+uint64_t wk__tpl_cost_name(size_t name_len)
+{
+        return wk__tpl_cost_meta((uint64_t)WK_TEMPLATE_ENTRY_OVERHEAD + name_len);
+}
+
+int wk__tpl_xattr_cost(int fd, uint64_t *ret)
+{
+        *ret = 0;
+        _cleanup_free_ char *names = malloc(XATTR_LIST_MAX_BYTES);
+        if (!names)
+                return -ENOMEM;
+        ssize_t n = flistxattr(fd, names, XATTR_LIST_MAX_BYTES);
+        if (n < 0)
+                return xattr_unsupported(errno) ? 0 : -errno;
+        uint64_t sum = 0;
+        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+                const char *name = names + i;
+                if (!wk__tpl_xattr_wanted(name))
+                        continue;
+                ssize_t v = fgetxattr(fd, name, NULL, 0);
+                if (v < 0) {
+                        if (errno == ENODATA || xattr_unsupported(errno))
+                                continue;
+                        return -errno;
+                }
+                sum += strlen(name) + (uint64_t)(v > XATTR_VALUE_MAX_BYTES ? XATTR_VALUE_MAX_BYTES : v);
+        }
+        *ret = wk__tpl_cost_meta(sum);
         return 0;
 }

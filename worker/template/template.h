@@ -116,6 +116,27 @@ int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **e
 #define WK_TEMPLATE_DEFAULT_MAX_PATH 4096
 #define WK_TEMPLATE_DEFAULT_MAX_DEPTH 256
 #define WK_TEMPLATE_DEFAULT_MAX_SECONDS 3600
+#define WK_TEMPLATE_DEFAULT_MAX_MEMORY ((size_t)64 << 20)
+
+/* What a template costs on disk, as both the importers' byte bound and
+ * wk_template_measure() count it:
+ *
+ *   every name (directory entry; the root counts as one with an empty name):
+ *       WK_TEMPLATE_METADATA_COPIES * (WK_TEMPLATE_ENTRY_OVERHEAD + its length)
+ *   every inode, once however many names it has:
+ *       its regular file bytes (st_size, or the declared size in an archive)
+ *     + WK_TEMPLATE_METADATA_COPIES * (a symlink's target length
+ *                                      + each extended attribute's name and
+ *                                        value lengths)
+ *
+ * The overhead stands for an inode item and its directory entries (btrfs: an
+ * inode item, a dir item, a dir index and an inode ref, with their item
+ * headers: some 300 bytes, rounded up for the tree's slack). Metadata is
+ * counted twice because btrfs keeps it twice by default (the DUP profile);
+ * file data is kept once. So an archive of empty entries, long symlinks or big
+ * extended attributes costs what it really takes from the pool. */
+#define WK_TEMPLATE_ENTRY_OVERHEAD 512
+#define WK_TEMPLATE_METADATA_COPIES 2
 
 /* Bounds on one import. A zero field means its default. For OCI images the
  * bounds apply to all layers together. max_depth also bounds the file
@@ -124,11 +145,15 @@ int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **e
  * it the import fails with SP_E_TIMEOUT. So is cancel (optional): once another
  * thread sets it, the import fails at its next entry with SP_E_UNAVAILABLE. */
 typedef struct wk_template_limits {
-        uint64_t max_bytes; /* sum of regular files' sizes (declared sizes for archives) */
+        uint64_t max_bytes; /* what the template costs on disk (see WK_TEMPLATE_ENTRY_OVERHEAD) */
         uint64_t max_entries; /* files, directories, links, whiteouts */
         size_t max_path; /* bytes in one entry's path */
         unsigned max_depth; /* path components */
         unsigned max_seconds; /* wall time of the whole import */
+        /* Bytes of the importer's own memory for the paths it keeps (the
+         * directories whose modes and times are applied at the end, the paths
+         * an OCI layer made): past it the import fails with SP_E_LIMIT. */
+        size_t max_memory;
         int64_t deadline_us; /* CLOCK_MONOTONIC (sp_now_mono_us); 0: max_seconds from the import's start */
         const atomic_bool *cancel; /* NULL: none (borrowed) */
 } wk_template_limits;
@@ -137,6 +162,7 @@ typedef struct wk_template_limits {
 typedef struct wk_template_stats {
         uint64_t entries; /* entries created or replaced */
         uint64_t bytes; /* bytes of regular files */
+        uint64_t cost; /* what the import counted against max_bytes */
         uint64_t reflinked; /* directory import: files cloned with FICLONE */
         uint64_t copied; /* directory import: files copied */
         uint64_t hardlinks; /* hard links made */
@@ -144,10 +170,12 @@ typedef struct wk_template_stats {
         uint64_t whiteouts; /* OCI: whiteouts and opaque markers applied */
 } wk_template_stats;
 
-/* The bytes of the regular files under dir (each inode once, however many
+/* What the tree under dir costs on disk by the rule above (each name counted,
+ * each inode's data, symlink target and extended attributes once however many
  * hard links name it), walking without following symlinks or crossing into
- * other filesystems: what a template holds on disk, whatever its source.
- * Errors never name dir. */
+ * other filesystems: what a template holds, whatever its source. For an
+ * archive that names no path twice, this is what its importer counted against
+ * max_bytes. Errors never name dir. */
 int wk_template_measure(const char *dir, uint64_t *ret, sp_error **err);
 
 /* ---- importers ------------------------------------------------------------

@@ -198,8 +198,23 @@ START_TEST(enforces_limits)
                         err, SP_E_LIMIT, "more than 4 entries");
         tt_rmrf(dest);
         ck_assert_int_eq(mkdir(dest, 0755), 0);
-        tt_assert_error(wk_template_import_dir(src, dest, &(wk_template_limits){.max_bytes = 12}, NULL, NULL, &err),
-                        err, SP_E_TOO_LARGE, "the template exceeds 12 bytes");
+        /* What they cost on disk: the root, and each file's name (overhead and
+         * length, metadata twice) and bytes: three files fit, not four. */
+        uint64_t file = 2 * (512 + 2) + 5, bound = 2 * 512 + 3 * file + file - 1;
+        char want[64];
+        snprintf(want, sizeof(want), "the template exceeds %llu bytes", (unsigned long long)bound);
+        tt_assert_error(wk_template_import_dir(src, dest, &(wk_template_limits){.max_bytes = bound}, NULL, NULL, &err),
+                        err, SP_E_TOO_LARGE, want);
+        tt_rmrf(dest);
+        ck_assert_int_eq(mkdir(dest, 0755), 0);
+        wk_template_stats stats;
+        sp_test_ok(wk_template_import_dir(src, dest, &(wk_template_limits){.max_bytes = bound + 1 + file}, &stats, NULL,
+                                          &err),
+                   &err);
+        ck_assert_uint_eq(stats.cost, 2 * 512 + 5 * file);
+        uint64_t measured = 0;
+        sp_test_ok(wk_template_measure(dest, &measured, &err), &err);
+        ck_assert_uint_eq(measured, 2 * 512 + 5 * file);
         tt_rmrf(dest);
         ck_assert_int_eq(mkdir(dest, 0755), 0);
         ck_assert_int_eq(mkdir(path_in(src, "d1"), 0755), 0);

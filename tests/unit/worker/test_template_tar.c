@@ -364,7 +364,24 @@ START_TEST(enforces_limits)
         tt_file(a, "small", "12345", 0644);
         tt_file(a, "big", "123456", 0644);
         tt_archive_close(a);
-        assert_refused(&(wk_template_limits){.max_bytes = 10}, SP_E_TOO_LARGE, "entry 'big': the template exceeds 10");
+        /* What they cost on disk: the root (an empty name), then each name
+         * (overhead and length, metadata twice) and its bytes. */
+        uint64_t root = 2 * 512, small = 2 * (512 + 5) + 5, big = 2 * (512 + 3) + 6;
+        char want[128];
+        snprintf(want, sizeof(want), "entry 'big': the template exceeds %llu bytes",
+                 (unsigned long long)(root + small + big - 1));
+        assert_refused(&(wk_template_limits){.max_bytes = root + small + big - 1}, SP_E_TOO_LARGE, want);
+        tt_rmrf(dest);
+        ck_assert_int_eq(mkdir(dest, 0755), 0);
+        wk_template_stats stats;
+        sp_error *err = NULL;
+        sp_test_ok(wk_template_import_tar(tarball, dest, &(wk_template_limits){.max_bytes = root + small + big}, &stats,
+                                          NULL, &err),
+                   &err);
+        ck_assert_uint_eq(stats.cost, root + small + big);
+        uint64_t measured = 0;
+        sp_test_ok(wk_template_measure(dest, &measured, &err), &err);
+        ck_assert_uint_eq(measured, root + small + big);
 
         tt_rmrf(dest);
         ck_assert_int_eq(mkdir(dest, 0755), 0);
@@ -375,6 +392,36 @@ START_TEST(enforces_limits)
         ck_assert_int_eq(mkdir(dest, 0755), 0);
         one_entry(AE_IFREG, "a/b/c/d", NULL);
         assert_refused(&(wk_template_limits){.max_depth = 3}, SP_E_LIMIT, "entry 'a/b/c/d': path deeper than 3");
+}
+END_TEST
+
+/* Directories with paths of ~3.8 KB (15 components of 250 bytes, within
+ * max_path and max_depth): what the importer keeps of them until the end of
+ * the archive is bounded by max_memory, not by the archive's few bytes. */
+START_TEST(bounds_the_memory_directories_take)
+{
+        struct archive *a = tt_archive_open(tarball, TT_ZSTD);
+        char comp[251];
+        memset(comp, 'c', 250);
+        comp[250] = '\0';
+        for (int i = 0; i < 200; i++) {
+                char path[4096];
+                int o = snprintf(path, sizeof(path), "d%03d", i);
+                for (int k = 1; k < 15; k++)
+                        o += snprintf(path + o, sizeof(path) - (size_t)o, "/%s", comp);
+                ck_assert_int_lt(o, 4096);
+                tt_dir(a, path, 0755);
+        }
+        tt_archive_close(a);
+        /* 200 paths of ~3.5 KB: more than 256 KiB kept. */
+        assert_refused(&(wk_template_limits){.max_memory = 256 << 10}, SP_E_LIMIT,
+                       "the archive's directories and paths need more than 262144 bytes of the importer's memory");
+        tt_rmrf(dest);
+        ck_assert_int_eq(mkdir(dest, 0755), 0);
+        sp_error *err = NULL;
+        wk_template_stats stats;
+        sp_test_ok(wk_template_import_tar(tarball, dest, NULL, &stats, NULL, &err), &err);
+        ck_assert_uint_eq(stats.entries, 200);
 }
 END_TEST
 
@@ -503,6 +550,7 @@ static Suite *suite(void)
         tcase_add_test(bad, refuses_hardlink_out);
         tcase_add_test(bad, refuses_device_nodes);
         tcase_add_test(bad, enforces_limits);
+        tcase_add_test(bad, bounds_the_memory_directories_take);
         tcase_add_test(bad, refuses_garbage_and_busy_destination);
         suite_add_tcase(s, bad);
         return s;
