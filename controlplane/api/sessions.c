@@ -20,6 +20,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/worker_rpc.h"
 
 #define NOT_FOUND_FMT "session %.64s not found"
 
@@ -262,8 +263,8 @@ static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *us
         if (err->code == SP_E_CONFLICT) {
                 /* An earlier attempt may have started it already: look. */
                 snprintf(x->conflict, sizeof(x->conflict), "%s", err->message);
-                _cleanup_json_ json_object *req = json_object_new_object();
-                json_object_object_add(req, "session_id", json_object_new_string(x->id));
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = x->id});
                 cp__worker_call(c, x->worker_id, x->address, "GetSession", req, on_existing, x);
                 return;
         }
@@ -285,24 +286,27 @@ static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *us
 
 static void ask_worker(cp_call *c, create_ctx *x)
 {
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "sandbox_id", json_object_new_string(x->sandbox_id));
-        json_object_object_add(req, "session_id", json_object_new_string(x->id));
-        json_object_object_add(req, "argv", json_object_get(x->r.argv));
-        json_object_object_add(req, "env", json_object_get(x->r.env));
-        if (x->r.cwd)
-                json_object_object_add(req, "cwd", json_object_new_string(x->r.cwd));
-        if (x->r.user[0])
-                json_object_object_add(req, "user", json_object_new_string(x->r.user));
+        _cleanup_json_ json_object *cwd = x->r.cwd ? json_object_new_string(x->r.cwd) : NULL;
+        _cleanup_json_ json_object *user = x->r.user[0] ? json_object_new_string(x->r.user) : NULL;
+        _cleanup_json_ json_object *pty = NULL;
         if (x->r.pty) {
-                json_object *pty = json_object_new_object();
+                pty = json_object_new_object();
                 json_object_object_add(pty, "rows", json_object_new_int64(x->r.rows));
                 json_object_object_add(pty, "cols", json_object_new_int64(x->r.cols));
-                json_object_object_add(req, "pty", pty);
         }
-        json_object_object_add(req, "stdin", json_object_new_boolean(x->r.stdin_open));
-        if (x->r.timeout_s)
-                json_object_object_add(req, "timeout_ms", json_object_new_int64(x->r.timeout_s * 1000));
+        _cleanup_json_ json_object *stdin_open = json_object_new_boolean(x->r.stdin_open);
+        pr_wk_exec q = {
+                .sandbox_id = x->sandbox_id,
+                .session_id = x->id,
+                .timeout_ms = x->r.timeout_s * 1000,
+                .argv = x->r.argv,
+                .env = x->r.env,
+                .cwd = cwd,
+                .user = user,
+                .pty = pty,
+                .stdin_open = stdin_open,
+        };
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_exec_schema, &q);
         cp__worker_call(c, x->worker_id, x->address, "Exec", req, on_exec, x);
 }
 
@@ -472,8 +476,8 @@ void cp__h_session_get(cp_call *c)
         snprintf(x->id, sizeof(x->id), "%s", s.id);
         snprintf(x->state, sizeof(x->state), "%s", s.state);
         x->age_ms = s.age_ms;
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "session_id", json_object_new_string(s.id));
+        _cleanup_json_ json_object *req =
+                pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = s.id});
         cp__worker_call(c, s.worker_id, s.address, "GetSession", req, on_get, x);
         row_free(&s);
 }
@@ -570,8 +574,8 @@ void cp__h_session_list(cp_call *c)
                 free(x);
                 return;
         }
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "sandbox_id", json_object_new_string(loc.id));
+        _cleanup_json_ json_object *req =
+                pr_msg_encode(&pr_wk_list_sessions_schema, &(pr_wk_list_sessions){.sandbox_id = loc.id});
         cp__worker_call(c, loc.worker_id, loc.address, "ListSessions", req, on_list, x);
 }
 
@@ -639,10 +643,10 @@ static void act(cp_call *c, int signal)
         snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", s.sandbox_id);
         snprintf(x->action, sizeof(x->action), signal ? "session.signal" : "session.kill");
         x->signal = signal;
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "session_id", json_object_new_string(s.id));
-        if (signal)
-                json_object_object_add(req, "signal", json_object_new_int(signal));
+        _cleanup_json_ json_object *req =
+                signal ? pr_msg_encode(&pr_wk_signal_session_schema,
+                                       &(pr_wk_signal_session){.session_id = s.id, .signal = signal})
+                       : pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = s.id});
         cp__worker_call(c, s.worker_id, s.address, signal ? "SignalSession" : "KillSession", req, on_act, x);
         row_free(&s);
 }

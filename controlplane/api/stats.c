@@ -10,6 +10,7 @@
 #include "api/api_internal.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 typedef struct stats_ctx {
         char sandbox_id[SP_ID_MAX];
@@ -79,7 +80,6 @@ void cp__h_sandbox_stats(cp_call *c)
         }
         snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", loc.id);
         snprintf(x->worker_id, sizeof(x->worker_id), "%s", loc.worker_id);
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "id", json_object_new_string(loc.id));
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = loc.id});
         cp__worker_call(c, loc.worker_id, loc.address, "SandboxStats", req, on_stats, x);
 }

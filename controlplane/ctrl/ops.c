@@ -26,6 +26,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/worker_rpc.h"
 #include "store/workers.h"
 
 typedef struct kind_def {
@@ -194,8 +195,8 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
                 x->first_code = err->code;
                 x->first_error = strdup(err->message);
                 sp_rpc_client *cli = cp__worker_client(c, x->worker);
-                _cleanup_json_ json_object *req = json_object_new_object();
-                json_object_object_add(req, "id", json_object_new_string(x->sbx));
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = x->sbx});
                 if (cli && x->first_error && sp_rpc_client_call(cli, "GetSandbox", req, 10000, on_verify, x, NULL) == 0)
                         return;
                 op_fail(c, x->op, x->sbx, x->k, x->prior_state, err->code, err->message);

@@ -14,6 +14,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/worker_rpc.h"
 
 /* Sandboxes on the worker without an active operation, as a JSON array in $1, worker in $2. */
 #define OBSERVED "jsonb_array_elements(coalesce($1::jsonb, '[]'::jsonb)) o"
@@ -61,8 +62,8 @@ static void remove_orphans(cp_ctrl *c, const char *worker, const char *sandboxes
                         free(x);
                         continue;
                 }
-                _cleanup_json_ json_object *req = json_object_new_object();
-                json_object_object_add(req, "id", json_object_new_string(PQgetvalue(res, i, 0)));
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = PQgetvalue(res, i, 0)});
                 if (sp_rpc_client_call(cli, "DeleteSandbox", req, 60000, on_orphan_deleted, x, NULL) < 0) {
                         cp__inflight_del(c, x->key);
                         free(x);
@@ -190,9 +191,8 @@ static void templates_and_warm(cp_ctrl *c, const char *worker, json_object *obse
                 int64_t have = json_object_object_get_ex(w->warm_set, id, &set) ? json_object_get_int64(set) : 0;
                 if (want == have)
                         continue;
-                _cleanup_json_ json_object *req = json_object_new_object();
-                json_object_object_add(req, "template", json_object_new_string(id));
-                json_object_object_add(req, "size", json_object_new_int64(want));
+                _cleanup_json_ json_object *req = pr_msg_encode(
+                        &pr_wk_set_warm_pool_schema, &(pr_wk_set_warm_pool){.template_name = id, .size = want});
                 if (sp_rpc_client_call(w->cli, "SetWarmPool", req, 30000, on_warm_set, NULL, NULL) == 0)
                         json_object_object_add(w->warm_set, id, json_object_new_int64(want));
         }
@@ -232,8 +232,8 @@ static void remove_stale_templates(cp_ctrl *c, const char *worker, const char *t
                         return;
                 x->c = c;
                 snprintf(x->key, sizeof(x->key), "tpldel:%s:%s", PQgetvalue(res, i, 0), worker);
-                _cleanup_json_ json_object *req = json_object_new_object();
-                json_object_object_add(req, "name", json_object_new_string(PQgetvalue(res, i, 0)));
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_template_ref_schema, &(pr_wk_template_ref){.name = PQgetvalue(res, i, 0)});
                 if (!cp__inflight_add(c, x->key)) {
                         free(x);
                         continue;

@@ -11,6 +11,7 @@
 #include "space/cleanup.h"
 #include "space/error_shape.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 /* One call bound to one agent channel. Freed when both have ended. */
 typedef struct {
@@ -88,19 +89,31 @@ static void call_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
         bridge_maybe_free(b);
 }
 
-static const char *const file_fields[] = {"sandbox_id", "path",      "user",   "limit",  "mode",
-                                          "parents",    "recursive", "from",   "to",     "offset",
-                                          "length",     "append",    "window", "follow", NULL};
-
-/* Builds the agent request: op plus the caller's fields (the agent validates them). */
-static json_object *agent_request(json_object *req, const char *op)
+/* The request schema of each agent operation's method. */
+static const pr_schema *op_schema(const char *op)
 {
-        json_object *o = json_object_new_object();
+        static const struct {
+                const char *op;
+                const pr_schema *schema;
+        } ops[] = {
+                {"stat", &pr_wk_stat_file_schema},     {"list", &pr_wk_list_dir_schema},
+                {"mkdir", &pr_wk_make_dir_schema},     {"move", &pr_wk_move_path_schema},
+                {"remove", &pr_wk_remove_path_schema}, {"chmod", &pr_wk_chmod_path_schema},
+                {"read", &pr_wk_read_file_schema},     {"write", &pr_wk_write_file_schema},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ops); i++)
+                if (strcmp(ops[i].op, op) == 0)
+                        return ops[i].schema;
+        return NULL;
+}
+
+/* Builds the agent request: op plus the request's fields but the sandbox
+ * (the agent validates them again). */
+static json_object *agent_request(const pr_schema *schema, const pr_wk_file *q, const char *op)
+{
+        json_object *o = pr_msg_encode(schema, q);
+        json_object_object_del(o, "sandbox_id");
         json_object_object_add(o, "op", json_object_new_string(op));
-        json_object_object_foreach (req, k, v) {
-                if (strcmp(k, "sandbox_id") != 0)
-                        json_object_object_add(o, k, json_object_get(v));
-        }
         return o;
 }
 
@@ -108,13 +121,17 @@ static bridge *start(sp_rpc_call *call, json_object *req, const char *op, const 
                      const sp_rpc_call_ops *call_ops)
 {
         sp_error *e = NULL;
-        const char *sandbox = NULL;
-        if (sp_json_check_fields(req, file_fields, &e) < 0 ||
-            sp_json_get_string(req, "sandbox_id", true, 64, &sandbox, &e) < 0) {
+        const pr_schema *schema = op_schema(op);
+        pr_wk_file q = {0};
+        if (!schema) {
+                sp_rpc_call_failf(call, SP_E_INTERNAL, "no request schema for file operation %s", op);
+                return NULL;
+        }
+        if (pr_msg_decode(schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return NULL;
         }
-        wk_agent_link *link = wk_node_agent(wk__svc.node, sandbox, &e);
+        wk_agent_link *link = wk_node_agent(wk__svc.node, q.sandbox_id, &e);
         if (!link) {
                 wk__fail(call, e);
                 return NULL;
@@ -126,7 +143,7 @@ static bridge *start(sp_rpc_call *call, json_object *req, const char *op, const 
         }
         b->link = link;
         b->pending.limit = 8u << 20;
-        _cleanup_json_ json_object *ar = agent_request(req, op);
+        _cleanup_json_ json_object *ar = agent_request(schema, &q, op);
         b->channel = wk_agent_open(link, ar, ch_ops, b, &e);
         if (!b->channel) {
                 free(b);

@@ -7,6 +7,10 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/pki.h"
+#include "space/worker_rpc.h"
+
+_Static_assert(PR_WK_SUITE_MAX == WK_DEBOOTSTRAP_SUITE_MAX, "ImportTemplate suite bound");
+_Static_assert(PR_WK_MIRROR_MAX == WK_DEBOOTSTRAP_MIRROR_MAX, "ImportTemplate mirror bound");
 
 wk_service_ctx wk__svc;
 
@@ -15,14 +19,6 @@ int wk__fail(sp_rpc_call *call, sp_error *e)
         sp_rpc_call_fail(call, e);
         sp_error_free(e);
         return -1;
-}
-
-static const char *str(json_object *req, const char *field, size_t max, sp_error **err)
-{
-        const char *s = NULL;
-        if (sp_json_get_string(req, field, true, max, &s, err) < 0)
-                return NULL;
-        return s;
 }
 
 static void reply_sandbox(sp_rpc_call *call, const char *id)
@@ -40,33 +36,22 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"id", "template", "resources", "env", "hostname", "warm", NULL};
-        wk_sandbox_request r = {.allow_warm = true};
-        json_object *res = NULL;
-        int64_t mem_mb = 0, disk_mb = 0;
-        if (sp_json_check_fields(req, fields, &e) < 0 || !(r.id = str(req, "id", 64, &e)) ||
-            !(r.template_name = str(req, "template", 64, &e)) ||
-            sp_json_get_object(req, "resources", false, &res, &e) < 0 ||
-            sp_json_get_string_map(req, "env", false, 1024, 256, 65536, &r.env, &e) < 0 ||
-            sp_json_get_string(req, "hostname", false, 63, &r.hostname, &e) < 0 ||
-            sp_json_get_bool(req, "warm", false, &r.allow_warm, &e) < 0) {
+        pr_wk_create_sandbox q = {0};
+        if (pr_msg_decode(&pr_wk_create_sandbox_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
-        if (res) {
-                static const char *const rf[] = {"cpu_millis", "memory_mb", "pids", "disk_mb", NULL};
-                if (sp_json_check_fields(res, rf, &e) < 0 ||
-                    sp_json_get_int(res, "cpu_millis", false, 0, 256000, &r.cpu_millis, &e) < 0 ||
-                    sp_json_get_int(res, "memory_mb", false, 0, 1 << 20, &mem_mb, &e) < 0 ||
-                    sp_json_get_int(res, "pids", false, 0, 1 << 22, &r.pids_max, &e) < 0 ||
-                    sp_json_get_int(res, "disk_mb", false, 0, 1 << 24, &disk_mb, &e) < 0) {
-                        sp_error_wrap(&e, "field 'resources'");
-                        wk__fail(call, e);
-                        return;
-                }
-        }
-        r.memory_bytes = mem_mb << 20;
-        r.disk_bytes = disk_mb << 20;
+        wk_sandbox_request r = {
+                .id = q.id,
+                .template_name = q.template_name,
+                .env = q.env,
+                .hostname = q.hostname,
+                .allow_warm = q.warm,
+                .cpu_millis = q.resources.cpu_millis,
+                .pids_max = q.resources.pids,
+                .memory_bytes = q.resources.memory_mb << 20,
+                .disk_bytes = q.resources.disk_mb << 20,
+        };
         wk_sandbox *sb;
         if (wk_node_sandbox_create(wk__svc.node, &r, &sb, &e) < 0) {
                 wk__fail(call, e);
@@ -81,15 +66,13 @@ typedef int (*id_op)(wk_node *n, const char *id, sp_error **err);
 static void by_id(sp_rpc_call *call, json_object *req, id_op op, bool reply_with_sandbox)
 {
         sp_error *e = NULL;
-        static const char *const fields[] = {"id", NULL};
-        const char *id;
-        if (sp_json_check_fields(req, fields, &e) < 0 || !(id = str(req, "id", 64, &e)) ||
-            (op && op(wk__svc.node, id, &e) < 0)) {
+        pr_wk_sandbox_ref q = {0};
+        if (pr_msg_decode(&pr_wk_sandbox_ref_schema, req, &q, &e) < 0 || (op && op(wk__svc.node, q.id, &e) < 0)) {
                 wk__fail(call, e);
                 return;
         }
         if (reply_with_sandbox)
-                reply_sandbox(call, id);
+                reply_sandbox(call, q.id);
         else
                 sp_rpc_call_reply(call, NULL, NULL);
 }
@@ -125,10 +108,19 @@ static void h_restore(sp_rpc_call *call, json_object *req, void *ud)
         by_id(call, req, wk_node_sandbox_restore, true);
 }
 
+/* Decodes a request of no fields; fails the call if it has any. */
+static int no_fields(sp_rpc_call *call, json_object *req)
+{
+        sp_error *e = NULL;
+        pr_wk_empty q = {0};
+        return pr_msg_decode(&pr_wk_empty_schema, req, &q, &e) < 0 ? wk__fail(call, e) : 0;
+}
+
 static void h_list(sp_rpc_call *call, json_object *req, void *ud)
 {
-        (void)req;
         (void)ud;
+        if (no_fields(call, req) < 0)
+                return;
         _cleanup_json_ json_object *o = wk_node_sandboxes_json(wk__svc.node);
         sp_rpc_call_reply(call, o, NULL);
 }
@@ -137,9 +129,10 @@ static void h_stats(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        const char *id;
+        pr_wk_sandbox_ref q = {0};
         _cleanup_json_ json_object *o = NULL;
-        if (!(id = str(req, "id", 64, &e)) || wk_node_sandbox_stats(wk__svc.node, id, &o, &e) < 0) {
+        if (pr_msg_decode(&pr_wk_sandbox_ref_schema, req, &q, &e) < 0 ||
+            wk_node_sandbox_stats(wk__svc.node, q.id, &o, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -148,8 +141,9 @@ static void h_stats(sp_rpc_call *call, json_object *req, void *ud)
 
 static void h_node_info(sp_rpc_call *call, json_object *req, void *ud)
 {
-        (void)req;
         (void)ud;
+        if (no_fields(call, req) < 0)
+                return;
         _cleanup_json_ json_object *o = wk_node_info_json(wk__svc.node);
         sp_rpc_call_reply(call, o, NULL);
 }
@@ -158,10 +152,9 @@ static void h_set_warm(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        const char *tpl;
-        int64_t size = 0;
-        if (!(tpl = str(req, "template", 64, &e)) || sp_json_get_int(req, "size", true, 0, 100000, &size, &e) < 0 ||
-            wk_node_set_warm(wk__svc.node, tpl, size, &e) < 0) {
+        pr_wk_set_warm_pool q = {0};
+        if (pr_msg_decode(&pr_wk_set_warm_pool_schema, req, &q, &e) < 0 ||
+            wk_node_set_warm(wk__svc.node, q.template_name, q.size, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -170,8 +163,9 @@ static void h_set_warm(sp_rpc_call *call, json_object *req, void *ud)
 
 static void h_templates(sp_rpc_call *call, json_object *req, void *ud)
 {
-        (void)req;
         (void)ud;
+        if (no_fields(call, req) < 0)
+                return;
         _cleanup_json_ json_object *o = wk_node_templates_json(wk__svc.node);
         sp_rpc_call_reply(call, o, NULL);
 }
@@ -227,18 +221,19 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", "source", "path", "suite", "mirror", "max_bytes", NULL};
-        int64_t max_bytes = 0;
-        wk_template_import_req r = {0};
-        if (sp_json_check_fields(req, fields, &e) < 0 || !(r.name = str(req, "name", 64, &e)) ||
-            !(r.source = str(req, "source", 16, &e)) || sp_json_get_string(req, "path", false, 4096, &r.path, &e) < 0 ||
-            sp_json_get_string(req, "suite", false, WK_DEBOOTSTRAP_SUITE_MAX, &r.suite, &e) < 0 ||
-            sp_json_get_string(req, "mirror", false, WK_DEBOOTSTRAP_MIRROR_MAX, &r.mirror, &e) < 0 ||
-            sp_json_get_int(req, "max_bytes", false, 1, INT64_MAX, &max_bytes, &e) < 0) {
+        pr_wk_import_template q = {0};
+        if (pr_msg_decode(&pr_wk_import_template_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
-        r.max_bytes = (uint64_t)max_bytes;
+        wk_template_import_req r = {
+                .name = q.name,
+                .source = q.source,
+                .path = q.path,
+                .suite = q.suite,
+                .mirror = q.mirror,
+                .max_bytes = (uint64_t)q.max_bytes,
+        };
         import_call *ic = calloc(1, sizeof(*ic));
         if (!ic) {
                 sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
@@ -260,8 +255,9 @@ static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        const char *name;
-        if (!(name = str(req, "name", 64, &e)) || wk_node_template_delete(wk__svc.node, name, &e) < 0) {
+        pr_wk_template_ref q = {0};
+        if (pr_msg_decode(&pr_wk_template_ref_schema, req, &q, &e) < 0 ||
+            wk_node_template_delete(wk__svc.node, q.name, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }

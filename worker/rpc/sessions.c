@@ -9,20 +9,22 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 /* Output still in flight toward a client (transport queues) stays in the log: a
  * reconnecting client resumes from its own offset, not ours. */
 #define READ_MARK_SLACK (4u << 20)
 #define ATTACH_CHUNK (64u << 10)
 
-static wk_session *need_session(json_object *req, sp_error **err)
+/* Decodes req with schema into out, whose member *id names the session returned. */
+static wk_session *need_session(const pr_schema *schema, json_object *req, void *out, const char *const *id,
+                                sp_error **err)
 {
-        const char *id = NULL;
-        if (sp_json_get_string(req, "session_id", true, 64, &id, err) < 0)
+        if (pr_msg_decode(schema, req, out, err) < 0)
                 return NULL;
-        wk_session *s = wk_node_session_find(wk__svc.node, id);
+        wk_session *s = wk_node_session_find(wk__svc.node, *id);
         if (!s)
-                sp_error_set(err, SP_E_NOT_FOUND, "session %s not found", id);
+                sp_error_set(err, SP_E_NOT_FOUND, "session %s not found", *id);
         return s;
 }
 
@@ -82,31 +84,23 @@ void wk__h_exec(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"sandbox_id", "session_id", "argv",  "env",        "cwd",
-                                             "user",       "pty",        "stdin", "timeout_ms", NULL};
-        const char *sandbox = NULL, *session = NULL;
-        int64_t timeout_ms = 0;
-        if (sp_json_check_fields(req, fields, &e) < 0 ||
-            sp_json_get_string(req, "sandbox_id", true, 64, &sandbox, &e) < 0 ||
-            sp_json_get_string(req, "session_id", true, 64, &session, &e) < 0 ||
-            sp_json_get_int(req, "timeout_ms", false, 0, INT64_C(30) * 24 * 3600 * 1000, &timeout_ms, &e) < 0) {
+        pr_wk_exec q = {0};
+        if (pr_msg_decode(&pr_wk_exec_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
         /* The agent validates argv, env, cwd, user, pty and stdin itself. */
         _cleanup_json_ json_object *exec = json_object_new_object();
-        static const char *const pass[] = {"argv", "env", "cwd", "user", "pty", "stdin"};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(pass); i++) {
+        const struct {
+                const char *name;
                 json_object *v;
-                if (json_object_object_get_ex(req, pass[i], &v) && v)
-                        json_object_object_add(exec, pass[i], json_object_get(v));
-        }
-        if (!json_object_object_get_ex(exec, "argv", NULL)) {
-                sp_rpc_call_failf(call, SP_E_INVALID, "missing required field 'argv'");
-                return;
-        }
+        } pass[] = {{"argv", q.argv}, {"env", q.env}, {"cwd", q.cwd},
+                    {"user", q.user}, {"pty", q.pty}, {"stdin", q.stdin_open}};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(pass); i++)
+                if (pass[i].v)
+                        json_object_object_add(exec, pass[i].name, json_object_get(pass[i].v));
         wk_session *s;
-        if (wk_node_exec(wk__svc.node, sandbox, session, exec, timeout_ms, &s, &e) < 0) {
+        if (wk_node_exec(wk__svc.node, q.sandbox_id, q.session_id, exec, q.timeout_ms, &s, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -131,7 +125,8 @@ void wk__h_get_session(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        wk_session *s = need_session(req, &e);
+        pr_wk_session_ref q = {0};
+        wk_session *s = need_session(&pr_wk_session_ref_schema, req, &q, &q.session_id, &e);
         if (!s) {
                 wk__fail(call, e);
                 return;
@@ -144,16 +139,16 @@ void wk__h_list_sessions(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        const char *sandbox = NULL;
-        if (sp_json_get_string(req, "sandbox_id", true, 64, &sandbox, &e) < 0) {
+        pr_wk_list_sessions q = {0};
+        if (pr_msg_decode(&pr_wk_list_sessions_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
-        if (!wk_node_sandbox_find(wk__svc.node, sandbox)) {
-                sp_rpc_call_failf(call, SP_E_NOT_FOUND, "sandbox %s not found", sandbox);
+        if (!wk_node_sandbox_find(wk__svc.node, q.sandbox_id)) {
+                sp_rpc_call_failf(call, SP_E_NOT_FOUND, "sandbox %s not found", q.sandbox_id);
                 return;
         }
-        _cleanup_json_ json_object *o = wk_node_sessions_json(wk__svc.node, sandbox);
+        _cleanup_json_ json_object *o = wk_node_sessions_json(wk__svc.node, q.sandbox_id);
         sp_rpc_call_reply(call, o, NULL);
 }
 
@@ -161,9 +156,9 @@ void wk__h_signal(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        int64_t sig = 0;
-        wk_session *s = need_session(req, &e);
-        if (!s || sp_json_get_int(req, "signal", true, 1, 64, &sig, &e) < 0 || wk_session_signal(s, (int)sig, &e) < 0) {
+        pr_wk_signal_session q = {0};
+        wk_session *s = need_session(&pr_wk_signal_session_schema, req, &q, &q.session_id, &e);
+        if (!s || wk_session_signal(s, (int)q.signal, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -174,7 +169,8 @@ void wk__h_kill(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        wk_session *s = need_session(req, &e);
+        pr_wk_session_ref q = {0};
+        wk_session *s = need_session(&pr_wk_session_ref_schema, req, &q, &q.session_id, &e);
         if (!s || wk_session_kill(s, "killed", &e) < 0) {
                 wk__fail(call, e);
                 return;
@@ -186,11 +182,9 @@ void wk__h_resize(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        int64_t rows = 0, cols = 0;
-        wk_session *s = need_session(req, &e);
-        if (!s || sp_json_get_int(req, "rows", true, 1, 65535, &rows, &e) < 0 ||
-            sp_json_get_int(req, "cols", true, 1, 65535, &cols, &e) < 0 ||
-            wk_session_resize(s, (int)rows, (int)cols, &e) < 0) {
+        pr_wk_resize_session q = {0};
+        wk_session *s = need_session(&pr_wk_resize_session_schema, req, &q, &q.session_id, &e);
+        if (!s || wk_session_resize(s, (int)q.rows, (int)q.cols, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
@@ -201,7 +195,8 @@ void wk__h_close_stdin(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        wk_session *s = need_session(req, &e);
+        pr_wk_session_ref q = {0};
+        wk_session *s = need_session(&pr_wk_session_ref_schema, req, &q, &q.session_id, &e);
         if (!s || wk_session_close_stdin(s, &e) < 0) {
                 wk__fail(call, e);
                 return;
@@ -324,12 +319,13 @@ void wk__h_attach(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        int64_t offset = 0;
-        wk_session *s = need_session(req, &e);
-        if (!s || sp_json_get_int(req, "offset", false, 0, INT64_MAX, &offset, &e) < 0) {
+        pr_wk_attach_session q = {0};
+        wk_session *s = need_session(&pr_wk_attach_session_schema, req, &q, &q.session_id, &e);
+        if (!s) {
                 wk__fail(call, e);
                 return;
         }
+        int64_t offset = q.offset;
         if ((uint64_t)offset < wk_session_output_start(s) && wk_session_reclaimed(s)) {
                 sp_rpc_call_failf(call, SP_E_NOT_FOUND, WK_SESSION_RECLAIMED_FMT, wk_session_id(s));
                 return;
@@ -463,9 +459,9 @@ void wk__h_write_stdin(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        bool close_after = false;
-        wk_session *s = need_session(req, &e);
-        if (!s || sp_json_get_bool(req, "close", false, &close_after, &e) < 0) {
+        pr_wk_write_stdin q = {0};
+        wk_session *s = need_session(&pr_wk_write_stdin_schema, req, &q, &q.session_id, &e);
+        if (!s) {
                 wk__fail(call, e);
                 return;
         }
@@ -476,7 +472,7 @@ void wk__h_write_stdin(sp_rpc_call *call, json_object *req, void *ud)
         }
         st->call = sp_rpc_call_ref(call);
         st->session = s;
-        st->close_after = close_after;
+        st->close_after = q.close;
         st->pending.limit = 8u << 20;
         st->watch.on_stdin_credit = stdin_on_credit;
         st->watch.on_state = stdin_on_credit;

@@ -13,6 +13,7 @@
 #include "rpc/service_internal.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 #define ARTIFACT_CHUNK (64u * 1024)
 
@@ -93,15 +94,16 @@ void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", "format", "max_bytes", "max_stored_bytes", NULL};
-        const char *name = NULL, *format = NULL;
-        int64_t max_bytes = 0, max_stored = 0;
+        pr_wk_upload_template q = {0};
         int64_t limit = (int64_t)wk_node_upload_max_bytes(wk__svc.node);
-        if (sp_json_check_fields(req, fields, &e) < 0 || sp_json_get_string(req, "name", true, 64, &name, &e) < 0 ||
-            sp_json_get_string(req, "format", true, 16, &format, &e) < 0 ||
-            sp_json_get_int(req, "max_bytes", false, 1, limit, &max_bytes, &e) < 0 ||
-            sp_json_get_int(req, "max_stored_bytes", false, 1, INT64_MAX, &max_stored, &e) < 0) {
+        if (pr_msg_decode(&pr_wk_upload_template_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
+                return;
+        }
+        /* The codec bounds max_bytes by 1 and INT64_MAX; the worker by its --template-max-bytes. */
+        if (q.max_bytes > limit) {
+                sp_rpc_call_failf(call, SP_E_INVALID, "field 'max_bytes' must be an integer between 1 and %lld",
+                                  (long long)limit);
                 return;
         }
         upload_call *uc = calloc(1, sizeof(*uc));
@@ -109,14 +111,14 @@ void wk__h_upload_template(sp_rpc_call *call, json_object *req, void *ud)
                 sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
                 return;
         }
-        if (wk_node_upload_begin(wk__svc.node, name, format, (uint64_t)max_bytes, (uint64_t)max_stored, &uc->up, &e) <
-            0) {
+        if (wk_node_upload_begin(wk__svc.node, q.name, q.format, (uint64_t)q.max_bytes, (uint64_t)q.max_stored_bytes,
+                                 &uc->up, &e) < 0) {
                 free(uc);
                 wk__fail(call, e);
                 return;
         }
         static const sp_rpc_call_ops ops = {.on_frame = up_frame, .on_input_end = up_input_end, .on_close = up_closed};
-        snprintf(uc->name, sizeof(uc->name), "%s", name);
+        snprintf(uc->name, sizeof(uc->name), "%s", q.name);
         uc->call = sp_rpc_call_ref(call);
         sp_rpc_call_set_ops(call, &ops, uc);
 }
@@ -178,13 +180,13 @@ void wk__h_read_template_artifact(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
-        static const char *const fields[] = {"name", NULL};
-        const char *name = NULL, *format = NULL;
-        if (sp_json_check_fields(req, fields, &e) < 0 || sp_json_get_string(req, "name", true, 64, &name, &e) < 0) {
+        pr_wk_template_ref q = {0};
+        const char *format = NULL;
+        if (pr_msg_decode(&pr_wk_template_ref_schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }
-        int fd = wk_node_artifact_open(wk__svc.node, name, &format, &e);
+        int fd = wk_node_artifact_open(wk__svc.node, q.name, &format, &e);
         if (fd < 0) {
                 wk__fail(call, e);
                 return;

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Declarative message codecs: a message is a static table of fields, each
+ * naming its JSON key, its kind, whether it is required, its bounds and
+ * where it lives in a C struct. One decoder and one encoder serve every
+ * table, so both ends of a method read and write the same fields.
+ *
+ * Decoding is strict and worded as the sp_json_* getters (json.h) word it:
+ * a key the table does not name is "unknown field 'x'", a missing required
+ * one "missing required field 'x'", a wrong type or a value out of bounds
+ * names the field ("field 'x' must be an integer between 1 and 64"); a
+ * nested message's errors are prefixed "field 'x': ". A JSON null counts as
+ * absent. An absent optional field takes the field's default (def).
+ *
+ * Ownership: decoded strings and JSON values are borrowed from the object
+ * that was decoded and live as long as it does; nothing is allocated, so a
+ * decoded struct needs no freeing. Encoding copies: the result is a new
+ * object independent of the struct.
+ *
+ * Pure: no I/O, no logging; any input is safe (fuzzed).
+ */
+#ifndef SPACE_MSG_H
+#define SPACE_MSG_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/error.h"
+
+typedef enum pr_kind {
+        PR_STRING, /* const char *, NULL when absent; at most max bytes */
+        PR_INT, /* int64_t, min to max; def when absent */
+        PR_BOOL, /* bool; def (0 or 1) when absent */
+        PR_STRING_MAP, /* json_object * of strings: at most max entries, keys up to key_max bytes, values up to
+                          value_max bytes; NULL when absent */
+        PR_OBJECT, /* a nested message (sub) held in the struct at offset */
+        PR_JSON, /* json_object * of any JSON value, NULL when absent: checked by whoever it is passed on to */
+} pr_kind;
+
+typedef struct pr_schema pr_schema;
+
+typedef struct pr_field {
+        const char *name;
+        pr_kind kind;
+        bool required;
+        int64_t min, max; /* PR_INT: the range; PR_STRING: max bytes; PR_STRING_MAP: max entries */
+        int64_t def; /* PR_INT, PR_BOOL: the value when absent (and left out when encoding) */
+        size_t key_max, value_max; /* PR_STRING_MAP */
+        size_t offset; /* of the member in the struct */
+        const pr_schema *sub; /* PR_OBJECT */
+} pr_field;
+
+struct pr_schema {
+        const char *name; /* for messages about the schema itself */
+        const pr_field *fields;
+        size_t nfields;
+};
+
+/* Field-table helpers: F is the struct type, m the member. */
+#define PR_F_STRING(F, json, m, req, maxlen) \
+        { \
+                .name = (json), .kind = PR_STRING, .required = (req), .max = (maxlen), .offset = offsetof(F, m) \
+        }
+#define PR_F_INT(F, json, m, req, lo, hi, dflt) \
+        { \
+                .name = (json), .kind = PR_INT, .required = (req), .min = (lo), .max = (hi), .def = (dflt), \
+                .offset = offsetof(F, m) \
+        }
+#define PR_F_BOOL(F, json, m, dflt) \
+        { \
+                .name = (json), .kind = PR_BOOL, .def = (dflt), .offset = offsetof(F, m) \
+        }
+#define PR_F_STRING_MAP(F, json, m, items, keymax, valmax) \
+        { \
+                .name = (json), .kind = PR_STRING_MAP, .max = (items), .key_max = (keymax), .value_max = (valmax), \
+                .offset = offsetof(F, m) \
+        }
+#define PR_F_OBJECT(F, json, m, schema) \
+        { \
+                .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema) \
+        }
+#define PR_F_JSON(F, json, m, req) \
+        { \
+                .name = (json), .kind = PR_JSON, .required = (req), .offset = offsetof(F, m) \
+        }
+#define PR_SCHEMA(id, fieldtab) \
+        { \
+                .name = (id), .fields = (fieldtab), .nfields = sizeof(fieldtab) / sizeof((fieldtab)[0]) \
+        }
+
+/* Sets every field of out (the schema's struct) to its absent value. */
+void pr_msg_init(const pr_schema *s, void *out);
+
+/* Decodes obj into out (the schema's struct). On failure returns
+ * -SP_E_INVALID with the error naming the field; out is then partly
+ * written (and still needs no freeing). */
+int pr_msg_decode(const pr_schema *s, json_object *obj, void *out, sp_error **err);
+
+/* The message in as a new object. Absent fields (NULL, or an int or bool at
+ * its default, or a nested message whose fields are all absent) are left out. */
+json_object *pr_msg_encode(const pr_schema *s, const void *in);
+
+/* The field of s named name, or NULL. */
+const pr_field *pr_msg_field(const pr_schema *s, const char *name);
+
+#endif
