@@ -4,18 +4,8 @@
  * epoll loop that accepts worker connections (proto/spec/agent.md), runs
  * command sessions, serves file operations and reaps orphans.
  *
- * Its files form layers; each calls only the layers below it, and a lower
- * layer reaches a higher one only through callbacks registered at start:
- *
- *   main.c                        start-up, signals policy, shutdown
- *     dispatch.c                  frame → session or file handler (ag_dispatch)
- *       session.c   files.c       sessions; file operations and transfers
- *         stream.c                flow-controlled output with a resend buffer
- *           conn.c    (conn.h)    worker connections: HELLO, frames in and out
- *             loop.c  (loop.h)    epoll, watches, tick, clock, signals, reaping
- *   users.c proc.c enter.c        leaves: users, process trees, jail entry
- *
- * Declarations below are grouped by layer, lowest first.
+ * Its files form layers (drawn in main.c's header comment): each calls only
+ * the layers below it. Declarations below are grouped by layer, lowest first.
  */
 #ifndef SPACE_AGENT_H
 #define SPACE_AGENT_H

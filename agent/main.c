@@ -7,10 +7,22 @@
  *   space-agent --listen-fd 3 [--jail-userns-fd 4 --jail-sync-fd 5]
  *   space-agent --listen /run/space-agent.sock
  *
- * This file only puts the layers together (see agent.h): it starts the loop
- * (loop.c) with its signal and child hooks, hands the listening socket to the
- * connections (conn.c) with the dispatch handlers (dispatch.c), and decides
- * what a signal means — stop the commands, then the agent, after a grace.
+ * Its files form layers. Each calls only the layers below it; a lower layer
+ * reaches a higher one only through callbacks registered here at start (the
+ * loop's signal, child and tick hooks, the connection handlers):
+ *
+ *   main.c                        start-up, what a signal means, shutdown
+ *     dispatch.c                  frame or request → session or file handler
+ *       session.c   files.c       command sessions; file operations, transfers
+ *         stream.c                flow-controlled output with a resend buffer
+ *           conn.c    (conn.h)    worker connections: HELLO, frames in and out
+ *             loop.c  (loop.h)    epoll, watches, tick, clock, signals, reaping
+ *   users.c proc.c enter.c        leaves: users, process trees, jail entry
+ *
+ * This file only puts them together: it starts the loop with its hooks (a
+ * reaped child goes to the sessions; SIGTERM and the like stop the commands,
+ * then the agent once they are gone or the grace is over) and hands the
+ * listening socket to the connections with the dispatch handlers.
  */
 #include <errno.h>
 #include <fcntl.h>
