@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Worker connections: accept, HELLO, frame dispatch, buffered writes. */
+/* Worker connections: accept, HELLO, frame decoding, buffered writes. What a
+ * frame means is for the handlers (conn.h); this file only reads and writes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "conn.h"
 #include "space/cleanup.h"
 #include "space/error_shape.h"
 #include "space/json.h"
@@ -17,14 +18,23 @@
 #define OUT_HIGH (1u << 20)
 #define MAX_CONNS 16
 
+struct ag_conn {
+        ag_watch watch;
+        pr_agent_decoder dec;
+        sp_buf out;
+        bool hello;
+        bool closing;
+        ag_conn *next;
+};
+
 static ag_watch listen_watch;
+static const ag_conn_handlers *handlers;
 static ag_conn *conns;
 static size_t nconns;
 
 static void conn_free(ag_conn *c)
 {
-        ag_session_conn_closed(c);
-        ag_transfer_conn_closed(c);
+        handlers->closed(c);
         ag_loop_del(&c->watch);
         close(c->watch.fd);
         pr_agent_decoder_free(&c->dec);
@@ -76,52 +86,6 @@ void ag_conn_send_error(ag_conn *c, uint32_t channel, const sp_error *e)
         ag_conn_send(c, PR_AGENT_EXIT, 0, channel, b.data, b.len);
 }
 
-static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
-{
-        pr_agent_request req;
-        _cleanup_error_ sp_error *e = NULL;
-        if (pr_agent_request_parse(f->payload, f->length, &req, &e) < 0) {
-                /* A bad request fails that channel, not the connection. */
-                ag_conn_send_error(c, f->channel, e);
-                return 0;
-        }
-        int r = 0;
-        switch (req.op) {
-        case PR_OP_EXEC:
-                r = ag_session_exec(c, f->channel, &req, &e);
-                break;
-        case PR_OP_ATTACH:
-                r = ag_session_attach(c, f->channel, &req, &e);
-                break;
-        case PR_OP_RELEASE:
-                r = ag_session_release(req.session, &e);
-                if (r == 0) {
-                        _cleanup_json_ json_object *o = json_object_new_object();
-                        ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);
-                }
-                break;
-        case PR_OP_READ:
-        case PR_OP_WRITE:
-                r = ag_transfer_start(c, f->channel, &req, &e);
-                break;
-        case PR_OP_PING: {
-                _cleanup_json_ json_object *o = json_object_new_object();
-                json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
-                json_object_object_add(o, "sessions", json_object_new_int64((int64_t)ag_session_count()));
-                ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);
-                break;
-        }
-        default:
-                ag_files_simple(c, f->channel, &req);
-                break;
-        }
-        if (r < 0)
-                ag_conn_send_error(c, f->channel, e);
-        pr_agent_request_free(&req);
-        (void)err;
-        return 0;
-}
-
 static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
 {
         ag_conn *c = ud;
@@ -131,23 +95,7 @@ static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
                 c->hello = true;
                 return 0;
         }
-        switch (f->type) {
-        case PR_AGENT_OPEN:
-                return on_open(c, f, err);
-        case PR_AGENT_DATA:
-        case PR_AGENT_WINDOW:
-        case PR_AGENT_EOF:
-        case PR_AGENT_CONTROL:
-        case PR_AGENT_CANCEL:
-                if (ag_session_frame(c, f, err) || ag_transfer_frame(c, f, err))
-                        return err && *err ? -SP_E_INVALID : 0;
-                if (err && *err)
-                        return -SP_E_INVALID;
-                /* A frame for a channel that already ended: harmless after CANCEL races. */
-                return 0;
-        default:
-                return sp_error_set(err, SP_E_INVALID, "unexpected frame type %u from the worker", f->type);
-        }
+        return handlers->frame(c, f, err);
 }
 
 static void conn_io(ag_watch *w, uint32_t events)
@@ -187,8 +135,7 @@ static void conn_io(ag_watch *w, uint32_t events)
                         sp_buf_consume(&c->out, (size_t)n);
         }
         if (c->out.len < OUT_HIGH / 2) {
-                ag_session_pump_all(c);
-                ag_transfer_pump_all(c);
+                handlers->drained(c);
         }
         ag_loop_mod(&c->watch, EPOLLIN | (c->out.len ? EPOLLOUT : 0));
 }
@@ -224,8 +171,9 @@ static void on_accept(ag_watch *w, uint32_t events)
         }
 }
 
-int ag_conn_listen_add(int listen_fd)
+int ag_conn_listen_add(int listen_fd, const ag_conn_handlers *h)
 {
+        handlers = h;
         listen_watch.fd = listen_fd;
         listen_watch.fn = on_accept;
         return ag_loop_add(&listen_watch, EPOLLIN);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>

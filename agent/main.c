@@ -6,6 +6,23 @@
  *
  *   space-agent --listen-fd 3 [--jail-userns-fd 4 --jail-sync-fd 5]
  *   space-agent --listen /run/space-agent.sock
+ *
+ * Its files form layers. Each calls only the layers below it; a lower layer
+ * reaches a higher one only through callbacks registered here at start (the
+ * loop's signal, child and tick hooks, the connection handlers):
+ *
+ *   main.c                        start-up, what a signal means, shutdown
+ *     dispatch.c                  frame or request → session or file handler
+ *       session.c   files.c       command sessions; file operations, transfers
+ *         stream.c                flow-controlled output with a resend buffer
+ *           conn.c    (conn.h)    worker connections: HELLO, frames in and out
+ *             loop.c  (loop.h)    epoll, watches, tick, clock, signals, reaping
+ *   users.c proc.c enter.c        leaves: users, process trees, jail entry
+ *
+ * This file only puts them together: it starts the loop with its hooks (a
+ * reaped child goes to the sessions; SIGTERM and the like stop the commands,
+ * then the agent once they are gone or the grace is over) and hands the
+ * listening socket to the connections with the dispatch handlers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,13 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -28,98 +41,54 @@
 
 #define SHUTDOWN_GRACE_MS 10000
 
-static int epfd = -1;
-static int64_t start_ms;
-
-int64_t ag_now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - start_ms;
-}
-
-int ag_loop_add(ag_watch *w, uint32_t events)
-{
-        if (w->fd < 0)
-                return -1;
-        if (w->registered)
-                return ag_loop_mod(w, events);
-        struct epoll_event ev = {.events = events, .data.ptr = w};
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0)
-                return -1;
-        w->registered = true;
-        w->events = events;
-        return 0;
-}
-
-int ag_loop_mod(ag_watch *w, uint32_t events)
-{
-        if (!w->registered)
-                return ag_loop_add(w, events);
-        if (w->events == events)
-                return 0;
-        struct epoll_event ev = {.events = events, .data.ptr = w};
-        if (epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
-                return -1;
-        w->events = events;
-        return 0;
-}
-
-void ag_loop_del(ag_watch *w)
-{
-        if (!w->registered)
-                return;
-        epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
-        w->registered = false;
-        w->events = 0;
-}
-
 static bool shutting_down;
 static bool in_jail; /* entered a jail: signals from inside the sandbox do not stop the agent */
 static int64_t shutdown_deadline;
 
-static void reap(void)
+/* A child the loop reaped: a session's command, or an orphan. */
+static void on_child(pid_t pid, int status)
 {
-        for (;;) {
-                int status;
-                pid_t pid = waitpid(-1, &status, WNOHANG);
-                if (pid <= 0)
-                        return;
-                ag_session_reaped(pid, status);
-        }
+        ag_session_reaped(pid, status);
 }
 
-static void on_signal(ag_watch *w, uint32_t events)
+/* While shutting down, after every wait of at most 100 ms: end when every
+ * child is gone, or kill what remains once the grace is over. */
+static void shutdown_tick(void)
 {
-        (void)events;
-        struct signalfd_siginfo si;
-        while (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                switch (si.ssi_signo) {
-                case SIGCHLD:
-                        reap();
-                        break;
-                case SIGTERM:
-                case SIGINT:
-                case SIGHUP:
-                case SIGQUIT:
-                        /* A sender outside the sandbox's pid namespace (the host) shows
-                         * as pid 0; one inside is the sandbox's root, which must not end
-                         * the agent that serves the sandbox. */
-                        if (in_jail && si.ssi_pid != 0) {
-                                sp_log_info("signal %d from pid %u inside the sandbox: ignored", (int)si.ssi_signo,
-                                            si.ssi_pid);
-                                break;
-                        }
-                        if (!shutting_down) {
-                                sp_log_info("signal %d: stopping commands", (int)si.ssi_signo);
-                                shutting_down = true;
-                                shutdown_deadline = ag_now_ms() + SHUTDOWN_GRACE_MS;
-                                ag_session_signal_all(SIGTERM);
-                        }
-                        break;
-                default:
+        ag_loop_reap();
+        if (ag_now_ms() > shutdown_deadline) {
+                ag_session_signal_all(SIGKILL);
+                ag_loop_stop(0);
+                return;
+        }
+        if (ag_loop_no_children())
+                ag_loop_stop(0);
+}
+
+static void on_signal(int signo, uint32_t sender)
+{
+        switch (signo) {
+        case SIGTERM:
+        case SIGINT:
+        case SIGHUP:
+        case SIGQUIT:
+                /* A sender outside the sandbox's pid namespace (the host) shows
+                 * as pid 0; one inside is the sandbox's root, which must not end
+                 * the agent that serves the sandbox. */
+                if (in_jail && sender != 0) {
+                        sp_log_info("signal %d from pid %u inside the sandbox: ignored", signo, sender);
                         break;
                 }
+                if (!shutting_down) {
+                        sp_log_info("signal %d: stopping commands", signo);
+                        shutting_down = true;
+                        shutdown_deadline = ag_now_ms() + SHUTDOWN_GRACE_MS;
+                        ag_session_signal_all(SIGTERM);
+                        ag_loop_set_tick(100, shutdown_tick);
+                }
+                break;
+        default:
+                break;
         }
 }
 
@@ -151,9 +120,7 @@ int main(int argc, char **argv)
 {
         int lfd = -1, userns_fd = -1, sync_fd = -1;
         sp_log_level level = SP_LOG_INFO;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        ag_loop_clock_start();
 
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--listen-fd") == 0 && i + 1 < argc) {
@@ -206,40 +173,13 @@ int main(int argc, char **argv)
         sp_log_init("agent", level, SP_LOG_FORMAT_AUTO);
         ag_proc_init(); /* before any command can mount over /proc */
 
-        epfd = epoll_create1(EPOLL_CLOEXEC);
-        sigset_t mask;
-        sigemptyset(&mask);
         int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(sigs); i++)
-                sigaddset(&mask, sigs[i]);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
-        ag_watch sigw = {.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC), .fn = on_signal};
-        if (epfd < 0 || sigw.fd < 0 || ag_loop_add(&sigw, EPOLLIN) < 0 || ag_conn_listen_add(lfd) < 0) {
+        if (ag_loop_init() < 0 || ag_loop_signals(sigs, SP_ARRAY_SIZE(sigs), on_signal, on_child) < 0 ||
+            ag_conn_listen_add(lfd, &ag_dispatch) < 0) {
                 sp_log_error("cannot set up the event loop: %s", strerror(errno));
                 return 1;
         }
         sp_log_info("ready (pid %d)", (int)getpid());
-
-        for (;;) {
-                struct epoll_event ev[64];
-                int n = epoll_wait(epfd, ev, 64, shutting_down ? 100 : -1);
-                if (n < 0 && errno != EINTR) {
-                        sp_log_error("epoll_wait: %s", strerror(errno));
-                        return 1;
-                }
-                for (int i = 0; i < n; i++) {
-                        ag_watch *w = ev[i].data.ptr;
-                        w->fn(w, ev[i].events);
-                }
-                if (shutting_down) {
-                        reap();
-                        if (ag_now_ms() > shutdown_deadline) {
-                                ag_session_signal_all(SIGKILL);
-                                return 0;
-                        }
-                        if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
-                                return 0;
-                }
-        }
+        return ag_loop_run();
 }
