@@ -650,7 +650,8 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 sp_error_set(err, SP_E_INVALID, "the data plane's URL must be http:// or https:// without a query");
                 goto fail;
         }
-        if (!(api->dataplane_url = strndup(dp, dplen)) || !(api->workers = cp_wpool_new(base, cfg->worker_tls, err))) {
+        if (!(api->dataplane_url = strndup(dp, dplen)) ||
+            !(api->workers = sp_rpc_pool_new(base, cfg->worker_tls, CP_FLEET_MAX_WORKER_CLIENTS, err))) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 goto fail;
         }
@@ -682,7 +683,7 @@ cp_api *cp_api_free(cp_api *api)
         while (api->waiters)
                 answer_waiter(api, &api->waiters);
         /* Open worker calls fail now; their callbacks still use the database. */
-        cp_wpool_free(api->workers);
+        sp_rpc_pool_free(api->workers);
         sp_token_signer_free(api->signer);
         free(api->dataplane_url);
         if (api->listen_ev)

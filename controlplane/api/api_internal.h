@@ -10,10 +10,11 @@
 
 #include "api/api.h"
 #include "api/routes.h"
-#include "fleet/wpool.h"
-#include "space/shares.h"
+#include "fleet/fleet.h"
 #include "space/buf.h"
 #include "space/id.h"
+#include "space/rpc_pool.h"
+#include "space/shares.h"
 #include "space/token.h"
 #include "store/db.h"
 #include "store/keys.h"
@@ -56,7 +57,7 @@ struct cp_api {
         uint64_t unavailable_total; /* answers 503 because PostgreSQL was down */
         /* sessions and files */
         char *dataplane_url; /* without a trailing '/' */
-        cp_wpool *workers;
+        sp_rpc_pool *workers; /* clients to workers, by worker id */
         sp_token_signer *signer; /* the current token key, reloaded every CP_TOKEN_SIGNER_RELOAD_US */
         int64_t signer_loaded_us;
         uint64_t sessions_created_total;

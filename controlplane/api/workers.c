@@ -108,7 +108,11 @@ void cp__worker_call(cp_call *c, const char *worker_id, const char *address, con
         snprintf(w->worker_id, sizeof(w->worker_id), "%s", worker_id);
         snprintf(w->method, sizeof(w->method), "%s", method);
         c->api->worker_calls_total++;
-        sp_rpc_client *cli = cp_wpool_get(c->api->workers, worker_id, address, &e);
+        sp_rpc_client *cli = NULL;
+        if (!cp_fleet_address_ok(address))
+                sp_error_set(&e, SP_E_INVALID, "worker %.64s has no usable address", worker_id);
+        else
+                cli = sp_rpc_pool_get(c->api->workers, worker_id, address, NULL, &e);
         if (!cli || sp_rpc_client_call(cli, method, req, c->api->cfg.worker_timeout_ms, on_answer, w, &e) < 0) {
                 free(w);
                 sp_error_wrap(&e, "worker %s", worker_id);

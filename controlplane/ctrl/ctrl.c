@@ -57,31 +57,31 @@ cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id)
         for (size_t i = 0; i < c->nworkers; i++)
                 if (strcmp(c->workers[i].id, worker_id) == 0)
                         w = &c->workers[i];
-        if (w && strcmp(w->address, addr) != 0) {
-                /* It moved: a new client for the new address. */
-                sp_rpc_client_free(w->cli);
-                w->cli = NULL;
-                if (w->warm_set)
-                        json_object_put(w->warm_set);
-                w->warm_set = NULL;
+        if (!w && c->nworkers >= CP_CTRL_MAX_WORKERS)
+                return NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        uint64_t generation = 0;
+        sp_rpc_client *cli = sp_rpc_pool_get(c->pool, worker_id, addr, &generation, &e);
+        if (!cli) {
+                sp_log_warn("worker %s at %s: %s", worker_id, addr, e->message);
+                return NULL;
         }
         if (!w) {
-                if (c->nworkers >= CP_CTRL_MAX_WORKERS)
-                        return NULL;
                 w = &c->workers[c->nworkers++];
                 memset(w, 0, sizeof(*w));
                 snprintf(w->id, sizeof(w->id), "%s", worker_id);
         }
-        if (!w->cli) {
-                _cleanup_error_ sp_error *e = NULL;
-                snprintf(w->address, sizeof(w->address), "%s", addr);
-                w->cli = sp_rpc_client_new(c->base, addr, c->cfg.worker_tls, &e);
-                if (!w->cli) {
-                        sp_log_warn("worker %s at %s: %s", worker_id, addr, e->message);
+        if (!w->warm_set || w->generation != generation) {
+                /* A new client (the worker moved): what it was told starts afresh. */
+                json_object *fresh = json_object_new_object();
+                if (!fresh)
                         return NULL;
-                }
-                w->warm_set = json_object_new_object();
+                if (w->warm_set)
+                        json_object_put(w->warm_set);
+                w->warm_set = fresh;
+                w->generation = generation;
         }
+        w->cli = cli;
         return w;
 }
 
@@ -320,6 +320,8 @@ cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_erro
                 c->cfg.quarantine_threshold = 5;
         if (cfg->worker_tls)
                 SSL_CTX_up_ref(cfg->worker_tls);
+        if (!(c->pool = sp_rpc_pool_new(base, cfg->worker_tls, CP_CTRL_MAX_WORKERS, err)))
+                goto fail;
         if (cp_db_open(cfg->conninfo, &c->db, err) < 0 || cp_db_open(cfg->conninfo, &c->lock_db, err) < 0)
                 goto fail;
         c->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, c);
@@ -351,11 +353,10 @@ cp_ctrl *cp_ctrl_free(cp_ctrl *c)
                 event_free(c->tick_ev);
         if (c->kick_ev)
                 event_free(c->kick_ev);
-        for (size_t i = 0; i < c->nworkers; i++) {
-                sp_rpc_client_free(c->workers[i].cli);
+        c->pool = sp_rpc_pool_free(c->pool);
+        for (size_t i = 0; i < c->nworkers; i++)
                 if (c->workers[i].warm_set)
                         json_object_put(c->workers[i].warm_set);
-        }
         for (size_t i = 0; i < CP_CTRL_MAX_INFLIGHT; i++)
                 free(c->inflight[i]);
         cp_db_close(c->lock_db);

@@ -8,15 +8,17 @@
 #include "ctrl/ctrl.h"
 #include "space/id.h"
 #include "space/rpc.h"
+#include "space/rpc_pool.h"
 #include "store/db.h"
 
 #define CP_CTRL_MAX_INFLIGHT 4096
 #define CP_CTRL_MAX_WORKERS 1024
 
+/* A worker's client, from the pool, and what the controllers last told it. */
 typedef struct cp_wclient {
         char id[SP_ID_MAX];
-        char address[256];
-        sp_rpc_client *cli;
+        sp_rpc_client *cli; /* the pool's, borrowed: as valid as sp_rpc_pool_get() says */
+        uint64_t generation; /* cli's in the pool: a new client starts warm_set afresh */
         json_object *warm_set; /* template id -> size last set on it */
 } cp_wclient;
 
@@ -33,6 +35,7 @@ struct cp_ctrl {
         uint64_t ticks;
         bool reconcile_due;
         char *inflight[CP_CTRL_MAX_INFLIGHT]; /* op ids and "orphan:<sbx>" keys being worked on */
+        sp_rpc_pool *pool; /* clients to workers, by worker id */
         cp_wclient workers[CP_CTRL_MAX_WORKERS];
         size_t nworkers;
 };
@@ -42,7 +45,8 @@ bool cp__inflight_add(cp_ctrl *c, const char *key);
 void cp__inflight_del(cp_ctrl *c, const char *key);
 bool cp__inflight_has(cp_ctrl *c, const char *key);
 
-/* The RPC client of a worker (created on first use; NULL if unknown). */
+/* The RPC client of a worker (from the pool; NULL if unknown). Borrowed:
+ * start its calls at once. */
 sp_rpc_client *cp__worker_client(cp_ctrl *c, const char *worker_id);
 cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id);
 

@@ -140,7 +140,7 @@ static bool dns_name_ok(const char *s, size_t n)
         return true;
 }
 
-bool cp__fleet_address_ok(const char *s)
+bool cp_fleet_address_ok(const char *s)
 {
         size_t n = s ? strlen(s) : 0;
         if (n == 0 || n > CP_FLEET_ADDRESS_MAX)

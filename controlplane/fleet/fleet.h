@@ -19,6 +19,7 @@
 #define CP_FLEET_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "space/error.h"
@@ -62,6 +63,13 @@ int cp_fleet_tls(const sp_pki_ca *ca, const char *name, const char *const *sans,
  * a peer with a verified certificate gets its role and name, a peer without
  * one gets role 0 and no name. userdata is unused. */
 int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_name, sp_error **err);
+
+/* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
+ * [IPv6] literal, and a port 1..65535; not a wildcard address. */
+bool cp_fleet_address_ok(const char *s);
+
+/* Workers with an RPC client at once, in each pool of them (space/rpc_pool.h). */
+#define CP_FLEET_MAX_WORKER_CLIENTS 1024
 
 typedef struct cp_fleet cp_fleet;
 

@@ -36,9 +36,6 @@ struct cp_fleet {
 
 /* [a-z0-9][a-z0-9.-]{0,62}: a worker's name, also its certificate's common name. */
 bool cp__fleet_name_ok(const char *s);
-/* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
- * [IPv6] literal, and a port 1..65535; not a wildcard address. */
-bool cp__fleet_address_ok(const char *s);
 /* "jail", "qemu" or "firecracker". */
 bool cp__fleet_backend_ok(const char *s);
 /* [A-Za-z0-9._-], 1..CP_FLEET_OBJECT_NAME_MAX bytes. */

@@ -148,7 +148,7 @@ static int parse(json_object *req, heartbeat_req *r, sp_error **err)
             check_sizes(req, "artifacts", &artifacts, err) < 0 || check_sizes(req, "template_bytes", &bytes, err) < 0 ||
             check_warm(req, &warm, err) < 0 || check_sandboxes(req, &sandboxes, err) < 0)
                 return -SP_E_INVALID;
-        if (!cp__fleet_address_ok(r->address))
+        if (!cp_fleet_address_ok(r->address))
                 return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
                                     r->address);
         if (!cp__fleet_backend_ok(r->backend))

@@ -38,7 +38,7 @@ static int parse(json_object *req, join_req *r, sp_error **err)
                 return sp_error_set(
                         err, SP_E_INVALID,
                         "name '%s' must be 1 to 63 characters of [a-z0-9.-], starting with a letter or digit", r->name);
-        if (!cp__fleet_address_ok(r->address))
+        if (!cp_fleet_address_ok(r->address))
                 return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
                                     r->address);
         if (!cp__fleet_backend_ok(r->backend))

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
+ * The data plane's clients to workers: the shared pool (space/rpc_pool.h)
+ * keyed by the worker's address from the token's claims, with per-tenant
+ * shares of each connection's streams, and the data plane's words for them.
+ *
  * One RPC client per worker address, made on first use and reused by every
  * request for that worker (one mutually authenticated HTTP/2 connection,
  * multiplexed). The pool holds at most `max` clients; at the bound, the
@@ -27,10 +31,11 @@
 #include "space/buf.h"
 #include "space/error.h"
 #include "space/rpc.h"
+#include "space/rpc_pool.h"
 
 struct event_base;
 
-typedef struct dp_pool dp_pool;
+typedef sp_rpc_pool dp_pool;
 
 /* A pool on base (borrowed, must outlive it) dialling with ctx (the pool
  * takes a reference; NULL speaks cleartext HTTP/2, for tests only). */
