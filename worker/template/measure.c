@@ -134,7 +134,7 @@ int wk_template_measure(const char *dir, uint64_t *ret, sp_error **err)
         walk.error = 0;
         int r = nftw(dir, visit, 16, FTW_PHYS | FTW_MOUNT);
         int saved = walk.error ? walk.error : errno;
-        if (r == 0) {
+        if (r == 0 && walk.n) {
                 qsort(walk.linked, walk.n, sizeof(*walk.linked), cmp_inode);
                 for (size_t i = 0; i < walk.n; i++)
                         if (i == 0 || cmp_inode(&walk.linked[i - 1], &walk.linked[i]) != 0)
