@@ -449,7 +449,6 @@ static void drop_waiter(cp_api *api, cp_waiter **link)
         cp_waiter *w = *link;
         *link = w->next;
         sp_shares_give(api->waiter_shares, w->call->who.tenant_id);
-        api->nwaiters--;
         free(w);
 }
 
@@ -544,7 +543,6 @@ int cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us)
         w->deadline_us = deadline_us;
         w->next = api->waiters;
         api->waiters = w;
-        api->nwaiters++;
         return 0;
 }
 

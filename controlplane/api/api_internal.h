@@ -50,7 +50,6 @@ struct cp_api {
         struct event *listen_ev;
         struct event *tick_ev; /* reconnects the listener, re-checks waiters */
         cp_waiter *waiters;
-        size_t nwaiters;
         sp_shares *waiter_shares; /* long-polls held, per tenant */
         cp_route_ctx ctx[CP_API_MAX_ROUTES];
         cp_route_stats stats[CP_API_MAX_ROUTES];

@@ -91,7 +91,7 @@ void cp__h_metrics(cp_call *c)
                        "# TYPE space_api_waiters gauge\nspace_api_waiters %zu\n"
                        "# HELP space_api_waiter_tenants_full Tenants holding their whole share of long-polls now.\n"
                        "# TYPE space_api_waiter_tenants_full gauge\nspace_api_waiter_tenants_full %zu\n",
-                       api->nwaiters, sp_shares_keys_full(api->waiter_shares));
+                       sp_shares_used(api->waiter_shares), sp_shares_keys_full(api->waiter_shares));
         cp__worker_metrics(api, &b);
         sp_buf_appendf(&b, NULL,
                        "# HELP space_controlplane_leader 1 while this replica holds the leader lock and runs the "
