@@ -212,16 +212,21 @@ typedef struct render_ctx {
         int r;
 } render_ctx;
 
+void sp_shares_label(char *dst, size_t cap, const char *src)
+{
+        size_t i = 0;
+        for (; src[i] && i + 1 < cap; i++)
+                dst[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-*[]", src[i])
+                                 ? src[i]
+                                 : '_';
+        dst[i] = '\0';
+}
+
 static void render_one(const char *key, uint64_t share, uint64_t total, void *userdata)
 {
         render_ctx *x = userdata;
         char label[SP_SHARES_KEY_MAX + 1];
-        size_t n = strlen(key);
-        for (size_t i = 0; i < n; i++)
-                label[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-*", key[i])
-                                   ? key[i]
-                                   : '_';
-        label[n] = '\0';
+        sp_shares_label(label, sizeof(label), key);
         if (x->r == 0 && share)
                 x->r = sp_buf_appendf(x->out, x->err, "%s{tenant=\"%s\",limit=\"tenant\"} %llu\n", x->name, label,
                                       (unsigned long long)share);

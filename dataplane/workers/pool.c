@@ -62,23 +62,12 @@ typedef struct render_ctx {
         int r;
 } render_ctx;
 
-/* Label values: characters outside [A-Za-z0-9_.:*-] become '_'. */
-static void label(char *dst, size_t cap, const char *src)
-{
-        size_t i = 0;
-        for (; src[i] && i + 1 < cap; i++)
-                dst[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-*[]", src[i])
-                                 ? src[i]
-                                 : '_';
-        dst[i] = '\0';
-}
-
 static void render_one(const char *key, uint64_t share, uint64_t total, void *userdata)
 {
         render_ctx *x = userdata;
         char worker[256], tenant[SP_SHARES_KEY_MAX + 1];
-        label(worker, sizeof(worker), x->worker);
-        label(tenant, sizeof(tenant), key);
+        sp_shares_label(worker, sizeof(worker), x->worker);
+        sp_shares_label(tenant, sizeof(tenant), key);
         static const char name[] = "space_dataplane_worker_stream_refusals_total";
         if (x->r == 0 && share)
                 x->r = sp_buf_appendf(x->out, x->err, "%s{worker=\"%s\",tenant=\"%s\",limit=\"tenant\"} %llu\n", name,

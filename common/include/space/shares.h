@@ -74,4 +74,8 @@ void sp_shares_refusals(sp_shares *s,
  * non-zero count, and no line at all before the first refusal. */
 int sp_shares_render(sp_shares *s, const char *name, const char *help, sp_buf *out, sp_error **err);
 
+/* src as a Prometheus label value in dst (cap >= 1 bytes, cut to fit):
+ * characters outside [A-Za-z0-9_.:*[]-] become '_'. */
+void sp_shares_label(char *dst, size_t cap, const char *src);
+
 #endif
