@@ -264,6 +264,12 @@ void wk__sessions_detach(wk_sandbox *sb)
                 wk_session_detach_agent(sb->execs[i]->session);
 }
 
+void wk__sessions_lose(wk_sandbox *sb, const char *why)
+{
+        for (size_t i = 0; i < sb->nexecs; i++)
+                wk_session_lose(sb->execs[i]->session, why);
+}
+
 void wk__sessions_remove_all(wk_sandbox *sb)
 {
         for (size_t i = 0; i < sb->nexecs; i++) {

@@ -97,6 +97,8 @@ wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **e
 void wk__sessions_load(wk_sandbox *sb);
 void wk__sessions_attach(wk_sandbox *sb);
 void wk__sessions_detach(wk_sandbox *sb);
+/* The sandbox's processes are gone: its unfinished sessions fail with why (wk_session_lose). */
+void wk__sessions_lose(wk_sandbox *sb, const char *why);
 void wk__sessions_remove_all(wk_sandbox *sb);
 /* templates (node.c) */
 wk_template *wk__template_find(wk_node *n, const char *name);

@@ -133,7 +133,7 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
         if (wk__sandbox_connect_agent(sb, &e) < 0) {
                 if (sb->box && !sb->node->backend->ops->alive(sb->box)) {
                         set_failed(sb, "the sandbox's init exited");
-                        wk__sessions_detach(sb);
+                        wk__sessions_lose(sb, "the sandbox's init exited");
                         return;
                 }
                 struct timeval tv = {1, 0};
@@ -561,7 +561,7 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
         if (n->backend->ops->suspend(sb->box, &sb->suspended, err) < 0)
                 return sp_error_wrap(err, "suspend %s", id);
         if (!sb->suspended.memory)
-                wk__sessions_detach(sb);
+                wk__sessions_lose(sb, "the sandbox was stopped");
         sb->state = WK_SB_SUSPENDED;
         return wk__sandbox_persist(sb, err);
 }
@@ -717,7 +717,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                         agent_log_unwatch(sb);
                         n->backend->ops->forget(sb->box);
                         sb->box = NULL;
-                        wk__sessions_detach(sb);
+                        wk__sessions_lose(sb, "the sandbox was restarted after its worker was down");
                         if (sp_mkdir_p(runtime, 0700, &e) < 0 ||
                             n->backend->ops->create(n->backend, &spec, &sb->box, &e) < 0) {
                                 set_failed(sb, "restart after the worker was down: %s", e->message);

@@ -546,6 +546,18 @@ void wk_session_detach_agent(wk_session *s)
         s->stdin_credit = 0;
 }
 
+void wk_session_lose(wk_session *s, const char *why)
+{
+        wk_session_detach_agent(s);
+        if (s->state == WK_SESSION_STARTING || s->state == WK_SESSION_RUNNING) {
+                set_failed(s, why);
+        } else if (s->draining) {
+                s->draining = false;
+                (void)persist(s, NULL);
+                notify(s, 1);
+        }
+}
+
 void wk_session_free(wk_session *s)
 {
         if (!s)

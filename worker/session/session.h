@@ -95,6 +95,10 @@ bool wk_session_output_complete(const wk_session *s);
 int wk_session_attach_agent(wk_session *s, wk_agent_link *link, sp_error **err);
 /* The agent connection was lost: the session waits for wk_session_attach_agent. */
 void wk_session_detach_agent(wk_session *s);
+/* The sandbox's processes are gone (it was stopped, or its init died): the
+ * session is detached and, unless it had already ended, failed with why. An
+ * exited command keeps its exit status; output the agent still held is lost. */
+void wk_session_lose(wk_session *s, const char *why);
 void wk_session_free(wk_session *s);
 /* Frees and deletes the session's directory (tells the agent to release it if attached). */
 int wk_session_remove(wk_session *s, sp_error **err);
