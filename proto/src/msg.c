@@ -32,6 +32,9 @@ void pr_msg_init(const pr_schema *s, void *out)
                         break;
                 case PR_STRING_MAP:
                 case PR_JSON:
+                case PR_ARRAY:
+                case PR_STRING_ARRAY:
+                case PR_INT_MAP:
                         *AT(out, f, json_object *) = NULL;
                         break;
                 case PR_OBJECT:
@@ -41,18 +44,83 @@ void pr_msg_init(const pr_schema *s, void *out)
         }
 }
 
+/* The elements of the array a (field f) each a message of f->sub. */
+static int check_array(const pr_field *f, json_object *a, sp_error **err)
+{
+        size_t n = json_object_array_length(a);
+        for (size_t i = 0; i < n; i++) {
+                if (pr_msg_decode(f->sub, json_object_array_get_idx(a, i), NULL, err) < 0)
+                        return sp_error_wrap(err, "field '%s' item %zu", f->name, i);
+        }
+        return 0;
+}
+
+static int check_string_array(const pr_field *f, json_object *a, sp_error **err)
+{
+        size_t n = json_object_array_length(a);
+        for (size_t i = 0; i < n; i++) {
+                json_object *el = json_object_array_get_idx(a, i);
+                if (!el || !json_object_is_type(el, json_type_string))
+                        return sp_error_set(err, SP_E_INVALID, "field '%s' item %zu must be a string", f->name, i);
+                size_t len = (size_t)json_object_get_string_len(el);
+                if (len > f->value_max)
+                        return sp_error_set(err, SP_E_INVALID, "field '%s' item %zu is longer than %zu bytes", f->name,
+                                            i, f->value_max);
+        }
+        return 0;
+}
+
+static int check_int_map(const pr_field *f, json_object *map, sp_error **err)
+{
+        if ((size_t)json_object_object_length(map) > f->items)
+                return sp_error_set(err, SP_E_INVALID, "field '%s' has more than %zu entries", f->name, f->items);
+        json_object_object_foreach (map, key, val) {
+                size_t kl = strlen(key);
+                if (kl == 0 || kl > f->key_max)
+                        return sp_error_set(err, SP_E_INVALID, "field '%s' has a key of %zu bytes (1 to %zu allowed)",
+                                            f->name, kl, f->key_max);
+                if (!val || !json_object_is_type(val, json_type_int) || json_object_get_int64(val) < f->min ||
+                    json_object_get_int64(val) > f->max)
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "field '%s.%.100s' must be an integer between %lld and %lld", f->name, key,
+                                            (long long)f->min, (long long)f->max);
+        }
+        return 0;
+}
+
 static int decode_field(const pr_field *f, json_object *obj, void *out, sp_error **err)
 {
+        int r = -SP_E_INVALID;
         switch (f->kind) {
-        case PR_STRING:
-                return sp_json_get_string(obj, f->name, f->required, (size_t)f->max, AT(out, f, const char *), err);
-        case PR_INT:
-                return sp_json_get_int(obj, f->name, f->required, f->min, f->max, AT(out, f, int64_t), err);
-        case PR_BOOL:
-                return sp_json_get_bool(obj, f->name, f->required, AT(out, f, bool), err);
-        case PR_STRING_MAP:
-                return sp_json_get_string_map(obj, f->name, f->required, (size_t)f->max, f->key_max, f->value_max,
-                                              AT(out, f, json_object *), err);
+        case PR_STRING: {
+                const char *v = NULL;
+                r = sp_json_get_string(obj, f->name, f->required, (size_t)f->max, &v, err);
+                if (r == 0 && out && v)
+                        *AT(out, f, const char *) = v;
+                return r;
+        }
+        case PR_INT: {
+                int64_t v = f->def;
+                r = sp_json_get_int(obj, f->name, f->required, f->min, f->max, &v, err);
+                if (r == 0 && out)
+                        *AT(out, f, int64_t) = v;
+                return r;
+        }
+        case PR_BOOL: {
+                bool v = f->def != 0;
+                r = sp_json_get_bool(obj, f->name, f->required, &v, err);
+                if (r == 0 && out)
+                        *AT(out, f, bool) = v;
+                return r;
+        }
+        case PR_STRING_MAP: {
+                json_object *v = NULL;
+                r = sp_json_get_string_map(obj, f->name, f->required, (size_t)f->max, f->key_max, f->value_max, &v,
+                                           err);
+                if (r == 0 && out)
+                        *AT(out, f, json_object *) = v;
+                return r;
+        }
         case PR_JSON: {
                 json_object *v = NULL;
                 if (!json_object_object_get_ex(obj, f->name, &v) || !v) {
@@ -60,14 +128,36 @@ static int decode_field(const pr_field *f, json_object *obj, void *out, sp_error
                                 return sp_error_set(err, SP_E_INVALID, "missing required field '%s'", f->name);
                         return 0;
                 }
-                *AT(out, f, json_object *) = v;
+                if (out)
+                        *AT(out, f, json_object *) = v;
+                return 0;
+        }
+        case PR_ARRAY:
+        case PR_STRING_ARRAY: {
+                json_object *a = NULL;
+                if (sp_json_get_array(obj, f->name, f->required, f->items, &a, err) < 0)
+                        return -SP_E_INVALID;
+                if (a && (f->kind == PR_ARRAY ? check_array(f, a, err) : check_string_array(f, a, err)) < 0)
+                        return -SP_E_INVALID;
+                if (out)
+                        *AT(out, f, json_object *) = a;
+                return 0;
+        }
+        case PR_INT_MAP: {
+                json_object *m = NULL;
+                if (sp_json_get_object(obj, f->name, f->required, &m, err) < 0)
+                        return -SP_E_INVALID;
+                if (m && check_int_map(f, m, err) < 0)
+                        return -SP_E_INVALID;
+                if (out)
+                        *AT(out, f, json_object *) = m;
                 return 0;
         }
         case PR_OBJECT: {
                 json_object *sub = NULL;
                 if (sp_json_get_object(obj, f->name, f->required, &sub, err) < 0)
                         return -SP_E_INVALID;
-                if (sub && pr_msg_decode(f->sub, sub, AT(out, f, char), err) < 0)
+                if (sub && pr_msg_decode(f->sub, sub, out ? AT(out, f, char) : NULL, err) < 0)
                         return sp_error_wrap(err, "field '%s'", f->name);
                 return 0;
         }
@@ -77,12 +167,13 @@ static int decode_field(const pr_field *f, json_object *obj, void *out, sp_error
 
 int pr_msg_decode(const pr_schema *s, json_object *obj, void *out, sp_error **err)
 {
-        pr_msg_init(s, out);
+        if (out)
+                pr_msg_init(s, out);
         if (!obj || !json_object_is_type(obj, json_type_object))
                 return sp_error_set(err, SP_E_INVALID, "expected a JSON object");
         json_object_object_foreach (obj, key, val) {
                 (void)val;
-                if (!pr_msg_field(s, key))
+                if (!s->open && !pr_msg_field(s, key))
                         return sp_error_set(err, SP_E_INVALID, "unknown field '%.100s'", key);
         }
         for (size_t i = 0; i < s->nfields; i++)
@@ -111,6 +202,9 @@ static bool all_absent(const pr_schema *s, const void *in)
                         break;
                 case PR_STRING_MAP:
                 case PR_JSON:
+                case PR_ARRAY:
+                case PR_STRING_ARRAY:
+                case PR_INT_MAP:
                         if (*CAT(in, f, json_object *))
                                 return false;
                         break;
@@ -149,7 +243,10 @@ json_object *pr_msg_encode(const pr_schema *s, const void *in)
                         break;
                 }
                 case PR_STRING_MAP:
-                case PR_JSON: {
+                case PR_JSON:
+                case PR_ARRAY:
+                case PR_STRING_ARRAY:
+                case PR_INT_MAP: {
                         json_object *j = *CAT(in, f, json_object *);
                         if (j)
                                 v = json_object_deep_copy(j, &v, NULL) == 0 ? v : NULL;

@@ -12,6 +12,14 @@
  * nested message's errors are prefixed "field 'x': ". A JSON null counts as
  * absent. An absent optional field takes the field's default (def).
  *
+ * A schema marked open (PR_SCHEMA_OPEN) ignores fields it does not name:
+ * answers are open, so that a newer server may add a field without breaking
+ * an older client; requests are closed.
+ *
+ * Arrays and integer maps are checked whole when decoded and kept as the
+ * JSON value (borrowed): a PR_ARRAY's elements then decode with its sub
+ * schema without failing, so a caller walks them with pr_msg_decode.
+ *
  * Ownership: decoded strings and JSON values are borrowed from the object
  * that was decoded and live as long as it does; nothing is allocated, so a
  * decoded struct needs no freeing. Encoding copies: the result is a new
@@ -37,6 +45,10 @@ typedef enum pr_kind {
                           value_max bytes; NULL when absent */
         PR_OBJECT, /* a nested message (sub) held in the struct at offset */
         PR_JSON, /* json_object * of any JSON value, NULL when absent: checked by whoever it is passed on to */
+        PR_ARRAY, /* json_object * array of at most items objects, each a message of sub; NULL when absent */
+        PR_STRING_ARRAY, /* json_object * array of at most items strings of up to value_max bytes; NULL when absent */
+        PR_INT_MAP, /* json_object * object of at most items entries, keys up to key_max bytes, integer values
+                       min to max; NULL when absent */
 } pr_kind;
 
 typedef struct pr_schema pr_schema;
@@ -47,15 +59,17 @@ typedef struct pr_field {
         bool required;
         int64_t min, max; /* PR_INT: the range; PR_STRING: max bytes; PR_STRING_MAP: max entries */
         int64_t def; /* PR_INT, PR_BOOL: the value when absent (and left out when encoding) */
-        size_t key_max, value_max; /* PR_STRING_MAP */
+        size_t key_max, value_max; /* PR_STRING_MAP, PR_INT_MAP (keys), PR_STRING_ARRAY (values) */
+        size_t items; /* PR_ARRAY, PR_STRING_ARRAY, PR_INT_MAP: the most entries */
         size_t offset; /* of the member in the struct */
-        const pr_schema *sub; /* PR_OBJECT */
+        const pr_schema *sub; /* PR_OBJECT, PR_ARRAY */
 } pr_field;
 
 struct pr_schema {
         const char *name; /* for messages about the schema itself */
         const pr_field *fields;
         size_t nfields;
+        bool open; /* fields it does not name are ignored (answers), not refused (requests) */
 };
 
 /* Field-table helpers: F is the struct type, m the member. */
@@ -85,6 +99,25 @@ struct pr_schema {
         { \
                 .name = (json), .kind = PR_JSON, .required = (req), .offset = offsetof(F, m) \
         }
+#define PR_F_ARRAY(F, json, m, req, n, schema) \
+        { \
+                .name = (json), .kind = PR_ARRAY, .required = (req), .items = (n), .offset = offsetof(F, m), \
+                .sub = (schema) \
+        }
+#define PR_F_STRING_ARRAY(F, json, m, req, n, valmax) \
+        { \
+                .name = (json), .kind = PR_STRING_ARRAY, .required = (req), .items = (n), .value_max = (valmax), \
+                .offset = offsetof(F, m) \
+        }
+#define PR_F_INT_MAP(F, json, m, req, n, keymax, lo, hi) \
+        { \
+                .name = (json), .kind = PR_INT_MAP, .required = (req), .items = (n), .key_max = (keymax), .min = (lo), \
+                .max = (hi), .offset = offsetof(F, m) \
+        }
+#define PR_SCHEMA_OPEN(id, fieldtab) \
+        { \
+                .name = (id), .fields = (fieldtab), .nfields = sizeof(fieldtab) / sizeof((fieldtab)[0]), .open = true \
+        }
 #define PR_SCHEMA(id, fieldtab) \
         { \
                 .name = (id), .fields = (fieldtab), .nfields = sizeof(fieldtab) / sizeof((fieldtab)[0]) \
@@ -93,7 +126,7 @@ struct pr_schema {
 /* Sets every field of out (the schema's struct) to its absent value. */
 void pr_msg_init(const pr_schema *s, void *out);
 
-/* Decodes obj into out (the schema's struct). On failure returns
+/* Decodes obj into out (the schema's struct); out NULL only checks. On failure returns
  * -SP_E_INVALID with the error naming the field; out is then partly
  * written (and still needs no freeing). */
 int pr_msg_decode(const pr_schema *s, json_object *obj, void *out, sp_error **err);
