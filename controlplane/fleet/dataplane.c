@@ -16,28 +16,19 @@
 #include "store/keys.h"
 #include "store/tokenkeys.h"
 
-/* As in Join: longer than any token, so that an over-long one gets the token answer. */
-#define TOKEN_FIELD_MAX 4096
-
-typedef struct dp_join_req {
-        const char *token, *name, *csr;
-} dp_join_req;
-
-static int parse(json_object *req, dp_join_req *r, sp_error **err)
+/* Decodes the data plane's Join (space/controlplane_rpc.h), then checks the
+ * name. Strings are borrowed from req. */
+static int parse(json_object *req, pr_cp_join *r, sp_error **err)
 {
+        /* The codec would call them unknown: say why they are. */
         static const char *const worker_only[] = {"address", "backend", "labels"};
-        static const char *const fields[] = {"role", "token", "name", "csr", NULL};
-        memset(r, 0, sizeof(*r));
         for (size_t i = 0; i < SP_ARRAY_SIZE(worker_only); i++) {
                 json_object *v = NULL;
                 if (json_object_object_get_ex(req, worker_only[i], &v) && v)
                         return sp_error_set(err, SP_E_INVALID, "field '%s' is not allowed with role dataplane",
                                             worker_only[i]);
         }
-        if (sp_json_check_fields(req, fields, err) < 0 ||
-            sp_json_get_string(req, "token", true, TOKEN_FIELD_MAX, &r->token, err) < 0 ||
-            sp_json_get_string(req, "name", true, CP_FLEET_NAME_MAX, &r->name, err) < 0 ||
-            sp_json_get_string(req, "csr", true, SP_PKI_MAX_PEM, &r->csr, err) < 0)
+        if (pr_msg_decode(&pr_cp_join_dataplane_schema, req, r, err) < 0)
                 return -SP_E_INVALID;
         if (!cp__fleet_name_ok(r->name))
                 return sp_error_set(
@@ -47,7 +38,7 @@ static int parse(json_object *req, dp_join_req *r, sp_error **err)
 }
 
 /* Everything after the token check, inside the transaction. */
-static int record(cp_fleet *f, const dp_join_req *r, const char *token_id, char **ret_cert, json_object **ret_keys,
+static int record(cp_fleet *f, const pr_cp_join *r, const char *token_id, char **ret_cert, json_object **ret_keys,
                   sp_error **err)
 {
         sp_pki_cert_info info;
@@ -76,7 +67,7 @@ static int record(cp_fleet *f, const dp_join_req *r, const char *token_id, char 
 
 int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, sp_error **err)
 {
-        dp_join_req r;
+        pr_cp_join r;
         if (parse(req, &r, err) < 0)
                 return -SP_E_INVALID;
         if (cp_db_begin(f->db, err) < 0)
@@ -94,10 +85,8 @@ int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, s
                 return rc;
         }
         sp_log_info_kv(SP_KV("dataplane", r.name, "token_id", token_id), "data plane joined");
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "certificate", json_object_new_string(cert));
-        json_object_object_add(o, "ca", json_object_new_string(f->ca_pem));
-        json_object_object_add(o, "token_keys", json_object_get(keys));
+        pr_cp_join_dataplane_resp resp = {.certificate = cert, .ca = f->ca_pem, .token_keys = keys};
+        json_object *o = pr_msg_encode(&pr_cp_join_dataplane_resp_schema, &resp);
         *ret = o;
         return 0;
 }
@@ -105,15 +94,15 @@ int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, s
 void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata)
 {
         cp_fleet *f = userdata;
-        static const char *const none[] = {NULL};
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *keys = NULL;
-        if (sp_json_check_fields(req, none, &e) < 0 || cp_token_keys_public(f->db, &keys, &e) < 0) {
+        pr_cp_empty none;
+        if (pr_msg_decode(&pr_cp_empty_schema, req, &none, &e) < 0 || cp_token_keys_public(f->db, &keys, &e) < 0) {
                 sp_rpc_call_fail(call, e);
                 return;
         }
-        _cleanup_json_ json_object *resp = json_object_new_object();
-        json_object_object_add(resp, "token_keys", json_object_get(keys));
+        pr_cp_token_keys_resp r = {.token_keys = keys};
+        _cleanup_json_ json_object *resp = pr_msg_encode(&pr_cp_token_keys_resp_schema, &r);
         sp_rpc_call_reply(call, resp, NULL);
 }
 

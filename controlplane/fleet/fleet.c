@@ -11,8 +11,8 @@
 
 #define DEFAULT_CERT_DAYS 365
 #define DEFAULT_HEARTBEAT_MS 2000
-#define HEARTBEAT_MS_MIN 100
-#define HEARTBEAT_MS_MAX 600000
+#define HEARTBEAT_MS_MIN PR_CP_HEARTBEAT_MS_MIN
+#define HEARTBEAT_MS_MAX PR_CP_HEARTBEAT_MS_MAX
 
 SP_DEFINE_CLEANUP(SSL_CTX *, SSL_CTX_free)
 
@@ -184,24 +184,17 @@ bool cp__fleet_object_name_ok(const char *s)
                strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
-int cp__fleet_get_labels(json_object *req, json_object **ret, sp_error **err)
+int cp__fleet_check_labels(json_object *labels, sp_error **err)
 {
-        json_object *labels = NULL;
-        if (sp_json_get_string_map(req, "labels", false, CP_FLEET_LABELS_MAX, CP_FLEET_LABEL_KEY_MAX,
-                                   CP_FLEET_LABEL_VALUE_MAX, &labels, err) < 0)
-                return -SP_E_INVALID;
-        if (labels) {
-                json_object_object_foreach (labels, k, v) {
-                        size_t kl = strlen(k);
-                        if (strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") != kl)
-                                return sp_error_set(err, SP_E_INVALID, "label key '%.128s' must be of [A-Za-z0-9._/-]",
-                                                    k);
-                        for (const char *p = json_object_get_string(v); *p; p++)
-                                if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-                                        return sp_error_set(err, SP_E_INVALID, "label '%.128s' must be printable ASCII",
-                                                            k);
-                }
+        if (!labels)
+                return 0;
+        json_object_object_foreach (labels, k, v) {
+                size_t kl = strlen(k);
+                if (strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") != kl)
+                        return sp_error_set(err, SP_E_INVALID, "label key '%.128s' must be of [A-Za-z0-9._/-]", k);
+                for (const char *p = json_object_get_string(v); *p; p++)
+                        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+                                return sp_error_set(err, SP_E_INVALID, "label '%.128s' must be printable ASCII", k);
         }
-        *ret = labels;
         return 0;
 }

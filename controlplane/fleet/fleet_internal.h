@@ -11,18 +11,14 @@
 #include <stdbool.h>
 
 #include "fleet/fleet.h"
+#include "space/controlplane_rpc.h"
 
-/* Bounds on what a worker may send (proto/spec/controlplane-rpc.md). */
-#define CP_FLEET_NAME_MAX 63
-#define CP_FLEET_ADDRESS_MAX 262 /* "[" + 253 + "]:" + 5 */
+/* Bounds on what a worker may send (proto/spec/controlplane-rpc.md): the
+ * codecs' (space/controlplane_rpc.h), which check them when decoding. */
+#define CP_FLEET_NAME_MAX PR_CP_NAME_MAX
+#define CP_FLEET_ADDRESS_MAX PR_CP_ADDRESS_MAX
 #define CP_FLEET_TOKEN_MAX 200
-#define CP_FLEET_LABELS_MAX 64
-#define CP_FLEET_LABEL_KEY_MAX 128
-#define CP_FLEET_LABEL_VALUE_MAX 256
-#define CP_FLEET_TEMPLATES_MAX 10000
-#define CP_FLEET_SANDBOXES_MAX 100000
-#define CP_FLEET_OBJECT_NAME_MAX 128 /* sandbox ids and template names as the worker knows them */
-#define CP_FLEET_RESOURCE_MAX (INT64_C(1) << 40)
+#define CP_FLEET_OBJECT_NAME_MAX PR_CP_OBJECT_NAME_MAX /* sandbox ids and template names as the worker knows them */
 
 /* The NOTIFY channel the controllers LISTEN on; payloads "worker:<id>". */
 #define CP_FLEET_CHANNEL "space_work"
@@ -40,10 +36,9 @@ bool cp__fleet_name_ok(const char *s);
 bool cp__fleet_backend_ok(const char *s);
 /* [A-Za-z0-9._-], 1..CP_FLEET_OBJECT_NAME_MAX bytes. */
 bool cp__fleet_object_name_ok(const char *s);
-/* The optional "labels" field: a string map within the bounds above, keys of
- * [A-Za-z0-9._/-], values of printable ASCII. *ret is borrowed from req, or
- * NULL when absent. */
-int cp__fleet_get_labels(json_object *req, json_object **ret, sp_error **err);
+/* What the codec cannot check of decoded labels (a string map within the
+ * bounds, or NULL): keys of [A-Za-z0-9._/-], values of printable ASCII. */
+int cp__fleet_check_labels(json_object *labels, sp_error **err);
 
 /* Checks a presented join token against join_tokens and consumes one use, in
  * the caller's open transaction. Every failure (malformed, unknown, wrong

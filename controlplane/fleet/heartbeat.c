@@ -15,87 +15,7 @@
 #include "space/json.h"
 #include "space/log.h"
 
-#define WARM_MAX 100000
-#define ARTIFACT_BYTES_MAX (INT64_C(1) << 50)
-
 static const char *const sandbox_states[] = {"creating", "running", "paused", "suspended", "failed", NULL};
-
-static int get_resources(json_object *req, const char *field, json_object **ret, sp_error **err)
-{
-        /* disk_mb is optional: a worker that does not report its storage pool is
-         * not checked for disk (older workers). */
-        static const char *const fields[] = {"cpu_millis", "memory_mb", "slots", "disk_mb", NULL};
-        json_object *o = NULL;
-        if (sp_json_get_object(req, field, true, &o, err) < 0)
-                return -SP_E_INVALID;
-        int64_t v;
-        if (sp_json_check_fields(o, fields, err) < 0)
-                return sp_error_wrap(err, "%s", field);
-        for (size_t i = 0; fields[i]; i++)
-                if (sp_json_get_int(o, fields[i], strcmp(fields[i], "disk_mb") != 0, 0, CP_FLEET_RESOURCE_MAX, &v,
-                                    err) < 0)
-                        return sp_error_wrap(err, "%s", field);
-        *ret = o;
-        return 0;
-}
-
-static int check_templates(json_object *req, json_object **ret, sp_error **err)
-{
-        json_object *arr = NULL;
-        if (sp_json_get_array(req, "templates", false, CP_FLEET_TEMPLATES_MAX, &arr, err) < 0)
-                return -SP_E_INVALID;
-        for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
-                json_object *t = json_object_array_get_idx(arr, i);
-                if (!json_object_is_type(t, json_type_string) || !cp__fleet_object_name_ok(json_object_get_string(t)))
-                        return sp_error_set(err, SP_E_INVALID, "templates[%zu] must be a name of [A-Za-z0-9._-]", i);
-        }
-        *ret = arr;
-        return 0;
-}
-
-static int check_warm(json_object *req, json_object **ret, sp_error **err)
-{
-        json_object *warm = NULL;
-        if (sp_json_get_object(req, "warm", false, &warm, err) < 0)
-                return -SP_E_INVALID;
-        if (warm && (size_t)json_object_object_length(warm) > CP_FLEET_TEMPLATES_MAX)
-                return sp_error_set(err, SP_E_INVALID, "field 'warm' has more than %d entries", CP_FLEET_TEMPLATES_MAX);
-        if (warm) {
-                json_object_object_foreach (warm, k, v) {
-                        if (!cp__fleet_object_name_ok(k))
-                                return sp_error_set(err, SP_E_INVALID, "warm: '%.128s' is not a template name", k);
-                        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-                            json_object_get_int64(v) > WARM_MAX)
-                                return sp_error_set(err, SP_E_INVALID, "warm.%s must be an integer between 0 and %d", k,
-                                                    WARM_MAX);
-                }
-        }
-        *ret = warm;
-        return 0;
-}
-
-/* artifacts and template_bytes: {"<template>": bytes, …}. */
-static int check_sizes(json_object *req, const char *field, json_object **ret, sp_error **err)
-{
-        json_object *sizes = NULL;
-        if (sp_json_get_object(req, field, false, &sizes, err) < 0)
-                return -SP_E_INVALID;
-        if (sizes && (size_t)json_object_object_length(sizes) > CP_FLEET_TEMPLATES_MAX)
-                return sp_error_set(err, SP_E_INVALID, "field '%s' has more than %d entries", field,
-                                    CP_FLEET_TEMPLATES_MAX);
-        if (sizes) {
-                json_object_object_foreach (sizes, k, v) {
-                        if (!cp__fleet_object_name_ok(k))
-                                return sp_error_set(err, SP_E_INVALID, "%s: '%.128s' is not a template name", field, k);
-                        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-                            json_object_get_int64(v) > ARTIFACT_BYTES_MAX)
-                                return sp_error_set(err, SP_E_INVALID, "%s.%s must be an integer between 0 and 2^50",
-                                                    field, k);
-                }
-        }
-        *ret = sizes;
-        return 0;
-}
 
 static bool one_of(const char *s, const char *const *set)
 {
@@ -105,65 +25,76 @@ static bool one_of(const char *s, const char *const *set)
         return false;
 }
 
-static int check_sandboxes(json_object *req, json_object **ret, sp_error **err)
+/* The checks a schema cannot make, on a decoded request: template names
+ * and sandbox ids of [A-Za-z0-9._-], known sandbox states, labels. */
+static int check_templates(json_object *arr, sp_error **err)
 {
-        static const char *const fields[] = {"id", "state", "template", NULL};
-        json_object *arr = NULL;
-        if (sp_json_get_array(req, "sandboxes", false, CP_FLEET_SANDBOXES_MAX, &arr, err) < 0)
-                return -SP_E_INVALID;
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
+                if (!cp__fleet_object_name_ok(json_object_get_string(json_object_array_get_idx(arr, i))))
+                        return sp_error_set(err, SP_E_INVALID, "templates[%zu] must be a name of [A-Za-z0-9._-]", i);
+        return 0;
+}
+
+/* artifacts, template_bytes and warm: keyed by template name. */
+static int check_keys(json_object *map, const char *field, sp_error **err)
+{
+        if (!map)
+                return 0;
+        json_object_object_foreach (map, k, v) {
+                (void)v;
+                if (!cp__fleet_object_name_ok(k))
+                        return sp_error_set(err, SP_E_INVALID, "%s: '%.128s' is not a template name", field, k);
+        }
+        return 0;
+}
+
+static int check_sandboxes(json_object *arr, sp_error **err)
+{
         for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
-                json_object *sb = json_object_array_get_idx(arr, i);
-                const char *id = NULL, *state = NULL, *tpl = NULL;
-                if (sp_json_check_fields(sb, fields, err) < 0 ||
-                    sp_json_get_string(sb, "id", true, CP_FLEET_OBJECT_NAME_MAX, &id, err) < 0 ||
-                    sp_json_get_string(sb, "state", true, 16, &state, err) < 0 ||
-                    sp_json_get_string(sb, "template", true, CP_FLEET_OBJECT_NAME_MAX, &tpl, err) < 0)
+                pr_cp_sandbox sb;
+                if (pr_msg_decode(&pr_cp_sandbox_schema, json_object_array_get_idx(arr, i), &sb, err) < 0)
                         return sp_error_wrap(err, "sandboxes[%zu]", i);
-                if (!cp__fleet_object_name_ok(id) || !cp__fleet_object_name_ok(tpl))
+                if (!cp__fleet_object_name_ok(sb.id) || !cp__fleet_object_name_ok(sb.template_name))
                         return sp_error_set(err, SP_E_INVALID,
                                             "sandboxes[%zu]: id and template must be of [A-Za-z0-9._-]", i);
-                if (!one_of(state, sandbox_states))
-                        return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: unknown state '%s'", i, state);
+                if (!one_of(sb.state, sandbox_states))
+                        return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: unknown state '%s'", i, sb.state);
         }
-        *ret = arr;
         return 0;
 }
 
 typedef struct heartbeat_req {
-        const char *address, *backend;
-        json_object *labels, *capacity;
+        pr_cp_heartbeat m; /* borrowed from the request */
+        json_object *capacity; /* owned: the capacity as stored */
         json_object *observed; /* owned: used, templates, artifacts, template_bytes, warm, sandboxes */
 } heartbeat_req;
 
+static json_object *or_empty(json_object *v, json_type type)
+{
+        return v ? json_object_get(v) : type == json_type_array ? json_object_new_array() : json_object_new_object();
+}
+
 static int parse(json_object *req, heartbeat_req *r, sp_error **err)
 {
-        static const char *const fields[] = {"address",   "backend",        "labels", "capacity",  "used", "templates",
-                                             "artifacts", "template_bytes", "warm",   "sandboxes", NULL};
-        json_object *used = NULL, *templates = NULL, *artifacts = NULL, *bytes = NULL, *warm = NULL, *sandboxes = NULL;
-        if (sp_json_check_fields(req, fields, err) < 0 ||
-            sp_json_get_string(req, "address", true, CP_FLEET_ADDRESS_MAX, &r->address, err) < 0 ||
-            sp_json_get_string(req, "backend", true, 32, &r->backend, err) < 0 ||
-            cp__fleet_get_labels(req, &r->labels, err) < 0 || get_resources(req, "capacity", &r->capacity, err) < 0 ||
-            get_resources(req, "used", &used, err) < 0 || check_templates(req, &templates, err) < 0 ||
-            check_sizes(req, "artifacts", &artifacts, err) < 0 || check_sizes(req, "template_bytes", &bytes, err) < 0 ||
-            check_warm(req, &warm, err) < 0 || check_sandboxes(req, &sandboxes, err) < 0)
+        pr_cp_heartbeat *m = &r->m;
+        if (pr_msg_decode(&pr_cp_heartbeat_schema, req, m, err) < 0 || cp__fleet_check_labels(m->labels, err) < 0 ||
+            check_templates(m->templates, err) < 0 || check_keys(m->artifacts, "artifacts", err) < 0 ||
+            check_keys(m->template_bytes, "template_bytes", err) < 0 || check_keys(m->warm, "warm", err) < 0 ||
+            check_sandboxes(m->sandboxes, err) < 0)
                 return -SP_E_INVALID;
-        if (!cp_fleet_address_ok(r->address))
+        if (!cp_fleet_address_ok(m->address))
                 return sp_error_set(err, SP_E_INVALID, "address '%s' must be HOST:PORT the control plane can dial",
-                                    r->address);
-        if (!cp__fleet_backend_ok(r->backend))
-                return sp_error_set(err, SP_E_INVALID, "backend '%s' must be jail, qemu or firecracker", r->backend);
+                                    m->address);
+        if (!cp__fleet_backend_ok(m->backend))
+                return sp_error_set(err, SP_E_INVALID, "backend '%s' must be jail, qemu or firecracker", m->backend);
+        r->capacity = pr_msg_encode(&pr_cp_resources_schema, &m->capacity);
         r->observed = json_object_new_object();
-        json_object_object_add(r->observed, "used", json_object_get(used));
-        json_object_object_add(r->observed, "templates",
-                               templates ? json_object_get(templates) : json_object_new_array());
-        json_object_object_add(r->observed, "artifacts",
-                               artifacts ? json_object_get(artifacts) : json_object_new_object());
-        json_object_object_add(r->observed, "template_bytes",
-                               bytes ? json_object_get(bytes) : json_object_new_object());
-        json_object_object_add(r->observed, "warm", warm ? json_object_get(warm) : json_object_new_object());
-        json_object_object_add(r->observed, "sandboxes",
-                               sandboxes ? json_object_get(sandboxes) : json_object_new_array());
+        json_object_object_add(r->observed, "used", pr_msg_encode(&pr_cp_resources_schema, &m->used));
+        json_object_object_add(r->observed, "templates", or_empty(m->templates, json_type_array));
+        json_object_object_add(r->observed, "artifacts", or_empty(m->artifacts, json_type_object));
+        json_object_object_add(r->observed, "template_bytes", or_empty(m->template_bytes, json_type_object));
+        json_object_object_add(r->observed, "warm", or_empty(m->warm, json_type_object));
+        json_object_object_add(r->observed, "sandboxes", or_empty(m->sandboxes, json_type_array));
         return 0;
 }
 
@@ -293,9 +224,9 @@ static int store(cp_fleet *f, const char *name, const heartbeat_req *r, heartbea
         char hb[24];
         snprintf(hb, sizeof(hb), "%lld", (long long)f->cfg.heartbeat_ms);
         const char *params[] = {ret->worker_id,
-                                r->address,
-                                r->backend,
-                                r->labels ? sp_json_str(r->labels) : NULL,
+                                r->m.address,
+                                r->m.backend,
+                                r->m.labels ? sp_json_str(r->m.labels) : NULL,
                                 sp_json_str(r->capacity),
                                 sp_json_str(r->observed),
                                 hb};
@@ -325,6 +256,7 @@ static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_objec
         if (rc == 0)
                 rc = cp_db_begin(f->db, err);
         if (rc < 0) {
+                sp_json_putp(&r.capacity);
                 sp_json_putp(&r.observed);
                 return rc;
         }
@@ -332,6 +264,7 @@ static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_objec
         rc = store(f, name, &r, &res, err);
         if (rc == 0)
                 rc = cp_db_commit(f->db, err);
+        sp_json_putp(&r.capacity);
         sp_json_putp(&r.observed);
         if (rc < 0) {
                 cp_db_rollback(f->db);
@@ -339,11 +272,11 @@ static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_objec
         }
         if (res.recovered)
                 sp_log_info_kv(SP_KV("worker_id", res.worker_id, "worker", name), "worker is %s again", res.state);
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "worker_id", json_object_new_string(res.worker_id));
-        json_object_object_add(o, "state", json_object_new_string(res.state));
-        json_object_object_add(o, "admin_state", json_object_new_string(res.admin_state));
-        json_object_object_add(o, "heartbeat_ms", json_object_new_int64(f->cfg.heartbeat_ms));
+        pr_cp_heartbeat_resp resp = {.worker_id = res.worker_id,
+                                     .state = res.state,
+                                     .admin_state = res.admin_state,
+                                     .heartbeat_ms = f->cfg.heartbeat_ms};
+        json_object *o = pr_msg_encode(&pr_cp_heartbeat_resp_schema, &resp);
         *ret = o;
         return 0;
 }

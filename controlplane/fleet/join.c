@@ -14,25 +14,11 @@
 #include "space/json.h"
 #include "space/log.h"
 
-/* Longer than any token, so that an over-long one gets the token answer. */
-#define TOKEN_FIELD_MAX 4096
-
-typedef struct join_req {
-        const char *token, *name, *csr, *address, *backend;
-        json_object *labels;
-} join_req;
-
-static int parse(json_object *req, join_req *r, sp_error **err)
+/* Decodes the worker's Join (space/controlplane_rpc.h), then checks what
+ * the codec cannot. Strings and labels are borrowed from req. */
+static int parse(json_object *req, pr_cp_join *r, sp_error **err)
 {
-        static const char *const fields[] = {"role", "token", "name", "csr", "address", "backend", "labels", NULL};
-        memset(r, 0, sizeof(*r));
-        if (sp_json_check_fields(req, fields, err) < 0 ||
-            sp_json_get_string(req, "token", true, TOKEN_FIELD_MAX, &r->token, err) < 0 ||
-            sp_json_get_string(req, "name", true, CP_FLEET_NAME_MAX, &r->name, err) < 0 ||
-            sp_json_get_string(req, "csr", true, SP_PKI_MAX_PEM, &r->csr, err) < 0 ||
-            sp_json_get_string(req, "address", true, CP_FLEET_ADDRESS_MAX, &r->address, err) < 0 ||
-            sp_json_get_string(req, "backend", true, 32, &r->backend, err) < 0 ||
-            cp__fleet_get_labels(req, &r->labels, err) < 0)
+        if (pr_msg_decode(&pr_cp_join_worker_schema, req, r, err) < 0 || cp__fleet_check_labels(r->labels, err) < 0)
                 return -SP_E_INVALID;
         if (!cp__fleet_name_ok(r->name))
                 return sp_error_set(
@@ -47,7 +33,7 @@ static int parse(json_object *req, join_req *r, sp_error **err)
 }
 
 /* Everything after the token check, inside the transaction. */
-static int record(cp_fleet *f, const join_req *r, const char *token_id, char **ret_cert,
+static int record(cp_fleet *f, const pr_cp_join *r, const char *token_id, char **ret_cert,
                   char ret_worker_id[static SP_ID_MAX], sp_error **err)
 {
         sp_pki_cert_info info;
@@ -94,7 +80,7 @@ static int record(cp_fleet *f, const join_req *r, const char *token_id, char **r
 
 static int join(cp_fleet *f, json_object *req, json_object **ret, sp_error **err)
 {
-        join_req r;
+        pr_cp_join r;
         if (parse(req, &r, err) < 0)
                 return -SP_E_INVALID;
         if (cp_db_begin(f->db, err) < 0)
@@ -112,11 +98,9 @@ static int join(cp_fleet *f, json_object *req, json_object **ret, sp_error **err
         }
         sp_log_info_kv(SP_KV("worker_id", worker_id, "worker", r.name, "address", r.address, "token_id", token_id),
                        "worker joined");
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "worker_id", json_object_new_string(worker_id));
-        json_object_object_add(o, "certificate", json_object_new_string(cert));
-        json_object_object_add(o, "ca", json_object_new_string(f->ca_pem));
-        json_object_object_add(o, "heartbeat_ms", json_object_new_int64(f->cfg.heartbeat_ms));
+        pr_cp_join_worker_resp resp = {
+                .worker_id = worker_id, .certificate = cert, .ca = f->ca_pem, .heartbeat_ms = f->cfg.heartbeat_ms};
+        json_object *o = pr_msg_encode(&pr_cp_join_worker_resp_schema, &resp);
         *ret = o;
         return 0;
 }
@@ -126,7 +110,7 @@ void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *resp = NULL;
         const char *role = "worker";
-        int r = sp_json_get_string(req, "role", false, 16, &role, &e);
+        int r = sp_json_get_string(req, "role", false, PR_CP_ROLE_MAX, &role, &e);
         if (r == 0 && strcmp(role, "worker") == 0)
                 r = join(userdata, req, &resp, &e);
         else if (r == 0 && strcmp(role, "dataplane") == 0)

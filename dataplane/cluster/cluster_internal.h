@@ -43,6 +43,8 @@ void dp__cluster_path(const dp_cluster_config *cfg, const char *file, char out[s
 /* The "token_keys" array of a Join or TokenKeys answer: at most
  * SP_TOKEN_MAX_KEYS PEM strings, as a new NULL-terminated vector. */
 int dp__cluster_parse_keys(json_object *resp, char ***ret, sp_error **err);
+/* A decoded "token_keys" array (strings, or NULL) as a new NULL-terminated vector. */
+int dp__cluster_keys_strv(json_object *keys, char ***ret, sp_error **err);
 
 /* Saves keys to <state>/token-keys.json (atomically); a no-op without a state directory. */
 int dp__cluster_save_keys(const dp_cluster_config *cfg, char *const *keys, sp_error **err);

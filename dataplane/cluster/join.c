@@ -6,6 +6,7 @@
 #include "cluster/cluster.h"
 #include "cluster/cluster_internal.h"
 #include "space/cleanup.h"
+#include "space/controlplane_rpc.h"
 #include "space/join.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -18,10 +19,11 @@ void dp__cluster_path(const dp_cluster_config *cfg, const char *file, char out[s
 int dp_cluster_credentials(const dp_cluster_config *cfg, const char *ca_pem, const char *token, dp_keys *keys,
                            sp_join_creds *ret, sp_error **err)
 {
-        _cleanup_json_ json_object *req = json_object_new_object();
+        /* What a data plane's Join adds to token, name and csr (which the join library sets). */
+        pr_cp_join m = {.role = "dataplane"};
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_cp_join_dataplane_schema, &m);
         if (!req)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        json_object_object_add(req, "role", json_object_new_string("dataplane"));
         sp_join_config jc = {.role = SP_ROLE_DATAPLANE,
                              .noun = "data plane",
                              .control_plane = cfg->control_plane,
@@ -37,7 +39,9 @@ int dp_cluster_credentials(const dp_cluster_config *cfg, const char *ca_pem, con
         if (r < 0 || !answer)
                 return r;
         _cleanup_strv_free_ char **token_keys = NULL;
-        if (dp__cluster_parse_keys(answer, &token_keys, err) < 0) {
+        pr_cp_join_dataplane_resp a;
+        if (pr_msg_decode(&pr_cp_join_dataplane_resp_schema, answer, &a, err) < 0 ||
+            dp__cluster_keys_strv(a.token_keys, &token_keys, err) < 0) {
                 sp_join_creds_free(ret);
                 return sp_error_wrap(err, "join: the control plane's answer");
         }

@@ -11,6 +11,7 @@
 #include "cluster/cluster_internal.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
+#include "space/controlplane_rpc.h"
 #include "space/fileio.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -23,6 +24,10 @@
 #define KEYS_FILE_MAX (SP_TOKEN_MAX_KEYS * (SP_PKI_MAX_PEM + 64))
 #define KEYS_TIMEOUT_MS 10000
 
+/* The codec's bounds on the keys are these. */
+_Static_assert(PR_CP_TOKEN_KEYS_MAX == SP_TOKEN_MAX_KEYS, "TokenKeys: the keys a verifier holds");
+_Static_assert(PR_CP_PEM_MAX == SP_PKI_MAX_PEM, "TokenKeys: a PEM's bound");
+
 size_t dp__cluster_count(char *const *v)
 {
         size_t n = 0;
@@ -31,24 +36,38 @@ size_t dp__cluster_count(char *const *v)
         return n;
 }
 
-int dp__cluster_parse_keys(json_object *resp, char ***ret, sp_error **err)
+int dp__cluster_keys_strv(json_object *keys, char ***ret, sp_error **err)
 {
-        char **v = NULL;
-        if (sp_json_get_strv(resp, "token_keys", true, SP_TOKEN_MAX_KEYS, SP_PKI_MAX_PEM, &v, err) < 0)
-                return -SP_E_INVALID;
+        size_t n = keys ? json_object_array_length(keys) : 0;
+        char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] = strdup(json_object_get_string(json_object_array_get_idx(keys, i))))) {
+                        sp_strv_freep(&v);
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                }
         *ret = v;
         return 0;
+}
+
+int dp__cluster_parse_keys(json_object *resp, char ***ret, sp_error **err)
+{
+        pr_cp_token_keys_resp m;
+        if (pr_msg_decode(&pr_cp_token_keys_resp_schema, resp, &m, err) < 0)
+                return -SP_E_INVALID;
+        return dp__cluster_keys_strv(m.token_keys, ret, err);
 }
 
 int dp__cluster_save_keys(const dp_cluster_config *cfg, char *const *keys, sp_error **err)
 {
         if (!cfg->state_dir)
                 return 0;
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object *arr = json_object_new_array();
+        _cleanup_json_ json_object *arr = json_object_new_array();
         for (size_t i = 0; keys && keys[i]; i++)
                 json_object_array_add(arr, json_object_new_string(keys[i]));
-        json_object_object_add(o, "token_keys", arr);
+        pr_cp_token_keys_resp m = {.token_keys = arr};
+        _cleanup_json_ json_object *o = pr_msg_encode(&pr_cp_token_keys_resp_schema, &m);
         const char *text = sp_json_str(o);
         char path[PATH_MAX];
         dp__cluster_path(cfg, KEYS_FILE, path);
@@ -126,7 +145,8 @@ static void fetch(dp_cluster *c)
         if (c->in_flight)
                 return;
         _cleanup_error_ sp_error *e = NULL;
-        _cleanup_json_ json_object *req = json_object_new_object();
+        pr_cp_empty none = {0};
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_cp_empty_schema, &none);
         if (sp_rpc_client_call(c->cli, "TokenKeys", req, KEYS_TIMEOUT_MS, keys_done, c, &e) < 0) {
                 sp_log_warn("cannot ask for the token keys: %s", e->message);
                 return;

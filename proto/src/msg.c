@@ -50,7 +50,7 @@ static int check_array(const pr_field *f, json_object *a, sp_error **err)
         size_t n = json_object_array_length(a);
         for (size_t i = 0; i < n; i++) {
                 if (pr_msg_decode(f->sub, json_object_array_get_idx(a, i), NULL, err) < 0)
-                        return sp_error_wrap(err, "field '%s' item %zu", f->name, i);
+                        return sp_error_wrap(err, "field '%s[%zu]'", f->name, i);
         }
         return 0;
 }
@@ -61,11 +61,11 @@ static int check_string_array(const pr_field *f, json_object *a, sp_error **err)
         for (size_t i = 0; i < n; i++) {
                 json_object *el = json_object_array_get_idx(a, i);
                 if (!el || !json_object_is_type(el, json_type_string))
-                        return sp_error_set(err, SP_E_INVALID, "field '%s' item %zu must be a string", f->name, i);
+                        return sp_error_set(err, SP_E_INVALID, "field '%s[%zu]' must be a string", f->name, i);
                 size_t len = (size_t)json_object_get_string_len(el);
                 if (len > f->value_max)
-                        return sp_error_set(err, SP_E_INVALID, "field '%s' item %zu is longer than %zu bytes", f->name,
-                                            i, f->value_max);
+                        return sp_error_set(err, SP_E_INVALID, "field '%s[%zu]' is longer than %zu bytes", f->name, i,
+                                            f->value_max);
         }
         return 0;
 }

@@ -6,14 +6,13 @@
 
 #include "cluster/cluster.h"
 #include "space/cleanup.h"
+#include "space/controlplane_rpc.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/rpc.h"
 #include "space/tls.h"
 
 #define HEARTBEAT_MS_DEFAULT 2000
-#define HEARTBEAT_MS_MIN 100
-#define HEARTBEAT_MS_MAX 600000
 #define CALL_TIMEOUT_MS 10000
 
 typedef enum link_state {
@@ -38,22 +37,18 @@ struct wk_cluster {
         bool closing;
 };
 
-static json_object *resources(json_object *info, const char *field)
+static pr_cp_resources resources(json_object *info, const char *field)
 {
         json_object *src = NULL, *v;
         json_object_object_get_ex(info, field, &src);
-        json_object *o = json_object_new_object();
         int64_t cpu = json_object_object_get_ex(src, "cpu_millis", &v) ? json_object_get_int64(v) : 0;
         int64_t mem = json_object_object_get_ex(src, "memory_bytes", &v) ? json_object_get_int64(v) : 0;
         int64_t slots = json_object_object_get_ex(src, "slots", &v) ? json_object_get_int64(v) : 0;
         int64_t disk = json_object_object_get_ex(src, "disk_bytes", &v) ? json_object_get_int64(v) : 0;
-        json_object_object_add(o, "cpu_millis", json_object_new_int64(cpu));
-        json_object_object_add(o, "memory_mb", json_object_new_int64(mem >> 20));
-        json_object_object_add(o, "slots", json_object_new_int64(slots));
-        json_object_object_add(o, "disk_mb", json_object_new_int64(disk >> 20));
-        return o;
+        return (pr_cp_resources){.cpu_millis = cpu, .memory_mb = mem >> 20, .slots = slots, .disk_mb = disk >> 20};
 }
 
+/* The field of from if it has the type, else a new empty one; a new reference. */
 static json_object *copy_field(json_object *from, const char *field, json_type type)
 {
         json_object *v = NULL;
@@ -62,46 +57,50 @@ static json_object *copy_field(json_object *from, const char *field, json_type t
         return type == json_type_array ? json_object_new_array() : json_object_new_object();
 }
 
-/* The Heartbeat request: what the node holds now. */
+static const char *string_member(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
+/* The Heartbeat request (space/controlplane_rpc.h): what the node holds now. */
 static json_object *heartbeat_body(wk_cluster *c)
 {
         _cleanup_json_ json_object *info = wk_node_info_json(c->node);
         _cleanup_json_ json_object *list = wk_node_sandboxes_json(c->node);
-        json_object *o = json_object_new_object(), *v = NULL;
-        json_object_object_add(o, "address", json_object_new_string(c->advertise));
-        json_object_object_add(o, "backend",
-                               json_object_new_string(json_object_object_get_ex(info, "backend", &v)
-                                                              ? json_object_get_string(v)
-                                                              : "jail"));
-        json_object_object_add(o, "labels", json_object_get(c->labels));
-        json_object_object_add(o, "capacity", resources(info, "capacity"));
-        json_object_object_add(o, "used", resources(info, "used"));
-        json_object_object_add(o, "templates", copy_field(info, "templates", json_type_array));
-        json_object_object_add(o, "warm", copy_field(info, "warm", json_type_object));
-        /* Only when there are some: a control plane without the field refuses it. */
-        json_object *artifacts = wk_node_artifacts_json(c->node), *bytes = wk_node_template_bytes_json(c->node);
-        if (json_object_object_length(artifacts) > 0)
-                json_object_object_add(o, "artifacts", artifacts);
-        else
-                json_object_put(artifacts);
-        /* What each template's files hold: the control plane counts it (with
-         * the artifact) against its tenant's template storage. */
-        if (json_object_object_length(bytes) > 0)
-                json_object_object_add(o, "template_bytes", bytes);
-        else
-                json_object_put(bytes);
-        json_object *all = NULL, *sandboxes = json_object_new_array();
+        _cleanup_json_ json_object *templates = copy_field(info, "templates", json_type_array);
+        _cleanup_json_ json_object *warm = copy_field(info, "warm", json_type_object);
+        _cleanup_json_ json_object *artifacts = wk_node_artifacts_json(c->node);
+        _cleanup_json_ json_object *bytes = wk_node_template_bytes_json(c->node);
+        _cleanup_json_ json_object *sandboxes = json_object_new_array();
+        json_object *all = NULL;
         json_object_object_get_ex(list, "sandboxes", &all);
         for (size_t i = 0; all && i < json_object_array_length(all); i++) {
-                json_object *sb = json_object_array_get_idx(all, i), *s = json_object_new_object();
-                const char *keys[] = {"id", "state", "template"};
-                for (size_t k = 0; k < SP_ARRAY_SIZE(keys); k++)
-                        if (json_object_object_get_ex(sb, keys[k], &v))
-                                json_object_object_add(s, keys[k], json_object_get(v));
-                json_object_array_add(sandboxes, s);
+                json_object *sb = json_object_array_get_idx(all, i);
+                pr_cp_sandbox s = {.id = string_member(sb, "id"),
+                                   .state = string_member(sb, "state"),
+                                   .template_name = string_member(sb, "template")};
+                json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
-        json_object_object_add(o, "sandboxes", sandboxes);
-        return o;
+        const char *backend = string_member(info, "backend");
+        pr_cp_heartbeat m = {
+                .address = c->advertise,
+                .backend = backend ? backend : "jail",
+                .labels = c->labels,
+                .capacity = resources(info, "capacity"),
+                .used = resources(info, "used"),
+                .templates = templates,
+                .warm = warm,
+                /* Only when there are some: a control plane without the field refuses it. */
+                .artifacts = json_object_object_length(artifacts) > 0 ? artifacts : NULL,
+                /* What each template's files hold: the control plane counts it (with
+                 * the artifact) against its tenant's template storage. */
+                .template_bytes = json_object_object_length(bytes) > 0 ? bytes : NULL,
+                .sandboxes = sandboxes,
+        };
+        return pr_msg_encode(&pr_cp_heartbeat_schema, &m);
 }
 
 static void schedule(wk_cluster *c)
@@ -147,13 +146,17 @@ static void on_reply(json_object *resp, const sp_error *err, void *userdata)
                 schedule(c);
                 return;
         }
-        int64_t ms = 0;
-        const char *id = "?", *health = "?", *admin = "?";
-        if (sp_json_get_int(resp, "heartbeat_ms", false, HEARTBEAT_MS_MIN, HEARTBEAT_MS_MAX, &ms, NULL) == 0 && ms)
-                c->heartbeat_ms = ms;
-        (void)sp_json_get_string(resp, "worker_id", false, 64, &id, NULL);
-        (void)sp_json_get_string(resp, "state", false, 15, &health, NULL);
-        (void)sp_json_get_string(resp, "admin_state", false, 15, &admin, NULL);
+        /* Open: a newer control plane may add fields. */
+        pr_cp_heartbeat_resp r;
+        _cleanup_error_ sp_error *e = NULL;
+        if (pr_msg_decode(&pr_cp_heartbeat_resp_schema, resp, &r, &e) < 0) {
+                sp_error_wrap(&e, "the control plane's answer");
+                link_down(c, e->message);
+                schedule(c);
+                return;
+        }
+        c->heartbeat_ms = r.heartbeat_ms;
+        const char *id = r.worker_id, *health = r.state, *admin = r.admin_state;
         char state[32];
         snprintf(state, sizeof(state), "%s/%s", health, admin);
         if (c->link != LINK_UP)

@@ -5,6 +5,7 @@
 
 #include "cluster/cluster.h"
 #include "space/cleanup.h"
+#include "space/controlplane_rpc.h"
 #include "space/join.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -50,12 +51,13 @@ int wk_cluster_parse_labels(const char *s, json_object **ret, sp_error **err)
 int wk_cluster_credentials(const wk_cluster_config *cfg, const char *ca_pem, const char *token, sp_join_creds *ret,
                            sp_error **err)
 {
-        _cleanup_json_ json_object *req = json_object_new_object();
+        /* What a worker's Join adds to token, name and csr (which the join
+         * library sets): encoded with the codec, whose absent fields are left out. */
+        _cleanup_json_ json_object *labels = cfg->labels ? json_object_get(cfg->labels) : json_object_new_object();
+        pr_cp_join m = {.address = cfg->advertise, .backend = cfg->backend, .labels = labels};
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_cp_join_worker_schema, &m);
         if (!req)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        json_object_object_add(req, "address", json_object_new_string(cfg->advertise));
-        json_object_object_add(req, "backend", json_object_new_string(cfg->backend));
-        json_object_object_add(req, "labels", cfg->labels ? json_object_get(cfg->labels) : json_object_new_object());
         sp_join_config jc = {.role = SP_ROLE_WORKER,
                              .noun = "worker",
                              .control_plane = cfg->control_plane,
@@ -70,11 +72,12 @@ int wk_cluster_credentials(const wk_cluster_config *cfg, const char *ca_pem, con
         int r = sp_join_credentials(&jc, ca_pem, token, ret, &answer, err);
         if (r < 0 || !answer)
                 return r;
-        const char *id = NULL;
-        if (sp_json_get_string(answer, "worker_id", true, 64, &id, err) < 0) {
+        pr_cp_join_worker_resp a;
+        if (pr_msg_decode(&pr_cp_join_worker_resp_schema, answer, &a, err) < 0) {
                 sp_join_creds_free(ret);
                 return sp_error_wrap(err, "join: the control plane's answer");
         }
+        const char *id = a.worker_id;
         if (sp_join_save(&jc, ret, answer, err) < 0) {
                 sp_join_creds_free(ret);
                 return sp_error_wrap(err, "join: save the certificate");

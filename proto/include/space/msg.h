@@ -9,7 +9,8 @@
  * a key the table does not name is "unknown field 'x'", a missing required
  * one "missing required field 'x'", a wrong type or a value out of bounds
  * names the field ("field 'x' must be an integer between 1 and 64"); a
- * nested message's errors are prefixed "field 'x': ". A JSON null counts as
+ * nested message's errors are prefixed "field 'x': ", an array element's
+ * "field 'x[i]'" (an integer map's entry is "field 'x.key'"). A JSON null counts as
  * absent. An absent optional field takes the field's default (def).
  *
  * A schema marked open (PR_SCHEMA_OPEN) ignores fields it does not name:
@@ -86,6 +87,10 @@ struct pr_schema {
         { \
                 .name = (json), .kind = PR_BOOL, .def = (dflt), .offset = offsetof(F, m) \
         }
+#define PR_F_BOOL_REQUIRED(F, json, m) \
+        { \
+                .name = (json), .kind = PR_BOOL, .required = true, .offset = offsetof(F, m) \
+        }
 #define PR_F_STRING_MAP(F, json, m, items, keymax, valmax) \
         { \
                 .name = (json), .kind = PR_STRING_MAP, .max = (items), .key_max = (keymax), .value_max = (valmax), \
@@ -94,6 +99,10 @@ struct pr_schema {
 #define PR_F_OBJECT(F, json, m, schema) \
         { \
                 .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema) \
+        }
+#define PR_F_OBJECT_REQUIRED(F, json, m, schema) \
+        { \
+                .name = (json), .kind = PR_OBJECT, .required = true, .offset = offsetof(F, m), .sub = (schema) \
         }
 #define PR_F_JSON(F, json, m, req) \
         { \

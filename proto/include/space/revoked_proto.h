@@ -25,6 +25,8 @@
  * to a peer that asked for it (an older data plane never asks, and gets the
  * answer it knows), and an older control plane refuses a request that asks
  * (SP_E_INVALID): the poller then asks without, and tries again later.
+ * The messages are controlplane_rpc.h's (pr_cp_revoked_*_schema): these
+ * functions read and write them for callers that hold the keys as C arrays.
  * Pure codecs both ends use: no I/O, no logging; any input is safe.
  */
 #ifndef SPACE_REVOKED_PROTO_H
@@ -35,10 +37,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "space/controlplane_rpc.h"
 #include "space/error.h"
 
-#define PR_REVOKED_MAX 10000 /* keys in one answer */
-#define PR_REVOKED_ID_MAX 64 /* bytes of a key id */
+#define PR_REVOKED_MAX PR_CP_REVOKED_MAX /* keys in one answer */
+#define PR_REVOKED_ID_MAX PR_CP_REVOKED_ID_MAX /* bytes of a key id */
 #define PR_REVOKED_SLACK_S 60 /* the overlap of successive polls */
 #define PR_REVOKED_WINDOW_S (30 * 24 * 3600) /* tokens live at most this long (SP_TOKEN_MAX_TTL) */
 

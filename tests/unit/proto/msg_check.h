@@ -337,7 +337,7 @@ static size_t spans(const char *s, char out[][256], size_t max)
         return n;
 }
 
-/* Compares the nested field list "{a, b}" with schema sub. */
+/* Compares the nested field list "{a, b, c?}" with schema sub ("c?": c is optional). */
 static void check_nested(const char *method, const char *field, const char *list, const pr_schema *sub)
 {
         char buf[256];
@@ -348,7 +348,14 @@ static void check_nested(const char *method, const char *field, const char *list
         size_t n = 0;
         char *save = NULL;
         for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-                ck_assert_msg(pr_msg_field(sub, t), "%s.%s: the spec's %s has no codec field", method, field, t);
+                size_t len = strlen(t);
+                bool optional = len > 0 && t[len - 1] == '?'; /* "c?": an optional field */
+                if (optional)
+                        t[len - 1] = '\0';
+                const pr_field *f = pr_msg_field(sub, t);
+                ck_assert_msg(f, "%s.%s: the spec's %s has no codec field", method, field, t);
+                ck_assert_msg(!optional || !f->required, "%s.%s: the spec's %s? is required in the codec", method,
+                              field, t);
                 n++;
         }
         ck_assert_msg(n == sub->nfields, "%s.%s: the spec names %zu fields, the codec %zu", method, field, n,

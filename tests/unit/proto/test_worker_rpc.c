@@ -87,9 +87,9 @@ START_TEST(arrays_maps_and_open_schemas)
         static const struct {
                 const char *json, *error;
         } bad[] = {
-                {"{\"items\":[{\"id\":\"a\"},{\"n\":1}]}", "field 'items' item 1: missing required field 'id'"},
-                {"{\"items\":[{\"id\":\"a\",\"x\":1}]}", "field 'items' item 0: unknown field 'x'"},
-                {"{\"items\":[],\"names\":[\"abcde\"]}", "field 'names' item 0 is longer than 4 bytes"},
+                {"{\"items\":[{\"id\":\"a\"},{\"n\":1}]}", "field 'items[1]': missing required field 'id'"},
+                {"{\"items\":[{\"id\":\"a\",\"x\":1}]}", "field 'items[0]': unknown field 'x'"},
+                {"{\"items\":[],\"names\":[\"abcde\"]}", "field 'names[0]' is longer than 4 bytes"},
                 {"{\"items\":[],\"counts\":{\"k\":101}}", "field 'counts.k' must be an integer between 0 and 100"},
                 {"{\"items\":[],\"counts\":{\"kkkkkkk\":1}}", "field 'counts' has a key of 7 bytes (1 to 6 allowed)"},
         };
