@@ -11,7 +11,6 @@
  * attach, exit seen), and fork+exec of `true` on the host (the floor).
  */
 #include <event2/event.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,21 +22,18 @@
 #include "space/json.h"
 #include "space/rpc.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 #include "stats.h"
 
 static const char *addr = "127.0.0.1:7071";
 
-static json_object *rpc(const char *method, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static json_object *rpc(const char *method, const char *fmt, ...)
+/* Calls method with its request q, a struct of the method's request type (size bytes). */
+static json_object *rpc_call(const char *method, const void *q, size_t size)
 {
-        char text[4096];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(text, sizeof(text), fmt, ap);
-        va_end(ap);
-        _cleanup_json_ json_object *req = NULL;
-        if (sp_json_parse(text, strlen(text), &req, NULL) < 0)
+        const pr_method *m = pr_worker_method(method);
+        if (!m || m->request_size != size)
                 abort();
+        _cleanup_json_ json_object *req = pr_msg_encode(m->request, q);
         json_object *resp = NULL;
         _cleanup_error_ sp_error *e = NULL;
         if (sp_rpc_call_sync(addr, NULL, method, req, 60000, &resp, &e) < 0) {
@@ -46,6 +42,8 @@ static json_object *rpc(const char *method, const char *fmt, ...)
         }
         return resp;
 }
+/* rpc(method, &(request type){...}): the literal may hold commas. */
+#define rpc(method, ...) rpc_call((method), (__VA_ARGS__), sizeof(*(__VA_ARGS__)))
 
 static void new_id(const char *prefix, char *out)
 {
@@ -87,9 +85,11 @@ static double exec_once(sp_rpc_client *cli, struct event_base *base, const char 
         char ses[SP_ID_MAX];
         new_id("ses", ses);
         int64_t t0 = sp_now_mono_us();
-        json_object_put(rpc("Exec", "{\"sandbox_id\":\"%s\",\"session_id\":\"%s\",\"argv\":[\"true\"]}", sandbox, ses));
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "session_id", json_object_new_string(ses));
+        _cleanup_json_ json_object *argv = json_object_new_array();
+        json_object_array_add(argv, json_object_new_string("true"));
+        json_object_put(rpc("Exec", &(pr_wk_exec){.sandbox_id = sandbox, .session_id = ses, .argv = argv}));
+        _cleanup_json_ json_object *req =
+                pr_msg_encode(&pr_wk_attach_session_schema, &(pr_wk_attach_session){.session_id = ses});
         attach_wait w = {.base = base};
         static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
         _cleanup_error_ sp_error *e = NULL;
@@ -116,7 +116,7 @@ static double fork_exec_once(void)
 
 static int warm_count(void)
 {
-        _cleanup_json_ json_object *info = rpc("NodeInfo", "{}");
+        _cleanup_json_ json_object *info = rpc("NodeInfo", &(pr_wk_empty){0});
         json_object *w, *c;
         return json_object_object_get_ex(info, "warm", &w) && json_object_object_get_ex(w, "base", &c)
                        ? json_object_get_int(c)
@@ -154,33 +154,36 @@ int main(int argc, char **argv)
         char id[SP_ID_MAX];
 
         /* warm-up, then cold creates (each deleted before the next) */
-        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":0}"));
+        json_object_put(rpc("SetWarmPool", &(pr_wk_set_warm_pool){.template_name = "base", .size = 0}));
         for (int i = -2; i < samples; i++) {
                 new_id("sbx", id);
                 int64_t t0 = sp_now_mono_us();
-                json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\",\"warm\":false}", id));
+                json_object_put(rpc("CreateSandbox",
+                                    &(pr_wk_create_sandbox){.id = id, .template_name = "base", .warm = false}));
                 double t = bn_ms_since(t0);
                 if (i >= 0)
                         cold[i] = t;
-                json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+                json_object_put(rpc("DeleteSandbox", &(pr_wk_sandbox_ref){.id = id}));
         }
 
         /* warm: the pool refilled before every claim */
-        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":1}"));
+        json_object_put(rpc("SetWarmPool", &(pr_wk_set_warm_pool){.template_name = "base", .size = 1}));
         for (int i = 0; i < samples; i++) {
                 for (int k = 0; k < 2000 && warm_count() < 1; k++)
                         usleep(5000);
                 new_id("sbx", id);
                 int64_t t0 = sp_now_mono_us();
-                json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\"}", id));
+                json_object_put(
+                        rpc("CreateSandbox", &(pr_wk_create_sandbox){.id = id, .template_name = "base", .warm = true}));
                 warm[i] = bn_ms_since(t0);
-                json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+                json_object_put(rpc("DeleteSandbox", &(pr_wk_sandbox_ref){.id = id}));
         }
-        json_object_put(rpc("SetWarmPool", "{\"template\":\"base\",\"size\":0}"));
+        json_object_put(rpc("SetWarmPool", &(pr_wk_set_warm_pool){.template_name = "base", .size = 0}));
 
         /* exec round trips in one sandbox */
         new_id("sbx", id);
-        json_object_put(rpc("CreateSandbox", "{\"id\":\"%s\",\"template\":\"base\",\"warm\":false}", id));
+        json_object_put(
+                rpc("CreateSandbox", &(pr_wk_create_sandbox){.id = id, .template_name = "base", .warm = false}));
         struct event_base *base = event_base_new();
         sp_rpc_client *cli = sp_rpc_client_new(base, addr, NULL, NULL);
         for (int i = -3; i < samples; i++) {
@@ -190,7 +193,7 @@ int main(int argc, char **argv)
         }
         sp_rpc_client_free(cli);
         event_base_free(base);
-        json_object_put(rpc("DeleteSandbox", "{\"id\":\"%s\"}", id));
+        json_object_put(rpc("DeleteSandbox", &(pr_wk_sandbox_ref){.id = id}));
 
         for (int i = 0; i < samples; i++)
                 fe[i] = fork_exec_once();

@@ -22,6 +22,7 @@
 #include "space/id.h"
 #include "space/json.h"
 #include "space/rpc.h"
+#include "space/worker_rpc.h"
 
 static const char *addr = "127.0.0.1:7071";
 
@@ -92,13 +93,11 @@ static int exec_cmd(const char *sandbox, int argc, char **argv)
         char ses[SP_ID_MAX];
         if (sp_id_new("ses", ses, NULL) < 0)
                 return 1;
-        _cleanup_json_ json_object *req = json_object_new_object(), *resp = NULL;
-        json_object_object_add(req, "sandbox_id", json_object_new_string(sandbox));
-        json_object_object_add(req, "session_id", json_object_new_string(ses));
-        json_object *a = json_object_new_array();
+        _cleanup_json_ json_object *a = json_object_new_array(), *resp = NULL;
         for (int i = 0; i < argc; i++)
                 json_object_array_add(a, json_object_new_string(argv[i]));
-        json_object_object_add(req, "argv", a);
+        _cleanup_json_ json_object *req =
+                pr_msg_encode(&pr_wk_exec_schema, &(pr_wk_exec){.sandbox_id = sandbox, .session_id = ses, .argv = a});
         _cleanup_error_ sp_error *e = NULL;
         if (sp_rpc_call_sync(addr, NULL, "Exec", req, 60000, &resp, &e) < 0) {
                 fprintf(stderr, "space-rpc: exec: %s\n", e->message);
@@ -106,8 +105,8 @@ static int exec_cmd(const char *sandbox, int argc, char **argv)
         }
         exec_state st = {.base = event_base_new(), .code = 1};
         sp_rpc_client *cli = sp_rpc_client_new(st.base, addr, NULL, &e);
-        _cleanup_json_ json_object *att = json_object_new_object();
-        json_object_object_add(att, "session_id", json_object_new_string(ses));
+        _cleanup_json_ json_object *att =
+                pr_msg_encode(&pr_wk_attach_session_schema, &(pr_wk_attach_session){.session_id = ses});
         static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
         if (!cli || !sp_rpc_client_stream(cli, "AttachSession", att, 0, &ops, &st, &e)) {
                 fprintf(stderr, "space-rpc: attach: %s\n", e ? e->message : "?");

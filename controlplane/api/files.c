@@ -13,6 +13,7 @@
 #include "api/request_session.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 typedef struct files_ctx {
         char sandbox_id[SP_ID_MAX];
@@ -45,9 +46,10 @@ static void on_done(cp_call *c, json_object *resp, const sp_error *err, void *us
         ctx_free(x);
 }
 
-/* Sends method with req's fields (borrowed) plus sandbox_id to the sandbox's
- * worker. action/detail (taken) are the audit record of a change. */
-static void call(cp_call *c, const char *method, json_object *req, const char *action, json_object *detail)
+/* Sends method (its request schema) with q's fields plus sandbox_id to the
+ * sandbox's worker. action/detail (taken) are the audit record of a change. */
+static void call(cp_call *c, const char *method, const pr_schema *schema, pr_wk_file *q, const char *action,
+                 json_object *detail)
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *owned = detail;
@@ -64,7 +66,8 @@ static void call(cp_call *c, const char *method, json_object *req, const char *a
         snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", loc.id);
         x->action = action;
         x->detail = TAKE_PTR(owned);
-        json_object_object_add(req, "sandbox_id", json_object_new_string(loc.id));
+        q->sandbox_id = loc.id;
+        _cleanup_json_ json_object *req = pr_msg_encode(schema, q);
         cp__worker_call(c, loc.worker_id, loc.address, method, req, on_done, x);
 }
 
@@ -77,12 +80,11 @@ void cp__h_files_stat(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "path", json_object_new_string(r.path));
-        if (r.user[0])
-                json_object_object_add(req, "user", json_object_new_string(r.user));
+        pr_wk_file q = PR_WK_FILE_INIT;
+        q.path = r.path;
+        q.user = r.user[0] ? r.user : NULL;
+        call(c, "StatFile", &pr_wk_stat_file_schema, &q, NULL, NULL);
         cp_files_req_free(&r);
-        call(c, "StatFile", req, NULL, NULL);
 }
 
 void cp__h_files_list(cp_call *c)
@@ -94,18 +96,18 @@ void cp__h_files_list(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "path", json_object_new_string(r.path));
-        json_object_object_add(req, "limit", json_object_new_int64(r.limit));
-        if (r.user[0])
-                json_object_object_add(req, "user", json_object_new_string(r.user));
+        pr_wk_file q = PR_WK_FILE_INIT;
+        q.path = r.path;
+        q.limit = r.limit;
+        q.user = r.user[0] ? r.user : NULL;
+        call(c, "ListDir", &pr_wk_list_dir_schema, &q, NULL, NULL);
         cp_files_req_free(&r);
-        call(c, "ListDir", req, NULL, NULL);
 }
 
-/* A change: decoded by decode, sent as method with the request's fields, audited as action. */
+/* A change: decoded by decode, sent as method (its request schema) with the
+ * request's fields, audited as action with those fields (but the sandbox). */
 static void change(cp_call *c, int (*decode)(const char *, size_t, cp_files_req *, sp_error **), const char *method,
-                   const char *action)
+                   const pr_schema *schema, const char *action)
 {
         _cleanup_error_ sp_error *e = NULL;
         size_t len = 0;
@@ -115,41 +117,34 @@ static void change(cp_call *c, int (*decode)(const char *, size_t, cp_files_req 
                 cp__fail(c, e);
                 return;
         }
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object *detail = json_object_new_object();
+        pr_wk_file q = PR_WK_FILE_INIT;
         if (r.to) {
-                json_object_object_add(req, "from", json_object_new_string(r.path));
-                json_object_object_add(req, "to", json_object_new_string(r.to));
+                q.from = r.path;
+                q.to = r.to;
         } else {
-                json_object_object_add(req, "path", json_object_new_string(r.path));
+                q.path = r.path;
         }
-        if (r.parents)
-                json_object_object_add(req, "parents", json_object_new_boolean(true));
-        if (r.recursive)
-                json_object_object_add(req, "recursive", json_object_new_boolean(true));
-        if (r.mode >= 0)
-                json_object_object_add(req, "mode", json_object_new_int64(r.mode));
-        if (r.user[0])
-                json_object_object_add(req, "user", json_object_new_string(r.user));
-        json_object_object_foreach (req, k, v)
-                json_object_object_add(detail, k, json_object_get(v));
+        q.parents = r.parents;
+        q.recursive = r.recursive;
+        q.mode = r.mode;
+        q.user = r.user[0] ? r.user : NULL;
+        call(c, method, schema, &q, action, pr_msg_encode(schema, &q));
         cp_files_req_free(&r);
-        call(c, method, req, action, detail);
 }
 
 void cp__h_files_mkdir(cp_call *c)
 {
-        change(c, cp_req_files_mkdir, "MakeDir", "files.mkdir");
+        change(c, cp_req_files_mkdir, "MakeDir", &pr_wk_make_dir_schema, "files.mkdir");
 }
 
 void cp__h_files_move(cp_call *c)
 {
-        change(c, cp_req_files_move, "MovePath", "files.move");
+        change(c, cp_req_files_move, "MovePath", &pr_wk_move_path_schema, "files.move");
 }
 
 void cp__h_files_remove(cp_call *c)
 {
-        change(c, cp_req_files_remove, "RemovePath", "files.remove");
+        change(c, cp_req_files_remove, "RemovePath", &pr_wk_remove_path_schema, "files.remove");
 }
 
 void cp__h_files_token(cp_call *c)

@@ -12,6 +12,7 @@
 #include "api/request.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 #define VISIBLE "(t.tenant_id = $2 OR t.tenant_id = 'ten_system') AND t.deleted_at IS NULL"
 
@@ -332,14 +333,11 @@ void cp__h_template_create(cp_call *c)
                 cp_template_create_req_free(&r);
                 return;
         }
-        _cleanup_json_ json_object *spec = json_object_new_object();
-        json_object_object_add(spec, "source", json_object_new_string(r.source));
-        if (r.path)
-                json_object_object_add(spec, "path", json_object_new_string(r.path));
-        if (r.suite)
-                json_object_object_add(spec, "suite", json_object_new_string(r.suite));
-        if (r.mirror)
-                json_object_object_add(spec, "mirror", json_object_new_string(r.mirror));
+        /* The spec is the workers' ImportTemplate request but the name and
+         * the bound, which the controller adds (ctrl/templates.c). */
+        _cleanup_json_ json_object *spec = pr_msg_encode(
+                &pr_wk_import_template_schema,
+                &(pr_wk_import_template){.source = r.source, .path = r.path, .suite = r.suite, .mirror = r.mirror});
         char warm[24];
         snprintf(warm, sizeof(warm), "%lld", (long long)r.warm);
         if (cp__mutation_begin(c)) {

@@ -368,6 +368,13 @@ static bool worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, c
         return false;
 }
 
+/* The integer o.key of a sandbox's spec, 0 (the worker's default) when absent. */
+static int64_t spec_int(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, key, &v) && v ? json_object_get_int64(v) : 0;
+}
+
 static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts,
                              const char *avoid)
 {
@@ -441,22 +448,27 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         if (k->during)
                 (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
                                  up + 1, NULL, NULL);
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "id", json_object_new_string(sbx_id));
+        _cleanup_json_ json_object *req = NULL;
         int64_t timeout_ms = 60000;
         if (strcmp(kind, "create") == 0) {
+                /* The resources and environment of the sandbox's spec (api/sandboxes.c). */
+                pr_wk_create_sandbox q = {.id = sbx_id, .template_name = PQgetvalue(sbx, 0, S_TEMPLATE), .warm = true};
                 _cleanup_json_ json_object *spec = NULL;
                 const char *s = PQgetvalue(sbx, 0, S_SPEC);
-                json_object *v = NULL;
+                json_object *res = NULL, *env = NULL;
                 if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
-                        if (json_object_object_get_ex(spec, "resources", &v))
-                                json_object_object_add(req, "resources", json_object_get(v));
-                        if (json_object_object_get_ex(spec, "env", &v))
-                                json_object_object_add(req, "env", json_object_get(v));
+                        if (json_object_object_get_ex(spec, "resources", &res) && res)
+                                q.resources = (pr_wk_resources){.cpu_millis = spec_int(res, "cpu_millis"),
+                                                                .memory_mb = spec_int(res, "memory_mb"),
+                                                                .pids = spec_int(res, "pids"),
+                                                                .disk_mb = spec_int(res, "disk_mb")};
+                        if (json_object_object_get_ex(spec, "env", &env) && json_object_is_type(env, json_type_object))
+                                q.env = env;
                 }
-                json_object_object_add(req, "template", json_object_new_string(PQgetvalue(sbx, 0, S_TEMPLATE)));
-                json_object_object_add(req, "warm", json_object_new_boolean(true));
+                req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);
                 timeout_ms = 120000;
+        } else {
+                req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = sbx_id});
         }
         _cleanup_error_ sp_error *e = NULL;
         if (sp_rpc_client_call(cli, k->method, req, timeout_ms, on_result, x, &e) < 0) {

@@ -14,6 +14,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 
 typedef struct import_ctx {
         cp_ctrl *c;
@@ -178,6 +179,15 @@ static int artifact_holder(cp_ctrl *c, const char *tpl_id, const char *worker_id
         return 0;
 }
 
+/* The string spec.key, or NULL. */
+static const char *spec_string(json_object *spec, const char *key)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(spec, key, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
 static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
                          void (*done)(void *userdata, const sp_error *err), void *userdata)
 {
@@ -190,14 +200,11 @@ static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, 
                 return -SP_E_LIMIT;
         r->done = done;
         r->userdata = userdata;
-        json_object *fmt = NULL;
-        _cleanup_json_ json_object *up = json_object_new_object(), *rd = json_object_new_object();
-        json_object_object_add(up, "name", json_object_new_string(tpl_id));
-        json_object_object_add(up, "format",
-                               json_object_new_string(json_object_object_get_ex(spec, "format", &fmt)
-                                                              ? json_object_get_string(fmt)
-                                                              : "tar"));
-        json_object_object_add(rd, "name", json_object_new_string(tpl_id));
+        const char *fmt = spec_string(spec, "format");
+        _cleanup_json_ json_object *up = pr_msg_encode(
+                &pr_wk_upload_template_schema, &(pr_wk_upload_template){.name = tpl_id, .format = fmt ? fmt : "tar"});
+        _cleanup_json_ json_object *rd =
+                pr_msg_encode(&pr_wk_template_ref_schema, &(pr_wk_template_ref){.name = tpl_id});
         static const sp_rpc_stream_ops dst_ops = {.on_writable = dst_writable, .on_end = dst_end};
         static const sp_rpc_stream_ops src_ops = {.on_frame = src_frame, .on_end = src_end};
         r->dst = sp_rpc_client_stream(to, "UploadTemplate", up, 60 * 60 * 1000, &dst_ops, r, NULL);
@@ -223,10 +230,18 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
         sp_rpc_client *cli = cp__worker_client(c, worker_id);
         if (!cli)
                 return -SP_E_UNAVAILABLE;
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "name", json_object_new_string(tpl_id));
-        json_object_object_foreach (spec, key, val)
-                json_object_object_add(req, key, json_object_get(val));
+        /* The spec's source, path, suite and mirror (api/templates.c), and the
+         * bound a build adds (cp__template_op). */
+        json_object *max = NULL;
+        pr_wk_import_template q = {
+                .name = tpl_id,
+                .source = spec_string(spec, "source"),
+                .path = spec_string(spec, "path"),
+                .suite = spec_string(spec, "suite"),
+                .mirror = spec_string(spec, "mirror"),
+                .max_bytes = json_object_object_get_ex(spec, "max_bytes", &max) ? json_object_get_int64(max) : 0,
+        };
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_import_template_schema, &q);
         import_ctx *x = calloc(1, sizeof(*x));
         if (!x)
                 return -SP_E_LIMIT;
@@ -382,8 +397,8 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
                         r = cp__template_import(c, wid, tpl_id, spec, op, fleet_op_done, f);
                 } else {
                         sp_rpc_client *cli = cp__worker_client(c, wid);
-                        _cleanup_json_ json_object *req = json_object_new_object();
-                        json_object_object_add(req, "name", json_object_new_string(tpl_id));
+                        _cleanup_json_ json_object *req =
+                                pr_msg_encode(&pr_wk_template_ref_schema, &(pr_wk_template_ref){.name = tpl_id});
                         r = cli ? sp_rpc_client_call(cli, "DeleteTemplate", req, 60000, on_delete_template, f, NULL)
                                 : -SP_E_UNAVAILABLE;
                 }

@@ -12,6 +12,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/worker_rpc.h"
 
 typedef struct attach {
         dp *d;
@@ -171,9 +172,9 @@ static void stream_start(attach *a)
                 attach_free(a);
                 return;
         }
-        _cleanup_json_ json_object *r = json_object_new_object();
-        json_object_object_add(r, "session_id", json_object_new_string(a->claims.session));
-        json_object_object_add(r, "offset", json_object_new_int64((int64_t)a->start));
+        _cleanup_json_ json_object *r =
+                pr_msg_encode(&pr_wk_attach_session_schema,
+                              &(pr_wk_attach_session){.session_id = a->claims.session, .offset = (int64_t)a->start});
         static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
         sp_rpc_client *cli = dp_pool_get(a->d->pool, a->claims.worker, &e);
         if (cli)
@@ -272,8 +273,8 @@ void dp_attach_handler(sp_http_request *req, void *userdata)
                 return;
         }
         *a = (attach){.d = d, .req = sp_http_request_ref(req), .claims = c, .offset_given = given, .start = offset};
-        _cleanup_json_ json_object *r = json_object_new_object();
-        json_object_object_add(r, "session_id", json_object_new_string(c.session));
+        _cleanup_json_ json_object *r =
+                pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = c.session});
         sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, &e);
         if (!cli || sp_rpc_client_call(cli, "GetSession", r, d->limits.rpc_timeout_ms, session_done, a, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_ATTACH, &c, e);

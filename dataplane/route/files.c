@@ -14,6 +14,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 typedef struct download {
         dp *d;
@@ -144,23 +145,23 @@ static void on_client_close(sp_http_request *req, void *userdata)
         download_free(dl);
 }
 
-static json_object *file_request(const download *dl)
+/* The file request of the download: its sandbox, path and user, every other member absent. */
+static pr_wk_file file_request(const download *dl)
 {
-        json_object *r = json_object_new_object();
-        json_object_object_add(r, "sandbox_id", json_object_new_string(dl->claims.sandbox));
-        json_object_object_add(r, "path", json_object_new_string(dl->path));
-        if (dl->claims.user[0])
-                json_object_object_add(r, "user", json_object_new_string(dl->claims.user));
-        return r;
+        pr_wk_file q = PR_WK_FILE_INIT;
+        q.sandbox_id = dl->claims.sandbox;
+        q.path = dl->path;
+        q.user = dl->claims.user[0] ? dl->claims.user : NULL;
+        return q;
 }
 
 /* StatFile for the Content-Length: of the file a symlink names, which is
  * what the read sends. */
 static json_object *stat_request(const download *dl)
 {
-        json_object *r = file_request(dl);
-        json_object_object_add(r, "follow", json_object_new_boolean(true));
-        return r;
+        pr_wk_file q = file_request(dl);
+        q.follow = true;
+        return pr_msg_encode(&pr_wk_stat_file_schema, &q);
 }
 
 static void stat_done(json_object *resp, const sp_error *err, void *userdata)
@@ -194,9 +195,10 @@ static void stat_done(json_object *resp, const sp_error *err, void *userdata)
                 return;
         }
         static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
-        _cleanup_json_ json_object *r = file_request(dl);
-        json_object_object_add(r, "offset", json_object_new_int64((int64_t)dl->offset));
-        json_object_object_add(r, "length", json_object_new_int64((int64_t)dl->length));
+        pr_wk_file q = file_request(dl);
+        q.offset = (int64_t)dl->offset;
+        q.length = (int64_t)dl->length;
+        _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_read_file_schema, &q);
         sp_rpc_client *cli = dp_pool_get(dl->d->pool, dl->claims.worker, &e);
         if (cli)
                 dl->rpc = sp_rpc_client_stream(cli, "ReadFile", r, 0, &ops, dl, &e);
@@ -268,13 +270,13 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         }
         if (!dp__stream_admit(d, req, DP_ROUTE_FILE_PUT, &c))
                 return;
-        _cleanup_json_ json_object *r = json_object_new_object();
-        json_object_object_add(r, "sandbox_id", json_object_new_string(c.sandbox));
-        json_object_object_add(r, "path", json_object_new_string(f.path));
-        json_object_object_add(r, "mode", json_object_new_int((int)f.mode));
-        json_object_object_add(r, "append", json_object_new_boolean(f.append));
-        if (c.user[0])
-                json_object_object_add(r, "user", json_object_new_string(c.user));
+        pr_wk_file q = PR_WK_FILE_INIT;
+        q.sandbox_id = c.sandbox;
+        q.path = f.path;
+        q.mode = f.mode;
+        q.append = f.append;
+        q.user = c.user[0] ? c.user : NULL;
+        _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_write_file_schema, &q);
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,
                                .method = "WriteFile",
                                .request = r,

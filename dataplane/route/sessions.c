@@ -8,6 +8,7 @@
 #include "route/upload.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 /* Checks the token of a session route with write scope. */
 static int session_auth(dp *d, sp_http_request *req, dp_route route, dp_claims *ret)
@@ -32,9 +33,8 @@ void dp_stdin_handler(sp_http_request *req, void *userdata)
         }
         if (!dp__stream_admit(d, req, DP_ROUTE_STDIN, &c))
                 return;
-        _cleanup_json_ json_object *r = json_object_new_object();
-        json_object_object_add(r, "session_id", json_object_new_string(c.session));
-        json_object_object_add(r, "close", json_object_new_boolean(close));
+        _cleanup_json_ json_object *r =
+                pr_msg_encode(&pr_wk_write_stdin_schema, &(pr_wk_write_stdin){.session_id = c.session, .close = close});
         dp_upload_spec spec = {.route = DP_ROUTE_STDIN,
                                .method = "WriteStdin",
                                .request = r,
@@ -86,13 +86,6 @@ static void control_call(dp *d, sp_http_request *req, dp_route route, const dp_c
         c->req = sp_http_request_ref(req);
 }
 
-static json_object *session_request(const dp_claims *c)
-{
-        json_object *r = json_object_new_object();
-        json_object_object_add(r, "session_id", json_object_new_string(c->session));
-        return r;
-}
-
 void dp_close_stdin_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
@@ -105,7 +98,8 @@ void dp_close_stdin_handler(sp_http_request *req, void *userdata)
                 dp__reply_error(d, req, DP_ROUTE_CLOSE_STDIN, &c, e);
                 return;
         }
-        _cleanup_json_ json_object *r = session_request(&c);
+        _cleanup_json_ json_object *r =
+                pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = c.session});
         control_call(d, req, DP_ROUTE_CLOSE_STDIN, &c, "CloseStdin", r);
 }
 
@@ -125,9 +119,9 @@ void dp_resize_handler(sp_http_request *req, void *userdata)
                 dp__reply_error(d, req, DP_ROUTE_RESIZE, &c, e);
                 return;
         }
-        _cleanup_json_ json_object *r = session_request(&c);
-        json_object_object_add(r, "rows", json_object_new_int(rows));
-        json_object_object_add(r, "cols", json_object_new_int(cols));
+        _cleanup_json_ json_object *r =
+                pr_msg_encode(&pr_wk_resize_session_schema,
+                              &(pr_wk_resize_session){.session_id = c.session, .rows = rows, .cols = cols});
         control_call(d, req, DP_ROUTE_RESIZE, &c, "ResizeSession", r);
 }
 
@@ -147,7 +141,7 @@ void dp_signal_handler(sp_http_request *req, void *userdata)
                 dp__reply_error(d, req, DP_ROUTE_SIGNAL, &c, e);
                 return;
         }
-        _cleanup_json_ json_object *r = session_request(&c);
-        json_object_object_add(r, "signal", json_object_new_int(sig));
+        _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_signal_session_schema,
+                                                      &(pr_wk_signal_session){.session_id = c.session, .signal = sig});
         control_call(d, req, DP_ROUTE_SIGNAL, &c, "SignalSession", r);
 }

@@ -15,6 +15,7 @@
 #include "route/upload.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 
 static const dp_upload_result template_result[] = {
         {"template", json_type_object},
@@ -36,13 +37,12 @@ void dp_template_put_handler(sp_http_request *req, void *userdata)
         }
         if (!dp__stream_admit(d, req, DP_ROUTE_TEMPLATE_PUT, &c))
                 return;
-        _cleanup_json_ json_object *r = json_object_new_object();
-        json_object_object_add(r, "name", json_object_new_string(c.template_id));
-        json_object_object_add(r, "format", json_object_new_string(c.format));
-        json_object_object_add(r, "max_bytes", json_object_new_int64((int64_t)c.max_bytes));
-        /* The worker stops the import there: an archive's files count too. */
-        if (c.max_stored_bytes)
-                json_object_object_add(r, "max_stored_bytes", json_object_new_int64((int64_t)c.max_stored_bytes));
+        /* max_stored_bytes (0: none): the worker stops the import there, an archive's files counting too. */
+        pr_wk_upload_template q = {.name = c.template_id,
+                                   .format = c.format,
+                                   .max_bytes = (int64_t)c.max_bytes,
+                                   .max_stored_bytes = (int64_t)c.max_stored_bytes};
+        _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_upload_template_schema, &q);
         dp_upload_spec spec = {.route = DP_ROUTE_TEMPLATE_PUT,
                                .method = "UploadTemplate",
                                .request = r,

@@ -120,6 +120,17 @@ const pr_schema pr_wk_chmod_path_schema = PR_SCHEMA("ChmodPath", chmod_path_fiel
 const pr_schema pr_wk_read_file_schema = PR_SCHEMA("ReadFile", read_file_fields);
 const pr_schema pr_wk_write_file_schema = PR_SCHEMA("WriteFile", write_file_fields);
 
+void pr_wk_file_init(pr_wk_file *f)
+{
+        *f = (pr_wk_file)PR_WK_FILE_INIT;
+}
+
+int pr_wk_file_decode(const pr_schema *s, json_object *obj, pr_wk_file *out, sp_error **err)
+{
+        pr_wk_file_init(out);
+        return pr_msg_decode(s, obj, out, err);
+}
+
 #define R pr_wk_import_template
 static const pr_field import_template_fields[] = {
         PR_F_STRING(R, "name", name, true, PR_WK_ID_MAX),

@@ -89,13 +89,30 @@ typedef struct pr_wk_write_stdin {
 
 /* The file methods share one struct; each method's schema names the fields
  * it takes (absent values: NULL, false, limit 0, mode -1, length -1, window 0).
- * Decoding leaves the members a method does not take as they were. */
+ * A zeroed struct is not absent (it says mode 0): start from PR_WK_FILE_INIT
+ * or pr_wk_file_init(), and decode with pr_wk_file_decode(), which leaves the
+ * members a method does not take absent (pr_msg_decode leaves them as they
+ * were). */
 typedef struct pr_wk_file {
         const char *sandbox_id;
         const char *path, *from, *to, *user;
         int64_t limit, mode, offset, length, window;
         bool follow, parents, recursive, append;
 } pr_wk_file;
+
+/* Every member of a pr_wk_file at its absent value, as an initialiser:
+ * pr_wk_file q = PR_WK_FILE_INIT; then set the members the method takes. */
+#define PR_WK_FILE_INIT \
+        { \
+                .mode = -1, .length = -1 \
+        }
+
+/* Sets every member of f to its absent value (as PR_WK_FILE_INIT). */
+void pr_wk_file_init(pr_wk_file *f);
+
+/* pr_msg_decode of a file method's request (s, one of the file schemas) into
+ * out, every member the method does not take left at its absent value. */
+int pr_wk_file_decode(const pr_schema *s, json_object *obj, pr_wk_file *out, sp_error **err);
 
 /* ImportTemplate */
 typedef struct pr_wk_import_template {

@@ -199,6 +199,106 @@ START_TEST(spec_and_codecs_agree)
 }
 END_TEST
 
+/* The file methods' shared struct: PR_WK_FILE_INIT and pr_wk_file_init() set
+ * every member to the absent value of every file schema that names it, and
+ * pr_wk_file_decode() leaves the members a method does not take absent,
+ * whatever the struct held before. */
+START_TEST(file_requests_start_and_decode_absent)
+{
+        static const pr_schema *const files[] = {
+                &pr_wk_stat_file_schema,   &pr_wk_list_dir_schema,   &pr_wk_make_dir_schema,  &pr_wk_move_path_schema,
+                &pr_wk_remove_path_schema, &pr_wk_chmod_path_schema, &pr_wk_read_file_schema, &pr_wk_write_file_schema};
+        const size_t nfiles = sizeof(files) / sizeof(files[0]);
+        const pr_wk_file init = PR_WK_FILE_INIT;
+        pr_wk_file fn;
+        memset(&fn, 0x5a, sizeof(fn));
+        pr_wk_file_init(&fn);
+        size_t named = 0; /* members some file schema names */
+        for (size_t off = 0; off < sizeof(pr_wk_file); off++) {
+                bool seen = false;
+                for (size_t k = 0; k < nfiles; k++) {
+                        for (size_t i = 0; i < files[k]->nfields; i++) {
+                                const pr_field *f = &files[k]->fields[i];
+                                if (f->offset != off)
+                                        continue;
+                                pr_wk_file z;
+                                memset(&z, 0xa5, sizeof(z));
+                                pr_msg_init(files[k], &z);
+                                const char *a = (const char *)&init + off, *b = (const char *)&fn + off,
+                                           *c = (const char *)&z + off;
+                                size_t n = f->kind == PR_STRING ? sizeof(const char *)
+                                           : f->kind == PR_INT  ? sizeof(int64_t)
+                                                                : sizeof(bool);
+                                ck_assert_msg(memcmp(a, c, n) == 0 && memcmp(b, c, n) == 0,
+                                              "%s: '%s' does not start absent", files[k]->name, f->name);
+                                seen = true;
+                        }
+                }
+                named += seen;
+        }
+        ck_assert_uint_eq(named, 14); /* every member of pr_wk_file */
+
+        /* Each method's request from PR_WK_FILE_INIT sends only what was set
+         * (and ChmodPath's mode, required: -1 there is refused, not absent). */
+        for (size_t k = 0; k < nfiles; k++) {
+                pr_wk_file q = PR_WK_FILE_INIT;
+                _cleanup_json_ json_object *o = pr_msg_encode(files[k], &q);
+                json_object_object_foreach (o, key, val) {
+                        (void)val;
+                        ck_assert_msg(pr_msg_field(files[k], key)->required, "%s: %s", files[k]->name, sp_json_str(o));
+                }
+        }
+
+        /* A struct that held a WriteFile request decodes a StatFile one: what
+         * StatFile does not take is absent again, not as it was. */
+        _cleanup_json_ json_object *wr = json_tokener_parse(
+                "{\"sandbox_id\":\"sbx_1\",\"path\":\"/a\",\"mode\":384,\"append\":true,\"user\":\"u\"}");
+        _cleanup_json_ json_object *st =
+                json_tokener_parse("{\"sandbox_id\":\"sbx_2\",\"path\":\"/b\",\"follow\":true}");
+        ck_assert_ptr_nonnull(wr);
+        ck_assert_ptr_nonnull(st);
+        pr_wk_file q;
+        memset(&q, 0, sizeof(q));
+        sp_error *e = NULL;
+        ck_assert_int_eq(pr_wk_file_decode(&pr_wk_write_file_schema, wr, &q, &e), 0);
+        ck_assert_int_eq(q.mode, 0600);
+        ck_assert(q.append);
+        ck_assert_int_eq(q.length, -1); /* not WriteFile's: absent, though the struct was zeroed */
+        q.limit = 7;
+        q.window = 8192;
+        q.offset = 9;
+        q.length = 0;
+        q.from = q.to = "x";
+        q.parents = q.recursive = true;
+        ck_assert_int_eq(pr_wk_file_decode(&pr_wk_stat_file_schema, st, &q, &e), 0);
+        ck_assert_ptr_null(e);
+        ck_assert_str_eq(q.sandbox_id, "sbx_2");
+        ck_assert_str_eq(q.path, "/b");
+        ck_assert(q.follow);
+        ck_assert_ptr_null(q.user);
+        ck_assert_ptr_null(q.from);
+        ck_assert_ptr_null(q.to);
+        ck_assert_int_eq(q.mode, -1);
+        ck_assert_int_eq(q.length, -1);
+        ck_assert_int_eq(q.limit, 0);
+        ck_assert_int_eq(q.offset, 0);
+        ck_assert_int_eq(q.window, 0);
+        ck_assert(!q.append && !q.parents && !q.recursive);
+        /* So a WriteFile encoded from it sends no mode. */
+        _cleanup_json_ json_object *back = pr_msg_encode(&pr_wk_write_file_schema, &q);
+        ck_assert(!json_object_object_get_ex(back, "mode", NULL));
+
+        /* A refused request still leaves the struct absent, never half old. */
+        _cleanup_json_ json_object *bad = json_tokener_parse("{\"sandbox_id\":\"s\",\"path\":\"/c\",\"mode\":-2}");
+        ck_assert_ptr_nonnull(bad);
+        q.limit = 5;
+        ck_assert_int_lt(pr_wk_file_decode(&pr_wk_chmod_path_schema, bad, &q, &e), 0);
+        ck_assert_ptr_nonnull(e);
+        sp_error_free(e);
+        ck_assert_int_eq(q.limit, 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("worker_rpc");
@@ -208,6 +308,7 @@ int main(void)
         tcase_add_test(tc, nested_errors_name_the_outer_field);
         tcase_add_test(tc, arrays_maps_and_open_schemas);
         tcase_add_test(tc, spec_and_codecs_agree);
+        tcase_add_test(tc, file_requests_start_and_decode_absent);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
