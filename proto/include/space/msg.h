@@ -63,6 +63,8 @@ typedef struct pr_field {
         size_t items; /* PR_ARRAY, PR_STRING_ARRAY, PR_INT_MAP: the most entries */
         size_t offset; /* of the member in the struct */
         const pr_schema *sub; /* PR_OBJECT, PR_ARRAY */
+        bool flagged; /* PR_OBJECT: a bool member at flag_offset says whether the message is present */
+        size_t flag_offset;
 } pr_field;
 
 struct pr_schema {
@@ -94,6 +96,23 @@ struct pr_schema {
 #define PR_F_OBJECT(F, json, m, schema) \
         { \
                 .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema) \
+        }
+/* A required nested message: always encoded, even when its fields are all absent. */
+#define PR_F_OBJECT_REQ(F, json, m, schema) \
+        { \
+                .name = (json), .kind = PR_OBJECT, .required = true, .offset = offsetof(F, m), .sub = (schema) \
+        }
+/* An optional nested message whose presence is the bool member has: decoding
+ * sets it, encoding writes the message when it is set (whatever its fields). */
+#define PR_F_OBJECT_OPT(F, json, m, has, schema) \
+        { \
+                .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema), .flagged = true, \
+                .flag_offset = offsetof(F, has) \
+        }
+/* A required bool: always encoded, even at false. */
+#define PR_F_BOOL_REQ(F, json, m) \
+        { \
+                .name = (json), .kind = PR_BOOL, .required = true, .offset = offsetof(F, m) \
         }
 #define PR_F_JSON(F, json, m, req) \
         { \
@@ -132,7 +151,9 @@ void pr_msg_init(const pr_schema *s, void *out);
 int pr_msg_decode(const pr_schema *s, json_object *obj, void *out, sp_error **err);
 
 /* The message in as a new object. Absent fields (NULL, or an int or bool at
- * its default, or a nested message whose fields are all absent) are left out. */
+ * its default, or a nested message whose fields are all absent or whose
+ * presence flag is unset) are left out; required ints, bools and nested
+ * messages are always written. */
 json_object *pr_msg_encode(const pr_schema *s, const void *in);
 
 /* The field of s named name, or NULL. */

@@ -59,6 +59,79 @@ START_TEST(nested_errors_name_the_outer_field)
 }
 END_TEST
 
+START_TEST(every_answer_round_trips_and_refuses)
+{
+        ck_assert_int_ge(pr_worker_nanswers, 18);
+        for (size_t i = 0; i < pr_worker_nanswers; i++) {
+                const pr_schema *s = pr_worker_answers[i].schema;
+                ck_assert_msg(s->open, "the answer %s is not open", s->name);
+                msg_check_round_trip(s->name, s, pr_worker_answers[i].size);
+                msg_check_refusals(s->name, s);
+        }
+        /* Every method's answer is one of them, with its size. */
+        size_t with = 0;
+        for (size_t m = 0; m < pr_worker_nmethods; m++) {
+                const pr_method *pm = &pr_worker_methods[m];
+                if (!pm->response)
+                        continue;
+                bool found = false;
+                for (size_t i = 0; i < pr_worker_nanswers; i++)
+                        found |= pr_worker_answers[i].schema == pm->response &&
+                                 pr_worker_answers[i].size == pm->response_size;
+                ck_assert_msg(found, "%s: its answer is not listed", pm->name);
+                with++;
+        }
+        ck_assert_uint_ge(with, 19);
+}
+END_TEST
+
+/* What the worker sends decodes and encodes back as it was: fields at zero or
+ * false that it always sends stay (an exit of code 0, a suspend without
+ * memory, resources of 0), optional ones it leaves out stay out. */
+START_TEST(answers_encode_what_the_worker_sends)
+{
+        static const struct {
+                const pr_schema *s;
+                const char *json;
+        } cases[] = {
+                {&pr_wk_session_schema,
+                 "{\"id\":\"ses_1\",\"sandbox_id\":\"sbx_1\",\"state\":\"exited\",\"pid\":7,"
+                 "\"created_at\":\"2024-01-02T03:04:05.000006Z\",\"started_at\":\"2024-01-02T03:04:05.000007Z\","
+                 "\"ended_at\":\"2024-01-02T03:04:06Z\",\"exit\":{\"code\":0,\"signal\":0,\"oom\":false,"
+                 "\"killed\":false},\"output_start\":0,\"output_end\":0}"},
+                {&pr_wk_session_schema, "{\"id\":\"ses_1\",\"sandbox_id\":\"sbx_1\",\"state\":\"starting\","
+                                        "\"created_at\":\"2024-01-02T03:04:05Z\",\"output_reclaimed\":true}"},
+                {&pr_wk_sandbox_schema,
+                 "{\"id\":\"sbx_1\",\"template\":\"base\",\"state\":\"suspended\",\"backend\":\"jail\","
+                 "\"hostname\":\"h\",\"created_at\":\"2024-01-02T03:04:05Z\",\"resources\":{\"cpu_millis\":0,"
+                 "\"memory_mb\":0,\"pids\":0,\"disk_mb\":0},\"suspend\":{\"memory\":false,\"filesystem\":true},"
+                 "\"agent_connected\":false}"},
+                {&pr_wk_node_info_schema,
+                 "{\"id\":\"n\",\"backend\":\"jail\",\"capacity\":{\"cpu_millis\":0,\"memory_bytes\":0,"
+                 "\"slots\":0},\"used\":{\"cpu_millis\":0,\"memory_bytes\":0,\"slots\":0,\"disk_bytes\":0},"
+                 "\"warm\":{},\"templates\":[]}"},
+                {&pr_wk_template_schema, "{\"name\":\"base\",\"source\":\"base\",\"created_at\":\"x\","
+                                         "\"workdir\":\"/\",\"user\":\"root\",\"bytes\":0}"},
+                {&pr_wk_exit_event_schema, "{\"event\":\"exit\",\"code\":0,\"signal\":0,\"oom\":false,"
+                                           "\"killed\":false}"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_json_ json_object *o = NULL;
+                ck_assert_int_eq(sp_json_parse(cases[i].json, strlen(cases[i].json), &o, NULL), 0);
+                msgbuf b;
+                sp_error *e = NULL;
+                ck_assert_msg(pr_msg_decode(cases[i].s, o, b.b, &e) == 0, "%zu: %s", i, e ? e->message : "?");
+                _cleanup_json_ json_object *enc = pr_msg_encode(cases[i].s, b.b);
+                ck_assert_msg(json_object_equal(o, enc), "%zu: %s", i, sp_json_str(enc));
+        }
+        /* A session without a log has no output offsets; one without exit has no exit. */
+        pr_wk_session ses;
+        pr_msg_init(&pr_wk_session_schema, &ses);
+        ck_assert_int_eq(ses.output_start, -1);
+        ck_assert(!ses.has_exit);
+}
+END_TEST
+
 /* The kinds no worker request uses yet: arrays of messages, string arrays,
  * integer maps, and an open schema (an answer's) that ignores what it does not name. */
 typedef struct item {
@@ -206,6 +279,8 @@ int main(void)
         tcase_add_test(tc, every_request_round_trips);
         tcase_add_test(tc, every_request_refuses_what_it_does_not_know);
         tcase_add_test(tc, nested_errors_name_the_outer_field);
+        tcase_add_test(tc, every_answer_round_trips_and_refuses);
+        tcase_add_test(tc, answers_encode_what_the_worker_sends);
         tcase_add_test(tc, arrays_maps_and_open_schemas);
         tcase_add_test(tc, spec_and_codecs_agree);
         suite_add_tcase(s, tc);
