@@ -87,17 +87,10 @@ static int load(cp_api *api, const char *tenant_id, const char *id, session_row 
 static int record(cp_api *api, const char *tenant_id, json_object *ws, sp_error **err)
 {
         static const char *const states[] = {"starting", "running", "exited", "failed"};
-        const char *id = NULL, *state = NULL, *started = NULL, *ended = NULL, *error = NULL;
-        int64_t pid = 0;
-        json_object *ex = NULL;
-        if (sp_json_get_string(ws, "id", true, SP_ID_MAX - 1, &id, err) < 0 ||
-            sp_json_get_string(ws, "state", true, 16, &state, err) < 0 ||
-            sp_json_get_int(ws, "pid", false, 1, INT32_MAX, &pid, err) < 0 ||
-            sp_json_get_string(ws, "started_at", false, 40, &started, err) < 0 ||
-            sp_json_get_string(ws, "ended_at", false, 40, &ended, err) < 0 ||
-            sp_json_get_string(ws, "error", false, 4096, &error, err) < 0 ||
-            sp_json_get_object(ws, "exit", false, &ex, err) < 0)
+        pr_wk_session ses;
+        if (pr_msg_decode(&pr_wk_session_schema, ws, &ses, err) < 0)
                 return sp_error_wrap(err, "the worker's session");
+        const char *state = ses.state;
         bool known = false;
         for (size_t i = 0; i < SP_ARRAY_SIZE(states); i++)
                 known |= strcmp(state, states[i]) == 0;
@@ -105,29 +98,25 @@ static int record(cp_api *api, const char *tenant_id, json_object *ws, sp_error 
                 return sp_error_set(err, SP_E_INTERNAL, "the worker's session: unknown state '%.16s'", state);
         /* Only the fields the API shows, with their types. */
         _cleanup_json_ json_object *exit_obj = NULL;
-        if (ex) {
-                static const char *const ints[] = {"code", "signal"}, *const bools[] = {"oom", "killed"};
+        if (ses.has_exit) {
+                const pr_wk_exit *x = &ses.exit;
                 exit_obj = json_object_new_object();
-                for (size_t i = 0; i < 2; i++) {
-                        int64_t v = 0;
-                        if (sp_json_get_int(ex, ints[i], false, -1, 255, &v, err) < 0)
-                                return sp_error_wrap(err, "the worker's session exit");
-                        json_object_object_add(exit_obj, ints[i], json_object_new_int64(v));
-                        bool b = false;
-                        if (sp_json_get_bool(ex, bools[i], false, &b, err) < 0)
-                                return sp_error_wrap(err, "the worker's session exit");
-                        json_object_object_add(exit_obj, bools[i], json_object_new_boolean(b));
-                }
-                const char *reason = NULL;
-                if (sp_json_get_string(ex, "reason", false, 256, &reason, err) < 0)
-                        return sp_error_wrap(err, "the worker's session exit");
-                json_object_object_add(exit_obj, "reason", reason ? json_object_new_string(reason) : NULL);
+                json_object_object_add(exit_obj, "code", json_object_new_int64(x->code));
+                json_object_object_add(exit_obj, "oom", json_object_new_boolean(x->oom));
+                json_object_object_add(exit_obj, "signal", json_object_new_int64(x->signal));
+                json_object_object_add(exit_obj, "killed", json_object_new_boolean(x->killed));
+                json_object_object_add(exit_obj, "reason", x->reason ? json_object_new_string(x->reason) : NULL);
         }
         char pidtext[16];
-        snprintf(pidtext, sizeof(pidtext), "%lld", (long long)pid);
-        const char *params[] = {
-                id,   tenant_id, state, pid ? pidtext : NULL, started, ended, exit_obj ? sp_json_str(exit_obj) : NULL,
-                error};
+        snprintf(pidtext, sizeof(pidtext), "%lld", (long long)ses.pid);
+        const char *params[] = {ses.id,
+                                tenant_id,
+                                state,
+                                ses.pid ? pidtext : NULL,
+                                ses.started_at,
+                                ses.ended_at,
+                                exit_obj ? sp_json_str(exit_obj) : NULL,
+                                ses.error};
         return cp_db_exec(api->db,
                           "UPDATE sessions SET state = $3, pid = coalesce($4::integer, pid), "
                           "started_at = coalesce($5::timestamptz, started_at), "
@@ -514,14 +503,19 @@ static void list_answer(cp_call *c, const list_ctx *x)
 static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
 {
         list_ctx *x = userdata;
-        json_object *arr = NULL;
-        if (!err && json_object_object_get_ex(resp, "sessions", &arr) && json_object_is_type(arr, json_type_array)) {
+        pr_wk_session_list list = {0};
+        _cleanup_error_ sp_error *bad = NULL;
+        if (!err && pr_msg_decode(&pr_wk_session_list_schema, resp, &list, &bad) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", x->sandbox_id), "the worker's sessions: %s", bad->message);
+        else if (!err) {
+                json_object *arr = list.sessions;
                 _cleanup_json_ json_object *ids = json_object_new_array();
                 for (size_t i = 0; i < json_object_array_length(arr); i++) {
                         _cleanup_error_ sp_error *e = NULL;
-                        json_object *ws = json_object_array_get_idx(arr, i), *id = NULL;
-                        if (json_object_object_get_ex(ws, "id", &id))
-                                json_object_array_add(ids, json_object_get(id));
+                        json_object *ws = json_object_array_get_idx(arr, i);
+                        pr_wk_session ses;
+                        (void)pr_msg_decode(&pr_wk_session_schema, ws, &ses, NULL); /* the list's decode checked it */
+                        json_object_array_add(ids, json_object_new_string(ses.id));
                         if (record(c->api, c->who.tenant_id, ws, &e) < 0)
                                 sp_log_warn_kv(SP_KV("sandbox_id", x->sandbox_id),
                                                "recording the worker's sessions: %s", e->message);

@@ -17,10 +17,6 @@ typedef struct stats_ctx {
         char worker_id[SP_ID_MAX];
 } stats_ctx;
 
-/* The counters the worker reports (proto/spec/worker-rpc.md), copied when present. */
-static const char *const counters[] = {"cpu_ns", "memory_bytes", "memory_peak_bytes",
-                                       "pids",   "disk_bytes",   "oom_kills"};
-
 static void on_stats(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
 {
         _cleanup_free_ stats_ctx *x = userdata;
@@ -35,6 +31,11 @@ static void on_stats(cp_call *c, json_object *resp, const sp_error *err, void *u
                 cp__fail_worker(c, err);
                 return;
         }
+        pr_wk_sandbox_stats st;
+        if (pr_msg_decode(&pr_wk_sandbox_stats_schema, resp, &st, &e) < 0) {
+                cp__failf(c, SP_E_INTERNAL, "the stats of worker %s: %s", x->worker_id, e->message);
+                return;
+        }
         _cleanup_json_ json_object *out = NULL;
         const char *params[] = {x->sandbox_id};
         if (cp__query_json(c->api,
@@ -45,11 +46,12 @@ static void on_stats(cp_call *c, json_object *resp, const sp_error *err, void *u
                 cp__fail(c, e);
                 return;
         }
-        for (size_t i = 0; i < SP_ARRAY_SIZE(counters); i++) {
-                json_object *v = NULL;
-                if (json_object_object_get_ex(resp, counters[i], &v) && json_object_is_type(v, json_type_int))
-                        json_object_object_add(out, counters[i], json_object_get(v));
-        }
+        /* The counters the worker reports (proto/spec/worker-rpc.md). */
+        json_object_object_add(out, "cpu_ns", json_object_new_int64(st.cpu_ns));
+        json_object_object_add(out, "memory_bytes", json_object_new_int64(st.memory_bytes));
+        json_object_object_add(out, "memory_peak_bytes", json_object_new_int64(st.memory_peak_bytes));
+        json_object_object_add(out, "pids", json_object_new_int64(st.pids));
+        json_object_object_add(out, "oom_kills", json_object_new_int64(st.oom_kills));
         cp__reply(c, 200, out);
 }
 

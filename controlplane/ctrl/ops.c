@@ -169,8 +169,8 @@ static void place_again(cp_ctrl *c, const char *op, const char *sbx, const char 
 static void on_verify(json_object *resp, const sp_error *err, void *userdata)
 {
         op_ctx *x = userdata;
-        json_object *st = NULL;
-        const char *state = !err && json_object_object_get_ex(resp, "state", &st) ? json_object_get_string(st) : "";
+        pr_wk_sandbox sb;
+        const char *state = !err && pr_msg_decode(&pr_wk_sandbox_schema, resp, &sb, NULL) == 0 ? sb.state : "";
         if (!err && x->k->worker_state && strcmp(state, x->k->worker_state) == 0)
                 op_succeed(x->c, x->op, x->sbx, x->k);
         else

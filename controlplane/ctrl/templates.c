@@ -40,13 +40,12 @@ static void on_import_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint
         if (x->shown_us && now - x->shown_us < PROGRESS_EVERY_US)
                 return;
         _cleanup_json_ json_object *o = NULL;
-        const char *event = NULL, *message = NULL;
+        pr_wk_message_event ev;
         if (sp_json_parse((const char *)p, n, &o, NULL) < 0 ||
-            sp_json_get_string(o, "event", true, 32, &event, NULL) < 0 || strcmp(event, "progress") != 0 ||
-            sp_json_get_string(o, "message", true, 65536, &message, NULL) < 0)
+            pr_msg_decode(&pr_wk_progress_event_schema, o, &ev, NULL) < 0 || strcmp(ev.event, "progress") != 0)
                 return;
         char text[PROGRESS_MAX + 1];
-        snprintf(text, sizeof(text), "%s", message);
+        snprintf(text, sizeof(text), "%s", ev.message);
         x->shown_us = now;
         const char *params[] = {x->op, text};
         (void)cp_db_exec(x->c->db,
@@ -63,12 +62,10 @@ static void on_import_end(sp_rpc_stream *s, json_object *trailer, const sp_error
          * counts against its tenant's template storage, in place of the
          * reservation made for the build. Uploaded templates are sized when
          * the upload is in (reconcile.c): their archive counts too. */
-        json_object *tpl = NULL;
-        int64_t bytes = 0;
-        if (!err && sp_json_get_object(trailer, "template", false, &tpl, NULL) == 0 && tpl &&
-            sp_json_get_int(tpl, "bytes", true, 0, INT64_MAX, &bytes, NULL) == 0) {
+        pr_wk_template_trailer t;
+        if (!err && pr_msg_decode(&pr_wk_import_trailer_schema, trailer, &t, NULL) == 0) {
                 char b[24];
-                snprintf(b, sizeof(b), "%lld", (long long)bytes);
+                snprintf(b, sizeof(b), "%lld", (long long)t.template_.bytes);
                 const char *p[] = {x->tpl, b};
                 (void)cp_db_exec(x->c->db,
                                  "UPDATE templates SET size_bytes = greatest(coalesce(size_bytes, 0), $2::bigint), "

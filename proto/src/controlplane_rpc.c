@@ -81,8 +81,8 @@ static const pr_field heartbeat_fields[] = {
         PR_F_STRING(R, "address", address, true, PR_CP_ADDRESS_MAX),
         PR_F_STRING(R, "backend", backend, true, PR_CP_BACKEND_MAX),
         PR_F_STRING_MAP(R, "labels", labels, PR_CP_LABELS_MAX, PR_CP_LABEL_KEY_MAX, PR_CP_LABEL_VALUE_MAX),
-        PR_F_OBJECT_REQUIRED(R, "capacity", capacity, &pr_cp_resources_schema),
-        PR_F_OBJECT_REQUIRED(R, "used", used, &pr_cp_resources_schema),
+        PR_F_OBJECT_REQ(R, "capacity", capacity, &pr_cp_resources_schema),
+        PR_F_OBJECT_REQ(R, "used", used, &pr_cp_resources_schema),
         PR_F_STRING_ARRAY(R, "templates", templates, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX),
         PR_F_INT_MAP(R, "artifacts", artifacts, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0, PR_CP_BYTES_MAX),
         PR_F_INT_MAP(R, "template_bytes", template_bytes, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0,
@@ -128,7 +128,7 @@ const pr_schema pr_cp_revoked_entry_schema = PR_SCHEMA("Revoked", revoked_entry_
 static const pr_field revoked_resp_fields[] = {
         PR_F_ARRAY(R, "keys", keys, true, PR_CP_REVOKED_MAX, &pr_cp_revoked_entry_schema),
         PR_F_INT(R, "cursor_us", cursor_us, true, 0, INT64_MAX, 0),
-        PR_F_BOOL_REQUIRED(R, "more", more),
+        PR_F_BOOL_REQ(R, "more", more),
         PR_F_ARRAY(R, "templates", templates, false, PR_CP_REVOKED_MAX, &pr_cp_revoked_entry_schema),
 };
 #undef R

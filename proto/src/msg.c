@@ -6,6 +6,8 @@
 #include "space/msg.h"
 
 #define AT(p, f, type) ((type *)(void *)((char *)(p) + (f)->offset))
+#define FLAG(p, f) ((bool *)(void *)((char *)(p) + (f)->flag_offset))
+#define CFLAG(p, f) ((bool const *)(const void *)((const char *)(p) + (f)->flag_offset))
 #define CAT(p, f, type) ((type const *)(const void *)((const char *)(p) + (f)->offset))
 
 const pr_field *pr_msg_field(const pr_schema *s, const char *name)
@@ -39,6 +41,8 @@ void pr_msg_init(const pr_schema *s, void *out)
                         break;
                 case PR_OBJECT:
                         pr_msg_init(f->sub, AT(out, f, char));
+                        if (f->flagged)
+                                *FLAG(out, f) = false;
                         break;
                 }
         }
@@ -159,6 +163,8 @@ static int decode_field(const pr_field *f, json_object *obj, void *out, sp_error
                         return -SP_E_INVALID;
                 if (sub && pr_msg_decode(f->sub, sub, out ? AT(out, f, char) : NULL, err) < 0)
                         return sp_error_wrap(err, "field '%s'", f->name);
+                if (sub && out && f->flagged)
+                        *FLAG(out, f) = true;
                 return 0;
         }
         }
@@ -209,7 +215,7 @@ static bool all_absent(const pr_schema *s, const void *in)
                                 return false;
                         break;
                 case PR_OBJECT:
-                        if (!all_absent(f->sub, CAT(in, f, char)))
+                        if (f->flagged ? *CFLAG(in, f) : !all_absent(f->sub, CAT(in, f, char)))
                                 return false;
                         break;
                 }
@@ -253,7 +259,7 @@ json_object *pr_msg_encode(const pr_schema *s, const void *in)
                         break;
                 }
                 case PR_OBJECT:
-                        if (f->required || !all_absent(f->sub, CAT(in, f, char)))
+                        if (f->required || (f->flagged ? *CFLAG(in, f) : !all_absent(f->sub, CAT(in, f, char))))
                                 v = pr_msg_encode(f->sub, CAT(in, f, char));
                         break;
                 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Worker RPC requests: one schema per request shape (worker_rpc.h). The
- * bounds are the worker's; the file fields' are the agent's, which the
- * worker hands them to (agent_proto.c). */
+/* Worker RPC requests and answers: one schema per shape (worker_rpc.h). The
+ * requests' bounds are the worker's; the file fields' are the agent's, which
+ * the worker hands them to (agent_proto.c). The answers are open and bound
+ * only what the worker may send. */
 #include <string.h>
 
 #include "space/agent_proto.h"
@@ -162,46 +163,263 @@ static const pr_field set_warm_pool_fields[] = {
 };
 const pr_schema pr_wk_set_warm_pool_schema = PR_SCHEMA("SetWarmPool", set_warm_pool_fields);
 
+/* ---- Answers (open) ---- */
+
+#define R pr_wk_sandbox_resources
+static const pr_field sandbox_resources_fields[] = {
+        PR_F_INT(R, "cpu_millis", cpu_millis, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "memory_mb", memory_mb, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "pids", pids, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "disk_mb", disk_mb, true, 0, INT64_MAX, 0),
+};
+#undef R
+static const pr_schema sandbox_resources_schema = PR_SCHEMA_OPEN("SandboxResources", sandbox_resources_fields);
+
+static const pr_field suspend_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_suspend, "memory", memory),
+        PR_F_BOOL_REQ(pr_wk_suspend, "filesystem", filesystem),
+};
+static const pr_schema suspend_schema = PR_SCHEMA_OPEN("Suspend", suspend_fields);
+
+#define R pr_wk_sandbox
+static const pr_field sandbox_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "template", template_name, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "state", state, true, 16),
+        PR_F_STRING(R, "backend", backend, false, 16),
+        PR_F_STRING(R, "hostname", hostname, false, 63),
+        PR_F_STRING(R, "created_at", created_at, true, PR_WK_TIME_MAX),
+        PR_F_OBJECT_REQ(R, "resources", resources, &sandbox_resources_schema),
+        PR_F_OBJECT_OPT(R, "suspend", suspend, has_suspend, &suspend_schema),
+        PR_F_STRING(R, "error", error, false, PR_WK_MESSAGE_MAX),
+        PR_F_BOOL_REQ(R, "agent_connected", agent_connected),
+};
+#undef R
+const pr_schema pr_wk_sandbox_schema = PR_SCHEMA_OPEN("Sandbox", sandbox_fields);
+
+static const pr_field sandbox_list_fields[] = {
+        PR_F_ARRAY(pr_wk_sandbox_list, "sandboxes", sandboxes, true, PR_WK_LIST_MAX, &pr_wk_sandbox_schema)};
+const pr_schema pr_wk_sandbox_list_schema = PR_SCHEMA_OPEN("SandboxList", sandbox_list_fields);
+
+#define R pr_wk_sandbox_stats
+static const pr_field sandbox_stats_fields[] = {
+        PR_F_INT(R, "cpu_ns", cpu_ns, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "memory_bytes", memory_bytes, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "memory_peak_bytes", memory_peak_bytes, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "pids", pids, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "oom_kills", oom_kills, true, 0, INT64_MAX, 0),
+};
+#undef R
+const pr_schema pr_wk_sandbox_stats_schema = PR_SCHEMA_OPEN("SandboxStatsAnswer", sandbox_stats_fields);
+
+/* The exit's fields, in Session.exit and in AttachSession's exit event. */
+#define EXIT_FIELDS(R) \
+        PR_F_INT(R, "code", code, true, -1, 255, 0), PR_F_INT(R, "signal", signal, true, -1, 255, 0), \
+                PR_F_BOOL_REQ(R, "oom", oom), PR_F_BOOL_REQ(R, "killed", killed), \
+                PR_F_STRING(R, "reason", reason, false, 256)
+static const pr_field exit_fields[] = {EXIT_FIELDS(pr_wk_exit)};
+static const pr_schema exit_schema = PR_SCHEMA_OPEN("Exit", exit_fields);
+
+#define R pr_wk_session
+static const pr_field session_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "sandbox_id", sandbox_id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "state", state, true, 16),
+        PR_F_INT(R, "pid", pid, false, 1, INT32_MAX, 0),
+        PR_F_STRING(R, "created_at", created_at, true, PR_WK_TIME_MAX),
+        PR_F_STRING(R, "started_at", started_at, false, PR_WK_TIME_MAX),
+        PR_F_STRING(R, "ended_at", ended_at, false, PR_WK_TIME_MAX),
+        PR_F_OBJECT_OPT(R, "exit", exit, has_exit, &exit_schema),
+        PR_F_STRING(R, "error", error, false, PR_WK_MESSAGE_MAX),
+        PR_F_INT(R, "output_start", output_start, false, 0, INT64_MAX, -1),
+        PR_F_INT(R, "output_end", output_end, false, 0, INT64_MAX, -1),
+        PR_F_BOOL(R, "output_reclaimed", output_reclaimed, false),
+};
+#undef R
+const pr_schema pr_wk_session_schema = PR_SCHEMA_OPEN("Session", session_fields);
+
+static const pr_field session_list_fields[] = {
+        PR_F_ARRAY(pr_wk_session_list, "sessions", sessions, true, PR_WK_LIST_MAX, &pr_wk_session_schema)};
+const pr_schema pr_wk_session_list_schema = PR_SCHEMA_OPEN("SessionList", session_list_fields);
+
+#define R pr_wk_template
+static const pr_field template_fields[] = {
+        PR_F_STRING(R, "name", name, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "source", source, true, 16),
+        PR_F_STRING(R, "created_at", created_at, true, PR_WK_TIME_MAX),
+        PR_F_STRING(R, "workdir", workdir, false, PR_WK_PATH_MAX),
+        PR_F_STRING(R, "user", user, false, 256),
+        PR_F_STRING(R, "digest", digest, false, 128),
+        PR_F_INT(R, "bytes", bytes, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "artifact_bytes", artifact_bytes, false, 0, INT64_MAX, -1),
+        PR_F_STRING(R, "format", format, false, 16),
+};
+#undef R
+const pr_schema pr_wk_template_schema = PR_SCHEMA_OPEN("Template", template_fields);
+
+static const pr_field template_list_fields[] = {
+        PR_F_ARRAY(pr_wk_template_list, "templates", templates, true, PR_WK_LIST_MAX, &pr_wk_template_schema)};
+const pr_schema pr_wk_template_list_schema = PR_SCHEMA_OPEN("TemplateList", template_list_fields);
+
+#define R pr_wk_node_resources
+static const pr_field node_resources_fields[] = {
+        PR_F_INT(R, "cpu_millis", cpu_millis, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "memory_bytes", memory_bytes, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "slots", slots, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "disk_bytes", disk_bytes, false, 0, INT64_MAX, -1),
+};
+#undef R
+static const pr_schema node_resources_schema = PR_SCHEMA_OPEN("NodeResources", node_resources_fields);
+
+#define R pr_wk_node_info
+static const pr_field node_info_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "backend", backend, true, 16),
+        PR_F_OBJECT_REQ(R, "capacity", capacity, &node_resources_schema),
+        PR_F_OBJECT_REQ(R, "used", used, &node_resources_schema),
+        PR_F_INT_MAP(R, "warm", warm, true, PR_WK_LIST_MAX, PR_WK_ID_MAX, 0, INT64_MAX),
+        PR_F_STRING_ARRAY(R, "templates", templates, true, PR_WK_LIST_MAX, PR_WK_ID_MAX),
+};
+#undef R
+const pr_schema pr_wk_node_info_schema = PR_SCHEMA_OPEN("NodeInfoAnswer", node_info_fields);
+
+static const pr_field dir_list_fields[] = {
+        PR_F_JSON(pr_wk_dir_list, "entries", entries, true),
+        PR_F_BOOL(pr_wk_dir_list, "truncated", truncated, false),
+};
+const pr_schema pr_wk_dir_list_schema = PR_SCHEMA_OPEN("DirList", dir_list_fields);
+
+static const pr_field start_event_fields[] = {
+        PR_F_STRING(pr_wk_start_event, "event", event, true, 16),
+        PR_F_INT(pr_wk_start_event, "pid", pid, true, 1, INT32_MAX, 0),
+};
+const pr_schema pr_wk_start_event_schema = PR_SCHEMA_OPEN("StartEvent", start_event_fields);
+
+static const pr_field exit_event_fields[] = {PR_F_STRING(pr_wk_exit_event, "event", event, true, 16),
+                                             EXIT_FIELDS(pr_wk_exit_event)};
+const pr_schema pr_wk_exit_event_schema = PR_SCHEMA_OPEN("ExitEvent", exit_event_fields);
+#undef EXIT_FIELDS
+
+static const pr_field message_event_fields[] = {
+        PR_F_STRING(pr_wk_message_event, "event", event, true, 16),
+        PR_F_STRING(pr_wk_message_event, "message", message, true, 65536),
+};
+const pr_schema pr_wk_error_event_schema = PR_SCHEMA_OPEN("ErrorEvent", message_event_fields);
+const pr_schema pr_wk_progress_event_schema = PR_SCHEMA_OPEN("ProgressEvent", message_event_fields);
+
+static const pr_field written_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_written_trailer, "ok", ok),
+        PR_F_INT(pr_wk_written_trailer, "written", written, true, 0, INT64_MAX, 0),
+};
+const pr_schema pr_wk_written_trailer_schema = PR_SCHEMA_OPEN("WrittenTrailer", written_trailer_fields);
+
+static const pr_field size_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_size_trailer, "ok", ok),
+        PR_F_INT(pr_wk_size_trailer, "size", size, true, 0, INT64_MAX, 0),
+};
+const pr_schema pr_wk_size_trailer_schema = PR_SCHEMA_OPEN("SizeTrailer", size_trailer_fields);
+
+static const pr_field import_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_template_trailer, "ok", ok),
+        PR_F_OBJECT_REQ(pr_wk_template_trailer, "template", template_, &pr_wk_template_schema),
+};
+const pr_schema pr_wk_import_trailer_schema = PR_SCHEMA_OPEN("ImportTrailer", import_trailer_fields);
+
+static const pr_field upload_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_template_trailer, "ok", ok),
+        PR_F_OBJECT_REQ(pr_wk_template_trailer, "template", template_, &pr_wk_template_schema),
+        PR_F_INT(pr_wk_template_trailer, "bytes", bytes, true, 0, INT64_MAX, 0),
+};
+const pr_schema pr_wk_upload_trailer_schema = PR_SCHEMA_OPEN("UploadTrailer", upload_trailer_fields);
+
+static const pr_field artifact_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_artifact_trailer, "ok", ok),
+        PR_F_INT(pr_wk_artifact_trailer, "bytes", bytes, true, 0, INT64_MAX, 0),
+        PR_F_STRING(pr_wk_artifact_trailer, "format", format, true, 16),
+};
+const pr_schema pr_wk_artifact_trailer_schema = PR_SCHEMA_OPEN("ArtifactTrailer", artifact_trailer_fields);
+
+#define A(schema, type) \
+        { \
+                &schema, sizeof(type) \
+        }
+const pr_answer pr_worker_answers[] = {
+        A(pr_wk_sandbox_schema, pr_wk_sandbox),
+        A(pr_wk_sandbox_list_schema, pr_wk_sandbox_list),
+        A(pr_wk_sandbox_stats_schema, pr_wk_sandbox_stats),
+        A(pr_wk_session_schema, pr_wk_session),
+        A(pr_wk_session_list_schema, pr_wk_session_list),
+        A(pr_wk_template_schema, pr_wk_template),
+        A(pr_wk_template_list_schema, pr_wk_template_list),
+        A(pr_wk_node_info_schema, pr_wk_node_info),
+        A(pr_wk_dir_list_schema, pr_wk_dir_list),
+        A(pr_wk_start_event_schema, pr_wk_start_event),
+        A(pr_wk_exit_event_schema, pr_wk_exit_event),
+        A(pr_wk_error_event_schema, pr_wk_message_event),
+        A(pr_wk_progress_event_schema, pr_wk_message_event),
+        A(pr_wk_written_trailer_schema, pr_wk_written_trailer),
+        A(pr_wk_size_trailer_schema, pr_wk_size_trailer),
+        A(pr_wk_import_trailer_schema, pr_wk_template_trailer),
+        A(pr_wk_upload_trailer_schema, pr_wk_template_trailer),
+        A(pr_wk_artifact_trailer_schema, pr_wk_artifact_trailer),
+};
+#undef A
+const size_t pr_worker_nanswers = sizeof(pr_worker_answers) / sizeof(pr_worker_answers[0]);
+
+/* ---- Methods ---- */
+
 #define M(name, schema, type, stream) \
         { \
-                name, &schema, sizeof(type), stream \
+                name, &schema, sizeof(type), stream, NULL, 0 \
+        }
+#define MR(name, schema, type, stream, answer, atype) \
+        { \
+                name, &schema, sizeof(type), stream, &answer, sizeof(atype) \
         }
 const pr_method pr_worker_methods[] = {
-        M("CreateSandbox", pr_wk_create_sandbox_schema, pr_wk_create_sandbox, false),
-        M("GetSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("ListSandboxes", pr_wk_empty_schema, pr_wk_empty, false),
+        MR("CreateSandbox", pr_wk_create_sandbox_schema, pr_wk_create_sandbox, false, pr_wk_sandbox_schema,
+           pr_wk_sandbox),
+        MR("GetSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("ListSandboxes", pr_wk_empty_schema, pr_wk_empty, false, pr_wk_sandbox_list_schema, pr_wk_sandbox_list),
         M("DeleteSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("PauseSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("ResumeSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("SuspendSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("RestoreSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("SandboxStats", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
-        M("Exec", pr_wk_exec_schema, pr_wk_exec, false),
-        M("GetSession", pr_wk_session_ref_schema, pr_wk_session_ref, false),
-        M("ListSessions", pr_wk_list_sessions_schema, pr_wk_list_sessions, false),
+        MR("PauseSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("ResumeSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("SuspendSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("RestoreSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("SandboxStats", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_stats_schema,
+           pr_wk_sandbox_stats),
+        MR("Exec", pr_wk_exec_schema, pr_wk_exec, false, pr_wk_session_schema, pr_wk_session),
+        MR("GetSession", pr_wk_session_ref_schema, pr_wk_session_ref, false, pr_wk_session_schema, pr_wk_session),
+        MR("ListSessions", pr_wk_list_sessions_schema, pr_wk_list_sessions, false, pr_wk_session_list_schema,
+           pr_wk_session_list),
         M("SignalSession", pr_wk_signal_session_schema, pr_wk_signal_session, false),
         M("KillSession", pr_wk_session_ref_schema, pr_wk_session_ref, false),
         M("ResizeSession", pr_wk_resize_session_schema, pr_wk_resize_session, false),
         M("CloseStdin", pr_wk_session_ref_schema, pr_wk_session_ref, false),
         M("AttachSession", pr_wk_attach_session_schema, pr_wk_attach_session, true),
-        M("WriteStdin", pr_wk_write_stdin_schema, pr_wk_write_stdin, true),
+        MR("WriteStdin", pr_wk_write_stdin_schema, pr_wk_write_stdin, true, pr_wk_written_trailer_schema,
+           pr_wk_written_trailer),
         M("StatFile", pr_wk_stat_file_schema, pr_wk_file, false),
-        M("ListDir", pr_wk_list_dir_schema, pr_wk_file, false),
+        MR("ListDir", pr_wk_list_dir_schema, pr_wk_file, false, pr_wk_dir_list_schema, pr_wk_dir_list),
         M("MakeDir", pr_wk_make_dir_schema, pr_wk_file, false),
         M("MovePath", pr_wk_move_path_schema, pr_wk_file, false),
         M("RemovePath", pr_wk_remove_path_schema, pr_wk_file, false),
         M("ChmodPath", pr_wk_chmod_path_schema, pr_wk_file, false),
-        M("ReadFile", pr_wk_read_file_schema, pr_wk_file, true),
-        M("WriteFile", pr_wk_write_file_schema, pr_wk_file, true),
-        M("ImportTemplate", pr_wk_import_template_schema, pr_wk_import_template, true),
-        M("UploadTemplate", pr_wk_upload_template_schema, pr_wk_upload_template, true),
-        M("ReadTemplateArtifact", pr_wk_template_ref_schema, pr_wk_template_ref, true),
-        M("ListTemplates", pr_wk_empty_schema, pr_wk_empty, false),
+        MR("ReadFile", pr_wk_read_file_schema, pr_wk_file, true, pr_wk_size_trailer_schema, pr_wk_size_trailer),
+        MR("WriteFile", pr_wk_write_file_schema, pr_wk_file, true, pr_wk_size_trailer_schema, pr_wk_size_trailer),
+        MR("ImportTemplate", pr_wk_import_template_schema, pr_wk_import_template, true, pr_wk_import_trailer_schema,
+           pr_wk_template_trailer),
+        MR("UploadTemplate", pr_wk_upload_template_schema, pr_wk_upload_template, true, pr_wk_upload_trailer_schema,
+           pr_wk_template_trailer),
+        MR("ReadTemplateArtifact", pr_wk_template_ref_schema, pr_wk_template_ref, true, pr_wk_artifact_trailer_schema,
+           pr_wk_artifact_trailer),
+        MR("ListTemplates", pr_wk_empty_schema, pr_wk_empty, false, pr_wk_template_list_schema, pr_wk_template_list),
         M("DeleteTemplate", pr_wk_template_ref_schema, pr_wk_template_ref, false),
-        M("NodeInfo", pr_wk_empty_schema, pr_wk_empty, false),
+        MR("NodeInfo", pr_wk_empty_schema, pr_wk_empty, false, pr_wk_node_info_schema, pr_wk_node_info),
         M("SetWarmPool", pr_wk_set_warm_pool_schema, pr_wk_set_warm_pool, false),
 };
 #undef M
+#undef MR
 const size_t pr_worker_nmethods = sizeof(pr_worker_methods) / sizeof(pr_worker_methods[0]);
 
 const pr_method *pr_worker_method(const char *name)

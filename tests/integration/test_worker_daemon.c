@@ -350,8 +350,10 @@ START_TEST(lifecycle_exec_files)
         ck_assert_str_eq(field(q, "state"), "running");
 
         /* suspend keeps the filesystem (and says so), restore starts it again */
-        json_object_put(must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", "sbx_test0000000000000001",
-                                  ",\"session_id\":\"ses_test000000000000000e\",\"argv\":[\"sleep\",\"1000\"]"));
+        _cleanup_json_ json_object *sl = must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", "sbx_test0000000000000001",
+                                                   ",\"session_id\":\"ses_test000000000000000e\",\"argv\":[\"sleep\","
+                                                   "\"1000\"]");
+        ck_assert_str_eq(field(sl, "sandbox_id"), "sbx_test0000000000000001");
         _cleanup_json_ json_object *s =
                 must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
         ck_assert_str_eq(field(s, "state"), "suspended");

@@ -16,6 +16,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 
 void wk__path(char *out, size_t n, const char *fmt, ...)
 {
@@ -516,41 +517,42 @@ int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
         return 0;
 }
 
-static json_object *template_json(const wk_template *t)
+/* The Template answer (worker-rpc.md); ts holds its created_at. */
+static void template_answer(const wk_template *t, pr_wk_template *a, char ts[static 32])
 {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", json_object_new_string(t->name));
-        json_object_object_add(o, "source", json_object_new_string(wk_template_source_name(t->meta->source)));
-        char ts[32];
         sp_time_format_rfc3339(t->created_us, ts);
-        json_object_object_add(o, "created_at", json_object_new_string(ts));
-        json_object_object_add(o, "workdir", json_object_new_string(t->meta->workdir));
-        json_object_object_add(o, "user", json_object_new_string(t->meta->user));
-        if (t->meta->digest[0])
-                json_object_object_add(o, "digest", json_object_new_string(t->meta->digest));
-        json_object_object_add(o, "bytes", json_object_new_int64(t->bytes));
-        if (t->artifact_format) {
-                json_object_object_add(o, "artifact_bytes", json_object_new_int64(t->artifact_bytes));
-                json_object_object_add(o, "format",
-                                       json_object_new_string(wk_template_source_name(t->artifact_format)));
-        }
-        return o;
+        *a = (pr_wk_template){
+                .name = t->name,
+                .source = wk_template_source_name(t->meta->source),
+                .created_at = ts,
+                .workdir = t->meta->workdir,
+                .user = t->meta->user,
+                .digest = t->meta->digest[0] ? t->meta->digest : NULL,
+                .bytes = t->bytes,
+                .artifact_bytes = t->artifact_format ? t->artifact_bytes : -1,
+                .format = t->artifact_format ? wk_template_source_name(t->artifact_format) : NULL,
+        };
 }
 
-json_object *wk_node_template_json(wk_node *n, const char *name)
+bool wk_node_template_answer(wk_node *n, const char *name, pr_wk_template *ret, char ts[static 32])
 {
         wk_template *t = wk__template_find(n, name);
-        return t ? template_json(t) : NULL;
+        if (t)
+                template_answer(t, ret, ts);
+        return t != NULL;
 }
 
 json_object *wk_node_templates_json(wk_node *n)
 {
         json_object *arr = json_object_new_array();
-        for (wk_template *t = n->templates; t; t = t->next)
-                json_object_array_add(arr, template_json(t));
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "templates", arr);
-        return o;
+        for (wk_template *t = n->templates; t; t = t->next) {
+                char ts[32];
+                pr_wk_template a;
+                template_answer(t, &a, ts);
+                json_object_array_add(arr, pr_msg_encode(&pr_wk_template_schema, &a));
+        }
+        _cleanup_json_ json_object *list = arr;
+        return pr_msg_encode(&pr_wk_template_list_schema, &(pr_wk_template_list){.templates = list});
 }
 
 json_object *wk_node_template_bytes_json(wk_node *n)
@@ -561,19 +563,25 @@ json_object *wk_node_template_bytes_json(wk_node *n)
         return o;
 }
 
+/* The NodeInfo answer (worker-rpc.md). */
 json_object *wk_node_info_json(wk_node *n)
 {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(n->node_id));
-        json_object_object_add(o, "backend", json_object_new_string(n->backend->ops->name));
-        int64_t used_cpu = 0, used_mem = 0, count = 0;
-        json_object *warm = json_object_new_object();
+        pr_wk_node_info a = {
+                .id = n->node_id,
+                .backend = n->backend->ops->name,
+                .capacity = {.cpu_millis = n->cfg.cpu_millis,
+                             .memory_bytes = n->cfg.memory_bytes,
+                             .slots = n->cfg.slots,
+                             .disk_bytes = -1},
+                .used = {.disk_bytes = -1},
+        };
+        _cleanup_json_ json_object *warm = json_object_new_object();
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next) {
                 if (sb->state == WK_SB_SUSPENDED)
                         continue;
-                count++;
-                used_cpu += sb->cpu_millis;
-                used_mem += sb->memory_bytes;
+                a.used.slots++;
+                a.used.cpu_millis += sb->cpu_millis;
+                a.used.memory_bytes += sb->memory_bytes;
                 if (sb->warm && sb->state == WK_SB_RUNNING) {
                         json_object *c = NULL;
                         int64_t have =
@@ -581,32 +589,18 @@ json_object *wk_node_info_json(wk_node *n)
                         json_object_object_add(warm, sb->template_name, json_object_new_int64(have + 1));
                 }
         }
-        json_object *cap = json_object_new_object();
-        json_object_object_add(cap, "cpu_millis", json_object_new_int64(n->cfg.cpu_millis));
-        json_object_object_add(cap, "memory_bytes", json_object_new_int64(n->cfg.memory_bytes));
-        json_object_object_add(cap, "slots", json_object_new_int64(n->cfg.slots));
         /* The storage pool: its size, and what is in use (quotas overcommit, as
          * snapshots share their template's blocks: the scheduler compares a
          * sandbox's quota with what is really free). */
         struct statvfs vfs;
-        bool pool = statvfs(n->storage->dir, &vfs) == 0;
-        if (pool)
-                json_object_object_add(cap, "disk_bytes",
-                                       json_object_new_int64((int64_t)vfs.f_blocks * (int64_t)vfs.f_frsize));
-        json_object *used = json_object_new_object();
-        json_object_object_add(used, "cpu_millis", json_object_new_int64(used_cpu));
-        json_object_object_add(used, "memory_bytes", json_object_new_int64(used_mem));
-        json_object_object_add(used, "slots", json_object_new_int64(count));
-        if (pool)
-                json_object_object_add(
-                        used, "disk_bytes",
-                        json_object_new_int64((int64_t)(vfs.f_blocks - vfs.f_bavail) * (int64_t)vfs.f_frsize));
-        json_object_object_add(o, "capacity", cap);
-        json_object_object_add(o, "used", used);
-        json_object_object_add(o, "warm", warm);
-        json_object *names = json_object_new_array();
+        if (statvfs(n->storage->dir, &vfs) == 0) {
+                a.capacity.disk_bytes = (int64_t)vfs.f_blocks * (int64_t)vfs.f_frsize;
+                a.used.disk_bytes = (int64_t)(vfs.f_blocks - vfs.f_bavail) * (int64_t)vfs.f_frsize;
+        }
+        _cleanup_json_ json_object *names = json_object_new_array();
         for (wk_template *t = n->templates; t; t = t->next)
                 json_object_array_add(names, json_object_new_string(t->name));
-        json_object_object_add(o, "templates", names);
-        return o;
+        a.warm = warm;
+        a.templates = names;
+        return pr_msg_encode(&pr_wk_node_info_schema, &a);
 }

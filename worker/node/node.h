@@ -31,6 +31,7 @@
 #include "template/template.h"
 #include "space/buf.h"
 #include "space/error.h"
+#include "space/worker_rpc.h"
 
 struct event_base;
 typedef struct wk_node wk_node;
@@ -151,11 +152,12 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
 /* Deletes the template, its warm sandboxes and its upload artifact.
  * SP_E_CONFLICT while sandboxes use it. */
 int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
-/* {"templates":[Template…]}, and one Template (NULL when there is none):
- * {name, source, created_at, workdir, user, digest?, bytes, artifact_bytes?, format?}
- * with bytes what its files hold on disk. */
+/* {"templates":[Template…]} (worker_rpc.h's pr_wk_template_list_schema), and
+ * one Template in *ret (false when there is none; its created_at is written
+ * to ts, its other strings are the template's own), with bytes what its files
+ * hold on disk. */
 json_object *wk_node_templates_json(wk_node *n);
-json_object *wk_node_template_json(wk_node *n, const char *name);
+bool wk_node_template_answer(wk_node *n, const char *name, pr_wk_template *ret, char ts[static 32]);
 bool wk_node_template_exists(wk_node *n, const char *name);
 
 /* Called (on the loop, inside the node call) each time a template was added

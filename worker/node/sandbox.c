@@ -16,6 +16,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 
 #define SANDBOX_JSON_MAX (1 << 20)
 
@@ -55,33 +56,29 @@ static void spec_of(const wk_sandbox *sb, wk_box_spec *spec, char *rootfs, char 
         };
 }
 
+/* The Sandbox answer (worker-rpc.md), which sandbox.json holds too with the
+ * fields of wk__sandbox_persist beside it. */
 json_object *wk_sandbox_to_json(const wk_sandbox *sb)
 {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(sb->id));
-        json_object_object_add(o, "template", json_object_new_string(sb->template_name));
-        json_object_object_add(o, "state", json_object_new_string(wk_sandbox_state_name(sb->state)));
-        json_object_object_add(o, "backend", json_object_new_string(sb->node->backend->ops->name));
-        json_object_object_add(o, "hostname", json_object_new_string(sb->hostname));
         char ts[32];
         sp_time_format_rfc3339(sb->created_us, ts);
-        json_object_object_add(o, "created_at", json_object_new_string(ts));
-        json_object *res = json_object_new_object();
-        json_object_object_add(res, "cpu_millis", json_object_new_int64(sb->cpu_millis));
-        json_object_object_add(res, "memory_mb", json_object_new_int64(sb->memory_bytes >> 20));
-        json_object_object_add(res, "pids", json_object_new_int64(sb->pids_max));
-        json_object_object_add(res, "disk_mb", json_object_new_int64(sb->disk_bytes >> 20));
-        json_object_object_add(o, "resources", res);
-        if (sb->state == WK_SB_SUSPENDED) {
-                json_object *s = json_object_new_object();
-                json_object_object_add(s, "memory", json_object_new_boolean(sb->suspended.memory));
-                json_object_object_add(s, "filesystem", json_object_new_boolean(sb->suspended.filesystem));
-                json_object_object_add(o, "suspend", s);
-        }
-        if (sb->failure)
-                json_object_object_add(o, "error", json_object_new_string(sb->failure));
-        json_object_object_add(o, "agent_connected", json_object_new_boolean(wk_agent_link_ready(sb->link)));
-        return o;
+        pr_wk_sandbox a = {
+                .id = sb->id,
+                .template_name = sb->template_name,
+                .state = wk_sandbox_state_name(sb->state),
+                .backend = sb->node->backend->ops->name,
+                .hostname = sb->hostname,
+                .created_at = ts,
+                .resources = {.cpu_millis = sb->cpu_millis,
+                              .memory_mb = sb->memory_bytes >> 20,
+                              .pids = sb->pids_max,
+                              .disk_mb = sb->disk_bytes >> 20},
+                .has_suspend = sb->state == WK_SB_SUSPENDED,
+                .suspend = {.memory = sb->suspended.memory, .filesystem = sb->suspended.filesystem},
+                .error = sb->failure,
+                .agent_connected = wk_agent_link_ready(sb->link),
+        };
+        return pr_msg_encode(&pr_wk_sandbox_schema, &a);
 }
 
 int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
@@ -594,13 +591,12 @@ int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_erro
         wk_box_stats st = {0};
         if (sb->box && sb->state != WK_SB_SUSPENDED && n->backend->ops->stats(sb->box, &st, err) < 0)
                 return sp_error_wrap(err, "stats of %s", id);
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "cpu_ns", json_object_new_int64((int64_t)st.cpu_ns));
-        json_object_object_add(o, "memory_bytes", json_object_new_int64((int64_t)st.memory_bytes));
-        json_object_object_add(o, "memory_peak_bytes", json_object_new_int64((int64_t)st.memory_peak_bytes));
-        json_object_object_add(o, "pids", json_object_new_int64((int64_t)st.pids));
-        json_object_object_add(o, "oom_kills", json_object_new_int64((int64_t)st.oom_kills));
-        *ret = o;
+        pr_wk_sandbox_stats a = {.cpu_ns = (int64_t)st.cpu_ns,
+                                 .memory_bytes = (int64_t)st.memory_bytes,
+                                 .memory_peak_bytes = (int64_t)st.memory_peak_bytes,
+                                 .pids = (int64_t)st.pids,
+                                 .oom_kills = (int64_t)st.oom_kills};
+        *ret = pr_msg_encode(&pr_wk_sandbox_stats_schema, &a);
         return 0;
 }
 
@@ -610,9 +606,8 @@ json_object *wk_node_sandboxes_json(wk_node *n)
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (!sb->warm)
                         json_object_array_add(arr, wk_sandbox_to_json(sb));
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "sandboxes", arr);
-        return o;
+        _cleanup_json_ json_object *list = arr;
+        return pr_msg_encode(&pr_wk_sandbox_list_schema, &(pr_wk_sandbox_list){.sandboxes = list});
 }
 
 wk_agent_link *wk_node_agent(wk_node *n, const char *sandbox_id, sp_error **err)

@@ -122,12 +122,12 @@ static bridge *start(sp_rpc_call *call, json_object *req, const char *op, const 
 {
         sp_error *e = NULL;
         const pr_schema *schema = op_schema(op);
-        pr_wk_file q = {0};
+        pr_wk_file q = PR_WK_FILE_INIT;
         if (!schema) {
                 sp_rpc_call_failf(call, SP_E_INTERNAL, "no request schema for file operation %s", op);
                 return NULL;
         }
-        if (pr_msg_decode(schema, req, &q, &e) < 0) {
+        if (pr_wk_file_decode(schema, req, &q, &e) < 0) {
                 wk__fail(call, e);
                 return NULL;
         }

@@ -179,11 +179,21 @@ typedef struct {
         char name[65];
 } import_call;
 
+json_object *wk__template_trailer(const pr_schema *s, const char *name, int64_t bytes)
+{
+        char ts[32];
+        pr_wk_template_trailer t = {.ok = true, .bytes = bytes};
+        if (!wk_node_template_answer(wk__svc.node, name, &t.template_, ts)) {
+                pr_msg_init(&pr_wk_template_schema, &t.template_);
+                t.template_.name = name;
+        }
+        return pr_msg_encode(s, &t);
+}
+
 static void send_progress(sp_rpc_call *call, const char *message)
 {
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "event", json_object_new_string("progress"));
-        json_object_object_add(o, "message", json_object_new_string(message));
+        _cleanup_json_ json_object *o =
+                pr_msg_encode(&pr_wk_progress_event_schema, &(pr_wk_message_event){"progress", message});
         sp_rpc_call_send_json(call, o, NULL); /* a call that went away gets no more */
 }
 
@@ -202,8 +212,7 @@ static void import_done(const sp_error *err, void *ud)
                 return;
         }
         send_progress(ic->call, "imported");
-        _cleanup_json_ json_object *extra = json_object_new_object();
-        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, ic->name));
+        _cleanup_json_ json_object *extra = wk__template_trailer(&pr_wk_import_trailer_schema, ic->name, 0);
         sp_rpc_call_end(ic->call, extra, NULL); /* the caller went away: the template stays imported */
 }
 

@@ -218,20 +218,20 @@ static void attach_pump(attach_state *a);
 
 static void exit_event(attach_state *a)
 {
-        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_json_ json_object *o = NULL;
         const wk_session_exit *x = wk_session_get_exit(a->session);
         if (x) {
-                json_object_object_add(o, "event", json_object_new_string("exit"));
-                json_object_object_add(o, "code", json_object_new_int(x->code));
-                json_object_object_add(o, "signal", json_object_new_int(x->signal));
-                json_object_object_add(o, "oom", json_object_new_boolean(x->oom));
-                json_object_object_add(o, "killed", json_object_new_boolean(x->killed));
-                if (x->reason[0])
-                        json_object_object_add(o, "reason", json_object_new_string(x->reason));
+                pr_wk_exit_event ev = {.event = "exit",
+                                       .code = x->code,
+                                       .signal = x->signal,
+                                       .oom = x->oom,
+                                       .killed = x->killed,
+                                       .reason = x->reason[0] ? x->reason : NULL};
+                o = pr_msg_encode(&pr_wk_exit_event_schema, &ev);
         } else {
-                json_object_object_add(o, "event", json_object_new_string("error"));
                 const char *msg = wk_session_failure(a->session);
-                json_object_object_add(o, "message", json_object_new_string(msg ? msg : "the session failed"));
+                o = pr_msg_encode(&pr_wk_error_event_schema,
+                                  &(pr_wk_message_event){"error", msg ? msg : "the session failed"});
         }
         sp_rpc_call_send_json(a->call, o, NULL);
         sp_rpc_call_end(a->call, NULL, NULL);
@@ -245,9 +245,8 @@ static void attach_pump(attach_state *a)
         wk_session *s = a->session;
         wk_session_state st = wk_session_get_state(s);
         if (!a->started_sent && st != WK_SESSION_STARTING && wk_session_pid(s) > 0) {
-                _cleanup_json_ json_object *o = json_object_new_object();
-                json_object_object_add(o, "event", json_object_new_string("start"));
-                json_object_object_add(o, "pid", json_object_new_int(wk_session_pid(s)));
+                _cleanup_json_ json_object *o =
+                        pr_msg_encode(&pr_wk_start_event_schema, &(pr_wk_start_event){"start", wk_session_pid(s)});
                 sp_rpc_call_send_json(a->call, o, NULL);
                 a->started_sent = true;
         }
@@ -376,8 +375,8 @@ static void stdin_finish(stdin_state *st)
         st->finished = true;
         if (st->close_after)
                 wk_session_close_stdin(st->session, NULL);
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "written", json_object_new_int64((int64_t)st->written));
+        _cleanup_json_ json_object *o = pr_msg_encode(
+                &pr_wk_written_trailer_schema, &(pr_wk_written_trailer){.ok = true, .written = (int64_t)st->written});
         sp_rpc_call_end(st->call, o, NULL);
 }
 

@@ -59,9 +59,8 @@ static void up_imported(const sp_error *err, void *ud)
                 sp_rpc_call_fail(uc->call, err);
                 return;
         }
-        _cleanup_json_ json_object *extra = json_object_new_object();
-        json_object_object_add(extra, "template", wk_node_template_json(wk__svc.node, uc->name));
-        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)uc->bytes));
+        _cleanup_json_ json_object *extra =
+                wk__template_trailer(&pr_wk_upload_trailer_schema, uc->name, (int64_t)uc->bytes);
         sp_rpc_call_end(uc->call, extra, NULL); /* the caller went away: the template stays */
 }
 
@@ -145,9 +144,8 @@ static void ar_pump(artifact_read *ar)
                         return;
                 }
                 if (n == 0) {
-                        _cleanup_json_ json_object *extra = json_object_new_object();
-                        json_object_object_add(extra, "bytes", json_object_new_int64((int64_t)ar->sent));
-                        json_object_object_add(extra, "format", json_object_new_string(ar->format));
+                        pr_wk_artifact_trailer t = {.ok = true, .bytes = (int64_t)ar->sent, .format = ar->format};
+                        _cleanup_json_ json_object *extra = pr_msg_encode(&pr_wk_artifact_trailer_schema, &t);
                         sp_rpc_call_end(ar->call, extra, NULL);
                         return;
                 }

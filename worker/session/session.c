@@ -12,6 +12,7 @@
 #include "space/fileio.h"
 #include "space/json.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 
 /* Credit granted to the agent per stream: at most this much unstored output in flight. */
 #define SESSION_WINDOW (256u << 10)
@@ -83,44 +84,36 @@ uint64_t wk_session_output_end(const wk_session *s)
         return wk_log_end(s->log);
 }
 
+/* The Session answer (worker-rpc.md); persist() keeps it in session.json
+ * with the fields a restart needs and without the log's offsets. */
 json_object *wk_session_to_json(const wk_session *s)
 {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(s->id));
-        json_object_object_add(o, "sandbox_id", json_object_new_string(s->sandbox));
-        json_object_object_add(o, "state", json_object_new_string(wk_session_state_name(s->state)));
-        if (s->pid)
-                json_object_object_add(o, "pid", json_object_new_int(s->pid));
-        char ts[32];
-        sp_time_format_rfc3339(s->created_us, ts);
-        json_object_object_add(o, "created_at", json_object_new_string(ts));
-        if (s->started_us) {
-                sp_time_format_rfc3339(s->started_us, ts);
-                json_object_object_add(o, "started_at", json_object_new_string(ts));
-        }
-        if (s->ended_us) {
-                sp_time_format_rfc3339(s->ended_us, ts);
-                json_object_object_add(o, "ended_at", json_object_new_string(ts));
-        }
-        if (s->state == WK_SESSION_EXITED) {
-                json_object *e = json_object_new_object();
-                json_object_object_add(e, "code", json_object_new_int(s->exit.code));
-                json_object_object_add(e, "signal", json_object_new_int(s->exit.signal));
-                json_object_object_add(e, "oom", json_object_new_boolean(s->exit.oom));
-                json_object_object_add(e, "killed", json_object_new_boolean(s->exit.killed));
-                if (s->exit.reason[0])
-                        json_object_object_add(e, "reason", json_object_new_string(s->exit.reason));
-                json_object_object_add(o, "exit", e);
-        }
-        if (s->failure)
-                json_object_object_add(o, "error", json_object_new_string(s->failure));
-        if (s->reclaimed)
-                json_object_object_add(o, "output_reclaimed", json_object_new_boolean(true));
-        if (s->log) {
-                json_object_object_add(o, "output_start", json_object_new_int64((int64_t)wk_log_start(s->log)));
-                json_object_object_add(o, "output_end", json_object_new_int64((int64_t)wk_log_end(s->log)));
-        }
-        return o;
+        char created[32], started[32], ended[32];
+        sp_time_format_rfc3339(s->created_us, created);
+        if (s->started_us)
+                sp_time_format_rfc3339(s->started_us, started);
+        if (s->ended_us)
+                sp_time_format_rfc3339(s->ended_us, ended);
+        pr_wk_session a = {
+                .id = s->id,
+                .sandbox_id = s->sandbox,
+                .state = wk_session_state_name(s->state),
+                .pid = s->pid,
+                .created_at = created,
+                .started_at = s->started_us ? started : NULL,
+                .ended_at = s->ended_us ? ended : NULL,
+                .has_exit = s->state == WK_SESSION_EXITED,
+                .exit = {.code = s->exit.code,
+                         .signal = s->exit.signal,
+                         .oom = s->exit.oom,
+                         .killed = s->exit.killed,
+                         .reason = s->exit.reason[0] ? s->exit.reason : NULL},
+                .error = s->failure,
+                .output_reclaimed = s->reclaimed,
+                .output_start = s->log ? (int64_t)wk_log_start(s->log) : -1,
+                .output_end = s->log ? (int64_t)wk_log_end(s->log) : -1,
+        };
+        return pr_msg_encode(&pr_wk_session_schema, &a);
 }
 
 uint64_t wk_session_charge(const wk_session *s)

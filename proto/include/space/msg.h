@@ -64,6 +64,8 @@ typedef struct pr_field {
         size_t items; /* PR_ARRAY, PR_STRING_ARRAY, PR_INT_MAP: the most entries */
         size_t offset; /* of the member in the struct */
         const pr_schema *sub; /* PR_OBJECT, PR_ARRAY */
+        bool flagged; /* PR_OBJECT: a bool member at flag_offset says whether the message is present */
+        size_t flag_offset;
 } pr_field;
 
 struct pr_schema {
@@ -87,10 +89,6 @@ struct pr_schema {
         { \
                 .name = (json), .kind = PR_BOOL, .def = (dflt), .offset = offsetof(F, m) \
         }
-#define PR_F_BOOL_REQUIRED(F, json, m) \
-        { \
-                .name = (json), .kind = PR_BOOL, .required = true, .offset = offsetof(F, m) \
-        }
 #define PR_F_STRING_MAP(F, json, m, items, keymax, valmax) \
         { \
                 .name = (json), .kind = PR_STRING_MAP, .max = (items), .key_max = (keymax), .value_max = (valmax), \
@@ -100,9 +98,22 @@ struct pr_schema {
         { \
                 .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema) \
         }
-#define PR_F_OBJECT_REQUIRED(F, json, m, schema) \
+/* A required nested message: always encoded, even when its fields are all absent. */
+#define PR_F_OBJECT_REQ(F, json, m, schema) \
         { \
                 .name = (json), .kind = PR_OBJECT, .required = true, .offset = offsetof(F, m), .sub = (schema) \
+        }
+/* An optional nested message whose presence is the bool member has: decoding
+ * sets it, encoding writes the message when it is set (whatever its fields). */
+#define PR_F_OBJECT_OPT(F, json, m, has, schema) \
+        { \
+                .name = (json), .kind = PR_OBJECT, .offset = offsetof(F, m), .sub = (schema), .flagged = true, \
+                .flag_offset = offsetof(F, has) \
+        }
+/* A required bool: always encoded, even at false. */
+#define PR_F_BOOL_REQ(F, json, m) \
+        { \
+                .name = (json), .kind = PR_BOOL, .required = true, .offset = offsetof(F, m) \
         }
 #define PR_F_JSON(F, json, m, req) \
         { \
@@ -141,7 +152,9 @@ void pr_msg_init(const pr_schema *s, void *out);
 int pr_msg_decode(const pr_schema *s, json_object *obj, void *out, sp_error **err);
 
 /* The message in as a new object. Absent fields (NULL, or an int or bool at
- * its default, or a nested message whose fields are all absent) are left out. */
+ * its default, or a nested message whose fields are all absent or whose
+ * presence flag is unset) are left out; required ints, bools and nested
+ * messages are always written. */
 json_object *pr_msg_encode(const pr_schema *s, const void *in);
 
 /* The field of s named name, or NULL. */

@@ -2,11 +2,13 @@
 /*
  * Worker RPC (proto/spec/worker-rpc.md): the request of every method as a C
  * struct and its schema (msg.h), which the worker decodes and its callers
- * encode. Strings and JSON values of a decoded request are borrowed from the
+ * encode; and every answer of a fixed shape (the sandbox, session, template
+ * and node answers, the stream events and trailers), which the worker
+ * encodes and its callers decode. Strings and JSON values of a decoded request are borrowed from the
  * decoded object. Fields the worker hands on to the agent (Exec's argv, env,
  * cwd, user, pty, stdin) are PR_JSON: the agent checks them.
  *
- * pr_worker_methods lists every method with its request schema;
+ * pr_worker_methods lists every method with its request and answer schemas;
  * tests/unit/proto/test_worker_rpc.c checks it against the spec's tables.
  */
 #ifndef SPACE_WORKER_RPC_H
@@ -136,6 +138,170 @@ typedef struct pr_wk_set_warm_pool {
         int64_t size;
 } pr_wk_set_warm_pool;
 
+/* ---- Answers ----
+ *
+ * Every answer schema is open (PR_SCHEMA_OPEN): a newer worker may add a
+ * field without breaking an older control plane. The worker encodes its
+ * answers with them; the control plane decodes them. Timestamps are RFC 3339
+ * strings (PR_WK_TIME_MAX). An optional integer whose 0 is a value (output
+ * offsets, artifact bytes, disk) is -1 when absent. */
+#define PR_WK_TIME_MAX 40
+#define PR_WK_MESSAGE_MAX 4096 /* error and progress messages */
+#define PR_WK_LIST_MAX 100000 /* sandboxes, sessions, templates in one answer */
+
+/* Sandbox.resources: always all four. */
+typedef struct pr_wk_sandbox_resources {
+        int64_t cpu_millis, memory_mb, pids, disk_mb;
+} pr_wk_sandbox_resources;
+
+/* Sandbox.suspend: what a suspended sandbox kept. */
+typedef struct pr_wk_suspend {
+        bool memory, filesystem;
+} pr_wk_suspend;
+
+/* Sandbox: the answer of CreateSandbox, GetSandbox, Pause/Resume/Suspend/RestoreSandbox. */
+typedef struct pr_wk_sandbox {
+        const char *id, *template_name /* "template" */, *state, *backend, *hostname, *created_at;
+        pr_wk_sandbox_resources resources;
+        bool has_suspend; /* suspend is present (suspended sandboxes) */
+        pr_wk_suspend suspend;
+        const char *error; /* why it failed */
+        bool agent_connected;
+} pr_wk_sandbox;
+
+/* ListSandboxes: {"sandboxes":[Sandbox…]} */
+typedef struct pr_wk_sandbox_list {
+        json_object *sandboxes; /* array of pr_wk_sandbox_schema */
+} pr_wk_sandbox_list;
+
+/* SandboxStats */
+typedef struct pr_wk_sandbox_stats {
+        int64_t cpu_ns, memory_bytes, memory_peak_bytes, pids, oom_kills;
+} pr_wk_sandbox_stats;
+
+/* Session.exit, and the fields of AttachSession's exit event. */
+typedef struct pr_wk_exit {
+        int64_t code, signal;
+        bool oom, killed;
+        const char *reason; /* "memory", "time", "disk", "killed"; NULL for none */
+} pr_wk_exit;
+
+/* Session: the answer of Exec and GetSession. */
+typedef struct pr_wk_session {
+        const char *id, *sandbox_id, *state, *created_at, *started_at, *ended_at, *error;
+        int64_t pid; /* 0: not started */
+        bool has_exit; /* exit is present (state exited) */
+        pr_wk_exit exit;
+        int64_t output_start, output_end; /* -1: absent (no log) */
+        bool output_reclaimed;
+} pr_wk_session;
+
+/* ListSessions: {"sessions":[Session…]} */
+typedef struct pr_wk_session_list {
+        json_object *sessions; /* array of pr_wk_session_schema */
+} pr_wk_session_list;
+
+/* Template */
+typedef struct pr_wk_template {
+        const char *name, *source, *created_at, *workdir, *user, *digest, *format;
+        int64_t bytes;
+        int64_t artifact_bytes; /* -1: absent (not uploaded) */
+} pr_wk_template;
+
+/* ListTemplates: {"templates":[Template…]} */
+typedef struct pr_wk_template_list {
+        json_object *templates; /* array of pr_wk_template_schema */
+} pr_wk_template_list;
+
+/* NodeInfo.capacity and .used */
+typedef struct pr_wk_node_resources {
+        int64_t cpu_millis, memory_bytes, slots;
+        int64_t disk_bytes; /* -1: absent (the storage pool could not be measured) */
+} pr_wk_node_resources;
+
+/* NodeInfo */
+typedef struct pr_wk_node_info {
+        const char *id, *backend;
+        pr_wk_node_resources capacity, used;
+        json_object *warm; /* {template: count} */
+        json_object *templates; /* [name…] */
+} pr_wk_node_info;
+
+/* ListDir: the entries are the agent's stat results. */
+typedef struct pr_wk_dir_list {
+        json_object *entries;
+        bool truncated;
+} pr_wk_dir_list;
+
+/* AttachSession's JSON frames: {"event":"start","pid":N}, {"event":"exit",…exit}
+ * and {"event":"error","message":…} (a session that failed); ImportTemplate's
+ * {"event":"progress","message":…}. */
+typedef struct pr_wk_start_event {
+        const char *event;
+        int64_t pid;
+} pr_wk_start_event;
+
+typedef struct pr_wk_exit_event {
+        const char *event;
+        int64_t code, signal;
+        bool oom, killed;
+        const char *reason;
+} pr_wk_exit_event;
+
+typedef struct pr_wk_message_event { /* "error" and "progress" */
+        const char *event, *message;
+} pr_wk_message_event;
+
+/* The END trailers ({"ok":true,…}); ok is always true in a trailer that is not an error. */
+typedef struct pr_wk_written_trailer { /* WriteStdin */
+        bool ok;
+        int64_t written;
+} pr_wk_written_trailer;
+
+typedef struct pr_wk_size_trailer { /* ReadFile, WriteFile (the agent's) */
+        bool ok;
+        int64_t size;
+} pr_wk_size_trailer;
+
+typedef struct pr_wk_template_trailer { /* ImportTemplate; UploadTemplate with bytes */
+        bool ok;
+        pr_wk_template template_;
+        int64_t bytes; /* UploadTemplate: the archive's bytes */
+} pr_wk_template_trailer;
+
+typedef struct pr_wk_artifact_trailer { /* ReadTemplateArtifact */
+        bool ok;
+        int64_t bytes;
+        const char *format;
+} pr_wk_artifact_trailer;
+
+extern const pr_schema pr_wk_sandbox_schema;
+extern const pr_schema pr_wk_sandbox_list_schema;
+extern const pr_schema pr_wk_sandbox_stats_schema;
+extern const pr_schema pr_wk_session_schema;
+extern const pr_schema pr_wk_session_list_schema;
+extern const pr_schema pr_wk_template_schema;
+extern const pr_schema pr_wk_template_list_schema;
+extern const pr_schema pr_wk_node_info_schema;
+extern const pr_schema pr_wk_dir_list_schema;
+extern const pr_schema pr_wk_start_event_schema;
+extern const pr_schema pr_wk_exit_event_schema;
+extern const pr_schema pr_wk_error_event_schema;
+extern const pr_schema pr_wk_progress_event_schema;
+extern const pr_schema pr_wk_written_trailer_schema;
+extern const pr_schema pr_wk_size_trailer_schema;
+extern const pr_schema pr_wk_import_trailer_schema;
+extern const pr_schema pr_wk_upload_trailer_schema;
+extern const pr_schema pr_wk_artifact_trailer_schema;
+
+/* Every answer schema, with its struct's size (for the tests and the fuzzer). */
+typedef struct pr_answer {
+        const pr_schema *schema;
+        size_t size;
+} pr_answer;
+extern const pr_answer pr_worker_answers[];
+extern const size_t pr_worker_nanswers;
+
 extern const pr_schema pr_wk_empty_schema;
 extern const pr_schema pr_wk_create_sandbox_schema;
 extern const pr_schema pr_wk_sandbox_ref_schema;
@@ -164,6 +330,10 @@ typedef struct pr_method {
         const pr_schema *request;
         size_t request_size; /* of the request's struct */
         bool streaming;
+        /* The answer: a unary method's body, a streaming method's END trailer;
+         * NULL for {} ({"ok":true}) and for the agent's results passed on as they are. */
+        const pr_schema *response;
+        size_t response_size; /* of the answer's struct */
 } pr_method;
 
 extern const pr_method pr_worker_methods[];

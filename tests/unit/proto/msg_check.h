@@ -85,6 +85,8 @@ static void fill(const pr_schema *s, void *out, json_object *keep)
                 }
                 case PR_OBJECT:
                         fill(f->sub, p, keep);
+                        if (f->flagged)
+                                *(bool *)((char *)out + f->flag_offset) = true;
                         break;
                 }
         }
@@ -116,6 +118,10 @@ static void assert_equal(const char *method, const pr_schema *s, const void *a, 
                                       method, f->name);
                         break;
                 case PR_OBJECT:
+                        if (f->flagged)
+                                ck_assert_msg(*(const bool *)((const char *)a + f->flag_offset) ==
+                                                      *(const bool *)((const char *)b + f->flag_offset),
+                                              "%s.%s (present)", method, f->name);
                         assert_equal(method, f->sub, pa, pb);
                         break;
                 }

@@ -3,12 +3,15 @@
  * Unit tests: the worker-RPC request codecs (space/worker_rpc.h, space/msg.h).
  * Every registered request round-trips, and decoding refuses an unknown
  * field, a wrong type, a value out of bounds and a missing required field,
- * naming it; and proto/spec/worker-rpc.md names exactly the registered
- * methods with exactly their fields.
+ * naming it; every answer round-trips and refuses what is out of its bounds,
+ * and ignores a field it does not know; and proto/spec/worker-rpc.md names
+ * exactly the registered methods with exactly their request fields, their
+ * answers' shapes and the fields of Sandbox, Session and Template.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "msg_check.h"
 #include "space/worker_rpc.h"
@@ -56,6 +59,79 @@ START_TEST(nested_errors_name_the_outer_field)
         ck_assert_int_eq(pr_msg_decode(&pr_wk_read_file_schema, o3, &f, NULL), 0);
         ck_assert_int_eq(f.length, -1);
         ck_assert_str_eq(f.path, "/a");
+}
+END_TEST
+
+START_TEST(every_answer_round_trips_and_refuses)
+{
+        ck_assert_int_ge(pr_worker_nanswers, 18);
+        for (size_t i = 0; i < pr_worker_nanswers; i++) {
+                const pr_schema *s = pr_worker_answers[i].schema;
+                ck_assert_msg(s->open, "the answer %s is not open", s->name);
+                msg_check_round_trip(s->name, s, pr_worker_answers[i].size);
+                msg_check_refusals(s->name, s);
+        }
+        /* Every method's answer is one of them, with its size. */
+        size_t with = 0;
+        for (size_t m = 0; m < pr_worker_nmethods; m++) {
+                const pr_method *pm = &pr_worker_methods[m];
+                if (!pm->response)
+                        continue;
+                bool found = false;
+                for (size_t i = 0; i < pr_worker_nanswers; i++)
+                        found |= pr_worker_answers[i].schema == pm->response &&
+                                 pr_worker_answers[i].size == pm->response_size;
+                ck_assert_msg(found, "%s: its answer is not listed", pm->name);
+                with++;
+        }
+        ck_assert_uint_ge(with, 19);
+}
+END_TEST
+
+/* What the worker sends decodes and encodes back as it was: fields at zero or
+ * false that it always sends stay (an exit of code 0, a suspend without
+ * memory, resources of 0), optional ones it leaves out stay out. */
+START_TEST(answers_encode_what_the_worker_sends)
+{
+        static const struct {
+                const pr_schema *s;
+                const char *json;
+        } cases[] = {
+                {&pr_wk_session_schema,
+                 "{\"id\":\"ses_1\",\"sandbox_id\":\"sbx_1\",\"state\":\"exited\",\"pid\":7,"
+                 "\"created_at\":\"2024-01-02T03:04:05.000006Z\",\"started_at\":\"2024-01-02T03:04:05.000007Z\","
+                 "\"ended_at\":\"2024-01-02T03:04:06Z\",\"exit\":{\"code\":0,\"signal\":0,\"oom\":false,"
+                 "\"killed\":false},\"output_start\":0,\"output_end\":0}"},
+                {&pr_wk_session_schema, "{\"id\":\"ses_1\",\"sandbox_id\":\"sbx_1\",\"state\":\"starting\","
+                                        "\"created_at\":\"2024-01-02T03:04:05Z\",\"output_reclaimed\":true}"},
+                {&pr_wk_sandbox_schema,
+                 "{\"id\":\"sbx_1\",\"template\":\"base\",\"state\":\"suspended\",\"backend\":\"jail\","
+                 "\"hostname\":\"h\",\"created_at\":\"2024-01-02T03:04:05Z\",\"resources\":{\"cpu_millis\":0,"
+                 "\"memory_mb\":0,\"pids\":0,\"disk_mb\":0},\"suspend\":{\"memory\":false,\"filesystem\":true},"
+                 "\"agent_connected\":false}"},
+                {&pr_wk_node_info_schema,
+                 "{\"id\":\"n\",\"backend\":\"jail\",\"capacity\":{\"cpu_millis\":0,\"memory_bytes\":0,"
+                 "\"slots\":0},\"used\":{\"cpu_millis\":0,\"memory_bytes\":0,\"slots\":0,\"disk_bytes\":0},"
+                 "\"warm\":{},\"templates\":[]}"},
+                {&pr_wk_template_schema, "{\"name\":\"base\",\"source\":\"base\",\"created_at\":\"x\","
+                                         "\"workdir\":\"/\",\"user\":\"root\",\"bytes\":0}"},
+                {&pr_wk_exit_event_schema, "{\"event\":\"exit\",\"code\":0,\"signal\":0,\"oom\":false,"
+                                           "\"killed\":false}"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_json_ json_object *o = NULL;
+                ck_assert_int_eq(sp_json_parse(cases[i].json, strlen(cases[i].json), &o, NULL), 0);
+                msgbuf b;
+                sp_error *e = NULL;
+                ck_assert_msg(pr_msg_decode(cases[i].s, o, b.b, &e) == 0, "%zu: %s", i, e ? e->message : "?");
+                _cleanup_json_ json_object *enc = pr_msg_encode(cases[i].s, b.b);
+                ck_assert_msg(json_object_equal(o, enc), "%zu: %s", i, sp_json_str(enc));
+        }
+        /* A session without a log has no output offsets; one without exit has no exit. */
+        pr_wk_session ses;
+        pr_msg_init(&pr_wk_session_schema, &ses);
+        ck_assert_int_eq(ses.output_start, -1);
+        ck_assert(!ses.has_exit);
 }
 END_TEST
 
@@ -119,6 +195,137 @@ END_TEST
 
 /* ---- the spec's tables ---- */
 
+/* The answer schema named name (a shape the spec defines), or NULL. */
+static const pr_schema *answer_named(const char *name)
+{
+        for (size_t i = 0; i < pr_worker_nanswers; i++)
+                if (strcmp(pr_worker_answers[i].schema->name, name) == 0)
+                        return pr_worker_answers[i].schema;
+        return NULL;
+}
+
+/* The leading [A-Za-z_0-9] characters of p into out. */
+static const char *word(const char *p, char *out, size_t cap)
+{
+        size_t n = 0;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_') {
+                if (n + 1 < cap)
+                        out[n++] = *p;
+                p++;
+        }
+        out[n] = '\0';
+        return p;
+}
+
+/* Checks the spec's field list p[0..n) ("{a, b?, c:{x, y}, d:Shape, "e":[Shape…], f:v}")
+ * against s: it names every field of s and no other; a nested message's own
+ * list or shape, an array's element shape. */
+static void check_shape(const char *where, const char *p, size_t n, const pr_schema *s)
+{
+        ck_assert_msg(n >= 2 && p[0] == '{' && p[n - 1] == '}', "%s: '%.*s' is not a field list", where, (int)n, p);
+        size_t count = 0, i = 1;
+        while (i < n - 1) {
+                size_t start = i;
+                int depth = 0;
+                while (i < n - 1 && (depth > 0 || p[i] != ',')) {
+                        depth += p[i] == '{' || p[i] == '[';
+                        depth -= p[i] == '}' || p[i] == ']';
+                        i++;
+                }
+                const char *q = p + start, *end = p + i;
+                i++; /* past the comma */
+                while (q < end && (*q == ' ' || *q == '"'))
+                        q++;
+                char name[64];
+                q = word(q, name, sizeof(name));
+                ck_assert_msg(name[0], "%s: an item without a name in '%.*s'", where, (int)n, p);
+                const pr_field *f = pr_msg_field(s, name);
+                ck_assert_msg(f, "%s: the spec's field '%s' is not the codec's %s", where, name, s->name);
+                count++;
+                while (q < end && (*q == '"' || *q == '?' || *q == ' '))
+                        q++;
+                if (q == end || *q != ':') {
+                        ck_assert_msg(f->kind != PR_OBJECT && f->kind != PR_ARRAY,
+                                      "%s: the spec does not name the fields of %s.%s", where, s->name, name);
+                        continue;
+                }
+                q++;
+                while (q < end && *q == ' ')
+                        q++;
+                char sub_where[256], shape[64];
+                snprintf(sub_where, sizeof(sub_where), "%s.%s", where, name);
+                if (*q == '{') {
+                        if (f->kind == PR_OBJECT)
+                                check_shape(sub_where, q, (size_t)(end - q), f->sub);
+                        else
+                                ck_assert_msg(f->kind == PR_INT_MAP || f->kind == PR_STRING_MAP || f->kind == PR_JSON,
+                                              "%s: not an object", sub_where);
+                } else if (*q == '[') {
+                        word(q + 1, shape, sizeof(shape));
+                        ck_assert_msg(f->kind == PR_ARRAY && strcmp(f->sub->name, shape) == 0, "%s: not an array of %s",
+                                      sub_where, shape);
+                } else if (word(q, shape, sizeof(shape)) && answer_named(shape)) {
+                        ck_assert_msg(f->kind == PR_OBJECT && strcmp(f->sub->name, shape) == 0, "%s: not a %s",
+                                      sub_where, shape);
+                } else { /* a value: true, N, … */
+                        ck_assert_msg(f->kind != PR_OBJECT && f->kind != PR_ARRAY, "%s: a value for a message",
+                                      sub_where);
+                }
+        }
+        ck_assert_msg(count == s->nfields, "%s: the spec names %zu fields, the codec's %s %zu", where, count, s->name,
+                      s->nfields);
+}
+
+/* A row's response cell against the method's answer: a streaming method's
+ * is the span after "trailer", a unary one's its first span; a field list or
+ * a shape's name, anything else ({}, the agent's results, frames) none. */
+static void check_response(const pr_method *pm, const char *cell)
+{
+        char span[1024] = "";
+        const char *p = NULL;
+        if (pm->streaming) {
+                for (const char *t = cell; *t && !p; t++)
+                        if (strncasecmp(t, "trailer `", 9) == 0)
+                                p = t + 8;
+        } else {
+                char first[1][256];
+                if (spans(cell, first, 1) == 1)
+                        snprintf(span, sizeof(span), "%s", first[0]);
+        }
+        if (p) {
+                const char *end = strchr(p + 1, '`');
+                ck_assert_msg(end, "%s: an unclosed trailer", pm->name);
+                snprintf(span, sizeof(span), "%.*s", (int)(end - p - 1), p + 1);
+        }
+        if (span[0] == '{' && strcmp(span, "{}") != 0) {
+                ck_assert_msg(pm->response, "%s: the spec gives its answer, the codec has none", pm->name);
+                check_shape(pm->name, span, strlen(span), pm->response);
+        } else if (answer_named(span)) {
+                ck_assert_msg(pm->response && strcmp(pm->response->name, span) == 0, "%s: its answer is not a %s",
+                              pm->name, span);
+        } else {
+                ck_assert_msg(!pm->response, "%s: the codec has an answer (%s) the spec does not give", pm->name,
+                              pm->response->name);
+        }
+}
+
+/* The spec's shape definitions, "`Name`: `{…}`" at a line's start. */
+static size_t check_definition(const char *line)
+{
+        char name[64];
+        if (line[0] != '`')
+                return 0;
+        const char *p = word(line + 1, name, sizeof(name));
+        if (strncmp(p, "`: `{", 5) != 0)
+                return 0;
+        const pr_schema *s = answer_named(name);
+        ck_assert_msg(s, "the spec's %s has no codec", name);
+        const char *end = strchr(p + 4, '`');
+        ck_assert_msg(end, "%s: an unclosed definition", name);
+        check_shape(name, p + 4, (size_t)(end - p - 4), s);
+        return 1;
+}
+
 START_TEST(spec_and_codecs_agree)
 {
         const char *src = getenv("SPACE_SOURCE_DIR");
@@ -129,12 +336,13 @@ START_TEST(spec_and_codecs_agree)
         ck_assert_msg(fp, "open %s", path);
         bool seen[128] = {false};
         ck_assert_uint_le(pr_worker_nmethods, SP_ARRAY_SIZE(seen));
-        int method_col = -1, request_col = -1;
-        size_t rows = 0;
+        int method_col = -1, request_col = -1, response_col = -1;
+        size_t rows = 0, definitions = 0;
         char line[16384];
         while (fgets(line, sizeof(line), fp)) {
                 if (line[0] != '|') {
-                        method_col = request_col = -1;
+                        method_col = request_col = response_col = -1;
+                        definitions += check_definition(line);
                         continue;
                 }
                 char *cells[16];
@@ -147,11 +355,15 @@ START_TEST(spec_and_codecs_agree)
                                         method_col = (int)i;
                                 if (strcmp(cells[i], "request") == 0)
                                         request_col = (int)i;
+                                if (strcmp(cells[i], "response") == 0)
+                                        response_col = (int)i;
                         }
-                        ck_assert_msg(method_col >= 0 && request_col >= 0, "a table without method and request");
+                        ck_assert_msg(method_col >= 0 && request_col >= 0 && response_col >= 0,
+                                      "a table without method, request and response");
                         continue;
                 }
                 ck_assert_int_gt(nc, (size_t)request_col);
+                ck_assert_msg(nc > (size_t)response_col, "a row without a response: %s", cells[method_col]);
                 char names[8][256], fields[MAX_NAMES][256];
                 size_t nn = spans(cells[method_col], names, 8);
                 size_t nf = strcmp(cells[request_col], "—") == 0 ? 0 : spans(cells[request_col], fields, MAX_NAMES);
@@ -161,6 +373,7 @@ START_TEST(spec_and_codecs_agree)
                         ck_assert_msg(pm, "the spec's %s has no codec", names[k]);
                         seen[pm - pr_worker_methods] = true;
                         rows++;
+                        check_response(pm, cells[response_col]);
                         const pr_schema *s = pm->request;
                         size_t count = 0;
                         for (size_t i = 0; i < nf; i++) {
@@ -194,6 +407,7 @@ START_TEST(spec_and_codecs_agree)
         }
         fclose(fp);
         ck_assert_uint_ge(rows, pr_worker_nmethods);
+        ck_assert_uint_eq(definitions, 3); /* Sandbox, Session, Template */
         for (size_t m = 0; m < pr_worker_nmethods; m++)
                 ck_assert_msg(seen[m], "the codec's %s is not in the spec", pr_worker_methods[m].name);
 }
@@ -306,6 +520,8 @@ int main(void)
         tcase_add_test(tc, every_request_round_trips);
         tcase_add_test(tc, every_request_refuses_what_it_does_not_know);
         tcase_add_test(tc, nested_errors_name_the_outer_field);
+        tcase_add_test(tc, every_answer_round_trips_and_refuses);
+        tcase_add_test(tc, answers_encode_what_the_worker_sends);
         tcase_add_test(tc, arrays_maps_and_open_schemas);
         tcase_add_test(tc, spec_and_codecs_agree);
         tcase_add_test(tc, file_requests_start_and_decode_absent);
