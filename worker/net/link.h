@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A sandbox's link to its host: one veth pair, routed point to point (no
+ * bridge, no L2 shared between sandboxes). The host end `spv<slot>` stays in
+ * the worker's network namespace with the host address; the sandbox end is
+ * `eth0` in the sandbox's namespace with the sandbox address and a default
+ * route through the host address. Addresses come from the worker's sandbox
+ * network (a CIDR, e.g. 10.250.0.0/16): slot s takes the /31 pair
+ * (base + 2s, base + 2s + 1). IPv6 is disabled on both ends.
+ *
+ * Programmed over rtnetlink (libmnl). The sandbox's namespace is configured
+ * through a netlink socket opened by a short-lived thread that entered it
+ * (a socket keeps the namespace it was made in); nothing here runs a
+ * program. The sandbox's namespace is owned by the host's user namespace,
+ * so root inside holds no capability over it (it cannot change the link,
+ * its address or its routes).
+ */
+#ifndef SPACE_WORKER_NET_LINK_H
+#define SPACE_WORKER_NET_LINK_H
+
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "space/error.h"
+
+#define WK_NET_DEFAULT_CIDR "10.250.0.0/16"
+#define WK_NET_HOST_PREFIX "spv"
+#define WK_NET_SANDBOX_IF "eth0"
+
+typedef struct wk_net_pool {
+        uint32_t base; /* host order, aligned to the prefix */
+        int prefix_len; /* 8 to 30 */
+} wk_net_pool;
+
+typedef struct wk_net_link {
+        char host_if[IF_NAMESIZE];
+        struct in_addr host_addr, sandbox_addr;
+} wk_net_link;
+
+/* Parses "A.B.C.D/N" (8 <= N <= 30, no host bits set). */
+int wk_net_pool_parse(const char *cidr, wk_net_pool *ret, sp_error **err);
+/* How many sandboxes the pool has addresses for. */
+uint32_t wk_net_pool_slots(const wk_net_pool *p);
+/* The link of slot (SP_E_LIMIT past the pool's end). */
+int wk_net_link_of(const wk_net_pool *p, uint32_t slot, wk_net_link *ret, sp_error **err);
+
+/* Creates the pair for the sandbox whose network namespace netns_fd is,
+ * with its addresses, routes and both ends up. A host end of that name left
+ * over from before is removed first. On failure nothing is left. */
+int wk_net_link_create(const wk_net_link *l, int netns_fd, sp_error **err);
+/* Whether the host end exists (in the caller's namespace). */
+bool wk_net_link_exists(const wk_net_link *l);
+/* Removes the pair (through its host end); a missing one is no error. */
+int wk_net_link_delete(const wk_net_link *l, sp_error **err);
+
+#endif
