@@ -7,10 +7,9 @@
  * message re-encodes to one that decodes again and encodes the same, and an
  * answer's array elements decode with their own schema.
  */
-#include <stdalign.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
+
+#include "fuzz_msg.h"
 
 #include "space/json.h"
 #include "space/msg.h"
@@ -26,32 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t m = 0; m < pr_worker_nmethods + pr_worker_nanswers; m++) {
                 const pr_schema *s = m < pr_worker_nmethods ? pr_worker_methods[m].request
                                                             : pr_worker_answers[m - pr_worker_nmethods].schema;
-                struct {
-                        alignas(max_align_t) unsigned char b[1024];
-                } a, b;
-                sp_error *e = NULL;
-                if (pr_msg_decode(s, o, a.b, &e) < 0) {
-                        if (!e || e->code != SP_E_INVALID)
-                                abort();
-                        sp_error_free(e);
-                        continue;
-                }
-                json_object *enc = pr_msg_encode(s, a.b);
-                if (pr_msg_decode(s, enc, b.b, NULL) < 0)
-                        abort();
-                json_object *again = pr_msg_encode(s, b.b);
-                if (!json_object_equal(enc, again))
-                        abort();
-                /* An answer's arrays of messages: each element decodes with its sub-schema. */
-                for (size_t i = 0; i < s->nfields; i++) {
-                        const pr_field *f = &s->fields[i];
-                        json_object *arr = f->kind == PR_ARRAY ? *(json_object **)(void *)(a.b + f->offset) : NULL;
-                        for (size_t k = 0; arr && k < json_object_array_length(arr); k++)
-                                if (pr_msg_decode(f->sub, json_object_array_get_idx(arr, k), b.b, NULL) < 0)
-                                        abort();
-                }
-                json_object_put(again);
-                json_object_put(enc);
+                fuzz_msg_one(s, o);
         }
         json_object_put(o);
         return 0;

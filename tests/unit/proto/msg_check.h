@@ -291,6 +291,18 @@ static void msg_check_refusals(const char *name, const pr_schema *s)
 
 /* ---- the spec's tables ---- */
 
+/* proto/spec/<name> of the source tree, open for reading. */
+static FILE *open_spec(const char *name)
+{
+        const char *src = getenv("SPACE_SOURCE_DIR");
+        ck_assert_msg(src, "SPACE_SOURCE_DIR is not set");
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/proto/spec/%s", src, name);
+        FILE *fp = fopen(path, "r");
+        ck_assert_msg(fp, "open %s", path);
+        return fp;
+}
+
 #define MAX_NAMES 64
 
 typedef struct {

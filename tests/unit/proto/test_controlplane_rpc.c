@@ -249,12 +249,7 @@ static const pr_cp_method *heading_method(const char *line)
 
 START_TEST(spec_and_codecs_agree)
 {
-        const char *src = getenv("SPACE_SOURCE_DIR");
-        ck_assert_msg(src, "SPACE_SOURCE_DIR is not set");
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/proto/spec/controlplane-rpc.md", src);
-        FILE *fp = fopen(path, "r");
-        ck_assert_msg(fp, "open %s", path);
+        FILE *fp = open_spec("controlplane-rpc.md");
         bool seen[16] = {false};
         ck_assert_uint_le(pr_controlplane_nmethods, SP_ARRAY_SIZE(seen));
         const pr_cp_method *pm = NULL; /* of the last heading */

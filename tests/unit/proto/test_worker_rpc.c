@@ -328,12 +328,7 @@ static size_t check_definition(const char *line)
 
 START_TEST(spec_and_codecs_agree)
 {
-        const char *src = getenv("SPACE_SOURCE_DIR");
-        ck_assert_msg(src, "SPACE_SOURCE_DIR is not set");
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/proto/spec/worker-rpc.md", src);
-        FILE *fp = fopen(path, "r");
-        ck_assert_msg(fp, "open %s", path);
+        FILE *fp = open_spec("worker-rpc.md");
         bool seen[128] = {false};
         ck_assert_uint_le(pr_worker_nmethods, SP_ARRAY_SIZE(seen));
         int method_col = -1, request_col = -1, response_col = -1;
