@@ -75,10 +75,8 @@ void cp__h_worker_unquarantine(cp_call *c)
 void cp__h_join_token_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_join_token_req r;
-        if (cp_req_join_token(body, len, &r, &e) < 0) {
+        if (cp_req_join_token(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -120,10 +118,8 @@ void cp__h_join_token_delete(cp_call *c)
 void cp__h_tenant_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_named_req r;
-        if (cp_req_tenant_create(body, len, &r, &e) < 0) {
+        if (cp_req_tenant_create(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -210,10 +206,8 @@ abort:
 void cp__h_key_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_named_req r;
-        if (cp_req_key_create(body, len, &r, &e) < 0) {
+        if (cp_req_key_create(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }

@@ -121,6 +121,7 @@ static void dispatch(sp_http_request *req, void *userdata)
         }
         c->api = rc->api;
         c->req = sp_http_request_ref(req);
+        c->body = sp_http_request_body(req, &c->body_len);
         c->rc = rc;
         c->start_us = sp_now_mono_us();
         if (!c->api) {
@@ -186,14 +187,12 @@ int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const 
 static void request_hash(cp_call *c, char out[65])
 {
         const char *m = sp_http_request_method(c->req), *p = sp_http_request_path(c->req);
-        size_t blen = 0;
-        const char *b = sp_http_request_body(c->req, &blen);
         unsigned char md[32] = {0};
         EVP_MD_CTX *h = EVP_MD_CTX_new();
         if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1) {
                 EVP_DigestUpdate(h, m, strlen(m) + 1);
                 EVP_DigestUpdate(h, p, strlen(p) + 1);
-                EVP_DigestUpdate(h, b, blen);
+                EVP_DigestUpdate(h, c->body, c->body_len);
                 EVP_DigestFinal_ex(h, md, NULL);
         }
         EVP_MD_CTX_free(h);
@@ -321,14 +320,12 @@ void cp__reply_wrapped(cp_call *c, int r, const char *key, json_object *v, const
 
 int cp__body_none(cp_call *c)
 {
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
-        if (len == 0)
+        if (c->body_len == 0)
                 return 0;
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *o = NULL;
         static const char *const none[] = {NULL};
-        if (cp_req_body_object(body, len, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
+        if (cp_req_body_object(c->body, c->body_len, &o, &e) < 0 || sp_json_check_fields(o, none, &e) < 0) {
                 cp__fail(c, e);
                 return -1;
         }

@@ -68,6 +68,8 @@ struct cp_api {
 struct cp_call {
         cp_api *api;
         sp_http_request *req;
+        const char *body; /* the request's body (owned by req), body_len bytes */
+        size_t body_len;
         const cp_route_ctx *rc;
         int64_t start_us;
         cp_principal who;

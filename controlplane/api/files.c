@@ -110,10 +110,8 @@ static void change(cp_call *c, int (*decode)(const char *, size_t, cp_files_req 
                    const pr_schema *schema, const char *action)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_files_req r;
-        if (decode(body, len, &r, &e) < 0) {
+        if (decode(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -150,10 +148,8 @@ void cp__h_files_remove(cp_call *c)
 void cp__h_files_token(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_token_req r;
-        if (cp_req_files_token(body, len, &r, &e) < 0) {
+        if (cp_req_files_token(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }

@@ -43,10 +43,8 @@ static int envelope(cp_call *c, const char *op_id, const char *sbx_id, json_obje
 void cp__h_sandbox_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_sandbox_create_req r;
-        if (cp_req_sandbox_create(body, len, &r, &e) < 0) {
+        if (cp_req_sandbox_create(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -356,10 +354,8 @@ void cp__h_sandbox_timeout(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *id = sp_http_request_param(c->req, "id");
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_timeout_req r;
-        if (cp_req_timeout(body, len, &r, &e) < 0) {
+        if (cp_req_timeout(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }

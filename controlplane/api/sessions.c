@@ -347,14 +347,12 @@ void cp__h_session_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *sbx = sp_http_request_param(c->req, "id");
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         create_ctx *x = calloc(1, sizeof(*x));
         if (!x) {
                 cp__failf(c, SP_E_LIMIT, "out of memory");
                 return;
         }
-        if (cp_req_session_create(body, len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0) {
+        if (cp_req_session_create(c->body, c->body_len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0) {
                 cp__fail(c, e);
                 create_free(x);
                 return;
@@ -648,10 +646,8 @@ static void act(cp_call *c, int signal)
 void cp__h_session_signal(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         int sig = 0;
-        if (cp_req_signal(body, len, &sig, &e) < 0) {
+        if (cp_req_signal(c->body, c->body_len, &sig, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -670,10 +666,8 @@ void cp__h_session_kill(cp_call *c)
 void cp__h_session_token(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_token_req r;
-        if (cp_req_session_token(body, len, &r, &e) < 0) {
+        if (cp_req_session_token(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }

@@ -282,10 +282,8 @@ abort:
 void cp__h_template_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         cp_template_create_req r;
-        if (cp_req_template_create(body, len, &r, &e) < 0) {
+        if (cp_req_template_create(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -497,10 +495,8 @@ void cp__h_template_warm(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *name = sp_http_request_param(c->req, "name");
-        size_t len = 0;
-        const char *body = sp_http_request_body(c->req, &len);
         int64_t warm = 0;
-        if (cp_req_warm(body, len, &warm, &e) < 0) {
+        if (cp_req_warm(c->body, c->body_len, &warm, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
