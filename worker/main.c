@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "cluster/cluster.h"
+#include "net/net.h"
 #include "node/node.h"
 #include "rootfs/rootfs.h"
 #include "rpc/service.h"
@@ -39,10 +40,10 @@ typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
-        char *debootstrap_program, *debootstrap_mirror;
+        char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
-        bool insecure, base_template, purge;
+        bool insecure, base_template, purge, network;
 } worker_cfg;
 
 static const sp_config_def defs[] = {
@@ -80,6 +81,12 @@ static const sp_config_def defs[] = {
         {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0, "isolation backend: jail"},
         {"cgroup-parent", SP_CONFIG_STRING, "space", offsetof(worker_cfg, cgroup_parent), 0, 0,
          "cgroup under which every sandbox gets its own group"},
+        {"sandbox-network", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, network), 0, 0,
+         "give each sandbox a network link to this host (docs/networking.md); off: loopback only"},
+        {"sandbox-cidr", SP_CONFIG_STRING, WK_NET_DEFAULT_CIDR, offsetof(worker_cfg, sandbox_cidr), 0, 0,
+         "the sandboxes' addresses on this node (A.B.C.D/N, a /31 each); distinct per worker on one host"},
+        {"net-prefix", SP_CONFIG_STRING, WK_NET_HOST_PREFIX, offsetof(worker_cfg, net_prefix), 0, 0,
+         "name prefix of the sandboxes' host-side interfaces (1-7 of a-z0-9); distinct per worker on one host"},
         {"node-id", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, node_id), 0, 0,
          "this node's name (default: hostname)"},
         {"slots", SP_CONFIG_INT, "256", offsetof(worker_cfg, slots), 1, 100000, "most sandboxes on this node"},
@@ -367,11 +374,27 @@ int main(int argc, char **argv)
                 e = sp_error_free(e);
         }
 
+        _cleanup_(wk_net_freep) wk_net *net = NULL;
+        if (c.network) {
+                wk_net_config ncfg = {.cidr = c.sandbox_cidr, .ifprefix = c.net_prefix};
+                if (wk_net_new(&ncfg, &net, &e) < 0) {
+                        sp_log_error("sandbox network: %s", e->message);
+                        return 2;
+                }
+                uint32_t need = (uint32_t)wk_node_slot_capacity(c.slots), have = wk_net_pool_slots(wk_net_pool_of(net));
+                if (have < need) {
+                        sp_log_error("sandbox network: --sandbox-cidr=%s has addresses for %u sandboxes; --slots=%lld "
+                                     "needs %u (a /31 each, warm and suspended ones included)",
+                                     c.sandbox_cidr, have, (long long)c.slots, need);
+                        return 2;
+                }
+        }
         wk_backend *backend = NULL;
         wk_backend_config bc = {.agent_path = agent,
                                 .cgroup_parent = c.cgroup_parent,
                                 .uid_base = (uid_t)c.uid_base,
-                                .uid_count = 65536};
+                                .uid_count = 65536,
+                                .net = net};
         if (wk_backend_jail_new(&bc, &backend, &e) < 0) {
                 sp_log_error("backend: %s", e->message);
                 return 1;

@@ -108,6 +108,18 @@ static int take_netns(struct strset *s, sp_error **err)
         return 0;
 }
 
+static int take_links(struct strset *s, sp_error **err)
+{
+        _cleanup_closedir_ DIR *d = opendir("/sys/class/net");
+        if (!d)
+                return 0; /* no sysfs, no interfaces to see */
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' && addf(s, err, "%s", de->d_name) < 0)
+                        return -SP_E_LIMIT;
+        return 0;
+}
+
 static int take_loops(struct strset *s, sp_error **err)
 {
         _cleanup_closedir_ DIR *d = opendir("/sys/block");
@@ -180,19 +192,21 @@ static int take_procs(struct strset *s, sp_error **err)
 int sp_test_snapshot_take(sp_test_snapshot *s, sp_error **err)
 {
         memset(s, 0, sizeof(*s));
-        struct strset m = {0}, ns = {0}, l = {0}, p = {0};
+        struct strset m = {0}, ns = {0}, l = {0}, p = {0}, k = {0};
         if (take_mounts(&m, err) < 0 || take_netns(&ns, err) < 0 || take_loops(&l, err) < 0 ||
-            take_procs(&p, err) < 0) {
+            take_procs(&p, err) < 0 || take_links(&k, err) < 0) {
                 set_free(&m);
                 set_free(&ns);
                 set_free(&l);
                 set_free(&p);
+                set_free(&k);
                 return sp_error_wrap(err, "host snapshot");
         }
         set_finish(&m, &s->mounts, &s->n_mounts);
         set_finish(&ns, &s->netns, &s->n_netns);
         set_finish(&l, &s->loops, &s->n_loops);
         set_finish(&p, &s->procs, &s->n_procs);
+        set_finish(&k, &s->links, &s->n_links);
         return 0;
 }
 
@@ -221,6 +235,7 @@ char *sp_test_snapshot_diff(const sp_test_snapshot *before, const sp_test_snapsh
         diff_sets(&out, "netns", before->netns, before->n_netns, after->netns, after->n_netns, filter);
         diff_sets(&out, "loop", before->loops, before->n_loops, after->loops, after->n_loops, filter);
         diff_sets(&out, "process", before->procs, before->n_procs, after->procs, after->n_procs, filter);
+        diff_sets(&out, "link", before->links, before->n_links, after->links, after->n_links, filter);
         if (out.len == 0) {
                 sp_buf_free(&out);
                 return NULL;
@@ -232,10 +247,11 @@ void sp_test_snapshot_free(sp_test_snapshot *s)
 {
         if (!s)
                 return;
-        struct strset sets[4] = {{s->mounts, s->n_mounts, s->n_mounts},
+        struct strset sets[5] = {{s->mounts, s->n_mounts, s->n_mounts},
                                  {s->netns, s->n_netns, s->n_netns},
                                  {s->loops, s->n_loops, s->n_loops},
-                                 {s->procs, s->n_procs, s->n_procs}};
+                                 {s->procs, s->n_procs, s->n_procs},
+                                 {s->links, s->n_links, s->n_links}};
         for (size_t i = 0; i < SP_ARRAY_SIZE(sets); i++)
                 set_free(&sets[i]);
         memset(s, 0, sizeof(*s));

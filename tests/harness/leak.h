@@ -8,7 +8,7 @@
  * processes — every descendant of the calling process and, when the caller
  * leads its process group (as a forked Check test does), every member of
  * that group (zombies only while one of ours has yet to reap them) — except
- * the caller itself. Comparing a snapshot taken before
+ * the caller itself, and the network interfaces (/sys/class/net). Comparing a snapshot taken before
  * with one taken after gives a readable list of what appeared and what went.
  *
  *   sp_test_snapshot before, after;
@@ -33,7 +33,8 @@
  *   mounts  "<mount point> <fstype> <source>"
  *   netns   "<name>"
  *   loops   "loop<N> <backing file>"
- *   procs   "<pid> <comm>" */
+ *   procs   "<pid> <comm>"
+ *   links   "<interface name>" (of the caller's network namespace) */
 typedef struct sp_test_snapshot {
         char **mounts;
         size_t n_mounts;
@@ -43,6 +44,8 @@ typedef struct sp_test_snapshot {
         size_t n_loops;
         char **procs;
         size_t n_procs;
+        char **links;
+        size_t n_links;
 } sp_test_snapshot;
 
 /* Fills *s (which it overwrites). Each set is bounded (SP_TEST_SNAPSHOT_MAX

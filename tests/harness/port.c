@@ -137,3 +137,12 @@ int sp_test_free_port(sp_error **err)
 {
         return sp_test_free_port_block(1, err);
 }
+
+void sp_test_worker_net_args(int port, sp_test_worker_net *ret)
+{
+        unsigned block = (unsigned)port % 32768;
+        snprintf(ret->enable, sizeof(ret->enable), "--sandbox-network=true");
+        snprintf(ret->cidr, sizeof(ret->cidr), "--sandbox-cidr=10.%u.%u.0/24", 128 + block / 256, block % 256);
+        snprintf(ret->ifprefix, sizeof(ret->ifprefix), "t%d", port);
+        snprintf(ret->prefix, sizeof(ret->prefix), "--net-prefix=%s", ret->ifprefix);
+}

@@ -40,4 +40,16 @@ int sp_test_free_port_block(int n, sp_error **err);
  * (port 0) is left. */
 int sp_test_port_range(int *ret_lo, int *ret_hi);
 
+/* A worker's sandbox network that no other test's shares, derived from a
+ * port the caller holds: the flags --sandbox-network=true,
+ * --sandbox-cidr=<a /24 of 10.128.0.0/9> and --net-prefix=t<port>, for the
+ * worker's argv, and the interface prefix alone (host ends are
+ * <ifprefix><slot>). Ports 32768 apart would share a network; tests never
+ * hold both. */
+typedef struct sp_test_worker_net {
+        char enable[32], cidr[48], prefix[32];
+        char ifprefix[16];
+} sp_test_worker_net;
+void sp_test_worker_net_args(int port, sp_test_worker_net *ret);
+
 #endif

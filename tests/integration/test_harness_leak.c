@@ -107,6 +107,31 @@ START_TEST(test_leaked_netns_reported)
 }
 END_TEST
 
+START_TEST(test_leaked_link_reported)
+{
+        sp_test_snapshot before, during, after;
+        take(&before);
+        char name[16], cmd[128];
+        snprintf(name, sizeof(name), "spleak%d", (int)getpid() % 100000);
+        snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %sp", name, name);
+        ck_assert_int_eq(system(cmd), 0);
+        take(&during);
+        snprintf(cmd, sizeof(cmd), "ip link del %s", name);
+        ck_assert_int_eq(system(cmd), 0);
+        take(&after);
+        char *report = sp_test_snapshot_diff(&before, &during, name);
+        char want[96];
+        snprintf(want, sizeof(want), "+ link %s\n+ link %sp\n", name, name);
+        ck_assert_ptr_nonnull(report);
+        ck_assert_str_eq(report, want);
+        free(report);
+        ck_assert_ptr_null(sp_test_snapshot_diff(&before, &after, name));
+        sp_test_snapshot_free(&before);
+        sp_test_snapshot_free(&during);
+        sp_test_snapshot_free(&after);
+}
+END_TEST
+
 START_TEST(test_leaked_processes_reported)
 {
         sp_test_snapshot before, during, after;
@@ -176,6 +201,7 @@ static Suite *leak_suite(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_leaked_mount_reported);
         tcase_add_test(tc, test_leaked_netns_reported);
+        tcase_add_test(tc, test_leaked_link_reported);
         tcase_add_test(tc, test_leaked_processes_reported);
         tcase_add_test(tc, test_free_of_empty_snapshot);
         suite_add_tcase(s, tc);

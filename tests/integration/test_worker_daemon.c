@@ -33,6 +33,7 @@
 static char *dir;
 static char addr[64], cgparent[64];
 static int http_port;
+static sp_test_worker_net net;
 static sp_test_proc worker;
 
 static void start_worker(void)
@@ -47,9 +48,21 @@ static void start_worker(void)
         snprintf(listen, sizeof(listen), "--listen=%s", addr);
         snprintf(http, sizeof(http), "--http-listen=127.0.0.1:%d", http_port);
         snprintf(cg, sizeof(cg), "--cgroup-parent=%s", cgparent);
-        const char *argv[] = {bin,    state, storage,      image,        "--storage-size=2G",
-                              listen, http,  "--insecure", "--slots=16", "--log-format=text",
-                              cg,     NULL};
+        const char *argv[] = {bin,
+                              state,
+                              storage,
+                              image,
+                              "--storage-size=2G",
+                              listen,
+                              http,
+                              "--insecure",
+                              "--slots=16",
+                              "--log-format=text",
+                              cg,
+                              net.enable,
+                              net.cidr,
+                              net.prefix,
+                              NULL};
         sp_test_proc_opts opts = {.log_path = logp};
         sp_error *e = NULL;
         sp_test_ok(sp_test_proc_start(&worker, "worker", argv, &opts, &e), &e);
@@ -97,6 +110,7 @@ static void setup(void)
         int port = sp_test_free_port(&e);
         sp_test_ok(port > 0 ? 0 : -1, &e);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+        sp_test_worker_net_args(port, &net);
         http_port = sp_test_free_port(&e);
         sp_test_ok(http_port > 0 ? 0 : -1, &e);
         memset(&worker, 0, sizeof(worker));
@@ -462,6 +476,108 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
 }
 END_TEST
 
+/* The host ends of this worker's sandbox links (names "<ifprefix><slot>"),
+ * one per line, sorted. */
+static void host_links(sp_buf *out)
+{
+        _cleanup_closedir_ DIR *d = opendir("/sys/class/net");
+        ck_assert_ptr_nonnull(d);
+        struct dirent *de;
+        size_t n = strlen(net.ifprefix);
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, net.ifprefix, n) == 0 && de->d_name[n] >= '0' && de->d_name[n] <= '9')
+                        sp_buf_appendf(out, NULL, "%s\n", de->d_name);
+}
+
+static bool has_link(const char *name)
+{
+        _cleanup_buf_ sp_buf l = SP_BUF_INIT;
+        host_links(&l);
+        char want[32];
+        snprintf(want, sizeof(want), "%s\n", name);
+        return l.data && strstr(l.data, want) != NULL;
+}
+
+/* What the sandbox sees of its network: eth0's IPv4 address and the default route. */
+static void sandbox_view(const char *sandbox, const char *session, sp_buf *out)
+{
+        stream_state st;
+        int code = exec_run(sandbox, session,
+                            "ip -4 -o addr show dev eth0 | awk '{print $4}'; ip route | awk '/^default/ {print $3}'; "
+                            "cat /proc/sys/net/ipv6/conf/all/disable_ipv6",
+                            &st);
+        ck_assert_msg(code == 0, "the sandbox could not look at its network: %s", st.err.data ? st.err.data : "");
+        sp_buf_append(out, st.out.data, st.out.len, NULL);
+        stream_free(&st);
+}
+
+START_TEST(sandboxes_get_a_link_that_survives_restarts)
+{
+        create_sandbox("sbx_test0000000000000009");
+        /* One host end, named for the sandbox's slot; the addresses of that slot's /31. */
+        _cleanup_buf_ sp_buf links = SP_BUF_INIT;
+        host_links(&links);
+        ck_assert_msg(links.len > 0 && strchr(links.data, '\n') == links.data + links.len - 1,
+                      "want one host end, have: %s", links.data ? links.data : "none");
+        char host_if[32];
+        snprintf(host_if, sizeof(host_if), "%.*s", (int)(links.len - 1), links.data);
+        unsigned slot = (unsigned)atoi(host_if + strlen(net.ifprefix));
+        unsigned a = 0, b = 0;
+        ck_assert_int_eq(sscanf(net.cidr, "--sandbox-cidr=10.%u.%u.0/24", &a, &b), 2);
+        char want[128];
+        snprintf(want, sizeof(want), "10.%u.%u.%u/31\n10.%u.%u.%u\n1\n", a, b, 2 * slot + 1, a, b, 2 * slot);
+        _cleanup_buf_ sp_buf view = SP_BUF_INIT;
+        sandbox_view("sbx_test0000000000000009", "ses_test0000000000000090", &view);
+        ck_assert_str_eq(view.data, want);
+
+        /* Root inside holds no capability over its network: it cannot re-address, re-route or drop its link. */
+        stream_state st;
+        int code = exec_run("sbx_test0000000000000009", "ses_test0000000000000091",
+                            "ip addr add 10.9.9.9/32 dev eth0 && echo added; ip route del default && echo unrouted; "
+                            "ip link set eth0 down && echo down; ip link add x0 type dummy && echo made; "
+                            "ip -4 -o addr show dev eth0 | wc -l",
+                            &st);
+        ck_assert_int_eq(code, 0);
+        ck_assert_str_eq(st.out.data, "1\n");
+        stream_free(&st);
+
+        /* The worker dies; meanwhile someone removes the host end. The restarted worker makes it again. */
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "ip link del %s", host_if);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert(!has_link(host_if));
+        sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
+        ck_assert(has_link(host_if));
+        _cleanup_buf_ sp_buf again = SP_BUF_INIT;
+        sandbox_view("sbx_test0000000000000009", "ses_test0000000000000092", &again);
+        ck_assert_str_eq(again.data, want);
+
+        /* A plain restart keeps the link as it is. */
+        sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
+        sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
+        ck_assert(has_link(host_if));
+
+        /* Suspended, it has no link; restored, it has its own again. */
+        json_object_put(must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000009", ""));
+        ck_assert(!has_link(host_if));
+        json_object_put(must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000009", ""));
+        ck_assert(has_link(host_if));
+        _cleanup_buf_ sp_buf restored = SP_BUF_INIT;
+        sandbox_view("sbx_test0000000000000009", "ses_test0000000000000093", &restored);
+        ck_assert_str_eq(restored.data, want);
+
+        /* Deleted, nothing of its network is left. */
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000009", ""));
+        _cleanup_buf_ sp_buf left = SP_BUF_INIT;
+        host_links(&left);
+        ck_assert_msg(left.len == 0, "left behind: %s", left.data);
+}
+END_TEST
+
 START_TEST(warm_pool_claims_and_refills)
 {
         json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "2"));
@@ -669,6 +785,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
+        tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
         tcase_add_test(tc, warm_pool_claims_and_refills);
         tcase_add_test(tc, bad_requests_are_refused_clearly);
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);

@@ -71,6 +71,20 @@ START_TEST(the_pool_plans_addresses)
         }
         ck_assert_int_eq(wk_net_pool_parse("192.168.4.0/30", &p, NULL), 0);
         ck_assert_uint_eq(wk_net_pool_slots(&p), 2);
+
+        /* Another prefix for the host ends: a worker sharing the host with another. */
+        ck_assert_int_eq(wk_net_pool_parse("10.0.0.0/8", &p, NULL), 0);
+        ck_assert_int_eq(wk_net_pool_set_ifprefix(&p, "t12345z", NULL), 0);
+        ck_assert_int_eq(wk_net_link_of(&p, wk_net_pool_slots(&p) - 1, &l, NULL), 0);
+        ck_assert_str_eq(l.host_if, "t12345z8388607");
+        static const char *const bad_prefix[] = {"", "1ab", "Ab", "abcdefgh", "a-b", "a b", "a/b", NULL};
+        for (size_t i = 0; bad_prefix[i]; i++) {
+                e = NULL;
+                ck_assert_msg(wk_net_pool_set_ifprefix(&p, bad_prefix[i], &e) == -SP_E_INVALID, "took '%s'",
+                              bad_prefix[i]);
+                sp_error_free(e);
+        }
+        ck_assert_str_eq(p.ifprefix, "t12345z");
 }
 END_TEST
 

@@ -97,6 +97,7 @@ typedef struct wk_backend_config {
         const char *cgroup_parent; /* e.g. "space" */
         uid_t uid_base; /* first host uid of the ranges handed to boxes */
         uint32_t uid_count; /* ids per box (65536) */
+        struct wk_net *net; /* the sandboxes' network (borrowed; NULL: loopback only) */
 } wk_backend_config;
 
 /* The jail backend (backend/jail_backend.c). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/jail.h"
 #include "cgroup/cgroup.h"
+#include "net/net.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -31,6 +33,7 @@ typedef struct jail_backend {
         uid_t uid_base;
         uint32_t uid_count;
         wk_cgroup_host *host;
+        wk_net *net; /* NULL: loopback only */
 } jail_backend;
 
 struct wk_box {
@@ -46,6 +49,7 @@ struct wk_box {
         pid_t pid;
         unsigned long long starttime; /* of pid, to tell it from a recycled pid */
         bool suspended;
+        bool linked; /* has its network link */
         int log_rfd; /* read end of the agent's log FIFO, or -1 */
 };
 
@@ -111,10 +115,26 @@ static wk_cgroup_limits limits_of(const wk_box_spec *s)
         };
 }
 
+/* The jail's init exists, in its namespaces, and runs nothing yet: it joins
+ * the box's cgroup and gets its network link. */
 static int attach_cb(pid_t pid, void *ud, sp_error **err)
 {
         wk_box *box = ud;
-        return wk_cgroup_attach(box->cg, pid, err);
+        if (wk_cgroup_attach(box->cg, pid, err) < 0)
+                return -SP_E_IO;
+        if (box->b->net) {
+                if (wk_net_sandbox_up(box->b->net, box->slot, pid, err) < 0)
+                        return sp_error_wrap(err, "sandbox %s: network", box->id);
+                box->linked = true;
+        }
+        return 0;
+}
+
+static void net_down(wk_box *box)
+{
+        if (box->b->net && box->linked)
+                wk_net_sandbox_down(box->b->net, box->slot);
+        box->linked = false;
 }
 
 /* The agent's log is a FIFO in the box's runtime directory (on the host,
@@ -224,6 +244,7 @@ static int box_stop(wk_box *box, sp_error **err)
                 wait_gone(box);
         }
         unlink(box->socket);
+        net_down(box);
         return 0;
 }
 
@@ -277,6 +298,7 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
                         wk_cgroup_remove(box->cg, NULL);
                 }
                 unlink(box->socket);
+                net_down(box);
                 log_close(box);
                 box_free(box);
                 return -SP_E_INTERNAL;
@@ -382,6 +404,15 @@ static json_object *op_save(const wk_box *box)
         json_object_object_add(o, "pid", json_object_new_int(box->pid));
         json_object_object_add(o, "starttime", json_object_new_int64((int64_t)box->starttime));
         json_object_object_add(o, "suspended", json_object_new_boolean(box->suspended));
+        wk_net_link l;
+        if (box->b->net && box->linked && wk_net_link_of(wk_net_pool_of(box->b->net), box->slot, &l, NULL) == 0) {
+                char addr[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &l.sandbox_addr, addr, sizeof(addr));
+                json_object *net = json_object_new_object();
+                json_object_object_add(net, "host_if", json_object_new_string(l.host_if));
+                json_object_object_add(net, "address", json_object_new_string(addr));
+                json_object_object_add(o, "net", net);
+        }
         return o;
 }
 
@@ -407,6 +438,18 @@ static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *save
                 _cleanup_error_ sp_error *e = NULL;
                 if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, &e) < 0)
                         box->cg = NULL; /* the node restarts a box whose init is gone; box_start makes a new one */
+                json_object *net = NULL;
+                const char *saved_if = NULL;
+                e = sp_error_free(e);
+                if (sp_json_get_object(saved, "net", false, &net, &e) < 0 || !net ||
+                    sp_json_get_string(net, "host_if", false, IF_NAMESIZE - 1, &saved_if, &e) < 0)
+                        e = sp_error_free(e);
+                if (b->net && box_alive(box)) {
+                        if (wk_net_sandbox_adopt(b->net, box->slot, box->pid, saved_if, &e) < 0)
+                                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "network: %s", e->message);
+                        else
+                                box->linked = true;
+                }
         }
         *ret = box;
         return 0;
@@ -456,6 +499,7 @@ int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
         if (!b)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         b->base.ops = &jail_ops;
+        b->net = cfg->net;
         b->agent_path = strdup(cfg->agent_path);
         b->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "space");
         b->uid_base = cfg->uid_base;

@@ -41,6 +41,21 @@ int wk_net_pool_parse(const char *cidr, wk_net_pool *ret, sp_error **err)
                 return sp_error_set(err, SP_E_INVALID, "sandbox network '%.64s' has host bits set", cidr);
         ret->base = base;
         ret->prefix_len = (int)n;
+        snprintf(ret->ifprefix, sizeof(ret->ifprefix), "%s", WK_NET_HOST_PREFIX);
+        return 0;
+}
+
+int wk_net_pool_set_ifprefix(wk_net_pool *p, const char *prefix, sp_error **err)
+{
+        size_t n = prefix ? strlen(prefix) : 0;
+        bool ok = n >= 1 && n <= WK_NET_IFPREFIX_MAX && prefix[0] >= 'a' && prefix[0] <= 'z';
+        for (size_t i = 0; ok && i < n; i++)
+                ok = (prefix[i] >= 'a' && prefix[i] <= 'z') || (prefix[i] >= '0' && prefix[i] <= '9');
+        if (!ok)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "interface prefix '%.32s' must be 1 to %d of a-z and 0-9, starting with a letter",
+                                    prefix ? prefix : "", WK_NET_IFPREFIX_MAX);
+        memcpy(p->ifprefix, prefix, n + 1);
         return 0;
 }
 
@@ -55,7 +70,10 @@ int wk_net_link_of(const wk_net_pool *p, uint32_t slot, wk_net_link *ret, sp_err
                 return sp_error_set(err, SP_E_LIMIT, "the sandbox network has addresses for %u sandboxes",
                                     (unsigned)wk_net_pool_slots(p));
         memset(ret, 0, sizeof(*ret));
-        snprintf(ret->host_if, sizeof(ret->host_if), WK_NET_HOST_PREFIX "%u", (unsigned)slot);
+        /* A prefix of at most 7 and a slot below 2^23 (7 digits) fit IF_NAMESIZE. */
+        char name[32];
+        snprintf(name, sizeof(name), "%s%u", p->ifprefix[0] ? p->ifprefix : WK_NET_HOST_PREFIX, (unsigned)slot);
+        memcpy(ret->host_if, name, sizeof(ret->host_if) - 1);
         ret->host_addr.s_addr = htonl(p->base + 2 * slot);
         ret->sandbox_addr.s_addr = htonl(p->base + 2 * slot + 1);
         return 0;

@@ -29,9 +29,15 @@
 #define WK_NET_HOST_PREFIX "spv"
 #define WK_NET_SANDBOX_IF "eth0"
 
+/* Host ends are named <ifprefix><slot>; a prefix is 1 to 7 of [a-z0-9],
+ * starting with a letter, so that every name fits IF_NAMESIZE. Workers that
+ * share a host need distinct prefixes and networks. */
+#define WK_NET_IFPREFIX_MAX 7
+
 typedef struct wk_net_pool {
         uint32_t base; /* host order, aligned to the prefix */
         int prefix_len; /* 8 to 30 */
+        char ifprefix[WK_NET_IFPREFIX_MAX + 1]; /* WK_NET_HOST_PREFIX unless set */
 } wk_net_pool;
 
 typedef struct wk_net_link {
@@ -39,8 +45,11 @@ typedef struct wk_net_link {
         struct in_addr host_addr, sandbox_addr;
 } wk_net_link;
 
-/* Parses "A.B.C.D/N" (8 <= N <= 30, no host bits set). */
+/* Parses "A.B.C.D/N" (8 <= N <= 30, no host bits set); the interface
+ * prefix is WK_NET_HOST_PREFIX. */
 int wk_net_pool_parse(const char *cidr, wk_net_pool *ret, sp_error **err);
+/* Names host ends <prefix><slot> instead. */
+int wk_net_pool_set_ifprefix(wk_net_pool *p, const char *prefix, sp_error **err);
 /* How many sandboxes the pool has addresses for. */
 uint32_t wk_net_pool_slots(const wk_net_pool *p);
 /* The link of slot (SP_E_LIMIT past the pool's end). */

@@ -28,10 +28,15 @@ void wk__path(char *out, size_t n, const char *fmt, ...)
                 out[0] = '\0'; /* callers' paths are bounded by validated names */
 }
 
-size_t wk__slot_capacity(const wk_node *n)
+size_t wk_node_slot_capacity(int64_t slots)
 {
         /* Room for the warm pool and suspended sandboxes beyond the live slots. */
-        return (size_t)(n->cfg.slots > 0 ? n->cfg.slots : 1) * 2 + 16;
+        return (size_t)(slots > 0 ? slots : 1) * 2 + 16;
+}
+
+size_t wk__slot_capacity(const wk_node *n)
+{
+        return wk_node_slot_capacity(n->cfg.slots);
 }
 
 size_t wk__live_count(const wk_node *n)

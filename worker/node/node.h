@@ -83,6 +83,10 @@ typedef struct wk_sandbox_request {
         bool allow_warm; /* claim a warm sandbox if one is ready */
 } wk_sandbox_request;
 
+/* How many sandbox slots a node with --slots=slots uses at most (live,
+ * warm and suspended sandboxes): each may need an address. */
+size_t wk_node_slot_capacity(int64_t slots);
+
 /* Opens the node: reads templates and sandboxes from disk and re-adopts what runs. */
 int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *backend, wk_node **ret,
                  sp_error **err);
