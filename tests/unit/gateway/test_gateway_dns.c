@@ -39,6 +39,8 @@ static void m_u32(msg *m, uint32_t v)
 
 static void m_bytes(msg *m, const void *p, size_t n)
 {
+        if (n == 0)
+                return;
         memcpy(m->b + m->n, p, n);
         m->n += n;
 }

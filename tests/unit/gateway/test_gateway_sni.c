@@ -37,7 +37,8 @@ static uint8_t *put_ext(uint8_t *p, uint16_t type, const uint8_t *body, size_t n
 {
         p = put16(p, type);
         p = put16(p, n);
-        memcpy(p, body, n);
+        if (n)
+                memcpy(p, body, n);
         return p + n;
 }
 
