@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: the egress gateway's DNS messages (worker/gateway/
+ * Fuzz target: the egress gateway's DNS messages (gateway/wire/
  * dns_msg.h). Input: a mode byte (bit 0: the upstream answer is to an AAAA
  * query), a name up to a NUL, then a message. The message is read as a
  * query from a sandbox and as an upstream answer to (its own id, the name);
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/dns_msg.h"
+#include "wire/dns_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

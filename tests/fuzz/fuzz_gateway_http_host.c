@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: the egress gateway's Host reader (worker/gateway/
+ * Fuzz target: the egress gateway's Host reader (gateway/wire/
  * http_host.h). The first byte holds the flags, the rest is the client's
  * bytes. Beyond not crashing or reading past the input: an OK host is in
  * normal form (or an IP literal, never with GW_HTTP_REFUSE_IP) with a port;
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/http_host.h"
+#include "wire/http_host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

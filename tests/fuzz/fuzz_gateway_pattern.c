@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: host names and egress patterns (worker/gateway/name.h,
+ * Fuzz target: host names and egress patterns (gateway/wire/name.h,
  * pattern.h). Input: a pattern, a NUL, a name. Beyond not crashing or
  * reading past the input: normal forms are fixed points; a match agrees
  * with a plain reference (exact: equal; wildcard: a non-empty prefix ending
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/pattern.h"
+#include "wire/pattern.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

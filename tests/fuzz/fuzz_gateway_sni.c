@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: the egress gateway's ClientHello reader (worker/gateway/
+ * Fuzz target: the egress gateway's ClientHello reader (gateway/wire/
  * sni.h). Beyond not crashing or reading past the input: an OK name is in
  * normal form and no IP literal; every result but NEED_MORE and OK/NO_SNI
  * says why; a decided ClientHello reads the same from exactly the bytes up
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/sni.h"
+#include "wire/sni.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: DNS messages of the egress gateway (worker/gateway/dns_msg.h):
+/* Unit tests: DNS messages of the egress gateway (gateway/wire/dns_msg.h):
  * queries from sandboxes (one built by libresolv among them) and what is
  * refused in them, the answers built to them, upstream queries, and upstream
  * answers with CNAME chains, loops, compression pointers that loop, point
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/dns_msg.h"
+#include "wire/dns_msg.h"
 #include "harness.h"
 #include "space/cleanup.h"
 

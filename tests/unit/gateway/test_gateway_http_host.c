@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: the Host reader of the egress gateway (worker/gateway/
+/* Unit tests: the Host reader of the egress gateway (gateway/wire/
  * http_host.h): accepted heads, every prefix of them, the refusals (CONNECT,
  * Host missing, repeated or differing from the target, HTTP/0.9, IP
  * literals on request) and the malformed heads (folds, whitespace before the
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/http_host.h"
+#include "wire/http_host.h"
 #include "harness.h"
 #include "space/cleanup.h"
 

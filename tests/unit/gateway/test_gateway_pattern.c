@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: host names (worker/gateway/name.h: normal form, IP literals)
+/* Unit tests: host names (gateway/wire/name.h: normal form, IP literals)
  * and egress profile patterns (pattern.h: validation, matching). */
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/pattern.h"
+#include "wire/pattern.h"
 #include "harness.h"
 #include "space/cleanup.h"
 

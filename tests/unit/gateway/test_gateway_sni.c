@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: the ClientHello reader of the egress gateway (worker/gateway/
+/* Unit tests: the ClientHello reader of the egress gateway (gateway/wire/
  * sni.h) over ClientHellos built here byte by byte — whole, split across
  * records, cut at every length, with ECH, ESNI, two names, bad names — and
  * over one that OpenSSL writes. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/sni.h"
+#include "wire/sni.h"
 #include "harness.h"
 #include "space/cleanup.h"
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The server name of a TLS ClientHello (see sni.h). */
-#include "gateway/sni.h"
+#include "wire/sni.h"
 
 #include <string.h>
 
-#include "gateway/wire.h"
+#include "wire/wire.h"
 
 #define TLS_CT_HANDSHAKE 22
 #define TLS_HS_CLIENT_HELLO 1

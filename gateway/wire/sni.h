@@ -21,13 +21,13 @@
  * Pure: no allocation (up to GW_SNI_MAX bytes of stack to reassemble),
  * no global state, thread-safe.
  */
-#ifndef SPACE_WORKER_GATEWAY_SNI_H
-#define SPACE_WORKER_GATEWAY_SNI_H
+#ifndef SPACE_GATEWAY_WIRE_SNI_H
+#define SPACE_GATEWAY_WIRE_SNI_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/name.h"
+#include "wire/name.h"
 
 /* The ClientHello's records must end within this many bytes of the stream. */
 #define GW_SNI_MAX 16384

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Host names: syntax, normal form, IP literals (see name.h). */
-#include "gateway/name.h"
+#include "wire/name.h"
 
 #include <arpa/inet.h>
 #include <string.h>

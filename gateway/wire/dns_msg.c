@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* DNS messages for the egress gateway (see dns_msg.h). */
-#include "gateway/dns_msg.h"
+#include "wire/dns_msg.h"
 
 #include <string.h>
 
-#include "gateway/wire.h"
+#include "wire/wire.h"
 
 #define F_QR 0x8000
 #define F_TC 0x0200

@@ -24,14 +24,14 @@
  *
  * Pure: no allocation, no global state, thread-safe.
  */
-#ifndef SPACE_WORKER_GATEWAY_HTTP_HOST_H
-#define SPACE_WORKER_GATEWAY_HTTP_HOST_H
+#ifndef SPACE_GATEWAY_WIRE_HTTP_HOST_H
+#define SPACE_GATEWAY_WIRE_HTTP_HOST_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/name.h"
+#include "wire/name.h"
 
 /* The head of the first request must end within this many bytes. */
 #define GW_HTTP_MAX_HEAD 16384

@@ -2,7 +2,7 @@
 /* The Host of the first plain HTTP/1.x request (see http_host.h). The rules
  * for field lines are those of the project's HTTP/1 reader (common's
  * http1.c), kept here over a byte buffer without its allocations. */
-#include "gateway/http_host.h"
+#include "wire/http_host.h"
 
 #include <arpa/inet.h>
 #include <string.h>

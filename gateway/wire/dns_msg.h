@@ -21,15 +21,15 @@
  * Pure: no allocation, no global state, thread-safe. Builders write into
  * the caller's buffer.
  */
-#ifndef SPACE_WORKER_GATEWAY_DNS_MSG_H
-#define SPACE_WORKER_GATEWAY_DNS_MSG_H
+#ifndef SPACE_GATEWAY_WIRE_DNS_MSG_H
+#define SPACE_GATEWAY_WIRE_DNS_MSG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gateway/name.h"
+#include "wire/name.h"
 
 #define GW_DNS_HEADER 12
 /* A name in wire form, the root label included (RFC 1035 §3.1). */

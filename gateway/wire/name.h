@@ -13,8 +13,8 @@
  * Pure functions over caller memory: no allocation, no global state,
  * thread-safe. Reasons are static strings.
  */
-#ifndef SPACE_WORKER_GATEWAY_NAME_H
-#define SPACE_WORKER_GATEWAY_NAME_H
+#ifndef SPACE_GATEWAY_WIRE_NAME_H
+#define SPACE_GATEWAY_WIRE_NAME_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Egress profile domain patterns (see pattern.h). */
-#include "gateway/pattern.h"
+#include "wire/pattern.h"
 
 #include <string.h>
 

@@ -4,8 +4,8 @@
  * binary wire formats (sni.c, dns_msg.c). A read past the end fails and
  * leaves the cursor where it was. Internal to the gateway library.
  */
-#ifndef SPACE_WORKER_GATEWAY_WIRE_H
-#define SPACE_WORKER_GATEWAY_WIRE_H
+#ifndef SPACE_GATEWAY_WIRE_WIRE_H
+#define SPACE_GATEWAY_WIRE_WIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,13 +15,13 @@
  *
  * Pure functions, no allocation, thread-safe.
  */
-#ifndef SPACE_WORKER_GATEWAY_PATTERN_H
-#define SPACE_WORKER_GATEWAY_PATTERN_H
+#ifndef SPACE_GATEWAY_WIRE_PATTERN_H
+#define SPACE_GATEWAY_WIRE_PATTERN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gateway/name.h"
+#include "wire/name.h"
 
 /* Checks the pattern in[0..len) and writes its normal form (lowercase, one
  * trailing dot dropped) to out. Returns its length, or -1 with *ret_reason

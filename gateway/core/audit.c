@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Audit records and metrics (see gw.h). */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gw.h"
+#include "space/log.h"
+#include "space/time.h"
+
+static const char *verdict(const gw_decision *d)
+{
+        return !d->allow ? "refused" : d->would_refuse ? "would-refuse" : "allowed";
+}
+
+static void count_rule(gw *g, const char *kind, const gw_decision *d)
+{
+        if (!d->allow || d->would_refuse) {
+                char key[96];
+                snprintf(key, sizeof(key), "%s|%s|%s", kind, d->rule, verdict(d));
+                json_object *v = NULL;
+                int64_t n = json_object_object_get_ex(g->rules, key, &v) ? json_object_get_int64(v) : 0;
+                json_object_object_add(g->rules, key, json_object_new_int64(n + 1));
+        }
+}
+
+void gw_audit(gw *g, const gw_audit_rec *r)
+{
+        bool dns = strcmp(r->kind, "dns") == 0;
+        bool closing = r->phase && strcmp(r->phase, "close") == 0;
+        if (!closing) {
+                if (dns) {
+                        g->counters.dns_queries++;
+                        g->counters.dns_allowed += r->d.allow && !r->d.would_refuse;
+                        g->counters.dns_refused += !r->d.allow;
+                        g->counters.dns_would_refuse += r->d.would_refuse;
+                } else {
+                        g->counters.tcp_conns++;
+                        g->counters.tcp_allowed += r->d.allow && !r->d.would_refuse;
+                        g->counters.tcp_refused += !r->d.allow;
+                        g->counters.tcp_would_refuse += r->d.would_refuse;
+                }
+                count_rule(g, r->kind, &r->d);
+        }
+        char src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
+        struct in_addr a = {.s_addr = htonl(r->src)};
+        inet_ntop(AF_INET, &a, src, sizeof(src));
+        if (r->dst) {
+                a.s_addr = htonl(r->dst);
+                inet_ntop(AF_INET, &a, dst, sizeof(dst));
+        }
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "op", json_object_new_string("audit"));
+        json_object_object_add(o, "time_us", json_object_new_int64(sp_now_real_us()));
+        json_object_object_add(o, "kind", json_object_new_string(r->kind));
+        if (r->phase)
+                json_object_object_add(o, "phase", json_object_new_string(r->phase));
+        json_object_object_add(o, "source", json_object_new_string(src));
+        if (r->sb) {
+                json_object_object_add(o, "sandbox_id", json_object_new_string(r->sb->id));
+                json_object_object_add(o, "tenant_id", json_object_new_string(r->sb->tenant));
+                json_object_object_add(o, "profile", json_object_new_string(gw_profile_name(r->sb->profile)));
+                json_object_object_add(
+                        o, "mode",
+                        json_object_new_string(gw_profile_mode(r->sb->profile) == GW_MODE_AUDIT ? "audit" : "enforce"));
+        }
+        if (r->name)
+                json_object_object_add(o, "name", json_object_new_string(r->name));
+        if (r->proto)
+                json_object_object_add(o, "proto", json_object_new_string(r->proto));
+        if (r->dst) {
+                json_object_object_add(o, "destination", json_object_new_string(dst));
+                json_object_object_add(o, "port", json_object_new_int(r->port));
+        }
+        if (closing) {
+                json_object_object_add(o, "bytes_out", json_object_new_int64((int64_t)r->bytes_out));
+                json_object_object_add(o, "bytes_in", json_object_new_int64((int64_t)r->bytes_in));
+        }
+        json_object_object_add(o, "decision", json_object_new_string(verdict(&r->d)));
+        json_object_object_add(o, "rule", json_object_new_string(r->d.rule));
+        if (r->detail)
+                json_object_object_add(o, "detail", json_object_new_string(r->detail));
+        const char *sid = r->sb ? r->sb->id : "";
+        if (!r->d.allow || r->d.would_refuse)
+                sp_log_info_kv(SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
+                               "%s %s %s:%u %s (%s)", r->kind, r->name ? r->name : "-", r->dst ? dst : "-",
+                               (unsigned)r->port, verdict(&r->d), r->d.rule);
+        else
+                sp_log_debug_kv(SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
+                                "%s %s %s:%u %s", r->kind, r->name ? r->name : "-", r->dst ? dst : "-",
+                                (unsigned)r->port, verdict(&r->d));
+        if (g->ctl)
+                gw_ctl_broadcast(g->ctl, o);
+        json_object_put(o);
+}
+
+void gw_metrics(gw *g, sp_buf *out)
+{
+        const gw_counters *c = &g->counters;
+        sp_buf_appendf(out, NULL,
+                       "# HELP space_gateway_sandboxes Sandboxes the gateway knows.\n"
+                       "# TYPE space_gateway_sandboxes gauge\nspace_gateway_sandboxes %zu\n"
+                       "# HELP space_gateway_connections Relayed connections open.\n"
+                       "# TYPE space_gateway_connections gauge\nspace_gateway_connections %llu\n"
+                       "# HELP space_gateway_dns_queries_total DNS queries by verdict.\n"
+                       "# TYPE space_gateway_dns_queries_total counter\n"
+                       "space_gateway_dns_queries_total{verdict=\"allowed\"} %llu\n"
+                       "space_gateway_dns_queries_total{verdict=\"refused\"} %llu\n"
+                       "space_gateway_dns_queries_total{verdict=\"would-refuse\"} %llu\n"
+                       "# HELP space_gateway_tcp_connections_total TCP connections by verdict.\n"
+                       "# TYPE space_gateway_tcp_connections_total counter\n"
+                       "space_gateway_tcp_connections_total{verdict=\"allowed\"} %llu\n"
+                       "space_gateway_tcp_connections_total{verdict=\"refused\"} %llu\n"
+                       "space_gateway_tcp_connections_total{verdict=\"would-refuse\"} %llu\n"
+                       "# HELP space_gateway_upstream_errors_total Upstream DNS and TCP failures.\n"
+                       "# TYPE space_gateway_upstream_errors_total counter\n"
+                       "space_gateway_upstream_errors_total{kind=\"dns\"} %llu\n"
+                       "space_gateway_upstream_errors_total{kind=\"tcp\"} %llu\n"
+                       "# HELP space_gateway_bytes_total Bytes relayed.\n"
+                       "# TYPE space_gateway_bytes_total counter\n"
+                       "space_gateway_bytes_total{direction=\"out\"} %llu\n"
+                       "space_gateway_bytes_total{direction=\"in\"} %llu\n"
+                       "# HELP space_gateway_unknown_sources_total Traffic from addresses of no known sandbox.\n"
+                       "# TYPE space_gateway_unknown_sources_total counter\nspace_gateway_unknown_sources_total %llu\n"
+                       "# HELP space_gateway_audit_dropped_total Audit records a slow worker did not take.\n"
+                       "# TYPE space_gateway_audit_dropped_total counter\nspace_gateway_audit_dropped_total %llu\n",
+                       gw_table_count(g->table), (unsigned long long)c->open_conns, (unsigned long long)c->dns_allowed,
+                       (unsigned long long)c->dns_refused, (unsigned long long)c->dns_would_refuse,
+                       (unsigned long long)c->tcp_allowed, (unsigned long long)c->tcp_refused,
+                       (unsigned long long)c->tcp_would_refuse, (unsigned long long)c->dns_upstream_errors,
+                       (unsigned long long)c->tcp_upstream_errors, (unsigned long long)c->bytes_out,
+                       (unsigned long long)c->bytes_in, (unsigned long long)c->unknown_source,
+                       (unsigned long long)c->audit_dropped);
+        sp_buf_appendf(out, NULL, "# HELP space_gateway_refusals_total Refusals (and audit-mode would-refusals) by rule.\n"
+                                  "# TYPE space_gateway_refusals_total counter\n");
+        json_object_object_foreach(g->rules, key, val)
+        {
+                char kind[16], rule[48], v[16];
+                if (sscanf(key, "%15[^|]|%47[^|]|%15s", kind, rule, v) == 3)
+                        sp_buf_appendf(out, NULL,
+                                       "space_gateway_refusals_total{kind=\"%s\",rule=\"%s\",verdict=\"%s\"} %lld\n",
+                                       kind, rule, v, (long long)json_object_get_int64(val));
+        }
+}
