@@ -571,6 +571,10 @@ static int forward_case(void *arg)
         REQUIRE(logged(log, (want){"space:forward", IPPROTO_UDP, S_ADDR, FAR, 9999}), "no log of UDP far away");
         REQUIRE(logged(log, (want){"space:forward", IPPROTO_ICMP, S_ADDR, g_ho.addr_b, 0}), "no log of the ping");
         REQUIRE(logged(log, (want){"space:forward", IPPROTO_TCP, S_ADDR, g_ho.addr_b, 80}), "no log of the bad TCP");
+        REQUIRE(wk_nflog_skipped(log) == 0 && wk_nflog_overruns(log) == 0, "records skipped or lost");
+        /* The group has its reader: a second one is refused. */
+        wk_nflog *dup = NULL;
+        REQUIRE(wk_nflog_open(GROUP, &dup, NULL) < 0, "a second reader bound the group");
         wk_nflog_free(log);
         return 0;
 }
@@ -807,6 +811,12 @@ static int install_case(void *arg)
         bad.gateway_dns_port = bad.gateway_tcp_port;
         REQUIRE(wk_nft_install(&bad, NULL) == -SP_E_INVALID, "took one port for both");
         REQUIRE(wk_nft_sandbox_add(&g_cfg, "", g_link.sandbox_addr, NULL) == -SP_E_INVALID, "took an empty ifname");
+        /* A prefix that would take H's other interfaces for sandboxes' (its veth to O, loopback). */
+        bad = g_cfg;
+        bad.if_prefix = "sv";
+        REQUIRE(wk_nft_install(&bad, NULL) == -SP_E_INVALID, "took a prefix of %s", g_ho.name_a);
+        bad.if_prefix = "l";
+        REQUIRE(wk_nft_install(&bad, NULL) == -SP_E_INVALID, "took a prefix of lo");
         REQUIRE(count(NFT_MSG_GETTABLE, TABLE) == 0, "a refused install left a table");
         return 0;
 }

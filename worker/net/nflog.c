@@ -214,6 +214,8 @@ int wk_nflog_open(uint16_t group, wk_nflog **ret, sp_error **err)
                 step = "bind the NFLOG group";
                 struct nfulnl_msg_config_cmd bind = {.command = NFULNL_CFG_CMD_BIND};
                 r = config(l, &bind, sizeof(bind), NULL, 0);
+                if (r == -EPERM)
+                        step = "bind the NFLOG group (another socket has it, or no CAP_NET_ADMIN)";
         }
         if (r == 0) {
                 step = "set the NFLOG copy mode";
@@ -229,8 +231,7 @@ int wk_nflog_open(uint16_t group, wk_nflog **ret, sp_error **err)
         }
         if (r < 0) {
                 wk_nflog_free(l);
-                return sp_error_set_errno(err, r == -EBUSY ? SP_E_CONFLICT : SP_E_IO, -r, "NFLOG group %u: %s",
-                                          (unsigned)group, step);
+                return sp_error_set_errno(err, SP_E_IO, -r, "NFLOG group %u: %s", (unsigned)group, step);
         }
         *ret = l;
         return 0;

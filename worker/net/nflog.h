@@ -11,8 +11,11 @@
  * A wk_nflog reader binds the group in the network namespace of the thread
  * that opens it, asking for the first WK_NFLOG_COPY bytes of each packet,
  * flushed at least every 100 ms. Its socket is non-blocking, for an event
- * loop; one reader per group and namespace (the kernel refuses a second,
- * SP_E_CONFLICT). A reader is used by one thread at a time.
+ * loop; one reader per group and namespace (the kernel refuses a second
+ * with EPERM). A reader is used by one thread at a time. The reader does not
+ * PF_BIND nfnetlink_log as a family's default logger: the rules name their
+ * group, which needs no binding, and the default logger is the namespace's
+ * (conntrack's invalid-packet logging and the like would follow it).
  */
 #ifndef SPACE_WORKER_NET_NFLOG_H
 #define SPACE_WORKER_NET_NFLOG_H

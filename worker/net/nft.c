@@ -593,12 +593,35 @@ static void build_install(const wk_nft_config *c, batch *b, const void *arg)
         build_forward(c, b);
 }
 
+/* An interface the prefix takes for a sandbox's that is not one (prefix "e" and eth0, say) would have its
+ * traffic redirected and dropped: refused. Sandboxes' host ends are the prefix and a slot number. */
+static int prefix_check(const wk_nft_config *c, sp_error **err)
+{
+        struct if_nameindex *all = if_nameindex();
+        if (!all)
+                return sp_error_set_errno(err, SP_E_IO, errno, "list the interfaces");
+        size_t n = strlen(c->if_prefix);
+        int r = 0;
+        for (const struct if_nameindex *i = all; i->if_index && r == 0; i++) {
+                const char *slot = i->if_name + n;
+                if (strncmp(i->if_name, c->if_prefix, n) == 0 && (!*slot || strspn(slot, "0123456789") != strlen(slot)))
+                        r = sp_error_set(err, SP_E_INVALID,
+                                         "nftables table %s: interface %s would be taken for a sandbox's (prefix '%s')",
+                                         c->table, i->if_name, c->if_prefix);
+        }
+        if_freenameindex(all);
+        return r;
+}
+
 int wk_nft_install(const wk_nft_config *c, sp_error **err)
 {
         if (wk_nft_config_validate(c, err) < 0)
                 return -SP_E_INVALID;
+        int r = prefix_check(c, err);
+        if (r < 0)
+                return r;
         const char *what;
-        int r = transact(c, build_install, NULL, &what);
+        r = transact(c, build_install, NULL, &what);
         if (r < 0)
                 return sp_error_set_errno(err, SP_E_IO, -r, "nftables table %s: %s", c->table, what);
         return 0;

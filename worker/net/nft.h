@@ -88,7 +88,11 @@ int wk_nft_config_validate(const wk_nft_config *c, sp_error **err);
 
 /* Replaces the table whole, in one batch: deletes it if present and creates
  * it anew, empty set included (so re-add the running sandboxes after; until
- * then their packets are dropped as spoofed). Idempotent; run at start. */
+ * then their packets are dropped as spoofed). Idempotent; run at start.
+ * SP_E_INVALID when an interface of the namespace starts with the prefix but
+ * is not the prefix and a number (its traffic would be taken for a
+ * sandbox's). The prefix of another worker on the host must not start with
+ * this one, nor this one with it: that is not checked here. */
 int wk_nft_install(const wk_nft_config *c, sp_error **err);
 
 /* Registers a sandbox: its host end ifname (1..IF_NAMESIZE-1 chars) may
