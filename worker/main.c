@@ -41,8 +41,10 @@ typedef struct {
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
+        char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
+        int64_t gw_tcp_port, gw_dns_port, gw_log_group;
         bool insecure, base_template, purge, network;
 } worker_cfg;
 
@@ -87,6 +89,24 @@ static const sp_config_def defs[] = {
          "the sandboxes' addresses on this node (A.B.C.D/N, a /31 each); distinct per worker on one host"},
         {"net-prefix", SP_CONFIG_STRING, WK_NET_HOST_PREFIX, offsetof(worker_cfg, net_prefix), 0, 0,
          "name prefix of the sandboxes' host-side interfaces (1-7 of a-z0-9); distinct per worker on one host"},
+        {"gateway", SP_CONFIG_STRING, "", offsetof(worker_cfg, gateway), 0, 0,
+         "the space-gateway program the worker runs and restarts (default: next to this binary; \"none\": the "
+         "gateway is run by others and only reached on its control socket)"},
+        {"gateway-tcp-port", SP_CONFIG_INT, "7078", offsetof(worker_cfg, gw_tcp_port), 1, 65535,
+         "port of the gateway's TCP relay on the host ends' addresses; distinct per worker on one host"},
+        {"gateway-dns-port", SP_CONFIG_INT, "7079", offsetof(worker_cfg, gw_dns_port), 1, 65535,
+         "UDP port of the gateway's DNS server; distinct per worker on one host"},
+        {"gateway-log-group", SP_CONFIG_INT, "7078", offsetof(worker_cfg, gw_log_group), 1, 65535,
+         "NFLOG group of the firewall's drops; distinct per worker on one host"},
+        {"gateway-resolver", SP_CONFIG_STRING, "", offsetof(worker_cfg, gw_resolver), 0, 0,
+         "the DNS server the gateway asks (IP or IP:PORT; empty: the host's first nameserver)"},
+        {"gateway-upstream-netns", SP_CONFIG_STRING, "", offsetof(worker_cfg, gw_upstream_netns), 0, 0,
+         "network namespace the gateway makes its upstream connections in (tests confine it to their own "
+         "internet; empty: the host's)"},
+        {"gateway-public-cidrs", SP_CONFIG_STRING, "", offsetof(worker_cfg, gw_public_cidrs), 0, 0,
+         "private networks the gateway treats as public (A.B.C.D/N,...; a test's own internet)"},
+        {"gateway-user", SP_CONFIG_STRING, "nobody", offsetof(worker_cfg, gw_user), 0, 0,
+         "user the gateway runs as once its sockets are made"},
         {"node-id", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, node_id), 0, 0,
          "this node's name (default: hostname)"},
         {"slots", SP_CONFIG_INT, "256", offsetof(worker_cfg, slots), 1, 100000, "most sandboxes on this node"},
@@ -172,7 +192,8 @@ static void h_metrics(sp_http_request *req, void *ud)
         sp_http_reply(req, 200, "text/plain; version=0.0.4", out.data, out.len);
 }
 
-static char *default_agent(void)
+/* A program installed next to this one. */
+static char *default_sibling(const char *name)
 {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -180,9 +201,22 @@ static char *default_agent(void)
                 return NULL;
         self[n] = '\0';
         char *path = NULL;
-        if (asprintf(&path, "%s/space-agent", dirname(self)) < 0)
+        if (asprintf(&path, "%s/%s", dirname(self), name) < 0)
                 return NULL;
         return path;
+}
+
+static char *default_agent(void)
+{
+        return default_sibling("space-agent");
+}
+
+/* The gateway's decisions and the firewall's drops go to the sandbox's egress log. */
+static void on_egress_audit(json_object *rec, void *ud)
+{
+        (void)ud;
+        if (node)
+                wk_node_egress_record(node, rec);
 }
 
 static bool loopback_only(const char *addr)
@@ -282,6 +316,15 @@ int main(int argc, char **argv)
                                       .storage_image = c.storage_image,
                                       .cgroup_parent = c.cgroup_parent};
                 wk_purge_stats st = {0};
+                /* The network first: the gateway's pid lives in the state directory. */
+                char gw_pid[PATH_MAX];
+                snprintf(gw_pid, sizeof(gw_pid), "%s/gateway.pid", c.state_dir);
+                unsigned links = 0;
+                _cleanup_error_ sp_error *ne = NULL;
+                if (wk_net_purge(c.net_prefix, gw_pid, &links, &ne) < 0)
+                        sp_log_warn("purge: network: %s", ne->message);
+                if (links)
+                        sp_log_info("purge: removed %u sandbox links", links);
                 r = wk_purge(&pc, &st, &e);
                 sp_log_info("purge: killed %u processes, removed %u cgroups, unmounted %u, detached %u loop devices",
                             st.processes, st.cgroups, st.mounts, st.loops);
@@ -374,9 +417,40 @@ int main(int argc, char **argv)
                 e = sp_error_free(e);
         }
 
-        _cleanup_(wk_net_freep) wk_net *net = NULL;
+        sp_daemon d = {0};
+        if (sp_daemon_loop_new(&d, &e) < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
+        wk_net *net = NULL;
         if (c.network) {
-                wk_net_config ncfg = {.cidr = c.sandbox_cidr, .ifprefix = c.net_prefix};
+                char gw_sock[PATH_MAX], gw_pid[PATH_MAX], tcp[32], dns[32], forbid[64], res[160], netns[PATH_MAX + 32],
+                        pub[600], user[96], logf[64];
+                snprintf(gw_sock, sizeof(gw_sock), "%s/gateway.sock", c.state_dir);
+                snprintf(gw_pid, sizeof(gw_pid), "%s/gateway.pid", c.state_dir);
+                snprintf(tcp, sizeof(tcp), "--tcp-port=%lld", (long long)c.gw_tcp_port);
+                snprintf(dns, sizeof(dns), "--dns-port=%lld", (long long)c.gw_dns_port);
+                snprintf(forbid, sizeof(forbid), "--forbid-cidrs=%s", c.sandbox_cidr);
+                snprintf(res, sizeof(res), "--resolver=%s", c.gw_resolver);
+                snprintf(netns, sizeof(netns), "--upstream-netns=%s", c.gw_upstream_netns);
+                snprintf(pub, sizeof(pub), "--public-cidrs=%s", c.gw_public_cidrs);
+                snprintf(user, sizeof(user), "--user=%s", c.gw_user);
+                snprintf(logf, sizeof(logf), "--log-format=%s", c.log_format);
+                const char *gw_args[] = {tcp, dns, forbid, res, netns, pub, user, logf, NULL};
+                _cleanup_free_ char *gw_prog = !c.gateway || !*c.gateway ? default_sibling("space-gateway")
+                                               : strcmp(c.gateway, "none") == 0 ? NULL
+                                                                                : strdup(c.gateway);
+                wk_net_config ncfg = {.cidr = c.sandbox_cidr,
+                                      .ifprefix = c.net_prefix,
+                                      .base = d.base,
+                                      .gateway_tcp_port = (uint16_t)c.gw_tcp_port,
+                                      .gateway_dns_port = (uint16_t)c.gw_dns_port,
+                                      .log_group = (uint16_t)c.gw_log_group,
+                                      .gateway_program = gw_prog,
+                                      .gateway_socket = gw_sock,
+                                      .gateway_pid_path = gw_pid,
+                                      .gateway_args = gw_args,
+                                      .on_audit = on_egress_audit};
                 if (wk_net_new(&ncfg, &net, &e) < 0) {
                         sp_log_error("sandbox network: %s", e->message);
                         return 2;
@@ -400,15 +474,11 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        sp_daemon d = {0};
-        if (sp_daemon_loop_new(&d, &e) < 0) {
-                sp_log_error("%s", e->message);
-                return 1;
-        }
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
         wk_node_config nc = {
                 .state_dir = c.state_dir,
+                .net = net,
                 .storage = storage,
                 .node_id = cc.name,
                 .slots = c.slots,
@@ -486,7 +556,9 @@ int main(int argc, char **argv)
         sp_http_server_free(http);
         sp_rpc_server_free(srv);
         wk_node_free(node);
+        node = NULL;
         backend->ops->free(backend);
+        wk_net_free(net);
         wk_storage_free(storage);
         sp_daemon_loop_free(&d);
         if (ctx)

@@ -28,6 +28,8 @@ static const pr_field create_sandbox_fields[] = {
         PR_F_STRING_MAP(R, "env", env, PR_WK_ENV_MAX, 256, 65536),
         PR_F_STRING(R, "hostname", hostname, false, 63),
         PR_F_BOOL(R, "warm", warm, true),
+        PR_F_STRING(R, "tenant_id", tenant_id, false, PR_WK_ID_MAX),
+        PR_F_JSON(R, "egress", egress, false),
 };
 #undef R
 const pr_schema pr_wk_create_sandbox_schema = PR_SCHEMA("CreateSandbox", create_sandbox_fields);
@@ -57,6 +59,26 @@ const pr_schema pr_wk_session_ref_schema = PR_SCHEMA("SessionRef", session_ref_f
 static const pr_field list_sessions_fields[] = {
         PR_F_STRING(pr_wk_list_sessions, "sandbox_id", sandbox_id, true, PR_WK_ID_MAX)};
 const pr_schema pr_wk_list_sessions_schema = PR_SCHEMA("ListSessions", list_sessions_fields);
+
+#define R pr_wk_set_egress
+static const pr_field set_egress_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_JSON(R, "egress", egress, true),
+};
+#undef R
+const pr_schema pr_wk_set_egress_schema = PR_SCHEMA("SetEgress", set_egress_fields);
+
+#define R pr_wk_get_egress_log
+static const pr_field get_egress_log_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_INT(R, "limit", limit, false, 1, 1000, 100),
+        PR_F_STRING(R, "decision", decision, false, 16),
+};
+#undef R
+const pr_schema pr_wk_get_egress_log_schema = PR_SCHEMA("GetEgressLog", get_egress_log_fields);
+
+static const pr_field egress_log_fields[] = {PR_F_JSON(pr_wk_egress_log, "records", records, true)};
+const pr_schema pr_wk_egress_log_schema = PR_SCHEMA_OPEN("EgressLog", egress_log_fields);
 
 static const pr_field signal_session_fields[] = {
         PR_F_STRING(pr_wk_signal_session, "session_id", session_id, true, PR_WK_ID_MAX),
@@ -417,6 +439,9 @@ const pr_method pr_worker_methods[] = {
         M("DeleteTemplate", pr_wk_template_ref_schema, pr_wk_template_ref, false),
         MR("NodeInfo", pr_wk_empty_schema, pr_wk_empty, false, pr_wk_node_info_schema, pr_wk_node_info),
         M("SetWarmPool", pr_wk_set_warm_pool_schema, pr_wk_set_warm_pool, false),
+        M("SetEgress", pr_wk_set_egress_schema, pr_wk_set_egress, false),
+        MR("GetEgressLog", pr_wk_get_egress_log_schema, pr_wk_get_egress_log, false, pr_wk_egress_log_schema,
+           pr_wk_egress_log),
 };
 #undef M
 #undef MR

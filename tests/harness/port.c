@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -138,11 +139,35 @@ int sp_test_free_port(sp_error **err)
         return sp_test_free_port_block(1, err);
 }
 
-void sp_test_worker_net_args(int port, sp_test_worker_net *ret)
+int sp_test_worker_net_args(int port, const char *upstream_netns, sp_test_worker_net *ret, sp_error **err)
 {
+        memset(ret, 0, sizeof(*ret));
         unsigned block = (unsigned)port % 32768;
+        ret->tcp_port = sp_test_free_port(err);
+        ret->dns_port = ret->tcp_port > 0 ? sp_test_free_port(err) : -1;
+        if (ret->dns_port < 0)
+                return -1;
         snprintf(ret->enable, sizeof(ret->enable), "--sandbox-network=true");
         snprintf(ret->cidr, sizeof(ret->cidr), "--sandbox-cidr=10.%u.%u.0/24", 128 + block / 256, block % 256);
         snprintf(ret->ifprefix, sizeof(ret->ifprefix), "t%d", port);
         snprintf(ret->prefix, sizeof(ret->prefix), "--net-prefix=%s", ret->ifprefix);
+        snprintf(ret->tcp, sizeof(ret->tcp), "--gateway-tcp-port=%d", ret->tcp_port);
+        snprintf(ret->dns, sizeof(ret->dns), "--gateway-dns-port=%d", ret->dns_port);
+        snprintf(ret->group, sizeof(ret->group), "--gateway-log-group=%d", port);
+        size_t n = 0;
+        ret->argv[n++] = ret->enable;
+        ret->argv[n++] = ret->cidr;
+        ret->argv[n++] = ret->prefix;
+        ret->argv[n++] = ret->tcp;
+        ret->argv[n++] = ret->dns;
+        ret->argv[n++] = ret->group;
+        if (upstream_netns) {
+                snprintf(ret->upstream, sizeof(ret->upstream), "--gateway-upstream-netns=%s", upstream_netns);
+                ret->argv[n++] = ret->upstream;
+        } else {
+                snprintf(ret->gateway, sizeof(ret->gateway), "--gateway=none");
+                ret->argv[n++] = ret->gateway;
+        }
+        ret->argv[n] = NULL;
+        return 0;
 }

@@ -41,15 +41,20 @@ int sp_test_free_port_block(int n, sp_error **err);
 int sp_test_port_range(int *ret_lo, int *ret_hi);
 
 /* A worker's sandbox network that no other test's shares, derived from a
- * port the caller holds: the flags --sandbox-network=true,
- * --sandbox-cidr=<a /24 of 10.128.0.0/9> and --net-prefix=t<port>, for the
- * worker's argv, and the interface prefix alone (host ends are
- * <ifprefix><slot>). Ports 32768 apart would share a network; tests never
- * hold both. */
+ * port the caller holds: --sandbox-network=true, --sandbox-cidr=<a /24 of
+ * 10.128.0.0/9>, --net-prefix=t<port> (host ends are <ifprefix><slot>),
+ * gateway ports of its own (two more held ports) and NFLOG group <port>.
+ * With upstream_netns NULL the worker runs no gateway (--gateway=none: a
+ * sandbox's DNS and TCP are steered to a port nobody serves, so nothing
+ * leaves); else the gateway makes its upstream connections in that
+ * namespace only (a test's own internet, inet.h). Ports 32768 apart would
+ * share a network; tests never hold both. argv is the flags, NULL-ended. */
 typedef struct sp_test_worker_net {
-        char enable[32], cidr[48], prefix[32];
+        char enable[32], cidr[48], prefix[32], tcp[40], dns[40], group[40], gateway[32], upstream[160];
         char ifprefix[16];
+        int tcp_port, dns_port;
+        const char *argv[10];
 } sp_test_worker_net;
-void sp_test_worker_net_args(int port, sp_test_worker_net *ret);
+int sp_test_worker_net_args(int port, const char *upstream_netns, sp_test_worker_net *ret, sp_error **err);
 
 #endif

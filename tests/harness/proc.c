@@ -20,6 +20,7 @@
 #include "space/cleanup.h"
 #include "space/time.h"
 
+#include "guard.h"
 #include "proc.h"
 
 extern char **environ;
@@ -482,4 +483,42 @@ size_t sp_test_procs_with_cwd(const char *dir, pid_t *out, size_t max)
                 found++;
         }
         return found;
+}
+
+/* worker_argv with --purge added; the strings stay the caller's. */
+static int purge_argv(const char *const *worker_argv, const char **out, size_t cap)
+{
+        size_t n = 0;
+        while (worker_argv[n] && n + 2 < cap) {
+                out[n] = worker_argv[n];
+                n++;
+        }
+        if (worker_argv[n])
+                return -1;
+        out[n++] = "--purge";
+        out[n] = NULL;
+        return 0;
+}
+
+int sp_test_worker_purge(const char *const *worker_argv, sp_error **err)
+{
+        const char *argv[80];
+        if (purge_argv(worker_argv, argv, 80) < 0)
+                return sp_error_set(err, SP_E_INVALID, "too many worker flags to purge");
+        pid_t pid;
+        int status = 0;
+        if (sp_test_spawn(argv, &(sp_test_spawn_opts){0}, &pid, err) < 0 ||
+            sp_test_child_wait(pid, 120000, &status, err) < 0)
+                return -1;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return sp_error_set(err, SP_E_INTERNAL, "space-worker --purge failed (status %d)", status);
+        return 0;
+}
+
+int sp_test_worker_purge_guard(const char *const *worker_argv, sp_error **err)
+{
+        const char *argv[80];
+        if (purge_argv(worker_argv, argv, 80) < 0)
+                return sp_error_set(err, SP_E_INVALID, "too many worker flags to purge");
+        return sp_test_guard_run(argv, err);
 }

@@ -98,4 +98,13 @@ int sp_test_pgroup_kill_wait(pid_t pgid, int64_t timeout_ms);
  * processes we may inspect are seen (all of them as root). */
 size_t sp_test_procs_with_cwd(const char *dir, pid_t *out, size_t max);
 
+/* space-worker --purge with the worker's own flags (argv as it was started,
+ * NULL-ended): takes away what it left on the host — sandboxes, cgroups,
+ * mounts, its firewall table, its gateway and its links. sp_test_worker_purge
+ * runs it now (bounded; 0, or <0 with *err); sp_test_worker_purge_guard
+ * registers it to run once the test process is gone (guard.h), returning the
+ * registration id. */
+int sp_test_worker_purge(const char *const *worker_argv, sp_error **err);
+int sp_test_worker_purge_guard(const char *const *worker_argv, sp_error **err);
+
 #endif

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "harness.h"
 #include "launcher.h"
 #include "leak.h"
@@ -36,36 +37,35 @@ static int http_port;
 static sp_test_worker_net net;
 static sp_test_proc worker;
 
+/* The worker's flags, kept for its purge. */
+static char w_bin[1024], w_state[600], w_storage[600], w_image[600], w_listen[80], w_http[80], w_cg[80];
+static const char *w_argv[32];
+static int purge_guard;
+
 static void start_worker(void)
 {
-        char bin[1024], state[600], storage[600], image[600], logp[600];
-        snprintf(bin, sizeof(bin), "%s/bin/space-worker", sp_test_binary_dir());
-        snprintf(state, sizeof(state), "--state-dir=%s/state", dir);
-        snprintf(storage, sizeof(storage), "--storage-dir=%s/storage", dir);
-        snprintf(image, sizeof(image), "--storage-image=%s/storage.img", dir);
+        char logp[600];
+        snprintf(w_bin, sizeof(w_bin), "%s/bin/space-worker", sp_test_binary_dir());
+        snprintf(w_state, sizeof(w_state), "--state-dir=%s/state", dir);
+        snprintf(w_storage, sizeof(w_storage), "--storage-dir=%s/storage", dir);
+        snprintf(w_image, sizeof(w_image), "--storage-image=%s/storage.img", dir);
         snprintf(logp, sizeof(logp), "%s/worker.log", dir);
-        char listen[80], cg[80], http[80];
-        snprintf(listen, sizeof(listen), "--listen=%s", addr);
-        snprintf(http, sizeof(http), "--http-listen=127.0.0.1:%d", http_port);
-        snprintf(cg, sizeof(cg), "--cgroup-parent=%s", cgparent);
-        const char *argv[] = {bin,
-                              state,
-                              storage,
-                              image,
-                              "--storage-size=2G",
-                              listen,
-                              http,
-                              "--insecure",
-                              "--slots=16",
-                              "--log-format=text",
-                              cg,
-                              net.enable,
-                              net.cidr,
-                              net.prefix,
-                              NULL};
+        snprintf(w_listen, sizeof(w_listen), "--listen=%s", addr);
+        snprintf(w_http, sizeof(w_http), "--http-listen=127.0.0.1:%d", http_port);
+        snprintf(w_cg, sizeof(w_cg), "--cgroup-parent=%s", cgparent);
+        const char *argv[] = {w_bin,        w_storage,    w_image,          "--storage-size=2G", w_listen, w_http,
+                              "--insecure", "--slots=16", "--log-format=text", w_cg,              w_state};
+        size_t n = 0;
+        for (; n < sizeof(argv) / sizeof(argv[0]); n++)
+                w_argv[n] = argv[n];
+        for (size_t i = 0; net.argv[i]; i++)
+                w_argv[n++] = net.argv[i];
+        w_argv[n] = NULL;
         sp_test_proc_opts opts = {.log_path = logp};
         sp_error *e = NULL;
-        sp_test_ok(sp_test_proc_start(&worker, "worker", argv, &opts, &e), &e);
+        purge_guard = sp_test_worker_purge_guard(w_argv, &e);
+        sp_test_ok(purge_guard, &e);
+        sp_test_ok(sp_test_proc_start(&worker, "worker", w_argv, &opts, &e), &e);
         sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 120000, &e), &e);
 }
 
@@ -110,7 +110,7 @@ static void setup(void)
         int port = sp_test_free_port(&e);
         sp_test_ok(port > 0 ? 0 : -1, &e);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-        sp_test_worker_net_args(port, &net);
+        sp_test_ok(sp_test_worker_net_args(port, NULL, &net, &e), &e);
         http_port = sp_test_free_port(&e);
         sp_test_ok(http_port > 0 ? 0 : -1, &e);
         memset(&worker, 0, sizeof(worker));
@@ -121,6 +121,13 @@ static void teardown(void)
 {
         sp_test_proc_stop(&worker, 5000, NULL);
         sp_test_proc_free(&worker);
+        /* Its table, gateway and links too: what a stopped worker leaves, its purge takes. */
+        sp_error *e = NULL;
+        if (sp_test_worker_purge(w_argv, &e) < 0) {
+                fprintf(stderr, "purge: %s\n", e->message);
+                sp_error_free(e);
+        }
+        sp_test_guard_done(purge_guard);
         free(dir);
 }
 

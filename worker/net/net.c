@@ -2,19 +2,82 @@
 /* A worker's sandbox network (see net.h). */
 #include "net/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <event2/event.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/netfilter.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "net/nflog.h"
+#include "net/nft.h"
 #include "space/cleanup.h"
+#include "space/json.h"
 #include "space/log.h"
+#include "space/time.h"
 
 struct wk_net {
         wk_net_pool pool;
+        char table[WK_NFT_TABLE_MAX + 1];
+        wk_nft_config nft;
+        bool firewall; /* the table is ours to program */
+        wk_nflog *nflog;
+        struct event *nflog_ev;
+        wk_gw *gw;
+        void (*on_audit)(json_object *rec, void *ud);
+        void *ud;
 };
+
+static int on_drop(const wk_nflog_record *r, void *ud)
+{
+        wk_net *n = ud;
+        if (!n->on_audit)
+                return 0;
+        char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
+        if (r->family)
+                inet_ntop(r->family, &r->saddr, src, sizeof(src));
+        if (r->family)
+                inet_ntop(r->family, &r->daddr, dst, sizeof(dst));
+        const char *proto = r->protocol == IPPROTO_TCP    ? "tcp"
+                            : r->protocol == IPPROTO_UDP  ? "udp"
+                            : r->protocol == IPPROTO_ICMP ? "icmp"
+                            : r->protocol == IPPROTO_ICMPV6 ? "icmpv6"
+                                                            : "ip";
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "op", json_object_new_string("audit"));
+        json_object_object_add(o, "time_us", json_object_new_int64(sp_now_real_us()));
+        json_object_object_add(o, "kind", json_object_new_string("packet"));
+        json_object_object_add(o, "source", json_object_new_string(src));
+        json_object_object_add(o, "interface", json_object_new_string(r->indev_name));
+        json_object_object_add(o, "destination", json_object_new_string(dst));
+        json_object_object_add(o, "proto", json_object_new_string(proto));
+        if (r->dport)
+                json_object_object_add(o, "port", json_object_new_int(r->dport));
+        json_object_object_add(o, "decision", json_object_new_string("refused"));
+        json_object_object_add(o, "rule", json_object_new_string(r->prefix));
+        n->on_audit(o, n->ud);
+        return 0;
+}
+
+static void on_nflog(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_net *n = ud;
+        _cleanup_error_ sp_error *e = NULL;
+        for (int i = 0; i < 16; i++) {
+                int r = wk_nflog_read(n->nflog, on_drop, n, &e);
+                if (r <= 0)
+                        break;
+        }
+        if (e)
+                sp_log_warn("firewall log: %s", e->message);
+}
 
 int wk_net_new(const wk_net_config *cfg, wk_net **ret, sp_error **err)
 {
@@ -26,18 +89,69 @@ int wk_net_new(const wk_net_config *cfg, wk_net **ret, sp_error **err)
         if (!n)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         n->pool = pool;
+        n->on_audit = cfg->on_audit;
+        n->ud = cfg->ud;
+        if (!cfg->base) {
+                *ret = n;
+                return 0;
+        }
+        snprintf(n->table, sizeof(n->table), "space_%s", pool.ifprefix);
+        n->nft = (wk_nft_config){.table = n->table,
+                                 .if_prefix = n->pool.ifprefix,
+                                 .pool = pool,
+                                 .gateway_tcp_port = cfg->gateway_tcp_port,
+                                 .gateway_dns_port = cfg->gateway_dns_port,
+                                 .log_group = cfg->log_group};
+        if (wk_nft_config_validate(&n->nft, err) < 0 || wk_nft_install(&n->nft, err) < 0) {
+                free(n);
+                return sp_error_wrap(err, "sandbox firewall");
+        }
+        n->firewall = true;
+        if (wk_nflog_open(cfg->log_group, &n->nflog, err) < 0) {
+                wk_net_free(n);
+                return sp_error_wrap(err, "sandbox firewall log");
+        }
+        n->nflog_ev = event_new(cfg->base, wk_nflog_fd(n->nflog), EV_READ | EV_PERSIST, on_nflog, n);
+        if (!n->nflog_ev || event_add(n->nflog_ev, NULL) < 0) {
+                wk_net_free(n);
+                return sp_error_set(err, SP_E_LIMIT, "sandbox firewall log: cannot watch it");
+        }
+        wk_gw_config gc = {.program = cfg->gateway_program,
+                           .socket_path = cfg->gateway_socket,
+                           .args = cfg->gateway_args,
+                           .pid_path = cfg->gateway_pid_path,
+                           .on_audit = cfg->on_audit,
+                           .ud = cfg->ud};
+        if (wk_gw_new(cfg->base, &gc, &n->gw, err) < 0) {
+                wk_net_free(n);
+                return sp_error_wrap(err, "egress gateway");
+        }
         *ret = n;
         return 0;
 }
 
 void wk_net_free(wk_net *n)
 {
+        if (!n)
+                return;
+        if (n->nflog_ev)
+                event_free(n->nflog_ev);
+        wk_nflog_free(n->nflog);
+        wk_gw_free(n->gw);
         free(n);
 }
 
 const wk_net_pool *wk_net_pool_of(const wk_net *n)
 {
         return &n->pool;
+}
+
+void wk_net_address(const wk_net *n, uint32_t slot, char out[16])
+{
+        wk_net_link l;
+        out[0] = '\0';
+        if (wk_net_link_of(&n->pool, slot, &l, NULL) == 0)
+                inet_ntop(AF_INET, &l.sandbox_addr, out, 16);
 }
 
 static int open_netns(pid_t pid, int *ret, sp_error **err)
@@ -50,15 +164,26 @@ static int open_netns(pid_t pid, int *ret, sp_error **err)
         return 0;
 }
 
+static int firewall_add(wk_net *n, const wk_net_link *l, sp_error **err)
+{
+        if (!n->firewall)
+                return 0;
+        return wk_nft_sandbox_add(&n->nft, l->host_if, l->sandbox_addr, err);
+}
+
 int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
 {
         wk_net_link l;
         if (wk_net_link_of(&n->pool, slot, &l, err) < 0)
                 return -SP_E_LIMIT;
         _cleanup_close_ int fd = -1;
-        if (open_netns(pid, &fd, err) < 0)
+        if (open_netns(pid, &fd, err) < 0 || wk_net_link_create(&l, fd, err) < 0)
                 return -SP_E_IO;
-        return wk_net_link_create(&l, fd, err) < 0 ? -SP_E_IO : 0;
+        if (firewall_add(n, &l, err) < 0) {
+                wk_net_link_delete(&l, NULL);
+                return -SP_E_IO;
+        }
+        return 0;
 }
 
 int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_if, sp_error **err)
@@ -73,10 +198,11 @@ int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_
                 if (wk_net_link_delete(&old, &e) < 0)
                         sp_log_warn("sandbox link %s: %s", saved_if, e->message);
         }
-        if (wk_net_link_exists(&l))
-                return 0;
-        sp_log_warn("sandbox link %s was missing: making it again", l.host_if);
-        return wk_net_sandbox_up(n, slot, pid, err);
+        if (!wk_net_link_exists(&l)) {
+                sp_log_warn("sandbox link %s was missing: making it again", l.host_if);
+                return wk_net_sandbox_up(n, slot, pid, err);
+        }
+        return firewall_add(n, &l, err) < 0 ? -SP_E_IO : 0;
 }
 
 void wk_net_sandbox_down(wk_net *n, uint32_t slot)
@@ -85,6 +211,108 @@ void wk_net_sandbox_down(wk_net *n, uint32_t slot)
         if (wk_net_link_of(&n->pool, slot, &l, NULL) < 0)
                 return;
         _cleanup_error_ sp_error *e = NULL;
+        if (n->firewall && wk_nft_sandbox_del(&n->nft, l.host_if, l.sandbox_addr, &e) < 0) {
+                sp_log_warn("sandbox firewall %s: %s", l.host_if, e->message);
+                e = sp_error_free(e);
+        }
         if (wk_net_link_delete(&l, &e) < 0)
                 sp_log_warn("sandbox link %s: %s", l.host_if, e->message);
+}
+
+void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, const char *tenant_id,
+                           json_object *profile, wk_gw_done done, void *ud)
+{
+        char addr[16];
+        wk_net_address(n, slot, addr);
+        if (!n->gw || !addr[0]) {
+                if (done)
+                        done(NULL, ud);
+                return;
+        }
+        wk_gw_set(n->gw, addr, sandbox_id, tenant_id, profile, done, ud);
+}
+
+void wk_net_sandbox_forget(wk_net *n, uint32_t slot)
+{
+        char addr[16];
+        wk_net_address(n, slot, addr);
+        if (n->gw && addr[0])
+                wk_gw_del(n->gw, addr);
+}
+
+void wk_net_metrics(wk_net *n, sp_buf *out)
+{
+        if (!n->firewall)
+                return;
+        wk_nft_counters c;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_nft_counters_read(&n->nft, &c, &e) == 0) {
+                sp_buf_appendf(out, NULL,
+                               "# HELP space_worker_firewall_drops_total Packets from or to sandboxes the firewall "
+                               "dropped, by rule.\n# TYPE space_worker_firewall_drops_total counter\n");
+                for (int i = 0; i < WK_NFT_DROP__MAX; i++)
+                        sp_buf_appendf(out, NULL, "space_worker_firewall_drops_total{rule=\"%s\"} %llu\n",
+                                       wk_nft_drop_name((wk_nft_drop)i), (unsigned long long)c.packets[i]);
+        }
+        sp_buf_appendf(out, NULL,
+                       "# HELP space_worker_gateway_connected Whether the worker is connected to its egress gateway.\n"
+                       "# TYPE space_worker_gateway_connected gauge\nspace_worker_gateway_connected %d\n"
+                       "# HELP space_worker_gateway_starts_total Egress gateway starts by this worker.\n"
+                       "# TYPE space_worker_gateway_starts_total counter\nspace_worker_gateway_starts_total %u\n"
+                       "# HELP space_worker_firewall_log_overruns_total Firewall log records the kernel dropped.\n"
+                       "# TYPE space_worker_firewall_log_overruns_total counter\n"
+                       "space_worker_firewall_log_overruns_total %llu\n",
+                       n->gw && wk_gw_connected(n->gw) ? 1 : 0, n->gw ? wk_gw_starts(n->gw) : 0,
+                       (unsigned long long)(n->nflog ? wk_nflog_overruns(n->nflog) : 0));
+}
+
+int wk_net_purge(const char *ifprefix, const char *gw_pid_path, unsigned *ret_links, sp_error **err)
+{
+        wk_net_pool pool;
+        int r = 0;
+        *ret_links = 0;
+        if (wk_net_pool_parse(WK_NET_DEFAULT_CIDR, &pool, err) < 0 ||
+            wk_net_pool_set_ifprefix(&pool, ifprefix ? ifprefix : WK_NET_HOST_PREFIX, err) < 0)
+                return -SP_E_INVALID;
+        _cleanup_error_ sp_error *e = NULL;
+        if (gw_pid_path && wk_gw_kill(gw_pid_path, &e) < 0 && r == 0) {
+                r = -SP_E_IO;
+                sp_error_move(err, &e);
+        }
+        char table[WK_NFT_TABLE_MAX + 1];
+        snprintf(table, sizeof(table), "space_%s", pool.ifprefix);
+        /* Only the table's name matters to its removal; the rest just passes the checks. */
+        wk_nft_config c = {.table = table,
+                           .if_prefix = pool.ifprefix,
+                           .pool = pool,
+                           .gateway_tcp_port = 1,
+                           .gateway_dns_port = 2,
+                           .log_group = 1};
+        e = sp_error_free(e);
+        if (wk_nft_remove(&c, &e) < 0 && r == 0) {
+                r = -SP_E_IO;
+                sp_error_move(err, &e);
+        }
+        _cleanup_closedir_ DIR *d = opendir("/sys/class/net");
+        struct dirent *de;
+        size_t n = strlen(pool.ifprefix);
+        while (d && (de = readdir(d))) {
+                if (strncmp(de->d_name, pool.ifprefix, n) != 0 || !de->d_name[n])
+                        continue;
+                bool digits = true;
+                for (const char *p = de->d_name + n; *p && digits; p++)
+                        digits = *p >= '0' && *p <= '9';
+                if (!digits || strlen(de->d_name) >= IF_NAMESIZE)
+                        continue;
+                wk_net_link l = {0};
+                memcpy(l.host_if, de->d_name, strlen(de->d_name));
+                e = sp_error_free(e);
+                if (wk_net_link_delete(&l, &e) == 0)
+                        (*ret_links)++;
+                else if (r == 0) {
+                        r = -SP_E_IO;
+                        sp_error_move(err, &e);
+                }
+        }
+        return r;
 }

@@ -39,8 +39,13 @@ typedef struct wk_sandbox wk_sandbox;
 
 struct wk_storage;
 
+struct wk_net;
+
 typedef struct wk_node_config {
         const char *state_dir;
+        /* The sandboxes' network (net/net.h: links, firewall, gateway), borrowed;
+         * NULL: loopback only, and egress profiles are kept but enforce nothing. */
+        struct wk_net *net;
         struct wk_storage *storage; /* rootfs/rootfs.h: templates and sandbox root filesystems (borrowed) */
         const char *node_id;
         int64_t slots; /* most sandboxes at once */
@@ -80,6 +85,8 @@ typedef struct wk_sandbox_request {
         int64_t cpu_millis, memory_bytes, pids_max, disk_bytes;
         json_object *env; /* object of strings applied to every command; may be NULL */
         const char *hostname; /* NULL: derived from the id */
+        const char *tenant_id; /* for the egress gateway's audit records; may be NULL */
+        json_object *egress; /* the egress profile (docs/networking.md); NULL: {"name":"none"} */
         bool allow_warm; /* claim a warm sandbox if one is ready */
 } wk_sandbox_request;
 
@@ -248,6 +255,20 @@ json_object *wk_node_info_json(wk_node *n);
 /* Appends the node's metrics in Prometheus text format (sandboxes by state,
  * warm sandboxes by template, sessions by state, slots). */
 int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err);
+
+/* Egress (docs/networking.md). Gives a running sandbox another egress
+ * profile: done is called once the gateway has it (or with why not; the
+ * profile is kept and applied when the gateway is back). */
+typedef void (*wk_node_egress_done)(const sp_error *err, void *ud);
+int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, wk_node_egress_done done, void *ud,
+                               sp_error **err);
+/* Files one audit record (the gateway's decision or the firewall's drop) in
+ * the egress log of the sandbox it names by id or by source address. */
+void wk_node_egress_record(wk_node *n, json_object *rec);
+/* The last limit records of the sandbox's egress log, oldest first, as
+ * {"records": [...]}; decision, when not NULL, keeps those with it. */
+int wk_node_egress_log(wk_node *n, const char *id, size_t limit, const char *decision, json_object **ret,
+                       sp_error **err);
 /* True when the node can serve: its storage answers. */
 bool wk_node_ready(wk_node *n, sp_error **err);
 

@@ -49,6 +49,8 @@ struct wk_sandbox {
         bool warm; /* in the pool, not yet claimed */
         int64_t cpu_millis, memory_bytes, pids_max, disk_bytes;
         json_object *env;
+        char tenant_id[WK_NAME_MAX + 1];
+        json_object *egress; /* its egress profile; NULL: none */
         uint32_t slot;
         int64_t created_us;
         wk_suspend_info suspended;
@@ -93,6 +95,9 @@ int wk__sandbox_load_all(wk_node *n, sp_error **err);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);
+/* egress.c */
+void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud);
+void wk__egress_forget(wk_sandbox *sb);
 /* exec.c */
 void wk__sessions_load(wk_sandbox *sb);
 void wk__sessions_attach(wk_sandbox *sb);

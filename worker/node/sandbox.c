@@ -92,6 +92,10 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
         json_object_object_add(o, "disk_bytes", json_object_new_int64(sb->disk_bytes));
         if (sb->env)
                 json_object_object_add(o, "env", json_object_get(sb->env));
+        if (sb->tenant_id[0])
+                json_object_object_add(o, "tenant_id", json_object_new_string(sb->tenant_id));
+        if (sb->egress)
+                json_object_object_add(o, "egress", json_object_get(sb->egress));
         if (sb->box && sb->node->backend->ops->save)
                 json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
         const char *text = sp_json_str(o);
@@ -288,6 +292,10 @@ static void release(wk_sandbox *sb)
         rmdir(path);
         wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", n->state_dir, sb->key);
         unlink(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log", n->state_dir, sb->key);
+        unlink(path);
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log.1", n->state_dir, sb->key);
+        unlink(path);
         wk__path(path, sizeof(path), "%s/sandboxes/%s", n->state_dir, sb->key);
         rmdir(path);
         size_t cap = wk__slot_capacity(n);
@@ -330,6 +338,7 @@ static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
                 sb->box = NULL;
                 goto fail;
         }
+        wk__egress_apply(sb, NULL, NULL);
         return 0;
 fail:
         if (sb->link) {
@@ -374,6 +383,10 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
         if (sb->env)
                 json_object_put(sb->env);
         sb->env = req->env ? json_object_get(req->env) : NULL;
+        snprintf(sb->tenant_id, sizeof(sb->tenant_id), "%s", req->tenant_id ? req->tenant_id : "");
+        if (sb->egress)
+                json_object_put(sb->egress);
+        sb->egress = req->egress ? json_object_get(req->egress) : NULL;
 
         if (sb->box) {
                 if (n->backend->ops->update) {
@@ -389,6 +402,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                         wk_node_sandbox_delete(n, sb->id, NULL);
                         return -SP_E_IO;
                 }
+                wk__egress_apply(sb, NULL, NULL);
                 sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "claimed warm sandbox %s",
                                sb->key);
                 wk__warm_schedule(n);
@@ -398,6 +412,8 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
         if (make_and_start(n, sb, err) < 0) {
                 if (sb->env)
                         json_object_put(sb->env);
+                if (sb->egress)
+                        json_object_put(sb->egress);
                 free(sb);
                 return -SP_E_INTERNAL;
         }
@@ -458,6 +474,8 @@ void wk__sandbox_free(wk_sandbox *sb)
                 sb->node->backend->ops->forget(sb->box);
         if (sb->env)
                 json_object_put(sb->env);
+        if (sb->egress)
+                json_object_put(sb->egress);
         free(sb->failure);
         free(sb);
 }
@@ -476,6 +494,7 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err)
         if (!sb)
                 return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
         wk__sessions_remove_all(sb);
+        wk__egress_forget(sb);
         if (sb->link) {
                 wk_agent_link_free(sb->link);
                 sb->link = NULL;
@@ -555,6 +574,7 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
                 wk_agent_link_free(sb->link);
                 sb->link = NULL;
         }
+        wk__egress_forget(sb);
         if (n->backend->ops->suspend(sb->box, &sb->suspended, err) < 0)
                 return sp_error_wrap(err, "suspend %s", id);
         if (!sb->suspended.memory)
@@ -580,6 +600,7 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
                 return sp_error_wrap(err, "restore %s", id);
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
+        wk__egress_apply(sb, NULL, NULL);
         return wk__sandbox_persist(sb, err);
 }
 
@@ -636,10 +657,10 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         _cleanup_json_ json_object *o = NULL;
         if (sp_file_read(path, SANDBOX_JSON_MAX, &text, err) < 0 || sp_json_parse(text.data, text.len, &o, err) < 0)
                 return -SP_E_IO;
-        const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL;
+        const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL, *tenant = NULL;
         int64_t slot = 0;
         bool warm = false;
-        json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL;
+        json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL;
         wk_sandbox *sb = wk__sandbox_make(n, "", err);
         if (!sb)
                 return -SP_E_LIMIT;
@@ -656,6 +677,8 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_object(o, "resources", false, &res, err) < 0 ||
             sp_json_get_object(o, "env", false, &env, err) < 0 ||
             sp_json_get_object(o, "suspend", false, &susp, err) < 0 ||
+            sp_json_get_string(o, "tenant_id", false, WK_NAME_MAX, &tenant, err) < 0 ||
+            sp_json_get_object(o, "egress", false, &egress, err) < 0 ||
             sp_json_get_object(o, "box", false, &box, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;
@@ -675,6 +698,8 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                 sp_json_get_bool(susp, "filesystem", false, &sb->suspended.filesystem, NULL);
         }
         sb->env = env ? json_object_get(env) : NULL;
+        sb->egress = egress ? json_object_get(egress) : NULL;
+        snprintf(sb->tenant_id, sizeof(sb->tenant_id), "%s", tenant ? tenant : "");
         if (failure)
                 sb->failure = strdup(failure);
         size_t cap = wk__slot_capacity(n);
@@ -726,6 +751,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                         struct timeval tv = {0, 200000};
                         event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
                 }
+                wk__egress_apply(sb, NULL, NULL);
         }
         sp_log_info_kv(SP_KV("sandbox_id", sb->id), "re-adopted sandbox (%s)", wk_sandbox_state_name(sb->state));
         return 0;

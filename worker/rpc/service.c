@@ -4,6 +4,7 @@
 
 #include "rpc/service.h"
 #include "rpc/service_internal.h"
+#include "policy/profile.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/pki.h"
@@ -32,12 +33,23 @@ static void reply_sandbox(sp_rpc_call *call, const char *id)
         sp_rpc_call_reply(call, o, NULL);
 }
 
+/* The profile as the gateway will read it (the control plane checked who may
+ * allow private addresses). */
+static int egress_check(json_object *egress, sp_error **err)
+{
+        _cleanup_(gw_profile_unrefp) gw_profile *p = NULL;
+        if (gw_profile_resolve(egress, true, &p, err) < 0)
+                return sp_error_wrap(err, "field 'egress'");
+        return 0;
+}
+
 static void h_create(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
         pr_wk_create_sandbox q = {0};
-        if (pr_msg_decode(&pr_wk_create_sandbox_schema, req, &q, &e) < 0) {
+        if (pr_msg_decode(&pr_wk_create_sandbox_schema, req, &q, &e) < 0 ||
+            (q.egress && egress_check(q.egress, &e) < 0)) {
                 wk__fail(call, e);
                 return;
         }
@@ -47,6 +59,8 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
                 .env = q.env,
                 .hostname = q.hostname,
                 .allow_warm = q.warm,
+                .tenant_id = q.tenant_id,
+                .egress = q.egress,
                 .cpu_millis = q.resources.cpu_millis,
                 .pids_max = q.resources.pids,
                 .memory_bytes = q.resources.memory_mb << 20,
@@ -159,6 +173,46 @@ static void h_set_warm(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         sp_rpc_call_reply(call, NULL, NULL);
+}
+
+static void egress_done(const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (err)
+                sp_rpc_call_fail(call, err);
+        else
+                sp_rpc_call_reply(call, NULL, NULL);
+        sp_rpc_call_unref(call);
+}
+
+static void h_set_egress(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        sp_error *e = NULL;
+        pr_wk_set_egress q = {0};
+        if (pr_msg_decode(&pr_wk_set_egress_schema, req, &q, &e) < 0 || egress_check(q.egress, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        sp_rpc_call_ref(call);
+        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, egress_done, call, &e) < 0) {
+                sp_rpc_call_unref(call);
+                wk__fail(call, e);
+        }
+}
+
+static void h_egress_log(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        sp_error *e = NULL;
+        pr_wk_get_egress_log q = {0};
+        _cleanup_json_ json_object *o = NULL;
+        if (pr_msg_decode(&pr_wk_get_egress_log_schema, req, &q, &e) < 0 ||
+            wk_node_egress_log(wk__svc.node, q.id, (size_t)q.limit, q.decision, &o, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        sp_rpc_call_reply(call, o, NULL);
 }
 
 static void h_templates(sp_rpc_call *call, json_object *req, void *ud)
@@ -290,6 +344,8 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"SandboxStats", cp, false, h_stats, NULL},
                 {"NodeInfo", cp, false, h_node_info, NULL},
                 {"SetWarmPool", cp, false, h_set_warm, NULL},
+                {"SetEgress", cp, false, h_set_egress, NULL},
+                {"GetEgressLog", cp, false, h_egress_log, NULL},
                 {"ListTemplates", cp, false, h_templates, NULL},
                 {"ImportTemplate", cp, true, h_import, NULL},
                 {"UploadTemplate", cpdp, true, wk__h_upload_template, NULL},

@@ -46,7 +46,28 @@ typedef struct pr_wk_create_sandbox {
         json_object *env; /* string map */
         const char *hostname;
         bool warm; /* default true */
+        const char *tenant_id; /* for the egress gateway's audit records */
+        json_object *egress; /* the egress profile (gateway/policy/profile.h); absent: {"name":"none"} */
 } pr_wk_create_sandbox;
+
+/* SetEgress: a running sandbox's new egress profile; answered once the
+ * node's gateway enforces it. */
+typedef struct pr_wk_set_egress {
+        const char *id;
+        json_object *egress;
+} pr_wk_set_egress;
+
+/* GetEgressLog: the last `limit` records of a sandbox's egress log (1-1000,
+ * default 100), only those with `decision` when given. Answer
+ * {"records":[...]}, oldest first. */
+typedef struct pr_wk_get_egress_log {
+        const char *id;
+        int64_t limit;
+        const char *decision;
+} pr_wk_get_egress_log;
+typedef struct pr_wk_egress_log {
+        json_object *records;
+} pr_wk_egress_log;
 
 /* GetSandbox, DeleteSandbox, Pause/Resume/Suspend/RestoreSandbox, SandboxStats */
 typedef struct pr_wk_sandbox_ref {
@@ -324,6 +345,9 @@ extern const pr_schema pr_wk_import_template_schema;
 extern const pr_schema pr_wk_upload_template_schema;
 extern const pr_schema pr_wk_template_ref_schema;
 extern const pr_schema pr_wk_set_warm_pool_schema;
+extern const pr_schema pr_wk_set_egress_schema;
+extern const pr_schema pr_wk_get_egress_log_schema;
+extern const pr_schema pr_wk_egress_log_schema;
 
 typedef struct pr_method {
         const char *name;

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A sandbox's egress (docs/networking.md): its profile, handed to the
+ * node's gateway whenever the sandbox runs (create, claim, restore, adopt)
+ * and taken back when it stops; and its egress log, the audit records of
+ * the gateway's decisions and of the firewall's drops, kept as JSON lines
+ * in <state>/sandboxes/<key>/egress.log (the older half in egress.log.1).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "net/net.h"
+#include "node/node_internal.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/log.h"
+
+/* Each file of a sandbox's egress log holds about this much before the older
+ * one is dropped. */
+#define EGRESS_LOG_MAX (1u << 20)
+#define EGRESS_LOG_LIMIT 1000
+
+static json_object *none_profile(void)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string("none"));
+        return o;
+}
+
+void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud)
+{
+        wk_net *net = sb->node->cfg.net;
+        if (!net) {
+                if (done)
+                        done(NULL, ud);
+                return;
+        }
+        _cleanup_json_ json_object *none = NULL;
+        json_object *p = sb->egress;
+        if (!p || sb->warm)
+                p = none = none_profile();
+        wk_net_sandbox_policy(net, sb->slot, sb->warm ? sb->key : sb->id, sb->tenant_id, p, done, ud);
+}
+
+void wk__egress_forget(wk_sandbox *sb)
+{
+        if (sb->node->cfg.net)
+                wk_net_sandbox_forget(sb->node->cfg.net, sb->slot);
+}
+
+int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, wk_node_egress_done done, void *ud,
+                               sp_error **err)
+{
+        wk_sandbox *sb = wk_node_sandbox_find(n, id);
+        if (!sb)
+                return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
+        if (!json_object_is_type(egress, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "field 'egress' must be an object");
+        json_object *old = sb->egress;
+        sb->egress = json_object_get(egress);
+        if (wk__sandbox_persist(sb, err) < 0) {
+                json_object_put(sb->egress);
+                sb->egress = old;
+                return -SP_E_IO;
+        }
+        json_object_put(old);
+        if (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)
+                wk__egress_apply(sb, done, ud);
+        else if (done)
+                done(NULL, ud); /* applied when it runs again */
+        return 0;
+}
+
+static wk_sandbox *by_record(wk_node *n, json_object *rec)
+{
+        json_object *v = NULL;
+        if (json_object_object_get_ex(rec, "sandbox_id", &v)) {
+                const char *id = json_object_get_string(v);
+                for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                        if (strcmp(sb->id, id) == 0 || strcmp(sb->key, id) == 0)
+                                return sb;
+        }
+        if (!n->cfg.net || !json_object_object_get_ex(rec, "source", &v))
+                return NULL;
+        const char *src = json_object_get_string(v);
+        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next) {
+                char addr[16];
+                wk_net_address(n->cfg.net, sb->slot, addr);
+                if (sb->state != WK_SB_SUSPENDED && strcmp(addr, src) == 0)
+                        return sb;
+        }
+        return NULL;
+}
+
+void wk_node_egress_record(wk_node *n, json_object *rec)
+{
+        wk_sandbox *sb = by_record(n, rec);
+        if (!sb)
+                return;
+        json_object_object_del(rec, "op");
+        if (!json_object_object_get_ex(rec, "sandbox_id", NULL))
+                json_object_object_add(rec, "sandbox_id", json_object_new_string(sb->id));
+        char path[PATH_MAX], old[PATH_MAX + 4];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log", n->state_dir, sb->key);
+        struct stat st;
+        if (stat(path, &st) == 0 && (uint64_t)st.st_size >= EGRESS_LOG_MAX) {
+                snprintf(old, sizeof(old), "%s.1", path);
+                rename(path, old);
+        }
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return;
+        const char *s = json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN);
+        size_t len = strlen(s);
+        _cleanup_free_ char *line = malloc(len + 1);
+        if (line) {
+                memcpy(line, s, len);
+                line[len] = '\n';
+                (void)!write(fd, line, len + 1);
+        }
+        close(fd);
+}
+
+/* Appends the records of one file that pass the filter to out. */
+static void read_file(const char *path, const char *decision, json_object *out)
+{
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        if (sp_file_read(path, 2 * EGRESS_LOG_MAX, &text, NULL) < 0 || !text.data)
+                return;
+        char *save = NULL;
+        for (char *line = strtok_r(text.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                json_object *o = NULL;
+                if (sp_json_parse(line, strlen(line), &o, NULL) < 0)
+                        continue;
+                json_object *d = NULL;
+                if (decision && (!json_object_object_get_ex(o, "decision", &d) ||
+                                 strcmp(json_object_get_string(d), decision) != 0)) {
+                        json_object_put(o);
+                        continue;
+                }
+                json_object_array_add(out, o);
+        }
+}
+
+int wk_node_egress_log(wk_node *n, const char *id, size_t limit, const char *decision, json_object **ret,
+                       sp_error **err)
+{
+        wk_sandbox *sb = wk_node_sandbox_find(n, id);
+        if (!sb)
+                return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
+        if (limit == 0 || limit > EGRESS_LOG_LIMIT)
+                limit = EGRESS_LOG_LIMIT;
+        char path[PATH_MAX], old[PATH_MAX + 4];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log", n->state_dir, sb->key);
+        snprintf(old, sizeof(old), "%s.1", path);
+        _cleanup_json_ json_object *all = json_object_new_array();
+        read_file(old, decision, all);
+        read_file(path, decision, all);
+        size_t total = json_object_array_length(all), from = total > limit ? total - limit : 0;
+        json_object *records = json_object_new_array();
+        for (size_t i = from; i < total; i++)
+                json_object_array_add(records, json_object_get(json_object_array_get_idx(all, i)));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "records", records);
+        *ret = o;
+        return 0;
+}
