@@ -22,7 +22,8 @@
 
 #include "space/cleanup.h"
 #include "space/fileio.h"
-#include "space/pki.h"
+#include "proc.h"
+#include "space/buf.h"
 
 #define MAX_RECORDS 64
 
@@ -117,7 +118,9 @@ static void handle_tcp(server *s, int fd)
                 SSL *ssl = SSL_new(s->tls);
                 SSL_set_fd(ssl, fd);
                 if (SSL_accept(ssl) != 1) {
-                        logf_(s, "tcp %s:%d tls handshake failed", addr, port);
+                        char why[256];
+                        ERR_error_string_n(ERR_get_error(), why, sizeof(why));
+                        logf_(s, "tcp %s:%d tls handshake failed: %s", addr, port, why);
                         SSL_free(ssl);
                         return;
                 }
@@ -295,26 +298,40 @@ int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_rec
                         return sp_error_set(err, SP_E_IO, "add %s to the internet's loopback", a);
                 }
         }
-        /* A certificate for every name, from a CA of its own. */
-        _cleanup_pki_ca_ sp_pki_ca *ca = NULL;
-        const char *sans[MAX_RECORDS + 1];
-        size_t ns = 0;
-        for (size_t i = 0; i < n && ns < 30; i++)
-                sans[ns++] = records[i].name;
-        sans[ns] = NULL;
-        _cleanup_free_ char *cert = NULL, *key = NULL, *ca_pem = NULL;
-        if (sp_pki_ca_create("inet test CA", 2, &ca, err) < 0 ||
-            sp_pki_issue(ca, SP_ROLE_DATAPLANE, "inet", sans, 1, &cert, &key, err) < 0 ||
-            !(ca_pem = sp_pki_ca_cert_pem(ca, err)) || sp_pki_pem_save(in->ca_path, ca_pem, false, err) < 0) {
+        /* A certificate for every name (RSA, self-signed: its own CA; small TLS
+         * clients such as busybox's speak RSA key exchange best). */
+        char key_path[320], sans[2048] = "subjectAltName=";
+        snprintf(key_path, sizeof(key_path), "%s/inet-key.pem", in->dir);
+        for (size_t i = 0; i < n; i++) {
+                size_t l = strlen(sans);
+                snprintf(sans + l, sizeof(sans) - l, "%sDNS:%s", i ? "," : "", records[i].name);
+        }
+        const char *req[] = {"openssl", "req",    "-x509",    "-newkey",     "rsa:2048", "-nodes", "-keyout",
+                             key_path,  "-out",   in->ca_path, "-subj",      "/CN=inet", "-days",  "2",
+                             "-addext", sans,     NULL};
+        pid_t op;
+        int status = -1;
+        if (sp_test_spawn(req, &(sp_test_spawn_opts){.log_path = "/dev/null"}, &op, err) < 0 ||
+            sp_test_child_wait(op, 60000, &status, err) < 0 || status != 0) {
+                sp_test_inet_stop(in);
+                return sp_error_set(err, SP_E_INTERNAL, "openssl req for the internet's certificate (status %d)", status);
+        }
+        _cleanup_buf_ sp_buf cert = SP_BUF_INIT, key = SP_BUF_INIT;
+        if (sp_file_read(in->ca_path, 1 << 20, &cert, err) < 0 || sp_file_read(key_path, 1 << 20, &key, err) < 0) {
                 sp_test_inet_stop(in);
                 return -1;
         }
         server s = {.rec = records, .n = n};
         s.logfd = open(in->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         s.tls = SSL_CTX_new(TLS_server_method());
-        BIO *cb = BIO_new_mem_buf(cert, -1), *kb = BIO_new_mem_buf(key, -1);
+        BIO *cb = BIO_new_mem_buf(cert.data, (int)cert.len), *kb = BIO_new_mem_buf(key.data, (int)key.len);
         X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
         EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+        /* Busybox's own TLS client (the base template's wget) sends no
+         * signature_algorithms: the default it then implies (SHA-1) needs
+         * security level 0. A test server only. */
+        if (s.tls)
+                SSL_CTX_set_security_level(s.tls, 0);
         bool ok = s.logfd >= 0 && s.tls && x && pk && SSL_CTX_use_certificate(s.tls, x) == 1 &&
                   SSL_CTX_use_PrivateKey(s.tls, pk) == 1;
         X509_free(x);

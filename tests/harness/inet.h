@@ -11,8 +11,8 @@
  *   udp 53 on the resolver address  A records of the configured names
  *                                    (NXDOMAIN for the rest)
  *   tcp 80, 8080                     HTTP: "http <Host> <local address>:<port>\n"
- *   tcp 443, 853                     TLS (a certificate for every name, from
- *                                    the harness CA): after the request,
+ *   tcp 443, 853                     TLS (one self-signed RSA certificate for
+ *                                    every name): after the request,
  *                                    "tls <SNI> <local address>:<port>\n"
  *   tcp 22                           a banner first ("SSH-2.0-inet <address>\r\n")
  *   udp 9999                         echo
@@ -43,7 +43,7 @@ typedef struct sp_test_inet {
         pid_t pid; /* the servers */
         char dir[256]; /* the log and the CA certificate live here */
         char log_path[300];
-        char ca_path[300]; /* PEM of the CA that issued the TLS certificate */
+        char ca_path[300]; /* PEM of the TLS certificate (self-signed: its own CA) */
 } sp_test_inet;
 
 /* Starts the internet with records[0..n) (each address is added to the

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <event2/event.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +24,13 @@
 
 #include "guard.h"
 #include "harness.h"
+#include "inet.h"
 #include "launcher.h"
 #include "leak.h"
 #include "proc.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
+#include "space/fileio.h"
 #include "space/json.h"
 #include "space/rpc.h"
 
@@ -39,7 +42,8 @@ static sp_test_proc worker;
 
 /* The worker's flags, kept for its purge. */
 static char w_bin[1024], w_state[600], w_storage[600], w_image[600], w_listen[80], w_http[80], w_cg[80];
-static const char *w_argv[32];
+static const char *w_argv[40];
+static const char *w_extra[4]; /* more flags for the next start_worker() */
 static int purge_guard;
 
 static void start_worker(void)
@@ -60,6 +64,8 @@ static void start_worker(void)
                 w_argv[n] = argv[n];
         for (size_t i = 0; net.argv[i]; i++)
                 w_argv[n++] = net.argv[i];
+        for (size_t i = 0; w_extra[i]; i++)
+                w_argv[n++] = w_extra[i];
         w_argv[n] = NULL;
         sp_test_proc_opts opts = {.log_path = logp};
         sp_error *e = NULL;
@@ -459,11 +465,8 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
         sp_test_ok(sp_test_snapshot_take(&after, &e), &e);
         /* mounts, network namespaces, loop devices and processes; the worker itself stays */
         char *leaks = sp_test_snapshot_diff(&before, &after, NULL);
-        bool only_gone = true;
-        for (char *line = leaks ? strtok(leaks, "\n") : NULL; line; line = strtok(NULL, "\n"))
-                if (line[0] == '+')
-                        only_gone = false;
-        ck_assert_msg(only_gone, "delete left something new behind");
+        bool only_gone = !leaks || (leaks[0] != '+' && !strstr(leaks, "\n+"));
+        ck_assert_msg(only_gone, "delete left something new behind:\n%s", leaks);
         free(leaks);
         sp_test_snapshot_free(&before);
         sp_test_snapshot_free(&after);
@@ -582,6 +585,221 @@ START_TEST(sandboxes_get_a_link_that_survives_restarts)
         _cleanup_buf_ sp_buf left = SP_BUF_INIT;
         host_links(&left);
         ck_assert_msg(left.len == 0, "left behind: %s", left.data);
+}
+END_TEST
+
+static int http_get(int port, const char *path, sp_buf *out)
+{
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to port %d: %s", port,
+                      strerror(errno));
+        char req[256];
+        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+        ck_assert_int_eq(write(fd, req, (size_t)n), n);
+        _cleanup_buf_ sp_buf all = SP_BUF_INIT;
+        char buf[4096];
+        ssize_t r;
+        while ((r = read(fd, buf, sizeof(buf))) > 0)
+                sp_buf_append(&all, buf, (size_t)r, NULL);
+        close(fd);
+        int status = 0;
+        ck_assert_int_eq(sscanf(all.data ? all.data : "", "HTTP/1.1 %d", &status), 1);
+        const char *body = strstr(all.data, "\r\n\r\n");
+        if (body)
+                sp_buf_append_str(out, body + 4, NULL);
+        return status;
+}
+
+static char inet_log[400]; /* the test internet's log, for failures */
+
+/* Runs script in the sandbox and returns its stdout (the caller frees). */
+static char *sh(const char *sandbox, const char *script)
+{
+        static int n;
+        char ses[40];
+        snprintf(ses, sizeof(ses), "ses_egress%014d", ++n);
+        stream_state st;
+        exec_run(sandbox, ses, script, &st);
+        char *out = strdup(st.out.data ? st.out.data : "");
+        stream_free(&st);
+        return out;
+}
+
+static void expect(const char *sandbox, const char *script, const char *want)
+{
+        char *got = sh(sandbox, script);
+        if (strcmp(got, want) != 0) {
+                char logp[700];
+                snprintf(logp, sizeof(logp), "%s/worker.log", dir);
+                sp_test_dump_file_tail("worker", logp, 40);
+                if (inet_log[0])
+                        sp_test_dump_file_tail("internet", inet_log, 20);
+        }
+        ck_assert_msg(strcmp(got, want) == 0, "%s\n  gave '%s'\n  want '%s'", script, got, want);
+        free(got);
+}
+
+/* Whether the sandbox's egress log has a record with all of the pairs (key, value), NULL-ended. */
+static bool logged(const char *sandbox, const char *const *pairs)
+{
+        for (int tries = 0; tries < 30; tries++) {
+                char req[160];
+                snprintf(req, sizeof(req), "{\"id\":\"%s\",\"limit\":1000}", sandbox);
+                _cleanup_json_ json_object *r = must_call("GetEgressLog", "%s%s", req, "");
+                json_object *recs = NULL;
+                ck_assert(json_object_object_get_ex(r, "records", &recs));
+                for (size_t i = 0; i < json_object_array_length(recs); i++) {
+                        json_object *rec = json_object_array_get_idx(recs, i);
+                        bool all = true;
+                        for (size_t k = 0; pairs[k] && all; k += 2) {
+                                json_object *v = NULL;
+                                all = json_object_object_get_ex(rec, pairs[k], &v) &&
+                                      strcmp(json_object_get_string(v), pairs[k + 1]) == 0;
+                        }
+                        if (all)
+                                return true;
+                }
+                usleep(100000); /* the firewall's log comes every 100 ms */
+        }
+        char p[700];
+        snprintf(p, sizeof(p), "%s/state/sandboxes/%s/egress.log", dir, sandbox);
+        sp_test_dump_file_tail("egress log", p, 3);
+        snprintf(p, sizeof(p), "%s/worker.log", dir);
+        sp_test_dump_file_tail("worker", p, 60);
+        return false;
+}
+
+#define LOGGED(sandbox, ...) logged(sandbox, (const char *const[]){__VA_ARGS__, NULL})
+
+static const char *const T_PROFILE =
+        "{\"name\":\"t\",\"domains\":[\"allowed.test\",\"*.wild.test\",\"meta.test\",\"lan.test\"],\"ports\":[80,443]}";
+
+START_TEST(egress_goes_through_the_gateway_only)
+{
+        /* The test's own internet, and the worker again with a gateway confined to it. */
+        static const sp_test_inet_record rec[] = {
+                {"allowed.test", "10.213.200.1"}, {"evil.test", "10.213.200.3"},
+                {"meta.test", "169.254.169.254"}, {"lan.test", "192.168.77.1"},
+        };
+        sp_error *e = NULL;
+        sp_test_inet in;
+        sp_test_ok(sp_test_inet_start(&in, dir, rec, sizeof(rec) / sizeof(rec[0]), &e), &e);
+        snprintf(inet_log, sizeof(inet_log), "%s", in.log_path);
+        const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
+        int ns_guard = sp_test_guard_run(del_ns, &e);
+        sp_test_ok(ns_guard, &e);
+        sp_test_proc_stop(&worker, 5000, NULL);
+        sp_test_proc_free(&worker);
+        memset(&worker, 0, sizeof(worker));
+        sp_test_guard_done(purge_guard);
+        sp_test_ok(sp_test_worker_net_args(atoi(strchr(addr, ':') + 1), in.ns.path, &net, &e), &e);
+        w_extra[0] = "--gateway-resolver=" SP_TEST_INET_RESOLVER;
+        w_extra[1] = "--gateway-public-cidrs=" SP_TEST_INET_CIDR;
+        w_extra[2] = NULL;
+        start_worker();
+        sp_test_ok(sp_test_proc_wait_log(&worker, "egress gateway connected", 30000, &e), &e);
+
+        const char *sbx = "sbx_test000000000000000e";
+        char req[512];
+        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"template\":\"base\",\"tenant_id\":\"ten_test\",\"egress\":%s}", sbx,
+                 T_PROFILE);
+        json_object_put(must_call("CreateSandbox", "%s%s", req, ""));
+
+        /* Allowed: a name of the profile, by plain HTTP and by TLS, to the address the gateway resolved. */
+        expect(sbx, "timeout 10 wget -q -O - http://allowed.test/", "http allowed.test 10.213.200.1:80\n");
+        expect(sbx, "timeout 10 wget -q --no-check-certificate -O - https://allowed.test/",
+               "tls allowed.test 10.213.200.1:443\n");
+        expect(sbx, "nslookup allowed.test 10.213.200.9 | grep -c 'Address: 10.213.200.1'", "1\n");
+
+        /* Refused: a name it does not allow; the same address dialled directly; a Host that is not the name
+         * the address was resolved for; a port; UDP; another resolver for a refused name; addresses the
+         * resolver would hand out that are the host's network or its metadata service; the host itself. */
+        expect(sbx, "timeout 10 wget -q -O - http://evil.test/ || echo refused", "refused\n");
+        expect(sbx, "timeout 10 wget -q -O - http://10.213.200.3/ || echo refused", "refused\n");
+        expect(sbx, "printf 'GET / HTTP/1.1\\\\r\\\\nHost: evil.test\\\\r\\\\n\\\\r\\\\n' | nc -w 3 10.213.200.1 80; echo done",
+               "done\n");
+        expect(sbx, "nc -w 3 allowed.test 22 </dev/null; echo done", "done\n");
+        expect(sbx, "cd /tmp && timeout 3 tftp -g -r x 10.213.200.1 9999 2>/dev/null; echo done", "done\n");
+        expect(sbx, "nslookup evil.test 10.213.200.9 >/dev/null 2>&1 || echo refused", "refused\n");
+        expect(sbx, "timeout 10 wget -q -O - http://meta.test/ || echo refused", "refused\n");
+        expect(sbx, "timeout 10 wget -q -O - http://169.254.169.254/ || echo refused", "refused\n");
+        expect(sbx, "timeout 10 wget -q -O - http://lan.test/ || echo refused", "refused\n");
+        expect(sbx, "nc -w 3 $(ip route | awk '/^default/ {print $3}') 22 </dev/null; echo done", "done\n");
+        expect(sbx,
+               "nslookup aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+               "bbbbbbbbbbbbbbbbbbbbbbbbbb.wild.test >/dev/null 2>&1 || echo refused",
+               "refused\n");
+
+        /* None of it reached the internet. */
+        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.200.3"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "host=evil.test"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, ":22"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, ":9999"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "169.254"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "q=evil.test"), 0);
+
+        /* Every decision is in the sandbox's egress log. */
+        ck_assert(LOGGED(sbx, "kind", "tcp", "name", "allowed.test", "decision", "allowed", "proto", "tls"));
+        ck_assert(LOGGED(sbx, "kind", "dns", "name", "evil.test", "decision", "refused", "rule", "name"));
+        ck_assert(LOGGED(sbx, "kind", "tcp", "destination", "10.213.200.3", "rule", "address"));
+        ck_assert(LOGGED(sbx, "kind", "tcp", "name", "evil.test", "destination", "10.213.200.1", "rule", "name"));
+        ck_assert(LOGGED(sbx, "kind", "tcp", "destination", "10.213.200.1", "port", "22", "rule", "port"));
+        ck_assert(LOGGED(sbx, "kind", "tcp", "destination", "169.254.169.254", "rule", "forbidden-address"));
+        ck_assert(LOGGED(sbx, "kind", "dns", "rule", "dns-name-length"));
+        ck_assert(LOGGED(sbx, "kind", "packet", "destination", "10.213.200.1", "proto", "udp", "rule", "space:protocol"));
+        ck_assert(LOGGED(sbx, "kind", "dns", "name", "meta.test", "tenant_id", "ten_test"));
+
+        /* And counted: the firewall's drops by rule, the gateway's state. */
+        _cleanup_buf_ sp_buf m = SP_BUF_INIT;
+        ck_assert_int_eq(http_get(http_port, "/metrics", &m), 200);
+        ck_assert_ptr_nonnull(strstr(m.data, "space_worker_gateway_connected 1\n"));
+        ck_assert_ptr_nonnull(strstr(m.data, "space_worker_firewall_drops_total{rule=\"space:protocol\"} "));
+        ck_assert_ptr_null(strstr(m.data, "space_worker_firewall_drops_total{rule=\"space:protocol\"} 0\n"));
+
+        /* Audit: what the profile would refuse goes ahead, and says so. */
+        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"egress\":{\"name\":\"t\",\"mode\":\"audit\",\"domains\":[\"allowed.test\"]}}",
+                 sbx);
+        json_object_put(must_call("SetEgress", "%s%s", req, ""));
+        expect(sbx, "timeout 10 wget -q -O - http://evil.test/", "http evil.test 10.213.200.3:80\n");
+        ck_assert(LOGGED(sbx, "kind", "tcp", "name", "evil.test", "decision", "would-refuse"));
+        expect(sbx, "timeout 10 wget -q -O - http://169.254.169.254/ || echo refused", "refused\n");
+
+        /* none: nothing. */
+        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"egress\":{\"name\":\"none\"}}", sbx);
+        json_object_put(must_call("SetEgress", "%s%s", req, ""));
+        expect(sbx, "timeout 10 wget -q -O - http://allowed.test/ || echo refused", "refused\n");
+
+        /* The gateway killed: started again, and the sandbox's profile with it. */
+        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"egress\":%s}", sbx, T_PROFILE);
+        json_object_put(must_call("SetEgress", "%s%s", req, ""));
+        char pidp[700];
+        snprintf(pidp, sizeof(pidp), "%s/state/gateway.pid", dir);
+        _cleanup_buf_ sp_buf pid = SP_BUF_INIT;
+        sp_test_ok(sp_file_read(pidp, 64, &pid, &e), &e);
+        ck_assert_int_eq(kill(atoi(pid.data), SIGKILL), 0);
+        char *got = NULL;
+        for (int i = 0; i < 50; i++) {
+                free(got);
+                got = sh(sbx, "timeout 5 wget -q -O - http://allowed.test/ || echo refused");
+                if (strcmp(got, "http allowed.test 10.213.200.1:80\n") == 0)
+                        break;
+                usleep(200000);
+        }
+        ck_assert_str_eq(got, "http allowed.test 10.213.200.1:80\n");
+        free(got);
+
+        /* The worker killed and started again: the sandbox keeps its network, its rules and its egress. */
+        sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
+        sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
+        expect(sbx, "timeout 10 wget -q -O - http://allowed.test/", "http allowed.test 10.213.200.1:80\n");
+        expect(sbx, "timeout 10 wget -q -O - http://evil.test/ || echo refused", "refused\n");
+
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", sbx, ""));
+        sp_test_inet_stop(&in);
+        sp_test_guard_done(ns_guard);
 }
 END_TEST
 
@@ -739,30 +957,6 @@ START_TEST(limits_hold_and_the_exit_says_why)
 END_TEST
 
 /* A plain HTTP/1.1 GET on loopback; returns the status, body in out. */
-static int http_get(int port, const char *path, sp_buf *out)
-{
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to port %d: %s", port,
-                      strerror(errno));
-        char req[256];
-        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-        ck_assert_int_eq(write(fd, req, (size_t)n), n);
-        _cleanup_buf_ sp_buf all = SP_BUF_INIT;
-        char buf[4096];
-        ssize_t r;
-        while ((r = read(fd, buf, sizeof(buf))) > 0)
-                sp_buf_append(&all, buf, (size_t)r, NULL);
-        close(fd);
-        int status = 0;
-        ck_assert_int_eq(sscanf(all.data ? all.data : "", "HTTP/1.1 %d", &status), 1);
-        const char *body = strstr(all.data, "\r\n\r\n");
-        if (body)
-                sp_buf_append_str(out, body + 4, NULL);
-        return status;
-}
-
 START_TEST(health_and_metrics)
 {
         _cleanup_buf_ sp_buf body = SP_BUF_INIT;
@@ -793,6 +987,7 @@ int main(void)
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
         tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
+        tcase_add_test(tc, egress_goes_through_the_gateway_only);
         tcase_add_test(tc, warm_pool_claims_and_refills);
         tcase_add_test(tc, bad_requests_are_refused_clearly);
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);

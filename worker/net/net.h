@@ -61,6 +61,8 @@ static inline void wk_net_freep(wk_net **n)
 const wk_net_pool *wk_net_pool_of(const wk_net *n);
 /* The sandbox address of slot, dotted ("" past the pool). */
 void wk_net_address(const wk_net *n, uint32_t slot, char out[16]);
+/* Its host end's address: the sandbox's gateway and resolver. */
+void wk_net_host_address(const wk_net *n, uint32_t slot, char out[16]);
 
 /* Gives the sandbox whose init is pid (in its own network namespace) its
  * link and registers it with the firewall. On failure nothing is left. */

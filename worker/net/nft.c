@@ -45,7 +45,7 @@
 static const char *const drop_names[WK_NFT_DROP__MAX] = {
         [WK_NFT_DROP_SPOOF] = "space:spoof",     [WK_NFT_DROP_IPV6] = "space:ipv6",
         [WK_NFT_DROP_INPUT] = "space:input",     [WK_NFT_DROP_GATEWAY] = "space:gateway",
-        [WK_NFT_DROP_FORWARD] = "space:forward",
+        [WK_NFT_DROP_FORWARD] = "space:forward", [WK_NFT_DROP_PROTOCOL] = "space:protocol",
 };
 
 const char *wk_nft_drop_name(wk_nft_drop d)
@@ -502,6 +502,23 @@ static void build_prerouting(const wk_nft_config *c, batch *b)
         not_a_sandbox(&r);
         drop_logged(&r, WK_NFT_DROP_SPOOF, c->log_group);
         rule_put(b, &r, "add the anti-spoofing rule");
+
+        /* TCP and DNS go on (to the gateway); any other protocol is dropped here,
+         * before routing, so that it is logged whatever the host's ip_forward. */
+        r = rule_new(c, "prerouting");
+        ifname_prefix(&r, NFT_META_IIFNAME, pfx, NFT_CMP_EQ);
+        l4(&r, IPPROTO_TCP, 0);
+        verdict(&r, NF_ACCEPT);
+        rule_put(b, &r, "add the TCP rule");
+        r = rule_new(c, "prerouting");
+        ifname_prefix(&r, NFT_META_IIFNAME, pfx, NFT_CMP_EQ);
+        l4(&r, IPPROTO_UDP, 53);
+        verdict(&r, NF_ACCEPT);
+        rule_put(b, &r, "add the DNS rule");
+        r = rule_new(c, "prerouting");
+        ifname_prefix(&r, NFT_META_IIFNAME, pfx, NFT_CMP_EQ);
+        drop_logged(&r, WK_NFT_DROP_PROTOCOL, c->log_group);
+        rule_put(b, &r, "add the protocol drop");
 }
 
 static void build_redirect(const wk_nft_config *c, batch *b)

@@ -19,7 +19,10 @@
  *   set sandboxes { type ifname . ipv4_addr }
  *   chain prerouting { type filter hook prerouting priority raw; policy accept;
  *     iifname "spv*" meta nfproto ipv6 counter log prefix "space:ipv6" group 7 drop
- *     iifname "spv*" iifname . ip saddr != @sandboxes counter log prefix "space:spoof" group 7 drop }
+ *     iifname "spv*" iifname . ip saddr != @sandboxes counter log prefix "space:spoof" group 7 drop
+ *     iifname "spv*" meta l4proto tcp accept
+ *     iifname "spv*" udp dport 53 accept
+ *     iifname "spv*" counter log prefix "space:protocol" group 7 drop }
  *   chain to_gateway { type nat hook prerouting priority dstnat; policy accept;
  *     iifname "spv*" udp dport 53 redirect to :5353
  *     iifname "spv*" meta l4proto tcp redirect to :3128 }
@@ -69,6 +72,7 @@ typedef enum wk_nft_drop {
         WK_NFT_DROP_INPUT, /* "space:input": to the host, not the gateway */
         WK_NFT_DROP_GATEWAY, /* "space:gateway": to a gateway port from another interface */
         WK_NFT_DROP_FORWARD, /* "space:forward": forwarded from or to a sandbox */
+        WK_NFT_DROP_PROTOCOL, /* "space:protocol": from a sandbox, neither TCP nor UDP to port 53 */
         WK_NFT_DROP__MAX
 } wk_nft_drop;
 

@@ -49,6 +49,30 @@ void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud)
         wk_net_sandbox_policy(net, sb->slot, sb->warm ? sb->key : sb->id, sb->tenant_id, p, done, ud);
 }
 
+int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err)
+{
+        wk_net *net = sb->node->cfg.net;
+        if (!net)
+                return 0;
+        char host[16], text[64];
+        wk_net_host_address(net, sb->slot, host);
+        int len = snprintf(text, sizeof(text), "nameserver %s\n", host);
+        /* The tree is the template's: never follow a link it holds out of it. */
+        _cleanup_close_ int root = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int etc = root < 0 ? -1 : openat(root, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (etc < 0)
+                /* No /etc of its own (or a link for one): the template's business. */
+                return errno == ENOENT || errno == ELOOP || errno == ENOTDIR
+                               ? 0
+                               : sp_error_set_errno(err, SP_E_IO, errno, "the sandbox's /etc");
+        if (unlinkat(etc, "resolv.conf", 0) < 0 && errno != ENOENT && errno != EISDIR)
+                return sp_error_set_errno(err, SP_E_IO, errno, "the sandbox's /etc/resolv.conf");
+        _cleanup_close_ int fd = openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, (size_t)len) != len)
+                return sp_error_set_errno(err, SP_E_IO, errno, "the sandbox's /etc/resolv.conf");
+        return 0;
+}
+
 void wk__egress_forget(wk_sandbox *sb)
 {
         if (sb->node->cfg.net)

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/statfs.h>
 
+#include "net/net.h"
 #include "node/node_internal.h"
 
 static void label_escape(sp_buf *out, const char *s)
@@ -62,6 +63,8 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                        "# HELP space_worker_slots Sandbox slots.\n# TYPE space_worker_slots gauge\n"
                        "space_worker_slots{kind=\"total\"} %lld\nspace_worker_slots{kind=\"used\"} %lld\n",
                        (long long)n->cfg.slots, (long long)live);
+        if (n->cfg.net)
+                wk_net_metrics(n->cfg.net, out);
         return 0;
 }
 

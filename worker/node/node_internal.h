@@ -98,6 +98,9 @@ wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **e
 /* egress.c */
 void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud);
 void wk__egress_forget(wk_sandbox *sb);
+/* Points the sandbox's /etc/resolv.conf at its gateway (its host end), in the
+ * root filesystem at rootfs before it starts; nothing without a network. */
+int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err);
 /* exec.c */
 void wk__sessions_load(wk_sandbox *sb);
 void wk__sessions_attach(wk_sandbox *sb);

@@ -329,7 +329,10 @@ static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
         if (sp_mkdir_p(dir, 0700, err) < 0 ||
             wk_storage_sandbox_create(n->storage, sb->template_name, sb->key, (uint64_t)sb->disk_bytes, NULL, err) < 0)
                 goto fail;
-        if (wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
+        wk_box_spec spec;
+        char rootfs[PATH_MAX], runtime[PATH_MAX];
+        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
+        if (wk__egress_resolv_conf(sb, rootfs, err) < 0 || wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
                 goto fail;
         sb->state = WK_SB_RUNNING;
         if (wk__sandbox_persist(sb, err) < 0) {
