@@ -9,17 +9,23 @@
  * a restart keeps template and artifact and sweeps stale upload files; the
  * data plane may upload but neither import nor read artifacts; and every
  * template change sends a heartbeat at once (to a fake control plane the
- * test runs in a thread).
+ * test runs in a thread). In a small pool: an archive stops short of the
+ * free space less the reserve, and an OCI layer that fits the pool once but
+ * not twice (its scratch copy, then the template) is refused without the
+ * pool's free space ever going below the reserve.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../unit/worker/test_template_util.h"
@@ -125,30 +131,26 @@ static void blob_set(blob *b, const void *p, size_t n)
         ck_assert_int_eq(wk__tpl_sha256(p, n, b->digest, NULL), 0);
 }
 
-/* A tar of an OCI image layout: one gzip layer with /etc/greeting, a config
- * with Env and WorkingDir, its manifest and index.json. */
-static void make_oci_archive(void)
+/* Into *out: a tar (compressed with f) of an OCI image layout with one
+ * layer, the file at layer_path (of media type layer_type), a config with Env
+ * and WorkingDir, its manifest and index.json. */
+static void oci_archive_of(const char *layer_path, const char *layer_type, enum tt_filter f, sp_buf *out)
 {
         char path[700];
-        snprintf(path, sizeof(path), "%s/layer.tar.gz", top);
-        struct archive *a = tt_archive_open(path, TT_GZIP);
-        tt_dir(a, "etc", 0755);
-        tt_file(a, "etc/greeting", "hello from an OCI layer\n", 0644);
-        tt_dir(a, "srv", 0755);
-        tt_archive_close(a);
         blob layer = {0}, config = {0}, manifest = {0};
         _cleanup_buf_ sp_buf lb = SP_BUF_INIT, text = SP_BUF_INIT;
-        read_whole(path, &lb);
+        read_whole(layer_path, &lb);
         blob_set(&layer, lb.data, lb.len);
+        sp_buf_free(&lb);
         const char *cfg = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Env\":[\"PATH=/bin\","
                           "\"GREETING=uploaded\"],\"WorkingDir\":\"/srv\"}}";
         blob_set(&config, cfg, strlen(cfg));
         sp_buf_appendf(&text, NULL,
                        "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
                        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"%s\","
-                       "\"size\":%zu},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\","
+                       "\"size\":%zu},\"layers\":[{\"mediaType\":\"%s\","
                        "\"digest\":\"%s\",\"size\":%zu}]}",
-                       config.digest, config.data.len, layer.digest, layer.data.len);
+                       config.digest, config.data.len, layer_type, layer.digest, layer.data.len);
         blob_set(&manifest, text.data, text.len);
         sp_buf_clear(&text);
         sp_buf_appendf(
@@ -158,7 +160,7 @@ static void make_oci_archive(void)
                 manifest.digest, manifest.data.len);
 
         snprintf(path, sizeof(path), "%s/image.tar", top);
-        a = tt_archive_open(path, TT_PLAIN);
+        struct archive *a = tt_archive_open(path, f);
         tt_file(a, "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", 0644);
         tt_file(a, "index.json", text.data, 0644);
         tt_dir(a, "blobs", 0755);
@@ -171,7 +173,47 @@ static void make_oci_archive(void)
                 sp_buf_free(&all[i]->data);
         }
         tt_archive_close(a);
-        read_whole(path, &oci_archive);
+        read_whole(path, out);
+        unlink(path);
+}
+
+/* An OCI archive with one gzip layer of /etc/greeting. */
+static void make_oci_archive(void)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/layer.tar.gz", top);
+        struct archive *a = tt_archive_open(path, TT_GZIP);
+        tt_dir(a, "etc", 0755);
+        tt_file(a, "etc/greeting", "hello from an OCI layer\n", 0644);
+        tt_dir(a, "srv", 0755);
+        tt_archive_close(a);
+        oci_archive_of(path, "application/vnd.oci.image.layer.v1.tar+gzip", TT_PLAIN, &oci_archive);
+}
+
+/* A small zstd OCI archive whose one layer is an uncompressed tar of a file of
+ * `bytes` zeros: unpacking it takes the layer's size twice, once for the
+ * layout's copy and once for the template. */
+static void make_big_oci_archive(uint64_t bytes, sp_buf *out)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/big-layer.tar", top);
+        struct archive *a = tt_archive_open(path, TT_PLAIN);
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, "big.bin");
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, (la_int64_t)bytes);
+        ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
+        archive_entry_free(e);
+        static char zeros[1 << 20];
+        for (uint64_t left = bytes; left;) {
+                size_t n = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+                ck_assert_int_eq(archive_write_data(a, zeros, n), (la_ssize_t)n);
+                left -= n;
+        }
+        tt_archive_close(a);
+        oci_archive_of(path, "application/vnd.oci.image.layer.v1.tar", TT_ZSTD, out);
+        unlink(path);
 }
 
 static void case_setup(void)
@@ -991,6 +1033,79 @@ START_TEST(uploads_stop_short_of_the_pool)
 }
 END_TEST
 
+/* Samples the pool's free space (written out first, as the worker's checks
+ * do) until stopped; keeps the least seen. */
+static struct {
+        pthread_t thread;
+        atomic_bool stop;
+        uint64_t least;
+} sampler;
+
+static void *sample_main(void *arg)
+{
+        (void)arg;
+        int fd = open(at("storage"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        while (!atomic_load(&sampler.stop)) {
+                struct statvfs v;
+                if (syncfs(fd) == 0 && fstatvfs(fd, &v) == 0) {
+                        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+                        if (avail < sampler.least)
+                                sampler.least = avail;
+                }
+                usleep(10000);
+        }
+        close(fd);
+        return NULL;
+}
+
+/* The pool's free space less the worker's reserve (--storage-reserve, 1G by
+ * default, at most a tenth of the pool), and the reserve. */
+static uint64_t pool_room(uint64_t *ret_reserve)
+{
+        struct statvfs v;
+        ck_assert_int_eq(statvfs(at("storage"), &v), 0);
+        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize, reserve = (uint64_t)v.f_blocks * v.f_frsize / 10;
+        if (reserve > (UINT64_C(1) << 30))
+                reserve = UINT64_C(1) << 30;
+        *ret_reserve = reserve;
+        return avail > reserve ? avail - reserve : 0;
+}
+
+/* An OCI layer that fits the pool's room once but not twice (its scratch copy
+ * and the template): refused, and the pool never goes below the reserve while
+ * the worker tries; one that fits twice is imported. */
+START_TEST(oci_layers_leave_the_reserve_beside_their_scratch_copy)
+{
+        uint64_t reserve, room = pool_room(&reserve);
+        ck_assert_uint_gt(room, 64u << 20);
+        sp_buf big = SP_BUF_INIT;
+        make_big_oci_archive(room / 10 * 6, &big);
+        ck_assert_uint_lt(big.len, room / 10); /* the archive itself is small */
+        sampler.least = UINT64_MAX;
+        atomic_store(&sampler.stop, false);
+        ck_assert_int_eq(pthread_create(&sampler.thread, NULL, sample_main, NULL), 0);
+        stream_state st = {0};
+        upload(cp_ctx, "tpl_twice", "oci", NULL, &big, 1u << 20, &st);
+        atomic_store(&sampler.stop, true);
+        pthread_join(sampler.thread, NULL);
+        sp_buf_free(&big);
+        ck_assert_msg(sampler.least >= reserve, "the pool's free space went down to %llu bytes, below its %llu reserve",
+                      (unsigned long long)sampler.least, (unsigned long long)reserve);
+        ck_assert_msg(st.error && st.error->code == SP_E_TOO_LARGE, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "the worker's free storage"), "%s", st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_twice");
+
+        room = pool_room(&reserve);
+        make_big_oci_archive(room / 10 * 4, &big);
+        upload(cp_ctx, "tpl_fits", "oci", NULL, &big, 1u << 20, &st);
+        sp_buf_free(&big);
+        ck_assert_msg(!st.error, "%s", st.error ? st.error->message : "");
+        stream_free(&st);
+}
+END_TEST
+
 static void setup_small_pool(void)
 {
         pool_size = "--storage-size=256M";
@@ -1020,6 +1135,7 @@ int main(void)
         tcase_add_unchecked_fixture(small, case_setup, case_teardown);
         tcase_add_checked_fixture(small, setup_small_pool, teardown);
         tcase_add_test(small, uploads_stop_short_of_the_pool);
+        tcase_add_test(small, oci_layers_leave_the_reserve_beside_their_scratch_copy);
         suite_add_tcase(s, small);
         return sp_test_main(s);
 }

@@ -98,7 +98,7 @@ static void on_line(const char *line, void *ud)
 static void *import_main(void *arg)
 {
         wk_import *imp = arg;
-        wk__fill_ctx ctx = {.cancel = &imp->cancel, .progress = on_line, .progress_ud = imp};
+        wk__fill_ctx ctx = {.cancel = &imp->cancel, .progress = on_line, .progress_ud = imp, .bound = &imp->spec.bound};
         wk_template_meta *meta = NULL;
         sp_error *err = NULL;
         int rc = imp->spec.fill(imp->dest, imp->spec.fill_ud, &ctx, &meta, &err);
@@ -258,6 +258,50 @@ int wk__bound_refuse(const wk__bound *b, sp_error **err)
                             (unsigned long long)b->max_bytes);
 }
 
+/* The pool's free space less the reserve, which is at most a tenth of the
+ * pool: small pools (tests, trials) keep most of their room for templates. */
+static uint64_t pool_room(const struct statvfs *vfs, uint64_t reserve)
+{
+        uint64_t avail = (uint64_t)vfs->f_bavail * (uint64_t)vfs->f_frsize;
+        uint64_t tenth = (uint64_t)vfs->f_blocks * (uint64_t)vfs->f_frsize / 10;
+        if (reserve > tenth)
+                reserve = tenth;
+        return avail > reserve ? avail - reserve : 0;
+}
+
+int wk__pool_room(int fd, uint64_t reserve, uint64_t *ret, sp_error **err)
+{
+        /* Written but not yet allocated (delayed allocation) is not in the
+         * free space the filesystem reports: write it out first. */
+        struct statvfs vfs;
+        if (syncfs(fd) < 0 || fstatvfs(fd, &vfs) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
+        *ret = pool_room(&vfs, reserve);
+        return 0;
+}
+
+int wk__pool_room_check(void *ud, int fd, uint64_t n, sp_error **err)
+{
+        wk__pool_watch *w = ud;
+        uint64_t room;
+        if (wk__pool_room(fd, w->reserve, &room, err) < 0)
+                return -SP_E_IO;
+        if (n <= room)
+                return 0;
+        wk__bound b = {.max_bytes = room, .kind = WK__BOUND_POOL};
+        if (w->bound)
+                wk__bound_narrow(w->bound, room);
+        return wk__bound_refuse(w->bound ? w->bound : &b, err);
+}
+
+void wk__bound_narrow(wk__bound *b, uint64_t room)
+{
+        if (room < b->max_bytes) {
+                b->max_bytes = room;
+                b->kind = WK__BOUND_POOL;
+        }
+}
+
 int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret, sp_error **err)
 {
         wk__bound b = {.max_bytes = wk_node_upload_max_bytes(n), .kind = WK__BOUND_NODE, .caller = caller};
@@ -274,17 +318,7 @@ int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret,
         struct statvfs vfs;
         if (statvfs(n->storage->dir, &vfs) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
-        /* The reserve is at most a tenth of the pool: small pools (tests,
-         * trials) keep most of their room for templates. */
-        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
-        uint64_t reserve = n->cfg.storage_reserve, tenth = (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize / 10;
-        if (reserve > tenth)
-                reserve = tenth;
-        uint64_t room = avail > reserve ? avail - reserve : 0;
-        if (room < b.max_bytes) {
-                b.max_bytes = room;
-                b.kind = WK__BOUND_POOL;
-        }
+        wk__bound_narrow(&b, pool_room(&vfs, n->cfg.storage_reserve));
         *ret = b;
         if (b.max_bytes == 0)
                 return wk__bound_refuse(&b, err);

@@ -365,6 +365,7 @@ typedef struct {
         wk_template_source source;
         int fd; /* dir, tar, oci: the source, opened beneath the import root */
         wk_template_limits limits;
+        wk__pool_watch pool; /* limits.room's */
         char *suite, *mirror, *program, *agent_path;
 } import_args;
 
@@ -385,6 +386,7 @@ static int fill_import(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_t
 {
         import_args *a = ud;
         a->limits.cancel = ctx->cancel;
+        a->pool.bound = ctx->bound;
         switch (a->source) {
         case WK_TEMPLATE_SOURCE_DIR:
                 return wk_template_import_dir_fd(a->fd, dest, &a->limits, NULL, ret, err);
@@ -480,6 +482,9 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
                 return sp_error_wrap(err, "template %s", req->name);
         }
         a->limits.max_bytes = spec.bound.max_bytes;
+        a->limits.room = wk__pool_room_check;
+        a->limits.room_ud = &a->pool;
+        a->pool.reserve = n->cfg.storage_reserve;
         return wk__import_start(n, &spec, ops, userdata, ret, err);
 }
 

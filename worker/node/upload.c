@@ -212,6 +212,7 @@ typedef struct {
         int fd; /* the .part file, written; then the artifact, for reading */
         char *part, *final, *scratch; /* paths of <name>.part, <name>, <name>.unpack */
         wk_template_limits lim; /* one deadline for syncing, unpacking and importing */
+        wk__pool_watch pool; /* lim.room's: the pool's free space while the importers write */
 } fill_args;
 
 static void fill_args_free(void *ud)
@@ -228,7 +229,9 @@ static void fill_args_free(void *ud)
 
 /* OCI: the archive is a tar of an image layout; unpack it into the scratch
  * subvolume (the tarball importer's path safety and limits), then import the
- * layout from there. The scratch subvolume goes in every case. */
+ * layout from there. The scratch copy holds the pool's space until it goes:
+ * the layout's import is bounded by what is free once it is written. The
+ * scratch subvolume goes in every case. */
 static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_error **err)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -242,8 +245,18 @@ static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_e
                 sp_error_wrap(err, "unpack the OCI archive");
         } else {
                 _cleanup_close_ int lfd = open(a->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = lfd < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive")
-                            : wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
+                uint64_t room = 0;
+                if (lfd < 0)
+                        r = sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive");
+                else if ((r = wk__pool_room(lfd, a->pool.reserve, &room, err)) >= 0) {
+                        wk__bound_narrow(a->pool.bound, room);
+                        if (a->pool.bound->max_bytes == 0)
+                                r = wk__bound_refuse(a->pool.bound, err);
+                }
+                if (r >= 0) {
+                        a->lim.max_bytes = a->pool.bound->max_bytes;
+                        r = wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
+                }
         }
         if (wk_subvol_delete(a->scratch, &e) < 0)
                 sp_log_warn("removing the scratch directory of an OCI upload: %s", e->message);
@@ -277,6 +290,7 @@ static int fill_upload(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_t
 {
         fill_args *a = ud;
         a->lim.cancel = ctx->cancel;
+        a->pool.bound = ctx->bound;
         if (seal_artifact(a, err) < 0)
                 return -SP_E_IO;
         if (a->format == WK_TEMPLATE_SOURCE_TAR)
@@ -316,6 +330,9 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
         a->format = u->format;
         a->lim = n->cfg.template_limits;
         a->lim.max_bytes = bound.max_bytes;
+        a->lim.room = wk__pool_room_check;
+        a->lim.room_ud = &a->pool;
+        a->pool.reserve = n->cfg.storage_reserve;
         if (!a->lim.max_seconds)
                 a->lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
         a->lim.deadline_us = sp_now_mono_us() + (int64_t)a->lim.max_seconds * 1000000;
