@@ -12,7 +12,9 @@
  * test runs in a thread). In a small pool: an archive stops short of the
  * free space less the reserve, and an OCI layer that fits the pool once but
  * not twice (its scratch copy, then the template) is refused without the
- * pool's free space ever going below the reserve.
+ * pool's free space ever going below the reserve. A template deleted while
+ * its archive comes in or while it is imported stops there and leaves
+ * nothing.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -190,14 +192,14 @@ static void make_oci_archive(void)
         oci_archive_of(path, "application/vnd.oci.image.layer.v1.tar+gzip", TT_PLAIN, &oci_archive);
 }
 
-/* A small zstd OCI archive whose one layer is an uncompressed tar of a file of
- * `bytes` zeros: unpacking it takes the layer's size twice, once for the
- * layout's copy and once for the template. */
-static void make_big_oci_archive(uint64_t bytes, sp_buf *out)
+/* A small zstd OCI archive whose one layer is a tar (compressed with f) of a
+ * file of `bytes` zeros. Uncompressed, unpacking it takes the layer's size
+ * twice, once for the layout's copy and once for the template. */
+static void make_big_oci_archive(uint64_t bytes, enum tt_filter f, sp_buf *out)
 {
         char path[700];
         snprintf(path, sizeof(path), "%s/big-layer.tar", top);
-        struct archive *a = tt_archive_open(path, TT_PLAIN);
+        struct archive *a = tt_archive_open(path, f);
         struct archive_entry *e = archive_entry_new();
         archive_entry_set_pathname(e, "big.bin");
         archive_entry_set_filetype(e, AE_IFREG);
@@ -212,7 +214,10 @@ static void make_big_oci_archive(uint64_t bytes, sp_buf *out)
                 left -= n;
         }
         tt_archive_close(a);
-        oci_archive_of(path, "application/vnd.oci.image.layer.v1.tar", TT_ZSTD, out);
+        oci_archive_of(path,
+                       f == TT_ZSTD ? "application/vnd.oci.image.layer.v1.tar+zstd"
+                                    : "application/vnd.oci.image.layer.v1.tar",
+                       TT_ZSTD, out);
         unlink(path);
 }
 
@@ -1080,7 +1085,7 @@ START_TEST(oci_layers_leave_the_reserve_beside_their_scratch_copy)
         uint64_t reserve, room = pool_room(&reserve);
         ck_assert_uint_gt(room, 64u << 20);
         sp_buf big = SP_BUF_INIT;
-        make_big_oci_archive(room / 10 * 6, &big);
+        make_big_oci_archive(room / 10 * 6, TT_PLAIN, &big);
         ck_assert_uint_lt(big.len, room / 10); /* the archive itself is small */
         sampler.least = UINT64_MAX;
         atomic_store(&sampler.stop, false);
@@ -1098,13 +1103,116 @@ START_TEST(oci_layers_leave_the_reserve_beside_their_scratch_copy)
         assert_nothing_left("tpl_twice");
 
         room = pool_room(&reserve);
-        make_big_oci_archive(room / 10 * 4, &big);
+        make_big_oci_archive(room / 10 * 4, TT_PLAIN, &big);
         upload(cp_ctx, "tpl_fits", "oci", NULL, &big, 1u << 20, &st);
         sp_buf_free(&big);
         ck_assert_msg(!st.error, "%s", st.error ? st.error->message : "");
         stream_free(&st);
 }
 END_TEST
+
+/* Starts an upload of data (half-closed when whole is set), without waiting for its end. */
+static sp_rpc_client *upload_start(stream_state *st, const char *name, const char *format, const sp_buf *data,
+                                   bool whole)
+{
+        st->base = event_base_new();
+        sp_error *e = NULL;
+        sp_rpc_client *cli = sp_rpc_client_new(st->base, addr, cp_ctx, &e);
+        sp_test_ok(cli ? 0 : -1, &e);
+        char text[256];
+        snprintf(text, sizeof(text), "{\"name\":\"%s\",\"format\":\"%s\"}", name, format);
+        _cleanup_json_ json_object *req = NULL;
+        ck_assert_int_eq(sp_json_parse(text, strlen(text), &req, NULL), 0);
+        static const sp_rpc_stream_ops ops = {.on_frame = st_frame, .on_end = st_end};
+        st->stream = sp_rpc_client_stream(cli, "UploadTemplate", req, 120000, &ops, st, &e);
+        sp_test_ok(st->stream ? 0 : -1, &e);
+        send_all(st, data->data, data->len, 1u << 20);
+        if (whole && st->stream)
+                sp_rpc_stream_close_send(st->stream, NULL);
+        return cli;
+}
+
+static void upload_wait_end(stream_state *st, sp_rpc_client *cli)
+{
+        while (!st->ended)
+                event_base_dispatch(st->base);
+        sp_rpc_client_free(cli);
+        event_base_free(st->base);
+        st->base = NULL;
+}
+
+static off_t file_size(const char *rel)
+{
+        struct stat s;
+        return stat(at(rel), &s) == 0 ? s.st_size : -1;
+}
+
+/* A template deleted while its archive comes in, or while it is imported:
+ * the delete stops the upload or the import (answering once it has
+ * stopped), and nothing of the template is left, nor grows again. */
+START_TEST(deleting_mid_upload_or_import_stops_it)
+{
+        /* Mid-upload: the partial file goes at once, the upload fails at its next bytes. */
+        stream_state st = {0};
+        sp_buf half = {.data = tarball.data, .len = tarball.len / 2};
+        sp_rpc_client *cli = upload_start(&st, "tpl_del", "tar", &half, false);
+        int64_t until = sp_now_mono_us() + 20 * 1000000;
+        while (file_size("storage/artifacts/tpl_del.part") < (off_t)half.len && sp_now_mono_us() < until)
+                event_base_loop(st.base, EVLOOP_NONBLOCK), usleep(5000);
+        ck_assert_int_eq(file_size("storage/artifacts/tpl_del.part"), (off_t)half.len);
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *d1 = call(cp_ctx, "DeleteTemplate", &e, "{\"name\":\"tpl_del\"}");
+        ck_assert_msg(d1, "DeleteTemplate mid-upload: %s", e ? e->message : "?");
+        ck_assert_int_eq(file_size("storage/artifacts/tpl_del.part"), -1);
+        sp_buf rest = {.data = tarball.data + half.len, .len = tarball.len - half.len};
+        send_all(&st, rest.data, rest.len, 65536);
+        if (st.stream)
+                sp_rpc_stream_close_send(st.stream, NULL);
+        upload_wait_end(&st, cli);
+        ck_assert_msg(st.error && st.error->code == SP_E_NOT_FOUND, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "deleted"), "%s", st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_del");
+
+        /* Mid-import: a layer of 768 MiB of zeros (a small archive), deleted
+         * once its file is being written in the template. */
+        sp_buf big = SP_BUF_INIT;
+        make_big_oci_archive(768u << 20, TT_ZSTD, &big);
+        cli = upload_start(&st, "tpl_del", "oci", &big, true);
+        sp_buf_free(&big);
+        const char *file = "storage/templates/tpl_del/rootfs/big.bin";
+        until = sp_now_mono_us() + 60 * 1000000;
+        while (file_size(file) <= 0 && !st.ended && sp_now_mono_us() < until)
+                event_base_loop(st.base, EVLOOP_NONBLOCK), usleep(2000);
+        ck_assert_msg(file_size(file) > 0 && !st.ended, "the import was not caught mid-way: %s",
+                      st.error ? st.error->message : "it ended");
+        int64_t t0 = sp_now_mono_us();
+        _cleanup_json_ json_object *d2 = call(cp_ctx, "DeleteTemplate", &e, "{\"name\":\"tpl_del\"}");
+        ck_assert_msg(d2, "DeleteTemplate mid-import: %s", e ? e->message : "?");
+        ck_assert_msg(sp_now_mono_us() - t0 < 10 * 1000000, "the delete took %lld ms",
+                      (long long)(sp_now_mono_us() - t0) / 1000);
+        /* Answered once the import stopped: nothing of it left, at once. */
+        ck_assert_int_eq(access(at("storage/templates/tpl_del"), F_OK), -1);
+        ck_assert_int_eq(access(at("storage/artifacts/tpl_del.unpack"), F_OK), -1);
+        ck_assert_int_eq(count_entries(at("storage/artifacts")), 0);
+        upload_wait_end(&st, cli);
+        ck_assert_msg(st.error && st.error->code == SP_E_UNAVAILABLE, "%s", st.error ? st.error->message : "imported");
+        ck_assert_msg(strstr(st.error->message, "deleted"), "%s", st.error->message);
+        stream_free(&st);
+        /* And it does not come back (nor grow) afterwards. */
+        usleep(500000);
+        assert_nothing_left("tpl_del");
+        _cleanup_free_ char *log = sp_test_file_tail(at("worker.log"), 50);
+        ck_assert_msg(strstr(log, "template deleted (its import stopped)"), "%s", log);
+        ck_assert_msg(!strstr(log, "template ready"), "%s", log);
+}
+END_TEST
+
+static void setup_large_templates(void)
+{
+        tpl_max = "--template-max-bytes=1G";
+        setup();
+}
 
 static void setup_small_pool(void)
 {
@@ -1137,5 +1245,11 @@ int main(void)
         tcase_add_test(small, uploads_stop_short_of_the_pool);
         tcase_add_test(small, oci_layers_leave_the_reserve_beside_their_scratch_copy);
         suite_add_tcase(s, small);
+        TCase *large = tcase_create("large_templates");
+        tcase_set_timeout(large, 300);
+        tcase_add_unchecked_fixture(large, case_setup, case_teardown);
+        tcase_add_checked_fixture(large, setup_large_templates, teardown);
+        tcase_add_test(large, deleting_mid_upload_or_import_stops_it);
+        suite_add_tcase(s, large);
         return sp_test_main(s);
 }

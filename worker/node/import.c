@@ -34,6 +34,13 @@
 
 #define LINE_MAX_BYTES 512 /* of a progress line forwarded */
 
+/* A delete that waits for the import to stop. */
+typedef struct delete_waiter {
+        wk_node_deleted_fn done;
+        void *userdata;
+        struct delete_waiter *next;
+} delete_waiter;
+
 struct wk_import {
         wk_node *node;
         char name[WK_NAME_MAX + 1];
@@ -43,6 +50,7 @@ struct wk_import {
         void *userdata;
         pthread_t thread;
         atomic_bool cancel;
+        delete_waiter *deletes; /* the template was deleted: never recorded */
         int efd;
         struct event *wake, *throttle;
         uint64_t sent_seq; /* the line last forwarded */
@@ -71,6 +79,35 @@ void wk_import_detach(wk_import *imp)
 {
         if (imp)
                 imp->ops = NULL;
+}
+
+int wk__import_cancel(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err)
+{
+        wk_import *imp = n->imports;
+        while (imp && strcmp(imp->name, name) != 0)
+                imp = imp->next;
+        if (!imp)
+                return 0;
+        delete_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        *w = (delete_waiter){.done = done, .userdata = userdata, .next = imp->deletes};
+        if (!imp->deletes)
+                sp_log_info_kv(SP_KV("template", name), "cancelling the import (the template is being deleted)");
+        imp->deletes = w;
+        atomic_store(&imp->cancel, true);
+        return 1;
+}
+
+/* Answers the deletes that waited for the import (err NULL: nothing of it is left). */
+static void deletes_answer(wk_import *imp, const sp_error *err)
+{
+        while (imp->deletes) {
+                delete_waiter *w = imp->deletes;
+                imp->deletes = w->next;
+                w->done(err, w->userdata);
+                free(w);
+        }
 }
 
 /* Wakes the loop unless a wake-up is pending. Called with mu held. */
@@ -184,8 +221,11 @@ static void finish(wk_import *imp)
         wk_node *n = imp->node;
         pthread_join(imp->thread, NULL);
         unlink_import(imp);
-        _cleanup_error_ sp_error *e = TAKE_PTR(imp->err);
+        _cleanup_error_ sp_error *e = TAKE_PTR(imp->err), *de = NULL;
         int rc = imp->rc;
+        /* Deleted meanwhile: whatever the thread achieved, it is not recorded. */
+        if (rc >= 0 && imp->deletes)
+                rc = sp_error_set(&e, SP_E_UNAVAILABLE, "the import was cancelled (the template was deleted)");
         if (rc >= 0) {
                 rc = wk__template_record(n, imp->name, TAKE_PTR(imp->meta), imp->spec.artifact_format,
                                          imp->spec.artifact_bytes, (int64_t)imp->bytes, &e);
@@ -199,7 +239,6 @@ static void finish(wk_import *imp)
                         wk__bound_refuse(&imp->spec.bound, &e);
                 }
                 sp_error_wrap(&e, "template %s", imp->name);
-                _cleanup_error_ sp_error *de = NULL;
                 if (wk_storage_template_delete(n->storage, imp->name, &de) < 0)
                         sp_log_warn_kv(SP_KV("template", imp->name), "removing the failed import: %s", de->message);
         }
@@ -210,6 +249,9 @@ static void finish(wk_import *imp)
         }
         if (imp->ops)
                 imp->ops->done(rc < 0 ? e : NULL, imp->userdata);
+        if (imp->deletes)
+                sp_log_info_kv(SP_KV("template", imp->name), "template deleted (its import stopped)");
+        deletes_answer(imp, de);
         import_free(imp);
 }
 
@@ -400,6 +442,7 @@ void wk__imports_cancel_all(wk_node *n)
                         sp_error stop = {SP_E_UNAVAILABLE, 0, (char *)"the worker is stopping"};
                         imp->ops->done(&stop, imp->userdata);
                 }
+                deletes_answer(imp, e);
                 import_free(imp);
         }
 }

@@ -488,14 +488,18 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
         return wk__import_start(n, &spec, ops, userdata, ret, err);
 }
 
-int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
+int wk_node_template_delete(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err)
 {
         wk_template *t = wk__template_find(n, name);
-        if (!t && wk__import_under_way(n, name))
-                return sp_error_set(err, SP_E_CONFLICT, "template %s is being imported: delete it once it is done",
-                                    name);
-        if (!t)
+        if (!t) {
+                /* Not a template yet: its import stops, its upload fails. */
+                int r = wk__import_cancel(n, name, done, userdata, err);
+                if (r != 0)
+                        return r;
+                if (wk__upload_cancel(n, name))
+                        return 0;
                 return sp_error_set(err, SP_E_NOT_FOUND, "template %s not found", name);
+        }
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (strcmp(sb->template_name, name) == 0 && !sb->warm)
                         return sp_error_set(err, SP_E_CONFLICT, "template %s is used by sandbox %s", name, sb->id);

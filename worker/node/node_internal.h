@@ -185,6 +185,11 @@ typedef struct wk__import_spec {
 int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,
                      sp_error **err);
 bool wk__import_under_way(wk_node *n, const char *name);
+/* Cancels the import of name, if one runs: done (with userdata) is called
+ * once its thread has ended and nothing of it is left (see
+ * wk_node_template_delete). Returns 1 then, 0 when no import of name runs,
+ * < 0 when out of memory. */
+int wk__import_cancel(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err);
 /* Cancels the imports under way and joins their threads (the node is being freed). */
 void wk__imports_cancel_all(wk_node *n);
 /* Removes templates/<name> subvolumes that have no record: imports a crash cut short. */
@@ -195,6 +200,10 @@ void wk__templates_sweep(wk_node *n);
 void wk__artifacts_recover(wk_node *n);
 /* Whether an upload of name is under way. */
 bool wk__upload_under_way(wk_node *n, const char *name);
+/* The template of an upload under way is deleted: its partial file goes now,
+ * and the upload fails at its next write or its end (the name stays taken
+ * until its caller aborts it). False when no upload of name is under way. */
+bool wk__upload_cancel(wk_node *n, const char *name);
 /* Aborts the uploads under way (the node is being freed). */
 void wk__uploads_abort_all(wk_node *n);
 /* warm.c */

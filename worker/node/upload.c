@@ -40,7 +40,8 @@ struct wk_upload {
         uint64_t max_bytes, bytes;
         uint64_t room_checked; /* bytes written when the pool's free space was last looked at */
         uint64_t max_stored; /* archive and files together (0: no bound but the node's) */
-        int fd; /* the .part file */
+        int fd; /* the .part file (-1 once the template was deleted) */
+        bool deleted; /* the template was deleted: the upload fails at its next write or its end */
         struct wk_upload *next;
 };
 
@@ -80,6 +81,27 @@ static void remove_entry(wk_node *n, const char *name, const char *suffix)
         _cleanup_error_ sp_error *e = NULL;
         if (wk_storage_artifact_remove(n->storage, entry, &e) < 0)
                 sp_log_warn_kv(SP_KV("template", name), "removing upload file %s: %s", entry, e->message);
+}
+
+bool wk__upload_cancel(wk_node *n, const char *name)
+{
+        wk_upload *u = n->uploads;
+        while (u && strcmp(u->name, name) != 0)
+                u = u->next;
+        if (!u)
+                return false;
+        if (!u->deleted) {
+                u->deleted = true;
+                u->fd = sp_close(u->fd);
+                remove_entry(n, u->name, PART_SUFFIX);
+                sp_log_info_kv(SP_KV("template", name), "template deleted while it was being uploaded");
+        }
+        return true;
+}
+
+static int upload_deleted(const wk_upload *u, sp_error **err)
+{
+        return sp_error_set(err, SP_E_NOT_FOUND, "template %s was deleted while it was being uploaded", u->name);
 }
 
 int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, uint64_t max_stored,
@@ -141,6 +163,8 @@ int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint6
 
 int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err)
 {
+        if (u->deleted)
+                return upload_deleted(u, err);
         if (n > u->max_bytes - u->bytes)
                 return sp_error_set(err, SP_E_TOO_LARGE, "the upload is larger than its %llu bytes",
                                     (unsigned long long)u->max_bytes);
@@ -311,6 +335,11 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
                      sp_error **err)
 {
         wk_node *n = u->node;
+        if (u->deleted) {
+                upload_deleted(u, err);
+                wk_upload_abort(u);
+                return -SP_E_NOT_FOUND;
+        }
         char name[WK_NAME_MAX + 1], scratch[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
         snprintf(name, sizeof(name), "%s", u->name);
         snprintf(scratch, sizeof(scratch), "%s" SCRATCH_SUFFIX, name);
