@@ -27,18 +27,48 @@ typedef struct {
         gid_t gid;
 } fsid;
 
-static fsid become(const ag_user *u)
+/* Whether id is mapped in this process's user namespace (map: the path of
+ * /proc/self/uid_map or gid_map); true when the map cannot be read (the
+ * switch's own check below still holds). */
+static bool id_mapped(const char *map, unsigned id)
 {
-        fsid old = {.uid = (uid_t)setfsuid((uid_t)-1), .gid = (gid_t)setfsgid((gid_t)-1)};
-        setfsgid(u->gid);
-        setfsuid(u->uid);
-        return old;
+        _cleanup_fclose_ FILE *f = fopen(map, "re");
+        if (!f)
+                return true;
+        unsigned inside, outside, count;
+        while (fscanf(f, "%u %u %u", &inside, &outside, &count) == 3)
+                if (id >= inside && id - inside < count)
+                        return true;
+        return false;
 }
 
 static void restore(fsid old)
 {
         setfsuid(old.uid);
         setfsgid(old.gid);
+}
+
+/* Takes the user's filesystem identity, saving the agent's in *old. An id
+ * the sandbox's user namespace does not map cannot be taken: setfsuid and
+ * setfsgid then change nothing and say nothing, and the operation would run
+ * as root. So the ids are checked against the maps and the switch is read
+ * back (setfsuid(-1) changes nothing and returns the current one):
+ * SP_E_PERMISSION naming the user when either fails. */
+static int become(const ag_user *u, fsid *old, sp_error **err)
+{
+        if (!id_mapped("/proc/self/uid_map", u->uid) || !id_mapped("/proc/self/gid_map", u->gid))
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "cannot act as the user '%s': its uid %u or gid %u is not mapped in this sandbox",
+                                    u->name, (unsigned)u->uid, (unsigned)u->gid);
+        *old = (fsid){.uid = (uid_t)setfsuid((uid_t)-1), .gid = (gid_t)setfsgid((gid_t)-1)};
+        setfsgid(u->gid);
+        setfsuid(u->uid);
+        if ((uid_t)setfsuid((uid_t)-1) != u->uid || (gid_t)setfsgid((gid_t)-1) != u->gid) {
+                restore(*old);
+                return sp_error_set(err, SP_E_PERMISSION, "cannot act as the user '%s' (uid %u, gid %u)", u->name,
+                                    (unsigned)u->uid, (unsigned)u->gid);
+        }
+        return 0;
 }
 
 static int fail_errno(sp_error **err, int e, const char *what, const char *path)
@@ -213,7 +243,11 @@ void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
                 ag_conn_send_error(c, channel, e);
                 return;
         }
-        fsid old = become(&u);
+        fsid old;
+        if (become(&u, &old, &e) < 0) {
+                ag_conn_send_error(c, channel, e);
+                return;
+        }
         int r = 0;
         switch (req->op) {
         case PR_OP_STAT:
@@ -282,8 +316,8 @@ static void transfer_free(ag_transfer *t)
                 ag_outstream_free(&t->out);
         } else {
                 sp_close(t->fd);
-                if (t->tmp[0]) {
-                        fsid old = become(&t->user);
+                fsid old;
+                if (t->tmp[0] && become(&t->user, &old, NULL) == 0) {
                         unlink(t->tmp);
                         restore(old);
                 }
@@ -359,7 +393,11 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
         t->fd = -1;
         t->user = u;
         snprintf(t->path, sizeof(t->path), "%s", path);
-        fsid old = become(&u);
+        fsid old;
+        if (become(&u, &old, err) < 0) {
+                free(t);
+                return -SP_E_PERMISSION;
+        }
         int r = 0;
         if (req->op == PR_OP_READ) {
                 t->reading = true;
@@ -474,11 +512,15 @@ bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
         case PR_AGENT_EOF: {
                 if (t->reading)
                         return true;
-                fsid old = become(&t->user);
-                int r = fsync(t->fd) < 0 || (t->tmp[0] && rename(t->tmp, t->path) < 0) ? -errno : 0;
-                restore(old);
+                fsid old;
+                int r = become(&t->user, &old, &e);
+                if (r == 0) {
+                        r = fsync(t->fd) < 0 || (t->tmp[0] && rename(t->tmp, t->path) < 0) ? -errno : 0;
+                        restore(old);
+                        if (r < 0)
+                                fail_errno(&e, -r, "write", t->path);
+                }
                 if (r < 0) {
-                        fail_errno(&e, -r, "write", t->path);
                         ag_conn_send_error(c, t->channel, e);
                 } else {
                         t->tmp[0] = '\0';

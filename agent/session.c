@@ -344,7 +344,9 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, s
         if (n == (ssize_t)sizeof(msg)) {
                 static const char *const what[] = {"", "set up the process", "switch to the user", "change directory",
                                                    "execute"};
-                const char *target = msg[0] == STAGE_CWD ? (req->cwd ? req->cwd : "") : req->argv[0];
+                const char *target = msg[0] == STAGE_CWD    ? (req->cwd ? req->cwd : "")
+                                     : msg[0] == STAGE_USER ? u->name
+                                                            : req->argv[0];
                 sp_errc code = msg[1] == ENOENT ? SP_E_NOT_FOUND : msg[1] == EACCES ? SP_E_PERMISSION : SP_E_INVALID;
                 sp_error_set(err, code, "cannot %s '%.200s': %s", what[msg[0] >= 1 && msg[0] <= 4 ? msg[0] : 0], target,
                              strerror(msg[1]));

@@ -33,7 +33,7 @@
 
 typedef struct cp_cfg {
         char *database, *listen, *rpc_listen, *rpc_names, *tls_cert, *tls_key, *admin_key_file, *ca_out, *name;
-        char *dataplane_url, *token_public_key_out;
+        char *dataplane_url, *token_public_key_out, *debootstrap_mirror;
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
@@ -81,6 +81,9 @@ static const sp_config_def defs[] = {
          "tenant's wait is answered at once with the operation as it is"},
         {"tenant-template-builds", SP_CONFIG_INT, "4", offsetof(cp_cfg, tenant_template_builds), 1, 1000,
          "the most templates one tenant may have uploading or building at once (each is an import on the workers)"},
+        {"debootstrap-mirror", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, debootstrap_mirror), 0, 0,
+         "the Debian mirror (http:// or https:// URL) tenants' debootstrap builds fetch from; without it only admin "
+         "keys may build templates from debootstrap"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
          "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
@@ -252,6 +255,7 @@ int main(int argc, char **argv)
                             .tenant_template_bytes = c.tenant_template_max,
                             .tenant_template_builds = c.tenant_template_builds,
                             .max_waiters = c.max_waiters,
+                            .debootstrap_mirror = c.debootstrap_mirror,
                             .worker_tls = worker_tls,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};

@@ -630,6 +630,7 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
         while (dplen > 0 && dp[dplen - 1] == '/')
                 dplen--;
         api->cfg.dataplane_url = NULL;
+        api->cfg.debootstrap_mirror = NULL;
         api->cfg.worker_tls = NULL;
         if (api->cfg.attach_token_ttl_s < 1 || api->cfg.attach_token_ttl_s > CP_TOKEN_MAX_TTL_S) {
                 sp_error_set(err, SP_E_INVALID, "the attachment tokens' lifetime must be 1 to %d s",
@@ -644,6 +645,16 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
             strcspn(dp, " \t\r\n?#") < dplen) {
                 sp_error_set(err, SP_E_INVALID, "the data plane's URL must be http:// or https:// without a query");
                 goto fail;
+        }
+        if (cfg->debootstrap_mirror && *cfg->debootstrap_mirror) {
+                if (!cp_req_mirror_valid(cfg->debootstrap_mirror) || strlen(cfg->debootstrap_mirror) > 2048) {
+                        sp_error_set(err, SP_E_INVALID, "the debootstrap mirror must be an http:// or https:// URL");
+                        goto fail;
+                }
+                if (!(api->debootstrap_mirror = strdup(cfg->debootstrap_mirror))) {
+                        sp_error_set(err, SP_E_LIMIT, "out of memory");
+                        goto fail;
+                }
         }
         if (!(api->dataplane_url = strndup(dp, dplen)) ||
             !(api->workers = sp_rpc_pool_new(base, cfg->worker_tls, CP_FLEET_MAX_WORKER_CLIENTS, err))) {
@@ -681,6 +692,7 @@ cp_api *cp_api_free(cp_api *api)
         sp_rpc_pool_free(api->workers);
         sp_token_signer_free(api->signer);
         free(api->dataplane_url);
+        free(api->debootstrap_mirror);
         if (api->listen_ev)
                 event_free(api->listen_ev);
         if (api->tick_ev)

@@ -36,6 +36,10 @@ typedef struct cp_api_config {
         int64_t tenant_template_bytes; /* the most a tenant's templates may hold together [64 GiB] */
         int64_t tenant_template_builds; /* the most a tenant's templates uploading or building at once [4] */
         int64_t max_waiters; /* long-polls held at once [1024], a quarter of them per tenant */
+        /* The Debian mirror tenants' debootstrap builds fetch from (copied): each
+         * such build carries it to the workers. NULL or "": tenants may not
+         * build from debootstrap (the workers' default is the internet). */
+        const char *debootstrap_mirror;
         SSL_CTX *worker_tls; /* client context for calling workers (referenced); NULL: cleartext (tests) */
         /* Whether this replica holds the leader lock (the space_controlplane_leader
          * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */

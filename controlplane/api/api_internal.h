@@ -56,6 +56,7 @@ struct cp_api {
         uint64_t unavailable_total; /* answers 503 because PostgreSQL was down */
         /* sessions and files */
         char *dataplane_url; /* without a trailing '/' */
+        char *debootstrap_mirror; /* for tenants' debootstrap builds; NULL: none allowed */
         sp_rpc_pool *workers; /* clients to workers, by worker id */
         sp_token_signer *signer; /* the current token key, reloaded every CP_TOKEN_SIGNER_RELOAD_US */
         int64_t signer_loaded_us;

@@ -475,7 +475,7 @@ static bool suite_valid(const char *s)
         return true;
 }
 
-static bool mirror_valid(const char *s)
+bool cp_req_mirror_valid(const char *s)
 {
         const char *rest = NULL;
         if (strncmp(s, "http://", 7) == 0)
@@ -527,7 +527,8 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
                     "an absolute path without '.' or '..' segments or control characters", &t->path, err) < 0 ||
             get_dup(o, "suite", MAX_SUITE_LEN, suite_valid, "a suite name of a-z, 0-9 and '-' (e.g. bookworm)",
                     &t->suite, err) < 0 ||
-            get_dup(o, "mirror", MAX_MIRROR_LEN, mirror_valid, "an http:// or https:// URL", &t->mirror, err) < 0 ||
+            get_dup(o, "mirror", MAX_MIRROR_LEN, cp_req_mirror_valid, "an http:// or https:// URL", &t->mirror, err) <
+                    0 ||
             get_int(o, NULL, "warm", 0, MAX_WARM, &t->warm, err) < 0)
                 return -SP_E_INVALID;
 

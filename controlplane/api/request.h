@@ -103,6 +103,9 @@ int cp_req_template_create(const char *body, size_t len, cp_template_create_req 
 void cp_template_create_req_free(cp_template_create_req *r);
 /* Whether r's source reads a path on the workers' hosts (dir, tar, oci). */
 bool cp_req_template_host_path(const cp_template_create_req *r);
+/* Whether s is a debootstrap mirror the workers accept: http:// or https://,
+ * a host, printable ASCII without spaces. */
+bool cp_req_mirror_valid(const char *s);
 
 /* POST /v1/templates/{name}/warm {"warm":N} (0..64, required) */
 int cp_req_warm(const char *body, size_t len, int64_t *ret, sp_error **err);

@@ -52,11 +52,14 @@ static int public_name(cp_call *c, const char *name, sp_error **e)
         return 0;
 }
 
-/* SP_E_LIMIT when the tenant has --tenant-template-builds templates uploading
- * or building already: each is an import on the workers (unpacking, copying,
- * a debootstrap run), and one tenant must not hold them all. Called under
- * the tenant's row lock (upload_room), so that two creates cannot both take
- * the last one. Public templates (the system tenant's, an admin's) are not
+/* SP_E_LIMIT when the tenant has --tenant-template-builds templates uploading,
+ * building or being deleted already: each is an import on the workers
+ * (unpacking, copying, a debootstrap run), and one tenant must not hold them
+ * all. A template being deleted counts until every worker has said it is gone
+ * (a worker's delete cancels its import and answers once it stopped), so that
+ * deleting and creating again cannot run more at once. Called under the
+ * tenant's row lock (upload_room), so that two creates cannot both take the
+ * last one. Public templates (the system tenant's, an admin's) are not
  * counted. */
 static int builds_room(cp_call *c, const char *tenant, sp_error **e)
 {
@@ -66,14 +69,14 @@ static int builds_room(cp_call *c, const char *tenant, sp_error **e)
         const char *p[] = {tenant};
         if (cp_db_exec(c->api->db,
                        "SELECT count(*) FROM templates WHERE tenant_id = $1 AND deleted_at IS NULL "
-                       "AND state IN ('uploading', 'building')",
+                       "AND state IN ('uploading', 'building', 'deleting')",
                        1, p, &res, e) < 0)
                 return -SP_E_UNAVAILABLE;
         long long n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         if (n >= c->api->cfg.tenant_template_builds)
                 return sp_error_set(e, SP_E_LIMIT,
-                                    "the tenant has %lld templates uploading or building, its most at once: wait for "
-                                    "one to be ready, or delete one",
+                                    "the tenant has %lld templates uploading, building or being deleted, its most at "
+                                    "once: wait for one to be ready or gone, or delete one",
                                     n);
         return 0;
 }
@@ -311,6 +314,24 @@ void cp__h_template_create(cp_call *c)
                 cp_template_create_req_free(&r);
                 return;
         }
+        /* Without a mirror the workers fetch from debootstrap's default, on the
+         * internet: a tenant's build needs the operator's mirror, which it
+         * carries to the workers (--debootstrap-mirror). */
+        if (!c->who.admin && strcmp(r.source, "debootstrap") == 0) {
+                if (!c->api->debootstrap_mirror) {
+                        cp__failf(c, SP_E_PRECONDITION,
+                                  "this cluster builds no debootstrap templates for tenants: its operator has set no "
+                                  "debootstrap mirror (the control plane's --debootstrap-mirror); upload an archive "
+                                  "instead");
+                        cp_template_create_req_free(&r);
+                        return;
+                }
+                if (!(r.mirror = strdup(c->api->debootstrap_mirror))) {
+                        cp__failf(c, SP_E_LIMIT, "out of memory");
+                        cp_template_create_req_free(&r);
+                        return;
+                }
+        }
         const char *owner = r.tenant_id[0] ? r.tenant_id : c->who.tenant_id;
         if (strcmp(r.source, "upload") == 0) {
                 if (r.tenant_id[0]) {
@@ -475,6 +496,14 @@ void cp__h_template_delete(cp_call *c)
         if (sp_id_new("op", op, &e) < 0 ||
             cp_db_exec(c->api->db, "UPDATE templates SET state = 'deleting', updated_at = now() WHERE id = $1", 1, ip,
                        NULL, &e) < 0 ||
+            /* Its build ends here, so that the delete runs now (a target's
+             * operations run one at a time) and its workers' deletes cancel
+             * their imports (ctrl/templates.c). */
+            cp_db_exec(c->api->db,
+                       "UPDATE operations SET state = 'failed', updated_at = now(), error = jsonb_build_object('code', "
+                       "'failed', 'message', 'the template was deleted while it was built') WHERE target_id = $1 "
+                       "AND kind = 'template_build' AND state IN ('pending', 'running')",
+                       1, ip, NULL, &e) < 0 ||
             cp_db_exec(c->api->db,
                        "INSERT INTO operations (id, tenant_id, kind, target_id, state, deadline_at) "
                        "VALUES ($1, $2, 'template_delete', $3, 'pending', now() + interval '1 hour')",

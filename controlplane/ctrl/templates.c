@@ -340,13 +340,16 @@ void cp__template_op(cp_ctrl *c, const char *op, const char *kind, const char *t
                         1, fp, NULL, NULL);
                 return;
         }
-        /* Workers that lack it (build) or have it (delete). */
+        /* Workers that lack it (build), or every reachable one (delete): a
+         * worker still importing or receiving it does not list it, and its
+         * delete cancels that import, answering once it stopped (not_found:
+         * it never had it). So a template is deleted, and no longer counts
+         * among its tenant's builds, only once no import of it runs. */
         if (cp_db_exec(c->db,
                        build ? "SELECT id FROM workers WHERE state = 'ready' AND NOT coalesce(observed->'templates', "
                                "'[]'::jsonb) ? $1"
-                             : "SELECT id FROM workers WHERE state <> 'unreachable' AND "
-                               "coalesce(observed->'templates', '[]'::jsonb) ? $1",
-                       1, p, &ws, NULL) < 0)
+                             : "SELECT id FROM workers WHERE state <> 'unreachable'",
+                       build ? 1 : 0, p, &ws, NULL) < 0)
                 return;
         if (build && PQntuples(ws) == 0) {
                 _cleanup_pgresult_ PGresult *any = NULL;

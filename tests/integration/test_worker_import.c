@@ -6,9 +6,10 @@
  * quarter second for three seconds and makes a tiny root filesystem. While
  * it runs, heartbeats (to a fake control plane the test runs in a thread)
  * and other calls go on, progress frames arrive before the trailer, the name
- * is taken (a second import and a delete are conflicts, a sandbox of it is
- * not found); the worker's and the request's mirror reach the program; the
- * fields are checked per source; and a worker stopped mid-import exits
+ * is taken (a second import is a conflict, a sandbox of it is not found);
+ * the worker's and the request's mirror reach the program; the fields are
+ * checked per source; a delete mid-import kills the program and answers once
+ * nothing of the template is left; and a worker stopped mid-import exits
  * cleanly and leaves nothing of the template.
  */
 #include <errno.h>
@@ -413,12 +414,16 @@ static char *rootfs_file(const char *tpl, const char *rel)
         return tt_read(at(p));
 }
 
-/* Whether a process runs the fake program (its path is in the command line;
- * the bracket keeps the grep from finding itself). */
+/* Whether a process runs the fake program (its path followed by its first
+ * argument is in the command line: the worker's own names the path only; the
+ * bracket keeps the grep and its shell from finding themselves). */
 static bool fake_running(void)
 {
         char cmd[1024];
-        snprintf(cmd, sizeof(cmd), "grep -lqs '%s/fake-debootstra[p]' /proc/[0-9]*/cmdline", top);
+        snprintf(cmd, sizeof(cmd),
+                 "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$f 2>/dev/null | "
+                 "grep -qs -- '%s/fake-debootstra[p] --variant' && exit 0; done; exit 1",
+                 top);
         return system(cmd) == 0;
 }
 
@@ -444,7 +449,6 @@ START_TEST(import_runs_off_the_loop)
                          SP_E_CONFLICT);
         ck_assert_msg(strstr(again.error->message, "being imported"), "%s", again.error->message);
         import_free(&again);
-        ck_assert_int_eq(call_error("DeleteTemplate", "{\"name\":\"deb\"}"), SP_E_CONFLICT);
         ck_assert_int_eq(call_error("CreateSandbox", "{\"id\":\"sbx_test00000000000000b1\",\"template\":\"deb\"}"),
                          SP_E_NOT_FOUND);
         _cleanup_json_ json_object *info = call(cp_ctx, "NodeInfo", NULL, "{}");
@@ -526,6 +530,36 @@ START_TEST(request_mirror_failures_and_fields)
 }
 END_TEST
 
+START_TEST(deleting_mid_import_kills_the_program)
+{
+        import_state st;
+        import_start(&st, "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\"}");
+        import_wait_progress(&st, 1);
+        ck_assert(!st.ended);
+        ck_assert(fake_running());
+        ck_assert_int_eq(access(at("storage/templates/deb/rootfs"), F_OK), 0);
+        /* Answered once the import stopped: the program killed (it would run
+         * three seconds), nothing of the template left. */
+        int64_t ms = timed_call_ms("DeleteTemplate", "{\"name\":\"deb\"}");
+        ck_assert_msg(ms < 2000, "the delete took %lld ms", (long long)ms);
+        ck_assert(!fake_running());
+        ck_assert_int_eq(access(at("storage/templates/deb"), F_OK), -1);
+        ck_assert_int_eq(access(at("state/templates/deb.json"), F_OK), -1);
+        import_wait_end(&st);
+        ck_assert_msg(st.error && st.error->code == SP_E_UNAVAILABLE && strstr(st.error->message, "deleted"), "%s",
+                      st.error ? st.error->message : "imported");
+        import_free(&st);
+        /* Not recorded after the fact; the name is free again. */
+        _cleanup_json_ json_object *info = call(cp_ctx, "NodeInfo", NULL, "{}");
+        json_object *names = NULL;
+        ck_assert(json_object_object_get_ex(info, "templates", &names));
+        ck_assert_int_eq(json_object_array_length(names), 0);
+        ck_assert_int_eq(call_error("DeleteTemplate", "{\"name\":\"deb\"}"), SP_E_NOT_FOUND);
+        ck_assert_int_eq(import_run(&st, "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\"}"), 0);
+        import_free(&st);
+}
+END_TEST
+
 START_TEST(stopping_mid_import_leaves_nothing)
 {
         import_state st;
@@ -581,6 +615,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, import_runs_off_the_loop);
         tcase_add_test(tc, request_mirror_failures_and_fields);
+        tcase_add_test(tc, deleting_mid_import_kills_the_program);
         tcase_add_test(tc, stopping_mid_import_leaves_nothing);
         suite_add_tcase(s, tc);
         return sp_test_main(s);

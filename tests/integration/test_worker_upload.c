@@ -9,17 +9,25 @@
  * a restart keeps template and artifact and sweeps stale upload files; the
  * data plane may upload but neither import nor read artifacts; and every
  * template change sends a heartbeat at once (to a fake control plane the
- * test runs in a thread).
+ * test runs in a thread). In a small pool: an archive stops short of the
+ * free space less the reserve, and an OCI layer that fits the pool once but
+ * not twice (its scratch copy, then the template) is refused without the
+ * pool's free space ever going below the reserve. A template deleted while
+ * its archive comes in or while it is imported stops there and leaves
+ * nothing.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../unit/worker/test_template_util.h"
@@ -125,30 +133,26 @@ static void blob_set(blob *b, const void *p, size_t n)
         ck_assert_int_eq(wk__tpl_sha256(p, n, b->digest, NULL), 0);
 }
 
-/* A tar of an OCI image layout: one gzip layer with /etc/greeting, a config
- * with Env and WorkingDir, its manifest and index.json. */
-static void make_oci_archive(void)
+/* Into *out: a tar (compressed with f) of an OCI image layout with one
+ * layer, the file at layer_path (of media type layer_type), a config with Env
+ * and WorkingDir, its manifest and index.json. */
+static void oci_archive_of(const char *layer_path, const char *layer_type, enum tt_filter f, sp_buf *out)
 {
         char path[700];
-        snprintf(path, sizeof(path), "%s/layer.tar.gz", top);
-        struct archive *a = tt_archive_open(path, TT_GZIP);
-        tt_dir(a, "etc", 0755);
-        tt_file(a, "etc/greeting", "hello from an OCI layer\n", 0644);
-        tt_dir(a, "srv", 0755);
-        tt_archive_close(a);
         blob layer = {0}, config = {0}, manifest = {0};
         _cleanup_buf_ sp_buf lb = SP_BUF_INIT, text = SP_BUF_INIT;
-        read_whole(path, &lb);
+        read_whole(layer_path, &lb);
         blob_set(&layer, lb.data, lb.len);
+        sp_buf_free(&lb);
         const char *cfg = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Env\":[\"PATH=/bin\","
                           "\"GREETING=uploaded\"],\"WorkingDir\":\"/srv\"}}";
         blob_set(&config, cfg, strlen(cfg));
         sp_buf_appendf(&text, NULL,
                        "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
                        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"%s\","
-                       "\"size\":%zu},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\","
+                       "\"size\":%zu},\"layers\":[{\"mediaType\":\"%s\","
                        "\"digest\":\"%s\",\"size\":%zu}]}",
-                       config.digest, config.data.len, layer.digest, layer.data.len);
+                       config.digest, config.data.len, layer_type, layer.digest, layer.data.len);
         blob_set(&manifest, text.data, text.len);
         sp_buf_clear(&text);
         sp_buf_appendf(
@@ -158,7 +162,7 @@ static void make_oci_archive(void)
                 manifest.digest, manifest.data.len);
 
         snprintf(path, sizeof(path), "%s/image.tar", top);
-        a = tt_archive_open(path, TT_PLAIN);
+        struct archive *a = tt_archive_open(path, f);
         tt_file(a, "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", 0644);
         tt_file(a, "index.json", text.data, 0644);
         tt_dir(a, "blobs", 0755);
@@ -171,7 +175,50 @@ static void make_oci_archive(void)
                 sp_buf_free(&all[i]->data);
         }
         tt_archive_close(a);
-        read_whole(path, &oci_archive);
+        read_whole(path, out);
+        unlink(path);
+}
+
+/* An OCI archive with one gzip layer of /etc/greeting. */
+static void make_oci_archive(void)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/layer.tar.gz", top);
+        struct archive *a = tt_archive_open(path, TT_GZIP);
+        tt_dir(a, "etc", 0755);
+        tt_file(a, "etc/greeting", "hello from an OCI layer\n", 0644);
+        tt_dir(a, "srv", 0755);
+        tt_archive_close(a);
+        oci_archive_of(path, "application/vnd.oci.image.layer.v1.tar+gzip", TT_PLAIN, &oci_archive);
+}
+
+/* A small zstd OCI archive whose one layer is a tar (compressed with f) of a
+ * file of `bytes` zeros. Uncompressed, unpacking it takes the layer's size
+ * twice, once for the layout's copy and once for the template. */
+static void make_big_oci_archive(uint64_t bytes, enum tt_filter f, sp_buf *out)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/big-layer.tar", top);
+        struct archive *a = tt_archive_open(path, f);
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, "big.bin");
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, (la_int64_t)bytes);
+        ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
+        archive_entry_free(e);
+        static char zeros[1 << 20];
+        for (uint64_t left = bytes; left;) {
+                size_t n = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+                ck_assert_int_eq(archive_write_data(a, zeros, n), (la_ssize_t)n);
+                left -= n;
+        }
+        tt_archive_close(a);
+        oci_archive_of(path,
+                       f == TT_ZSTD ? "application/vnd.oci.image.layer.v1.tar+zstd"
+                                    : "application/vnd.oci.image.layer.v1.tar",
+                       TT_ZSTD, out);
+        unlink(path);
 }
 
 static void case_setup(void)
@@ -991,6 +1038,182 @@ START_TEST(uploads_stop_short_of_the_pool)
 }
 END_TEST
 
+/* Samples the pool's free space (written out first, as the worker's checks
+ * do) until stopped; keeps the least seen. */
+static struct {
+        pthread_t thread;
+        atomic_bool stop;
+        uint64_t least;
+} sampler;
+
+static void *sample_main(void *arg)
+{
+        (void)arg;
+        int fd = open(at("storage"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        while (!atomic_load(&sampler.stop)) {
+                struct statvfs v;
+                if (syncfs(fd) == 0 && fstatvfs(fd, &v) == 0) {
+                        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+                        if (avail < sampler.least)
+                                sampler.least = avail;
+                }
+                usleep(10000);
+        }
+        close(fd);
+        return NULL;
+}
+
+/* The pool's free space less the worker's reserve (--storage-reserve, 1G by
+ * default, at most a tenth of the pool), and the reserve. */
+static uint64_t pool_room(uint64_t *ret_reserve)
+{
+        struct statvfs v;
+        ck_assert_int_eq(statvfs(at("storage"), &v), 0);
+        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize, reserve = (uint64_t)v.f_blocks * v.f_frsize / 10;
+        if (reserve > (UINT64_C(1) << 30))
+                reserve = UINT64_C(1) << 30;
+        *ret_reserve = reserve;
+        return avail > reserve ? avail - reserve : 0;
+}
+
+/* An OCI layer that fits the pool's room once but not twice (its scratch copy
+ * and the template): refused, and the pool never goes below the reserve while
+ * the worker tries; one that fits twice is imported. */
+START_TEST(oci_layers_leave_the_reserve_beside_their_scratch_copy)
+{
+        uint64_t reserve, room = pool_room(&reserve);
+        ck_assert_uint_gt(room, 64u << 20);
+        sp_buf big = SP_BUF_INIT;
+        make_big_oci_archive(room / 10 * 6, TT_PLAIN, &big);
+        ck_assert_uint_lt(big.len, room / 10); /* the archive itself is small */
+        sampler.least = UINT64_MAX;
+        atomic_store(&sampler.stop, false);
+        ck_assert_int_eq(pthread_create(&sampler.thread, NULL, sample_main, NULL), 0);
+        stream_state st = {0};
+        upload(cp_ctx, "tpl_twice", "oci", NULL, &big, 1u << 20, &st);
+        atomic_store(&sampler.stop, true);
+        pthread_join(sampler.thread, NULL);
+        sp_buf_free(&big);
+        ck_assert_msg(sampler.least >= reserve, "the pool's free space went down to %llu bytes, below its %llu reserve",
+                      (unsigned long long)sampler.least, (unsigned long long)reserve);
+        ck_assert_msg(st.error && st.error->code == SP_E_TOO_LARGE, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "the worker's free storage"), "%s", st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_twice");
+
+        room = pool_room(&reserve);
+        make_big_oci_archive(room / 10 * 4, TT_PLAIN, &big);
+        upload(cp_ctx, "tpl_fits", "oci", NULL, &big, 1u << 20, &st);
+        sp_buf_free(&big);
+        ck_assert_msg(!st.error, "%s", st.error ? st.error->message : "");
+        stream_free(&st);
+}
+END_TEST
+
+/* Starts an upload of data (half-closed when whole is set), without waiting for its end. */
+static sp_rpc_client *upload_start(stream_state *st, const char *name, const char *format, const sp_buf *data,
+                                   bool whole)
+{
+        st->base = event_base_new();
+        sp_error *e = NULL;
+        sp_rpc_client *cli = sp_rpc_client_new(st->base, addr, cp_ctx, &e);
+        sp_test_ok(cli ? 0 : -1, &e);
+        char text[256];
+        snprintf(text, sizeof(text), "{\"name\":\"%s\",\"format\":\"%s\"}", name, format);
+        _cleanup_json_ json_object *req = NULL;
+        ck_assert_int_eq(sp_json_parse(text, strlen(text), &req, NULL), 0);
+        static const sp_rpc_stream_ops ops = {.on_frame = st_frame, .on_end = st_end};
+        st->stream = sp_rpc_client_stream(cli, "UploadTemplate", req, 120000, &ops, st, &e);
+        sp_test_ok(st->stream ? 0 : -1, &e);
+        send_all(st, data->data, data->len, 1u << 20);
+        if (whole && st->stream)
+                sp_rpc_stream_close_send(st->stream, NULL);
+        return cli;
+}
+
+static void upload_wait_end(stream_state *st, sp_rpc_client *cli)
+{
+        while (!st->ended)
+                event_base_dispatch(st->base);
+        sp_rpc_client_free(cli);
+        event_base_free(st->base);
+        st->base = NULL;
+}
+
+static off_t file_size(const char *rel)
+{
+        struct stat s;
+        return stat(at(rel), &s) == 0 ? s.st_size : -1;
+}
+
+/* A template deleted while its archive comes in, or while it is imported:
+ * the delete stops the upload or the import (answering once it has
+ * stopped), and nothing of the template is left, nor grows again. */
+START_TEST(deleting_mid_upload_or_import_stops_it)
+{
+        /* Mid-upload: the partial file goes at once, the upload fails at its next bytes. */
+        stream_state st = {0};
+        sp_buf half = {.data = tarball.data, .len = tarball.len / 2};
+        sp_rpc_client *cli = upload_start(&st, "tpl_del", "tar", &half, false);
+        int64_t until = sp_now_mono_us() + 20 * 1000000;
+        while (file_size("storage/artifacts/tpl_del.part") < (off_t)half.len && sp_now_mono_us() < until)
+                event_base_loop(st.base, EVLOOP_NONBLOCK), usleep(5000);
+        ck_assert_int_eq(file_size("storage/artifacts/tpl_del.part"), (off_t)half.len);
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *d1 = call(cp_ctx, "DeleteTemplate", &e, "{\"name\":\"tpl_del\"}");
+        ck_assert_msg(d1, "DeleteTemplate mid-upload: %s", e ? e->message : "?");
+        ck_assert_int_eq(file_size("storage/artifacts/tpl_del.part"), -1);
+        sp_buf rest = {.data = tarball.data + half.len, .len = tarball.len - half.len};
+        send_all(&st, rest.data, rest.len, 65536);
+        if (st.stream)
+                sp_rpc_stream_close_send(st.stream, NULL);
+        upload_wait_end(&st, cli);
+        ck_assert_msg(st.error && st.error->code == SP_E_NOT_FOUND, "%s", st.error ? st.error->message : "accepted");
+        ck_assert_msg(strstr(st.error->message, "deleted"), "%s", st.error->message);
+        stream_free(&st);
+        assert_nothing_left("tpl_del");
+
+        /* Mid-import: a layer of 768 MiB of zeros (a small archive), deleted
+         * once its file is being written in the template. */
+        sp_buf big = SP_BUF_INIT;
+        make_big_oci_archive(768u << 20, TT_ZSTD, &big);
+        cli = upload_start(&st, "tpl_del", "oci", &big, true);
+        sp_buf_free(&big);
+        const char *file = "storage/templates/tpl_del/rootfs/big.bin";
+        until = sp_now_mono_us() + 60 * 1000000;
+        while (file_size(file) <= 0 && !st.ended && sp_now_mono_us() < until)
+                event_base_loop(st.base, EVLOOP_NONBLOCK), usleep(2000);
+        ck_assert_msg(file_size(file) > 0 && !st.ended, "the import was not caught mid-way: %s",
+                      st.error ? st.error->message : "it ended");
+        int64_t t0 = sp_now_mono_us();
+        _cleanup_json_ json_object *d2 = call(cp_ctx, "DeleteTemplate", &e, "{\"name\":\"tpl_del\"}");
+        ck_assert_msg(d2, "DeleteTemplate mid-import: %s", e ? e->message : "?");
+        ck_assert_msg(sp_now_mono_us() - t0 < 10 * 1000000, "the delete took %lld ms",
+                      (long long)(sp_now_mono_us() - t0) / 1000);
+        /* Answered once the import stopped: nothing of it left, at once. */
+        ck_assert_int_eq(access(at("storage/templates/tpl_del"), F_OK), -1);
+        ck_assert_int_eq(access(at("storage/artifacts/tpl_del.unpack"), F_OK), -1);
+        ck_assert_int_eq(count_entries(at("storage/artifacts")), 0);
+        upload_wait_end(&st, cli);
+        ck_assert_msg(st.error && st.error->code == SP_E_UNAVAILABLE, "%s", st.error ? st.error->message : "imported");
+        ck_assert_msg(strstr(st.error->message, "deleted"), "%s", st.error->message);
+        stream_free(&st);
+        /* And it does not come back (nor grow) afterwards. */
+        usleep(500000);
+        assert_nothing_left("tpl_del");
+        _cleanup_free_ char *log = sp_test_file_tail(at("worker.log"), 50);
+        ck_assert_msg(strstr(log, "template deleted (its import stopped)"), "%s", log);
+        ck_assert_msg(!strstr(log, "template ready"), "%s", log);
+}
+END_TEST
+
+static void setup_large_templates(void)
+{
+        tpl_max = "--template-max-bytes=1G";
+        setup();
+}
+
 static void setup_small_pool(void)
 {
         pool_size = "--storage-size=256M";
@@ -1020,6 +1243,13 @@ int main(void)
         tcase_add_unchecked_fixture(small, case_setup, case_teardown);
         tcase_add_checked_fixture(small, setup_small_pool, teardown);
         tcase_add_test(small, uploads_stop_short_of_the_pool);
+        tcase_add_test(small, oci_layers_leave_the_reserve_beside_their_scratch_copy);
         suite_add_tcase(s, small);
+        TCase *large = tcase_create("large_templates");
+        tcase_set_timeout(large, 300);
+        tcase_add_unchecked_fixture(large, case_setup, case_teardown);
+        tcase_add_checked_fixture(large, setup_large_templates, teardown);
+        tcase_add_test(large, deleting_mid_upload_or_import_stops_it);
+        suite_add_tcase(s, large);
         return sp_test_main(s);
 }

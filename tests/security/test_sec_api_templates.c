@@ -19,18 +19,27 @@
  *   - a decompression bomb (a small .tar.gz declaring 256 MiB) stops at the
  *     worker's byte bound with a clear error.
  *
- * One cluster for the whole file (an unchecked fixture). Needs root, btrfs
- * and PostgreSQL.
+ * And two attacks on the workers' imports: a tenant's debootstrap build is
+ * refused unless the operator set a mirror for them (else the workers fetch
+ * from the internet); and creating and deleting templates in a loop cannot
+ * run more imports at once than --tenant-template-builds (a second cluster,
+ * with a fake debootstrap that runs for a minute and a mirror for tenants).
+ *
+ * One cluster per test case (an unchecked fixture). Needs root, btrfs and
+ * PostgreSQL.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "http_client.h"
+#include "space/time.h"
 #include "space_cluster.h"
 
 /* The worker's one message for a source it will not open (worker/template/template.h). */
@@ -207,20 +216,173 @@ START_TEST(imports_per_tenant_are_bounded)
         snprintf(body, sizeof(body), "{\"name\":\"c\",\"source\":\"upload\",\"format\":\"tar\"}");
         _cleanup_json_ json_object *r = api(busy, "POST", "/v1/templates", 429, body);
         ck_assert_str_eq(sp_test_jstr(r, "error.code"), "resource_exhausted");
-        ck_assert_msg(strstr(sp_test_jstr(r, "error.message"), "uploading or building"), "%s",
+        ck_assert_msg(strstr(sp_test_jstr(r, "error.message"), "uploading, building or being deleted"), "%s",
                       sp_test_jstr(r, "error.message"));
         json_object_put(api(busy, "GET", "/v1/templates/c", 404, NULL));
-        /* A debootstrap build counts the same (refused before anything is recorded). */
-        _cleanup_json_ json_object *d = api(busy, "POST", "/v1/templates", 429,
-                                            "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\"}");
-        ck_assert_str_eq(sp_test_jstr(d, "error.code"), "resource_exhausted");
-        json_object_put(api(busy, "GET", "/v1/templates/deb", 404, NULL));
         /* Another tenant is not held up by it. */
         json_object_put(api(calm, "POST", "/v1/templates", 201, body));
         /* One fewer in flight: the tenant may start another. */
         _cleanup_json_ json_object *del = api(busy, "DELETE", "/v1/templates/a", 202, NULL);
         json_object_put(sp_test_wait_op(&S, busy, sp_test_jstr(del, "operation.id"), true));
         json_object_put(api(busy, "POST", "/v1/templates", 201, body));
+}
+END_TEST
+
+/* Without a mirror for tenants (this cluster's control plane has none), a
+ * tenant's debootstrap build would fetch from debootstrap's default mirror on
+ * the internet: refused before anything is recorded or fetched. */
+START_TEST(tenants_build_from_debootstrap_only_with_the_operators_mirror)
+{
+        char key[256];
+        sp_test_new_tenant(&S, "debian", key);
+        _cleanup_json_ json_object *r = api(key, "POST", "/v1/templates", 400,
+                                            "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\"}");
+        ck_assert_str_eq(sp_test_jstr(r, "error.code"), "failed_precondition");
+        ck_assert_msg(strstr(sp_test_jstr(r, "error.message"), "debootstrap mirror"), "%s",
+                      sp_test_jstr(r, "error.message"));
+        json_object_put(api(key, "GET", "/v1/templates/deb", 404, NULL));
+}
+END_TEST
+
+/* ---- a second cluster: a fake debootstrap, and a mirror for tenants ---- */
+
+#define TENANT_MIRROR "http://mirror.invalid/debian"
+
+static sp_test_space B;
+static char *fake_dir;
+
+/* Runs a minute (suite "quick": at once), then makes a root filesystem
+ * recording the mirror it was given. */
+static const char fake_debootstrap[] =
+        "#!/bin/sh\n"
+        "# the worker runs: PROGRAM --variant=minbase SUITE DEST [MIRROR]\n"
+        "[ \"$2\" = quick ] || for i in $(seq 240); do echo \"I: step $i\"; sleep 0.25; done\n"
+        "mkdir -p \"$3/etc\" && echo \"${4:-none}\" > \"$3/etc/mirror\"\n";
+
+static void builds_up(void)
+{
+        fake_dir = sp_test_tmpdir("secdeb");
+        ck_assert_int_eq(chmod(fake_dir, 0755), 0);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/fake-debootstrap", fake_dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(fake_debootstrap, f);
+        fclose(f);
+        ck_assert_int_eq(chmod(path, 0755), 0);
+        static char prog[600];
+        snprintf(prog, sizeof(prog), "--debootstrap-program=%s", path);
+        static const char *wargs[] = {prog, NULL};
+        static const char *const cargs[] = {"--tenant-template-builds=2", "--debootstrap-mirror=" TENANT_MIRROR, NULL};
+        sp_test_space_opts o = {.workers = 1, .worker_args = wargs, .cp_args = cargs};
+        sp_test_space_up(&B, &o);
+}
+
+static void builds_down(void)
+{
+        sp_test_space_down(&B);
+        sp_test_tmpdir_remove(fake_dir);
+        free(fake_dir);
+}
+
+/* How many fake debootstrap runs there are (suite prefix: NULL for any). */
+static int fakes_running(const char *suite)
+{
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$f 2>/dev/null | "
+                 "grep -qs -- '%s/fake-debootstra[p] --variant=minbase %s' && echo; done | wc -l",
+                 fake_dir, suite ? suite : "");
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        int n = -1;
+        ck_assert_int_eq(fscanf(p, "%d", &n), 1);
+        pclose(p);
+        return n;
+}
+
+/* POST /v1/templates as key: the status, and the body in *ret (put it). */
+static int create(const char *key, const char *body, json_object **ret)
+{
+        char auth[300];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+        const char *headers[] = {auth, NULL};
+        sp_test_http_response r;
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_http(B.api, "POST", "/v1/templates", headers, body, 60000, &r, &e), &e);
+        int status = r.status;
+        *ret = r.body_len ? sp_test_http_json(&r) : NULL;
+        sp_test_http_response_free(&r);
+        return status;
+}
+
+/* The mirror the fake recorded in template id's files on the worker. */
+static char *recorded_mirror(const char *id)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/w0/storage/templates/%s/rootfs/etc/mirror", B.dir, id);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f, "no %s", path);
+        char line[256] = "";
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        line[strcspn(line, "\n")] = '\0';
+        return strdup(line);
+}
+
+/* A tenant creates a debootstrap template, deletes it while it builds, and
+ * creates another, again and again: a template being deleted counts among
+ * its builds until the worker has stopped its import, so at no time do more
+ * than --tenant-template-builds (2) of its imports run. */
+START_TEST(create_delete_cycles_stay_within_the_builds_cap)
+{
+        char key[256];
+        sp_test_new_tenant(&B, "cycler", key);
+        for (int i = 0; i < 5; i++) {
+                char body[256], suite[16];
+                snprintf(suite, sizeof(suite), "s%d", i);
+                snprintf(body, sizeof(body), "{\"name\":\"c%d\",\"source\":\"debootstrap\",\"suite\":\"%s\"}", i,
+                         suite);
+                /* Refused while the earlier ones still count; taken once they are gone. */
+                json_object *r = NULL;
+                int64_t until = sp_now_mono_us() + 30 * 1000000;
+                int status;
+                while ((status = create(key, body, &r)) == 429 && sp_now_mono_us() < until) {
+                        ck_assert_str_eq(sp_test_jstr(r, "error.code"), "resource_exhausted");
+                        json_object_put(r);
+                        usleep(100000);
+                }
+                ck_assert_msg(status == 202, "create %d: %d %s", i, status, json_object_to_json_string(r));
+                json_object_put(r);
+                until = sp_now_mono_us() + 30 * 1000000;
+                while (fakes_running(suite) == 0 && sp_now_mono_us() < until)
+                        usleep(50000);
+                ck_assert_msg(fakes_running(suite) == 1, "build %d did not start", i);
+                ck_assert_msg(fakes_running(NULL) <= 2, "%d imports run at once after %d creates", fakes_running(NULL),
+                              i + 1);
+                char path[64];
+                snprintf(path, sizeof(path), "/v1/templates/c%d", i);
+                json_object_put(sp_test_api(&B, key, "DELETE", path, 202, NULL, NULL));
+        }
+        /* The deletes stop every build. */
+        int64_t until = sp_now_mono_us() + 30 * 1000000;
+        while (fakes_running(NULL) > 0 && sp_now_mono_us() < until)
+                usleep(100000);
+        ck_assert_int_eq(fakes_running(NULL), 0);
+
+        /* A tenant's build fetches from the operator's mirror; an admin's may use the workers' default. */
+        _cleanup_json_ json_object *t =
+                sp_test_api(&B, key, "POST", "/v1/templates", 202,
+                            "{\"name\":\"q\",\"source\":\"debootstrap\",\"suite\":\"quick\"}", NULL);
+        json_object_put(sp_test_wait_op(&B, key, sp_test_jstr(t, "operation.id"), true));
+        _cleanup_free_ char *m1 = recorded_mirror(sp_test_jstr(t, "template.id"));
+        ck_assert_str_eq(m1, TENANT_MIRROR);
+        _cleanup_json_ json_object *a =
+                sp_test_api(&B, B.admin_key, "POST", "/v1/templates", 202,
+                            "{\"name\":\"qa\",\"source\":\"debootstrap\",\"suite\":\"quick\"}", NULL);
+        json_object_put(sp_test_wait_op(&B, B.admin_key, sp_test_jstr(a, "operation.id"), true));
+        _cleanup_free_ char *m2 = recorded_mirror(sp_test_jstr(a, "template.id"));
+        ck_assert_str_eq(m2, "none");
 }
 END_TEST
 
@@ -232,7 +394,13 @@ static Suite *suite(void)
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, host_paths_are_for_admins_and_confined_to_the_import_root);
         tcase_add_test(tc, imports_per_tenant_are_bounded);
+        tcase_add_test(tc, tenants_build_from_debootstrap_only_with_the_operators_mirror);
         suite_add_tcase(s, tc);
+        TCase *builds = tcase_create("builds");
+        tcase_set_timeout(builds, 300);
+        tcase_add_unchecked_fixture(builds, builds_up, builds_down);
+        tcase_add_test(builds, create_delete_cycles_stay_within_the_builds_cap);
+        suite_add_tcase(s, builds);
         return s;
 }
 

@@ -17,7 +17,10 @@
  *     the agent, and a FIFO planted at an upload's temporary name is replaced;
  *   - /etc/passwd made a FIFO, or /proc mounted over with FIFOs for stat
  *     files, does not hang the agent (it looks users up and kills process
- *     trees through them), and SIGTERM from the sandbox's root does not end it.
+ *     trees through them), and SIGTERM from the sandbox's root does not end it;
+ *   - file operations as a user whose uid the sandbox does not map (root
+ *     inside adds it to /etc/passwd) are refused, naming the user, instead of
+ *     running as root.
  *
  * Commands run through the sandbox's agent socket on the worker (as the
  * worker does); the static space-probe (tests/security/probe) is copied into
@@ -453,6 +456,67 @@ START_TEST(the_sandbox_cannot_stall_or_stop_its_agent)
 }
 END_TEST
 
+/* The error message of an EXIT, or "". */
+static const char *exit_message(json_object *exit)
+{
+        json_object *e, *msg;
+        return exit && json_object_object_get_ex(exit, "error", &e) && json_object_object_get_ex(e, "message", &msg)
+                       ? json_object_get_string(msg)
+                       : "";
+}
+
+static void assert_denied_as_big(json_object *exit, const char *what)
+{
+        json_object *e, *code;
+        ck_assert_msg(exit && json_object_object_get_ex(exit, "error", &e) &&
+                              json_object_object_get_ex(e, "code", &code) &&
+                              strcmp(json_object_get_string(code), "permission_denied") == 0,
+                      "%s: %s", what, exit ? json_object_to_json_string(exit) : "no error");
+        ck_assert_msg(strstr(exit_message(exit), "'big'"), "%s: %s", what, exit_message(exit));
+}
+
+/* A user whose uid and gid (100000) the sandbox's user namespace does not
+ * map: the agent cannot take its filesystem identity, and must not go on as
+ * root. */
+START_TEST(unmapped_users_are_refused_not_root)
+{
+        sandbox sb;
+        sandbox_new(&sb);
+        free(run(&sb, 71,
+                 "[\"sh\",\"-c\",\"echo big:x:100000:100000::/tmp:/bin/sh >> /etc/passwd && echo big:x:100000: >> "
+                 "/etc/group && echo s3cr3t > /root/secret && chmod 600 /root/secret && chmod 700 /root\"]"));
+        sp_test_agent *a = sp_test_agent_connect(sb.sock, 5000);
+        json_object *exit = NULL;
+        ck_assert_int_eq(open_transfer(a, 72,
+                                       "{\"op\":\"read\",\"path\":\"/root/secret\",\"user\":\"big\","
+                                       "\"window\":65536}",
+                                       &exit),
+                         PR_AGENT_EXIT);
+        assert_denied_as_big(exit, "read of a root-only file");
+        json_object_put(exit);
+        ck_assert_int_eq(open_transfer(a, 73, "{\"op\":\"write\",\"path\":\"/root/planted\",\"user\":\"big\"}", &exit),
+                         PR_AGENT_EXIT);
+        assert_denied_as_big(exit, "write into /root");
+        json_object_put(exit);
+        ck_assert_int_eq(open_transfer(a, 74, "{\"op\":\"list\",\"path\":\"/root\",\"user\":\"big\"}", &exit),
+                         PR_AGENT_EXIT);
+        assert_denied_as_big(exit, "list of /root");
+        json_object_put(exit);
+        /* A command as the user: the error names the user, not the program. */
+        sp_test_agent_open(a, 75, "{\"op\":\"exec\",\"session\":\"big\",\"argv\":[\"id\"],\"user\":\"big\"}");
+        sp_test_result r = {0};
+        sp_test_agent_run_to_exit(a, 75, &r, true);
+        const char *msg = exit_message(r.exit);
+        ck_assert_msg(strstr(msg, "cannot switch to the user 'big'"), "%s", msg);
+        sp_test_result_free(&r);
+        sp_test_agent_close(a);
+        char *out = run(&sb, 76, "[\"sh\",\"-c\",\"ls -a /root\"]");
+        ck_assert_msg(!strstr(out, "planted") && !strstr(out, ".space-upload"), "%s", out);
+        free(out);
+        sandbox_delete(&sb);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_sandbox");
@@ -466,6 +530,7 @@ static Suite *suite(void)
         tcase_add_test(tc, open_files_are_limited);
         tcase_add_test(tc, special_files_never_block_the_agent);
         tcase_add_test(tc, the_sandbox_cannot_stall_or_stop_its_agent);
+        tcase_add_test(tc, unmapped_users_are_refused_not_root);
         suite_add_tcase(s, tc);
         return s;
 }

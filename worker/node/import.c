@@ -34,6 +34,13 @@
 
 #define LINE_MAX_BYTES 512 /* of a progress line forwarded */
 
+/* A delete that waits for the import to stop. */
+typedef struct delete_waiter {
+        wk_node_deleted_fn done;
+        void *userdata;
+        struct delete_waiter *next;
+} delete_waiter;
+
 struct wk_import {
         wk_node *node;
         char name[WK_NAME_MAX + 1];
@@ -43,6 +50,7 @@ struct wk_import {
         void *userdata;
         pthread_t thread;
         atomic_bool cancel;
+        delete_waiter *deletes; /* the template was deleted: never recorded */
         int efd;
         struct event *wake, *throttle;
         uint64_t sent_seq; /* the line last forwarded */
@@ -73,6 +81,35 @@ void wk_import_detach(wk_import *imp)
                 imp->ops = NULL;
 }
 
+int wk__import_cancel(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err)
+{
+        wk_import *imp = n->imports;
+        while (imp && strcmp(imp->name, name) != 0)
+                imp = imp->next;
+        if (!imp)
+                return 0;
+        delete_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        *w = (delete_waiter){.done = done, .userdata = userdata, .next = imp->deletes};
+        if (!imp->deletes)
+                sp_log_info_kv(SP_KV("template", name), "cancelling the import (the template is being deleted)");
+        imp->deletes = w;
+        atomic_store(&imp->cancel, true);
+        return 1;
+}
+
+/* Answers the deletes that waited for the import (err NULL: nothing of it is left). */
+static void deletes_answer(wk_import *imp, const sp_error *err)
+{
+        while (imp->deletes) {
+                delete_waiter *w = imp->deletes;
+                imp->deletes = w->next;
+                w->done(err, w->userdata);
+                free(w);
+        }
+}
+
 /* Wakes the loop unless a wake-up is pending. Called with mu held. */
 static void wake_locked(wk_import *imp)
 {
@@ -98,7 +135,7 @@ static void on_line(const char *line, void *ud)
 static void *import_main(void *arg)
 {
         wk_import *imp = arg;
-        wk__fill_ctx ctx = {.cancel = &imp->cancel, .progress = on_line, .progress_ud = imp};
+        wk__fill_ctx ctx = {.cancel = &imp->cancel, .progress = on_line, .progress_ud = imp, .bound = &imp->spec.bound};
         wk_template_meta *meta = NULL;
         sp_error *err = NULL;
         int rc = imp->spec.fill(imp->dest, imp->spec.fill_ud, &ctx, &meta, &err);
@@ -184,8 +221,11 @@ static void finish(wk_import *imp)
         wk_node *n = imp->node;
         pthread_join(imp->thread, NULL);
         unlink_import(imp);
-        _cleanup_error_ sp_error *e = TAKE_PTR(imp->err);
+        _cleanup_error_ sp_error *e = TAKE_PTR(imp->err), *de = NULL;
         int rc = imp->rc;
+        /* Deleted meanwhile: whatever the thread achieved, it is not recorded. */
+        if (rc >= 0 && imp->deletes)
+                rc = sp_error_set(&e, SP_E_UNAVAILABLE, "the import was cancelled (the template was deleted)");
         if (rc >= 0) {
                 rc = wk__template_record(n, imp->name, TAKE_PTR(imp->meta), imp->spec.artifact_format,
                                          imp->spec.artifact_bytes, (int64_t)imp->bytes, &e);
@@ -199,7 +239,6 @@ static void finish(wk_import *imp)
                         wk__bound_refuse(&imp->spec.bound, &e);
                 }
                 sp_error_wrap(&e, "template %s", imp->name);
-                _cleanup_error_ sp_error *de = NULL;
                 if (wk_storage_template_delete(n->storage, imp->name, &de) < 0)
                         sp_log_warn_kv(SP_KV("template", imp->name), "removing the failed import: %s", de->message);
         }
@@ -210,6 +249,9 @@ static void finish(wk_import *imp)
         }
         if (imp->ops)
                 imp->ops->done(rc < 0 ? e : NULL, imp->userdata);
+        if (imp->deletes)
+                sp_log_info_kv(SP_KV("template", imp->name), "template deleted (its import stopped)");
+        deletes_answer(imp, de);
         import_free(imp);
 }
 
@@ -258,6 +300,50 @@ int wk__bound_refuse(const wk__bound *b, sp_error **err)
                             (unsigned long long)b->max_bytes);
 }
 
+/* The pool's free space less the reserve, which is at most a tenth of the
+ * pool: small pools (tests, trials) keep most of their room for templates. */
+static uint64_t pool_room(const struct statvfs *vfs, uint64_t reserve)
+{
+        uint64_t avail = (uint64_t)vfs->f_bavail * (uint64_t)vfs->f_frsize;
+        uint64_t tenth = (uint64_t)vfs->f_blocks * (uint64_t)vfs->f_frsize / 10;
+        if (reserve > tenth)
+                reserve = tenth;
+        return avail > reserve ? avail - reserve : 0;
+}
+
+int wk__pool_room(int fd, uint64_t reserve, uint64_t *ret, sp_error **err)
+{
+        /* Written but not yet allocated (delayed allocation) is not in the
+         * free space the filesystem reports: write it out first. */
+        struct statvfs vfs;
+        if (syncfs(fd) < 0 || fstatvfs(fd, &vfs) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
+        *ret = pool_room(&vfs, reserve);
+        return 0;
+}
+
+int wk__pool_room_check(void *ud, int fd, uint64_t n, sp_error **err)
+{
+        wk__pool_watch *w = ud;
+        uint64_t room;
+        if (wk__pool_room(fd, w->reserve, &room, err) < 0)
+                return -SP_E_IO;
+        if (n <= room)
+                return 0;
+        wk__bound b = {.max_bytes = room, .kind = WK__BOUND_POOL};
+        if (w->bound)
+                wk__bound_narrow(w->bound, room);
+        return wk__bound_refuse(w->bound ? w->bound : &b, err);
+}
+
+void wk__bound_narrow(wk__bound *b, uint64_t room)
+{
+        if (room < b->max_bytes) {
+                b->max_bytes = room;
+                b->kind = WK__BOUND_POOL;
+        }
+}
+
 int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret, sp_error **err)
 {
         wk__bound b = {.max_bytes = wk_node_upload_max_bytes(n), .kind = WK__BOUND_NODE, .caller = caller};
@@ -274,17 +360,7 @@ int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret,
         struct statvfs vfs;
         if (statvfs(n->storage->dir, &vfs) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "look at the storage pool's free space");
-        /* The reserve is at most a tenth of the pool: small pools (tests,
-         * trials) keep most of their room for templates. */
-        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
-        uint64_t reserve = n->cfg.storage_reserve, tenth = (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize / 10;
-        if (reserve > tenth)
-                reserve = tenth;
-        uint64_t room = avail > reserve ? avail - reserve : 0;
-        if (room < b.max_bytes) {
-                b.max_bytes = room;
-                b.kind = WK__BOUND_POOL;
-        }
+        wk__bound_narrow(&b, pool_room(&vfs, n->cfg.storage_reserve));
         *ret = b;
         if (b.max_bytes == 0)
                 return wk__bound_refuse(&b, err);
@@ -366,6 +442,7 @@ void wk__imports_cancel_all(wk_node *n)
                         sp_error stop = {SP_E_UNAVAILABLE, 0, (char *)"the worker is stopping"};
                         imp->ops->done(&stop, imp->userdata);
                 }
+                deletes_answer(imp, e);
                 import_free(imp);
         }
 }

@@ -365,6 +365,7 @@ typedef struct {
         wk_template_source source;
         int fd; /* dir, tar, oci: the source, opened beneath the import root */
         wk_template_limits limits;
+        wk__pool_watch pool; /* limits.room's */
         char *suite, *mirror, *program, *agent_path;
 } import_args;
 
@@ -385,6 +386,7 @@ static int fill_import(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_t
 {
         import_args *a = ud;
         a->limits.cancel = ctx->cancel;
+        a->pool.bound = ctx->bound;
         switch (a->source) {
         case WK_TEMPLATE_SOURCE_DIR:
                 return wk_template_import_dir_fd(a->fd, dest, &a->limits, NULL, ret, err);
@@ -480,17 +482,24 @@ int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const
                 return sp_error_wrap(err, "template %s", req->name);
         }
         a->limits.max_bytes = spec.bound.max_bytes;
+        a->limits.room = wk__pool_room_check;
+        a->limits.room_ud = &a->pool;
+        a->pool.reserve = n->cfg.storage_reserve;
         return wk__import_start(n, &spec, ops, userdata, ret, err);
 }
 
-int wk_node_template_delete(wk_node *n, const char *name, sp_error **err)
+int wk_node_template_delete(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err)
 {
         wk_template *t = wk__template_find(n, name);
-        if (!t && wk__import_under_way(n, name))
-                return sp_error_set(err, SP_E_CONFLICT, "template %s is being imported: delete it once it is done",
-                                    name);
-        if (!t)
+        if (!t) {
+                /* Not a template yet: its import stops, its upload fails. */
+                int r = wk__import_cancel(n, name, done, userdata, err);
+                if (r != 0)
+                        return r;
+                if (wk__upload_cancel(n, name))
+                        return 0;
                 return sp_error_set(err, SP_E_NOT_FOUND, "template %s not found", name);
+        }
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (strcmp(sb->template_name, name) == 0 && !sb->warm)
                         return sp_error_set(err, SP_E_CONFLICT, "template %s is used by sandbox %s", name, sb->id);

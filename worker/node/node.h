@@ -112,15 +112,18 @@ int wk_node_template_add_base(wk_node *n, const char *name, const char *agent_pa
  * on while an import takes minutes.
  *
  * While an import of name runs, the name is taken: another import or upload
- * of it, and a delete of it, are SP_E_CONFLICT; sandboxes of it are
- * SP_E_NOT_FOUND (it is not a template yet), and it is in no list.
+ * of it are SP_E_CONFLICT; sandboxes of it are SP_E_NOT_FOUND (it is not a
+ * template yet), and it is in no list. A delete of it cancels it
+ * (wk_node_template_delete).
  *
  * The callbacks run on the loop. progress receives the import's output lines
  * (debootstrap's), at most WK_IMPORT_PROGRESS_PER_S a second: the latest line
  * when several came. done runs once, with err NULL when the template is
  * recorded; the import is freed after it returns. A caller that no longer
  * wants them (its call went away) detaches: the import goes on, its result is
- * logged.
+ * logged. (An import is only started with all its input at hand: a path, a
+ * suite, an upload's whole archive; whoever no longer wants the template
+ * deletes it.)
  *
  * wk_node_free cancels the imports under way and waits for their threads
  * (each stops at its next file, debootstrap within a fraction of a second);
@@ -160,9 +163,21 @@ typedef struct wk_template_import_req {
  * identifies the import until its done callback. */
 int wk_node_template_import(wk_node *n, const wk_template_import_req *req, const wk_import_ops *ops, void *userdata,
                             wk_import **ret, sp_error **err);
-/* Deletes the template, its warm sandboxes and its upload artifact.
- * SP_E_CONFLICT while sandboxes use it. */
-int wk_node_template_delete(wk_node *n, const char *name, sp_error **err);
+/* Deletes the template, its warm sandboxes and its upload artifact, and
+ * returns 0; SP_E_CONFLICT while sandboxes use it, SP_E_NOT_FOUND.
+ *
+ * A template still being imported is no template yet: its import is
+ * cancelled (the importers stop at their next entry or 4 MiB, debootstrap's
+ * process group is killed within a quarter second) and the delete is done
+ * once the import's thread has ended and nothing of the template is left
+ * (never recorded, whatever the thread achieved): it returns 1 and calls
+ * done then, on the loop, with err NULL (or why the template's directory
+ * could not be removed). The import's own done callback fails. A template
+ * still being uploaded (before the archive is whole): its partial file goes
+ * now and the upload fails at its next write or at its end; returns 0. done
+ * runs only when 1 is returned. */
+typedef void (*wk_node_deleted_fn)(const sp_error *err, void *userdata);
+int wk_node_template_delete(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err);
 /* {"templates":[Template…]} (worker_rpc.h's pr_wk_template_list_schema), and
  * one Template in *ret (false when there is none; its created_at is written
  * to ts, its other strings are the template's own), with bytes what its files

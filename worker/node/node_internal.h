@@ -116,6 +116,10 @@ typedef struct wk__fill_ctx {
         const atomic_bool *cancel; /* for the importers' limits (template.h) */
         wk_debootstrap_progress_fn progress; /* reports a line of output (any thread) */
         void *progress_ud;
+        /* The import's bound (NULL on the loop): the fill may narrow it
+         * (wk__bound_narrow) to the pool's room it finds while it writes, so
+         * that the final check and a refusal use it. */
+        struct wk__bound *bound;
 } wk__fill_ctx;
 /* Fills dest (an empty directory) with a root filesystem. */
 typedef int (*wk__template_fill_fn)(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_template_meta **ret_meta,
@@ -155,6 +159,21 @@ typedef struct wk__bound {
 int wk__import_bound(wk_node *n, uint64_t caller, uint64_t used, wk__bound *ret, sp_error **err);
 /* Sets the refusal of an import past bound b: names the bound, never a path. */
 int wk__bound_refuse(const wk__bound *b, sp_error **err);
+/* Makes b the pool's bound when room is less than it. */
+void wk__bound_narrow(wk__bound *b, uint64_t room);
+/* The free space less the reserve (at most a tenth of the pool) of the pool
+ * that holds fd, once what was written to it is allocated (syncfs): the
+ * import's thread may call it. */
+int wk__pool_room(int fd, uint64_t reserve, uint64_t *ret, sp_error **err);
+/* The pool as an import's thread watches it while the importers write
+ * (wk_template_limits.room = wk__pool_room_check, room_ud = a wk__pool_watch):
+ * writing n more bytes must leave the reserve free, else SP_E_TOO_LARGE
+ * naming the pool's bound, which bound (may be NULL) is narrowed to. */
+typedef struct wk__pool_watch {
+        uint64_t reserve; /* the node's storage_reserve */
+        wk__bound *bound; /* the import's (wk__fill_ctx.bound), set by the fill */
+} wk__pool_watch;
+int wk__pool_room_check(void *watch, int fd, uint64_t n, sp_error **err);
 
 /* import.c: the same, with the fill on a thread of its own (node.h). */
 typedef struct wk__import_spec {
@@ -174,6 +193,11 @@ typedef struct wk__import_spec {
 int wk__import_start(wk_node *n, const wk__import_spec *spec, const wk_import_ops *ops, void *userdata, wk_import **ret,
                      sp_error **err);
 bool wk__import_under_way(wk_node *n, const char *name);
+/* Cancels the import of name, if one runs: done (with userdata) is called
+ * once its thread has ended and nothing of it is left (see
+ * wk_node_template_delete). Returns 1 then, 0 when no import of name runs,
+ * < 0 when out of memory. */
+int wk__import_cancel(wk_node *n, const char *name, wk_node_deleted_fn done, void *userdata, sp_error **err);
 /* Cancels the imports under way and joins their threads (the node is being freed). */
 void wk__imports_cancel_all(wk_node *n);
 /* Removes templates/<name> subvolumes that have no record: imports a crash cut short. */
@@ -184,6 +208,10 @@ void wk__templates_sweep(wk_node *n);
 void wk__artifacts_recover(wk_node *n);
 /* Whether an upload of name is under way. */
 bool wk__upload_under_way(wk_node *n, const char *name);
+/* The template of an upload under way is deleted: its partial file goes now,
+ * and the upload fails at its next write or its end (the name stays taken
+ * until its caller aborts it). False when no upload of name is under way. */
+bool wk__upload_cancel(wk_node *n, const char *name);
 /* Aborts the uploads under way (the node is being freed). */
 void wk__uploads_abort_all(wk_node *n);
 /* warm.c */

@@ -40,7 +40,8 @@ struct wk_upload {
         uint64_t max_bytes, bytes;
         uint64_t room_checked; /* bytes written when the pool's free space was last looked at */
         uint64_t max_stored; /* archive and files together (0: no bound but the node's) */
-        int fd; /* the .part file */
+        int fd; /* the .part file (-1 once the template was deleted) */
+        bool deleted; /* the template was deleted: the upload fails at its next write or its end */
         struct wk_upload *next;
 };
 
@@ -80,6 +81,27 @@ static void remove_entry(wk_node *n, const char *name, const char *suffix)
         _cleanup_error_ sp_error *e = NULL;
         if (wk_storage_artifact_remove(n->storage, entry, &e) < 0)
                 sp_log_warn_kv(SP_KV("template", name), "removing upload file %s: %s", entry, e->message);
+}
+
+bool wk__upload_cancel(wk_node *n, const char *name)
+{
+        wk_upload *u = n->uploads;
+        while (u && strcmp(u->name, name) != 0)
+                u = u->next;
+        if (!u)
+                return false;
+        if (!u->deleted) {
+                u->deleted = true;
+                u->fd = sp_close(u->fd);
+                remove_entry(n, u->name, PART_SUFFIX);
+                sp_log_info_kv(SP_KV("template", name), "template deleted while it was being uploaded");
+        }
+        return true;
+}
+
+static int upload_deleted(const wk_upload *u, sp_error **err)
+{
+        return sp_error_set(err, SP_E_NOT_FOUND, "template %s was deleted while it was being uploaded", u->name);
 }
 
 int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint64_t max_bytes, uint64_t max_stored,
@@ -141,6 +163,8 @@ int wk_node_upload_begin(wk_node *n, const char *name, const char *format, uint6
 
 int wk_upload_write(wk_upload *u, const void *p, size_t n, sp_error **err)
 {
+        if (u->deleted)
+                return upload_deleted(u, err);
         if (n > u->max_bytes - u->bytes)
                 return sp_error_set(err, SP_E_TOO_LARGE, "the upload is larger than its %llu bytes",
                                     (unsigned long long)u->max_bytes);
@@ -212,6 +236,7 @@ typedef struct {
         int fd; /* the .part file, written; then the artifact, for reading */
         char *part, *final, *scratch; /* paths of <name>.part, <name>, <name>.unpack */
         wk_template_limits lim; /* one deadline for syncing, unpacking and importing */
+        wk__pool_watch pool; /* lim.room's: the pool's free space while the importers write */
 } fill_args;
 
 static void fill_args_free(void *ud)
@@ -228,7 +253,9 @@ static void fill_args_free(void *ud)
 
 /* OCI: the archive is a tar of an image layout; unpack it into the scratch
  * subvolume (the tarball importer's path safety and limits), then import the
- * layout from there. The scratch subvolume goes in every case. */
+ * layout from there. The scratch copy holds the pool's space until it goes:
+ * the layout's import is bounded by what is free once it is written. The
+ * scratch subvolume goes in every case. */
 static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_error **err)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -242,8 +269,18 @@ static int fill_oci(const char *dest, fill_args *a, wk_template_meta **ret, sp_e
                 sp_error_wrap(err, "unpack the OCI archive");
         } else {
                 _cleanup_close_ int lfd = open(a->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = lfd < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive")
-                            : wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
+                uint64_t room = 0;
+                if (lfd < 0)
+                        r = sp_error_set_errno(err, SP_E_IO, errno, "open the unpacked OCI archive");
+                else if ((r = wk__pool_room(lfd, a->pool.reserve, &room, err)) >= 0) {
+                        wk__bound_narrow(a->pool.bound, room);
+                        if (a->pool.bound->max_bytes == 0)
+                                r = wk__bound_refuse(a->pool.bound, err);
+                }
+                if (r >= 0) {
+                        a->lim.max_bytes = a->pool.bound->max_bytes;
+                        r = wk_template_import_oci_fd(lfd, dest, NULL, &a->lim, NULL, ret, err);
+                }
         }
         if (wk_subvol_delete(a->scratch, &e) < 0)
                 sp_log_warn("removing the scratch directory of an OCI upload: %s", e->message);
@@ -277,6 +314,7 @@ static int fill_upload(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_t
 {
         fill_args *a = ud;
         a->lim.cancel = ctx->cancel;
+        a->pool.bound = ctx->bound;
         if (seal_artifact(a, err) < 0)
                 return -SP_E_IO;
         if (a->format == WK_TEMPLATE_SOURCE_TAR)
@@ -297,6 +335,11 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
                      sp_error **err)
 {
         wk_node *n = u->node;
+        if (u->deleted) {
+                upload_deleted(u, err);
+                wk_upload_abort(u);
+                return -SP_E_NOT_FOUND;
+        }
         char name[WK_NAME_MAX + 1], scratch[WK_NAME_MAX + sizeof(SCRATCH_SUFFIX)];
         snprintf(name, sizeof(name), "%s", u->name);
         snprintf(scratch, sizeof(scratch), "%s" SCRATCH_SUFFIX, name);
@@ -316,6 +359,9 @@ int wk_upload_finish(wk_upload *u, const wk_import_ops *ops, void *userdata, wk_
         a->format = u->format;
         a->lim = n->cfg.template_limits;
         a->lim.max_bytes = bound.max_bytes;
+        a->lim.room = wk__pool_room_check;
+        a->lim.room_ud = &a->pool;
+        a->pool.reserve = n->cfg.storage_reserve;
         if (!a->lim.max_seconds)
                 a->lim.max_seconds = WK_TEMPLATE_DEFAULT_MAX_SECONDS;
         a->lim.deadline_us = sp_now_mono_us() + (int64_t)a->lim.max_seconds * 1000000;

@@ -314,13 +314,32 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_set_ops(call, &ops, ic);
 }
 
+/* A delete that waited for the template's import to stop. */
+static void template_deleted(const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (err)
+                sp_rpc_call_fail(call, err);
+        else
+                sp_rpc_call_reply(call, NULL, NULL);
+        sp_rpc_call_unref(call);
+}
+
 static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
         pr_wk_template_ref q = {0};
-        if (pr_msg_decode(&pr_wk_template_ref_schema, req, &q, &e) < 0 ||
-            wk_node_template_delete(wk__svc.node, q.name, &e) < 0) {
+        if (pr_msg_decode(&pr_wk_template_ref_schema, req, &q, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        /* Answered once a running import of it has stopped (node.h). */
+        int r = wk_node_template_delete(wk__svc.node, q.name, template_deleted, sp_rpc_call_ref(call), &e);
+        if (r == 1)
+                return;
+        sp_rpc_call_unref(call);
+        if (r < 0) {
                 wk__fail(call, e);
                 return;
         }

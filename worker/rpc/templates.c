@@ -81,8 +81,11 @@ static void up_closed(sp_rpc_call *call, const sp_error *reason, void *ud)
         (void)call;
         (void)reason;
         upload_call *uc = ud;
-        /* The client cancelled, or the call ended before its half-close; once
-         * the archive is whole its import goes on without the call. */
+        /* The client cancelled, or the call ended before its half-close: the
+         * upload goes. Once the archive is whole (and counted) its import goes
+         * on without the call, within the same bounds: the template is then
+         * reported like any other, and whoever no longer wants it deletes it,
+         * which cancels the import (wk_node_template_delete). */
         wk_upload_abort(uc->up);
         wk_import_detach(uc->imp);
         sp_rpc_call_unref(uc->call);

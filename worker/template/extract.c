@@ -148,6 +148,7 @@ struct wk__tpl_extract {
         bool oci;
         bool as_root;
         uint64_t entries, bytes; /* counted against the limits, over all archives */
+        uint64_t written, next_look; /* bytes written; when to check the room and deadline again */
         bool over_bytes; /* an implicit parent directory did not fit in max_bytes */
         wk_template_stats stats;
         dir_meta *dirs;
@@ -352,6 +353,24 @@ static int too_large(const wk__tpl_extract *x, sp_error **err)
                             (unsigned long long)x->lim.max_bytes);
 }
 
+/* Counts n bytes about to be written to fd (an fd on the destination's
+ * filesystem); every WK_TEMPLATE_ROOM_STEP bytes, checks the deadline and
+ * cancel, and asks lim.room whether the next step fits (what was counted
+ * against max_bytes and is not written yet, at most a step), so that neither
+ * a large file nor a filesystem that others fill meanwhile goes unchecked. */
+static int step(wk__tpl_extract *x, int fd, uint64_t n, sp_error **err)
+{
+        uint64_t ahead = x->bytes > x->written ? x->bytes - x->written : 0;
+        x->written += n;
+        if (x->written < x->next_look)
+                return 0;
+        x->next_look = x->written + WK_TEMPLATE_ROOM_STEP;
+        int r = wk__tpl_deadline_check(&x->lim, err);
+        if (r >= 0 && x->lim.room)
+                r = x->lim.room(x->lim.room_ud, fd, ahead < WK_TEMPLATE_ROOM_STEP ? ahead : WK_TEMPLATE_ROOM_STEP, err);
+        return r < 0 ? r : 0;
+}
+
 /* Whether cost more bytes stay within max_bytes (the root's own cost, counted
  * first, may already be past a tiny bound). */
 static bool fits(const wk__tpl_extract *x, uint64_t cost)
@@ -503,6 +522,9 @@ static int do_file(wk__tpl_extract *x, wk__tpl_reader *r, struct archive *a, con
                         return wk__tpl_archive_error(r, a, "read data", err);
                 if (off < 0 || (uint64_t)off > (uint64_t)size || n > (uint64_t)size - (uint64_t)off)
                         return sp_error_set(err, SP_E_INVALID, "data past the entry's size");
+                int sr = step(x, fd, n, err);
+                if (sr < 0)
+                        return sr;
                 int w = write_all_at(fd, buf, n, (off_t)off);
                 if (w < 0)
                         return sp_error_set_errno(err, SP_E_IO, -w, "write");
@@ -873,6 +895,9 @@ int wk__tpl_extract_archive(wk__tpl_extract *x, wk__tpl_reader *r, struct archiv
                         return sp_error_set(err, SP_E_TOO_LARGE, "entry '%s': the template exceeds %llu bytes", q,
                                             (unsigned long long)x->lim.max_bytes);
                 x->bytes += cost;
+                /* The entry's own cost; its file's data is counted as it is written. */
+                if (step(x, x->rootfd, cost - (uint64_t)size, err) < 0)
+                        return sp_error_wrap(err, "entry '%s'", q);
                 if (extract_entry(x, r, a, e, path, err) < 0)
                         return sp_error_wrap(err, "entry '%s'", q);
         }

@@ -304,7 +304,8 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                 }
                 if (cancelled(r->opts)) {
                         kill_group(pid);
-                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
+                        return sp_error_set(err, SP_E_UNAVAILABLE,
+                                            "cancelled (the worker is stopping, or the template was deleted)");
                 }
                 struct pollfd pfd = {.fd = rd, .events = POLLIN};
                 int pr = poll(&pfd, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
@@ -331,7 +332,8 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         if (w < 0) {
                 kill_group(pid);
                 if (w == -ECANCELED)
-                        return sp_error_set(err, SP_E_UNAVAILABLE, "cancelled (the worker is stopping)");
+                        return sp_error_set(err, SP_E_UNAVAILABLE,
+                                            "cancelled (the worker is stopping, or the template was deleted)");
                 if (w == -ETIMEDOUT)
                         return sp_error_set(err, SP_E_TIMEOUT, "debootstrap did not finish in %u seconds",
                                             r->opts->timeout_sec ? r->opts->timeout_sec

@@ -79,7 +79,8 @@ wk_template_limits wk__tpl_limits_resolve(const wk_template_limits *in)
 int wk__tpl_deadline_check(const wk_template_limits *lim, sp_error **err)
 {
         if (lim->cancel && atomic_load(lim->cancel))
-                return sp_error_set(err, SP_E_UNAVAILABLE, "the import was cancelled (the worker is stopping)");
+                return sp_error_set(err, SP_E_UNAVAILABLE,
+                                    "the import was cancelled (the worker is stopping, or the template was deleted)");
         if (lim->deadline_us && sp_now_mono_us() >= lim->deadline_us)
                 return sp_error_set(err, SP_E_TIMEOUT, "the import took longer than %u seconds", lim->max_seconds);
         return 0;

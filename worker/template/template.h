@@ -141,9 +141,10 @@ int wk_template_meta_read(const char *path, wk_template_meta **ret, sp_error **e
 /* Bounds on one import. A zero field means its default. For OCI images the
  * bounds apply to all layers together. max_depth also bounds the file
  * descriptors a directory import holds (two per level). The time bound is
- * checked before every entry (an entry itself is bounded by max_bytes): past
- * it the import fails with SP_E_TIMEOUT. So is cancel (optional): once another
- * thread sets it, the import fails at its next entry with SP_E_UNAVAILABLE. */
+ * checked before every entry and every WK_TEMPLATE_ROOM_STEP bytes of an
+ * archive's file (an entry itself is bounded by max_bytes): past it the
+ * import fails with SP_E_TIMEOUT. So is cancel (optional): once another
+ * thread sets it, the import fails at its next check with SP_E_UNAVAILABLE. */
 typedef struct wk_template_limits {
         uint64_t max_bytes; /* what the template costs on disk (see WK_TEMPLATE_ENTRY_OVERHEAD) */
         uint64_t max_entries; /* files, directories, links, whiteouts */
@@ -156,7 +157,20 @@ typedef struct wk_template_limits {
         size_t max_memory;
         int64_t deadline_us; /* CLOCK_MONOTONIC (sp_now_mono_us); 0: max_seconds from the import's start */
         const atomic_bool *cancel; /* NULL: none (borrowed) */
+        /* Optional: the archive extractor (tarballs, OCI layers) calls it
+         * before it writes each WK_TEMPLATE_ROOM_STEP bytes (file data and
+         * what entries cost), with an fd on the destination's filesystem and
+         * the bytes it is about to write (counted against max_bytes and not
+         * written yet, at most a step); < 0 fails the import with its error.
+         * For the free space of a filesystem others write to as well, which
+         * max_bytes, fixed at the start, cannot follow. On the import's thread. */
+        int (*room)(void *room_ud, int fd, uint64_t n, sp_error **err);
+        void *room_ud;
 } wk_template_limits;
+
+/* How many bytes the extractor writes between two calls of limits->room; the
+ * deadline and cancel are checked as often, inside large files too. */
+#define WK_TEMPLATE_ROOM_STEP (UINT64_C(4) << 20)
 
 /* What an import did (for logs and tests). */
 typedef struct wk_template_stats {

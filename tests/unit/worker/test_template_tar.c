@@ -425,6 +425,60 @@ START_TEST(bounds_the_memory_directories_take)
 }
 END_TEST
 
+/* What the room callback saw, and after how many calls it refuses (0: never). */
+typedef struct {
+        int calls, refuse_at;
+        uint64_t asked;
+        bool bad_fd;
+} room_seen;
+
+static int room_cb(void *ud, int fd, uint64_t n, sp_error **err)
+{
+        room_seen *r = ud;
+        struct stat st;
+        r->bad_fd |= fstat(fd, &st) < 0;
+        r->asked += n;
+        if (++r->calls == r->refuse_at)
+                return sp_error_set(err, SP_E_TOO_LARGE, "no room left (test)");
+        return 0;
+}
+
+/* The room is asked for before each 4 MiB written, inside a large file too,
+ * and a refusal stops the import there. */
+START_TEST(asks_for_room_every_step)
+{
+        size_t n = 10u << 20;
+        char *data = calloc(1, n + 1);
+        memset(data, 'z', n);
+        struct archive *a = tt_archive_open(tarball, TT_ZSTD);
+        tt_file(a, "small", "12345", 0644);
+        tt_file(a, "big", data, 0644);
+        tt_archive_close(a);
+        free(data);
+        room_seen seen = {0};
+        sp_error *err = NULL;
+        sp_test_ok(wk_template_import_tar(tarball, dest, &(wk_template_limits){.room = room_cb, .room_ud = &seen}, NULL,
+                                          NULL, &err),
+                   &err);
+        ck_assert_int_ge(seen.calls, 3);
+        ck_assert(!seen.bad_fd);
+        ck_assert_uint_ge(seen.asked, n / 2);
+
+        tt_rmrf(dest);
+        ck_assert_int_eq(mkdir(dest, 0755), 0);
+        seen = (room_seen){.refuse_at = 2};
+        ck_assert_int_eq(wk_template_import_tar(tarball, dest, &(wk_template_limits){.room = room_cb, .room_ud = &seen},
+                                                NULL, NULL, &err),
+                         -SP_E_TOO_LARGE);
+        ck_assert_msg(strstr(err->message, "entry 'big'") && strstr(err->message, "no room left (test)"), "%s",
+                      err->message);
+        sp_error_free(err);
+        struct stat st;
+        ck_assert_int_eq(stat(at("big"), &st), 0);
+        ck_assert_int_lt(st.st_size, (off_t)n);
+}
+END_TEST
+
 START_TEST(refuses_garbage_and_busy_destination)
 {
         tt_write(tarball, "this is not a tarball, not even compressed, just text\n", 0644);
@@ -551,6 +605,7 @@ static Suite *suite(void)
         tcase_add_test(bad, refuses_device_nodes);
         tcase_add_test(bad, enforces_limits);
         tcase_add_test(bad, bounds_the_memory_directories_take);
+        tcase_add_test(bad, asks_for_room_every_step);
         tcase_add_test(bad, refuses_garbage_and_busy_destination);
         suite_add_tcase(s, bad);
         return s;
