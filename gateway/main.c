@@ -40,8 +40,8 @@
 typedef struct {
         char *control_socket, *listen_address, *resolver, *upstream_netns, *public_cidrs, *forbid_cidrs, *user;
         char *http_listen, *log_level, *log_format;
-        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms,
-                connect_ms, dns_ms, max_pins;
+        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms,
+                dns_ms, max_pins;
 } gw_cfg;
 
 static const sp_config_def defs[] = {
@@ -123,7 +123,8 @@ static int resolver_parse(const char *s, struct sockaddr_in *ret, sp_error **err
                         else
                                 buf[0] = '\0';
                 if (!buf[0])
-                        return sp_error_set(err, SP_E_INVALID, "no --resolver and no IPv4 nameserver in /etc/resolv.conf");
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "no --resolver and no IPv4 nameserver in /etc/resolv.conf");
         } else {
                 snprintf(buf, sizeof(buf), "%s", s);
         }
@@ -153,8 +154,7 @@ static int listen_socket(int type, const char *addr, int port, sp_error **err)
                 int e = errno;
                 if (fd >= 0)
                         close(fd);
-                return sp_error_set_errno(err, SP_E_IO, e, "%s %s:%d", type == SOCK_STREAM ? "tcp" : "udp", addr,
-                                          port);
+                return sp_error_set_errno(err, SP_E_IO, e, "%s %s:%d", type == SOCK_STREAM ? "tcp" : "udp", addr, port);
         }
         return fd;
 }

@@ -437,7 +437,7 @@ int main(int argc, char **argv)
                 snprintf(user, sizeof(user), "--user=%s", c.gw_user);
                 snprintf(logf, sizeof(logf), "--log-format=%s", c.log_format);
                 const char *gw_args[] = {tcp, dns, forbid, res, netns, pub, user, logf, NULL};
-                _cleanup_free_ char *gw_prog = !c.gateway || !*c.gateway ? default_sibling("space-gateway")
+                _cleanup_free_ char *gw_prog = !c.gateway || !*c.gateway        ? default_sibling("space-gateway")
                                                : strcmp(c.gateway, "none") == 0 ? NULL
                                                                                 : strdup(c.gateway);
                 wk_net_config ncfg = {.cidr = c.sandbox_cidr,

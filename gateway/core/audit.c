@@ -82,13 +82,15 @@ void gw_audit(gw *g, const gw_audit_rec *r)
                 json_object_object_add(o, "detail", json_object_new_string(r->detail));
         const char *sid = r->sb ? r->sb->id : "";
         if (!r->d.allow || r->d.would_refuse)
-                sp_log_info_kv(SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
-                               "%s %s %s:%u %s (%s)", r->kind, r->name ? r->name : "-", r->dst ? dst : "-",
-                               (unsigned)r->port, verdict(&r->d), r->d.rule);
+                sp_log_info_kv(
+                        SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
+                        "%s %s %s:%u %s (%s)", r->kind, r->name ? r->name : "-", r->dst ? dst : "-", (unsigned)r->port,
+                        verdict(&r->d), r->d.rule);
         else
-                sp_log_debug_kv(SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
-                                "%s %s %s:%u %s", r->kind, r->name ? r->name : "-", r->dst ? dst : "-",
-                                (unsigned)r->port, verdict(&r->d));
+                sp_log_debug_kv(
+                        SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
+                        "%s %s %s:%u %s", r->kind, r->name ? r->name : "-", r->dst ? dst : "-", (unsigned)r->port,
+                        verdict(&r->d));
         if (g->ctl)
                 gw_ctl_broadcast(g->ctl, o);
         json_object_put(o);
@@ -131,10 +133,10 @@ void gw_metrics(gw *g, sp_buf *out)
                        (unsigned long long)c->tcp_upstream_errors, (unsigned long long)c->bytes_out,
                        (unsigned long long)c->bytes_in, (unsigned long long)c->unknown_source,
                        (unsigned long long)c->audit_dropped);
-        sp_buf_appendf(out, NULL, "# HELP space_gateway_refusals_total Refusals (and audit-mode would-refusals) by rule.\n"
-                                  "# TYPE space_gateway_refusals_total counter\n");
-        json_object_object_foreach(g->rules, key, val)
-        {
+        sp_buf_appendf(out, NULL,
+                       "# HELP space_gateway_refusals_total Refusals (and audit-mode would-refusals) by rule.\n"
+                       "# TYPE space_gateway_refusals_total counter\n");
+        json_object_object_foreach (g->rules, key, val) {
                 char kind[16], rule[48], v[16];
                 if (sscanf(key, "%15[^|]|%47[^|]|%15s", kind, rule, v) == 3)
                         sp_buf_appendf(out, NULL,

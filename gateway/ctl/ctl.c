@@ -163,8 +163,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 return;
         }
         client *c = calloc(1, sizeof(*c));
-        struct bufferevent *bev =
-                c ? bufferevent_socket_new(ctl->g->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+        struct bufferevent *bev = c ? bufferevent_socket_new(ctl->g->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
         if (!bev) {
                 free(c);
                 close(fd);

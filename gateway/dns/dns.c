@@ -133,7 +133,8 @@ static void on_query(evutil_socket_t fd, short what, void *ud)
                         audit(d, sb, src, q.name, dec, "no data for types other than A");
                         uint8_t out[MSG_MAX];
                         size_t cap = gw_dns_query_udp_limit(&q);
-                        answer(d, &from, out, gw_dns_build_answer(&q, NULL, 0, out, cap < sizeof(out) ? cap : sizeof(out)));
+                        answer(d, &from, out,
+                               gw_dns_build_answer(&q, NULL, 0, out, cap < sizeof(out) ? cap : sizeof(out)));
                         continue;
                 }
                 pending *p = pending_new(d);

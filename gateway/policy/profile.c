@@ -160,8 +160,7 @@ static int name_ok(const char *s)
         return s[0] >= 'a' && s[0] <= 'z';
 }
 
-int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_private, gw_profile **ret,
-                     sp_error **err)
+int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_private, gw_profile **ret, sp_error **err)
 {
         static const char *const fields[] = {"name", "mode", "domains", "ports", "cidrs", "allow_private", NULL};
         if (!json_object_is_type(o, json_type_object))
@@ -192,8 +191,9 @@ int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_pr
         else if (mode && strcmp(mode, "enforce") != 0)
                 return sp_error_set(err, SP_E_INVALID, "field 'mode' must be \"enforce\" or \"audit\"");
         if (allow_private && !may_allow_private)
-                return sp_error_set(err, SP_E_PERMISSION, "field 'allow_private': only an admin may allow private "
-                                                          "addresses");
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "field 'allow_private': only an admin may allow private "
+                                    "addresses");
 
         size_t nd = domains ? json_object_array_length(domains) : 0, nc = cidrs ? json_object_array_length(cidrs) : 0;
         gw_profile *p = calloc(1, sizeof(*p));
@@ -249,7 +249,8 @@ int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_pr
                 json_object *v = json_object_array_get_idx(cidrs, i);
                 const char *reason = "must be a string";
                 cidr c;
-                if (!json_object_is_type(v, json_type_string) || cidr_parse(json_object_get_string(v), &c, &reason) < 0) {
+                if (!json_object_is_type(v, json_type_string) ||
+                    cidr_parse(json_object_get_string(v), &c, &reason) < 0) {
                         gw_profile_unref(p);
                         return sp_error_set(err, SP_E_INVALID, "field 'cidrs[%zu]' %s", i, reason);
                 }

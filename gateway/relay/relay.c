@@ -218,8 +218,8 @@ static void dial(conn *c)
 
 static bool http_method_like(const uint8_t *p, size_t n)
 {
-        static const char *const methods[] = {"GET ",     "POST ",  "PUT ",   "HEAD ", "DELETE ", "OPTIONS ",
-                                              "PATCH ",   "TRACE ", "CONNECT ", NULL};
+        static const char *const methods[] = {"GET ",     "POST ",  "PUT ",   "HEAD ",    "DELETE ",
+                                              "OPTIONS ", "PATCH ", "TRACE ", "CONNECT ", NULL};
         for (size_t i = 0; methods[i]; i++) {
                 size_t m = strlen(methods[i]);
                 size_t k = n < m ? n : m;
@@ -274,7 +274,8 @@ static int sniff(conn *c, bool timed_out, const char **refusal, const char **det
                         if (!timed_out && look < GW_HTTP_MAX_HEAD)
                                 return 0;
                         *refusal = "http-request";
-                        *detail = timed_out ? "the request head did not arrive in time" : "the request head is too large";
+                        *detail =
+                                timed_out ? "the request head did not arrive in time" : "the request head is too large";
                         return 1;
                 case GW_HTTP_OK:
                         if (!hr.host_is_ip)
@@ -306,8 +307,8 @@ static void decide(conn *c, bool timed_out)
                 return;
         }
         int64_t now = sp_now_mono_us();
-        gw_decision d = gw_decide_tcp(g->table, sb, c->dst, c->port, gw_dst_class(g, c->dst),
-                                      c->name[0] ? c->name : NULL, now);
+        gw_decision d =
+                gw_decide_tcp(g->table, sb, c->dst, c->port, gw_dst_class(g, c->dst), c->name[0] ? c->name : NULL, now);
         if (d.allow && refusal) {
                 gw_conn_done(sb);
                 d = gw_decision_soft(sb, refusal);
@@ -412,7 +413,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 conn_close(c, true);
                 return;
         }
-        struct timeval tv = {.tv_sec = g->cfg.sniff_timeout_ms / 1000, .tv_usec = (g->cfg.sniff_timeout_ms % 1000) * 1000};
+        struct timeval tv = {.tv_sec = g->cfg.sniff_timeout_ms / 1000,
+                             .tv_usec = (g->cfg.sniff_timeout_ms % 1000) * 1000};
         evtimer_add(c->timer, &tv);
         bufferevent_setcb(c->down, sniff_read, NULL, sniff_event, c);
         bufferevent_enable(c->down, EV_READ);

@@ -266,8 +266,7 @@ static void serve(server *s, int ns_fd)
         }
 }
 
-int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_record *records, size_t n,
-                       sp_error **err)
+int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_record *records, size_t n, sp_error **err)
 {
         memset(in, 0, sizeof(*in));
         in->ns.fd = -1;
@@ -306,15 +305,16 @@ int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_rec
                 size_t l = strlen(sans);
                 snprintf(sans + l, sizeof(sans) - l, "%sDNS:%s", i ? "," : "", records[i].name);
         }
-        const char *req[] = {"openssl", "req",    "-x509",    "-newkey",     "rsa:2048", "-nodes", "-keyout",
-                             key_path,  "-out",   in->ca_path, "-subj",      "/CN=inet", "-days",  "2",
-                             "-addext", sans,     NULL};
+        const char *req[] = {"openssl", "req",    "-x509",   "-newkey",   "rsa:2048", "-nodes",
+                             "-keyout", key_path, "-out",    in->ca_path, "-subj",    "/CN=inet",
+                             "-days",   "2",      "-addext", sans,        NULL};
         pid_t op;
         int status = -1;
         if (sp_test_spawn(req, &(sp_test_spawn_opts){.log_path = "/dev/null"}, &op, err) < 0 ||
             sp_test_child_wait(op, 60000, &status, err) < 0 || status != 0) {
                 sp_test_inet_stop(in);
-                return sp_error_set(err, SP_E_INTERNAL, "openssl req for the internet's certificate (status %d)", status);
+                return sp_error_set(err, SP_E_INTERNAL, "openssl req for the internet's certificate (status %d)",
+                                    status);
         }
         _cleanup_buf_ sp_buf cert = SP_BUF_INIT, key = SP_BUF_INIT;
         if (sp_file_read(in->ca_path, 1 << 20, &cert, err) < 0 || sp_file_read(key_path, 1 << 20, &key, err) < 0) {

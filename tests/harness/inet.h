@@ -48,8 +48,7 @@ typedef struct sp_test_inet {
 
 /* Starts the internet with records[0..n) (each address is added to the
  * namespace's loopback; one name may have several records). dir must exist. */
-int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_record *records, size_t n,
-                       sp_error **err);
+int sp_test_inet_start(sp_test_inet *in, const char *dir, const sp_test_inet_record *records, size_t n, sp_error **err);
 void sp_test_inet_stop(sp_test_inet *in);
 /* How many lines of the log contain needle (after a short settle). */
 int sp_test_inet_seen(const sp_test_inet *in, const char *needle);

@@ -57,8 +57,9 @@ static void start_worker(void)
         snprintf(w_listen, sizeof(w_listen), "--listen=%s", addr);
         snprintf(w_http, sizeof(w_http), "--http-listen=127.0.0.1:%d", http_port);
         snprintf(w_cg, sizeof(w_cg), "--cgroup-parent=%s", cgparent);
-        const char *argv[] = {w_bin,        w_storage,    w_image,          "--storage-size=2G", w_listen, w_http,
-                              "--insecure", "--slots=16", "--log-format=text", w_cg,              w_state};
+        const char *argv[] = {w_bin,  w_storage,    w_image,      "--storage-size=2G", w_listen,
+                              w_http, "--insecure", "--slots=16", "--log-format=text", w_cg,
+                              w_state};
         size_t n = 0;
         for (; n < sizeof(argv) / sizeof(argv[0]); n++)
                 w_argv[n] = argv[n];
@@ -680,8 +681,10 @@ START_TEST(egress_goes_through_the_gateway_only)
 {
         /* The test's own internet, and the worker again with a gateway confined to it. */
         static const sp_test_inet_record rec[] = {
-                {"allowed.test", "10.213.200.1"}, {"evil.test", "10.213.200.3"},
-                {"meta.test", "169.254.169.254"}, {"lan.test", "192.168.77.1"},
+                {"allowed.test", "10.213.200.1"},
+                {"evil.test", "10.213.200.3"},
+                {"meta.test", "169.254.169.254"},
+                {"lan.test", "192.168.77.1"},
         };
         sp_error *e = NULL;
         sp_test_inet in;
@@ -703,8 +706,8 @@ START_TEST(egress_goes_through_the_gateway_only)
 
         const char *sbx = "sbx_test000000000000000e";
         char req[512];
-        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"template\":\"base\",\"tenant_id\":\"ten_test\",\"egress\":%s}", sbx,
-                 T_PROFILE);
+        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"template\":\"base\",\"tenant_id\":\"ten_test\",\"egress\":%s}",
+                 sbx, T_PROFILE);
         json_object_put(must_call("CreateSandbox", "%s%s", req, ""));
 
         /* Allowed: a name of the profile, by plain HTTP and by TLS, to the address the gateway resolved. */
@@ -718,7 +721,9 @@ START_TEST(egress_goes_through_the_gateway_only)
          * resolver would hand out that are the host's network or its metadata service; the host itself. */
         expect(sbx, "timeout 10 wget -q -O - http://evil.test/ || echo refused", "refused\n");
         expect(sbx, "timeout 10 wget -q -O - http://10.213.200.3/ || echo refused", "refused\n");
-        expect(sbx, "printf 'GET / HTTP/1.1\\\\r\\\\nHost: evil.test\\\\r\\\\n\\\\r\\\\n' | nc -w 3 10.213.200.1 80; echo done",
+        expect(sbx,
+               "printf 'GET / HTTP/1.1\\\\r\\\\nHost: evil.test\\\\r\\\\n\\\\r\\\\n' | nc -w 3 10.213.200.1 80; echo "
+               "done",
                "done\n");
         expect(sbx, "nc -w 3 allowed.test 22 </dev/null; echo done", "done\n");
         expect(sbx, "cd /tmp && timeout 3 tftp -g -r x 10.213.200.1 9999 2>/dev/null; echo done", "done\n");
@@ -728,7 +733,8 @@ START_TEST(egress_goes_through_the_gateway_only)
         expect(sbx, "timeout 10 wget -q -O - http://lan.test/ || echo refused", "refused\n");
         expect(sbx, "nc -w 3 $(ip route | awk '/^default/ {print $3}') 22 </dev/null; echo done", "done\n");
         expect(sbx,
-               "nslookup aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+               "nslookup "
+               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
                "bbbbbbbbbbbbbbbbbbbbbbbbbb.wild.test >/dev/null 2>&1 || echo refused",
                "refused\n");
 
@@ -748,7 +754,8 @@ START_TEST(egress_goes_through_the_gateway_only)
         ck_assert(LOGGED(sbx, "kind", "tcp", "destination", "10.213.200.1", "port", "22", "rule", "port"));
         ck_assert(LOGGED(sbx, "kind", "tcp", "destination", "169.254.169.254", "rule", "forbidden-address"));
         ck_assert(LOGGED(sbx, "kind", "dns", "rule", "dns-name-length"));
-        ck_assert(LOGGED(sbx, "kind", "packet", "destination", "10.213.200.1", "proto", "udp", "rule", "space:protocol"));
+        ck_assert(
+                LOGGED(sbx, "kind", "packet", "destination", "10.213.200.1", "proto", "udp", "rule", "space:protocol"));
         ck_assert(LOGGED(sbx, "kind", "dns", "name", "meta.test", "tenant_id", "ten_test"));
 
         /* And counted: the firewall's drops by rule, the gateway's state. */
@@ -759,8 +766,8 @@ START_TEST(egress_goes_through_the_gateway_only)
         ck_assert_ptr_null(strstr(m.data, "space_worker_firewall_drops_total{rule=\"space:protocol\"} 0\n"));
 
         /* Audit: what the profile would refuse goes ahead, and says so. */
-        snprintf(req, sizeof(req), "{\"id\":\"%s\",\"egress\":{\"name\":\"t\",\"mode\":\"audit\",\"domains\":[\"allowed.test\"]}}",
-                 sbx);
+        snprintf(req, sizeof(req),
+                 "{\"id\":\"%s\",\"egress\":{\"name\":\"t\",\"mode\":\"audit\",\"domains\":[\"allowed.test\"]}}", sbx);
         json_object_put(must_call("SetEgress", "%s%s", req, ""));
         expect(sbx, "timeout 10 wget -q -O - http://evil.test/", "http evil.test 10.213.200.3:80\n");
         ck_assert(LOGGED(sbx, "kind", "tcp", "name", "evil.test", "decision", "would-refuse"));

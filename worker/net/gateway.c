@@ -127,7 +127,8 @@ static void on_line(wk_gw *g, const char *line, size_t len)
         _cleanup_error_ sp_error *e = NULL;
         if (strcmp(ops, "error") == 0) {
                 json_object_object_get_ex(o, "error", &msg);
-                sp_error_set(&e, SP_E_INVALID, "the egress gateway refused: %s", msg ? json_object_get_string(msg) : "");
+                sp_error_set(&e, SP_E_INVALID, "the egress gateway refused: %s",
+                             msg ? json_object_get_string(msg) : "");
                 sp_log_warn("%s", e->message);
         }
         for (waiter **pw = &g->waiters; *pw; pw = &(*pw)->next)

@@ -43,9 +43,9 @@ static int on_drop(const wk_nflog_record *r, void *ud)
                 inet_ntop(r->family, &r->saddr, src, sizeof(src));
         if (r->family)
                 inet_ntop(r->family, &r->daddr, dst, sizeof(dst));
-        const char *proto = r->protocol == IPPROTO_TCP    ? "tcp"
-                            : r->protocol == IPPROTO_UDP  ? "udp"
-                            : r->protocol == IPPROTO_ICMP ? "icmp"
+        const char *proto = r->protocol == IPPROTO_TCP      ? "tcp"
+                            : r->protocol == IPPROTO_UDP    ? "udp"
+                            : r->protocol == IPPROTO_ICMP   ? "icmp"
                             : r->protocol == IPPROTO_ICMPV6 ? "icmpv6"
                                                             : "ip";
         _cleanup_json_ json_object *o = json_object_new_object();
