@@ -77,7 +77,18 @@ static const pr_field get_egress_log_fields[] = {
 #undef R
 const pr_schema pr_wk_get_egress_log_schema = PR_SCHEMA("GetEgressLog", get_egress_log_fields);
 
-static const pr_field egress_log_fields[] = {PR_F_JSON(pr_wk_egress_log, "records", records, true)};
+#define R pr_wk_egress_record
+static const pr_field egress_record_fields[] = {
+        PR_F_INT(R, "time_us", time_us, true, 0, INT64_MAX, 0),
+        PR_F_STRING(R, "kind", kind, true, 16),
+        PR_F_STRING(R, "decision", decision, true, 16),
+        PR_F_STRING(R, "rule", rule, true, 64),
+};
+#undef R
+const pr_schema pr_wk_egress_record_schema = PR_SCHEMA_OPEN("EgressRecord", egress_record_fields);
+
+static const pr_field egress_log_fields[] = {
+        PR_F_ARRAY(pr_wk_egress_log, "records", records, true, 1000, &pr_wk_egress_record_schema)};
 const pr_schema pr_wk_egress_log_schema = PR_SCHEMA_OPEN("EgressLog", egress_log_fields);
 
 static const pr_field signal_session_fields[] = {
@@ -384,6 +395,8 @@ const pr_answer pr_worker_answers[] = {
         A(pr_wk_import_trailer_schema, pr_wk_template_trailer),
         A(pr_wk_upload_trailer_schema, pr_wk_template_trailer),
         A(pr_wk_artifact_trailer_schema, pr_wk_artifact_trailer),
+        A(pr_wk_egress_record_schema, pr_wk_egress_record),
+        A(pr_wk_egress_log_schema, pr_wk_egress_log),
 };
 #undef A
 const size_t pr_worker_nanswers = sizeof(pr_worker_answers) / sizeof(pr_worker_answers[0]);

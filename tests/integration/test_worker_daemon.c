@@ -672,6 +672,22 @@ static bool logged(const char *sandbox, const char *const *pairs)
         return false;
 }
 
+/* Waits (10 s at most) until the sandbox reaches allowed.test again: the
+ * gateway, started again, has its profile back. */
+static void egress_back(const char *sandbox)
+{
+        char *got = NULL;
+        for (int i = 0; i < 50; i++) {
+                free(got);
+                got = sh(sandbox, "timeout 5 wget -q -O - http://allowed.test/ || echo refused");
+                if (strcmp(got, "http allowed.test 10.213.200.1:80\n") == 0)
+                        break;
+                usleep(200000);
+        }
+        ck_assert_str_eq(got, "http allowed.test 10.213.200.1:80\n");
+        free(got);
+}
+
 #define LOGGED(sandbox, ...) logged(sandbox, (const char *const[]){__VA_ARGS__, NULL})
 
 static const char *const T_PROFILE =
@@ -786,22 +802,13 @@ START_TEST(egress_goes_through_the_gateway_only)
         _cleanup_buf_ sp_buf pid = SP_BUF_INIT;
         sp_test_ok(sp_file_read(pidp, 64, &pid, &e), &e);
         ck_assert_int_eq(kill(atoi(pid.data), SIGKILL), 0);
-        char *got = NULL;
-        for (int i = 0; i < 50; i++) {
-                free(got);
-                got = sh(sbx, "timeout 5 wget -q -O - http://allowed.test/ || echo refused");
-                if (strcmp(got, "http allowed.test 10.213.200.1:80\n") == 0)
-                        break;
-                usleep(200000);
-        }
-        ck_assert_str_eq(got, "http allowed.test 10.213.200.1:80\n");
-        free(got);
+        egress_back(sbx);
 
         /* The worker killed and started again: the sandbox keeps its network, its rules and its egress. */
         sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
         sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
         sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
-        expect(sbx, "timeout 10 wget -q -O - http://allowed.test/", "http allowed.test 10.213.200.1:80\n");
+        egress_back(sbx);
         expect(sbx, "timeout 10 wget -q -O - http://evil.test/ || echo refused", "refused\n");
 
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", sbx, ""));

@@ -223,9 +223,12 @@ static void finish(wk_import *imp)
         unlink_import(imp);
         _cleanup_error_ sp_error *e = TAKE_PTR(imp->err), *de = NULL;
         int rc = imp->rc;
-        /* Deleted meanwhile: whatever the thread achieved, it is not recorded. */
-        if (rc >= 0 && imp->deletes)
-                rc = sp_error_set(&e, SP_E_UNAVAILABLE, "the import was cancelled (the template was deleted)");
+        /* Deleted meanwhile: whatever the thread achieved (or why it stopped), it
+         * is not recorded, and the caller hears why. */
+        if (imp->deletes) {
+                e = sp_error_free(e);
+                rc = sp_error_set(&e, SP_E_NOT_FOUND, "template %s was deleted while it was imported", imp->name);
+        }
         if (rc >= 0) {
                 rc = wk__template_record(n, imp->name, TAKE_PTR(imp->meta), imp->spec.artifact_format,
                                          imp->spec.artifact_bytes, (int64_t)imp->bytes, &e);

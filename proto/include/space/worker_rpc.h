@@ -65,8 +65,16 @@ typedef struct pr_wk_get_egress_log {
         int64_t limit;
         const char *decision;
 } pr_wk_get_egress_log;
+/* One record: the fields every kind has; the rest (name, destination,
+ * port, bytes, …: docs/networking.md) are read from the JSON. */
+typedef struct pr_wk_egress_record {
+        int64_t time_us;
+        const char *kind; /* dns, tcp, packet */
+        const char *decision; /* allowed, refused, would-refuse */
+        const char *rule;
+} pr_wk_egress_record;
 typedef struct pr_wk_egress_log {
-        json_object *records;
+        json_object *records; /* array of EgressRecord */
 } pr_wk_egress_log;
 
 /* GetSandbox, DeleteSandbox, Pause/Resume/Suspend/RestoreSandbox, SandboxStats */
@@ -348,6 +356,7 @@ extern const pr_schema pr_wk_set_warm_pool_schema;
 extern const pr_schema pr_wk_set_egress_schema;
 extern const pr_schema pr_wk_get_egress_log_schema;
 extern const pr_schema pr_wk_egress_log_schema;
+extern const pr_schema pr_wk_egress_record_schema;
 
 typedef struct pr_method {
         const char *name;
