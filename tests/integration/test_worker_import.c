@@ -546,7 +546,7 @@ START_TEST(deleting_mid_import_kills_the_program)
         ck_assert_int_eq(access(at("storage/templates/deb"), F_OK), -1);
         ck_assert_int_eq(access(at("state/templates/deb.json"), F_OK), -1);
         import_wait_end(&st);
-        ck_assert_msg(st.error && st.error->code == SP_E_UNAVAILABLE && strstr(st.error->message, "deleted"), "%s",
+        ck_assert_msg(st.error && st.error->code == SP_E_NOT_FOUND && strstr(st.error->message, "deleted"), "%s",
                       st.error ? st.error->message : "imported");
         import_free(&st);
         /* Not recorded after the fact; the name is free again. */

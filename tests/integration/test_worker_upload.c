@@ -1196,7 +1196,7 @@ START_TEST(deleting_mid_upload_or_import_stops_it)
         ck_assert_int_eq(access(at("storage/artifacts/tpl_del.unpack"), F_OK), -1);
         ck_assert_int_eq(count_entries(at("storage/artifacts")), 0);
         upload_wait_end(&st, cli);
-        ck_assert_msg(st.error && st.error->code == SP_E_UNAVAILABLE, "%s", st.error ? st.error->message : "imported");
+        ck_assert_msg(st.error && st.error->code == SP_E_NOT_FOUND, "%s", st.error ? st.error->message : "imported");
         ck_assert_msg(strstr(st.error->message, "deleted"), "%s", st.error->message);
         stream_free(&st);
         /* And it does not come back (nor grow) afterwards. */
