@@ -54,6 +54,22 @@ struct gw_relay {
         conn *conns;
 };
 
+static void audit_conn(conn *c, gw_sandbox *sb, const char *phase, const char *detail)
+{
+        gw_audit(c->r->g, &(gw_audit_rec){.kind = "tcp",
+                                          .phase = phase,
+                                          .sb = sb,
+                                          .src = c->src,
+                                          .name = c->name[0] ? c->name : NULL,
+                                          .proto = c->proto,
+                                          .dst = c->dst,
+                                          .port = c->port,
+                                          .bytes_out = c->out,
+                                          .bytes_in = c->in,
+                                          .d = c->d,
+                                          .detail = detail});
+}
+
 static void conn_close(conn *c, bool rst)
 {
         gw_relay *r = c->r;
@@ -62,17 +78,7 @@ static void conn_close(conn *c, bool rst)
         if (c->counted) {
                 if (sb)
                         gw_conn_done(sb);
-                gw_audit(g, &(gw_audit_rec){.kind = "tcp",
-                                            .phase = "close",
-                                            .sb = sb,
-                                            .src = c->src,
-                                            .name = c->name[0] ? c->name : NULL,
-                                            .proto = c->proto,
-                                            .dst = c->dst,
-                                            .port = c->port,
-                                            .bytes_out = c->out,
-                                            .bytes_in = c->in,
-                                            .d = c->d});
+                audit_conn(c, sb, "close", NULL);
                 g->counters.open_conns--;
         }
         if (c->prev)
@@ -316,16 +322,7 @@ static void decide(conn *c, bool timed_out)
                         sb->conns++;
         }
         c->d = d;
-        gw_audit(g, &(gw_audit_rec){.kind = "tcp",
-                                    .phase = "open",
-                                    .sb = sb,
-                                    .src = c->src,
-                                    .name = c->name[0] ? c->name : NULL,
-                                    .proto = c->proto,
-                                    .dst = c->dst,
-                                    .port = c->port,
-                                    .d = d,
-                                    .detail = detail});
+        audit_conn(c, sb, "open", detail);
         if (!d.allow) {
                 conn_close(c, true);
                 return;

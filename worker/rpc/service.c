@@ -175,7 +175,10 @@ static void h_set_warm(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_reply(call, NULL, NULL);
 }
 
-static void egress_done(const sp_error *err, void *ud)
+/* The answer, {} or the error, to a call held (sp_rpc_call_ref) until now:
+ * a delete that waited for its template's import to stop, an egress profile
+ * the gateway took. */
+static void reply_later(const sp_error *err, void *ud)
 {
         sp_rpc_call *call = ud;
         if (err)
@@ -195,7 +198,7 @@ static void h_set_egress(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         sp_rpc_call_ref(call);
-        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, egress_done, call, &e) < 0) {
+        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, reply_later, call, &e) < 0) {
                 sp_rpc_call_unref(call);
                 wk__fail(call, e);
         }
@@ -314,17 +317,6 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_set_ops(call, &ops, ic);
 }
 
-/* A delete that waited for the template's import to stop. */
-static void template_deleted(const sp_error *err, void *ud)
-{
-        sp_rpc_call *call = ud;
-        if (err)
-                sp_rpc_call_fail(call, err);
-        else
-                sp_rpc_call_reply(call, NULL, NULL);
-        sp_rpc_call_unref(call);
-}
-
 static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
@@ -335,7 +327,7 @@ static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         /* Answered once a running import of it has stopped (node.h). */
-        int r = wk_node_template_delete(wk__svc.node, q.name, template_deleted, sp_rpc_call_ref(call), &e);
+        int r = wk_node_template_delete(wk__svc.node, q.name, reply_later, sp_rpc_call_ref(call), &e);
         if (r == 1)
                 return;
         sp_rpc_call_unref(call);
