@@ -19,7 +19,7 @@
 #include "store/db.h"
 #include "store/keys.h"
 
-#define CP_API_MAX_ROUTES 64
+#define CP_API_MAX_ROUTES 96
 #define CP_LATENCY_BUCKETS 12
 
 /* Why a call to a worker failed, for metrics: it could not be reached, it did
@@ -124,6 +124,14 @@ int cp__mutation_commit_quiet(cp_call *c);
  * that a retry starts afresh. No-op without a key. */
 void cp__mutation_forget(cp_call *c);
 
+/* Inside a mutation: the whole egress profile a sandbox of c's tenant is
+ * given for name ("" is none; a built-in; the tenant's, locked against its
+ * delete until the transaction ends) or inline_profile (private addresses
+ * only for admins). SP_E_NOT_FOUND for an unknown name. */
+typedef struct gw_profile gw_profile;
+int cp__egress_resolve(cp_call *c, const char *name, const gw_profile *inline_profile, json_object **ret,
+                       sp_error **err);
+
 /* Inside a mutation: the audit record. detail may be NULL. */
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err);
 
@@ -206,6 +214,13 @@ void cp__h_sandbox_wake(cp_call *c);
 void cp__h_sandbox_stop(cp_call *c);
 void cp__h_sandbox_start(cp_call *c);
 void cp__h_sandbox_timeout(cp_call *c);
+void cp__h_sandbox_egress(cp_call *c);
+void cp__h_sandbox_egress_log(cp_call *c);
+void cp__h_egress_profile_create(cp_call *c);
+void cp__h_egress_profile_list(cp_call *c);
+void cp__h_egress_profile_get(cp_call *c);
+void cp__h_egress_profile_update(cp_call *c);
+void cp__h_egress_profile_delete(cp_call *c);
 void cp__h_operation_get(cp_call *c);
 void cp__h_template_create(cp_call *c);
 void cp__h_template_list(cp_call *c);

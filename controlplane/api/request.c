@@ -350,9 +350,30 @@ static int get_resources(json_object *o, cp_resources *ret, sp_error **err)
 static bool egress_valid(const char *s)
 {
         for (; *s; s++)
-                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-'))
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
                         return false;
         return true;
+}
+
+/* "egress": a profile's name (into name) or a whole profile (*ret_inline). */
+static int get_egress(json_object *o, char name[static 64], gw_profile **ret_inline, sp_error **err)
+{
+        json_object *v = NULL;
+        if (!json_object_object_get_ex(o, "egress", &v) || !v)
+                return 0;
+        if (json_object_is_type(v, json_type_object)) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (gw_profile_parse(v, "inline", true, ret_inline, &e) < 0)
+                        return sp_error_set(err, SP_E_INVALID, "field 'egress': %s", e->message);
+                return 0;
+        }
+        const char *s = json_object_get_string(v);
+        if (!json_object_is_type(v, json_type_string) || !egress_valid(s) || strlen(s) > 63 || !*s)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "field 'egress' must be a profile's name (1 to 63 of a-z, 0-9, '-' and '_') "
+                                    "or a profile (an object)");
+        snprintf(name, 64, "%s", s);
+        return 0;
 }
 
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r)
@@ -362,6 +383,7 @@ void cp_sandbox_create_req_free(cp_sandbox_create_req *r)
         sp_json_putp(&r->env);
         sp_json_putp(&r->metadata);
         sp_json_putp(&r->labels);
+        gw_profile_unrefp(&r->egress_inline);
 }
 
 static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **err)
@@ -385,16 +407,7 @@ static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **e
         if (get_int_ex(o, NULL, "idle_timeout_s", true, 60, CP_MAX_TIMEOUT_S, &r->idle_timeout_s, err) < 0)
                 return -SP_E_INVALID;
 
-        const char *egress = NULL;
-        int g = get_str(o, NULL, "egress", sizeof(r->egress) - 1, &egress, err);
-        if (g < 0)
-                return g;
-        if (g > 0) {
-                if (!egress_valid(egress))
-                        return sp_error_set(err, SP_E_INVALID, "egress must be a profile name of a-z, 0-9 and '-'");
-                snprintf(r->egress, sizeof(r->egress), "%s", egress);
-        }
-        return 0;
+        return get_egress(o, r->egress, &r->egress_inline, err);
 }
 
 int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err)
@@ -411,6 +424,39 @@ int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *r
                 return r;
         }
         *ret = req;
+        return 0;
+}
+
+/* ---- egress profiles ---- */
+
+int cp_req_egress_profile(const char *body, size_t len, const char *path_name, gw_profile **ret, sp_error **err)
+{
+        *ret = NULL;
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        json_object *n = NULL;
+        if (path_name && json_object_object_get_ex(o, "name", &n) &&
+            (!json_object_is_type(n, json_type_string) || strcmp(json_object_get_string(n), path_name) != 0))
+                return sp_error_set(err, SP_E_INVALID, "field 'name' must be the profile's name in the path ('%s')",
+                                    path_name);
+        return gw_profile_parse(o, path_name, true, ret, err);
+}
+
+int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw_profile **ret_inline, sp_error **err)
+{
+        name[0] = '\0';
+        *ret_inline = NULL;
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        static const char *const allowed[] = {"egress", NULL};
+        if (check_fields(o, NULL, allowed, err) < 0 || get_egress(o, name, ret_inline, err) < 0)
+                return -SP_E_INVALID;
+        if (!name[0] && !*ret_inline)
+                return sp_error_set(err, SP_E_INVALID, "field 'egress' is required");
         return 0;
 }
 
@@ -895,4 +941,34 @@ bool cp_req_idempotency_key_valid(const char *key)
 bool cp_sandbox_state_valid(const char *s)
 {
         return s && in_list(s, sandbox_states);
+}
+
+static int one_of(const char *name, const char *value, const char *const *list, const char **ret, sp_error **err)
+{
+        *ret = NULL;
+        if (!given(value))
+                return 0;
+        for (size_t i = 0; list[i]; i++)
+                if (strcmp(value, list[i]) == 0) {
+                        *ret = list[i];
+                        return 0;
+                }
+        return refuse_not_in(name, list, err);
+}
+
+int cp_req_egress_log_query(const char *limit, const char *decision, const char *kind, const char *before,
+                            const char *after, pr_wk_get_egress_log *ret, sp_error **err)
+{
+        static const char *const decisions[] = {"allowed", "refused", "would-refuse", NULL};
+        static const char *const kinds[] = {"dns", "tcp", "packet", NULL};
+        memset(ret, 0, sizeof(*ret));
+        if (cp_req_count("limit", limit, 100, 1000, &ret->limit, err) < 0 ||
+            one_of("decision", decision, decisions, &ret->decision, err) < 0 ||
+            one_of("kind", kind, kinds, &ret->kind, err) < 0 ||
+            cp_req_count("before", before, 0, INT64_MAX / 2, &ret->before_us, err) < 0 ||
+            cp_req_count("after", after, 0, INT64_MAX / 2, &ret->after_us, err) < 0)
+                return -SP_E_INVALID;
+        if (ret->before_us && ret->after_us)
+                return sp_error_set(err, SP_E_INVALID, "before and after cannot be given together");
+        return 0;
 }

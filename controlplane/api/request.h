@@ -28,7 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/profile.h"
 #include "space/error.h"
+#include "space/worker_rpc.h"
 
 #define CP_NAME_LEN 128 /* template, tenant, key and label names */
 #define CP_MAX_MAP_ITEMS 64 /* env, metadata, labels */
@@ -52,7 +54,10 @@ typedef struct cp_resources {
 /* POST /v1/sandboxes
  * {"template":"base", "resources":{...}, "env":{}, "metadata":{}, "labels":{},
  *  "backend":"jail", "timeout_s":3600, "end_action":"kill"|"suspend",
- *  "idle_timeout_s":21600, "egress":"none"} — only "template" is required. */
+ *  "idle_timeout_s":21600, "egress":"none"} — only "template" is required.
+ * egress names a profile (a built-in or the tenant's), or is a whole profile
+ * of this sandbox's own (an object, gateway/policy/profile.h; its name
+ * defaults to "inline"). */
 typedef struct cp_sandbox_create_req {
         char template_name[CP_NAME_LEN + 1]; /* [A-Za-z0-9._-], 1..128 */
         cp_resources resources;
@@ -63,10 +68,27 @@ typedef struct cp_sandbox_create_req {
         int64_t timeout_s; /* 0: none; else 1..CP_MAX_TIMEOUT_S, sets end_at */
         char end_action[16]; /* "kill" (default) or "suspend" */
         int64_t idle_timeout_s; /* -1: cluster default (field absent); 0: never; else 60..CP_MAX_TIMEOUT_S */
-        char egress[64]; /* "" or a profile name [a-z0-9-]; stored, enforced by a later issue */
+        char egress[64]; /* "" (the default: none) or a profile name [a-z0-9-] */
+        gw_profile *egress_inline; /* or a profile of its own (private addresses allowed: the handler checks) */
 } cp_sandbox_create_req;
 int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err);
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
+
+/* POST /v1/egress-profiles and PUT /v1/egress-profiles/{name}: a profile
+ * (gateway/policy/profile.h), private addresses allowed (the handler checks
+ * who may). With path_name (PUT), "name" may be left out and must be it when
+ * given. Errors name the field (SP_E_INVALID). */
+int cp_req_egress_profile(const char *body, size_t len, const char *path_name, gw_profile **ret, sp_error **err);
+
+/* PUT /v1/sandboxes/{id}/egress {"egress": NAME | PROFILE}: a name (into
+ * name) or a profile of the sandbox's own (*ret_inline). */
+int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw_profile **ret_inline, sp_error **err);
+
+/* GET /v1/sandboxes/{id}/egress/log ?limit=1..1000 [100] &decision=allowed|
+ * refused|would-refuse &kind=dns|tcp|packet &before=TIME_US &after=TIME_US
+ * (not both): the worker's GetEgressLog, but for its id. */
+int cp_req_egress_log_query(const char *limit, const char *decision, const char *kind, const char *before,
+                            const char *after, pr_wk_get_egress_log *ret, sp_error **err);
 
 /* POST /v1/sandboxes/{id}/timeout {"timeout_s":N, "end_action":"kill"|"suspend"}
  * timeout_s 0 clears the timeout; end_action keeps the current one when absent (""). */

@@ -23,6 +23,8 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/sandboxes/{id}/stop", cp__h_sandbox_stop, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/sandboxes/{id}/start", cp__h_sandbox_start, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/sandboxes/{id}/timeout", cp__h_sandbox_timeout, CP_AUTH_TENANT, SMALL},
+        {"PUT", "/v1/sandboxes/{id}/egress", cp__h_sandbox_egress, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/sandboxes/{id}/egress/log", cp__h_sandbox_egress_log, CP_AUTH_TENANT, 0},
 
         {"POST", "/v1/sandboxes/{id}/sessions", cp__h_session_create, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sandboxes/{id}/sessions", cp__h_session_list, CP_AUTH_TENANT, 0},
@@ -46,6 +48,12 @@ const cp_route cp_api_routes[] = {
         {"DELETE", "/v1/templates/{name}", cp__h_template_delete, CP_AUTH_TENANT, 0},
         {"POST", "/v1/templates/{name}/warm", cp__h_template_warm, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/templates/{name}/upload", cp__h_template_upload, CP_AUTH_TENANT, SMALL},
+
+        {"POST", "/v1/egress-profiles", cp__h_egress_profile_create, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/egress-profiles", cp__h_egress_profile_list, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/egress-profiles/{name}", cp__h_egress_profile_get, CP_AUTH_TENANT, 0},
+        {"PUT", "/v1/egress-profiles/{name}", cp__h_egress_profile_update, CP_AUTH_TENANT, 0},
+        {"DELETE", "/v1/egress-profiles/{name}", cp__h_egress_profile_delete, CP_AUTH_TENANT, 0},
 
         {"GET", "/v1/workers", cp__h_worker_list, CP_AUTH_ADMIN, 0},
         {"GET", "/v1/workers/{id}", cp__h_worker_get, CP_AUTH_ADMIN, 0},

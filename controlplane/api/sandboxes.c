@@ -99,12 +99,20 @@ void cp__h_sandbox_create(cp_call *c)
         json_object_object_add(spec, "resources", res);
         json_object_object_add(spec, "env", json_object_get(r.env));
         json_object_object_add(spec, "labels", json_object_get(r.labels));
-        json_object_object_add(spec, "egress", json_object_new_string(r.egress));
+        if (!r.egress_inline)
+                json_object_object_add(spec, "egress", json_object_new_string(r.egress[0] ? r.egress : "none"));
 
         if (cp__mutation_begin(c)) {
                 cp_sandbox_create_req_free(&r);
                 return;
         }
+        json_object *profile = NULL;
+        if (cp__egress_resolve(c, r.egress, r.egress_inline, &profile, &e) < 0) {
+                cp_sandbox_create_req_free(&r);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        json_object_object_add(spec, "egress_profile", profile);
         char id[SP_ID_MAX], op[SP_ID_MAX], timeout[32], idle[32];
         snprintf(timeout, sizeof(timeout), "%lld", (long long)r.timeout_s);
         snprintf(idle, sizeof(idle), "%lld", (long long)r.idle_timeout_s);

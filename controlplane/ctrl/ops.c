@@ -59,6 +59,7 @@ typedef struct op_ctx {
         char *prior_state;
         char *first_error;
         sp_errc first_code;
+        int64_t egress_generation; /* a create's: the profile it sends */
 } op_ctx;
 
 static void ctx_free(op_ctx *x)
@@ -186,6 +187,17 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
         if (!err || (strcmp(x->k->kind, "create") == 0 && err->code == SP_E_CONFLICT) ||
             (strcmp(x->k->kind, "delete") == 0 && err->code == SP_E_NOT_FOUND)) {
                 (void)cp_worker_record_result(c->db, x->worker, true, c->cfg.quarantine_threshold, NULL, NULL);
+                if (!err && strcmp(x->k->kind, "create") == 0) {
+                        /* The worker has the profile this create sent (a later
+                         * change is the controller's to send: ctrl/reconcile.c). */
+                        char gen[24];
+                        snprintf(gen, sizeof(gen), "%lld", (long long)x->egress_generation);
+                        const char *p[] = {x->sbx, gen};
+                        (void)cp_db_exec(c->db,
+                                         "UPDATE sandboxes SET egress_applied = greatest(egress_applied, $2::bigint) "
+                                         "WHERE id = $1",
+                                         2, p, NULL, NULL);
+                }
                 op_succeed(c, x->op, x->sbx, x->k);
                 ctx_free(x);
                 return;
@@ -233,9 +245,23 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
 /* Columns of the sandbox an operation acts on, with its worker. */
 #define SBX_SELECT \
         "SELECT s.worker_id, s.template_id, s.spec::text, s.backend, s.observed_state, s.desired_state, " \
-        "w.state, coalesce(w.name, w.id), w.admin_state, coalesce(s.backend, w.backend, 'jail') " \
+        "w.state, coalesce(w.name, w.id), w.admin_state, coalesce(s.backend, w.backend, 'jail'), s.tenant_id, " \
+        "s.egress_generation " \
         "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1"
-enum { S_WORKER, S_TEMPLATE, S_SPEC, S_BACKEND, S_OBSERVED, S_DESIRED, S_HEALTH, S_WNAME, S_ADMIN, S_WBACKEND };
+enum {
+        S_WORKER,
+        S_TEMPLATE,
+        S_SPEC,
+        S_BACKEND,
+        S_OBSERVED,
+        S_DESIRED,
+        S_HEALTH,
+        S_WNAME,
+        S_ADMIN,
+        S_WBACKEND,
+        S_TENANT,
+        S_EGRESS_GEN
+};
 
 /* Loads the fleet and places the sandbox (a row of start_sandbox_op's query),
  * on another worker than `avoid` (NULL: any) if one fits, else on any. */
@@ -464,7 +490,14 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                                                                 .disk_mb = spec_int(res, "disk_mb")};
                         if (json_object_object_get_ex(spec, "env", &env) && json_object_is_type(env, json_type_object))
                                 q.env = env;
+                        /* The whole egress profile (api/egress.c); none when absent. */
+                        json_object *egress = NULL;
+                        if (json_object_object_get_ex(spec, "egress_profile", &egress) &&
+                            json_object_is_type(egress, json_type_object))
+                                q.egress = egress;
                 }
+                q.tenant_id = PQgetvalue(sbx, 0, S_TENANT);
+                x->egress_generation = strtoll(PQgetvalue(sbx, 0, S_EGRESS_GEN), NULL, 10);
                 req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);
                 timeout_ms = 120000;
         } else {

@@ -4,7 +4,8 @@
  * database does not want there are removed (orphans), sandboxes it wants
  * there but the worker lost are recreated, states the worker reports are
  * recorded, missing templates are imported, templates the database no longer
- * knows are removed, and warm pools sized.
+ * knows are removed, warm pools sized, and egress profiles a worker is
+ * behind on sent again.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,69 @@ static void repair_missing_and_drift(cp_ctrl *c, const char *worker, const char 
                          "o->>'state' = 'suspended') AND s.updated_at < $3::timestamptz - interval '5 seconds' "
                          "AND " IDLE_TARGET("s.id"),
                          3, p, NULL, NULL);
+}
+
+typedef struct egress_ctx {
+        cp_ctrl *c;
+        char key[64]; /* "egress:<sandbox id>" */
+        char generation[24];
+} egress_ctx;
+
+static void on_egress_set(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        egress_ctx *x = userdata;
+        const char *id = x->key + 7;
+        if (!err) {
+                const char *p[] = {id, x->generation};
+                (void)cp_db_exec(x->c->db,
+                                 "UPDATE sandboxes SET egress_applied = greatest(egress_applied, $2::bigint) "
+                                 "WHERE id = $1",
+                                 2, p, NULL, NULL);
+                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id), "reconcile: egress profile sent to its worker");
+        } else if (err->code != SP_E_NOT_FOUND) {
+                sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id), "reconcile: sending its egress profile: %s",
+                          err->message);
+        }
+        cp__inflight_del(x->c, x->key);
+        free(x);
+}
+
+/* Sandboxes on the worker whose egress profile changed since the worker last
+ * confirmed one (api/egress.c): SetEgress with the profile they should have. */
+static void egress_behind(cp_ctrl *c, const char *worker)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *p[] = {worker};
+        if (cp_db_exec(c->db,
+                       "SELECT s.id, s.egress_generation, coalesce(s.spec->'egress_profile', "
+                       "'{\"name\":\"none\"}'::jsonb)::text FROM sandboxes s WHERE s.worker_id = $1 "
+                       "AND s.deleted_at IS NULL AND s.egress_applied < s.egress_generation "
+                       "AND s.observed_state IN ('running', 'paused', 'suspended', 'stopped') AND " IDLE_TARGET(
+                               "s.id") " LIMIT 200",
+                       1, p, &res, NULL) < 0)
+                return;
+        sp_rpc_client *cli = PQntuples(res) ? cp__worker_client(c, worker) : NULL;
+        for (int i = 0; cli && i < PQntuples(res); i++) {
+                egress_ctx *x = calloc(1, sizeof(*x));
+                _cleanup_json_ json_object *profile = NULL;
+                if (!x)
+                        return;
+                x->c = c;
+                snprintf(x->key, sizeof(x->key), "egress:%s", PQgetvalue(res, i, 0));
+                snprintf(x->generation, sizeof(x->generation), "%s", PQgetvalue(res, i, 1));
+                const char *text = PQgetvalue(res, i, 2);
+                if (sp_json_parse(text, strlen(text), &profile, NULL) < 0 || !cp__inflight_add(c, x->key)) {
+                        free(x);
+                        continue;
+                }
+                _cleanup_json_ json_object *req = pr_msg_encode(
+                        &pr_wk_set_egress_schema, &(pr_wk_set_egress){.id = PQgetvalue(res, i, 0), .egress = profile});
+                if (sp_rpc_client_call(cli, "SetEgress", req, 30000, on_egress_set, x, NULL) < 0) {
+                        cp__inflight_del(c, x->key);
+                        free(x);
+                }
+        }
 }
 
 typedef struct tpl_import {
@@ -300,6 +364,7 @@ void cp__reconcile_run(cp_ctrl *c)
                 const char *sbx = PQgetisnull(ws, i, 1) ? "[]" : PQgetvalue(ws, i, 1);
                 remove_orphans(c, id, sbx, PQgetvalue(ws, i, 2));
                 repair_missing_and_drift(c, id, sbx, PQgetvalue(ws, i, 2));
+                egress_behind(c, id);
                 _cleanup_json_ json_object *tpls = NULL;
                 if (!PQgetisnull(ws, i, 3)) {
                         (void)sp_json_parse(PQgetvalue(ws, i, 3), strlen(PQgetvalue(ws, i, 3)), &tpls, NULL);

@@ -73,6 +73,9 @@ static const pr_field get_egress_log_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
         PR_F_INT(R, "limit", limit, false, 1, 1000, 100),
         PR_F_STRING(R, "decision", decision, false, 16),
+        PR_F_STRING(R, "kind", kind, false, 16),
+        PR_F_INT(R, "before_us", before_us, false, 0, INT64_MAX, 0),
+        PR_F_INT(R, "after_us", after_us, false, 0, INT64_MAX, 0),
 };
 #undef R
 const pr_schema pr_wk_get_egress_log_schema = PR_SCHEMA("GetEgressLog", get_egress_log_fields);
@@ -88,7 +91,8 @@ static const pr_field egress_record_fields[] = {
 const pr_schema pr_wk_egress_record_schema = PR_SCHEMA_OPEN("EgressRecord", egress_record_fields);
 
 static const pr_field egress_log_fields[] = {
-        PR_F_ARRAY(pr_wk_egress_log, "records", records, true, 1000, &pr_wk_egress_record_schema)};
+        PR_F_ARRAY(pr_wk_egress_log, "records", records, true, 1000, &pr_wk_egress_record_schema),
+        PR_F_BOOL(pr_wk_egress_log, "more", more, false)};
 const pr_schema pr_wk_egress_log_schema = PR_SCHEMA_OPEN("EgressLog", egress_log_fields);
 
 static const pr_field signal_session_fields[] = {

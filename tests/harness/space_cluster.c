@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "guard.h"
 #include "http_client.h"
+#include "inet.h"
 #include "proc.h"
 #include "space/cleanup.h"
 #include "space/json.h"
@@ -119,9 +121,23 @@ int sp_test_space_start_worker(sp_test_space *s, int i, sp_error **err)
                                 node,
                                 import};
         size_t n = 18;
+        if (s->opts.network || s->opts.net_upstream) {
+                sp_test_worker_net *net = &s->net[i];
+                if (sp_test_worker_net_args(port, s->opts.net_upstream, net, err) < 0)
+                        return -1;
+                for (size_t j = 0; net->argv[j] && n < 50; j++)
+                        argv[n++] = net->argv[j];
+                if (s->opts.net_upstream) {
+                        argv[n++] = "--gateway-resolver=" SP_TEST_INET_RESOLVER;
+                        argv[n++] = "--gateway-public-cidrs=" SP_TEST_INET_CIDR;
+                }
+        }
         for (size_t j = 0; s->opts.worker_args && s->opts.worker_args[j] && n < 63; j++)
                 argv[n++] = s->opts.worker_args[j];
         argv[n] = NULL;
+        if ((s->opts.network || s->opts.net_upstream) &&
+            (s->purge_guard[i] = sp_test_worker_purge_guard(argv, err)) < 0)
+                return -1;
         sp_test_proc_opts o = {.log_path = logp};
         if (sp_test_proc_start(p, "worker", argv, &o, err) < 0)
                 return -1;
@@ -216,6 +232,15 @@ void sp_test_space_down(sp_test_space *s)
         }
         for (int i = 0; i < SP_TEST_SPACE_MAX_WORKERS; i++) {
                 sp_test_proc_stop(&s->workers[i], 10000, NULL);
+                if (s->purge_guard[i] > 0) {
+                        /* The worker's table, gateway and links (and its sandboxes). */
+                        sp_error *e = NULL;
+                        if (sp_test_worker_purge((const char *const *)s->workers[i].argv, &e) < 0)
+                                fprintf(stderr, "purging worker %d: %s\n", i, e->message);
+                        else
+                                sp_test_guard_done(s->purge_guard[i]);
+                        sp_error_free(e);
+                }
                 sp_test_proc_free(&s->workers[i]);
         }
         cleanup_sandboxes(s);

@@ -22,6 +22,7 @@
 
 #include "launcher.h"
 #include "pg.h"
+#include "port.h"
 #include "space/error.h"
 
 #define SP_TEST_SPACE_MAX_WORKERS 4
@@ -34,6 +35,14 @@ typedef struct sp_test_space_opts {
          * they override the harness's (every worker gets
          * --template-import-root=<dir>/import, a directory shared by all) */
         const char *const *worker_args;
+        /* Sandboxes get a network (sp_test_worker_net_args, port.h): with
+         * net_upstream (a test internet's namespace, inet.h) each worker's
+         * gateway connects out into it only; without, network alone gives
+         * sandboxes links whose traffic nobody serves. The harness purges
+         * every worker's table, gateway and links when it goes down, and a
+         * guard does it should the test process die first. */
+        bool network;
+        const char *net_upstream;
 } sp_test_space_opts;
 
 typedef struct sp_test_space {
@@ -46,6 +55,8 @@ typedef struct sp_test_space {
         int rpc_port[SP_TEST_SPACE_MAX_CP]; /* worker RPC of replica i */
         int api; /* the port the API helpers talk to (replica 0's unless a test changes it) */
         sp_test_proc workers[SP_TEST_SPACE_MAX_WORKERS];
+        sp_test_worker_net net[SP_TEST_SPACE_MAX_WORKERS];
+        int purge_guard[SP_TEST_SPACE_MAX_WORKERS]; /* > 0: registered */
         int nworkers;
         sp_test_space_opts opts;
         char admin_key[256];

@@ -152,20 +152,26 @@ void wk_node_egress_record(wk_node *n, json_object *rec)
         close(fd);
 }
 
-/* Appends the records of one file that pass the filter to out. */
-static void read_file(const char *path, const char *decision, json_object *out)
+static bool field_is(json_object *o, const char *key, const char *want)
+{
+        json_object *v = NULL;
+        return !want || (json_object_object_get_ex(o, key, &v) && strcmp(json_object_get_string(v), want) == 0);
+}
+
+/* Appends the records of one file that pass q's filters to out. */
+static void read_file(const char *path, const pr_wk_get_egress_log *q, json_object *out)
 {
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
         if (sp_file_read(path, 2 * EGRESS_LOG_MAX, &text, NULL) < 0 || !text.data)
                 return;
         char *save = NULL;
         for (char *line = strtok_r(text.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                json_object *o = NULL;
+                json_object *o = NULL, *t = NULL;
                 if (sp_json_parse(line, strlen(line), &o, NULL) < 0)
                         continue;
-                json_object *d = NULL;
-                if (decision && (!json_object_object_get_ex(o, "decision", &d) ||
-                                 strcmp(json_object_get_string(d), decision) != 0)) {
+                int64_t time_us = json_object_object_get_ex(o, "time_us", &t) ? json_object_get_int64(t) : 0;
+                if (!field_is(o, "decision", q->decision) || !field_is(o, "kind", q->kind) ||
+                    (q->before_us > 0 && time_us >= q->before_us) || (q->after_us > 0 && time_us <= q->after_us)) {
                         json_object_put(o);
                         continue;
                 }
@@ -173,26 +179,29 @@ static void read_file(const char *path, const char *decision, json_object *out)
         }
 }
 
-int wk_node_egress_log(wk_node *n, const char *id, size_t limit, const char *decision, json_object **ret,
-                       sp_error **err)
+int wk_node_egress_log(wk_node *n, const char *id, const pr_wk_get_egress_log *q, json_object **ret, sp_error **err)
 {
         wk_sandbox *sb = wk_node_sandbox_find(n, id);
         if (!sb)
                 return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
-        if (limit == 0 || limit > EGRESS_LOG_LIMIT)
-                limit = EGRESS_LOG_LIMIT;
+        size_t limit = q->limit > 0 && q->limit <= EGRESS_LOG_LIMIT ? (size_t)q->limit : EGRESS_LOG_LIMIT;
         char path[PATH_MAX], old[PATH_MAX + 4];
         wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log", n->state_dir, sb->key);
         snprintf(old, sizeof(old), "%s.1", path);
         _cleanup_json_ json_object *all = json_object_new_array();
-        read_file(old, decision, all);
-        read_file(path, decision, all);
-        size_t total = json_object_array_length(all), from = total > limit ? total - limit : 0;
+        read_file(old, q, all);
+        read_file(path, q, all);
+        size_t total = json_object_array_length(all), from = 0, to = total;
+        if (q->after_us > 0)
+                to = total > limit ? limit : total;
+        else
+                from = total > limit ? total - limit : 0;
         json_object *records = json_object_new_array();
-        for (size_t i = from; i < total; i++)
+        for (size_t i = from; i < to; i++)
                 json_object_array_add(records, json_object_get(json_object_array_get_idx(all, i)));
         json_object *o = json_object_new_object();
         json_object_object_add(o, "records", records);
+        json_object_object_add(o, "more", json_object_new_boolean(to - from < total));
         *ret = o;
         return 0;
 }

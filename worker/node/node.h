@@ -280,10 +280,11 @@ int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, 
 /* Files one audit record (the gateway's decision or the firewall's drop) in
  * the egress log of the sandbox it names by id or by source address. */
 void wk_node_egress_record(wk_node *n, json_object *rec);
-/* The last limit records of the sandbox's egress log, oldest first, as
- * {"records": [...]}; decision, when not NULL, keeps those with it. */
-int wk_node_egress_log(wk_node *n, const char *id, size_t limit, const char *decision, json_object **ret,
-                       sp_error **err);
+/* Records of the sandbox's egress log, oldest first, as {"records": [...],
+ * "more": bool}: those q's decision and kind (when not NULL) keep, the last
+ * q->limit older than q->before_us or the first q->limit newer than
+ * q->after_us (GetEgressLog, proto/spec/worker-rpc.md). q->id is ignored. */
+int wk_node_egress_log(wk_node *n, const char *id, const pr_wk_get_egress_log *q, json_object **ret, sp_error **err);
 /* True when the node can serve: its storage answers. */
 bool wk_node_ready(wk_node *n, sp_error **err);
 

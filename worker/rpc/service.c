@@ -211,7 +211,7 @@ static void h_egress_log(sp_rpc_call *call, json_object *req, void *ud)
         pr_wk_get_egress_log q = {0};
         _cleanup_json_ json_object *o = NULL;
         if (pr_msg_decode(&pr_wk_get_egress_log_schema, req, &q, &e) < 0 ||
-            wk_node_egress_log(wk__svc.node, q.id, (size_t)q.limit, q.decision, &o, &e) < 0) {
+            wk_node_egress_log(wk__svc.node, q.id, &q, &o, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }

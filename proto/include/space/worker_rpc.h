@@ -57,13 +57,19 @@ typedef struct pr_wk_set_egress {
         json_object *egress;
 } pr_wk_set_egress;
 
-/* GetEgressLog: the last `limit` records of a sandbox's egress log (1-1000,
- * default 100), only those with `decision` when given. Answer
- * {"records":[...]}, oldest first. */
+/* GetEgressLog: records of a sandbox's egress log, oldest first, only those
+ * with `decision` and `kind` when given: the last `limit` (1-1000, default
+ * 100) of those older than `before_us` (when not 0), or, with `after_us`, the
+ * first `limit` of those newer than it. Answer {"records":[...], "more":
+ * bool} — more: there are further records the limit left out (older ones;
+ * newer ones with after_us). */
 typedef struct pr_wk_get_egress_log {
         const char *id;
         int64_t limit;
         const char *decision;
+        const char *kind;
+        int64_t before_us; /* 0: none */
+        int64_t after_us; /* 0: none */
 } pr_wk_get_egress_log;
 /* One record: the fields every kind has; the rest (name, destination,
  * port, bytes, …: docs/networking.md) are read from the JSON. */
@@ -75,6 +81,7 @@ typedef struct pr_wk_egress_record {
 } pr_wk_egress_record;
 typedef struct pr_wk_egress_log {
         json_object *records; /* array of EgressRecord */
+        bool more;
 } pr_wk_egress_log;
 
 /* GetSandbox, DeleteSandbox, Pause/Resume/Suspend/RestoreSandbox, SandboxStats */

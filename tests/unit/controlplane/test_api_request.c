@@ -378,15 +378,26 @@ START_TEST(sandbox_create_timeouts_and_enums)
         snprintf(body, sizeof(body), "{\"template\":\"b\",\"backend\":\"%s\"}", long_backend);
         expect_fail(&D_CREATE, body, "backend must be at most");
 
-        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":\"Open\"}", "egress must be a profile name");
-        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":\"a b\"}", "egress must be a profile name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":\"Open\"}", "field 'egress' must be a profile's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":\"a b\"}", "field 'egress' must be a profile's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":\"\"}", "field 'egress' must be a profile's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":5}", "field 'egress' must be a profile's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":{\"domains\":[\"a b\"]}}",
+                    "field 'egress': field 'domains[0]'");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"egress\":{\"name\":\"none\"}}", "built-in");
+        expect_ok(&D_CREATE, "{\"template\":\"b\",\"egress\":{\"domains\":[\"A.example\"]}}", &r);
+        ck_assert_str_eq(r.egress, "");
+        ck_assert_ptr_nonnull(r.egress_inline);
+        ck_assert_str_eq(gw_profile_name(r.egress_inline), "inline");
+        ck_assert(gw_profile_allows_name(r.egress_inline, "a.example"));
+        cp_sandbox_create_req_free(&r);
         _cleanup_free_ char *e63 = repeat('e', 63), *e64 = repeat('e', 64);
         snprintf(body, sizeof(body), "{\"template\":\"b\",\"egress\":\"%s\"}", e63);
         expect_ok(&D_CREATE, body, &r);
         ck_assert_str_eq(r.egress, e63);
         cp_sandbox_create_req_free(&r);
         snprintf(body, sizeof(body), "{\"template\":\"b\",\"egress\":\"%s\"}", e64);
-        expect_fail(&D_CREATE, body, "egress must be at most 63 bytes");
+        expect_fail(&D_CREATE, body, "field 'egress' must be a profile's name (1 to 63");
 }
 END_TEST
 

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Egress through the public API of a real cluster (PostgreSQL,
+ * space-controlplane, a space-worker whose sandboxes have a network and whose
+ * gateway connects out only into this test's own internet, inet.h):
+ *
+ * - egress profiles are a tenant's: created, listed (with the built-in none
+ *   and public), read, changed and deleted; a malformed one is a 400 naming
+ *   the field and changes nothing; private addresses need an admin; a
+ *   profile in use cannot be deleted; another tenant sees none of them;
+ * - a sandbox created with a profile reaches what it allows and nothing
+ *   else; PUT /v1/sandboxes/{id}/egress changes it and the new rules hold
+ *   when the API answers (none, a profile of its own, back to the named one);
+ * - changing a profile reaches the running sandboxes that use it (the
+ *   controller sends it; egress_applied says when);
+ * - GET /v1/sandboxes/{id}/egress/log shows the decisions, filtered by
+ *   decision and kind, paged with before;
+ * - create with a profile that does not exist is a 404 and makes nothing.
+ *
+ * Needs root (the worker, namespaces, nftables), btrfs and PostgreSQL.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"
+#include "harness.h"
+#include "inet.h"
+#include "space/cleanup.h"
+#include "space/json.h"
+#include "space/time.h"
+#include "space_cluster.h"
+
+static sp_test_space S;
+static sp_test_inet in;
+static char *dir;
+static int ns_guard;
+
+static const sp_test_inet_record records[] = {
+        {"allowed.test", "10.213.200.1"},
+        {"evil.test", "10.213.200.3"},
+};
+
+static void cluster_up(void)
+{
+        sp_error *e = NULL;
+        dir = sp_test_tmpdir("cpegress");
+        sp_test_ok(sp_test_inet_start(&in, dir, records, SP_ARRAY_SIZE(records), &e), &e);
+        const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
+        ns_guard = sp_test_guard_run(del_ns, &e);
+        sp_test_ok(ns_guard, &e);
+        sp_test_space_opts o = {.workers = 1, .net_upstream = in.ns.path};
+        sp_test_space_up(&S, &o);
+}
+
+static void cluster_down(void)
+{
+        char logp[700];
+        snprintf(logp, sizeof(logp), "%s/controlplane0.log", S.dir);
+        sp_test_dump_file_tail("control plane", logp, 15);
+        snprintf(logp, sizeof(logp), "%s/w0/worker.log", S.dir);
+        sp_test_dump_file_tail("worker", logp, 15);
+        sp_test_space_down(&S);
+        sp_test_inet_stop(&in);
+        sp_test_guard_done(ns_guard);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
+}
+
+#define API(key, method, path, status, body) sp_test_api(&S, (key), (method), (path), (status), (body), NULL)
+
+typedef struct tenant {
+        char key[256];
+} tenant;
+
+static const char *path_of(const char *fmt, const char *a)
+{
+        static char bufs[4][512];
+        static int n;
+        char *p = bufs[n++ % 4];
+        snprintf(p, 512, fmt, a);
+        return p;
+}
+
+/* Expects status and an error message containing want. */
+static void expect_error(const char *key, const char *method, const char *path, const char *body, int status,
+                         const char *want)
+{
+        _cleanup_json_ json_object *r = API(key, method, path, status, body);
+        const char *msg = sp_test_jstr(r, "error.message");
+        ck_assert_msg(msg && strstr(msg, want), "%s %s %s: '%s' lacks '%s'", method, path, body ? body : "",
+                      msg ? msg : "(none)", want);
+}
+
+/* Runs command in sbx through a session and returns its exit code. */
+static int run(const tenant *t, const char *sbx, const char *command)
+{
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object_object_add(body, "command", json_object_new_string(command));
+        _cleanup_json_ json_object *r =
+                API(t->key, "POST", path_of("/v1/sandboxes/%s/sessions", sbx), 201, json_object_to_json_string(body));
+        const char *sid = sp_test_jstr(r, "session.id");
+        int64_t deadline = sp_now_mono_us() + 60 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *s = API(t->key, "GET", path_of("/v1/sessions/%s", sid), 200, NULL);
+                if (strcmp(sp_test_jstr(s, "state"), "exited") == 0)
+                        return atoi(sp_test_jstr(s, "exit.code"));
+                ck_assert_msg(sp_now_mono_us() < deadline, "session %s did not end", sid);
+                usleep(100 * 1000);
+        }
+}
+
+#define GET_ALLOWED "timeout 10 wget -q -O /tmp/o http://allowed.test/ && grep -q 'http allowed.test' /tmp/o"
+#define GET_EVIL "timeout 10 wget -q -O /tmp/o http://evil.test/ && grep -q 'http evil.test' /tmp/o"
+
+static size_t count_profiles(const tenant *t)
+{
+        _cleanup_json_ json_object *l = API(t->key, "GET", "/v1/egress-profiles", 200, NULL);
+        return json_object_array_length(sp_test_jarr(l, "egress_profiles"));
+}
+
+START_TEST(profiles_are_a_tenants_and_checked)
+{
+        tenant a, b;
+        sp_test_new_tenant(&S, "egress-a", a.key);
+        sp_test_new_tenant(&S, "egress-b", b.key);
+        /* The built-ins are there for everyone. */
+        ck_assert_uint_eq(count_profiles(&a), 2);
+        _cleanup_json_ json_object *pub = API(a.key, "GET", "/v1/egress-profiles/public", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(pub, "builtin"), "true");
+
+        /* Malformed: 400 naming the field, and nothing made. */
+        const char *const bad[][2] = {
+                {"{\"name\":\"p\",\"domains\":[\"exa mple.com\"]}", "domains[0]"},
+                {"{\"name\":\"p\",\"domains\":[\"*.*.com\"]}", "domains[0]"},
+                {"{\"name\":\"p\",\"cidrs\":[\"10.0.0.0/33\"]}", "cidrs[0]"},
+                {"{\"name\":\"p\",\"cidrs\":[\"not-a-cidr\"]}", "cidrs[0]"},
+                {"{\"name\":\"p\",\"ports\":[0]}", "ports[0]"},
+                {"{\"name\":\"p\",\"mode\":\"sometimes\"}", "mode"},
+                {"{\"name\":\"p\",\"domain\":[\"a.com\"]}", "domain"},
+                {"{\"name\":\"P!\"}", "name"},
+                {"{\"name\":\"public\"}", "built-in"},
+                {"{\"domains\":[\"a.com\"]}", "name"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++)
+                expect_error(a.key, "POST", "/v1/egress-profiles", bad[i][0], 400, bad[i][1]);
+        /* Private addresses are an admin's to allow. */
+        expect_error(a.key, "POST", "/v1/egress-profiles",
+                     "{\"name\":\"lan\",\"cidrs\":[\"192.168.0.0/16\"],\"allow_private\":true}", 403, "admin");
+        expect_error(a.key, "POST", "/v1/egress-profiles", "{\"name\":\"lan\",\"cidrs\":[\"192.168.0.0/16\"]}", 403,
+                     "allow_private");
+        ck_assert_uint_eq(count_profiles(&a), 2);
+
+        /* Made, read, changed; a name is taken once. */
+        _cleanup_json_ json_object *made =
+                API(a.key, "POST", "/v1/egress-profiles", 201,
+                    "{\"name\":\"ci\",\"domains\":[\"PyPI.org\",\"*.pythonhosted.org\"],\"ports\":[443,80,443]}");
+        ck_assert_str_eq(sp_test_jstr(made, "name"), "ci");
+        ck_assert_str_eq(sp_test_jstr(made, "mode"), "enforce");
+        ck_assert_str_eq(json_object_to_json_string(sp_test_jarr(made, "domains")),
+                         "[ \"pypi.org\", \"*.pythonhosted.org\" ]");
+        ck_assert_str_eq(json_object_to_json_string(sp_test_jarr(made, "ports")), "[ 80, 443 ]");
+        expect_error(a.key, "POST", "/v1/egress-profiles", "{\"name\":\"ci\"}", 409, "exists");
+        ck_assert_uint_eq(count_profiles(&a), 3);
+        expect_error(a.key, "PUT", "/v1/egress-profiles/ci", "{\"name\":\"other\"}", 400, "name");
+        expect_error(a.key, "PUT", "/v1/egress-profiles/ci", "{\"domains\":[\"..\"]}", 400, "domains[0]");
+        expect_error(a.key, "PUT", "/v1/egress-profiles/none", "{}", 400, "built in");
+        expect_error(a.key, "PUT", "/v1/egress-profiles/nope", "{}", 404, "not found");
+        _cleanup_json_ json_object *changed =
+                API(a.key, "PUT", "/v1/egress-profiles/ci", 200, "{\"mode\":\"audit\",\"domains\":[\"pypi.org\"]}");
+        ck_assert_str_eq(sp_test_jstr(changed, "mode"), "audit");
+        _cleanup_json_ json_object *got = API(a.key, "GET", "/v1/egress-profiles/ci", 200, NULL);
+        ck_assert_str_eq(json_object_to_json_string(sp_test_jarr(got, "domains")), "[ \"pypi.org\" ]");
+
+        /* Another tenant sees none of it, and may use the same name. */
+        ck_assert_uint_eq(count_profiles(&b), 2);
+        expect_error(b.key, "GET", "/v1/egress-profiles/ci", NULL, 404, "not found");
+        expect_error(b.key, "DELETE", "/v1/egress-profiles/ci", NULL, 404, "not found");
+        expect_error(b.key, "PUT", "/v1/egress-profiles/ci", "{}", 404, "not found");
+        json_object_put(API(b.key, "POST", "/v1/egress-profiles", 201, "{\"name\":\"ci\"}"));
+
+        /* An admin may allow private addresses. */
+        json_object_put(API(S.admin_key, "POST", "/v1/egress-profiles", 201,
+                            "{\"name\":\"lan\",\"cidrs\":[\"192.168.0.0/16\"],\"allow_private\":true}"));
+
+        /* A sandbox with a profile that does not exist: 404, nothing made. */
+        expect_error(a.key, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":\"nope\"}", 404,
+                     "egress profile 'nope' not found");
+        expect_error(a.key, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":\"Bad Name\"}", 400, "egress");
+        expect_error(a.key, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":{\"ports\":[70000]}}", 400,
+                     "ports[0]");
+        _cleanup_json_ json_object *l = API(a.key, "GET", "/v1/sandboxes", 200, NULL);
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(l, "sandboxes")), 0);
+
+        /* Deleted once unused; built-ins never. */
+        expect_error(a.key, "DELETE", "/v1/egress-profiles/public", NULL, 400, "built in");
+        json_object_put(API(a.key, "DELETE", "/v1/egress-profiles/ci", 204, NULL));
+        expect_error(a.key, "DELETE", "/v1/egress-profiles/ci", NULL, 404, "not found");
+        ck_assert_uint_eq(count_profiles(&a), 2);
+        ck_assert_uint_eq(count_profiles(&b), 3);
+}
+END_TEST
+
+/* Whether the sandbox's egress log (through the API, query appended) has a
+ * record with every (key, value) of pairs, NULL-ended; waits a little for
+ * the firewall's batch. */
+static bool logged(const tenant *t, const char *sbx, const char *query, const char *const *pairs)
+{
+        char path[300];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/egress/log?limit=1000%s", sbx, query);
+        for (int tries = 0; tries < 30; tries++) {
+                _cleanup_json_ json_object *r = API(t->key, "GET", path, 200, NULL);
+                json_object *recs = sp_test_jarr(r, "records");
+                for (size_t i = 0; i < json_object_array_length(recs); i++) {
+                        json_object *rec = json_object_array_get_idx(recs, i);
+                        bool all = true;
+                        for (size_t k = 0; pairs[k] && all; k += 2) {
+                                json_object *v = NULL;
+                                all = json_object_object_get_ex(rec, pairs[k], &v) &&
+                                      strcmp(json_object_get_string(v), pairs[k + 1]) == 0;
+                        }
+                        if (all)
+                                return true;
+                }
+                usleep(100 * 1000);
+        }
+        return false;
+}
+#define LOGGED(t, sbx, query, ...) logged((t), (sbx), (query), (const char *const[]){__VA_ARGS__, NULL})
+
+START_TEST(a_sandbox_reaches_what_its_profile_allows)
+{
+        tenant t;
+        sp_test_new_tenant(&S, "egress-run", t.key);
+        json_object_put(API(t.key, "POST", "/v1/egress-profiles", 201,
+                            "{\"name\":\"web\",\"domains\":[\"allowed.test\"],\"ports\":[80,443]}"));
+        char sbx[64];
+        sp_test_create_sandbox(&S, t.key, "{\"template\":\"base\",\"egress\":\"web\"}", sbx);
+        _cleanup_json_ json_object *got = API(t.key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(got, "egress"), "web");
+        ck_assert_str_eq(sp_test_jstr(got, "egress_applied"), "true");
+
+        ck_assert_int_eq(run(&t, sbx, GET_ALLOWED), 0);
+        ck_assert_int_ne(run(&t, sbx, GET_EVIL), 0);
+        ck_assert_int_ne(run(&t, sbx, "timeout 10 wget -q -O /tmp/o http://10.213.200.3/"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "host=evil.test"), 0);
+
+        /* In use: not deleted. */
+        expect_error(t.key, "DELETE", "/v1/egress-profiles/web", NULL, 409, "used by 1 sandboxes");
+
+        /* The log, filtered and paged. */
+        ck_assert(LOGGED(&t, sbx, "", "kind", "tcp", "name", "allowed.test", "decision", "allowed"));
+        ck_assert(LOGGED(&t, sbx, "&decision=refused", "kind", "dns", "name", "evil.test", "rule", "name"));
+        ck_assert(!LOGGED(&t, sbx, "&decision=refused", "decision", "allowed"));
+        ck_assert(LOGGED(&t, sbx, "&kind=tcp", "destination", "10.213.200.3", "rule", "address"));
+        ck_assert(!LOGGED(&t, sbx, "&kind=tcp", "kind", "dns"));
+        {
+                _cleanup_json_ json_object *p1 =
+                        API(t.key, "GET", path_of("/v1/sandboxes/%s/egress/log?limit=1", sbx), 200, NULL);
+                json_object *r1 = sp_test_jarr(p1, "records");
+                ck_assert_uint_eq(json_object_array_length(r1), 1);
+                ck_assert_str_eq(sp_test_jstr(p1, "more"), "true");
+                const char *t1 = sp_test_jstr(json_object_array_get_idx(r1, 0), "time_us");
+                char path[300];
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s/egress/log?limit=1&before=%s", sbx, t1);
+                _cleanup_json_ json_object *p2 = API(t.key, "GET", path, 200, NULL);
+                json_object *r2 = sp_test_jarr(p2, "records");
+                ck_assert_uint_eq(json_object_array_length(r2), 1);
+                ck_assert(strtoll(sp_test_jstr(json_object_array_get_idx(r2, 0), "time_us"), NULL, 10) <
+                          strtoll(t1, NULL, 10));
+                expect_error(t.key, "GET", path_of("/v1/sandboxes/%s/egress/log?decision=maybe", sbx), NULL, 400,
+                             "decision");
+                expect_error(t.key, "GET", path_of("/v1/sandboxes/%s/egress/log?limit=0", sbx), NULL, 400, "limit");
+                expect_error(t.key, "GET", path_of("/v1/sandboxes/%s/egress/log?before=1&after=1", sbx), NULL, 400,
+                             "together");
+        }
+
+        /* Changed on the running sandbox: the new rules hold when the API answers. */
+        expect_error(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), "{\"egress\":\"nope\"}", 404, "not found");
+        expect_error(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), "{\"egress\":{\"domains\":[\"a b\"]}}", 400,
+                     "domains[0]");
+        expect_error(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), "{\"profile\":\"none\"}", 400, "profile");
+        ck_assert_int_eq(run(&t, sbx, GET_ALLOWED), 0); /* nothing changed */
+        _cleanup_json_ json_object *none =
+                API(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), 200, "{\"egress\":\"none\"}");
+        ck_assert_str_eq(sp_test_jstr(none, "egress"), "none");
+        ck_assert_str_eq(sp_test_jstr(none, "egress_applied"), "true");
+        ck_assert_int_ne(run(&t, sbx, GET_ALLOWED), 0);
+        json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), 200,
+                            "{\"egress\":{\"name\":\"mine\",\"domains\":[\"evil.test\"]}}"));
+        ck_assert_int_eq(run(&t, sbx, GET_EVIL), 0);
+        ck_assert_int_ne(run(&t, sbx, GET_ALLOWED), 0);
+        /* No longer using "web": it may go now, and come back. */
+        json_object_put(API(t.key, "DELETE", "/v1/egress-profiles/web", 204, NULL));
+        json_object_put(
+                API(t.key, "POST", "/v1/egress-profiles", 201, "{\"name\":\"web\",\"domains\":[\"allowed.test\"]}"));
+        json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), 200, "{\"egress\":\"web\"}"));
+        ck_assert_int_eq(run(&t, sbx, GET_ALLOWED), 0);
+        ck_assert_int_ne(run(&t, sbx, GET_EVIL), 0);
+
+        /* The profile changed: its running sandboxes get it from the controller. */
+        _cleanup_json_ json_object *upd =
+                API(t.key, "PUT", "/v1/egress-profiles/web", 200, "{\"domains\":[\"allowed.test\",\"evil.test\"]}");
+        ck_assert_str_eq(sp_test_jstr(upd, "sandboxes_updating"), "1");
+        int64_t deadline = sp_now_mono_us() + 30 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *s = API(t.key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+                if (strcmp(sp_test_jstr(s, "egress_applied"), "true") == 0)
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "the profile's change never reached the sandbox");
+                usleep(200 * 1000);
+        }
+        ck_assert_int_eq(run(&t, sbx, GET_EVIL), 0);
+
+        /* Another tenant can neither read its log nor change its egress. */
+        tenant o;
+        sp_test_new_tenant(&S, "egress-other", o.key);
+        expect_error(o.key, "GET", path_of("/v1/sandboxes/%s/egress/log", sbx), NULL, 404, "not found");
+        expect_error(o.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), "{\"egress\":\"public\"}", 404,
+                     "not found");
+
+        _cleanup_json_ json_object *del = API(t.key, "DELETE", path_of("/v1/sandboxes/%s", sbx), 202, NULL);
+        json_object_put(sp_test_wait_op(&S, t.key, sp_test_jstr(del, "operation.id"), true));
+        json_object_put(API(t.key, "DELETE", "/v1/egress-profiles/web", 204, NULL));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+        Suite *s = suite_create("cp_egress");
+        TCase *tc = tcase_create("egress");
+        tcase_set_timeout(tc, 600);
+        tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        tcase_add_test(tc, profiles_are_a_tenants_and_checked);
+        tcase_add_test(tc, a_sandbox_reaches_what_its_profile_allows);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        sp_test_require_root("the worker needs namespaces, cgroups, btrfs and nftables");
+        sp_test_pg_require();
+        return sp_test_main(suite());
+}
