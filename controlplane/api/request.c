@@ -962,13 +962,15 @@ int cp_req_egress_log_query(const char *limit, const char *decision, const char 
         static const char *const decisions[] = {"allowed", "refused", "would-refuse", NULL};
         static const char *const kinds[] = {"dns", "tcp", "packet", NULL};
         memset(ret, 0, sizeof(*ret));
-        if (cp_req_count("limit", limit, 100, 1000, &ret->limit, err) < 0 ||
-            one_of("decision", decision, decisions, &ret->decision, err) < 0 ||
-            one_of("kind", kind, kinds, &ret->kind, err) < 0 ||
-            cp_req_count("before", before, 0, INT64_MAX / 2, &ret->before_us, err) < 0 ||
-            cp_req_count("after", after, 0, INT64_MAX / 2, &ret->after_us, err) < 0)
+        pr_wk_get_egress_log q = {0};
+        if (cp_req_count("limit", limit, 100, 1000, &q.limit, err) < 0 ||
+            one_of("decision", decision, decisions, &q.decision, err) < 0 ||
+            one_of("kind", kind, kinds, &q.kind, err) < 0 ||
+            cp_req_count("before", before, 0, INT64_MAX / 2, &q.before_us, err) < 0 ||
+            cp_req_count("after", after, 0, INT64_MAX / 2, &q.after_us, err) < 0)
                 return -SP_E_INVALID;
-        if (ret->before_us && ret->after_us)
+        if (q.before_us && q.after_us)
                 return sp_error_set(err, SP_E_INVALID, "before and after cannot be given together");
+        *ret = q;
         return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "api/request.h"
 #include "space/cleanup.h"
+#include "space/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,6 +26,9 @@ enum {
         SEL_CURSOR,
         SEL_WAIT,
         SEL_IDEMPOTENCY_AND_STATE,
+        SEL_EGRESS_PROFILE, /* the first byte of the rest: odd → with a path name "p" */
+        SEL_SANDBOX_EGRESS,
+        SEL_EGRESS_LOG_QUERY, /* limit \n decision \n kind \n before \n after */
         SEL__MAX,
 };
 
@@ -202,6 +206,65 @@ static void wait_param(const char *s)
         sp_error_free(e);
 }
 
+static void egress_profile(const char *b, size_t n)
+{
+        if (n == 0)
+                return;
+        gw_profile *p = NULL;
+        sp_error *e = NULL;
+        const char *path_name = (b[0] & 1) ? "p" : NULL;
+        int ret = cp_req_egress_profile(b + 1, n - 1, path_name, &p, &e);
+        check((ret < 0) == (e != NULL) && (ret < 0) == (p == NULL));
+        if (ret == 0) {
+                check(!path_name || strcmp(gw_profile_name(p), "p") == 0);
+                /* Its normal form parses back to the same. */
+                _cleanup_json_ json_object *j = gw_profile_to_json(p), *j2 = NULL;
+                gw_profile *again = NULL;
+                check(gw_profile_parse(j, NULL, true, &again, NULL) == 0);
+                j2 = gw_profile_to_json(again);
+                check(json_object_equal(j, j2));
+                gw_profile_unref(again);
+        }
+        gw_profile_unref(p);
+        sp_error_free(e);
+}
+
+static void sandbox_egress(const char *b, size_t n)
+{
+        char name[64];
+        gw_profile *p = NULL;
+        sp_error *e = NULL;
+        int ret = cp_req_sandbox_egress(b, n, name, &p, &e);
+        check_outcome(ret, e);
+        if (ret < 0)
+                check(!p && !name[0]);
+        else
+                check((p != NULL) != (name[0] != '\0') && strlen(name) <= 63);
+        gw_profile_unref(p);
+        sp_error_free(e);
+}
+
+static void egress_log_query(char *s)
+{
+        char *parts[5] = {NULL, NULL, NULL, NULL, NULL};
+        for (size_t i = 0; i < 5 && s; i++) {
+                parts[i] = s;
+                s = strchr(s, '\n');
+                if (s)
+                        *s++ = '\0';
+        }
+        pr_wk_get_egress_log q;
+        sp_error *e = NULL;
+        int ret = cp_req_egress_log_query(parts[0], parts[1], parts[2], parts[3], parts[4], &q, &e);
+        check_outcome(ret, e);
+        if (ret < 0)
+                check(zeroed(&q, sizeof(q)));
+        else
+                check(q.limit >= 1 && q.limit <= 1000 && q.before_us >= 0 && q.after_us >= 0 &&
+                      !(q.before_us && q.after_us));
+        sp_error_free(e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size == 0)
@@ -243,6 +306,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case SEL_WAIT:
                 wait_param(s);
+                break;
+        case SEL_EGRESS_PROFILE:
+                egress_profile(body, n);
+                break;
+        case SEL_SANDBOX_EGRESS:
+                sandbox_egress(body, n);
+                break;
+        case SEL_EGRESS_LOG_QUERY:
+                egress_log_query(s);
                 break;
         default:
                 (void)cp_req_idempotency_key_valid(s);
