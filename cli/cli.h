@@ -98,6 +98,11 @@ extern const ctl_group ctl_group_worker;
 extern const ctl_group ctl_group_tenant;
 extern const ctl_group ctl_group_key;
 extern const ctl_group ctl_group_profile;
+extern const ctl_group ctl_group_egress;
+/* spacectl sandbox egress ID PROFILE and sandbox egress-log ID (egress.c). */
+extern const ctl_opt ctl_sandbox_egress_log_opts[];
+int ctl_run_sandbox_egress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 /* Direct mode (up.c): spacectl up, status, down. */
 extern const ctl_opt ctl_up_opts[];
 extern const ctl_opt ctl_status_opts[];
@@ -328,7 +333,7 @@ void ctl_table_free(ctl_table *t);
                 {"end-action", "ACTION", 0, "what its timeout does: kill or suspend"}, \
                 {"idle-timeout", "DURATION", 0, "suspend it after this long without activity (0: never)"}, \
         { \
-                "egress", "PROFILE", 0, "the egress profile" \
+                "egress", "PROFILE", 0, "the egress profile (default none; see spacectl egress ls)" \
         }
 
 /* Builds the SandboxCreate body for template_name from the

@@ -71,6 +71,7 @@ static int run_help(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 static const ctl_cmd root_cmds[] = {
         {.name = "sandbox", .summary = "create sandboxes, list them, change their state", .group = &ctl_group_sandbox},
         {.name = "template", .summary = "build, list and delete templates", .group = &ctl_group_template},
+        {.name = "egress", .summary = "egress profiles: what sandboxes may reach", .group = &ctl_group_egress},
         {.name = "operation", .summary = "follow asynchronous operations", .group = &ctl_group_operation},
         {.name = "exec",
          .usage = "SANDBOX [--] ARGV...",

@@ -429,6 +429,23 @@ static const ctl_cmd cmds[] = {
          .max_args = 2,
          .opts = timeout_opts,
          .run = run_timeout},
+        {.name = "egress",
+         .usage = "ID PROFILE",
+         .summary = "change a sandbox's egress profile (a name, or @FILE with a profile of its own)",
+         .min_args = 2,
+         .max_args = 2,
+         .run = ctl_run_sandbox_egress,
+         .help = "A running sandbox has the new rules when this returns. PROFILE is none, public, one of\n"
+                 "'spacectl egress ls', or @FILE (@- for stdin) holding a profile as JSON (docs/networking.md)."},
+        {.name = "egress-log",
+         .usage = "ID",
+         .summary = "show a sandbox's egress decisions (-f to follow them)",
+         .min_args = 1,
+         .max_args = 1,
+         .opts = ctl_sandbox_egress_log_opts,
+         .run = ctl_run_sandbox_egress_log,
+         .help = "Columns: time, kind (dns, tcp, packet), decision, rule, name, destination, protocol.\n"
+                 "With --json: one JSON object per record and line when following, else the API's answer."},
         {0},
 };
 

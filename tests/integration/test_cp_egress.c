@@ -15,7 +15,9 @@
  *   controller sends it; egress_applied says when);
  * - GET /v1/sandboxes/{id}/egress/log shows the decisions, filtered by
  *   decision and kind, paged with before;
- * - create with a profile that does not exist is a 404 and makes nothing.
+ * - create with a profile that does not exist is a 404 and makes nothing;
+ * - spacectl egress create/ls/get/update/rm, sandbox create --egress,
+ *   sandbox egress and sandbox egress-log (--decision, --json, --follow).
  *
  * Needs root (the worker, namespaces, nftables), btrfs and PostgreSQL.
  */
@@ -31,6 +33,7 @@
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
+#include "test_spacectl_util.h"
 
 static sp_test_space S;
 static sp_test_inet in;
@@ -46,6 +49,8 @@ static void cluster_up(void)
 {
         sp_error *e = NULL;
         dir = sp_test_tmpdir("cpegress");
+        snprintf(ctl_home, sizeof(ctl_home), "%s", dir);
+        snprintf(ctl_config_path, sizeof(ctl_config_path), "%s/spacectl.json", dir);
         sp_test_ok(sp_test_inet_start(&in, dir, records, SP_ARRAY_SIZE(records), &e), &e);
         const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
         ns_guard = sp_test_guard_run(del_ns, &e);
@@ -326,6 +331,104 @@ START_TEST(a_sandbox_reaches_what_its_profile_allows)
 }
 END_TEST
 
+START_TEST(spacectl_drives_egress)
+{
+        tenant t;
+        sp_test_new_tenant(&S, "egress-ctl", t.key);
+        char ep[80], key[300];
+        snprintf(ep, sizeof(ep), "SPACE_ENDPOINT=http://127.0.0.1:%d", S.api);
+        snprintf(key, sizeof(key), "SPACE_API_KEY=%s", t.key);
+        const char *env[] = {ep, key, NULL};
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "egress", "create", "only-allowed", "--domain",
+                                                            "allowed.test", "--port", "80", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_str_eq(ctl_line(&r), "only-allowed");
+        }
+        {
+                /* Bad input: the API's message naming the field, exit 1; a bad port never leaves. */
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(env, NULL, "egress", "create", "bad", "--cidr", "10.0.0.0/99", NULL);
+                ctl_assert_code(r, 1);
+                ck_assert_ptr_nonnull(strstr(r.err.data, "cidrs[0]"));
+                _cleanup_ctl_result_ ctl_result p =
+                        ctl_run(env, NULL, "egress", "create", "bad", "--port", "99999", NULL);
+                ctl_assert_code(p, 2);
+        }
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "egress", "ls", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_msg(strstr(r.out.data, "none") && strstr(r.out.data, "public") &&
+                                      strstr(r.out.data, "only-allowed") && strstr(r.out.data, "allowed.test"),
+                              "%s", r.out.data);
+        }
+        char sbx[64];
+        {
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(env, NULL, "sandbox", "create", "--template", "base", "--egress", "only-allowed", NULL);
+                ctl_assert_code(r, 0);
+                snprintf(sbx, sizeof(sbx), "%s", ctl_line(&r));
+        }
+        ck_assert_int_eq(run(&t, sbx, GET_ALLOWED), 0);
+        ck_assert_int_ne(run(&t, sbx, GET_EVIL), 0);
+        {
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(env, NULL, "sandbox", "egress-log", sbx, "--decision", "refused", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_msg(strstr(r.out.data, "evil.test") && !strstr(r.out.data, " allowed "), "%s", r.out.data);
+                _cleanup_ctl_result_ ctl_result j =
+                        ctl_run(env, NULL, "--json", "sandbox", "egress-log", sbx, "--kind", "tcp", NULL);
+                ctl_assert_code(j, 0);
+                _cleanup_json_ json_object *o = ctl_json(&j);
+                ck_assert_uint_gt(json_object_array_length(sp_test_jarr(o, "records")), 0);
+        }
+        {
+                /* Its own profile from a file, in force when the command returns. */
+                char file[700];
+                snprintf(file, sizeof(file), "%s/evil.json", dir);
+                FILE *f = fopen(file, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs("{\"name\":\"evil-only\",\"domains\":[\"evil.test\"],\"ports\":[80]}", f);
+                fclose(f);
+                char at[710];
+                snprintf(at, sizeof(at), "@%s", file);
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "sandbox", "egress", sbx, at, NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_ptr_nonnull(strstr(r.out.data, "egress evil-only"));
+        }
+        ck_assert_int_eq(run(&t, sbx, GET_EVIL), 0);
+        {
+                /* Following: a record made while it follows is printed. */
+                char cmd[200];
+                snprintf(cmd, sizeof(cmd), "sleep 2; %s", GET_ALLOWED);
+                _cleanup_json_ json_object *body = json_object_new_object();
+                json_object_object_add(body, "command", json_object_new_string(cmd));
+                json_object_put(API(t.key, "POST", path_of("/v1/sandboxes/%s/sessions", sbx), 201,
+                                    json_object_to_json_string(body)));
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "--json", "sandbox", "egress-log", sbx,
+                                                            "--follow", "--for", "6s", "--limit", "1", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_msg(strstr(r.out.data, "\"name\":\"allowed.test\",\"decision\":\"refused\""), "%s",
+                              r.out.data);
+        }
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "sandbox", "egress", sbx, "only-allowed", NULL);
+                ctl_assert_code(r, 0);
+                _cleanup_ctl_result_ ctl_result u = ctl_run(env, NULL, "egress", "update", "only-allowed", "--domain",
+                                                            "allowed.test", "--domain", "evil.test", NULL);
+                ctl_assert_code(u, 0);
+                ck_assert_str_eq(ctl_line(&u), "only-allowed updated (1 sandboxes get it)");
+                _cleanup_ctl_result_ ctl_result busy = ctl_run(env, NULL, "egress", "rm", "only-allowed", NULL);
+                ctl_assert_code(busy, 1);
+                ck_assert_ptr_nonnull(strstr(busy.err.data, "used by 1 sandboxes"));
+                _cleanup_ctl_result_ ctl_result rm = ctl_run(env, NULL, "sandbox", "rm", sbx, NULL);
+                ctl_assert_code(rm, 0);
+                _cleanup_ctl_result_ ctl_result gone = ctl_run(env, NULL, "egress", "rm", "only-allowed", NULL);
+                ctl_assert_code(gone, 0);
+        }
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_egress");
@@ -334,6 +437,7 @@ static Suite *suite(void)
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, profiles_are_a_tenants_and_checked);
         tcase_add_test(tc, a_sandbox_reaches_what_its_profile_allows);
+        tcase_add_test(tc, spacectl_drives_egress);
         suite_add_tcase(s, tc);
         return s;
 }
