@@ -213,6 +213,85 @@ int e2b_request_body(const char *body, size_t len, json_object **ret, sp_error *
         return parse_object(body, len, "the body is not a JSON object", ret, err);
 }
 
+/* Whether s is an IPv4 address or CIDR (an E2B allowOut entry may be either, or a name). */
+static bool is_addr(const char *s)
+{
+        size_t n = strspn(s, "0123456789./");
+        return n == strlen(s) && strchr(s, '.') != NULL;
+}
+
+int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error **err)
+{
+        *ret = NULL;
+        json_object *v = NULL, *net = NULL, *allow = NULL, *deny = NULL;
+        int internet = -1; /* allow_internet_access: -1 absent */
+        if (json_object_object_get_ex(in, "allow_internet_access", &v) && v) {
+                if (!json_object_is_type(v, json_type_boolean))
+                        return sp_error_set(err, SP_E_INVALID, "allow_internet_access must be a boolean");
+                internet = json_object_get_boolean(v);
+        }
+        if (update)
+                net = in;
+        else if (!json_object_object_get_ex(in, "network", &net))
+                net = NULL;
+        if (net) {
+                if (!json_object_is_type(net, json_type_object))
+                        return sp_error_set(err, SP_E_INVALID, "network must be an object");
+                if ((json_object_object_get_ex(net, "allowOut", &allow) && allow &&
+                     !json_object_is_type(allow, json_type_array)) ||
+                    (json_object_object_get_ex(net, "denyOut", &deny) && deny &&
+                     !json_object_is_type(deny, json_type_array)))
+                        return sp_error_set(err, SP_E_INVALID, "network.allowOut and network.denyOut must be arrays");
+        }
+        bool deny_all = internet == 0;
+        for (size_t i = 0; deny && i < json_object_array_length(deny); i++) {
+                const char *d = json_object_get_string(json_object_array_get_idx(deny, i));
+                if (d && strcmp(d, "0.0.0.0/0") == 0)
+                        deny_all = true;
+                else
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "network.denyOut: only 0.0.0.0/0 is supported here (egress profiles "
+                                            "are allowlists: list what is allowed in allowOut)");
+        }
+        size_t nallow = allow ? json_object_array_length(allow) : 0;
+        if (!deny_all) {
+                /* Internet access, or nothing said (the cluster's default, none). */
+                if (internet == 1 || nallow)
+                        *ret = json_object_new_string("public");
+                else if (update)
+                        *ret = json_object_new_string("none");
+                return 0;
+        }
+        if (nallow == 0) {
+                *ret = json_object_new_string("none");
+                return 0;
+        }
+        json_object *p = json_object_new_object(), *domains = json_object_new_array(), *cidrs = json_object_new_array();
+        json_object_object_add(p, "name", json_object_new_string("e2b-allow-out"));
+        for (size_t i = 0; i < nallow; i++) {
+                json_object *e = json_object_array_get_idx(allow, i);
+                const char *s = json_object_get_string(e);
+                if (!json_object_is_type(e, json_type_string) || !*s) {
+                        json_object_put(domains);
+                        json_object_put(cidrs);
+                        json_object_put(p);
+                        return sp_error_set(err, SP_E_INVALID, "network.allowOut[%zu] must be a string", i);
+                }
+                if (!is_addr(s)) {
+                        json_object_array_add(domains, json_object_new_string(s));
+                } else {
+                        /* A bare address is its /32. */
+                        char c[64];
+                        snprintf(c, sizeof(c), "%.40s%s", s, strchr(s, '/') ? "" : "/32");
+                        json_object_array_add(cidrs, json_object_new_string(c));
+                }
+        }
+        json_object_object_add(p, "domains", domains);
+        json_object_object_add(p, "cidrs", cidrs);
+        *ret = p;
+        return 0;
+}
+
 int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err)
 {
         const char *tpl = str_field(in, "templateID");
@@ -231,6 +310,13 @@ int e2b_request_create(json_object *in, const char *template_default, json_objec
                 json_object_object_add(body, "env", json_object_get(v));
         json_object_object_add(body, "timeout_s", json_object_new_int64(timeout));
         json_object_object_add(body, "end_action", json_object_new_string(auto_pause ? "suspend" : "kill"));
+        json_object *egress = NULL;
+        if (e2b_request_egress(in, false, &egress, err) < 0) {
+                json_object_put(body);
+                return -SP_E_INVALID;
+        }
+        if (egress)
+                json_object_object_add(body, "egress", egress);
         *ret_body = body;
         return 0;
 }

@@ -76,6 +76,16 @@ int e2b_request_depth(json_object *req, int *ret, sp_error **err);
 /* A JSON object body; empty means {}. *ret is new. */
 int e2b_request_body(const char *body, size_t len, json_object **ret, sp_error **err);
 
+/* E2B's network options (allow_internet_access; allowOut and denyOut, in
+ * "network" of a create, at the top of a network update) as our "egress"
+ * (*ret, a new reference; a create that says nothing gets NULL: the
+ * cluster's default, an update that says nothing "none"):
+ * internet access → "public"; none (false, or denyOut [0.0.0.0/0]) → "none",
+ * or with allowOut a profile of the sandbox's own naming those domains and
+ * addresses. denyOut entries other than 0.0.0.0/0 are refused: profiles are
+ * allowlists (docs/e2b.md). */
+int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error **err);
+
 /* POST /sandboxes: the public API's create body (templateID, "base" or none
  * meaning template_default; metadata; envVars; timeout, default 300;
  * autoPause as end action suspend, else kill). *ret_body is new. */

@@ -263,6 +263,34 @@ static void set_timeout(e2b_call *call, void *userdata)
         e2b_api_close(&a);
 }
 
+/* PUT /sandboxes/{id}/network {allowOut, denyOut, allow_internet_access}:
+ * our PUT /v1/sandboxes/{id}/egress (e2b_request_egress). */
+static void set_network(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        _cleanup_json_ json_object *in = NULL;
+        if (parse_body(call, &in) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *body = json_object_new_object(), *out = NULL;
+        json_object *egress = NULL;
+        if (e2b_request_egress(in, true, &egress, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        json_object_object_add(body, "egress", egress);
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        char target[512];
+        sandbox_target(target, sizeof(target), e2b_call_req(call)->id, "/egress");
+        if (e2b_api_json(&a, "PUT", target, body, &out, &e) < 0)
+                fail(call, e);
+        else
+                e2b_call_reply(call, 204, NULL, NULL, "", 0);
+        e2b_api_close(&a);
+}
+
 /* POST /sandboxes/{id}/pause: our suspend; 409 when it is not running. */
 static void pause_sandbox(e2b_call *call, void *userdata)
 {
@@ -452,6 +480,7 @@ static const e2b_route routes[] = {
         {"GET", "/sandboxes/{id}", get, false, 0},
         {"DELETE", "/sandboxes/{id}", kill_sandbox, false, 0},
         {"POST", "/sandboxes/{id}/timeout", set_timeout, false, 0},
+        {"PUT", "/sandboxes/{id}/network", set_network, false, 0},
         {"POST", "/sandboxes/{id}/pause", pause_sandbox, false, 0},
         {"POST", "/sandboxes/{id}/connect", connect_sandbox, false, 0},
         {"POST", "/v2/sandboxes/{id}/connect", connect_sandbox, false, 0},

@@ -94,6 +94,61 @@ START_TEST(creates)
 }
 END_TEST
 
+/* E2B's network options as our egress (docs/e2b.md). */
+START_TEST(network_options_become_egress)
+{
+        struct {
+                const char *in, *out; /* out: the create body's egress, "-" when it has none */
+        } cases[] = {
+                {"{}", "-"},
+                {"{\"allow_internet_access\":true}", "\"public\""},
+                {"{\"allow_internet_access\":false}", "\"none\""},
+                {"{\"network\":{\"denyOut\":[\"0.0.0.0/0\"]}}", "\"none\""},
+                {"{\"network\":{\"allowOut\":[\"pypi.org\"]}}", "\"public\""},
+                {"{\"allow_internet_access\":false,\"network\":{\"allowOut\":[\"pypi.org\",\"*.b.example\","
+                 "\"8.8.8.8\",\"10.1.0.0/16\"]}}",
+                 "{\"name\":\"e2b-allow-out\",\"domains\":[\"pypi.org\",\"*.b.example\"],\"cidrs\":[\"8.8.8.8/32\","
+                 "\"10.1.0.0/16\"]}"},
+                {"{\"network\":{\"denyOut\":[\"0.0.0.0/0\"],\"allowOut\":[\"a.example\"]}}",
+                 "{\"name\":\"e2b-allow-out\",\"domains\":[\"a.example\"],\"cidrs\":[]}"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                _cleanup_json_ json_object *in = body_ok(cases[i].in), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) == 0, "%s", cases[i].in);
+                json_object *eg = NULL;
+                const char *got = json_object_object_get_ex(out, "egress", &eg)
+                                          ? json_object_to_json_string_ext(eg, JSON_C_TO_STRING_PLAIN |
+                                                                                       JSON_C_TO_STRING_NOSLASHESCAPE)
+                                          : "-";
+                ck_assert_msg(strcmp(got, cases[i].out) == 0, "%s: %s", cases[i].in, got);
+        }
+        const char *bad[][2] = {
+                {"{\"network\":{\"denyOut\":[\"8.8.8.8\"]}}", "only 0.0.0.0/0"},
+                {"{\"network\":{\"allowOut\":\"x\"}}", "must be arrays"},
+                {"{\"network\":{\"denyOut\":[\"0.0.0.0/0\"],\"allowOut\":[7]}}", "allowOut[0]"},
+                {"{\"allow_internet_access\":\"yes\"}", "boolean"},
+                {"{\"network\":[]}", "network must be an object"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *in = body_ok(bad[i][0]), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) < 0, "%s accepted", bad[i][0]);
+                ck_assert_msg(strstr(e->message, bad[i][1]), "%s: %s", bad[i][0], e->message);
+                ck_assert_ptr_null(out);
+        }
+        /* An update says it all: nothing said is none. */
+        _cleanup_json_ json_object *empty = body_ok("{}"), *upd = body_ok("{\"allowOut\":[\"a.example\"],"
+                                                                          "\"denyOut\":[\"0.0.0.0/0\"]}");
+        _cleanup_json_ json_object *e1 = NULL, *e2 = NULL;
+        ck_assert_int_eq(e2b_request_egress(empty, true, &e1, NULL), 0);
+        ck_assert_str_eq(json_object_get_string(e1), "none");
+        ck_assert_int_eq(e2b_request_egress(upd, true, &e2, NULL), 0);
+        ck_assert_str_eq(json_object_to_json_string_ext(e2, JSON_C_TO_STRING_PLAIN),
+                         "{\"name\":\"e2b-allow-out\",\"domains\":[\"a.example\"],\"cidrs\":[]}");
+}
+END_TEST
+
 START_TEST(timeouts)
 {
         struct {
@@ -187,6 +242,7 @@ int main(void)
         TCase *tc = tcase_create("rest");
         tcase_add_test(tc, bodies);
         tcase_add_test(tc, creates);
+        tcase_add_test(tc, network_options_become_egress);
         tcase_add_test(tc, timeouts);
         tcase_add_test(tc, lists);
         suite_add_tcase(s, tc);
