@@ -45,7 +45,49 @@ typedef struct dctx {
         char backend[32];
         char admin_key[256];
         char cgroup[64]; /* the worker's cgroup parent */
+        /* The sandboxes' network (docs/networking.md), derived from api_port
+         * so that clusters on other port blocks do not share it: the gateway
+         * on api_port+6 (TCP) and +7 (DNS), firewall log group api_port. */
+        int gw_tcp_port, gw_dns_port;
+        char sandbox_cidr[32], net_prefix[16];
 } dctx;
+
+/* The worker's sandbox-network flags, NULL-ended, into argv (6 entries and
+ * the NULL) with their text in buf. The caller's SPACE_WORKER_* variables
+ * still win over what these do not say (e.g. SPACE_WORKER_GATEWAY=none or
+ * SPACE_WORKER_GATEWAY_UPSTREAM_NETNS, which tests set). */
+typedef struct net_flags {
+        char enable[40], cidr[64], prefix[48], tcp[48], dns[48], group[48];
+} net_flags;
+static size_t net_argv(const dctx *c, net_flags *f, const char **argv)
+{
+        const char *on = getenv("SPACE_WORKER_SANDBOX_NETWORK");
+        snprintf(f->enable, sizeof(f->enable), "--sandbox-network=%s", on && *on ? on : "true");
+        snprintf(f->cidr, sizeof(f->cidr), "--sandbox-cidr=%s", c->sandbox_cidr);
+        snprintf(f->prefix, sizeof(f->prefix), "--net-prefix=%s", c->net_prefix);
+        snprintf(f->tcp, sizeof(f->tcp), "--gateway-tcp-port=%d", c->gw_tcp_port);
+        snprintf(f->dns, sizeof(f->dns), "--gateway-dns-port=%d", c->gw_dns_port);
+        snprintf(f->group, sizeof(f->group), "--gateway-log-group=%d", c->api_port);
+        size_t n = 0;
+        argv[n++] = f->enable;
+        argv[n++] = f->cidr;
+        argv[n++] = f->prefix;
+        argv[n++] = f->tcp;
+        argv[n++] = f->dns;
+        argv[n++] = f->group;
+        argv[n] = NULL;
+        return n;
+}
+
+/* A /20 of 10.64.0.0/10 and a prefix of its own for each port block. */
+static void net_defaults(dctx *c)
+{
+        unsigned i = (unsigned)c->api_port % 1024;
+        snprintf(c->sandbox_cidr, sizeof(c->sandbox_cidr), "10.%u.%u.0/20", 64 + i / 16, (i % 16) * 16);
+        snprintf(c->net_prefix, sizeof(c->net_prefix), "d%d", c->api_port);
+        c->gw_tcp_port = c->api_port + 6;
+        c->gw_dns_port = c->api_port + 7;
+}
 
 static void progress(const dctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(const dctx *c, const char *fmt, ...)
@@ -433,7 +475,14 @@ static int load_settings(dctx *c, sp_error **err)
                 /* Clusters from before space-e2b: 3000 beside the default block, else the block's third port. */
                 c->e2b_port = c->api_port == 7070 ? 3000 : c->api_port + 2;
                 GETI("e2b_port", e2b_port);
+                net_defaults(c);
+                GETI("gateway_tcp_port", gw_tcp_port);
+                GETI("gateway_dns_port", gw_dns_port);
 #undef GETI
+                if (json_object_object_get_ex(o, "sandbox_cidr", &v))
+                        snprintf(c->sandbox_cidr, sizeof(c->sandbox_cidr), "%s", json_object_get_string(v));
+                if (json_object_object_get_ex(o, "net_prefix", &v))
+                        snprintf(c->net_prefix, sizeof(c->net_prefix), "%s", json_object_get_string(v));
                 if (json_object_object_get_ex(o, "database", &v))
                         snprintf(c->database, sizeof(c->database), "%s", json_object_get_string(v));
                 if (json_object_object_get_ex(o, "backend", &v))
@@ -449,6 +498,7 @@ static int load_settings(dctx *c, sp_error **err)
         c->worker_port = base + 4;
         c->worker_http_port = base + 5;
         c->e2b_port = c->o->api_port ? base + 2 : 3000;
+        net_defaults(c);
         c->private_pg = !c->o->database_url;
         if (c->o->database_url)
                 snprintf(c->database, sizeof(c->database), "%s", c->o->database_url);
@@ -472,6 +522,10 @@ static int load_settings(dctx *c, sp_error **err)
         json_object_object_add(o, "worker_port", json_object_new_int(c->worker_port));
         json_object_object_add(o, "worker_http_port", json_object_new_int(c->worker_http_port));
         json_object_object_add(o, "e2b_port", json_object_new_int(c->e2b_port));
+        json_object_object_add(o, "gateway_tcp_port", json_object_new_int(c->gw_tcp_port));
+        json_object_object_add(o, "gateway_dns_port", json_object_new_int(c->gw_dns_port));
+        json_object_object_add(o, "sandbox_cidr", json_object_new_string(c->sandbox_cidr));
+        json_object_object_add(o, "net_prefix", json_object_new_string(c->net_prefix));
         json_object_object_add(o, "database", json_object_new_string(c->database));
         json_object_object_add(o, "private_database", json_object_new_boolean(c->private_pg));
         json_object_object_add(o, "backend", json_object_new_string(c->backend));
@@ -678,7 +732,7 @@ static int worker_up(dctx *c, sp_error **err)
                 snprintf(ca, sizeof(ca), "--tls-ca=%s/controlplane/ca.pem", c->state);
                 snprintf(cpaddr, sizeof(cpaddr), "--control-plane=127.0.0.1:%d", c->rpc_port);
                 snprintf(backend, sizeof(backend), "--backend=%s", c->backend);
-                const char *argv[24] = {bin,     state,
+                const char *argv[32] = {bin,     state,
                                         storage, image,
                                         listen,  http,
                                         ca,      cpaddr,
@@ -686,6 +740,8 @@ static int worker_up(dctx *c, sp_error **err)
                                         cg,      "--log-format=json",
                                         import};
                 size_t n = 13;
+                net_flags nf;
+                n += net_argv(c, &nf, argv + n);
                 snprintf(cert, sizeof(cert), "%s/worker/state/tls/worker.crt", c->state);
                 if (access(cert, F_OK) != 0) {
                         if (join_token_file(c, "worker", tokpath, sizeof(tokpath), err) < 0)
@@ -853,7 +909,9 @@ static int worker_purge(dctx *c, sp_error **err)
         snprintf(image, sizeof(image), "--storage-image=%s/worker/storage.img", c->state);
         snprintf(cg, sizeof(cg), "--cgroup-parent=%s", c->cgroup);
         snprintf(logp, sizeof(logp), "%s/logs/purge.log", c->state);
-        const char *argv[] = {bin, "--purge", state, storage, image, cg, NULL};
+        const char *argv[16] = {bin, "--purge", state, storage, image, cg};
+        net_flags nf;
+        net_argv(c, &nf, argv + 6);
         char logs[PATH_MAX + 16];
         path_of(c, logs, sizeof(logs), "logs");
         (void)sp_mkdir_p(logs, 0700, NULL);

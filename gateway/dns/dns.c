@@ -42,6 +42,7 @@ struct gw_dns {
         gw *g;
         int fd; /* the sandboxes' side */
         int up_fd; /* to the resolver */
+        bool up_connected; /* connected to it (only its answers are read); tried again per query until it is */
         struct event *ev, *up_ev, *sweep;
         pending *p; /* PENDING_MAX */
         size_t npending;
@@ -140,7 +141,10 @@ static void on_query(evutil_socket_t fd, short what, void *ud)
                 pending *p = pending_new(d);
                 uint8_t up[MSG_MAX];
                 ssize_t ul = p ? gw_dns_build_query(p->id, q.name, GW_DNS_TYPE_A, up, sizeof(up)) : -1;
-                if (!p || ul < 0 || send(d->up_fd, up, (size_t)ul, MSG_DONTWAIT) != ul) {
+                if (!d->up_connected)
+                        d->up_connected = connect(d->up_fd, (const struct sockaddr *)&g->cfg.resolver,
+                                                  sizeof(g->cfg.resolver)) == 0;
+                if (!p || ul < 0 || !d->up_connected || send(d->up_fd, up, (size_t)ul, MSG_DONTWAIT) != ul) {
                         if (p)
                                 pending_done(d, p);
                         g->counters.dns_upstream_errors++;
@@ -248,8 +252,13 @@ int gw_dns_new(gw *g, int udp_fd, gw_dns **ret, sp_error **err)
         d->fd = udp_fd;
         d->p = calloc(PENDING_MAX, sizeof(*d->p));
         d->up_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (!d->p || d->up_fd < 0 ||
-            connect(d->up_fd, (const struct sockaddr *)&g->cfg.resolver, sizeof(g->cfg.resolver)) < 0) {
+        /* A resolver that cannot be reached now (no route yet, an upstream
+         * namespace with loopback only) does not stop the gateway: its
+         * queries are answered SERVFAIL until it can be. */
+        if (d->up_fd >= 0)
+                d->up_connected =
+                        connect(d->up_fd, (const struct sockaddr *)&g->cfg.resolver, sizeof(g->cfg.resolver)) == 0;
+        if (!d->p || d->up_fd < 0) {
                 int e = errno;
                 if (d->up_fd >= 0)
                         close(d->up_fd);

@@ -23,6 +23,43 @@ for (const pkg of versions) {
       if (sbx) await sbx.kill()
     })
 
+    // The sandbox's egress profile, read from the public API (tests/e2b/run sets SPACE_API_URL).
+    const egressOf = async (id) => {
+      const r = await fetch(`${process.env.SPACE_API_URL}/v1/sandboxes/${id}`, {
+        headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` },
+      })
+      assert.equal(r.status, 200)
+      return (await r.json()).egress
+    }
+
+    test('network options become the sandbox egress profile (docs/e2b.md)', async () => {
+      const allow = await Sandbox.create({
+        metadata: { suite: tag },
+        network: { denyOut: ['0.0.0.0/0'], allowOut: ['example.com', '8.8.8.8'] },
+      })
+      try {
+        assert.equal(await egressOf(allow.sandboxId), 'e2b-allow-out')
+        if (typeof allow.updateNetwork === 'function') {
+          await allow.updateNetwork({ allowInternetAccess: true })
+          assert.equal(await egressOf(allow.sandboxId), 'public')
+          await allow.updateNetwork({})
+          assert.equal(await egressOf(allow.sandboxId), 'none')
+        }
+      } finally {
+        await allow.kill()
+      }
+      const off = await Sandbox.create({ metadata: { suite: tag }, allowInternetAccess: false })
+      try {
+        assert.equal(await egressOf(off.sandboxId), 'none')
+      } finally {
+        await off.kill()
+      }
+      await assert.rejects(
+        Sandbox.create({ metadata: { suite: tag }, network: { denyOut: ['8.8.8.8'] } }),
+        (err) => /only 0\.0\.0\.0\/0/.test(String(err.message)),
+      )
+    })
+
     test('commands.run: stdout, stderr, exit code, cwd, envs and sandbox-wide envVars', async () => {
       const r = await sbx.commands.run('echo out; echo err >&2; pwd; echo "$SANDBOX_WIDE $ONE"', {
         cwd: '/tmp',

@@ -35,6 +35,7 @@
 
 #include "btrfs.h"
 #include "guard.h"
+#include "netns.h"
 #include "harness.h"
 #include "pg.h"
 #include "proc.h"
@@ -55,6 +56,10 @@ extern char **environ;
 static char *dir; /* the test's temporary directory */
 static char state[256], config[512], sandbox[64];
 static int api_port;
+/* The egress gateway's upstream side: a namespace with only loopback, so that
+ * nothing a sandbox sends can leave (docs/networking.md, "Traffic safety"). */
+static sp_test_netns upstream = {.fd = -1};
+static int upstream_guard;
 static int down_guard; /* the guard's spacectl down (guard.h) */
 static bool up_ok;
 static char up_failure[8192];
@@ -242,6 +247,17 @@ static void leftovers(sp_buf *report)
                     b.data[sl] == '/')
                         sp_buf_appendf(report, NULL, "loop device %s: %.*s", de->d_name, (int)b.len, b.data);
         }
+        /* The sandboxes' links (d<port><slot>) and the firewall's table. */
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "d%d", api_port);
+        _cleanup_closedir_ DIR *net = opendir("/sys/class/net");
+        for (struct dirent *de; net && (de = readdir(net));)
+                if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+                        sp_buf_appendf(report, NULL, "link %s\n", de->d_name);
+        char nft[200];
+        snprintf(nft, sizeof(nft), "nft list table ip space_%s >/dev/null 2>&1", prefix);
+        if (system(nft) == 0)
+                sp_buf_appendf(report, NULL, "nftables table space_%s\n", prefix);
         if (access(state, F_OK) == 0)
                 sp_buf_appendf(report, NULL, "directory %s\n", state);
 }
@@ -313,9 +329,9 @@ static void cluster_up(void)
         chmod(dir, 0711); /* PostgreSQL runs as its own user below it */
         snprintf(state, sizeof(state), "%s/s", dir);
         snprintf(config, sizeof(config), "%s/config.json", dir);
-        /* spacectl up --api-port N listens on N to N+5 (docs/operations.md). */
+        /* spacectl up --api-port N listens on N to N+7 (docs/operations.md). */
         sp_error *perr = NULL;
-        api_port = sp_test_free_port_block(6, &perr);
+        api_port = sp_test_free_port_block(8, &perr);
         if (api_port < 0) {
                 snprintf(up_failure, sizeof(up_failure), "no ports: %s", perr->message);
                 sp_error_free(perr);
@@ -323,6 +339,14 @@ static void cluster_up(void)
         }
         char port[16], bin[1024];
         snprintf(port, sizeof(port), "%d", api_port);
+        if (sp_test_netns_create(&upstream, &perr) < 0) {
+                snprintf(up_failure, sizeof(up_failure), "no namespace: %s", perr->message);
+                sp_error_free(perr);
+                return;
+        }
+        const char *del_ns[] = {"ip", "netns", "delete", upstream.name, NULL};
+        upstream_guard = sp_test_guard_run(del_ns, NULL);
+        setenv("SPACE_WORKER_GATEWAY_UPSTREAM_NETNS", upstream.path, 1);
         /* Should this process die before cluster_down() (a crash, CTest's TIMEOUT), the cluster goes
          * anyway, ahead of the directory. */
         snprintf(bin, sizeof(bin), "%s/bin/spacectl", sp_test_binary_dir());
@@ -355,6 +379,8 @@ static void cluster_down(void)
         result_free(&r);
         sp_test_guard_done(down_guard);
         sweep();
+        sp_test_netns_destroy(&upstream);
+        sp_test_guard_done(upstream_guard);
         sp_test_tmpdir_remove(dir);
         free(dir);
 }
@@ -696,6 +722,38 @@ START_TEST(a_killed_data_plane_is_reported_repaired_and_exec_reconnects)
 }
 END_TEST
 
+START_TEST(sandboxes_have_a_network_through_the_gateway)
+{
+        require_cluster();
+        /* A link with an address and a default route; the gateway as resolver; the default profile
+         * (none) lets nothing out, and the sandbox's egress log says so. */
+        _cleanup_result_ result r = ctl(NULL, "exec", sandbox, "--", "sh", "-c",
+                                        "ip -4 -o addr show eth0 | grep -c inet; ip route | grep -c '^default'; "
+                                        "grep -c '^nameserver' /etc/resolv.conf; "
+                                        "timeout 10 wget -q -O - http://example.com/ || echo refused",
+                                        NULL);
+        assert_code(r, 0);
+        ck_assert_str_eq(r.out.data, "1\n1\n1\nrefused\n");
+        bool seen = false;
+        char last[4096] = "";
+        for (int i = 0; i < 50 && !seen; i++) {
+                _cleanup_result_ result log = ctl(NULL, "--json", "sandbox", "egress-log", sandbox, NULL);
+                assert_code(log, 0);
+                seen = strstr(log.out.data, "example.com") && strstr(log.out.data, "refused");
+                snprintf(last, sizeof(last), "%s", log.out.data);
+                if (!seen)
+                        sleep_ms(100);
+        }
+        ck_assert_msg(seen, "the refusal is not in the sandbox's egress log: %s", last);
+        /* The gateway runs beside the worker, supervised by it. */
+        char pidp[400];
+        snprintf(pidp, sizeof(pidp), "%s/worker/state/gateway.pid", state);
+        _cleanup_buf_ sp_buf pid = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(pidp, 64, &pid, NULL), 0);
+        ck_assert_int_eq(kill(atoi(pid.data), 0), 0);
+}
+END_TEST
+
 START_TEST(down_purge_leaves_nothing)
 {
         require_cluster();
@@ -720,6 +778,7 @@ static Suite *suite(void)
         tcase_add_test(tc, signals_reach_the_command);
         tcase_add_test(tc, bad_input_is_refused);
         tcase_add_test(tc, a_killed_data_plane_is_reported_repaired_and_exec_reconnects);
+        tcase_add_test(tc, sandboxes_have_a_network_through_the_gateway);
         /* Last: it takes the cluster down. */
         tcase_add_test(tc, down_purge_leaves_nothing);
         suite_add_tcase(s, tc);
