@@ -611,9 +611,7 @@ static void print_rule(void)
 
 START_TEST(bench)
 {
-        int dns_per = (opt.samples + opt.rounds - 1) / opt.rounds;
-        int get_per = (opt.runs + opt.rounds - 1) / opt.rounds;
-        int cap = dns_per * opt.rounds, gcap = get_per * opt.rounds;
+        int cap = opt.samples, gcap = opt.runs;
         for (int w = 0; w < 2; w++) {
                 P[w].dns = calloc((size_t)cap, sizeof(double));
                 P[w].connect = calloc((size_t)cap, sizeof(double));
@@ -629,11 +627,15 @@ START_TEST(bench)
                 scratch = (path_samples){.dns = tmp[0], .connect = tmp[1], .first = tmp[2], .mib_s = tmp_get};
                 run_path(w, 4 << 20, 3, 3, 0, &scratch);
         }
-        for (int r = 0; r < opt.rounds; r++)
+        for (int r = 0; r < opt.rounds; r++) {
+                /* This round's share of the samples and downloads. */
+                int n = opt.samples / opt.rounds + (r < opt.samples % opt.rounds);
+                int g = opt.runs / opt.rounds + (r < opt.runs % opt.rounds);
                 for (int k = 0; k < 2; k++) {
                         int w = (r + k) % 2; /* the first path alternates from round to round */
-                        run_path(w, 0, dns_per, dns_per, get_per, &P[w]);
+                        run_path(w, 0, n, n, g, &P[w]);
                 }
+        }
 
         /* Proof that the sandbox's connections went through the gateway: its audit log has them. */
         _cleanup_json_ json_object *log =
