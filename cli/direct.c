@@ -68,13 +68,21 @@ static size_t net_argv(const dctx *c, net_flags *f, const char **argv)
         snprintf(f->tcp, sizeof(f->tcp), "--gateway-tcp-port=%d", c->gw_tcp_port);
         snprintf(f->dns, sizeof(f->dns), "--gateway-dns-port=%d", c->gw_dns_port);
         snprintf(f->group, sizeof(f->group), "--gateway-log-group=%d", c->api_port);
+        /* A setting the caller's environment gives is left to it. */
+        const struct {
+                const char *env, *flag;
+        } all[] = {
+                {NULL, f->enable},
+                {"SPACE_WORKER_SANDBOX_CIDR", f->cidr},
+                {"SPACE_WORKER_NET_PREFIX", f->prefix},
+                {"SPACE_WORKER_GATEWAY_TCP_PORT", f->tcp},
+                {"SPACE_WORKER_GATEWAY_DNS_PORT", f->dns},
+                {"SPACE_WORKER_GATEWAY_LOG_GROUP", f->group},
+        };
         size_t n = 0;
-        argv[n++] = f->enable;
-        argv[n++] = f->cidr;
-        argv[n++] = f->prefix;
-        argv[n++] = f->tcp;
-        argv[n++] = f->dns;
-        argv[n++] = f->group;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(all); i++)
+                if (!all[i].env || !getenv(all[i].env) || !*getenv(all[i].env))
+                        argv[n++] = all[i].flag;
         argv[n] = NULL;
         return n;
 }
