@@ -35,13 +35,14 @@ typedef struct sp_test_space_opts {
          * they override the harness's (every worker gets
          * --template-import-root=<dir>/import, a directory shared by all) */
         const char *const *worker_args;
-        /* Sandboxes get a network (sp_test_worker_net_args, port.h): with
-         * net_upstream (a test internet's namespace, inet.h) each worker's
-         * gateway connects out into it only; without, network alone gives
-         * sandboxes links whose traffic nobody serves. The harness purges
-         * every worker's table, gateway and links when it goes down, and a
-         * guard does it should the test process die first. */
-        bool network;
+        /* Sandboxes get a network (sp_test_worker_net_args, port.h), as in
+         * production, unless no_network: with net_upstream (a test internet's
+         * namespace, inet.h) each worker's gateway connects out into it only;
+         * without, sandboxes have links whose traffic nobody serves
+         * (--gateway=none). The harness purges every worker's table, gateway
+         * and links when it goes down, and a guard does it should the test
+         * process die first. */
+        bool no_network;
         const char *net_upstream;
 } sp_test_space_opts;
 
