@@ -46,7 +46,7 @@ typedef struct gw_config {
         size_t n_forbid;
         int sniff_timeout_ms; /* for the first bytes of a connection */
         int connect_timeout_ms;
-        int idle_timeout_ms; /* a relayed connection with no traffic either way */
+        int idle_timeout_ms; /* a relayed connection with no traffic either way is closed (0: never) */
         int dns_timeout_ms;
         uint32_t max_connections; /* all sandboxes together */
 } gw_config;

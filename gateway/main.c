@@ -40,7 +40,7 @@
 typedef struct {
         char *control_socket, *listen_address, *resolver, *upstream_netns, *public_cidrs, *forbid_cidrs, *user;
         char *http_listen, *log_level, *log_format;
-        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms,
+        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms, idle_s,
                 dns_ms, max_pins;
 } gw_cfg;
 
@@ -84,6 +84,8 @@ static const sp_config_def defs[] = {
          "how long the first bytes of a connection may take (silence: a protocol whose server speaks first)"},
         {"connect-timeout-ms", SP_CONFIG_INT, "10000", offsetof(gw_cfg, connect_ms), 10, 600000,
          "how long dialling a destination may take"},
+        {"idle-timeout-s", SP_CONFIG_INT, "900", offsetof(gw_cfg, idle_s), 0, 86400,
+         "a relayed connection with no bytes either way for this long is closed (0: never)"},
         {"dns-timeout-ms", SP_CONFIG_INT, "3000", offsetof(gw_cfg, dns_ms), 10, 60000,
          "how long the resolver may take"},
         SP_DAEMON_LOG_SETTINGS(gw_cfg),
@@ -215,6 +217,7 @@ int main(int argc, char **argv)
                 return r;
         gw g = {.cfg = {.sniff_timeout_ms = (int)c.sniff_ms,
                         .connect_timeout_ms = (int)c.connect_ms,
+                        .idle_timeout_ms = (int)(c.idle_s * 1000),
                         .dns_timeout_ms = (int)c.dns_ms,
                         .max_connections = (uint32_t)c.max_connections}};
         gw_limits lim = GW_LIMITS_DEFAULT;

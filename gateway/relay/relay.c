@@ -41,6 +41,8 @@ struct conn {
         conn *prev, *next;
         struct bufferevent *down, *up; /* the sandbox's side; the destination's */
         struct event *timer;
+        struct event *idle; /* once relaying: closes it after idle_timeout_ms without bytes */
+        int64_t last_us; /* the last bytes either way */
         uint32_t src, dst;
         uint16_t port;
         char name[GW_NAME_MAX + 1];
@@ -93,6 +95,8 @@ static void conn_close(conn *c, bool rst)
                 c->next->prev = c->prev;
         if (c->timer)
                 event_free(c->timer);
+        if (c->idle)
+                event_free(c->idle);
         if (c->down) {
                 if (rst) {
                         struct linger lg = {.l_onoff = 1, .l_linger = 0};
@@ -176,6 +180,7 @@ static void relay_read(struct bufferevent *from, void *ud)
                 return;
         struct evbuffer *in = bufferevent_get_input(from);
         size_t n = evbuffer_get_length(in);
+        c->last_us = sp_now_mono_us();
         evbuffer_add_buffer(bufferevent_get_output(to), in);
         if (!(from == c->down ? c->down_eof : c->up_eof))
                 n += read_more(from, bufferevent_get_output(to));
@@ -222,10 +227,35 @@ static void relay_event(struct bufferevent *b, short what, void *ud)
 
 /* ---- the upstream ---- */
 
+static void arm_idle(conn *c, int64_t after_us)
+{
+        struct timeval tv = {.tv_sec = after_us / 1000000, .tv_usec = after_us % 1000000};
+        evtimer_add(c->idle, &tv);
+}
+
+/* No bytes either way for idle_timeout_ms: the connection ends (its slot of
+ * the sandbox's concurrent connections with it). */
+static void idle_check(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        conn *c = ud;
+        int64_t left = c->last_us + (int64_t)c->r->g->cfg.idle_timeout_ms * 1000 - sp_now_mono_us();
+        if (left > 0) {
+                arm_idle(c, left);
+                return;
+        }
+        sp_log_debug("relay: closing a connection idle for %d s", c->r->g->cfg.idle_timeout_ms / 1000);
+        conn_close(c, true);
+}
+
 static void up_event(struct bufferevent *b, short what, void *ud)
 {
         conn *c = ud;
         if (what & BEV_EVENT_CONNECTED) {
+                c->last_us = sp_now_mono_us();
+                if (c->r->g->cfg.idle_timeout_ms > 0 && (c->idle = evtimer_new(c->r->g->base, idle_check, c)))
+                        arm_idle(c, (int64_t)c->r->g->cfg.idle_timeout_ms * 1000);
                 bufferevent_setcb(c->up, relay_read, relay_write, relay_event, c);
                 bufferevent_setcb(c->down, relay_read, relay_write, relay_event, c);
                 bufferevent_set_max_single_write(c->up, RELAY_CHUNK);

@@ -255,7 +255,7 @@ static void leftovers(sp_buf *report)
                 if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
                         sp_buf_appendf(report, NULL, "link %s\n", de->d_name);
         char nft[200];
-        snprintf(nft, sizeof(nft), "nft list table ip space_%s >/dev/null 2>&1", prefix);
+        snprintf(nft, sizeof(nft), "nft list table inet space_%s >/dev/null 2>&1", prefix);
         if (system(nft) == 0)
                 sp_buf_appendf(report, NULL, "nftables table space_%s\n", prefix);
         if (access(state, F_OK) == 0)
