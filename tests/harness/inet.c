@@ -139,15 +139,30 @@ static void handle_tcp(server *s, int fd)
         respond(NULL, fd, body);
 }
 
-/* A minimal resolver: one question, A records from the table. */
+/* A minimal resolver: one question, A records from the table. It answers on
+ * every address (a sandbox's query that got through to "another resolver"
+ * would be logged with that address), from the address asked. */
 static void handle_dns(server *s, int fd)
 {
         uint8_t q[512], a[1024];
         struct sockaddr_in from;
-        socklen_t fl = sizeof(from);
-        ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+        char cbuf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        struct iovec iov = {q, sizeof(q)};
+        struct msghdr mh = {.msg_name = &from,
+                            .msg_namelen = sizeof(from),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = cbuf,
+                            .msg_controllen = sizeof(cbuf)};
+        ssize_t n = recvmsg(fd, &mh, 0);
         if (n < 12)
                 return;
+        struct in_pktinfo pi = {0};
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO)
+                        memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+        char local[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &pi.ipi_addr, local, sizeof(local));
         char name[256] = "";
         size_t off = 12, nl = 0;
         while (off < (size_t)n && q[off]) {
@@ -166,7 +181,7 @@ static void handle_dns(server *s, int fd)
         off++;
         uint16_t qtype = (uint16_t)(q[off] << 8 | q[off + 1]);
         size_t qend = off + 4;
-        logf_(s, "udp %s:53 q=%s type=%u", SP_TEST_INET_RESOLVER, name, qtype);
+        logf_(s, "udp %s:53 q=%s type=%u", local, name, qtype);
         memcpy(a, q, qend);
         a[2] = 0x81; /* QR, RD */
         a[3] = 0x80; /* RA */
@@ -192,7 +207,13 @@ static void handle_dns(server *s, int fd)
                 a[3] |= 3; /* NXDOMAIN */
         a[6] = (uint8_t)(count >> 8);
         a[7] = (uint8_t)count;
-        sendto(fd, a, len, 0, (struct sockaddr *)&from, fl);
+        iov = (struct iovec){a, len};
+        mh.msg_controllen = sizeof(cbuf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        *c = (struct cmsghdr){.cmsg_level = IPPROTO_IP, .cmsg_type = IP_PKTINFO, .cmsg_len = CMSG_LEN(sizeof(pi))};
+        pi = (struct in_pktinfo){.ipi_spec_dst = pi.ipi_addr};
+        memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+        sendmsg(fd, &mh, 0);
 }
 
 static void handle_echo(server *s, int fd)
@@ -228,12 +249,15 @@ static void serve(server *s, int ns_fd)
         if (setns(ns_fd, CLONE_NEWNET) < 0)
                 _exit(2);
         signal(SIGCHLD, SIG_IGN); /* handlers are reaped by the kernel */
-        static const int tcp_ports[] = {80, 8080, 443, 853, 22};
-        struct pollfd p[8];
+        static const int tcp_ports[] = {80, 8080, 443, 853, 22, 53};
+        struct pollfd p[10];
         size_t np = 0;
         for (size_t i = 0; i < sizeof(tcp_ports) / sizeof(tcp_ports[0]); i++)
                 p[np++] = (struct pollfd){.fd = listen_on(SOCK_STREAM, "0.0.0.0", tcp_ports[i]), .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = listen_on(SOCK_DGRAM, SP_TEST_INET_RESOLVER, 53), .events = POLLIN};
+        p[np++] = (struct pollfd){.fd = listen_on(SOCK_DGRAM, "0.0.0.0", 53), .events = POLLIN};
+        int one = 1;
+        if (setsockopt(p[np - 1].fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0)
+                _exit(3);
         p[np++] = (struct pollfd){.fd = listen_on(SOCK_DGRAM, "0.0.0.0", 9999), .events = POLLIN};
         for (size_t i = 0; i < np; i++)
                 if (p[i].fd < 0)

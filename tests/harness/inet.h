@@ -8,17 +8,18 @@
  * (space-gateway --upstream-netns), so every upstream packet it could ever
  * send, however a sandbox tricks it, ends here. Inside, one server process
  * answers on every one of those addresses:
- *   udp 53 on the resolver address  A records of the configured names
- *                                    (NXDOMAIN for the rest)
- *   tcp 80, 8080                     HTTP: "http <Host> <local address>:<port>\n"
+ *   udp 53 (on every address,        A records of the configured names
+ *   the resolver's among them)       (NXDOMAIN for the rest)
+ *   tcp 80, 8080, 53                 HTTP: "http <Host> <local address>:<port>\n"
  *   tcp 443, 853                     TLS (one self-signed RSA certificate for
  *                                    every name): after the request,
  *                                    "tls <SNI> <local address>:<port>\n"
  *   tcp 22                           a banner first ("SSH-2.0-inet <address>\r\n")
  *   udp 9999                         echo
- * Every connection and datagram it sees is a line in its log
- * ("tcp <address>:<port> sni=<..> host=<..>", "udp <address>:<port>"), so
- * that a test can prove a refused connection never got here.
+ * Every connection and datagram it sees is a line in its log ("accept tcp
+ * <address>:<port>", then "tcp <address>:<port> sni=<..> host=<..>"; "udp
+ * <address>:53 q=<name> type=<n>", "udp <address>:<port> echo"), so that a
+ * test can prove a refused connection never got here.
  * Root only; start in an unchecked fixture (it outlives forked tests).
  */
 #ifndef SPACE_TEST_INET_H

@@ -162,6 +162,14 @@ void wk_net_host_address(const wk_net *n, uint32_t slot, char out[16])
                 inet_ntop(AF_INET, &l.host_addr, out, 16);
 }
 
+void wk_net_host_if(const wk_net *n, uint32_t slot, char out[IF_NAMESIZE])
+{
+        wk_net_link l;
+        out[0] = '\0';
+        if (wk_net_link_of(&n->pool, slot, &l, NULL) == 0)
+                snprintf(out, IF_NAMESIZE, "%s", l.host_if);
+}
+
 static int open_netns(pid_t pid, int *ret, sp_error **err)
 {
         char path[64];

@@ -63,6 +63,8 @@ const wk_net_pool *wk_net_pool_of(const wk_net *n);
 void wk_net_address(const wk_net *n, uint32_t slot, char out[16]);
 /* Its host end's address: the sandbox's gateway and resolver. */
 void wk_net_host_address(const wk_net *n, uint32_t slot, char out[16]);
+/* Its host end's name ("" past the pool). */
+void wk_net_host_if(const wk_net *n, uint32_t slot, char out[IF_NAMESIZE]);
 
 /* Gives the sandbox whose init is pid (in its own network namespace) its
  * link and registers it with the firewall. On failure nothing is left. */

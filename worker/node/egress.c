@@ -111,13 +111,22 @@ static wk_sandbox *by_record(wk_node *n, json_object *rec)
                         if (strcmp(sb->id, id) == 0 || strcmp(sb->key, id) == 0)
                                 return sb;
         }
-        if (!n->cfg.net || !json_object_object_get_ex(rec, "source", &v))
+        if (!n->cfg.net)
                 return NULL;
-        const char *src = json_object_get_string(v);
+        /* A firewall drop is the sandbox's whose link it came in by, and no
+         * sandbox's if it came in by another interface: its source may be
+         * forged (a spoofed packet was logged as its victim's, or nobody's). */
+        bool by_if = json_object_object_get_ex(rec, "interface", &v) && *json_object_get_string(v);
+        if (!by_if && !json_object_object_get_ex(rec, "source", &v))
+                return NULL;
+        const char *want = json_object_get_string(v);
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next) {
-                char addr[16];
-                wk_net_address(n->cfg.net, sb->slot, addr);
-                if (sb->state != WK_SB_SUSPENDED && strcmp(addr, src) == 0)
+                char have[32]; /* a host end's name or an address */
+                if (by_if)
+                        wk_net_host_if(n->cfg.net, sb->slot, have);
+                else
+                        wk_net_address(n->cfg.net, sb->slot, have);
+                if (sb->state != WK_SB_SUSPENDED && strcmp(have, want) == 0)
                         return sb;
         }
         return NULL;

@@ -16,7 +16,10 @@
  *                 pidfd_getfd, process_vm_readv, its binary
  *   --fds         descriptors this process inherited beyond 0, 1 and 2
  *                 ("inherited N TARGET" lines), then "fds checked"
- *   --limits      "nofile SOFT HARD", and an attempt to raise the hard limit Every attempt is built to be harmless where it is permitted
+ *   --limits      "nofile SOFT HARD", and an attempt to raise the hard limit
+ *   --net OP ...  network attempts against the egress boundary (net.c)
+ *
+ * Every attempt is built to be harmless where it is permitted
  * (invalid arguments, values written back unchanged), and the program refuses
  * to run without --in-sandbox. Statically linked so it runs in any root
  * filesystem.
@@ -45,6 +48,8 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+
+int probe_net(int argc, char **argv);
 
 static void report(const char *name, long r)
 {
@@ -315,6 +320,8 @@ int main(int argc, char **argv)
                 return probe_fds();
         if (argc > 2 && strcmp(argv[2], "--limits") == 0)
                 return probe_limits();
+        if (argc > 2 && strcmp(argv[2], "--net") == 0)
+                return probe_net(argc - 3, argv + 3);
         char buf[64] = {0};
         report("init_module", permitted_if_invalid(syscall(SYS_init_module, buf, sizeof(buf), "")));
         report("finit_module", permitted_if_invalid(syscall(SYS_finit_module, -1, "", 0)));
