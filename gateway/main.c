@@ -40,8 +40,8 @@
 typedef struct {
         char *control_socket, *listen_address, *resolver, *upstream_netns, *public_cidrs, *forbid_cidrs, *user;
         char *http_listen, *log_level, *log_format;
-        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms, idle_s,
-                dns_ms, max_pins;
+        int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms,
+                idle_s, dns_ms, max_pins;
 } gw_cfg;
 
 static const sp_config_def defs[] = {

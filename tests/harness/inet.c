@@ -135,6 +135,19 @@ static void handle_tcp(server *s, int fd)
         }
         read_head(NULL, fd, host, sizeof(host));
         logf_(s, "tcp %s:%d sni=- host=%s", addr, port, host);
+        if (port == 7000) {
+                /* Promise a body and send none: the connection stays open, silent, until the other
+                 * side ends it (at most a minute). */
+                static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+                (void)!write(fd, head, sizeof(head) - 1);
+                struct timeval hold = {.tv_sec = 60};
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &hold, sizeof(hold));
+                char b[256];
+                while (read(fd, b, sizeof(b)) > 0)
+                        ;
+                logf_(s, "tcp %s:%d held until the other side closed", addr, port);
+                return;
+        }
         snprintf(body, sizeof(body), "http %s %s:%d\n", host, addr, port);
         respond(NULL, fd, body);
 }
@@ -249,8 +262,8 @@ static void serve(server *s, int ns_fd)
         if (setns(ns_fd, CLONE_NEWNET) < 0)
                 _exit(2);
         signal(SIGCHLD, SIG_IGN); /* handlers are reaped by the kernel */
-        static const int tcp_ports[] = {80, 8080, 443, 853, 22, 53};
-        struct pollfd p[10];
+        static const int tcp_ports[] = {80, 8080, 443, 853, 22, 53, 7000};
+        struct pollfd p[12];
         size_t np = 0;
         for (size_t i = 0; i < sizeof(tcp_ports) / sizeof(tcp_ports[0]); i++)
                 p[np++] = (struct pollfd){.fd = listen_on(SOCK_STREAM, "0.0.0.0", tcp_ports[i]), .events = POLLIN};

@@ -15,6 +15,9 @@
  *                                    every name): after the request,
  *                                    "tls <SNI> <local address>:<port>\n"
  *   tcp 22                           a banner first ("SSH-2.0-inet <address>\r\n")
+ *   tcp 7000                         HTTP that answers a head promising a body
+ *                                    and then holds the connection, silent
+ *                                    ("... held until the other side closed")
  *   udp 9999                         echo
  * Every connection and datagram it sees is a line in its log ("accept tcp
  * <address>:<port>", then "tcp <address>:<port> sni=<..> host=<..>"; "udp

@@ -135,8 +135,7 @@ int sp_test_space_start_worker(sp_test_space *s, int i, sp_error **err)
         for (size_t j = 0; s->opts.worker_args && s->opts.worker_args[j] && n < 63; j++)
                 argv[n++] = s->opts.worker_args[j];
         argv[n] = NULL;
-        if (!s->opts.no_network &&
-            (s->purge_guard[i] = sp_test_worker_purge_guard(argv, err)) < 0)
+        if (!s->opts.no_network && (s->purge_guard[i] = sp_test_worker_purge_guard(argv, err)) < 0)
                 return -1;
         sp_test_proc_opts o = {.log_path = logp};
         if (sp_test_proc_start(p, "worker", argv, &o, err) < 0)

@@ -16,6 +16,8 @@
  * - GET /v1/sandboxes/{id}/egress/log shows the decisions, filtered by
  *   decision and kind, paged with before;
  * - create with a profile that does not exist is a 404 and makes nothing;
+ * - a relayed connection with no bytes either way is closed by the gateway
+ *   after its idle timeout (2 s here), and the server sees it end;
  * - spacectl egress create/ls/get/update/rm, sandbox create --egress,
  *   sandbox egress and sandbox egress-log (--decision, --json, --follow).
  *
@@ -55,6 +57,8 @@ static void cluster_up(void)
         const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
         ns_guard = sp_test_guard_run(del_ns, &e);
         sp_test_ok(ns_guard, &e);
+        /* The gateway closes relayed connections idle for 2 s here (its default is 15 minutes). */
+        setenv("SPACE_GATEWAY_IDLE_TIMEOUT_S", "2", 1);
         sp_test_space_opts o = {.workers = 1, .net_upstream = in.ns.path};
         sp_test_space_up(&S, &o);
 }
@@ -331,6 +335,28 @@ START_TEST(a_sandbox_reaches_what_its_profile_allows)
 }
 END_TEST
 
+START_TEST(idle_connections_are_closed)
+{
+        tenant t;
+        sp_test_new_tenant(&S, "egress-idle", t.key);
+        char sbx[64];
+        sp_test_create_sandbox(
+                &S, t.key, "{\"template\":\"base\",\"egress\":{\"domains\":[\"allowed.test\"],\"ports\":[7000]}}", sbx);
+        /* The server answers a head and holds the connection; the client keeps its side open (its
+         * input lasts 12 s) and waits for a body that never comes. The gateway ends it after 2 s
+         * without bytes (nc: 0 or 1); were it kept, timeout(1) would end nc after 9 s (143). */
+        ck_assert_int_eq(run(&t, sbx,
+                             "{ printf 'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'; sleep 12; } | "
+                             "{ timeout 9 nc allowed.test 7000 >/tmp/out; echo $? >/tmp/rc; }; "
+                             "grep -q '^HTTP/1.1 200' /tmp/out"),
+                         0);
+        ck_assert_int_eq(run(&t, sbx, "grep -qx '[01]' /tmp/rc"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.200.1:7000 held until the other side closed"), 1);
+        _cleanup_json_ json_object *del = API(t.key, "DELETE", path_of("/v1/sandboxes/%s", sbx), 202, NULL);
+        json_object_put(sp_test_wait_op(&S, t.key, sp_test_jstr(del, "operation.id"), true));
+}
+END_TEST
+
 START_TEST(spacectl_drives_egress)
 {
         tenant t;
@@ -438,6 +464,7 @@ static Suite *suite(void)
         tcase_add_test(tc, profiles_are_a_tenants_and_checked);
         tcase_add_test(tc, a_sandbox_reaches_what_its_profile_allows);
         tcase_add_test(tc, spacectl_drives_egress);
+        tcase_add_test(tc, idle_connections_are_closed);
         suite_add_tcase(s, tc);
         return s;
 }
