@@ -625,6 +625,22 @@ static int spoof_case(void *arg)
         REQUIRE(udp_send(&g_s, NULL, FAR, 53, "back") == 0 && readable(dns, ARRIVE_MS) &&
                         udp_recv(dns, buf, sizeof(buf), &from) == 4 && strcmp(buf, "back") == 0,
                 "the re-registered sandbox's query did not arrive");
+        drain(dns);
+
+        /* Several deleted in one commit, one of them never there (the batch falls back to one at a time). */
+        struct in_addr other;
+        inet_pton(AF_INET, "10.250.0.7", &other);
+        const char *names[] = {g_link.host_if, "spv3"};
+        struct in_addr addrs[] = {g_link.sandbox_addr, other};
+        REQUIRE(wk_nft_sandbox_del_many(&g_cfg, names, addrs, 2, &e) == 0, "del many: %s", emsg(&e));
+        REQUIRE(udp_send(&g_s, NULL, FAR, 53, "gone2") == 0 && !readable(dns, SILENCE_MS),
+                "a query of a sandbox deleted in a batch arrived");
+        REQUIRE(wk_nft_sandbox_add(&g_cfg, g_link.host_if, g_link.sandbox_addr, &e) == 0, "add: %s", emsg(&e));
+        REQUIRE(wk_nft_sandbox_add(&g_cfg, "spv3", other, &e) == 0, "add spv3: %s", emsg(&e));
+        REQUIRE(wk_nft_sandbox_del_many(&g_cfg, names, addrs, 2, &e) == 0, "del many, all there: %s", emsg(&e));
+        REQUIRE(udp_send(&g_s, NULL, FAR, 53, "gone3") == 0 && !readable(dns, SILENCE_MS),
+                "a query of a sandbox deleted in a whole batch arrived");
+        REQUIRE(wk_nft_sandbox_add(&g_cfg, g_link.host_if, g_link.sandbox_addr, &e) == 0, "add: %s", emsg(&e));
         wk_nflog_free(log);
         return 0;
 }

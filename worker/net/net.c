@@ -21,6 +21,21 @@
 #include "space/log.h"
 #include "space/time.h"
 
+/* Firewall-log records per sandbox link and second; beyond, they are
+ * counted, and the next record says how many were left out. */
+#define PACKET_RECORDS_PER_S 20
+#define RATE_SLOTS 1024 /* links tracked at once (by hash of the name) */
+/* Deleted sandboxes' firewall elements go in one commit this long after the
+ * first of them (a commit takes milliseconds, on the worker's loop). */
+#define ELEMENT_GC_US (500 * 1000)
+
+typedef struct rate {
+        char ifname[IF_NAMESIZE];
+        int64_t window; /* its second (monotonic) */
+        uint32_t n; /* records in it */
+        uint32_t suppressed; /* left out since the last record written */
+} rate;
+
 struct wk_net {
         wk_net_pool pool;
         char table[WK_NFT_TABLE_MAX + 1];
@@ -31,12 +46,70 @@ struct wk_net {
         wk_gw *gw;
         void (*on_audit)(json_object *rec, void *ud);
         void *ud;
+        rate *rates; /* RATE_SLOTS */
+        uint64_t suppressed_total;
+        /* Slots whose link is up (a bit each), and slots whose firewall
+         * element waits for the next batched delete. */
+        uint8_t *up;
+        uint32_t nslots;
+        uint32_t *gc;
+        size_t ngc, gc_cap;
+        struct event *gc_ev;
+        uint64_t element_batches;
 };
+
+static bool slot_up(const wk_net *n, uint32_t slot)
+{
+        return slot < n->nslots && (n->up[slot / 8] & (1u << (slot % 8)));
+}
+
+static void slot_set_up(wk_net *n, uint32_t slot, bool up)
+{
+        if (slot >= n->nslots)
+                return;
+        if (up)
+                n->up[slot / 8] |= (uint8_t)(1u << (slot % 8));
+        else
+                n->up[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
+}
+
+/* Whether a record of ifname goes in now (and, through *suppressed, how
+ * many before it were left out). */
+static bool record_allowed(wk_net *n, const char *ifname, uint32_t *suppressed)
+{
+        *suppressed = 0;
+        if (!n->rates)
+                return true;
+        uint32_t h = 2166136261u;
+        for (const char *p = ifname; *p; p++)
+                h = (h ^ (uint8_t)*p) * 16777619u;
+        rate *r = &n->rates[h % RATE_SLOTS];
+        int64_t now = sp_now_mono_us() / 1000000;
+        if (strcmp(r->ifname, ifname) != 0) {
+                snprintf(r->ifname, sizeof(r->ifname), "%s", ifname);
+                r->window = now;
+                r->n = 0;
+                r->suppressed = 0;
+        } else if (r->window != now) {
+                r->window = now;
+                r->n = 0;
+        }
+        if (r->n >= PACKET_RECORDS_PER_S) {
+                r->suppressed++;
+                n->suppressed_total++;
+                return false;
+        }
+        r->n++;
+        *suppressed = r->suppressed;
+        r->suppressed = 0;
+        return true;
+}
 
 static int on_drop(const wk_nflog_record *r, void *ud)
 {
         wk_net *n = ud;
-        if (!n->on_audit)
+        uint32_t suppressed = 0;
+        if (!n->on_audit || !record_allowed(n, r->indev_name, &suppressed))
                 return 0;
         char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
         if (r->family)
@@ -60,8 +133,42 @@ static int on_drop(const wk_nflog_record *r, void *ud)
                 json_object_object_add(o, "port", json_object_new_int(r->dport));
         json_object_object_add(o, "decision", json_object_new_string("refused"));
         json_object_object_add(o, "rule", json_object_new_string(r->prefix));
+        if (suppressed)
+                json_object_object_add(o, "suppressed_before", json_object_new_int64(suppressed));
         n->on_audit(o, n->ud);
         return 0;
+}
+
+/* The batched delete of the firewall elements of slots still down. */
+static void gc_run(wk_net *n)
+{
+        if (!n->ngc)
+                return;
+        size_t k = 0;
+        _cleanup_free_ const char **names = calloc(n->ngc, sizeof(*names));
+        _cleanup_free_ struct in_addr *addrs = calloc(n->ngc, sizeof(*addrs));
+        _cleanup_free_ wk_net_link *links = calloc(n->ngc, sizeof(*links));
+        if (!names || !addrs || !links)
+                return; /* tried again with the next one */
+        for (size_t i = 0; i < n->ngc; i++) {
+                if (slot_up(n, n->gc[i]) || wk_net_link_of(&n->pool, n->gc[i], &links[k], NULL) < 0)
+                        continue; /* up again: its element is its own once more */
+                names[k] = links[k].host_if;
+                addrs[k] = links[k].sandbox_addr;
+                k++;
+        }
+        n->ngc = 0;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_nft_sandbox_del_many(&n->nft, names, addrs, k, &e) < 0)
+                sp_log_warn("sandbox firewall: removing %zu elements: %s", k, e->message);
+        n->element_batches++;
+}
+
+static void on_gc(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        gc_run(ud);
 }
 
 static void on_nflog(evutil_socket_t fd, short what, void *ud)
@@ -107,6 +214,14 @@ int wk_net_new(const wk_net_config *cfg, wk_net **ret, sp_error **err)
                 return sp_error_wrap(err, "sandbox firewall");
         }
         n->firewall = true;
+        n->nslots = pool.prefix_len >= 31 ? 1 : 1u << (31 - pool.prefix_len);
+        n->up = calloc(n->nslots / 8 + 1, 1);
+        n->rates = calloc(RATE_SLOTS, sizeof(*n->rates));
+        n->gc_ev = evtimer_new(cfg->base, on_gc, n);
+        if (!n->up || !n->rates || !n->gc_ev) {
+                wk_net_free(n);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
         if (wk_nflog_open(cfg->log_group, &n->nflog, err) < 0) {
                 wk_net_free(n);
                 return sp_error_wrap(err, "sandbox firewall log");
@@ -136,6 +251,12 @@ void wk_net_free(wk_net *n)
                 return;
         if (n->nflog_ev)
                 event_free(n->nflog_ev);
+        gc_run(n);
+        if (n->gc_ev)
+                event_free(n->gc_ev);
+        free(n->gc);
+        free(n->up);
+        free(n->rates);
         wk_nflog_free(n->nflog);
         wk_gw_free(n->gw);
         free(n);
@@ -180,11 +301,14 @@ static int open_netns(pid_t pid, int *ret, sp_error **err)
         return 0;
 }
 
-static int firewall_add(wk_net *n, const wk_net_link *l, sp_error **err)
+static int firewall_add(wk_net *n, uint32_t slot, const wk_net_link *l, sp_error **err)
 {
         if (!n->firewall)
                 return 0;
-        return wk_nft_sandbox_add(&n->nft, l->host_if, l->sandbox_addr, err);
+        if (wk_nft_sandbox_add(&n->nft, l->host_if, l->sandbox_addr, err) < 0)
+                return -SP_E_IO;
+        slot_set_up(n, slot, true);
+        return 0;
 }
 
 int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
@@ -195,7 +319,7 @@ int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
         _cleanup_close_ int fd = -1;
         if (open_netns(pid, &fd, err) < 0 || wk_net_link_create(&l, fd, err) < 0)
                 return -SP_E_IO;
-        if (firewall_add(n, &l, err) < 0) {
+        if (firewall_add(n, slot, &l, err) < 0) {
                 wk_net_link_delete(&l, NULL);
                 return -SP_E_IO;
         }
@@ -218,7 +342,7 @@ int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_
                 sp_log_warn("sandbox link %s was missing: making it again", l.host_if);
                 return wk_net_sandbox_up(n, slot, pid, err);
         }
-        return firewall_add(n, &l, err) < 0 ? -SP_E_IO : 0;
+        return firewall_add(n, slot, &l, err) < 0 ? -SP_E_IO : 0;
 }
 
 void wk_net_sandbox_down(wk_net *n, uint32_t slot)
@@ -227,12 +351,30 @@ void wk_net_sandbox_down(wk_net *n, uint32_t slot)
         if (wk_net_link_of(&n->pool, slot, &l, NULL) < 0)
                 return;
         _cleanup_error_ sp_error *e = NULL;
-        if (n->firewall && wk_nft_sandbox_del(&n->nft, l.host_if, l.sandbox_addr, &e) < 0) {
-                sp_log_warn("sandbox firewall %s: %s", l.host_if, e->message);
-                e = sp_error_free(e);
-        }
         if (wk_net_link_delete(&l, &e) < 0)
                 sp_log_warn("sandbox link %s: %s", l.host_if, e->message);
+        if (!n->firewall)
+                return;
+        /* Its element (its link's name and address) goes with others in one
+         * commit, unless the slot is up again by then. Until then it lets
+         * nothing through: no link of that name exists. */
+        slot_set_up(n, slot, false);
+        if (n->ngc == n->gc_cap) {
+                size_t cap = n->gc_cap ? n->gc_cap * 2 : 64;
+                uint32_t *g = realloc(n->gc, cap * sizeof(*g));
+                if (!g) {
+                        if (wk_nft_sandbox_del(&n->nft, l.host_if, l.sandbox_addr, &e) < 0)
+                                sp_log_warn("sandbox firewall %s: %s", l.host_if, e->message);
+                        return;
+                }
+                n->gc = g;
+                n->gc_cap = cap;
+        }
+        n->gc[n->ngc++] = slot;
+        if (n->ngc == 1) {
+                struct timeval tv = {.tv_sec = 0, .tv_usec = ELEMENT_GC_US};
+                evtimer_add(n->gc_ev, &tv);
+        }
 }
 
 void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, const char *tenant_id,
@@ -277,9 +419,18 @@ void wk_net_metrics(wk_net *n, sp_buf *out)
                        "# TYPE space_worker_gateway_starts_total counter\nspace_worker_gateway_starts_total %u\n"
                        "# HELP space_worker_firewall_log_overruns_total Firewall log records the kernel dropped.\n"
                        "# TYPE space_worker_firewall_log_overruns_total counter\n"
-                       "space_worker_firewall_log_overruns_total %llu\n",
+                       "space_worker_firewall_log_overruns_total %llu\n"
+                       "# HELP space_worker_firewall_log_suppressed_total Firewall log records left out: over %d "
+                       "per sandbox and second.\n"
+                       "# TYPE space_worker_firewall_log_suppressed_total counter\n"
+                       "space_worker_firewall_log_suppressed_total %llu\n"
+                       "# HELP space_worker_firewall_element_batches_total Commits that removed deleted sandboxes' "
+                       "firewall elements.\n"
+                       "# TYPE space_worker_firewall_element_batches_total counter\n"
+                       "space_worker_firewall_element_batches_total %llu\n",
                        n->gw && wk_gw_connected(n->gw) ? 1 : 0, n->gw ? wk_gw_starts(n->gw) : 0,
-                       (unsigned long long)(n->nflog ? wk_nflog_overruns(n->nflog) : 0));
+                       (unsigned long long)(n->nflog ? wk_nflog_overruns(n->nflog) : 0), PACKET_RECORDS_PER_S,
+                       (unsigned long long)n->suppressed_total, (unsigned long long)n->element_batches);
 }
 
 int wk_net_purge(const char *ifprefix, const char *gw_pid_path, unsigned *ret_links, sp_error **err)

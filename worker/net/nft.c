@@ -723,6 +723,50 @@ int wk_nft_sandbox_del(const wk_nft_config *c, const char *ifname, struct in_add
         return element_change(c, NFT_MSG_DELSETELEM, ifname, addr, err);
 }
 
+typedef struct elements {
+        const char *const *ifnames;
+        const struct in_addr *addrs;
+        size_t n;
+} elements;
+
+/* One DELSETELEM message per element, in one batch (one commit). */
+static void build_elements_del(const wk_nft_config *c, batch *b, const void *arg)
+{
+        const elements *els = arg;
+        for (size_t i = 0; i < els->n && !b->broken; i++) {
+                element el = {.type = NFT_MSG_DELSETELEM};
+                memcpy(el.key, els->ifnames[i], strnlen(els->ifnames[i], IFNAMSIZ - 1));
+                memcpy(el.key + IFNAMSIZ, &els->addrs[i].s_addr, sizeof(els->addrs[i].s_addr));
+                build_element(c, b, &el);
+        }
+}
+
+int wk_nft_sandbox_del_many(const wk_nft_config *c, const char *const *ifnames, const struct in_addr *addrs, size_t n,
+                            sp_error **err)
+{
+        if (n == 0)
+                return 0;
+        if (wk_nft_config_validate(c, err) < 0)
+                return -SP_E_INVALID;
+        for (size_t i = 0; i < n; i++) {
+                size_t len = ifnames[i] ? strlen(ifnames[i]) : 0;
+                if (len == 0 || len >= IFNAMSIZ)
+                        return sp_error_set(err, SP_E_INVALID, "interface name '%.32s' must be 1 to %d characters",
+                                            ifnames[i] ? ifnames[i] : "", IFNAMSIZ - 1);
+        }
+        const char *what;
+        elements els = {.ifnames = ifnames, .addrs = addrs, .n = n};
+        int r = transact(c, build_elements_del, &els, &what);
+        if (r != -ENOENT)
+                return r < 0 ? sp_error_set_errno(err, SP_E_IO, -r, "nftables table %s: %s", c->table, what) : 0;
+        /* The kernel takes a batch whole: one element already gone (or the
+         * table) refuses them all. One at a time, then. */
+        for (size_t i = 0; i < n; i++)
+                if (wk_nft_sandbox_del(c, ifnames[i], addrs[i], err) < 0)
+                        return -SP_E_IO;
+        return 0;
+}
+
 /* ---- counters ---- */
 
 typedef struct dump {

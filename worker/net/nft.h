@@ -105,6 +105,11 @@ int wk_nft_install(const wk_nft_config *c, sp_error **err);
 int wk_nft_sandbox_add(const wk_nft_config *c, const char *ifname, struct in_addr addr, sp_error **err);
 /* Unregisters it; a missing element (or table) is no error. */
 int wk_nft_sandbox_del(const wk_nft_config *c, const char *ifname, struct in_addr addr, sp_error **err);
+/* Unregisters n of them in one commit (an element's delete costs the
+ * kernel a commit that takes milliseconds: batching them costs one);
+ * missing ones are no error. */
+int wk_nft_sandbox_del_many(const wk_nft_config *c, const char *const *ifnames, const struct in_addr *addrs, size_t n,
+                            sp_error **err);
 
 /* Deletes the table; a missing one is no error. */
 int wk_nft_remove(const wk_nft_config *c, sp_error **err);

@@ -248,6 +248,19 @@ static int op_udp(char **a)
         return 0;
 }
 
+/* N datagrams as fast as they go; prints "sent=N". */
+static int op_udpflood(char **a)
+{
+        struct sockaddr_in sa = sin_of(a[0], atoi(a[1]));
+        int fd = socket(AF_INET, SOCK_DGRAM, 0), n = atoi(a[2]), sent = 0;
+        for (int i = 0; fd >= 0 && i < n && i < 100000; i++)
+                sent += sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa)) == 1;
+        printf("udpflood sent=%d\n", sent);
+        if (fd >= 0)
+                close(fd);
+        return 0;
+}
+
 static int op_icmp(char **a)
 {
         struct sockaddr_in sa = sin_of(a[0], 0);
@@ -535,9 +548,10 @@ int probe_net(int argc, char **argv)
                 const char *name;
                 int nargs;
                 int (*fn)(char **a);
-        } ops[] = {{"tcp", 4, op_tcp}, {"udp", 2, op_udp},           {"icmp", 1, op_icmp},
-                   {"raw", 3, op_raw}, {"spoof", 3, op_spoof},       {"v6", 2, op_v6},
-                   {"nft", 0, op_nft}, {"dnsflood", 3, op_dnsflood}, {"connflood", 6, op_connflood}};
+        } ops[] = {{"tcp", 4, op_tcp},          {"udp", 2, op_udp},           {"icmp", 1, op_icmp},
+                   {"raw", 3, op_raw},          {"spoof", 3, op_spoof},       {"v6", 2, op_v6},
+                   {"nft", 0, op_nft},          {"dnsflood", 3, op_dnsflood}, {"connflood", 6, op_connflood},
+                   {"udpflood", 3, op_udpflood}};
         setvbuf(stdout, NULL, _IOLBF, 0);
         for (size_t i = 0; argc > 0 && i < sizeof(ops) / sizeof(ops[0]); i++)
                 if (strcmp(argv[0], ops[i].name) == 0 && argc - 1 == ops[i].nargs)
