@@ -57,6 +57,7 @@ typedef struct gw_counters {
         uint64_t bytes_out, bytes_in;
         uint64_t unknown_source, audit_dropped;
         uint64_t open_conns;
+        uint64_t pending_conns; /* accepted, not yet decided */
 } gw_counters;
 
 typedef struct gw gw;

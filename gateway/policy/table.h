@@ -64,6 +64,7 @@ typedef struct gw_sandbox {
         char id[GW_ID_MAX + 1], tenant[GW_ID_MAX + 1];
         gw_profile *profile; /* owned reference */
         uint32_t conns;
+        uint32_t pending; /* connections accepted and not yet decided (their first bytes awaited) */
         gw_bucket conn_bucket, dns_bucket;
         uint64_t bytes_out, bytes_in;
         gw_pin *pins;

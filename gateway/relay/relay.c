@@ -48,6 +48,7 @@ struct conn {
         char name[GW_NAME_MAX + 1];
         const char *proto;
         bool counted; /* holds one of the sandbox's connections */
+        bool pending; /* holds one of the sandbox's undecided connections */
         bool down_eof, up_eof; /* that side sent EOF */
         bool down_shut, up_shut; /* we shut that side's write half */
         uint64_t out, in;
@@ -76,11 +77,23 @@ static void audit_conn(conn *c, gw_sandbox *sb, const char *phase, const char *d
                                           .detail = detail});
 }
 
+/* The connection is decided (or gone): it no longer waits. */
+static void unpend(conn *c, gw_sandbox *sb)
+{
+        if (!c->pending)
+                return;
+        c->pending = false;
+        c->r->g->counters.pending_conns--;
+        if (sb && sb->pending > 0)
+                sb->pending--;
+}
+
 static void conn_close(conn *c, bool rst)
 {
         gw_relay *r = c->r;
         gw *g = r->g;
         gw_sandbox *sb = gw_table_find(g->table, c->src);
+        unpend(c, sb);
         if (c->counted) {
                 if (sb)
                         gw_conn_done(sb);
@@ -384,6 +397,7 @@ static void decide(conn *c, bool timed_out)
         }
         gw *g = c->r->g;
         gw_sandbox *sb = gw_table_find(g->table, c->src);
+        unpend(c, sb);
         if (!sb) {
                 conn_close(c, true);
                 return;
@@ -447,7 +461,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 return;
         }
         uint32_t src = ntohl(((struct sockaddr_in *)sa)->sin_addr.s_addr);
-        if (!gw_table_find(g->table, src)) {
+        gw_sandbox *sb = gw_table_find(g->table, src);
+        if (!sb) {
                 g->counters.unknown_source++;
                 gw_audit(g, &(gw_audit_rec){.kind = "tcp",
                                             .phase = "open",
@@ -460,8 +475,28 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 close(fd);
                 return;
         }
-        if (g->cfg.max_connections && g->counters.open_conns >= g->cfg.max_connections) {
-                sp_log_warn("relay: %u connections open: refusing more", (unsigned)g->counters.open_conns);
+        if (g->cfg.max_connections && g->counters.open_conns + g->counters.pending_conns >= g->cfg.max_connections) {
+                sp_log_warn("relay: %u connections open and %u undecided: refusing more",
+                            (unsigned)g->counters.open_conns, (unsigned)g->counters.pending_conns);
+                close(fd);
+                return;
+        }
+        /* Connections whose first bytes are awaited hold a descriptor each
+         * for up to the sniff timeout: a sandbox may have as many waiting as
+         * it may have open, and no more (in every mode: it is the gateway's
+         * own resource). */
+        uint32_t max = gw_table_limits(g->table)->max_conns;
+        if (max && sb->pending >= max) {
+                g->counters.tcp_refused++;
+                gw_audit(g, &(gw_audit_rec){.kind = "tcp",
+                                            .phase = "open",
+                                            .sb = sb,
+                                            .src = src,
+                                            .dst = ntohl(dst.sin_addr.s_addr),
+                                            .port = ntohs(dst.sin_port),
+                                            .d = {.rule = "conn-pending"}});
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
                 close(fd);
                 return;
         }
@@ -474,6 +509,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->src = src;
         c->dst = ntohl(dst.sin_addr.s_addr);
         c->port = ntohs(dst.sin_port);
+        c->pending = true;
+        sb->pending++;
+        g->counters.pending_conns++;
         c->next = r->conns;
         if (r->conns)
                 r->conns->prev = c;

@@ -808,6 +808,21 @@ static int packet_records(const box *b, const char *port, bool *ret_summary)
         return n;
 }
 
+START_TEST(silent_connections_are_bounded)
+{
+        /* 300 connections that never send a byte: each holds one of the gateway's descriptors until its
+         * first bytes come or the sniff timeout (1 s). A sandbox may have as many waiting as open (256):
+         * the rest are reset at once. */
+        sleep(2); /* the earlier floods' connections are gone */
+        char *out = sh(&C, "nslookup allowed.test >/dev/null 2>&1; space-probe --in-sandbox --net silentflood "
+                           "10.213.200.1 80 300");
+        int closed = count_of(out, "closed=");
+        ck_assert_msg(closed >= 40 && closed <= 60, "%s", out);
+        free(out);
+        ck_assert(LOGGED(&C, "kind", "tcp", "rule", "conn-pending", "decision", "refused"));
+}
+END_TEST
+
 START_TEST(a_udp_flood_is_bounded_in_the_log)
 {
         /* 2,000 dropped datagrams: at most 20 records a second go in the log, the rest are counted. */
@@ -867,6 +882,7 @@ int main(void)
         tcase_add_test(tc, dns_tunnelling_is_bounded);
         tcase_add_test(tc, connection_floods_are_bounded);
         tcase_add_test(tc, a_udp_flood_is_bounded_in_the_log);
+        tcase_add_test(tc, silent_connections_are_bounded);
         tcase_add_test(tc, audit_lets_the_profile_through_not_the_platform);
         suite_add_tcase(s, tc);
         return sp_test_main(s);

@@ -500,6 +500,39 @@ static void flood_poll(const int *fds, int *st, int n, int ms)
         free(p);
 }
 
+/* N connections that send nothing (a slowloris on the gateway's wait for
+ * the first bytes), held 300 ms; prints how many were reset or closed by
+ * then ("closed=K") and how many are still open. */
+static int op_silentflood(char **a)
+{
+        struct sockaddr_in sa = sin_of(a[0], atoi(a[1]));
+        int n = atoi(a[2]), opened = 0, closed = 0;
+        int *fds = calloc((size_t)n, sizeof(int));
+        for (int i = 0; fds && i < n; i++) {
+                fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+                if (fds[i] < 0 || connect_within(fds[i], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                        closed++;
+                        continue;
+                }
+                opened++;
+        }
+        usleep(300 * 1000);
+        for (int i = 0; fds && i < n; i++) {
+                if (fds[i] < 0)
+                        continue;
+                char b;
+                ssize_t r = recv(fds[i], &b, 1, MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                        closed++;
+        }
+        printf("silentflood sent=%d opened=%d closed=%d\n", n, opened, closed);
+        for (int i = 0; fds && i < n; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        free(fds);
+        return 0;
+}
+
 static int op_connflood(char **a)
 {
         struct sockaddr_in sa = sin_of(a[0], atoi(a[1]));
@@ -548,10 +581,17 @@ int probe_net(int argc, char **argv)
                 const char *name;
                 int nargs;
                 int (*fn)(char **a);
-        } ops[] = {{"tcp", 4, op_tcp},          {"udp", 2, op_udp},           {"icmp", 1, op_icmp},
-                   {"raw", 3, op_raw},          {"spoof", 3, op_spoof},       {"v6", 2, op_v6},
-                   {"nft", 0, op_nft},          {"dnsflood", 3, op_dnsflood}, {"connflood", 6, op_connflood},
-                   {"udpflood", 3, op_udpflood}};
+        } ops[] = {{"tcp", 4, op_tcp},
+                   {"udp", 2, op_udp},
+                   {"icmp", 1, op_icmp},
+                   {"raw", 3, op_raw},
+                   {"spoof", 3, op_spoof},
+                   {"v6", 2, op_v6},
+                   {"nft", 0, op_nft},
+                   {"dnsflood", 3, op_dnsflood},
+                   {"connflood", 6, op_connflood},
+                   {"udpflood", 3, op_udpflood},
+                   {"silentflood", 3, op_silentflood}};
         setvbuf(stdout, NULL, _IOLBF, 0);
         for (size_t i = 0; argc > 0 && i < sizeof(ops) / sizeof(ops[0]); i++)
                 if (strcmp(argv[0], ops[i].name) == 0 && argc - 1 == ops[i].nargs)
