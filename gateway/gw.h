@@ -75,6 +75,12 @@ struct gw {
         gw_counters counters;
         /* per rule, for /metrics: rule name -> count (refused and would-refuse) */
         json_object *rules;
+        /* The host's addresses: a route netlink socket opened in the host's
+         * namespace (it stays there when the process moves to the upstream
+         * one), and how many forbidden ranges came from the flags. */
+        int host_nl;
+        size_t n_forbid_flags;
+        struct event *host_addr_ev;
 };
 
 /* ---- core/addr.c ---- */
@@ -86,8 +92,13 @@ bool gw_cidr_list_has(const gw_cidr *v, size_t n, uint32_t addr);
  * forbidden list or a host address, public if in the public list, else by
  * gw_addr_classify. addr in host order. */
 int gw_dst_class(const gw *g, uint32_t addr);
-/* Adds the host's own IPv4 addresses (all interfaces of the caller's
- * network namespace) to the forbidden list. */
+/* Opens g->host_nl in the caller's network namespace (the host's), and
+ * remembers the forbidden ranges the flags gave. */
+int gw_host_addresses_open(gw *g, sp_error **err);
+/* The forbidden list again: the flags' ranges and the host's own IPv4
+ * addresses now (all interfaces of the namespace host_nl was opened in).
+ * Run at start and every few seconds, so that an address the host gains is
+ * never reached. */
 int gw_forbid_local_addresses(gw *g, sp_error **err);
 
 /* ---- core/audit.c ---- */

