@@ -55,7 +55,7 @@ typedef struct gw_counters {
         uint64_t dns_queries, dns_allowed, dns_refused, dns_would_refuse, dns_upstream_errors;
         uint64_t tcp_conns, tcp_allowed, tcp_refused, tcp_would_refuse, tcp_upstream_errors;
         uint64_t bytes_out, bytes_in;
-        uint64_t unknown_source, audit_dropped;
+        uint64_t unknown_source, audit_dropped, audit_suppressed;
         uint64_t open_conns;
         uint64_t pending_conns; /* accepted, not yet decided */
 } gw_counters;

@@ -24,6 +24,32 @@ static void count_rule(gw *g, const char *kind, const gw_decision *d)
         }
 }
 
+/* Refusal records (and their log lines) per sandbox and second: a flood a
+ * limit refuses must not become a flood of records in the worker's logs.
+ * Allowed decisions are bounded by the rate limits already. */
+#define REFUSALS_PER_S 50
+
+static bool refusal_recorded(gw *g, gw_sandbox *sb, int64_t now_s, uint32_t *suppressed)
+{
+        static int64_t window;
+        static uint32_t n, left_out; /* records of no sandbox (unknown sources) */
+        int64_t *w = sb ? &sb->audit_window : &window;
+        uint32_t *count = sb ? &sb->audit_n : &n, *skipped = sb ? &sb->audit_suppressed : &left_out;
+        if (*w != now_s) {
+                *w = now_s;
+                *count = 0;
+        }
+        if (*count >= REFUSALS_PER_S) {
+                (*skipped)++;
+                g->counters.audit_suppressed++;
+                return false;
+        }
+        (*count)++;
+        *suppressed = *skipped;
+        *skipped = 0;
+        return true;
+}
+
 void gw_audit(gw *g, const gw_audit_rec *r)
 {
         bool dns = strcmp(r->kind, "dns") == 0;
@@ -42,6 +68,10 @@ void gw_audit(gw *g, const gw_audit_rec *r)
                 }
                 count_rule(g, r->kind, &r->d);
         }
+        uint32_t suppressed = 0;
+        if ((!r->d.allow || r->d.would_refuse) && !closing &&
+            !refusal_recorded(g, (gw_sandbox *)r->sb, sp_now_mono_us() / 1000000, &suppressed))
+                return;
         char src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
         struct in_addr a = {.s_addr = htonl(r->src)};
         inet_ntop(AF_INET, &a, src, sizeof(src));
@@ -80,6 +110,8 @@ void gw_audit(gw *g, const gw_audit_rec *r)
         json_object_object_add(o, "rule", json_object_new_string(r->d.rule));
         if (r->detail)
                 json_object_object_add(o, "detail", json_object_new_string(r->detail));
+        if (suppressed)
+                json_object_object_add(o, "suppressed_before", json_object_new_int64(suppressed));
         const char *sid = r->sb ? r->sb->id : "";
         if (!r->d.allow || r->d.would_refuse)
                 sp_log_info_kv(
@@ -99,40 +131,44 @@ void gw_audit(gw *g, const gw_audit_rec *r)
 void gw_metrics(gw *g, sp_buf *out)
 {
         const gw_counters *c = &g->counters;
-        sp_buf_appendf(out, NULL,
-                       "# HELP space_gateway_sandboxes Sandboxes the gateway knows.\n"
-                       "# TYPE space_gateway_sandboxes gauge\nspace_gateway_sandboxes %zu\n"
-                       "# HELP space_gateway_connections Relayed connections open.\n"
-                       "# TYPE space_gateway_connections gauge\nspace_gateway_connections %llu\n"
-                       "# HELP space_gateway_dns_queries_total DNS queries by verdict.\n"
-                       "# TYPE space_gateway_dns_queries_total counter\n"
-                       "space_gateway_dns_queries_total{verdict=\"allowed\"} %llu\n"
-                       "space_gateway_dns_queries_total{verdict=\"refused\"} %llu\n"
-                       "space_gateway_dns_queries_total{verdict=\"would-refuse\"} %llu\n"
-                       "# HELP space_gateway_tcp_connections_total TCP connections by verdict.\n"
-                       "# TYPE space_gateway_tcp_connections_total counter\n"
-                       "space_gateway_tcp_connections_total{verdict=\"allowed\"} %llu\n"
-                       "space_gateway_tcp_connections_total{verdict=\"refused\"} %llu\n"
-                       "space_gateway_tcp_connections_total{verdict=\"would-refuse\"} %llu\n"
-                       "# HELP space_gateway_upstream_errors_total Upstream DNS and TCP failures.\n"
-                       "# TYPE space_gateway_upstream_errors_total counter\n"
-                       "space_gateway_upstream_errors_total{kind=\"dns\"} %llu\n"
-                       "space_gateway_upstream_errors_total{kind=\"tcp\"} %llu\n"
-                       "# HELP space_gateway_bytes_total Bytes relayed.\n"
-                       "# TYPE space_gateway_bytes_total counter\n"
-                       "space_gateway_bytes_total{direction=\"out\"} %llu\n"
-                       "space_gateway_bytes_total{direction=\"in\"} %llu\n"
-                       "# HELP space_gateway_unknown_sources_total Traffic from addresses of no known sandbox.\n"
-                       "# TYPE space_gateway_unknown_sources_total counter\nspace_gateway_unknown_sources_total %llu\n"
-                       "# HELP space_gateway_audit_dropped_total Audit records a slow worker did not take.\n"
-                       "# TYPE space_gateway_audit_dropped_total counter\nspace_gateway_audit_dropped_total %llu\n",
-                       gw_table_count(g->table), (unsigned long long)c->open_conns, (unsigned long long)c->dns_allowed,
-                       (unsigned long long)c->dns_refused, (unsigned long long)c->dns_would_refuse,
-                       (unsigned long long)c->tcp_allowed, (unsigned long long)c->tcp_refused,
-                       (unsigned long long)c->tcp_would_refuse, (unsigned long long)c->dns_upstream_errors,
-                       (unsigned long long)c->tcp_upstream_errors, (unsigned long long)c->bytes_out,
-                       (unsigned long long)c->bytes_in, (unsigned long long)c->unknown_source,
-                       (unsigned long long)c->audit_dropped);
+        sp_buf_appendf(
+                out, NULL,
+                "# HELP space_gateway_sandboxes Sandboxes the gateway knows.\n"
+                "# TYPE space_gateway_sandboxes gauge\nspace_gateway_sandboxes %zu\n"
+                "# HELP space_gateway_connections Relayed connections open.\n"
+                "# TYPE space_gateway_connections gauge\nspace_gateway_connections %llu\n"
+                "# HELP space_gateway_dns_queries_total DNS queries by verdict.\n"
+                "# TYPE space_gateway_dns_queries_total counter\n"
+                "space_gateway_dns_queries_total{verdict=\"allowed\"} %llu\n"
+                "space_gateway_dns_queries_total{verdict=\"refused\"} %llu\n"
+                "space_gateway_dns_queries_total{verdict=\"would-refuse\"} %llu\n"
+                "# HELP space_gateway_tcp_connections_total TCP connections by verdict.\n"
+                "# TYPE space_gateway_tcp_connections_total counter\n"
+                "space_gateway_tcp_connections_total{verdict=\"allowed\"} %llu\n"
+                "space_gateway_tcp_connections_total{verdict=\"refused\"} %llu\n"
+                "space_gateway_tcp_connections_total{verdict=\"would-refuse\"} %llu\n"
+                "# HELP space_gateway_upstream_errors_total Upstream DNS and TCP failures.\n"
+                "# TYPE space_gateway_upstream_errors_total counter\n"
+                "space_gateway_upstream_errors_total{kind=\"dns\"} %llu\n"
+                "space_gateway_upstream_errors_total{kind=\"tcp\"} %llu\n"
+                "# HELP space_gateway_bytes_total Bytes relayed.\n"
+                "# TYPE space_gateway_bytes_total counter\n"
+                "space_gateway_bytes_total{direction=\"out\"} %llu\n"
+                "space_gateway_bytes_total{direction=\"in\"} %llu\n"
+                "# HELP space_gateway_unknown_sources_total Traffic from addresses of no known sandbox.\n"
+                "# TYPE space_gateway_unknown_sources_total counter\nspace_gateway_unknown_sources_total %llu\n"
+                "# HELP space_gateway_audit_suppressed_total Refusal records left out: over %d per sandbox "
+                "and second (counted in the other metrics all the same).\n"
+                "# TYPE space_gateway_audit_suppressed_total counter\nspace_gateway_audit_suppressed_total %llu\n"
+                "# HELP space_gateway_audit_dropped_total Audit records a slow worker did not take.\n"
+                "# TYPE space_gateway_audit_dropped_total counter\nspace_gateway_audit_dropped_total %llu\n",
+                gw_table_count(g->table), (unsigned long long)c->open_conns, (unsigned long long)c->dns_allowed,
+                (unsigned long long)c->dns_refused, (unsigned long long)c->dns_would_refuse,
+                (unsigned long long)c->tcp_allowed, (unsigned long long)c->tcp_refused,
+                (unsigned long long)c->tcp_would_refuse, (unsigned long long)c->dns_upstream_errors,
+                (unsigned long long)c->tcp_upstream_errors, (unsigned long long)c->bytes_out,
+                (unsigned long long)c->bytes_in, (unsigned long long)c->unknown_source, REFUSALS_PER_S,
+                (unsigned long long)c->audit_suppressed, (unsigned long long)c->audit_dropped);
         sp_buf_appendf(out, NULL,
                        "# HELP space_gateway_refusals_total Refusals (and audit-mode would-refusals) by rule.\n"
                        "# TYPE space_gateway_refusals_total counter\n");

