@@ -131,6 +131,9 @@ int gw_relay_new(gw *g, int listen_fd, gw_relay **ret, sp_error **err);
 void gw_relay_free(gw_relay *r);
 /* Ends the connections of the sandbox at addr (it went away). */
 void gw_relay_drop_sandbox(gw_relay *r, uint32_t addr);
+/* After sb's profile changed: resets its open connections the new profile
+ * (or the platform) no longer allows. */
+void gw_relay_recheck_sandbox(gw_relay *r, gw_sandbox *sb);
 
 /* ---- dns/dns.c ---- */
 int gw_dns_new(gw *g, int udp_fd, gw_dns **ret, sp_error **err);

@@ -86,6 +86,9 @@ int gw_host_addresses_open(gw *g, sp_error **err)
         return 0;
 }
 
+/* The netlink macros compare the kernel's unsigned lengths with an int. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
 int gw_forbid_local_addresses(gw *g, sp_error **err)
 {
         static uint32_t seq;
@@ -140,3 +143,4 @@ done:
         g->cfg.n_forbid = n;
         return 0;
 }
+#pragma GCC diagnostic pop

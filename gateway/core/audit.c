@@ -26,15 +26,17 @@ static void count_rule(gw *g, const char *kind, const gw_decision *d)
 
 /* Refusal records (and their log lines) per sandbox and second: a flood a
  * limit refuses must not become a flood of records in the worker's logs.
+ * DNS and TCP have a budget each.
  * Allowed decisions are bounded by the rate limits already. */
 #define REFUSALS_PER_S 50
 
-static bool refusal_recorded(gw *g, gw_sandbox *sb, int64_t now_s, uint32_t *suppressed)
+static bool refusal_recorded(gw *g, gw_sandbox *sb, int kind, int64_t now_s, uint32_t *suppressed)
 {
-        static int64_t window;
-        static uint32_t n, left_out; /* records of no sandbox (unknown sources) */
-        int64_t *w = sb ? &sb->audit_window : &window;
-        uint32_t *count = sb ? &sb->audit_n : &n, *skipped = sb ? &sb->audit_suppressed : &left_out;
+        static int64_t window[2];
+        static uint32_t n[2], left_out[2]; /* records of no sandbox (unknown sources) */
+        int64_t *w = sb ? &sb->audit_window[kind] : &window[kind];
+        uint32_t *count = sb ? &sb->audit_n[kind] : &n[kind];
+        uint32_t *skipped = sb ? &sb->audit_suppressed[kind] : &left_out[kind];
         if (*w != now_s) {
                 *w = now_s;
                 *count = 0;
@@ -69,8 +71,8 @@ void gw_audit(gw *g, const gw_audit_rec *r)
                 count_rule(g, r->kind, &r->d);
         }
         uint32_t suppressed = 0;
-        if ((!r->d.allow || r->d.would_refuse) && !closing &&
-            !refusal_recorded(g, (gw_sandbox *)r->sb, sp_now_mono_us() / 1000000, &suppressed))
+        if ((!r->d.allow || r->d.would_refuse) &&
+            !refusal_recorded(g, (gw_sandbox *)r->sb, dns ? 0 : 1, sp_now_mono_us() / 1000000, &suppressed))
                 return;
         char src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
         struct in_addr a = {.s_addr = htonl(r->src)};
@@ -113,7 +115,7 @@ void gw_audit(gw *g, const gw_audit_rec *r)
         if (suppressed)
                 json_object_object_add(o, "suppressed_before", json_object_new_int64(suppressed));
         const char *sid = r->sb ? r->sb->id : "";
-        if (!r->d.allow || r->d.would_refuse)
+        if ((!r->d.allow || r->d.would_refuse) && !closing)
                 sp_log_info_kv(
                         SP_KV("sandbox_id", sid, "audit", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)),
                         "%s %s %s:%u %s (%s)", r->kind, r->name ? r->name : "-", r->dst ? dst : "-", (unsigned)r->port,

@@ -89,8 +89,12 @@ static int handle(gw *g, const gw_ctl_req *r, sp_error **err)
                 _cleanup_(gw_profile_unrefp) gw_profile *p = NULL;
                 if (parse_addr(r->address, &addr, err) < 0 || gw_profile_resolve(r->profile, true, &p, err) < 0)
                         return -SP_E_INVALID;
-                if (!gw_table_set(g->table, addr, r->sandbox_id, r->tenant_id, p))
+                gw_sandbox *sb = gw_table_set(g->table, addr, r->sandbox_id, r->tenant_id, p);
+                if (!sb)
                         return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                /* Connections opened under the old profile hold only while the new one allows them. */
+                if (g->relay)
+                        gw_relay_recheck_sandbox(g->relay, sb);
                 sp_log_debug_kv(SP_KV("sandbox_id", r->sandbox_id), "sandbox %s has profile %s", r->address,
                                 gw_profile_name(p));
         } else if (strcmp(r->op, "del") == 0) {

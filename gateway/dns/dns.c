@@ -26,6 +26,8 @@
 #include "wire/dns_msg.h"
 
 #define PENDING_MAX 4096
+/* Questions of one sandbox waiting for the upstream resolver at once. */
+#define DNS_PENDING_PER_SANDBOX 64
 #define MSG_MAX 4096
 
 typedef struct pending {
@@ -89,6 +91,9 @@ static pending *pending_new(gw_dns *d)
 
 static void pending_done(gw_dns *d, pending *p)
 {
+        gw_sandbox *sb = gw_table_find(d->g->table, p->src);
+        if (sb && sb->dns_pending > 0)
+                sb->dns_pending--;
         p->used = false;
         d->npending--;
 }
@@ -138,6 +143,13 @@ static void on_query(evutil_socket_t fd, short what, void *ud)
                                gw_dns_build_answer(&q, NULL, 0, out, cap < sizeof(out) ? cap : sizeof(out)));
                         continue;
                 }
+                /* The pending table is every sandbox's: one may hold a share of it. */
+                if (sb->dns_pending >= DNS_PENDING_PER_SANDBOX) {
+                        audit(d, sb, src, q.name, (gw_decision){.allow = false, .rule = "dns-pending"},
+                              "too many questions of this sandbox wait for the resolver");
+                        answer_error(d, &from, &q, GW_DNS_SERVFAIL);
+                        continue;
+                }
                 pending *p = pending_new(d);
                 uint8_t up[MSG_MAX];
                 ssize_t ul = p ? gw_dns_build_query(p->id, q.name, GW_DNS_TYPE_A, up, sizeof(up)) : -1;
@@ -153,6 +165,7 @@ static void on_query(evutil_socket_t fd, short what, void *ud)
                         continue;
                 }
                 p->src = src;
+                sb->dns_pending++;
                 p->client = from;
                 p->q = q;
                 p->d = dec;

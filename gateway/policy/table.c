@@ -234,6 +234,8 @@ gw_decision gw_decision_soft(const gw_sandbox *sb, const char *rule)
 
 gw_decision gw_decide_dns(gw_table *t, gw_sandbox *sb, const char *name, size_t len, int64_t now_us)
 {
+        if (!bucket_take(&sb->dns_hard, 4 * t->limits.dns_rate, 4 * t->limits.dns_burst, now_us))
+                return hard("dns-rate");
         if (!bucket_take(&sb->dns_bucket, t->limits.dns_rate, t->limits.dns_burst, now_us))
                 return gw_decision_soft(sb, "dns-rate");
         if (t->limits.dns_name_max && len > t->limits.dns_name_max)
@@ -243,32 +245,44 @@ gw_decision gw_decide_dns(gw_table *t, gw_sandbox *sb, const char *name, size_t 
         return allowed();
 }
 
+gw_decision gw_decide_tcp_profile(const gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
+                                  int64_t now_us)
+{
+        if (dst_class == GW_ADDR_FORBIDDEN)
+                return hard("forbidden-address");
+        /* Private networks are an admin's to open (allow_private): audit mode
+         * does not open them. */
+        if (dst_class == GW_ADDR_PRIVATE && !gw_profile_allows_private(sb->profile))
+                return hard("private-address");
+        if (!gw_profile_allows_port(sb->profile, port))
+                return gw_decision_soft(sb, "port");
+        if (name && *name) {
+                if ((gw_pin_has(sb, name, dst, now_us) && gw_profile_allows_name(sb->profile, name)) ||
+                    gw_profile_allows_addr(sb->profile, dst, dst_class))
+                        return allowed();
+                return gw_decision_soft(sb, gw_profile_allows_name(sb->profile, name) ? "not-resolved" : "name");
+        }
+        return gw_profile_allows_addr(sb->profile, dst, dst_class) ? allowed() : gw_decision_soft(sb, "address");
+}
+
 gw_decision gw_decide_tcp(gw_table *t, gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
                           int64_t now_us)
 {
         if (dst_class == GW_ADDR_FORBIDDEN)
                 return hard("forbidden-address");
+        if (dst_class == GW_ADDR_PRIVATE && !gw_profile_allows_private(sb->profile))
+                return hard("private-address");
         if (t->limits.max_conns && sb->conns >= 4 * t->limits.max_conns)
                 return hard("conn-limit");
-        gw_decision d = allowed();
+        if (!bucket_take(&sb->conn_hard, 4 * t->limits.conn_rate, 4 * t->limits.conn_burst, now_us))
+                return hard("conn-rate");
+        gw_decision d;
         if (t->limits.max_conns && sb->conns >= t->limits.max_conns)
                 d = gw_decision_soft(sb, "conn-limit");
         else if (!bucket_take(&sb->conn_bucket, t->limits.conn_rate, t->limits.conn_burst, now_us))
                 d = gw_decision_soft(sb, "conn-rate");
-        else if (!gw_profile_allows_port(sb->profile, port))
-                d = gw_decision_soft(sb, "port");
-        else if (name && *name) {
-                if (gw_pin_has(sb, name, dst, now_us) && gw_profile_allows_name(sb->profile, name))
-                        d = allowed();
-                else if (gw_profile_allows_addr(sb->profile, dst, dst_class))
-                        d = allowed();
-                else if (!gw_profile_allows_name(sb->profile, name))
-                        d = gw_decision_soft(sb, "name");
-                else
-                        d = gw_decision_soft(sb, "not-resolved");
-        } else if (!gw_profile_allows_addr(sb->profile, dst, dst_class)) {
-                d = gw_decision_soft(sb, "address");
-        }
+        else
+                d = gw_decide_tcp_profile(sb, dst, port, dst_class, name, now_us);
         if (d.allow)
                 sb->conns++;
         return d;

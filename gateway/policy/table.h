@@ -65,10 +65,16 @@ typedef struct gw_sandbox {
         gw_profile *profile; /* owned reference */
         uint32_t conns;
         uint32_t pending; /* connections accepted and not yet decided (their first bytes awaited) */
-        /* Refusal records written this second, and those left out since the last one written. */
-        int64_t audit_window;
-        uint32_t audit_n, audit_suppressed;
+        /* Refusal records written this second, and those left out since the
+         * last one written, per kind (0 DNS, 1 TCP: a flood of one does not
+         * hide the other). */
+        int64_t audit_window[2];
+        uint32_t audit_n[2], audit_suppressed[2];
         gw_bucket conn_bucket, dns_bucket;
+        /* Four times the rates: refused in every mode (audit mode must not
+         * let one sandbox flood what every sandbox shares). */
+        gw_bucket conn_hard, dns_hard;
+        uint32_t dns_pending; /* its questions waiting for the upstream resolver */
         uint64_t bytes_out, bytes_in;
         gw_pin *pins;
         size_t npins, cap_pins;
@@ -113,6 +119,11 @@ gw_decision gw_decide_dns(gw_table *t, gw_sandbox *sb, const char *name, size_t 
  * caller says GW_ADDR_FORBIDDEN for the host's and the sandboxes' own
  * addresses), naming name (SNI or Host, normal form) or NULL. On allow,
  * the connection counts against the sandbox until gw_conn_done. */
+/* What the sandbox's profile (and the platform) say of a connection, without
+ * the limits and with no effect on them: for connections already open when
+ * the profile changes. */
+gw_decision gw_decide_tcp_profile(const gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
+                                  int64_t now_us);
 gw_decision gw_decide_tcp(gw_table *t, gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
                           int64_t now_us);
 void gw_conn_done(gw_sandbox *sb);

@@ -38,6 +38,18 @@
 #define HIGH_WATER (256u << 10)
 /* The most one read or write of a relayed socket moves (read_more()). */
 #define RELAY_CHUNK (128u << 10)
+/* The kernel's buffers of a relayed socket, each way (it doubles the number
+ * for its bookkeeping): fixed, not grown by autotuning, so that what a
+ * sandbox makes the kernel hold for it is bounded too (about 1 MiB per
+ * connection at worst, both sockets' receive and send buffers full). */
+#define SOCK_BUF (128 << 10)
+
+static void bound_buffers(int fd)
+{
+        int v = SOCK_BUF;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+}
 
 typedef struct conn conn;
 struct conn {
@@ -296,8 +308,13 @@ static void up_event(struct bufferevent *b, short what, void *ud)
 static void dial(conn *c)
 {
         gw *g = c->r->g;
-        c->up = bufferevent_socket_new(g->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd >= 0)
+                bound_buffers(fd);
+        c->up = fd < 0 ? NULL : bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
         if (!c->up) {
+                if (fd >= 0)
+                        close(fd);
                 conn_close(c, true);
                 return;
         }
@@ -519,6 +536,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         if (r->conns)
                 r->conns->prev = c;
         r->conns = c;
+        bound_buffers(fd);
         c->down = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->timer = evtimer_new(g->base, sniff_timeout, c);
         if (!c->down || !c->timer) {
@@ -555,6 +573,27 @@ int gw_relay_new(gw *g, int listen_fd, gw_relay **ret, sp_error **err)
         }
         *ret = r;
         return 0;
+}
+
+void gw_relay_recheck_sandbox(gw_relay *r, gw_sandbox *sb)
+{
+        gw *g = r->g;
+        int64_t now = sp_now_mono_us();
+        for (conn *c = r->conns, *next; c; c = next) {
+                next = c->next;
+                if (c->src != sb->addr || !c->counted)
+                        continue;
+                gw_decision d = gw_decide_tcp_profile(sb, c->dst, c->port, gw_dst_class(g, c->dst),
+                                                      c->name[0] ? c->name : NULL, now);
+                if (d.allow)
+                        continue;
+                c->d = d; /* its close record says why */
+                sp_log_info_kv(SP_KV("sandbox_id", sb->id),
+                               "relay: its profile changed: a connection to port %u "
+                               "is no longer allowed (%s)",
+                               (unsigned)c->port, d.rule);
+                conn_close(c, true);
+        }
 }
 
 void gw_relay_drop_sandbox(gw_relay *r, uint32_t addr)

@@ -17,7 +17,8 @@
  *   decision and kind, paged with before;
  * - create with a profile that does not exist is a 404 and makes nothing;
  * - a relayed connection with no bytes either way is closed by the gateway
- *   after its idle timeout (2 s here), and the server sees it end;
+ *   after its idle timeout (2 s here), and the server sees it end; one that
+ *   keeps talking is cut when the sandbox's profile stops allowing it;
  * - spacectl egress create/ls/get/update/rm, sandbox create --egress,
  *   sandbox egress and sandbox egress-log (--decision, --json, --follow).
  *
@@ -352,6 +353,33 @@ START_TEST(idle_connections_are_closed)
                          0);
         ck_assert_int_eq(run(&t, sbx, "grep -qx '[01]' /tmp/rc"), 0);
         ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.200.1:7000 held until the other side closed"), 1);
+
+        /* A connection that keeps talking (never idle) is cut once the sandbox's profile no longer
+         * allows it: nc ends (0 or 1) instead of running until timeout(1) ends it (143). */
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object_object_add(
+                body, "command",
+                json_object_new_string("{ printf 'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'; "
+                                       "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do "
+                                       "sleep 0.5; echo x; done; } | "
+                                       "{ timeout 9 nc allowed.test 7000 >/dev/null; echo $? >/tmp/rc2; }"));
+        _cleanup_json_ json_object *ses =
+                API(t.key, "POST", path_of("/v1/sandboxes/%s/sessions", sbx), 201, json_object_to_json_string(body));
+        for (int i = 0; i < 50 && sp_test_inet_seen(&in, "accept tcp 10.213.200.1:7000") < 2; i++)
+                usleep(100 * 1000);
+        sleep(1);
+        json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/egress", sbx), 200, "{\"egress\":\"none\"}"));
+        const char *sid = sp_test_jstr(ses, "session.id");
+        int64_t deadline = sp_now_mono_us() + 60 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *st = API(t.key, "GET", path_of("/v1/sessions/%s", sid), 200, NULL);
+                if (strcmp(sp_test_jstr(st, "state"), "exited") == 0)
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "session %s did not end", sid);
+                usleep(100 * 1000);
+        }
+        ck_assert_int_eq(run(&t, sbx, "grep -qx '[01]' /tmp/rc2"), 0);
+        ck_assert(LOGGED(&t, sbx, "", "kind", "tcp", "phase", "close", "port", "7000", "decision", "refused"));
         _cleanup_json_ json_object *del = API(t.key, "DELETE", path_of("/v1/sandboxes/%s", sbx), 202, NULL);
         json_object_put(sp_test_wait_op(&S, t.key, sp_test_jstr(del, "operation.id"), true));
 }

@@ -51,10 +51,19 @@
         "\"flood.test\",\"flood2.test\",\"flood3.test\"],\"ports\":[80,443]}"
 
 static const sp_test_inet_record records[] = {
-        {"allowed.test", "10.213.200.1"}, {"evil.test", "10.213.200.3"},     {"evil-dns.test", "10.213.200.4"},
-        {"shady.test", "10.213.200.5"},   {"unlisted.test", "10.213.200.7"}, {"dns.test", "10.213.200.9"},
-        {"target.test", "10.213.200.12"}, {"flood.test", "10.213.200.20"},   {"flood2.test", "10.213.200.21"},
-        {"flood3.test", "10.213.200.22"}, {"meta.test", "169.254.169.254"},
+        {"allowed.test", "10.213.200.1"},
+        {"evil.test", "10.213.200.3"},
+        {"evil-dns.test", "10.213.200.4"},
+        {"shady.test", "10.213.200.5"},
+        {"unlisted.test", "10.213.200.7"},
+        {"dns.test", "10.213.200.9"},
+        {"target.test", "10.213.200.12"},
+        {"flood.test", "10.213.200.20"},
+        {"flood2.test", "10.213.200.21"},
+        {"flood3.test", "10.213.200.22"},
+        {"meta.test", "169.254.169.254"},
+        /* outside the range the gateway treats as public: a private network's host */
+        {"lan.test", "10.213.5.5"},
 };
 
 /* ---- the fixture: the internet, the worker, three sandboxes ---- */
@@ -269,8 +278,16 @@ static void fixture_down(void)
  * value), NULL-ended; polled for 3 s (the firewall's log comes every 100 ms). */
 static bool logged(const box *b, const char *const *pairs)
 {
+        /* Filtered by decision when the pairs name one: floods push older records past the last 1000. */
+        const char *decision = NULL;
+        for (size_t k = 0; pairs[k]; k += 2)
+                if (strcmp(pairs[k], "decision") == 0)
+                        decision = pairs[k + 1];
+        char filter[64] = "";
+        if (decision)
+                snprintf(filter, sizeof(filter), ",\"decision\":\"%s\"", decision);
         for (int tries = 0; tries < 30; tries++) {
-                _cleanup_json_ json_object *r = call("GetEgressLog", "{\"id\":\"%s\",\"limit\":1000}", b->id);
+                _cleanup_json_ json_object *r = call("GetEgressLog", "{\"id\":\"%s\",\"limit\":1000%s}", b->id, filter);
                 json_object *recs = NULL;
                 ck_assert(json_object_object_get_ex(r, "records", &recs));
                 for (size_t i = 0; i < json_object_array_length(recs); i++) {
@@ -672,6 +689,14 @@ static void hard_boundaries(bool audit)
                               strstr(out, "v6_enable denied "),
                       "IPv6: %s", out);
         free(out);
+        /* A private network's host, dialled by its address: private addresses are an admin's to allow
+         * (allow_private), so audit mode does not let it through either. */
+        out = run_in_a("timeout 5 wget -q -O - http://10.213.5.5/ || echo refused");
+        ck_assert_str_eq(out, "refused\n");
+        free(out);
+        ck_assert(LOGGED(&A, "kind", "tcp", "destination", "10.213.5.5", "rule", "private-address", "decision",
+                         "refused"));
+        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.5.5:80"), 0);
         /* nftables: the sandbox's namespace is not the host's, and it may not change it anyway. */
         out = run_in_a("$P nft");
         ck_assert_str_eq(out, "nft_list denied EPERM\nnft_newtable denied EPERM\n");
@@ -733,14 +758,18 @@ static void dns_flood(const char *suffix, bool audit)
         int refused = count_of(out, "refused="), ms = count_of(out, "ms="), up = sp_test_inet_seen(&in, needle);
         ck_assert_msg(ms >= 0 && ms < 500, "the flood was too slow to test the rate: %s", out);
         if (audit) {
-                ck_assert_msg(refused == 0 && up > 150, "%s (upstream %d)", out, up);
+                /* Not refused by the rate (a dry run), but a sandbox may have at most 64 questions waiting
+                 * for the resolver, which every sandbox shares: the rest are SERVFAIL, in every mode. */
+                ck_assert_msg(refused == 0 && up >= 64 && count_of(out, "servfail=") > 0, "%s (upstream %d)", out, up);
+                ck_assert(LOGGED(&C, "kind", "dns", "rule", "dns-pending", "decision", "refused"));
         } else {
                 /* A burst of 100, then 50 a second. */
                 ck_assert_msg(refused >= 150 && up <= 150, "%s (upstream %d)", out, up);
         }
         free(out);
         ck_assert_int_eq(sp_test_inet_seen(&in, "udp 10.213.200.9:53"), 0);
-        ck_assert(LOGGED(&C, "kind", "dns", "rule", "dns-rate", "decision", audit ? "would-refuse" : "refused"));
+        if (!audit)
+                ck_assert(LOGGED(&C, "kind", "dns", "rule", "dns-rate", "decision", "refused"));
 }
 
 /* N connections to addr (resolved as name), BURST at once then one every
@@ -890,8 +919,10 @@ START_TEST(silent_connections_are_bounded)
         char *out = sh(&C, "nslookup allowed.test >/dev/null 2>&1; space-probe --in-sandbox --net silentflood "
                            "10.213.200.1 80 300");
         int closed = count_of(out, "closed=");
-        /* 44 over the bound; on a loaded machine some connects also time out before the gateway sees them. */
-        ck_assert_msg(closed >= 40 && closed <= 100, "%s", out);
+        /* 44 over the bound at once. On a loaded machine the flood may take longer than the sniff timeout,
+         * and the first connections are then decided (and refused: no name, no bytes) before it is counted:
+         * the bound shows in the record below. */
+        ck_assert_msg(closed >= 40, "%s", out);
         free(out);
         ck_assert(LOGGED(&C, "kind", "tcp", "rule", "conn-pending", "decision", "refused"));
 }
@@ -934,6 +965,7 @@ START_TEST(audit_lets_the_profile_through_not_the_platform)
         set_profile(&C, "audit");
         sleep(3);
         dns_flood("aflood.wild.test", true);
+        sleep(1);
         int ms = 0;
         ck_assert_int_eq(conn_flood("flood3.test", "10.213.200.22", 150, 150, 0, &ms), 150);
         ck_assert(LOGGED(&C, "kind", "tcp", "destination", "10.213.200.22", "rule", "conn-rate", "decision",
