@@ -183,6 +183,27 @@ START_TEST(decisions_follow_the_profile_and_the_pins)
         gw_conn_done(sb);
         d = gw_decide_tcp(t, sb, ip("169.254.169.254"), 80, GW_ADDR_FORBIDDEN, NULL, now);
         ck_assert(!d.allow && !d.would_refuse);
+        /* Private networks need allow_private, which audit mode does not stand in for; a pin of one neither. */
+        gw_pin_add(t, sb, "allowed.test", ip("10.1.2.3"), 60, now);
+        d = gw_decide_tcp(t, sb, ip("10.1.2.3"), 443, GW_ADDR_PRIVATE, "allowed.test", now);
+        ck_assert(!d.allow && !d.would_refuse);
+        ck_assert_str_eq(d.rule, "private-address");
+
+        /* An open connection against a changed profile: what the new one says, with no effect on the limits. */
+        p = profile("{\"name\":\"q\",\"domains\":[\"other.test\"],\"ports\":[443]}");
+        gw_table_set(t, ip("10.250.0.1"), "sbx_a", "ten_a", p);
+        gw_profile_unref(p);
+        uint32_t conns = sb->conns;
+        d = gw_decide_tcp_profile(sb, good, 443, GW_ADDR_PUBLIC, "allowed.test", now);
+        ck_assert(!d.allow);
+        ck_assert_str_eq(d.rule, "name");
+        ck_assert_uint_eq(sb->conns, conns);
+        p = profile("{\"name\":\"none2\",\"domains\":[\"allowed.test\"],\"ports\":[443]}");
+        gw_table_set(t, ip("10.250.0.1"), "sbx_a", "ten_a", p);
+        gw_profile_unref(p);
+        gw_pin_add(t, sb, "allowed.test", good, 60, now);
+        ck_assert(gw_decide_tcp_profile(sb, good, 443, GW_ADDR_PUBLIC, "allowed.test", now).allow);
+        ck_assert(!gw_decide_tcp_profile(sb, good, 80, GW_ADDR_PUBLIC, "allowed.test", now).allow);
         gw_table_free(t);
 }
 END_TEST
