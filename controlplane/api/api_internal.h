@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "api/routes.h"
 #include "fleet/fleet.h"
+#include "policy/profile.h"
 #include "space/buf.h"
 #include "space/id.h"
 #include "space/rpc_pool.h"
@@ -128,7 +129,6 @@ void cp__mutation_forget(cp_call *c);
  * given for name ("" is none; a built-in; the tenant's, locked against its
  * delete until the transaction ends) or inline_profile (private addresses
  * only for admins). SP_E_NOT_FOUND for an unknown name. */
-typedef struct gw_profile gw_profile;
 int cp__egress_resolve(cp_call *c, const char *name, const gw_profile *inline_profile, json_object **ret,
                        sp_error **err);
 

@@ -23,6 +23,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/worker_rpc.h"
+#include "store/egress.h"
 
 #define PROFILES_MAX 100 /* per tenant */
 #define PROFILE_NOT_FOUND "egress profile '%.64s' not found"
@@ -259,7 +260,7 @@ abort:
 typedef struct set_ctx {
         char sandbox_id[SP_ID_MAX];
         char worker_id[SP_ID_MAX];
-        char generation[24];
+        int64_t generation;
 } set_ctx;
 
 static void reply_sandbox(cp_call *c, const char *id, int status)
@@ -284,11 +285,7 @@ static void on_set(cp_call *c, json_object *resp, const sp_error *err, void *use
                 return;
         }
         if (!err) {
-                const char *params[] = {x->sandbox_id, x->generation};
-                (void)cp_db_exec(c->api->db,
-                                 "UPDATE sandboxes SET egress_applied = greatest(egress_applied, $2::bigint) "
-                                 "WHERE id = $1",
-                                 2, params, NULL, NULL);
+                cp_sandbox_egress_applied(c->api->db, x->sandbox_id, x->generation);
         } else {
                 sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", x->sandbox_id, "worker_id", x->worker_id),
                           "egress: the worker did not take the new profile now (%s); the controller sends it again",
@@ -356,7 +353,7 @@ void cp__h_sandbox_egress(cp_call *c)
         }
         snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", id);
         snprintf(x->worker_id, sizeof(x->worker_id), "%s", PQgetvalue(res, 0, 2));
-        snprintf(x->generation, sizeof(x->generation), "%s", PQgetvalue(res, 0, 0));
+        x->generation = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         req = pr_msg_encode(&pr_wk_set_egress_schema, &(pr_wk_set_egress){.id = id, .egress = profile});
         cp__worker_call(c, x->worker_id, PQgetvalue(res, 0, 3), "SetEgress", req, on_set, x);
         return;

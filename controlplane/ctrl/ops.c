@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ctrl/ctrl_internal.h"
+#include "store/egress.h"
 #include "sched/sched.h"
 #include "space/cleanup.h"
 #include "space/json.h"
@@ -187,17 +188,10 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
         if (!err || (strcmp(x->k->kind, "create") == 0 && err->code == SP_E_CONFLICT) ||
             (strcmp(x->k->kind, "delete") == 0 && err->code == SP_E_NOT_FOUND)) {
                 (void)cp_worker_record_result(c->db, x->worker, true, c->cfg.quarantine_threshold, NULL, NULL);
-                if (!err && strcmp(x->k->kind, "create") == 0) {
+                if (!err && strcmp(x->k->kind, "create") == 0)
                         /* The worker has the profile this create sent (a later
                          * change is the controller's to send: ctrl/reconcile.c). */
-                        char gen[24];
-                        snprintf(gen, sizeof(gen), "%lld", (long long)x->egress_generation);
-                        const char *p[] = {x->sbx, gen};
-                        (void)cp_db_exec(c->db,
-                                         "UPDATE sandboxes SET egress_applied = greatest(egress_applied, $2::bigint) "
-                                         "WHERE id = $1",
-                                         2, p, NULL, NULL);
-                }
+                        cp_sandbox_egress_applied(c->db, x->sbx, x->egress_generation);
                 op_succeed(c, x->op, x->sbx, x->k);
                 ctx_free(x);
                 return;

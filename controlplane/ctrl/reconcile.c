@@ -16,6 +16,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/worker_rpc.h"
+#include "store/egress.h"
 
 /* Sandboxes on the worker without an active operation, as a JSON array in $1, worker in $2. */
 #define OBSERVED "jsonb_array_elements(coalesce($1::jsonb, '[]'::jsonb)) o"
@@ -138,7 +139,7 @@ static void repair_missing_and_drift(cp_ctrl *c, const char *worker, const char 
 typedef struct egress_ctx {
         cp_ctrl *c;
         char key[64]; /* "egress:<sandbox id>" */
-        char generation[24];
+        int64_t generation;
 } egress_ctx;
 
 static void on_egress_set(json_object *resp, const sp_error *err, void *userdata)
@@ -147,11 +148,7 @@ static void on_egress_set(json_object *resp, const sp_error *err, void *userdata
         egress_ctx *x = userdata;
         const char *id = x->key + 7;
         if (!err) {
-                const char *p[] = {id, x->generation};
-                (void)cp_db_exec(x->c->db,
-                                 "UPDATE sandboxes SET egress_applied = greatest(egress_applied, $2::bigint) "
-                                 "WHERE id = $1",
-                                 2, p, NULL, NULL);
+                cp_sandbox_egress_applied(x->c->db, id, x->generation);
                 sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id), "reconcile: egress profile sent to its worker");
         } else if (err->code != SP_E_NOT_FOUND) {
                 sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id), "reconcile: sending its egress profile: %s",
@@ -183,7 +180,7 @@ static void egress_behind(cp_ctrl *c, const char *worker)
                         return;
                 x->c = c;
                 snprintf(x->key, sizeof(x->key), "egress:%s", PQgetvalue(res, i, 0));
-                snprintf(x->generation, sizeof(x->generation), "%s", PQgetvalue(res, i, 1));
+                x->generation = strtoll(PQgetvalue(res, i, 1), NULL, 10);
                 const char *text = PQgetvalue(res, i, 2);
                 if (sp_json_parse(text, strlen(text), &profile, NULL) < 0 || !cp__inflight_add(c, x->key)) {
                         free(x);

@@ -245,15 +245,24 @@ gw_decision gw_decide_dns(gw_table *t, gw_sandbox *sb, const char *name, size_t 
         return allowed();
 }
 
-gw_decision gw_decide_tcp_profile(const gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
-                                  int64_t now_us)
+/* The platform's own refusal of a destination, in every mode, or NULL. */
+static const char *platform_refusal(const gw_sandbox *sb, int dst_class)
 {
         if (dst_class == GW_ADDR_FORBIDDEN)
-                return hard("forbidden-address");
+                return "forbidden-address";
         /* Private networks are an admin's to open (allow_private): audit mode
          * does not open them. */
         if (dst_class == GW_ADDR_PRIVATE && !gw_profile_allows_private(sb->profile))
-                return hard("private-address");
+                return "private-address";
+        return NULL;
+}
+
+gw_decision gw_decide_tcp_profile(const gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
+                                  int64_t now_us)
+{
+        const char *refusal = platform_refusal(sb, dst_class);
+        if (refusal)
+                return hard(refusal);
         if (!gw_profile_allows_port(sb->profile, port))
                 return gw_decision_soft(sb, "port");
         if (name && *name) {
@@ -268,10 +277,9 @@ gw_decision gw_decide_tcp_profile(const gw_sandbox *sb, uint32_t dst, uint16_t p
 gw_decision gw_decide_tcp(gw_table *t, gw_sandbox *sb, uint32_t dst, uint16_t port, int dst_class, const char *name,
                           int64_t now_us)
 {
-        if (dst_class == GW_ADDR_FORBIDDEN)
-                return hard("forbidden-address");
-        if (dst_class == GW_ADDR_PRIVATE && !gw_profile_allows_private(sb->profile))
-                return hard("private-address");
+        const char *refusal = platform_refusal(sb, dst_class);
+        if (refusal)
+                return hard(refusal);
         if (t->limits.max_conns && sb->conns >= 4 * t->limits.max_conns)
                 return hard("conn-limit");
         if (!bucket_take(&sb->conn_hard, 4 * t->limits.conn_rate, 4 * t->limits.conn_burst, now_us))
