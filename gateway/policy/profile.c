@@ -29,6 +29,8 @@ struct gw_profile {
         uint16_t ports[GW_PROFILE_PORTS_MAX];
         size_t ncidrs;
         cidr *cidrs;
+        size_t nsecrets;
+        char (*secrets)[GW_PROFILE_NAME_MAX + 1]; /* the tenant's secrets it grants, by name */
 };
 
 static gw_profile none_profile = {.refs = -1, .name = "none", .mode = GW_MODE_ENFORCE};
@@ -69,6 +71,7 @@ void gw_profile_unref(gw_profile *p)
                 return;
         free(p->domains);
         free(p->cidrs);
+        free(p->secrets);
         free(p);
 }
 
@@ -162,19 +165,21 @@ static int name_ok(const char *s)
 
 int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_private, gw_profile **ret, sp_error **err)
 {
-        static const char *const fields[] = {"name", "mode", "domains", "ports", "cidrs", "allow_private", NULL};
+        static const char *const fields[] = {"name",  "mode",          "domains", "ports",
+                                             "cidrs", "allow_private", "secrets", NULL};
         if (!json_object_is_type(o, json_type_object))
                 return sp_error_set(err, SP_E_INVALID, "an egress profile must be a JSON object");
         if (sp_json_check_fields(o, fields, err) < 0)
                 return -SP_E_INVALID;
         const char *name = NULL, *mode = NULL;
-        json_object *domains = NULL, *ports = NULL, *cidrs = NULL;
+        json_object *domains = NULL, *ports = NULL, *cidrs = NULL, *secrets = NULL;
         bool allow_private = false;
         if (sp_json_get_string(o, "name", !default_name, GW_PROFILE_NAME_MAX, &name, err) < 0 ||
             sp_json_get_string(o, "mode", false, 16, &mode, err) < 0 ||
             sp_json_get_array(o, "domains", false, GW_PROFILE_DOMAINS_MAX, &domains, err) < 0 ||
             sp_json_get_array(o, "ports", false, GW_PROFILE_PORTS_MAX, &ports, err) < 0 ||
             sp_json_get_array(o, "cidrs", false, GW_PROFILE_CIDRS_MAX, &cidrs, err) < 0 ||
+            sp_json_get_array(o, "secrets", false, GW_PROFILE_SECRETS_MAX, &secrets, err) < 0 ||
             sp_json_get_bool(o, "allow_private", false, &allow_private, err) < 0)
                 return -SP_E_INVALID;
         if (!name)
@@ -195,7 +200,8 @@ int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_pr
                                     "field 'allow_private': only an admin may allow private "
                                     "addresses");
 
-        size_t nd = domains ? json_object_array_length(domains) : 0, nc = cidrs ? json_object_array_length(cidrs) : 0;
+        size_t nd = domains ? json_object_array_length(domains) : 0, nc = cidrs ? json_object_array_length(cidrs) : 0,
+               ns = secrets ? json_object_array_length(secrets) : 0;
         gw_profile *p = calloc(1, sizeof(*p));
         if (!p)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -205,7 +211,8 @@ int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_pr
         p->allow_private = allow_private;
         p->domains = nd ? calloc(nd, sizeof(*p->domains)) : NULL;
         p->cidrs = nc ? calloc(nc, sizeof(*p->cidrs)) : NULL;
-        if ((nd && !p->domains) || (nc && !p->cidrs)) {
+        p->secrets = ns ? calloc(ns, sizeof(*p->secrets)) : NULL;
+        if ((nd && !p->domains) || (nc && !p->cidrs) || (ns && !p->secrets)) {
                 gw_profile_unref(p);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
@@ -267,6 +274,18 @@ int gw_profile_parse(json_object *o, const char *default_name, bool may_allow_pr
                 }
                 p->cidrs[p->ncidrs++] = c;
         }
+        for (size_t i = 0; i < ns; i++) {
+                json_object *v = json_object_array_get_idx(secrets, i);
+                if (!json_object_is_type(v, json_type_string) || !name_ok(json_object_get_string(v))) {
+                        gw_profile_unref(p);
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "field 'secrets[%zu]' must be a secret's name (1 to %d of a-z, 0-9, '-' "
+                                            "and '_', starting with a letter)",
+                                            i, GW_PROFILE_NAME_MAX);
+                }
+                if (!gw_profile_grants_secret(p, json_object_get_string(v)))
+                        snprintf(p->secrets[p->nsecrets++], sizeof(p->secrets[0]), "%s", json_object_get_string(v));
+        }
         *ret = p;
         return 0;
 }
@@ -311,6 +330,10 @@ json_object *gw_profile_to_json(const gw_profile *p)
         }
         json_object_object_add(o, "cidrs", c);
         json_object_object_add(o, "allow_private", json_object_new_boolean(p->allow_private));
+        json_object *sec = json_object_new_array();
+        for (size_t i = 0; i < p->nsecrets; i++)
+                json_object_array_add(sec, json_object_new_string(p->secrets[i]));
+        json_object_object_add(o, "secrets", sec);
         return o;
 }
 
@@ -361,4 +384,12 @@ bool gw_profile_allows_addr(const gw_profile *p, uint32_t addr, int cls)
 bool gw_profile_allows_private(const gw_profile *p)
 {
         return p->allow_private;
+}
+
+bool gw_profile_grants_secret(const gw_profile *p, const char *name)
+{
+        for (size_t i = 0; name && i < p->nsecrets; i++)
+                if (strcmp(p->secrets[i], name) == 0)
+                        return true;
+        return false;
 }

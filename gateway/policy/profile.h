@@ -9,7 +9,8 @@
  *    "domains": ["pypi.org", "*.pythonhosted.org"],
  *    "ports": [443],
  *    "cidrs": ["151.101.0.0/16"],
- *    "allow_private": false}
+ *    "allow_private": false,
+ *    "secrets": ["openai"]}
  *
  * - domains: exact names and "*.suffix" wildcards (gateway/wire/pattern.h);
  *   a connection to a name must go to an address the gateway resolved for
@@ -18,6 +19,8 @@
  * - cidrs: addresses reachable directly (no name needed) on those ports;
  *   private, shared, loopback, link-local, multicast and reserved ranges
  *   only with allow_private, which only an admin may set;
+ * - secrets: the tenant's secrets (docs/secrets.md) a sandbox with this
+ *   profile may be given, by name; the built-in profiles grant none;
  * - mode: enforce, or audit (a dry run: what the profile would refuse is
  *   allowed and logged as such; the platform's own boundaries — the host,
  *   other sandboxes, link-local and metadata addresses, protocols other
@@ -42,6 +45,7 @@
 #define GW_PROFILE_DOMAINS_MAX 1000
 #define GW_PROFILE_PORTS_MAX 64
 #define GW_PROFILE_CIDRS_MAX 256
+#define GW_PROFILE_SECRETS_MAX 32
 
 typedef enum gw_mode {
         GW_MODE_ENFORCE,
@@ -84,6 +88,8 @@ bool gw_profile_allows_port(const gw_profile *p, uint16_t port);
  * allow_private), or any public address for "public". Forbidden addresses
  * never. */
 bool gw_profile_allows_addr(const gw_profile *p, uint32_t addr, int cls);
+/* Whether a sandbox with this profile may be given the secret named name. */
+bool gw_profile_grants_secret(const gw_profile *p, const char *name);
 /* Whether its cidrs may hold private addresses. */
 bool gw_profile_allows_private(const gw_profile *p);
 

@@ -53,7 +53,7 @@ START_TEST(profiles_are_checked_field_by_field)
         _cleanup_json_ json_object *j = gw_profile_to_json(p);
         ck_assert_str_eq(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
                          "{\"name\":\"ci\",\"mode\":\"enforce\",\"domains\":[\"pypi.org\",\"*.pythonhosted.org\"],"
-                         "\"ports\":[80,443],\"cidrs\":[\"151.101.0.0/16\"],\"allow_private\":false}");
+                         "\"ports\":[80,443],\"cidrs\":[\"151.101.0.0/16\"],\"allow_private\":false,\"secrets\":[]}");
         ck_assert(gw_profile_allows_name(p, "pypi.org"));
         ck_assert(gw_profile_allows_name(p, "files.pythonhosted.org"));
         ck_assert(!gw_profile_allows_name(p, "pythonhosted.org"));
