@@ -55,6 +55,7 @@ typedef struct gw_counters {
         uint64_t dns_queries, dns_allowed, dns_refused, dns_would_refuse, dns_upstream_errors;
         uint64_t tcp_conns, tcp_allowed, tcp_refused, tcp_would_refuse, tcp_upstream_errors;
         uint64_t bytes_out, bytes_in;
+        uint64_t secret_injected, secret_refused;
         uint64_t unknown_source, audit_dropped, audit_suppressed;
         uint64_t open_conns;
         uint64_t pending_conns; /* accepted, not yet decided */
@@ -72,6 +73,7 @@ struct gw {
         gw_ctl *ctl;
         gw_relay *relay;
         gw_dns *dns;
+        struct gw_tls *tls; /* NULL: secrets cannot be injected (see the log) */
         gw_counters counters;
         /* per rule, for /metrics: rule name -> count (refused and would-refuse) */
         json_object *rules;
@@ -103,7 +105,7 @@ int gw_forbid_local_addresses(gw *g, sp_error **err);
 
 /* ---- core/audit.c ---- */
 typedef struct gw_audit_rec {
-        const char *kind; /* "dns", "tcp" */
+        const char *kind; /* "dns", "tcp", "secret" (a use of a secret, or a placeholder seen) */
         const gw_sandbox *sb; /* NULL: an unknown source */
         uint32_t src; /* host order */
         const char *name; /* the DNS question, SNI or Host, or NULL */
@@ -113,6 +115,7 @@ typedef struct gw_audit_rec {
         uint64_t bytes_out, bytes_in;
         gw_decision d;
         const char *detail; /* e.g. why a ClientHello was refused; or NULL */
+        const char *secret_id, *secret; /* kind "secret": which (never its value), or NULL */
         const char *phase; /* "open", "close" */
 } gw_audit_rec;
 /* Counts, logs and sends the record to the worker. */

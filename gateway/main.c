@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "gw.h"
+#include "tls/tls.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/config.h"
@@ -39,7 +40,8 @@
 #include "space/log.h"
 
 typedef struct {
-        char *control_socket, *listen_address, *resolver, *upstream_netns, *public_cidrs, *forbid_cidrs, *user;
+        char *control_socket, *listen_address, *resolver, *upstream_netns, *public_cidrs, *forbid_cidrs, *user,
+                *upstream_ca_file;
         char *http_listen, *log_level, *log_format;
         int64_t tcp_port, dns_port, max_conns, conn_rate, dns_rate, dns_name_max, max_connections, sniff_ms, connect_ms,
                 idle_s, dns_ms, max_pins;
@@ -60,6 +62,9 @@ static const sp_config_def defs[] = {
         {"upstream-netns", SP_CONFIG_STRING, "", offsetof(gw_cfg, upstream_netns), 0, 0,
          "network namespace (a path such as /run/netns/NAME) every upstream connection and query is made in; "
          "empty: the gateway's own"},
+        {"upstream-ca-file", SP_CONFIG_STRING, "", offsetof(gw_cfg, upstream_ca_file), 0, 0,
+         "CA certificates (PEM) the hosts a secret is injected for must have certificates from; empty: the "
+         "system's CA store (docs/secrets.md)"},
         {"public-cidrs", SP_CONFIG_STRING, "", offsetof(gw_cfg, public_cidrs), 0, 0,
          "networks to treat as public although their addresses are private (A.B.C.D/N,...; a test's own internet)"},
         {"forbid-cidrs", SP_CONFIG_STRING, "", offsetof(gw_cfg, forbid_cidrs), 0, 0,
@@ -272,6 +277,14 @@ int main(int argc, char **argv)
                     sp_http_server_listen(http, c.http_listen, NULL, &e) < 0)
                         goto out;
         }
+        /* TLS for injecting secrets: the upstream CAs are read now, as root. */
+        if (gw_tls_new(c.upstream_ca_file, &g.tls, &e) < 0) {
+                if (c.upstream_ca_file && *c.upstream_ca_file)
+                        goto out;
+                sp_log_warn("%s: secrets cannot be injected", e->message);
+                sp_error_free(e);
+                e = NULL;
+        }
         if (gw_ctl_new(&g, ctl_fd, &g.ctl, &e) < 0)
                 goto out;
         ctl_fd = -1;
@@ -299,6 +312,7 @@ out:
         sp_http_server_free(http);
         gw_relay_free(g.relay);
         gw_dns_free(g.dns);
+        gw_tls_free(g.tls);
         gw_ctl_free(g.ctl);
         if (tcp_fd >= 0)
                 close(tcp_fd);

@@ -41,7 +41,7 @@ typedef struct {
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
-        char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user;
+        char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         int64_t gw_tcp_port, gw_dns_port, gw_log_group;
@@ -105,6 +105,9 @@ static const sp_config_def defs[] = {
          "internet; empty: the host's)"},
         {"gateway-public-cidrs", SP_CONFIG_STRING, "", offsetof(worker_cfg, gw_public_cidrs), 0, 0,
          "private networks the gateway treats as public (A.B.C.D/N,...; a test's own internet)"},
+        {"gateway-upstream-ca-file", SP_CONFIG_STRING, "", offsetof(worker_cfg, gw_upstream_ca), 0, 0,
+         "CA certificates (PEM) the hosts secrets are injected for are checked against (empty: the system's "
+         "store; tests name their own internet's CA)"},
         {"gateway-user", SP_CONFIG_STRING, "nobody", offsetof(worker_cfg, gw_user), 0, 0,
          "user the gateway runs as once its sockets are made"},
         {"node-id", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, node_id), 0, 0,
@@ -425,7 +428,7 @@ int main(int argc, char **argv)
         wk_net *net = NULL;
         if (c.network) {
                 char gw_sock[PATH_MAX], gw_pid[PATH_MAX], tcp[32], dns[32], forbid[64], res[160], netns[PATH_MAX + 32],
-                        pub[600], user[96], logf[64];
+                        pub[600], user[96], logf[64], ca[PATH_MAX + 32];
                 snprintf(gw_sock, sizeof(gw_sock), "%s/gateway.sock", c.state_dir);
                 snprintf(gw_pid, sizeof(gw_pid), "%s/gateway.pid", c.state_dir);
                 snprintf(tcp, sizeof(tcp), "--tcp-port=%lld", (long long)c.gw_tcp_port);
@@ -436,7 +439,8 @@ int main(int argc, char **argv)
                 snprintf(pub, sizeof(pub), "--public-cidrs=%s", c.gw_public_cidrs);
                 snprintf(user, sizeof(user), "--user=%s", c.gw_user);
                 snprintf(logf, sizeof(logf), "--log-format=%s", c.log_format);
-                const char *gw_args[] = {tcp, dns, forbid, res, netns, pub, user, logf, NULL};
+                snprintf(ca, sizeof(ca), "--upstream-ca-file=%s", c.gw_upstream_ca);
+                const char *gw_args[] = {tcp, dns, forbid, res, netns, pub, user, logf, ca, NULL};
                 _cleanup_free_ char *gw_prog = !c.gateway || !*c.gateway        ? default_sibling("space-gateway")
                                                : strcmp(c.gateway, "none") == 0 ? NULL
                                                                                 : strdup(c.gateway);

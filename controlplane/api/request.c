@@ -960,7 +960,7 @@ int cp_req_egress_log_query(const char *limit, const char *decision, const char 
                             const char *after, pr_wk_get_egress_log *ret, sp_error **err)
 {
         static const char *const decisions[] = {"allowed", "refused", "would-refuse", NULL};
-        static const char *const kinds[] = {"dns", "tcp", "packet", NULL};
+        static const char *const kinds[] = {"dns", "tcp", "packet", "secret", NULL};
         memset(ret, 0, sizeof(*ret));
         pr_wk_get_egress_log q = {0};
         if (cp_req_count("limit", limit, 100, 1000, &q.limit, err) < 0 ||

@@ -54,9 +54,13 @@ static bool refusal_recorded(gw *g, gw_sandbox *sb, int kind, int64_t now_s, uin
 
 void gw_audit(gw *g, const gw_audit_rec *r)
 {
-        bool dns = strcmp(r->kind, "dns") == 0;
+        bool dns = strcmp(r->kind, "dns") == 0, secret = strcmp(r->kind, "secret") == 0;
         bool closing = r->phase && strcmp(r->phase, "close") == 0;
-        if (!closing) {
+        if (secret) {
+                g->counters.secret_injected += r->d.allow;
+                g->counters.secret_refused += !r->d.allow;
+                count_rule(g, r->kind, &r->d);
+        } else if (!closing) {
                 if (dns) {
                         g->counters.dns_queries++;
                         g->counters.dns_allowed += r->d.allow && !r->d.would_refuse;
@@ -112,6 +116,10 @@ void gw_audit(gw *g, const gw_audit_rec *r)
         json_object_object_add(o, "rule", json_object_new_string(r->d.rule));
         if (r->detail)
                 json_object_object_add(o, "detail", json_object_new_string(r->detail));
+        if (r->secret_id)
+                json_object_object_add(o, "secret_id", json_object_new_string(r->secret_id));
+        if (r->secret)
+                json_object_object_add(o, "secret", json_object_new_string(r->secret));
         if (suppressed)
                 json_object_object_add(o, "suppressed_before", json_object_new_int64(suppressed));
         const char *sid = r->sb ? r->sb->id : "";
@@ -157,6 +165,11 @@ void gw_metrics(gw *g, sp_buf *out)
                 "# TYPE space_gateway_bytes_total counter\n"
                 "space_gateway_bytes_total{direction=\"out\"} %llu\n"
                 "space_gateway_bytes_total{direction=\"in\"} %llu\n"
+                "# HELP space_gateway_secret_uses_total Secrets injected, and uses refused (expired, over their "
+                "rate, misplaced placeholders: by rule in space_gateway_refusals_total{kind=\"secret\"}).\n"
+                "# TYPE space_gateway_secret_uses_total counter\n"
+                "space_gateway_secret_uses_total{verdict=\"injected\"} %llu\n"
+                "space_gateway_secret_uses_total{verdict=\"refused\"} %llu\n"
                 "# HELP space_gateway_unknown_sources_total Traffic from addresses of no known sandbox.\n"
                 "# TYPE space_gateway_unknown_sources_total counter\nspace_gateway_unknown_sources_total %llu\n"
                 "# HELP space_gateway_audit_suppressed_total Refusal records left out: over %d per sandbox "
@@ -169,7 +182,8 @@ void gw_metrics(gw *g, sp_buf *out)
                 (unsigned long long)c->tcp_allowed, (unsigned long long)c->tcp_refused,
                 (unsigned long long)c->tcp_would_refuse, (unsigned long long)c->dns_upstream_errors,
                 (unsigned long long)c->tcp_upstream_errors, (unsigned long long)c->bytes_out,
-                (unsigned long long)c->bytes_in, (unsigned long long)c->unknown_source, REFUSALS_PER_S,
+                (unsigned long long)c->bytes_in, (unsigned long long)c->secret_injected,
+                (unsigned long long)c->secret_refused, (unsigned long long)c->unknown_source, REFUSALS_PER_S,
                 (unsigned long long)c->audit_suppressed, (unsigned long long)c->audit_dropped);
         sp_buf_appendf(out, NULL,
                        "# HELP space_gateway_refusals_total Refusals (and audit-mode would-refusals) by rule.\n"

@@ -12,6 +12,7 @@
 
 #include "ctl/msg.h"
 #include "gw.h"
+#include "tls/tls.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -49,13 +50,15 @@ static void send_obj(client *c, json_object *o)
         evbuffer_add(out, "\n", 1);
 }
 
-static void reply(client *c, int64_t seq, const sp_error *e)
+static void reply(client *c, int64_t seq, const sp_error *e, int64_t secrets_missing)
 {
         _cleanup_json_ json_object *o = json_object_new_object();
         json_object_object_add(o, "op", json_object_new_string(e ? "error" : "ok"));
         json_object_object_add(o, "seq", json_object_new_int64(seq));
         if (e)
                 json_object_object_add(o, "error", json_object_new_string(e->message));
+        else if (secrets_missing >= 0)
+                json_object_object_add(o, "secrets_missing", json_object_new_int64(secrets_missing));
         send_obj(c, o);
 }
 
@@ -82,16 +85,51 @@ static void forget(gw_sandbox *sb, void *ud)
         sp_log_info_kv(SP_KV("sandbox_id", sb->id), "sandbox forgotten after a resync");
 }
 
-static int handle(gw *g, const gw_ctl_req *r, sp_error **err)
+/* A sandbox's secrets and CA (both taken), as set: values the worker no
+ * longer holds (it restarted) are kept from what the gateway had; each
+ * secret's rate state stays with it. Returns how many have no value. */
+static int64_t set_secrets(gw_sandbox *sb, gw_secrets *s, gw_sb_ca *ca)
+{
+        if (ca && gw_sb_ca_same(ca, sb->ca)) {
+                gw_sb_ca_free(ca); /* the same CA: keep the one with its issued certificates */
+                ca = sb->ca;
+                sb->ca = NULL;
+        }
+        size_t missing = gw_secrets_keep_values(s, sb->secrets);
+        gw_bucket rate[GW_SECRETS_MAX] = {0};
+        for (size_t i = 0; i < gw_secrets_count(s); i++)
+                for (size_t j = 0; j < gw_secrets_count(sb->secrets); j++)
+                        if (strcmp(gw_secrets_at(s, i)->id, gw_secrets_at(sb->secrets, j)->id) == 0)
+                                rate[i] = sb->secret_rate[j];
+        memcpy(sb->secret_rate, rate, sizeof(rate));
+        gw_secrets_unref(sb->secrets);
+        sb->secrets = s;
+        gw_sb_ca_free(sb->ca);
+        sb->ca = ca;
+        return (int64_t)missing;
+}
+
+static int handle(gw *g, const gw_ctl_req *r, int64_t *secrets_missing, sp_error **err)
 {
         uint32_t addr = 0;
         if (strcmp(r->op, "set") == 0) {
                 _cleanup_(gw_profile_unrefp) gw_profile *p = NULL;
-                if (parse_addr(r->address, &addr, err) < 0 || gw_profile_resolve(r->profile, true, &p, err) < 0)
+                _cleanup_(gw_secrets_unrefp) gw_secrets *s = NULL;
+                gw_sb_ca *ca = NULL;
+                if (parse_addr(r->address, &addr, err) < 0 || gw_profile_resolve(r->profile, true, &p, err) < 0 ||
+                    gw_secrets_parse(r->secrets, &s, err) < 0)
+                        return -SP_E_INVALID;
+                if (s && !g->tls)
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "this gateway cannot terminate TLS (see its log)");
+                if (s && gw_sb_ca_parse(r->ca_cert, r->ca_key, &ca, err) < 0)
                         return -SP_E_INVALID;
                 gw_sandbox *sb = gw_table_set(g->table, addr, r->sandbox_id, r->tenant_id, p);
-                if (!sb)
+                if (!sb) {
+                        gw_sb_ca_free(ca);
                         return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                }
+                *secrets_missing = set_secrets(sb, s, ca);
+                s = NULL;
                 /* Connections opened under the old profile hold only while the new one allows them. */
                 if (g->relay)
                         gw_relay_recheck_sandbox(g->relay, sb);
@@ -125,19 +163,21 @@ static void on_read(struct bufferevent *bev, void *ud)
                         }
                         return;
                 }
-                _cleanup_free_ char *l = line;
                 _cleanup_error_ sp_error *e = NULL;
                 _cleanup_json_ json_object *o = NULL;
                 gw_ctl_req r;
-                int64_t seq = 0;
-                if (sp_json_parse(l, len, &o, &e) == 0) {
+                int64_t seq = 0, missing = -1;
+                if (sp_json_parse(line, len, &o, &e) == 0) {
                         json_object *s = NULL;
                         if (json_object_object_get_ex(o, "seq", &s) && json_object_is_type(s, json_type_int))
                                 seq = json_object_get_int64(s);
                         if (gw_ctl_req_decode(o, &r, &e) == 0)
-                                (void)handle(c->ctl->g, &r, &e);
+                                (void)handle(c->ctl->g, &r, &missing, &e);
                 }
-                reply(c, seq, e);
+                /* The line may hold secrets' values and a CA's key. */
+                explicit_bzero(line, len);
+                free(line);
+                reply(c, seq, e, missing);
         }
 }
 

@@ -5,7 +5,11 @@
  * sandbox has which address and profile; the gateway answers each request
  * and sends its audit records.
  *
- *   -> {"op":"set","seq":7,"address":"10.250.0.3","sandbox_id":"sbx_…","tenant_id":"ten_…","profile":{…}}
+ *   -> {"op":"set","seq":7,"address":"10.250.0.3","sandbox_id":"sbx_…","tenant_id":"ten_…","profile":{…},
+ *       "secrets":[…],"ca_cert":"PEM","ca_key":"PEM"}
+ *      (secrets: its credential bindings, policy/secret.h, with the sandbox's
+ *      CA, tls/tls.h; the answer says how many have no value:
+ *      {"op":"ok","seq":7,"secrets_missing":1})
  *   -> {"op":"del","seq":8,"address":"10.250.0.3"}
  *   -> {"op":"sync_begin","seq":1}  … sets …  {"op":"sync_end","seq":9}
  *      (after a reconnect: sandboxes not set in between are forgotten)
@@ -34,12 +38,14 @@ typedef struct gw_ctl_req {
         const char *sandbox_id;
         const char *tenant_id;
         json_object *profile;
+        json_object *secrets;
+        const char *ca_cert, *ca_key;
 } gw_ctl_req;
 
 extern const pr_schema gw_ctl_req_schema;
 
-/* Checks op and the fields it needs (set: address, sandbox_id, profile;
- * del: address), on top of the schema. */
+/* Checks op and the fields it needs (set: address, sandbox_id, profile, and
+ * the CA with secrets; del: address), on top of the schema. */
 int gw_ctl_req_decode(json_object *o, gw_ctl_req *ret, sp_error **err);
 
 #endif

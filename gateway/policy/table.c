@@ -2,6 +2,8 @@
 /* The gateway's sandboxes and its decisions (see table.h). */
 #include "policy/table.h"
 
+#include "tls/tls.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,8 @@ static void sandbox_free(gw_sandbox *sb)
 {
         gw_profile_unref(sb->profile);
         free(sb->pins);
+        gw_secrets_unref(sb->secrets);
+        gw_sb_ca_free(sb->ca);
         free(sb);
 }
 

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "policy/profile.h"
+#include "policy/secret.h"
 #include "wire/name.h"
 
 #define GW_ID_MAX 64
@@ -78,6 +79,11 @@ typedef struct gw_sandbox {
         uint64_t bytes_out, bytes_in;
         gw_pin *pins;
         size_t npins, cap_pins;
+        /* Its secrets (docs/secrets.md), its CA (tls/tls.h) when it has
+         * any, and each secret's injections this minute (by index). */
+        gw_secrets *secrets;
+        struct gw_sb_ca *ca;
+        gw_bucket secret_rate[GW_SECRETS_MAX];
         bool stale; /* not yet confirmed by the worker's resync (ctl) */
 } gw_sandbox;
 

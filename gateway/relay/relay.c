@@ -25,59 +25,20 @@
 #include <unistd.h>
 
 #include "gw.h"
+#include "relay/relay_internal.h"
 #include "space/log.h"
 #include "space/time.h"
 #include "wire/http_host.h"
 #include "wire/sni.h"
 
-/* Beyond this much waiting in one direction, stop reading the other side.
- * It bounds what a sandbox can make the gateway hold: a server that sends
- * faster than the sandbox reads fills one connection's buffer to about this
- * plus RELAY_CHUNK, so a sandbox's --max-conns-per-sandbox connections hold
- * at most 2 x 256 x 384 KiB = 192 MiB (it was 640 MiB with 1 MiB). */
-#define HIGH_WATER (256u << 10)
-/* The most one read or write of a relayed socket moves (read_more()). */
-#define RELAY_CHUNK (128u << 10)
-/* The kernel's buffers of a relayed socket, each way (it doubles the number
- * for its bookkeeping): fixed, not grown by autotuning, so that what a
- * sandbox makes the kernel hold for it is bounded too (about 1 MiB per
- * connection at worst, both sockets' receive and send buffers full). */
-#define SOCK_BUF (128 << 10)
-
-static void bound_buffers(int fd)
+void gw__bound_buffers(int fd)
 {
         int v = SOCK_BUF;
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
 }
 
-typedef struct conn conn;
-struct conn {
-        gw_relay *r;
-        conn *prev, *next;
-        struct bufferevent *down, *up; /* the sandbox's side; the destination's */
-        struct event *timer;
-        struct event *idle; /* once relaying: closes it after idle_timeout_ms without bytes */
-        int64_t last_us; /* the last bytes either way */
-        uint32_t src, dst;
-        uint16_t port;
-        char name[GW_NAME_MAX + 1];
-        const char *proto;
-        bool counted; /* holds one of the sandbox's connections */
-        bool pending; /* holds one of the sandbox's undecided connections */
-        bool down_eof, up_eof; /* that side sent EOF */
-        bool down_shut, up_shut; /* we shut that side's write half */
-        uint64_t out, in;
-        gw_decision d;
-};
-
-struct gw_relay {
-        gw *g;
-        struct evconnlistener *listener;
-        conn *conns;
-};
-
-static void audit_conn(conn *c, gw_sandbox *sb, const char *phase, const char *detail)
+void gw__audit_conn(conn *c, gw_sandbox *sb, const char *phase, const char *detail)
 {
         gw_audit(c->r->g, &(gw_audit_rec){.kind = "tcp",
                                           .phase = phase,
@@ -104,7 +65,7 @@ static void unpend(conn *c, gw_sandbox *sb)
                 sb->pending--;
 }
 
-static void conn_close(conn *c, bool rst)
+void gw__conn_close(conn *c, bool rst)
 {
         gw_relay *r = c->r;
         gw *g = r->g;
@@ -113,7 +74,7 @@ static void conn_close(conn *c, bool rst)
         if (c->counted) {
                 if (sb)
                         gw_conn_done(sb);
-                audit_conn(c, sb, "close", NULL);
+                gw__audit_conn(c, sb, "close", NULL);
                 g->counters.open_conns--;
         }
         if (c->prev)
@@ -129,12 +90,13 @@ static void conn_close(conn *c, bool rst)
         if (c->down) {
                 if (rst) {
                         struct linger lg = {.l_onoff = 1, .l_linger = 0};
-                        setsockopt(bufferevent_getfd(c->down), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                        setsockopt(c->down_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
                 }
-                bufferevent_free(c->down);
+                bufferevent_free(c->down); /* a TLS filter frees the socket's bufferevent with it */
         }
         if (c->up)
                 bufferevent_free(c->up);
+        gw__term_free(c);
         free(c);
 }
 
@@ -149,7 +111,7 @@ static struct bufferevent *other(conn *c, struct bufferevent *b)
 static void maybe_done(conn *c)
 {
         if (c->down_eof && c->up_eof && c->down_shut && c->up_shut)
-                conn_close(c, false);
+                gw__conn_close(c, false);
 }
 
 /* After the peer of `to` sent EOF and what it sent is written: shut to's write half. */
@@ -211,7 +173,7 @@ static void relay_read(struct bufferevent *from, void *ud)
         size_t n = evbuffer_get_length(in);
         c->last_us = sp_now_mono_us();
         evbuffer_add_buffer(bufferevent_get_output(to), in);
-        if (!(from == c->down ? c->down_eof : c->up_eof))
+        if (!c->term && !(from == c->down ? c->down_eof : c->up_eof))
                 n += read_more(from, bufferevent_get_output(to));
         if (from == c->down) {
                 c->out += n;
@@ -239,7 +201,7 @@ static void relay_event(struct bufferevent *b, short what, void *ud)
 {
         conn *c = ud;
         if (what & BEV_EVENT_ERROR) {
-                conn_close(c, true);
+                gw__conn_close(c, true);
                 return;
         }
         if (what & BEV_EVENT_EOF) {
@@ -256,7 +218,7 @@ static void relay_event(struct bufferevent *b, short what, void *ud)
 
 /* ---- the upstream ---- */
 
-static void arm_idle(conn *c, int64_t after_us)
+void gw__arm_idle(conn *c, int64_t after_us)
 {
         struct timeval tv = {.tv_sec = after_us / 1000000, .tv_usec = after_us % 1000000};
         evtimer_add(c->idle, &tv);
@@ -264,18 +226,18 @@ static void arm_idle(conn *c, int64_t after_us)
 
 /* No bytes either way for idle_timeout_ms: the connection ends (its slot of
  * the sandbox's concurrent connections with it). */
-static void idle_check(evutil_socket_t fd, short what, void *ud)
+void gw__idle_check(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
         (void)what;
         conn *c = ud;
         int64_t left = c->last_us + (int64_t)c->r->g->cfg.idle_timeout_ms * 1000 - sp_now_mono_us();
         if (left > 0) {
-                arm_idle(c, left);
+                gw__arm_idle(c, left);
                 return;
         }
         sp_log_debug("relay: closing a connection idle for %d s", c->r->g->cfg.idle_timeout_ms / 1000);
-        conn_close(c, true);
+        gw__conn_close(c, true);
 }
 
 static void up_event(struct bufferevent *b, short what, void *ud)
@@ -283,8 +245,8 @@ static void up_event(struct bufferevent *b, short what, void *ud)
         conn *c = ud;
         if (what & BEV_EVENT_CONNECTED) {
                 c->last_us = sp_now_mono_us();
-                if (c->r->g->cfg.idle_timeout_ms > 0 && (c->idle = evtimer_new(c->r->g->base, idle_check, c)))
-                        arm_idle(c, (int64_t)c->r->g->cfg.idle_timeout_ms * 1000);
+                if (c->r->g->cfg.idle_timeout_ms > 0 && (c->idle = evtimer_new(c->r->g->base, gw__idle_check, c)))
+                        gw__arm_idle(c, (int64_t)c->r->g->cfg.idle_timeout_ms * 1000);
                 bufferevent_setcb(c->up, relay_read, relay_write, relay_event, c);
                 bufferevent_setcb(c->down, relay_read, relay_write, relay_event, c);
                 bufferevent_set_max_single_write(c->up, RELAY_CHUNK);
@@ -302,7 +264,7 @@ static void up_event(struct bufferevent *b, short what, void *ud)
         inet_ntop(AF_INET, &a, dst, sizeof(dst));
         sp_log_info("relay: %s:%u: %s", dst, (unsigned)c->port,
                     (what & BEV_EVENT_TIMEOUT) ? "connect timed out" : "cannot connect");
-        conn_close(c, true);
+        gw__conn_close(c, true);
 }
 
 static void dial(conn *c)
@@ -310,12 +272,12 @@ static void dial(conn *c)
         gw *g = c->r->g;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd >= 0)
-                bound_buffers(fd);
+                gw__bound_buffers(fd);
         c->up = fd < 0 ? NULL : bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
         if (!c->up) {
                 if (fd >= 0)
                         close(fd);
-                conn_close(c, true);
+                gw__conn_close(c, true);
                 return;
         }
         bufferevent_setcb(c->up, NULL, NULL, up_event, c);
@@ -326,7 +288,7 @@ static void dial(conn *c)
         bufferevent_disable(c->down, EV_READ);
         if (bufferevent_socket_connect(c->up, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 g->counters.tcp_upstream_errors++;
-                conn_close(c, true);
+                gw__conn_close(c, true);
         }
 }
 
@@ -420,7 +382,7 @@ static void decide(conn *c, bool timed_out)
         gw_sandbox *sb = gw_table_find(g->table, c->src);
         unpend(c, sb);
         if (!sb) {
-                conn_close(c, true);
+                gw__conn_close(c, true);
                 return;
         }
         int64_t now = sp_now_mono_us();
@@ -433,14 +395,17 @@ static void decide(conn *c, bool timed_out)
                         sb->conns++;
         }
         c->d = d;
-        audit_conn(c, sb, "open", detail);
+        gw__audit_conn(c, sb, "open", detail);
         if (!d.allow) {
-                conn_close(c, true);
+                gw__conn_close(c, true);
                 return;
         }
         c->counted = true;
         g->counters.open_conns++;
-        dial(c);
+        if (gw__term_wanted(c, sb))
+                gw__term_start(c, sb);
+        else
+                dial(c);
 }
 
 static void sniff_read(struct bufferevent *b, void *ud)
@@ -458,7 +423,7 @@ static void sniff_event(struct bufferevent *b, short what, void *ud)
                 decide(c, true);
                 return;
         }
-        conn_close(c, true);
+        gw__conn_close(c, true);
 }
 
 static void sniff_timeout(evutil_socket_t fd, short what, void *ud)
@@ -536,13 +501,14 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         if (r->conns)
                 r->conns->prev = c;
         r->conns = c;
-        bound_buffers(fd);
+        gw__bound_buffers(fd);
+        c->down_fd = fd;
         c->down = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->timer = evtimer_new(g->base, sniff_timeout, c);
         if (!c->down || !c->timer) {
                 if (!c->down)
                         close(fd);
-                conn_close(c, true);
+                gw__conn_close(c, true);
                 return;
         }
         struct timeval tv = {.tv_sec = g->cfg.sniff_timeout_ms / 1000,
@@ -592,7 +558,7 @@ void gw_relay_recheck_sandbox(gw_relay *r, gw_sandbox *sb)
                                "relay: its profile changed: a connection to port %u "
                                "is no longer allowed (%s)",
                                (unsigned)c->port, d.rule);
-                conn_close(c, true);
+                gw__conn_close(c, true);
         }
 }
 
@@ -602,7 +568,7 @@ void gw_relay_drop_sandbox(gw_relay *r, uint32_t addr)
         for (conn *c = r->conns; c; c = next) {
                 next = c->next;
                 if (c->src == addr)
-                        conn_close(c, true);
+                        gw__conn_close(c, true);
         }
 }
 
@@ -611,7 +577,7 @@ void gw_relay_free(gw_relay *r)
         if (!r)
                 return;
         while (r->conns)
-                conn_close(r->conns, true);
+                gw__conn_close(r->conns, true);
         evconnlistener_free(r->listener);
         free(r);
 }

@@ -4,13 +4,17 @@
  * and the egress profile it may carry (gateway/policy/profile.h), as the
  * gateway reads them. Beyond not crashing: a profile that parses prints to
  * a normal form that parses again to the same normal form, and what it
- * allows is never a forbidden address.
+ * allows is never a forbidden address. The credential bindings it may carry
+ * (gateway/policy/secret.h): what parses has a placeholder of the right
+ * form, a header and a value that cannot end a header line, and parses
+ * again from its stripped copy (values kept from the first).
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "ctl/msg.h"
 #include "policy/profile.h"
+#include "policy/secret.h"
 #include "space/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -24,6 +28,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_object *profile = o;
         if (gw_ctl_req_decode(o, &r, NULL) == 0 && r.profile)
                 profile = r.profile;
+        json_object *secrets = o;
+        if (gw_ctl_req_decode(o, &r, NULL) == 0 && r.secrets)
+                secrets = r.secrets;
+        gw_secrets *s = NULL;
+        if (gw_secrets_parse(secrets, &s, NULL) == 0 && s) {
+                size_t without = 0;
+                for (size_t i = 0; i < gw_secrets_count(s); i++) {
+                        const gw_secret *b = gw_secrets_at(s, i);
+                        without += !b->value;
+                        if (!gw_secret_is_placeholder(b->placeholder, strlen(b->placeholder)) || !b->header[0] ||
+                            (b->value &&
+                             (memchr(b->value, '\r', b->value_len) || memchr(b->value, '\n', b->value_len))))
+                                __builtin_trap();
+                }
+                json_object *stripped = gw_secrets_strip_values(secrets);
+                gw_secrets *t = NULL;
+                if (gw_secrets_parse(stripped, &t, NULL) < 0 || gw_secrets_keep_values(t, s) != without)
+                        __builtin_trap();
+                gw_secrets_unref(t);
+                json_object_put(stripped);
+        }
+        gw_secrets_unref(s);
         gw_profile *p = NULL;
         if (gw_profile_resolve(profile, true, &p, NULL) == 0) {
                 if (!gw_profile_builtin(gw_profile_name(p))) {

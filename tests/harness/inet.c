@@ -59,8 +59,33 @@ static void local_of(int fd, char *out, size_t n, int *port)
         *port = ntohs(sa.sin_port);
 }
 
+/* Logs the request line and the credentials a request carries (what the
+ * credential broker's tests look for). */
+static void log_request(const server *s, int fd, const char *head)
+{
+        char addr[INET_ADDRSTRLEN];
+        int port = 0;
+        local_of(fd, addr, sizeof(addr), &port);
+        size_t k = strcspn(head, "\r\n");
+        if (k > 0 && k < 600)
+                logf_(s, "tcp %s:%d req %.*s", addr, port, (int)k, head);
+        for (const char *l = strstr(head, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
+                const char *names[] = {"authorization:", "x-api-key:"};
+                for (size_t i = 0; i < 2; i++)
+                        if (strncasecmp(l + 2, names[i], strlen(names[i])) == 0) {
+                                const char *v = l + 2 + strlen(names[i]);
+                                while (*v == ' ')
+                                        v++;
+                                size_t vl = strcspn(v, "\r\n");
+                                if (vl < 600)
+                                        logf_(s, "tcp %s:%d hdr %.*s %.*s", addr, port, (int)strlen(names[i]) - 1,
+                                              names[i], (int)vl, v);
+                        }
+        }
+}
+
 /* Reads a request head (to the empty line) and returns its Host ("-" if none). */
-static void read_head(SSL *ssl, int fd, char *host, size_t hn)
+static void read_head(const server *s, SSL *ssl, int fd, char *host, size_t hn)
 {
         char buf[8192];
         size_t len = 0;
@@ -76,6 +101,7 @@ static void read_head(SSL *ssl, int fd, char *host, size_t hn)
                         break;
         }
         buf[len] = '\0';
+        log_request(s, fd, buf);
         for (char *l = strstr(buf, "\r\n"); l; l = strstr(l + 2, "\r\n"))
                 if (strncasecmp(l + 2, "host:", 5) == 0) {
                         char *v = l + 7;
@@ -125,7 +151,7 @@ static void handle_tcp(server *s, int fd)
                         return;
                 }
                 const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-                read_head(ssl, fd, host, sizeof(host));
+                read_head(s, ssl, fd, host, sizeof(host));
                 logf_(s, "tcp %s:%d sni=%s host=%s", addr, port, sni ? sni : "-", host);
                 snprintf(body, sizeof(body), "tls %s %s:%d\n", sni ? sni : "-", addr, port);
                 respond(ssl, fd, body);
@@ -133,7 +159,7 @@ static void handle_tcp(server *s, int fd)
                 SSL_free(ssl);
                 return;
         }
-        read_head(NULL, fd, host, sizeof(host));
+        read_head(s, NULL, fd, host, sizeof(host));
         logf_(s, "tcp %s:%d sni=- host=%s", addr, port, host);
         if (port == 7000) {
                 /* Promise a body and send none: the connection stays open, silent, until the other

@@ -21,7 +21,9 @@
  *   udp 9999                         echo
  * Every connection and datagram it sees is a line in its log ("accept tcp
  * <address>:<port>", then "tcp <address>:<port> sni=<..> host=<..>"; "udp
- * <address>:53 q=<name> type=<n>", "udp <address>:<port> echo"), so that a
+ * <address>:53 q=<name> type=<n>", "udp <address>:<port> echo"; for HTTP
+ * and TLS requests also "tcp <address>:<port> req <request line>" and "tcp
+ * <address>:<port> hdr authorization <value>" (and x-api-key)), so that a
  * test can prove a refused connection never got here.
  * Root only; start in an unchecked fixture (it outlives forked tests).
  */

@@ -39,6 +39,7 @@
 #include "harness.h"
 #include "inet.h"
 #include "launcher.h"
+#include "netenv.h"
 #include "proc.h"
 #include "space/agent_proto.h"
 #include "space/cleanup.h"
@@ -68,83 +69,19 @@ static const sp_test_inet_record records[] = {
 
 /* ---- the fixture: the internet, the worker, three sandboxes ---- */
 
-typedef struct box {
-        const char *id;
-        char sock[700]; /* its agent's socket */
-        char ip[16], host[16]; /* its address, its host end's */
-} box;
-
+typedef sp_test_netbox box;
 static box A = {.id = "sbx_redteam000000000000a"}; /* the attacker */
 static box B = {.id = "sbx_redteam000000000000b"}; /* its neighbour, listening on 8000 */
 static box C = {.id = "sbx_redteam000000000000c"}; /* the floods' (limits are per sandbox) */
 
-static char *top;
-static sp_test_inet in;
-static sp_test_worker_net net;
-static sp_test_proc worker;
-static char rpc_addr[64], cgparent[64], host_addr[16];
-static int rpc_port, http_port, ns_guard, purge_guard;
-static char w_bin[600], w_state[600], w_storage[600], w_image[600], w_listen[80], w_http[80], w_cg[80];
-static const char *w_argv[40];
+static sp_test_netenv env;
+static char host_addr[16];
 
-static json_object *call(const char *method, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static json_object *call(const char *method, const char *fmt, ...)
-{
-        char text[2048];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(text, sizeof(text), fmt, ap);
-        va_end(ap);
-        _cleanup_json_ json_object *req = NULL;
-        ck_assert_msg(sp_json_parse(text, strlen(text), &req, NULL) == 0, "bad test JSON: %s", text);
-        json_object *resp = NULL;
-        sp_error *e = NULL;
-        int r = sp_rpc_call_sync(rpc_addr, NULL, method, req, 60000, &resp, &e);
-        ck_assert_msg(r == 0, "%s: %s", method, e ? e->message : "?");
-        return resp;
-}
+#define call(method, ...) sp_test_netenv_call(&env, method, __VA_ARGS__)
 
-/* Runs script (sh -c) in the sandbox and returns its stdout (the caller frees). */
 static char *sh(const box *b, const char *script)
 {
-        static uint32_t n; /* sessions are named after channels: unique per process */
-        uint32_t ch = ((uint32_t)getpid() << 10) + ++n;
-        _cleanup_json_ json_object *argv = json_object_new_array();
-        json_object_array_add(argv, json_object_new_string("sh"));
-        json_object_array_add(argv, json_object_new_string("-c"));
-        json_object_array_add(argv, json_object_new_string(script));
-        sp_test_agent *a = sp_test_agent_connect(b->sock, 5000);
-        sp_test_result r;
-        sp_test_agent_exec(a, ch, json_object_to_json_string_ext(argv, JSON_C_TO_STRING_PLAIN), &r);
-        ck_assert_msg(!sp_test_result_error(&r), "%s: %s", script, json_object_to_json_string(r.exit));
-        char *out = strndup(r.out.data ? r.out.data : "", r.out.len);
-        sp_test_result_free(&r);
-        sp_test_agent_close(a);
-        return out;
-}
-
-/* Writes the probe into the sandbox as /bin/space-probe (as the worker's file writes do). */
-static void put_probe(const box *b)
-{
-        char probe[700];
-        snprintf(probe, sizeof(probe), "%s/tests/space-probe", sp_test_binary_dir());
-        _cleanup_close_ int fd = open(probe, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        sp_test_agent *a = sp_test_agent_connect(b->sock, 5000);
-        sp_test_agent_open(a, 1, "{\"op\":\"write\",\"path\":\"/bin/space-probe\",\"mode\":493}");
-        sp_test_frame f = sp_test_agent_next(a);
-        ck_assert_int_eq(f.type, PR_AGENT_WINDOW);
-        sp_buf_free(&f.payload);
-        static char chunk[65536];
-        for (ssize_t n; (n = read(fd, chunk, sizeof(chunk))) > 0;)
-                sp_test_agent_send(a, PR_AGENT_DATA, PR_STREAM_FILE, 1, chunk, (size_t)n);
-        sp_test_agent_send(a, PR_AGENT_EOF, PR_STREAM_FILE, 1, NULL, 0);
-        for (uint8_t t = 0; t != PR_AGENT_EXIT;) {
-                f = sp_test_agent_next(a);
-                t = f.type;
-                sp_buf_free(&f.payload);
-        }
-        sp_test_agent_close(a);
+        return sp_test_netbox_sh(b, script);
 }
 
 static void set_profile(const box *b, const char *mode)
@@ -154,20 +91,15 @@ static void set_profile(const box *b, const char *mode)
         json_object_put(call("SetEgress", "{\"id\":\"%s\",\"egress\":%s}", b->id, p));
 }
 
+/* A sandbox with the profile in enforce, and the static probe as /bin/space-probe. */
 static void box_new(box *b)
 {
-        char p[512];
-        snprintf(p, sizeof(p), PROFILE, "enforce");
-        json_object_put(call("CreateSandbox",
-                             "{\"id\":\"%s\",\"template\":\"base\",\"tenant_id\":\"ten_redteam\","
-                             "\"egress\":%s}",
-                             b->id, p));
-        snprintf(b->sock, sizeof(b->sock), "%s/state/sandboxes/%s/run/agent.sock", top, b->id);
-        put_probe(b);
-        char *view = sh(b, "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1; "
-                           "ip route | awk '/^default/ {print $3}'");
-        ck_assert_msg(sscanf(view, "%15s %15s", b->ip, b->host) == 2, "sandbox %s: no network: %s", b->id, view);
-        free(view);
+        char fields[600], probe[700];
+        int n = snprintf(fields, sizeof(fields), "\"tenant_id\":\"ten_redteam\",\"egress\":");
+        snprintf(fields + n, sizeof(fields) - (size_t)n, PROFILE, "enforce");
+        sp_test_netbox_new(&env, b, fields);
+        snprintf(probe, sizeof(probe), "%s/tests/space-probe", sp_test_binary_dir());
+        sp_test_netbox_put(b, probe, "/bin/space-probe", 0755);
 }
 
 /* A non-loopback address of the host outside the sandboxes' network ("" if none). */
@@ -179,66 +111,16 @@ static void find_host_addr(void)
                 if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
                         continue;
                 inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host_addr, sizeof(host_addr));
-                if (strncmp(host_addr, "127.", 4) == 0 || strncmp(i->ifa_name, net.ifprefix, strlen(net.ifprefix)) == 0)
+                if (strncmp(host_addr, "127.", 4) == 0 ||
+                    strncmp(i->ifa_name, env.net.ifprefix, strlen(env.net.ifprefix)) == 0)
                         host_addr[0] = '\0';
         }
         freeifaddrs(ifs);
 }
 
-static void start_worker(void)
-{
-        snprintf(w_bin, sizeof(w_bin), "%s/bin/space-worker", sp_test_binary_dir());
-        snprintf(w_state, sizeof(w_state), "--state-dir=%s/state", top);
-        snprintf(w_storage, sizeof(w_storage), "--storage-dir=%s/storage", top);
-        snprintf(w_image, sizeof(w_image), "--storage-image=%s/storage.img", top);
-        snprintf(w_listen, sizeof(w_listen), "--listen=%s", rpc_addr);
-        snprintf(w_http, sizeof(w_http), "--http-listen=127.0.0.1:%d", http_port);
-        snprintf(w_cg, sizeof(w_cg), "--cgroup-parent=%s", cgparent);
-        const char *argv[] = {w_bin,
-                              w_storage,
-                              w_image,
-                              "--storage-size=2G",
-                              w_listen,
-                              w_http,
-                              "--insecure",
-                              "--slots=8",
-                              "--log-format=text",
-                              w_cg,
-                              w_state,
-                              "--gateway-resolver=" SP_TEST_INET_RESOLVER,
-                              "--gateway-public-cidrs=" SP_TEST_INET_CIDR};
-        size_t n = 0;
-        for (; n < SP_ARRAY_SIZE(argv); n++)
-                w_argv[n] = argv[n];
-        for (size_t i = 0; net.argv[i]; i++)
-                w_argv[n++] = net.argv[i];
-        w_argv[n] = NULL;
-        char logp[700];
-        snprintf(logp, sizeof(logp), "%s/worker.log", top);
-        sp_test_proc_opts opts = {.log_path = logp};
-        sp_error *e = NULL;
-        purge_guard = sp_test_worker_purge_guard(w_argv, &e);
-        sp_test_ok(purge_guard, &e);
-        sp_test_ok(sp_test_proc_start(&worker, "worker", w_argv, &opts, &e), &e);
-        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 120000, &e), &e);
-        sp_test_ok(sp_test_proc_wait_log(&worker, "egress gateway connected", 30000, &e), &e);
-}
-
 static void fixture_up(void)
 {
-        top = sp_test_tmpdir("egress");
-        snprintf(cgparent, sizeof(cgparent), "space-test-%d", (int)getpid());
-        sp_error *e = NULL;
-        sp_test_ok(sp_test_inet_start(&in, top, records, SP_ARRAY_SIZE(records), &e), &e);
-        const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
-        ns_guard = sp_test_guard_run(del_ns, &e);
-        sp_test_ok(ns_guard, &e);
-        sp_test_ok((rpc_port = sp_test_free_port(&e)), &e);
-        sp_test_ok((http_port = sp_test_free_port(&e)), &e);
-        snprintf(rpc_addr, sizeof(rpc_addr), "127.0.0.1:%d", rpc_port);
-        /* Every upstream connection of the gateway is made in the test's internet. */
-        sp_test_ok(sp_test_worker_net_args(rpc_port, in.ns.path, &net, &e), &e);
-        start_worker();
+        sp_test_netenv_up(&env, "egress", records, SP_ARRAY_SIZE(records), NULL);
         find_host_addr();
         box_new(&A);
         box_new(&B);
@@ -250,71 +132,22 @@ static void fixture_up(void)
 
 static void fixture_down(void)
 {
-        const box *boxes[] = {&A, &B, &C};
-        for (size_t i = 0; i < 3; i++) {
-                json_object *req = json_object_new_object(), *resp = NULL;
-                json_object_object_add(req, "id", json_object_new_string(boxes[i]->id));
-                if (sp_rpc_call_sync(rpc_addr, NULL, "DeleteSandbox", req, 60000, &resp, NULL) == 0)
-                        json_object_put(resp);
-                json_object_put(req);
-        }
-        sp_test_proc_stop(&worker, 5000, NULL);
-        sp_test_proc_free(&worker);
-        sp_error *e = NULL;
-        if (w_argv[0] && sp_test_worker_purge(w_argv, &e) < 0) {
-                fprintf(stderr, "purge: %s\n", e->message);
-                sp_error_free(e);
-        }
-        sp_test_guard_done(purge_guard);
-        sp_test_inet_stop(&in);
-        sp_test_guard_done(ns_guard);
-        sp_test_tmpdir_remove(top);
-        free(top);
+        sp_test_netenv_down(&env, (sp_test_netbox *const[]){&A, &B, &C}, 3);
 }
 
 /* ---- what the sandbox did, and what came of it ---- */
 
-/* Whether the sandbox's egress log has a record with all of the pairs (key,
- * value), NULL-ended; polled for 3 s (the firewall's log comes every 100 ms). */
 static bool logged(const box *b, const char *const *pairs)
 {
-        /* Filtered by decision when the pairs name one: floods push older records past the last 1000. */
-        const char *decision = NULL;
-        for (size_t k = 0; pairs[k]; k += 2)
-                if (strcmp(pairs[k], "decision") == 0)
-                        decision = pairs[k + 1];
-        char filter[64] = "";
-        if (decision)
-                snprintf(filter, sizeof(filter), ",\"decision\":\"%s\"", decision);
-        for (int tries = 0; tries < 30; tries++) {
-                _cleanup_json_ json_object *r = call("GetEgressLog", "{\"id\":\"%s\",\"limit\":1000%s}", b->id, filter);
-                json_object *recs = NULL;
-                ck_assert(json_object_object_get_ex(r, "records", &recs));
-                for (size_t i = 0; i < json_object_array_length(recs); i++) {
-                        json_object *rec = json_object_array_get_idx(recs, i), *v = NULL;
-                        bool all = true;
-                        for (size_t k = 0; pairs[k] && all; k += 2)
-                                all = json_object_object_get_ex(rec, pairs[k], &v) &&
-                                      strcmp(json_object_get_string(v), pairs[k + 1]) == 0;
-                        if (all)
-                                return true;
-                }
-                usleep(100000);
-        }
-        return false;
+        return sp_test_netbox_logged(&env, b, pairs);
 }
-
-#define LOGGED(b, ...) logged(b, (const char *const[]){__VA_ARGS__, NULL})
 
 static void dump_logs(const box *b)
 {
-        char p[800];
-        snprintf(p, sizeof(p), "%s/state/sandboxes/%s/egress.log", top, b->id);
-        sp_test_dump_file_tail("egress log", p, 12);
-        sp_test_dump_file_tail("internet", in.log_path, 12);
-        snprintf(p, sizeof(p), "%s/worker.log", top);
-        sp_test_dump_file_tail("worker", p, 20);
+        sp_test_netbox_dump(&env, b);
 }
+
+#define LOGGED(b, ...) logged(b, (const char *const[]){__VA_ARGS__, NULL})
 
 /* One attempt from A. Scripts see $A $B (addresses), $H (A's host end), $RPC
  * and $HTTP (the worker's ports), $GWT and $GWD (the gateway's), $HOST (a
@@ -335,10 +168,10 @@ typedef struct attempt {
 static char *subst(const char *s)
 {
         char rpc[16], http[16], gwt[16], gwd[16];
-        snprintf(rpc, sizeof(rpc), "%d", rpc_port);
-        snprintf(http, sizeof(http), "%d", http_port);
-        snprintf(gwt, sizeof(gwt), "%d", net.tcp_port);
-        snprintf(gwd, sizeof(gwd), "%d", net.dns_port);
+        snprintf(rpc, sizeof(rpc), "%d", env.rpc_port);
+        snprintf(http, sizeof(http), "%d", env.http_port);
+        snprintf(gwt, sizeof(gwt), "%d", env.net.tcp_port);
+        snprintf(gwd, sizeof(gwd), "%d", env.net.dns_port);
         const char *const vars[][2] = {{"$HOST", host_addr[0] ? host_addr : A.host},
                                        {"$HTTP", http},
                                        {"$RPC", rpc},
@@ -384,12 +217,13 @@ static void try_attempt(const attempt *t, bool audit)
         free(out);
         free(want);
         if (t->needle) {
-                int seen = sp_test_inet_seen(&in, t->needle);
+                int seen = sp_test_inet_seen(&env.in, t->needle);
                 ck_assert_msg(through ? seen > 0 : seen == 0, "%s (%s): the internet saw '%s' %d times", t->what, mode,
                               t->needle, seen);
         }
         if (t->never)
-                ck_assert_msg(sp_test_inet_seen(&in, t->never) == 0, "%s: the internet saw '%s'", t->what, t->never);
+                ck_assert_msg(sp_test_inet_seen(&env.in, t->never) == 0, "%s: the internet saw '%s'", t->what,
+                              t->never);
         if (!t->rec[0])
                 return;
         char *pairs[16] = {0};
@@ -619,13 +453,13 @@ static const attempt platform_attempts[] = {
 static char *probe_as_host(const char *args)
 {
         char path[800], netns[64], probe[700], log[800];
-        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", top, A.id);
+        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env.top, A.id);
         _cleanup_json_ json_object *o = json_object_from_file(path);
         json_object *bx = NULL, *pid = NULL;
         ck_assert(o && json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
         snprintf(netns, sizeof(netns), "/proc/%d/ns/net", json_object_get_int(pid));
         snprintf(probe, sizeof(probe), "%s/tests/space-probe", sp_test_binary_dir());
-        snprintf(log, sizeof(log), "%s/probe-%d.out", top, (int)getpid());
+        snprintf(log, sizeof(log), "%s/probe-%d.out", env.top, (int)getpid());
         char cmd[1200];
         snprintf(cmd, sizeof(cmd), "%s --in-sandbox --net %s", probe, args);
         const char *argv[] = {"sh", "-c", cmd, NULL};
@@ -662,8 +496,8 @@ static void as_if_it_had_raw_sockets(void)
                 ck_assert_str_eq(out, "raw_ip sent\n");
                 free(out);
         }
-        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.200.12"), 0);
-        ck_assert_int_eq(sp_test_inet_seen(&in, ":9997"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "10.213.200.12"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, ":9997"), 0);
         ck_assert(LOGGED(&A, "kind", "packet", "source", B.ip, "proto", "udp", "rule", "space:spoof"));
         ck_assert(LOGGED(&A, "kind", "packet", "source", "10.213.200.66", "proto", "udp", "rule", "space:spoof"));
         ck_assert(!LOGGED(&B, "rule", "space:spoof"));
@@ -696,7 +530,7 @@ static void hard_boundaries(bool audit)
         free(out);
         ck_assert(LOGGED(&A, "kind", "tcp", "destination", "10.213.5.5", "rule", "private-address", "decision",
                          "refused"));
-        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.5.5:80"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "10.213.5.5:80"), 0);
         /* nftables: the sandbox's namespace is not the host's, and it may not change it anyway. */
         out = run_in_a("$P nft");
         ck_assert_str_eq(out, "nft_list denied EPERM\nnft_newtable denied EPERM\n");
@@ -755,7 +589,7 @@ static void dns_flood(const char *suffix, bool audit)
         snprintf(cmd, sizeof(cmd), "space-probe --in-sandbox --net dnsflood 10.213.200.9 300 %s", suffix);
         snprintf(needle, sizeof(needle), ".%s type", suffix);
         char *out = sh(&C, cmd);
-        int refused = count_of(out, "refused="), ms = count_of(out, "ms="), up = sp_test_inet_seen(&in, needle);
+        int refused = count_of(out, "refused="), ms = count_of(out, "ms="), up = sp_test_inet_seen(&env.in, needle);
         ck_assert_msg(ms >= 0 && ms < 500, "the flood was too slow to test the rate: %s", out);
         if (audit) {
                 /* Not refused by the rate (a dry run), but a sandbox may have at most 64 questions waiting
@@ -767,7 +601,7 @@ static void dns_flood(const char *suffix, bool audit)
                 ck_assert_msg(refused >= 150 && up <= 150, "%s (upstream %d)", out, up);
         }
         free(out);
-        ck_assert_int_eq(sp_test_inet_seen(&in, "udp 10.213.200.9:53"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "udp 10.213.200.9:53"), 0);
         if (!audit)
                 ck_assert(LOGGED(&C, "kind", "dns", "rule", "dns-rate", "decision", "refused"));
 }
@@ -787,8 +621,8 @@ static int conn_flood(const char *name, const char *addr, int n, int burst, int 
         int answered = count_of(out, "answered="), reset = count_of(out, "reset=");
         *ret_ms = count_of(out, "ms=");
         ck_assert_msg(answered + reset == n, "%s", out);
-        ck_assert_msg(sp_test_inet_seen(&in, needle) == answered, "%s: the internet saw %d", out,
-                      sp_test_inet_seen(&in, needle));
+        ck_assert_msg(sp_test_inet_seen(&env.in, needle) == answered, "%s: the internet saw %d", out,
+                      sp_test_inet_seen(&env.in, needle));
         free(out);
         return answered;
 }
@@ -906,7 +740,7 @@ START_TEST(an_address_the_host_gains_is_never_reached)
         sp_test_guard_done(guard);
         set_profile(&C, "enforce");
         ck_assert_msg(refused, "the host's new address was not forbidden");
-        ck_assert_int_eq(sp_test_inet_seen(&in, "10.213.199.88"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "10.213.199.88"), 0);
 }
 END_TEST
 
@@ -946,7 +780,7 @@ START_TEST(a_udp_flood_is_bounded_in_the_log)
         }
         ck_assert_msg(summary, "no record says how many were left out (%d records)", n);
         ck_assert_msg(n >= 2 && n <= 20 * 4 + 1, "%d records for 2,001 datagrams", n);
-        ck_assert_int_eq(sp_test_inet_seen(&in, ":9997"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, ":9997"), 0);
 }
 END_TEST
 

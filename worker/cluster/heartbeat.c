@@ -82,6 +82,7 @@ static json_object *heartbeat_body(wk_cluster *c)
                 pr_cp_sandbox s = {.id = string_member(sb, "id"),
                                    .state = string_member(sb, "state"),
                                    .template_name = string_member(sb, "template")};
+                s.secrets_missing = s.id && wk_node_sandbox_secrets_missing(c->node, s.id);
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
         const char *backend = string_member(info, "backend");

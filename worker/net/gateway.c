@@ -32,10 +32,13 @@ typedef struct entry {
         char addr[16];
         char *sandbox_id, *tenant_id;
         json_object *profile;
+        json_object *secrets; /* {"secrets":[…],"ca_cert":…,"ca_key":…} or NULL */
+        int missing; /* secrets without a value, as the gateway last said; -1: not said yet */
 } entry;
 
 typedef struct waiter {
         int64_t seq;
+        char addr[16]; /* of a set */
         wk_gw_done done;
         void *ud;
         struct waiter *next;
@@ -49,6 +52,7 @@ struct wk_gw {
         void *ud;
         struct bufferevent *bev; /* NULL: not connected */
         struct event *timer;
+        struct event *kick; /* the first connection */
         pid_t child;
         int64_t last_start_us;
         unsigned starts;
@@ -57,6 +61,8 @@ struct wk_gw {
         size_t n, cap;
         waiter *waiters;
 };
+
+static struct entry *find(wk_gw *g, const char *addr);
 
 static void send_obj(wk_gw *g, json_object *o)
 {
@@ -79,6 +85,10 @@ static int64_t send_op(wk_gw *g, const char *op, const entry *e)
                         if (e->tenant_id && *e->tenant_id)
                                 json_object_object_add(o, "tenant_id", json_object_new_string(e->tenant_id));
                         json_object_object_add(o, "profile", json_object_get(e->profile));
+                        if (e->secrets) {
+                                json_object_object_foreach (e->secrets, k, v)
+                                        json_object_object_add(o, k, json_object_get(v));
+                        }
                 }
         }
         send_obj(g, o);
@@ -131,10 +141,15 @@ static void on_line(wk_gw *g, const char *line, size_t len)
                              msg ? json_object_get_string(msg) : "");
                 sp_log_warn("%s", e->message);
         }
+        json_object *missing = NULL;
+        json_object_object_get_ex(o, "secrets_missing", &missing);
         for (waiter **pw = &g->waiters; *pw; pw = &(*pw)->next)
                 if ((*pw)->seq == s) {
                         waiter *w = *pw;
                         *pw = w->next;
+                        entry *x = w->addr[0] ? find(g, w->addr) : NULL;
+                        if (x && missing)
+                                x->missing = (int)json_object_get_int64(missing);
                         if (w->done)
                                 w->done(e, w->ud);
                         free(w);
@@ -247,8 +262,16 @@ static void try_connect(wk_gw *g)
         bufferevent_enable(g->bev, EV_READ | EV_WRITE);
         /* Everything, again: what it had and is no longer here is forgotten. */
         send_op(g, "sync_begin", NULL);
-        for (size_t i = 0; i < g->n; i++)
-                send_op(g, "set", &g->v[i]);
+        for (size_t i = 0; i < g->n; i++) {
+                int64_t seq = send_op(g, "set", &g->v[i]);
+                /* Its answer says which secrets' values the gateway still has. */
+                waiter *w = calloc(1, sizeof(*w));
+                if (w) {
+                        *w = (waiter){.seq = seq, .next = g->waiters};
+                        snprintf(w->addr, sizeof(w->addr), "%s", g->v[i].addr);
+                        g->waiters = w;
+                }
+        }
         send_op(g, "sync_end", NULL);
         sp_log_info("egress gateway connected: %zu sandboxes sent", g->n);
 }
@@ -263,6 +286,15 @@ static void on_timer(evutil_socket_t fd, short what, void *ud)
                 sp_log_warn("egress gateway (pid %d) exited", (int)g->child);
                 g->child = 0;
         }
+        if (!g->bev)
+                try_connect(g);
+}
+
+static void first_connect(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_gw *g = ud;
         if (!g->bev)
                 try_connect(g);
 }
@@ -297,7 +329,14 @@ int wk_gw_new(struct event_base *base, const wk_gw_config *cfg, wk_gw **ret, sp_
                 /* Not ours to reap: only watched through its socket. */
                 g->child = pid > 1 && kill(pid, 0) == 0 ? -1 : 0;
         }
-        try_connect(g);
+        /* Not now: once the loop runs, after the worker has read its
+         * sandboxes — a resync before that would tell the gateway there are
+         * none, and it would forget them (and their secrets' values). */
+        struct timeval now = {0};
+        if (!(g->kick = evtimer_new(base, first_connect, g)) || evtimer_add(g->kick, &now) < 0) {
+                wk_gw_free(g);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
         *ret = g;
         return 0;
 }
@@ -309,10 +348,13 @@ void wk_gw_free(wk_gw *g)
         disconnect(g, "the worker is stopping");
         if (g->timer)
                 event_free(g->timer);
+        if (g->kick)
+                event_free(g->kick);
         for (size_t i = 0; i < g->n; i++) {
                 free(g->v[i].sandbox_id);
                 free(g->v[i].tenant_id);
                 json_object_put(g->v[i].profile);
+                json_object_put(g->v[i].secrets);
         }
         free(g->v);
         for (size_t i = 0; g->args && g->args[i]; i++)
@@ -324,7 +366,7 @@ void wk_gw_free(wk_gw *g)
         free(g);
 }
 
-static entry *find(wk_gw *g, const char *addr)
+static struct entry *find(wk_gw *g, const char *addr)
 {
         for (size_t i = 0; i < g->n; i++)
                 if (strcmp(g->v[i].addr, addr) == 0)
@@ -333,7 +375,7 @@ static entry *find(wk_gw *g, const char *addr)
 }
 
 void wk_gw_set(wk_gw *g, const char *addr, const char *sandbox_id, const char *tenant_id, json_object *profile,
-               wk_gw_done done, void *ud)
+               json_object *secrets, wk_gw_done done, void *ud)
 {
         _cleanup_error_ sp_error *e = NULL;
         entry *x = find(g, addr);
@@ -357,6 +399,11 @@ void wk_gw_set(wk_gw *g, const char *addr, const char *sandbox_id, const char *t
         free(x->sandbox_id);
         free(x->tenant_id);
         json_object_put(x->profile);
+        json_object_put(x->secrets);
+        x->secrets = NULL;
+        if (secrets)
+                json_object_deep_copy(secrets, &x->secrets, NULL);
+        x->missing = -1;
         x->sandbox_id = strdup(sandbox_id);
         x->tenant_id = strdup(tenant_id ? tenant_id : "");
         _cleanup_json_ json_object *copy = NULL;
@@ -379,6 +426,7 @@ void wk_gw_set(wk_gw *g, const char *addr, const char *sandbox_id, const char *t
                 return;
         }
         *w = (waiter){.seq = seq, .done = done, .ud = ud, .next = g->waiters};
+        snprintf(w->addr, sizeof(w->addr), "%s", addr);
         g->waiters = w;
 }
 
@@ -392,7 +440,14 @@ void wk_gw_del(wk_gw *g, const char *addr)
         free(x->sandbox_id);
         free(x->tenant_id);
         json_object_put(x->profile);
+        json_object_put(x->secrets);
         *x = g->v[--g->n];
+}
+
+int wk_gw_secrets_missing(wk_gw *g, const char *addr)
+{
+        entry *x = find(g, addr);
+        return x ? x->missing : -1;
 }
 
 bool wk_gw_connected(const wk_gw *g)

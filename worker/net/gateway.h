@@ -40,13 +40,18 @@ void wk_gw_free(wk_gw *g);
 /* The answer to a set: NULL error when the gateway has the sandbox's rules. */
 typedef void (*wk_gw_done)(const sp_error *err, void *ud);
 
-/* Tells the gateway the sandbox at addr (dotted IPv4) and its profile
- * (borrowed; copied). done (may be NULL) is called once: when the gateway
+/* Tells the gateway the sandbox at addr (dotted IPv4), its profile and its
+ * secrets ({"secrets":[…],"ca_cert":…,"ca_key":…}, docs/secrets.md; NULL:
+ * none) (both borrowed; copied, and the secrets kept in memory only to be
+ * sent again after a reconnect). done (may be NULL) is called once: when the gateway
  * confirmed, or with an error (the gateway is not reachable, or refused the
  * profile); the sandbox is kept and sent again on the next connection
  * either way. */
 void wk_gw_set(wk_gw *g, const char *addr, const char *sandbox_id, const char *tenant_id, json_object *profile,
-               wk_gw_done done, void *ud);
+               json_object *secrets, wk_gw_done done, void *ud);
+/* How many of the sandbox's secrets the gateway has no value of, as it last
+ * said (-1: it has not said). */
+int wk_gw_secrets_missing(wk_gw *g, const char *addr);
 /* Forgets the sandbox at addr; its connections through the gateway end. */
 void wk_gw_del(wk_gw *g, const char *addr);
 bool wk_gw_connected(const wk_gw *g);

@@ -378,7 +378,7 @@ void wk_net_sandbox_down(wk_net *n, uint32_t slot)
 }
 
 void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, const char *tenant_id,
-                           json_object *profile, wk_gw_done done, void *ud)
+                           json_object *profile, json_object *secrets, wk_gw_done done, void *ud)
 {
         char addr[16];
         wk_net_address(n, slot, addr);
@@ -387,7 +387,14 @@ void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, con
                         done(NULL, ud);
                 return;
         }
-        wk_gw_set(n->gw, addr, sandbox_id, tenant_id, profile, done, ud);
+        wk_gw_set(n->gw, addr, sandbox_id, tenant_id, profile, secrets, done, ud);
+}
+
+int wk_net_secrets_missing(wk_net *n, uint32_t slot)
+{
+        char addr[16];
+        wk_net_address(n, slot, addr);
+        return n->gw && addr[0] ? wk_gw_secrets_missing(n->gw, addr) : -1;
 }
 
 void wk_net_sandbox_forget(wk_net *n, uint32_t slot)

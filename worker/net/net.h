@@ -76,10 +76,13 @@ int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_
 /* The sandbox has stopped: takes its link and registration away (missing ones are no error). */
 void wk_net_sandbox_down(wk_net *n, uint32_t slot);
 
-/* Tells the gateway the sandbox's ids and egress profile (see gateway.h's
- * wk_gw_set; done may be NULL). Without a gateway, done gets NULL at once. */
+/* Tells the gateway the sandbox's ids, egress profile and secrets (see
+ * gateway.h's wk_gw_set; done may be NULL). Without a gateway, done gets
+ * NULL at once. */
 void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, const char *tenant_id,
-                           json_object *profile, wk_gw_done done, void *ud);
+                           json_object *profile, json_object *secrets, wk_gw_done done, void *ud);
+/* wk_gw_secrets_missing of the sandbox (-1: not known, or no gateway). */
+int wk_net_secrets_missing(wk_net *n, uint32_t slot);
 /* The sandbox is gone: the gateway forgets it. */
 void wk_net_sandbox_forget(wk_net *n, uint32_t slot);
 

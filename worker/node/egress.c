@@ -46,7 +46,8 @@ void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud)
         json_object *p = sb->egress;
         if (!p || sb->warm)
                 p = none = none_profile();
-        wk_net_sandbox_policy(net, sb->slot, sb->warm ? sb->key : sb->id, sb->tenant_id, p, done, ud);
+        _cleanup_json_ json_object *secrets = sb->warm ? NULL : wk__secrets_spec(sb);
+        wk_net_sandbox_policy(net, sb->slot, sb->warm ? sb->key : sb->id, sb->tenant_id, p, secrets, done, ud);
 }
 
 int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err)
@@ -79,22 +80,28 @@ void wk__egress_forget(wk_sandbox *sb)
                 wk_net_sandbox_forget(sb->node->cfg.net, sb->slot);
 }
 
-int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, wk_node_egress_done done, void *ud,
-                               sp_error **err)
+int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, json_object *secrets,
+                               wk_node_egress_done done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = wk_node_sandbox_find(n, id);
         if (!sb)
                 return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
         if (!json_object_is_type(egress, json_type_object))
                 return sp_error_set(err, SP_E_INVALID, "field 'egress' must be an object");
-        json_object *old = sb->egress;
+        json_object *old = sb->egress, *old_secrets = json_object_get(sb->secrets);
         sb->egress = json_object_get(egress);
-        if (wk__sandbox_persist(sb, err) < 0) {
+        bool live = sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED;
+        /* A stopped sandbox gets its CA when it runs again. */
+        if (wk__secrets_set(sb, secrets, err) < 0 || (live && wk__secrets_ready(sb, err) < 0) ||
+            wk__sandbox_persist(sb, err) < 0) {
                 json_object_put(sb->egress);
                 sb->egress = old;
+                json_object_put(sb->secrets);
+                sb->secrets = old_secrets;
                 return -SP_E_IO;
         }
         json_object_put(old);
+        json_object_put(old_secrets);
         if (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)
                 wk__egress_apply(sb, done, ud);
         else if (done)
@@ -213,4 +220,10 @@ int wk_node_egress_log(wk_node *n, const char *id, const pr_wk_get_egress_log *q
         json_object_object_add(o, "more", json_object_new_boolean(to - from < total));
         *ret = o;
         return 0;
+}
+
+bool wk_node_sandbox_secrets_missing(wk_node *n, const char *id)
+{
+        wk_sandbox *sb = wk_node_sandbox_find(n, id);
+        return sb && wk__secrets_missing(sb);
 }

@@ -87,6 +87,7 @@ typedef struct wk_sandbox_request {
         const char *hostname; /* NULL: derived from the id */
         const char *tenant_id; /* for the egress gateway's audit records; may be NULL */
         json_object *egress; /* the egress profile (docs/networking.md); NULL: {"name":"none"} */
+        json_object *secrets; /* its credential bindings (docs/secrets.md); NULL: none */
         bool allow_warm; /* claim a warm sandbox if one is ready */
 } wk_sandbox_request;
 
@@ -272,11 +273,15 @@ json_object *wk_node_info_json(wk_node *n);
 int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err);
 
 /* Egress (docs/networking.md). Gives a running sandbox another egress
- * profile: done is called once the gateway has it (or with why not; the
- * profile is kept and applied when the gateway is back). */
+ * profile and its secrets (the whole list; NULL: none): done is called once
+ * the gateway has them (or with why not; they are kept and applied when the
+ * gateway is back). */
 typedef void (*wk_node_egress_done)(const sp_error *err, void *ud);
-int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, wk_node_egress_done done, void *ud,
-                               sp_error **err);
+int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, json_object *secrets,
+                               wk_node_egress_done done, void *ud, sp_error **err);
+/* Whether the values of the sandbox's secrets are on neither this worker nor
+ * its gateway (the control plane then sends them again). */
+bool wk_node_sandbox_secrets_missing(wk_node *n, const char *id);
 /* Files one audit record (the gateway's decision or the firewall's drop) in
  * the egress log of the sandbox it names by id or by source address. */
 void wk_node_egress_record(wk_node *n, json_object *rec);

@@ -51,6 +51,7 @@ struct wk_sandbox {
         json_object *env;
         char tenant_id[WK_NAME_MAX + 1];
         json_object *egress; /* its egress profile; NULL: none */
+        json_object *secrets; /* its credential bindings (secrets.c): values in memory only; NULL: none */
         uint32_t slot;
         int64_t created_us;
         wk_suspend_info suspended;
@@ -101,6 +102,17 @@ void wk__egress_forget(wk_sandbox *sb);
 /* Points the sandbox's /etc/resolv.conf at its gateway (its host end), in the
  * root filesystem at rootfs before it starts; nothing without a network. */
 int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err);
+/* secrets.c */
+bool wk__secrets_any(const wk_sandbox *sb);
+/* Takes the bindings (checked; NULL or empty: none). */
+int wk__secrets_set(wk_sandbox *sb, json_object *secrets, sp_error **err);
+/* With secrets: makes the sandbox's CA and installs it in its trust store
+ * (and env), once. */
+int wk__secrets_ready(wk_sandbox *sb, sp_error **err);
+/* What the gateway gets: {"secrets", "ca_cert", "ca_key"}, or NULL. */
+json_object *wk__secrets_spec(wk_sandbox *sb);
+/* Whether values of its secrets are on neither this worker nor its gateway. */
+bool wk__secrets_missing(wk_sandbox *sb);
 /* exec.c */
 void wk__sessions_load(wk_sandbox *sb);
 void wk__sessions_attach(wk_sandbox *sb);

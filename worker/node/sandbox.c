@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "node/node_internal.h"
+#include "policy/secret.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
@@ -96,6 +97,9 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
                 json_object_object_add(o, "tenant_id", json_object_new_string(sb->tenant_id));
         if (sb->egress)
                 json_object_object_add(o, "egress", json_object_get(sb->egress));
+        /* The bindings without their values: those never touch the disk. */
+        if (sb->secrets)
+                json_object_object_add(o, "secrets", gw_secrets_strip_values(sb->secrets));
         if (sb->box && sb->node->backend->ops->save)
                 json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
         const char *text = sp_json_str(o);
@@ -332,7 +336,8 @@ static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
         wk_box_spec spec;
         char rootfs[PATH_MAX], runtime[PATH_MAX];
         spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
-        if (wk__egress_resolv_conf(sb, rootfs, err) < 0 || wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
+        if (wk__egress_resolv_conf(sb, rootfs, err) < 0 || wk__secrets_ready(sb, err) < 0 ||
+            wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
                 goto fail;
         sb->state = WK_SB_RUNNING;
         if (wk__sandbox_persist(sb, err) < 0) {
@@ -363,6 +368,9 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
         if (req->hostname && (strlen(req->hostname) == 0 || strlen(req->hostname) > 63))
                 return sp_error_set(err, SP_E_INVALID, "invalid hostname");
 
+        _cleanup_(gw_secrets_unrefp) gw_secrets *check = NULL;
+        if (gw_secrets_parse(req->secrets, &check, err) < 0)
+                return sp_error_wrap(err, "field 'secrets'");
         wk_sandbox *sb = req->allow_warm ? wk__warm_claim(n, req->template_name) : NULL;
         if (sb) {
                 /* A warm sandbox takes the caller's identity in one step. */
@@ -390,6 +398,8 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
         if (sb->egress)
                 json_object_put(sb->egress);
         sb->egress = req->egress ? json_object_get(req->egress) : NULL;
+        json_object_put(sb->secrets);
+        sb->secrets = check ? json_object_get(req->secrets) : NULL;
 
         if (sb->box) {
                 if (n->backend->ops->update) {
@@ -401,7 +411,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                                 return sp_error_wrap(err, "claim a warm sandbox for %s", req->id);
                         }
                 }
-                if (wk__sandbox_persist(sb, err) < 0) {
+                if (wk__secrets_ready(sb, err) < 0 || wk__sandbox_persist(sb, err) < 0) {
                         wk_node_sandbox_delete(n, sb->id, NULL);
                         return -SP_E_IO;
                 }
@@ -417,6 +427,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                         json_object_put(sb->env);
                 if (sb->egress)
                         json_object_put(sb->egress);
+                json_object_put(sb->secrets);
                 free(sb);
                 return -SP_E_INTERNAL;
         }
@@ -479,6 +490,7 @@ void wk__sandbox_free(wk_sandbox *sb)
                 json_object_put(sb->env);
         if (sb->egress)
                 json_object_put(sb->egress);
+        json_object_put(sb->secrets);
         free(sb->failure);
         free(sb);
 }
@@ -603,6 +615,9 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
                 return sp_error_wrap(err, "restore %s", id);
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
+        _cleanup_error_ sp_error *ca = NULL;
+        if (wk__secrets_ready(sb, &ca) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its secrets cannot be used: %s", ca->message);
         wk__egress_apply(sb, NULL, NULL);
         return wk__sandbox_persist(sb, err);
 }
@@ -663,7 +678,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL, *tenant = NULL;
         int64_t slot = 0;
         bool warm = false;
-        json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL;
+        json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL, *secrets = NULL;
         wk_sandbox *sb = wk__sandbox_make(n, "", err);
         if (!sb)
                 return -SP_E_LIMIT;
@@ -682,6 +697,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_object(o, "suspend", false, &susp, err) < 0 ||
             sp_json_get_string(o, "tenant_id", false, WK_NAME_MAX, &tenant, err) < 0 ||
             sp_json_get_object(o, "egress", false, &egress, err) < 0 ||
+            sp_json_get_array(o, "secrets", false, GW_SECRETS_MAX, &secrets, err) < 0 ||
             sp_json_get_object(o, "box", false, &box, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;
@@ -702,6 +718,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         }
         sb->env = env ? json_object_get(env) : NULL;
         sb->egress = egress ? json_object_get(egress) : NULL;
+        sb->secrets = secrets ? json_object_get(secrets) : NULL;
         snprintf(sb->tenant_id, sizeof(sb->tenant_id), "%s", tenant ? tenant : "");
         if (failure)
                 sb->failure = strdup(failure);

@@ -61,6 +61,7 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
                 .allow_warm = q.warm,
                 .tenant_id = q.tenant_id,
                 .egress = q.egress,
+                .secrets = q.secrets,
                 .cpu_millis = q.resources.cpu_millis,
                 .pids_max = q.resources.pids,
                 .memory_bytes = q.resources.memory_mb << 20,
@@ -198,7 +199,7 @@ static void h_set_egress(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         sp_rpc_call_ref(call);
-        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, reply_later, call, &e) < 0) {
+        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, q.secrets, reply_later, call, &e) < 0) {
                 sp_rpc_call_unref(call);
                 wk__fail(call, e);
         }

@@ -80,6 +80,9 @@ typedef struct pr_cp_resources {
 /* An element of Heartbeat's "sandboxes". */
 typedef struct pr_cp_sandbox {
         const char *id, *state, *template_name; /* "template" */
+        /* Its secrets' values are not on the worker (it restarted and its
+         * gateway did not keep them): the control plane sends them again. */
+        bool secrets_missing;
 } pr_cp_sandbox;
 
 typedef struct pr_cp_heartbeat {

@@ -48,6 +48,9 @@ typedef struct pr_wk_create_sandbox {
         bool warm; /* default true */
         const char *tenant_id; /* for the egress gateway's audit records */
         json_object *egress; /* the egress profile (gateway/policy/profile.h); absent: {"name":"none"} */
+        /* Its credential bindings (gateway/policy/secret.h), values included:
+         * kept in memory only, never written to disk; absent: none. */
+        json_object *secrets;
 } pr_wk_create_sandbox;
 
 /* SetEgress: a running sandbox's new egress profile; answered once the
@@ -55,6 +58,7 @@ typedef struct pr_wk_create_sandbox {
 typedef struct pr_wk_set_egress {
         const char *id;
         json_object *egress;
+        json_object *secrets; /* the whole list again (as CreateSandbox's); absent: none */
 } pr_wk_set_egress;
 
 /* GetEgressLog: records of a sandbox's egress log, oldest first, only those
