@@ -124,6 +124,91 @@ static void respond(SSL *ssl, int fd, const char *body)
                 (void)!write(fd, out, (size_t)n);
 }
 
+/* TLS on 443: requests one after another on the connection (at most 16),
+ * each head logged, its body (Content-Length or chunked) read and counted,
+ * each answered; the connection ends after a request saying close. */
+typedef struct reader {
+        SSL *ssl;
+        char buf[65536];
+        size_t len;
+} reader;
+
+static bool fill(reader *r)
+{
+        if (r->len >= sizeof(r->buf) - 1)
+                return false;
+        int n = SSL_read(r->ssl, r->buf + r->len, (int)(sizeof(r->buf) - 1 - r->len));
+        if (n <= 0)
+                return false;
+        r->len += (size_t)n;
+        r->buf[r->len] = '\0';
+        return true;
+}
+
+static void take(reader *r, size_t n)
+{
+        memmove(r->buf, r->buf + n, r->len - n);
+        r->len -= n;
+        r->buf[r->len] = '\0';
+}
+
+static void serve_tls_requests(server *s, SSL *ssl, int fd, const char *addr, int port)
+{
+        reader *r = calloc(1, sizeof(*r));
+        if (r)
+                r->ssl = ssl;
+        const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        for (int i = 0; r && i < 16; i++) {
+                char *end;
+                while (!(end = strstr(r->buf, "\r\n\r\n")))
+                        if (!fill(r))
+                                goto out;
+                size_t head_len = (size_t)(end - r->buf) + 4;
+                char head[8192], host[256] = "-";
+                snprintf(head, sizeof(head), "%.*s", (int)(head_len < sizeof(head) ? head_len : sizeof(head) - 1),
+                         r->buf);
+                take(r, head_len);
+                log_request(s, fd, head);
+                bool close_it = false, chunked = false;
+                long long length = 0;
+                for (char *l = strstr(head, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
+                        if (strncasecmp(l + 2, "host:", 5) == 0)
+                                sscanf(l + 7, " %255[^\r\n:]", host);
+                        else if (strncasecmp(l + 2, "content-length:", 15) == 0)
+                                length = atoll(l + 17);
+                        else if (strncasecmp(l + 2, "transfer-encoding:", 18) == 0 && strcasestr(l + 20, "chunked"))
+                                chunked = true;
+                        else if (strncasecmp(l + 2, "connection:", 11) == 0 && strcasestr(l + 13, "close"))
+                                close_it = true;
+                }
+                long long got = 0;
+                if (chunked) {
+                        char *t;
+                        while (!(t = strstr(r->buf, "0\r\n\r\n")) || (t != r->buf && t[-1] != '\n'))
+                                if (!fill(r))
+                                        goto out;
+                        got = t - r->buf + 5;
+                        take(r, (size_t)got);
+                } else {
+                        while ((long long)r->len < length)
+                                if (!fill(r))
+                                        goto out;
+                        got = length;
+                        take(r, (size_t)length);
+                }
+                logf_(s, "tcp %s:%d sni=%s host=%s body=%lld", addr, port, sni ? sni : "-", host, got);
+                char body[600], out[1024];
+                snprintf(body, sizeof(body), "tls %s %s:%d\n", sni ? sni : "-", addr, port);
+                int n = snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n%s", strlen(body),
+                                 close_it ? "Connection: close\r\n" : "", body);
+                SSL_write(ssl, out, n);
+                if (close_it)
+                        break;
+        }
+out:
+        free(r);
+}
+
 static void handle_tcp(server *s, int fd)
 {
         struct timeval tv = {.tv_sec = 3};
@@ -147,6 +232,12 @@ static void handle_tcp(server *s, int fd)
                         char why[256];
                         ERR_error_string_n(ERR_get_error(), why, sizeof(why));
                         logf_(s, "tcp %s:%d tls handshake failed: %s", addr, port, why);
+                        SSL_free(ssl);
+                        return;
+                }
+                if (port == 443) {
+                        serve_tls_requests(s, ssl, fd, addr, port);
+                        SSL_shutdown(ssl);
                         SSL_free(ssl);
                         return;
                 }

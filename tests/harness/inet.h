@@ -14,6 +14,8 @@
  *   tcp 443, 853                     TLS (one self-signed RSA certificate for
  *                                    every name): after the request,
  *                                    "tls <SNI> <local address>:<port>\n"
+ *                                    (443: up to 16 requests on a connection,
+ *                                    their bodies read, until one says close)
  *   tcp 22                           a banner first ("SSH-2.0-inet <address>\r\n")
  *   tcp 7000                         HTTP that answers a head promising a body
  *                                    and then holds the connection, silent

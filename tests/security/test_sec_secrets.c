@@ -195,6 +195,42 @@ static char *host_grep(const char *dir, const char *const *patterns, const char 
         return strdup(hit);
 }
 
+/* curl (from the host, in S's network namespace: to the gateway it is S)
+ * with args, verifying against ca (NULL: S's own bundle); its output. */
+static char *curl_in_s(const char *args, const char *ca, int *status)
+{
+        char netns[64], bundle[128], log[800], cmd[3000];
+        int pid = s_pid();
+        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", pid);
+        snprintf(bundle, sizeof(bundle), "/proc/%d/root/etc/ssl/certs/ca-certificates.crt", pid);
+        snprintf(log, sizeof(log), "%s/curl.out", env.top);
+        /* The gateway relays to addresses it resolved for S: S asks first. */
+        free(sp_test_netbox_sh(&S, "nslookup api.test >/dev/null 2>&1; echo"));
+        /* Each --next starts its options afresh: the CA and the address go in every part. */
+        char common[300];
+        snprintf(common, sizeof(common), "-sS --max-time 10 --cacert '%s' --resolve api.test:443:10.213.201.1",
+                 ca ? ca : bundle);
+        _cleanup_buf_ sp_buf c = SP_BUF_INIT;
+        sp_buf_appendf(&c, NULL, "curl %s ", common);
+        for (const char *a = args; *a;) {
+                const char *next = strstr(a, "--next");
+                size_t n = next ? (size_t)(next - a) + 6 : strlen(a);
+                sp_buf_append(&c, a, n, NULL);
+                if (next)
+                        sp_buf_appendf(&c, NULL, " %s", common);
+                a += n;
+        }
+        sp_buf_append(&c, "", 1, NULL);
+        snprintf(cmd, sizeof(cmd), "%s 2>&1", c.data);
+        const char *argv[] = {"sh", "-c", cmd, NULL};
+        pid_t p;
+        sp_error *e = NULL;
+        unlink(log);
+        sp_test_ok(sp_test_spawn(argv, &(sp_test_spawn_opts){.netns = netns, .log_path = log}, &p, &e), &e);
+        sp_test_ok(sp_test_child_wait(p, 20000, status, &e), &e);
+        return sp_test_file_tail(log, 20);
+}
+
 #define LOGGED(b, ...) sp_test_netbox_logged(&env, b, (const char *const[]){__VA_ARGS__, NULL})
 #define WGET "timeout 10 wget -q -O - --no-check-certificate"
 
@@ -245,45 +281,65 @@ START_TEST(the_sandbox_trusts_its_ca_and_only_it)
         ck_assert_msg(hit[0] == '\0', "a key in the sandbox: %s", hit);
         free(hit);
         /* The variables that point runtimes with their own stores at it. */
-        char path[800], netns[64], bundle[900], log[800];
+        char path[800];
         snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env.top, S.id);
         _cleanup_json_ json_object *o = json_object_from_file(path);
-        json_object *bx = NULL, *pid = NULL, *envo = NULL, *v = NULL;
+        json_object *envo = NULL, *v = NULL;
         ck_assert(o && json_object_object_get_ex(o, "env", &envo));
         ck_assert(json_object_object_get_ex(envo, "NODE_EXTRA_CA_CERTS", &v));
         ck_assert_str_eq(json_object_get_string(v), "/usr/local/share/ca-certificates/space-sandbox-ca.crt");
         ck_assert(json_object_object_get_ex(envo, "REQUESTS_CA_BUNDLE", &v));
         ck_assert_str_eq(json_object_get_string(v), "/etc/ssl/certs/ca-certificates.crt");
-        /* A verifying client (curl, from the host, in S's network namespace) with S's bundle. */
-        ck_assert(json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
-        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", json_object_get_int(pid));
-        snprintf(path, sizeof(path), "/proc/%d/root", json_object_get_int(pid));
-        snprintf(bundle, sizeof(bundle), "%s/etc/ssl/certs/ca-certificates.crt", path);
-        snprintf(log, sizeof(log), "%s/curl.out", env.top);
-        free(sh(&S, "nslookup api.test >/dev/null 2>&1; nslookup other.test >/dev/null 2>&1; echo"));
-        for (int i = 0; i < 2; i++) {
-                char hdr[120], cmd[2000];
-                snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", p_bearer);
-                /* i 0: the bound host, verified against the sandbox's CA; 1: another CA, refused. */
-                snprintf(cmd, sizeof(cmd),
-                         "curl -sS --max-time 10 --cacert '%s' --resolve api.test:443:10.213.201.1 -H '%s' "
-                         "https://api.test/curl 2>&1",
-                         i == 0 ? bundle : env.in.ca_path, hdr);
-                const char *argv[] = {"sh", "-c", cmd, NULL};
-                pid_t p;
-                int status = -1;
-                sp_error *e = NULL;
-                unlink(log);
-                sp_test_ok(sp_test_spawn(argv, &(sp_test_spawn_opts){.netns = netns, .log_path = log}, &p, &e), &e);
-                sp_test_ok(sp_test_child_wait(p, 20000, &status, &e), &e);
-                char *got = sp_test_file_tail(log, 5);
-                if (i == 0)
-                        ck_assert_msg(status == 0 && strstr(got, "tls api.test"), "status %d: %s", status, got);
-                else
-                        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 60, /* the peer's certificate */
-                                      "status %d: %s", status, got);
-                free(got);
-        }
+        /* A verifying client with S's bundle; and with another CA, which the gateway's certificate is not from. */
+        char hdr[120], args[400];
+        snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", p_bearer);
+        snprintf(args, sizeof(args), "-H '%s' https://api.test/curl", hdr);
+        int status = 0;
+        char *got = curl_in_s(args, NULL, &status);
+        ck_assert_msg(status == 0 && strstr(got, "tls api.test"), "status %d: %s", status, got);
+        free(got);
+        got = curl_in_s(args, env.in.ca_path, &status);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 60, "status %d: %s", status,
+                      got); /* its certificate */
+        free(got);
+}
+END_TEST
+
+/* Every request on a kept-alive connection is read: each gets its
+ * injection, a chunked body is passed through and the request after it is
+ * still seen, and a Host other than the TLS name is refused. */
+START_TEST(every_request_on_a_connection_is_read)
+{
+        char args[1200], auth[96];
+        int status = 0;
+        snprintf(args, sizeof(args),
+                 "-H 'Authorization: Bearer %s' https://api.test/ka1 https://api.test/ka2 "
+                 "--next -H 'Authorization: Bearer %s' -H 'Transfer-Encoding: chunked' --data-binary 'x=%s' "
+                 "https://api.test/chunked "
+                 "--next -H 'Authorization: Bearer %s' https://api.test/ka3",
+                 p_bearer, p_bearer, p_bearer, p_bearer);
+        int before = sp_test_inet_seen(&env.in, "accept tcp 10.213.201.1:443");
+        char *out = curl_in_s(args, NULL, &status);
+        ck_assert_msg(status == 0 && strstr(out, "tls api.test"), "status %d: %s", status, out);
+        free(out);
+        snprintf(auth, sizeof(auth), "Bearer %s", v_bearer);
+        ck_assert_int_eq(seen("hdr authorization", auth), 6); /* two before, four now */
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "req GET /ka3"), 1);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "host=api.test body=58"),
+                         1); /* the chunked body, whole: 2f, 47 bytes, 0 */
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "accept tcp 10.213.201.1:443") - before, 1);
+        ck_assert(LOGGED(&S, "kind", "secret", "rule", "placeholder-elsewhere", "detail",
+                         "in a request body; not replaced"));
+        /* Host: another name, on the TLS connection to api.test. */
+        snprintf(args, sizeof(args),
+                 "-H 'Host: other.test' -H 'Authorization: Bearer %s' -w '%%{http_code}' "
+                 "https://api.test/mis",
+                 p_bearer);
+        out = curl_in_s(args, NULL, &status);
+        ck_assert_msg(strstr(out, "421"), "%s", out);
+        free(out);
+        ck_assert_int_eq(sp_test_inet_seen(&env.in, "req GET /mis"), 0);
+        ck_assert(LOGGED(&S, "kind", "secret", "rule", "host-mismatch"));
 }
 END_TEST
 
@@ -319,7 +375,7 @@ START_TEST(placeholders_elsewhere_stay_placeholders)
         snprintf(auth, sizeof(auth), "Bearer %s", v_t);
         ck_assert_int_eq(seen("hdr authorization", auth), 1);
         snprintf(auth, sizeof(auth), "Bearer %s", v_bearer);
-        ck_assert_int_eq(seen("hdr authorization", auth), 2); /* only the first tests' (wget's, curl's) */
+        ck_assert_int_eq(seen("hdr authorization", auth), 6); /* only the earlier tests' */
 }
 END_TEST
 
@@ -348,7 +404,7 @@ START_TEST(expired_over_rate_and_taken_away_stop)
         free(sh(&S, WGET " --header \"Authorization: Bearer $OPENAI_API_KEY\" https://api.test/after >/dev/null 2>&1"));
         char auth[96];
         snprintf(auth, sizeof(auth), "Bearer %s", v_bearer);
-        ck_assert_int_eq(seen("hdr authorization", auth), 2);
+        ck_assert_int_eq(seen("hdr authorization", auth), 6);
         ck_assert_int_eq(seen("hdr authorization Bearer", p_bearer), 4);
 }
 END_TEST
@@ -558,6 +614,7 @@ int main(void)
         tcase_add_unchecked_fixture(tc, fixture_up, fixture_down);
         tcase_add_test(tc, the_bound_header_gets_the_value);
         tcase_add_test(tc, the_sandbox_trusts_its_ca_and_only_it);
+        tcase_add_test(tc, every_request_on_a_connection_is_read);
         tcase_add_test(tc, placeholders_elsewhere_stay_placeholders);
         tcase_add_test(tc, expired_over_rate_and_taken_away_stop);
         tcase_add_test(tc, the_value_is_nowhere_to_be_found);
