@@ -50,7 +50,8 @@ typedef enum rq_state {
         RQ_HEAD,
         RQ_LENGTH,
         RQ_CHUNKED,
-        RQ_TUNNEL,
+        RQ_UPGRADING, /* asked to switch protocols: the sandbox's next bytes wait for the answer */
+        RQ_TUNNEL, /* switched (101): opaque both ways, nothing injected */
 } rq_state;
 
 struct term {
@@ -60,19 +61,28 @@ struct term {
         gw_http_scan scan; /* placeholders in the body */
         bool body_seen; /* one record per body */
         bool up_ready; /* the upstream's TLS is up */
+        unsigned requests; /* heads taken */
+        size_t head_scanned; /* bytes of a head looked through for its end */
+        struct event *deadline; /* the upstream's TLS must be up by then */
         bool closing; /* the last bytes are leaving; then the end */
         int64_t closing_until_us;
         struct bufferevent *down_raw; /* the sandbox's socket, under the TLS filter */
 };
 
+/* Only to an address the gateway resolved for the name, for this sandbox:
+ * an address the profile allows directly (cidrs, public, audit mode) may be
+ * anyone's, and would get the bound request — its length, its timing. Such
+ * a connection is relayed as any other, its TLS untouched. */
 bool gw__term_wanted(const conn *c, const gw_sandbox *sb)
 {
         return c->proto && strcmp(c->proto, "tls") == 0 && c->name[0] && sb->secrets && sb->ca && c->r->g->tls &&
-               gw_secrets_bound(sb->secrets, c->name);
+               gw_secrets_bound(sb->secrets, c->name) && gw_pin_has(sb, c->name, c->dst, sp_now_mono_us());
 }
 
 void gw__term_free(conn *c)
 {
+        if (c->term && c->term->deadline)
+                event_free(c->term->deadline);
         free(c->term);
         c->term = NULL;
 }
@@ -273,6 +283,16 @@ static int rewrite_field(const gw_http_field *f, void *ud)
         char where[GW_SECRET_HEADER_MAX + 16];
         snprintf(where, sizeof(where), "header %.*s", (int)(f->name_len < 64 ? f->name_len : 64), f->name);
         placeholders_elsewhere(h, f->line, f->line_len, where, b);
+        /* A placeholder in basic credentials is base64: looked for decoded too. */
+        if ((!b || b->kind != GW_INJECT_BASIC) && f->value_len > 6 && strncasecmp(f->value, "Basic ", 6) == 0) {
+                _cleanup_buf_ sp_buf dec = SP_BUF_INIT;
+                const char *v = f->value + 6;
+                size_t vl = f->value_len - 6;
+                while (vl && *v == ' ')
+                        v++, vl--;
+                if (sp_base64_decode(&dec, v, vl, 0, NULL) == 0 && dec.len)
+                        placeholders_elsewhere(h, dec.data, dec.len, where, NULL);
+        }
         if (!b) {
                 evbuffer_add(h->out, f->line, f->line_len);
                 return 0;
@@ -322,6 +342,13 @@ static bool take_head(conn *c, gw_sandbox *sb, const uint8_t *p, const gw_http_r
                 answer(c, 400, "Bad Request", f.reason);
                 return false;
         }
+        /* Whether the protocol switches is the response's to say; with no
+         * earlier response still to come, its first bytes are that answer. */
+        if (f.kind == GW_HTTP_BODY_TUNNEL && t->requests > 0) {
+                answer(c, 400, "Bad Request", "a request to switch protocols must be the first on its connection");
+                return false;
+        }
+        t->requests++;
         head_ctx h = {.c = c, .sb = sb, .out = evbuffer_new()};
         if (!h.out) {
                 gw__conn_close(c, true);
@@ -357,7 +384,7 @@ static bool take_head(conn *c, gw_sandbox *sb, const uint8_t *p, const gw_http_r
                 gw_http_chunked_init(&t->ch);
                 break;
         case GW_HTTP_BODY_TUNNEL:
-                t->st = RQ_TUNNEL;
+                t->st = RQ_UPGRADING;
                 break;
         default:
                 t->st = RQ_HEAD;
@@ -398,8 +425,21 @@ static void down_read(struct bufferevent *b, void *ud)
                         return;
                 }
                 size_t n = evbuffer_get_length(in);
+                if (t->st == RQ_UPGRADING) {
+                        /* Held until the host answers the switch (up_read). */
+                        bufferevent_disable(c->down, EV_READ);
+                        return;
+                }
                 if (t->st == RQ_HEAD) {
                         size_t look = n < GW_HTTP_MAX_HEAD ? n : GW_HTTP_MAX_HEAD;
+                        /* Parsed once its end is there (not again for every byte that comes). */
+                        struct evbuffer_ptr from;
+                        evbuffer_ptr_set(in, &from, t->head_scanned > 3 ? t->head_scanned - 3 : 0, EVBUFFER_PTR_SET);
+                        if (evbuffer_search(in, "\r\n\r\n", 4, &from).pos < 0 && look < GW_HTTP_MAX_HEAD) {
+                                t->head_scanned = n;
+                                return;
+                        }
+                        t->head_scanned = 0;
                         const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)look);
                         gw_http_request hr;
                         gw_http_result r = gw_http_host_parse(p, look, 0, &hr);
@@ -452,8 +492,21 @@ static void up_read(struct bufferevent *b, void *ud)
 {
         (void)b;
         conn *c = ud;
+        struct term *t = c->term;
         struct evbuffer *in = bufferevent_get_input(c->up);
         size_t n = evbuffer_get_length(in);
+        if (t->st == RQ_UPGRADING) {
+                if (n < 12)
+                        return; /* "HTTP/1.1 101" is not all here yet */
+                const uint8_t *s = evbuffer_pullup(in, 12);
+                bool switched = (memcmp(s, "HTTP/1.1 101", 12) == 0 || memcmp(s, "HTTP/1.0 101", 12) == 0);
+                t->st = switched ? RQ_TUNNEL : RQ_HEAD;
+                if (!c->down_eof)
+                        bufferevent_enable(c->down, EV_READ);
+                /* What the sandbox sent meanwhile: read on the next turn of the loop
+                 * (reading it now could end c under this call). */
+                bufferevent_trigger(c->down, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+        }
         c->last_us = sp_now_mono_us();
         evbuffer_add_buffer(bufferevent_get_output(c->down), in);
         c->in += n;
@@ -483,7 +536,7 @@ static void down_event(struct bufferevent *b, short what, void *ud)
                 /* The sandbox is done sending: what it asked for may still come back. */
                 c->down_eof = true;
                 bufferevent_disable(c->down, EV_READ);
-                if (c->up_eof)
+                if (c->up_eof || !c->term->up_ready)
                         finish(c);
                 return;
         }
@@ -500,10 +553,10 @@ static void up_event(struct bufferevent *b, short what, void *ud)
         conn *c = ud;
         if (what & BEV_EVENT_CONNECTED) {
                 c->term->up_ready = true;
+                if (c->term->deadline)
+                        evtimer_del(c->term->deadline);
                 bufferevent_set_timeouts(b, NULL, NULL);
                 c->last_us = sp_now_mono_us();
-                if (c->r->g->cfg.idle_timeout_ms > 0 && (c->idle = evtimer_new(c->r->g->base, gw__idle_check, c)))
-                        gw__arm_idle(c, (int64_t)c->r->g->cfg.idle_timeout_ms * 1000);
                 return;
         }
         if ((what & BEV_EVENT_EOF) && c->term->up_ready) {
@@ -534,6 +587,24 @@ static void up_event(struct bufferevent *b, short what, void *ud)
         answer(c, 502, "Bad Gateway", why);
 }
 
+/* The host's TLS is not up within the connect timeout (a server that
+ * accepts and says nothing would hold the connection for ever). */
+static void deadline_passed(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        conn *c = ud;
+        if (c->term->up_ready || c->term->closing)
+                return;
+        c->r->g->counters.tcp_upstream_errors++;
+        sp_log_info("relay: %s:%u: TLS not up in time", c->name, (unsigned)c->port);
+        if (c->up) {
+                bufferevent_free(c->up);
+                c->up = NULL;
+        }
+        answer(c, 504, "Gateway Timeout", "the host did not complete TLS in time");
+}
+
 void gw__term_start(conn *c, gw_sandbox *sb)
 {
         gw *g = c->r->g;
@@ -544,6 +615,16 @@ void gw__term_start(conn *c, gw_sandbox *sb)
                 return;
         }
         c->term = t;
+        struct timeval ct = {.tv_sec = g->cfg.connect_timeout_ms / 1000,
+                             .tv_usec = (g->cfg.connect_timeout_ms % 1000) * 1000};
+        c->last_us = sp_now_mono_us();
+        if (!(t->deadline = evtimer_new(g->base, deadline_passed, c)) || evtimer_add(t->deadline, &ct) < 0 ||
+            (g->cfg.idle_timeout_ms > 0 && !(c->idle = evtimer_new(g->base, gw__idle_check, c)))) {
+                gw__conn_close(c, true);
+                return;
+        }
+        if (c->idle)
+                gw__arm_idle(c, (int64_t)g->cfg.idle_timeout_ms * 1000);
         SSL *ds = gw_tls_server_ssl(g->tls, sb->ca, c->name, &e);
         SSL *us = ds ? gw_tls_client_ssl(g->tls, c->name, &e) : NULL;
         if (!ds || !us) {
