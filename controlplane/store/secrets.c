@@ -242,11 +242,11 @@ int cp_secrets_rewrap(cp_db *db, cp_keyring *k, int64_t max, cp_rewrap_result *r
         }
         ret->failed = (int64_t)json_object_array_length(failed);
         _cleanup_pgresult_ PGresult *res = NULL;
-        const char *p[] = {ret->primary, sp_json_str(ids)};
+        const char *p[] = {sp_json_str(ids)};
         if (cp_db_exec(db,
-                       "SELECT key_id, count(*), key_id IN (SELECT jsonb_array_elements_text($2::jsonb)) "
+                       "SELECT key_id, count(*), key_id IN (SELECT jsonb_array_elements_text($1::jsonb)) "
                        "FROM secrets WHERE deleted_at IS NULL GROUP BY key_id ORDER BY key_id",
-                       2, p, &res, err) < 0)
+                       1, p, &res, err) < 0)
                 return sp_error_wrap(err, "rewrap: count");
         for (int i = 0; i < PQntuples(res); i++) {
                 const char *kid = PQgetvalue(res, i, 0);

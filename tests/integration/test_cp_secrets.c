@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Secrets (docs/secrets.md) through the public API of a real cluster
+ * (PostgreSQL, space-controlplane with a key file from the harness, one
+ * space-worker):
+ *
+ * - a secret is a tenant's: created, listed, read and revoked; its value
+ *   is never in an answer, a list, an error (a bad value is refused without
+ *   being quoted), the control plane's log (at debug level) or /metrics;
+ *   malformed ones are a 400 naming the field and make nothing; a name is
+ *   taken once (409) and free again once revoked; another tenant sees,
+ *   uses and deletes none of it (404 exactly like a missing one);
+ * - the value is not in PostgreSQL in the clear: not in the secrets table
+ *   and nowhere in a pg_dump of the database; what is there opens with the
+ *   key file (store/envelope.h), bound to the secret;
+ * - without a key file a control plane answers the secrets routes 503
+ *   naming --secrets-key-file, and the rest of its API works;
+ * - key rotation: a new key on top of the file, POST
+ *   /v1/admin/secrets/rewrap (admin only; idempotent), the old key dropped,
+ *   the control plane restarted: every value still opens, under the new key.
+ *
+ * The end-to-end path to the gateway (the value in the bound header) is the
+ * worker side's test; here the bindings a worker would be sent are built
+ * with the control plane's own function against this test's database.
+ *
+ * Needs root (the worker), btrfs and PostgreSQL.
+ */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "http_client.h"
+#include "proc.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/time.h"
+#include "space_cluster.h"
+#include "store/envelope.h"
+#include "store/keyring.h"
+#include "store/secrets.h"
+
+static sp_test_space S;
+static char value_tag[64]; /* in every value this test sends, and nowhere it must not be */
+
+static void cluster_up(void)
+{
+        snprintf(value_tag, sizeof(value_tag), "XYZZY%dQ%lld", (int)getpid(), (long long)(sp_now_mono_us() % 100000));
+        static const char *const cp_args[] = {"--log-level=debug", NULL};
+        sp_test_space_opts o = {.workers = 1, .no_network = true, .cp_args = cp_args};
+        sp_test_space_up(&S, &o);
+}
+
+static void cluster_down(void)
+{
+        char logp[700];
+        snprintf(logp, sizeof(logp), "%s/controlplane0.log", S.dir);
+        sp_test_dump_file_tail("control plane", logp, 15);
+        sp_test_space_down(&S);
+}
+
+#define API(key, method, path, status, body) sp_test_api(&S, (key), (method), (path), (status), (body), NULL)
+
+static const char *path_of(const char *fmt, const char *a)
+{
+        static char bufs[4][512];
+        static int n;
+        char *p = bufs[n++ % 4];
+        snprintf(p, 512, fmt, a);
+        return p;
+}
+
+/* A value of this test: "sk-<tag>-<which>". */
+static const char *value_of(const char *which)
+{
+        static char bufs[4][128];
+        static int n;
+        char *p = bufs[n++ % 4];
+        snprintf(p, 128, "sk-%s-%s", value_tag, which);
+        return p;
+}
+
+/* Calls the API and asserts the status, and that the answer does not hold
+ * any value of this test. Returns the body: put it. */
+static json_object *call(const char *key, const char *method, const char *path, int status, const char *body)
+{
+        json_object *o = API(key, method, path, status, body);
+        const char *text = o ? json_object_to_json_string(o) : "";
+        ck_assert_msg(!strstr(text, value_tag), "%s %s answered a value: %s", method, path, text);
+        return o;
+}
+
+static void expect_error(const char *key, const char *method, const char *path, const char *body, int status,
+                         const char *want)
+{
+        _cleanup_json_ json_object *r = call(key, method, path, status, body);
+        const char *msg = sp_test_jstr(r, "error.message");
+        ck_assert_msg(msg && strstr(msg, want), "%s %s %s: '%s' lacks '%s'", method, path, body ? body : "",
+                      msg ? msg : "(none)", want);
+}
+
+/* The body of a secret named name with value v (and extra fields, "" or ",..."). */
+static char *secret_body(const char *name, const char *v, const char *extra)
+{
+        sp_buf b = SP_BUF_INIT;
+        sp_buf_appendf(&b, NULL,
+                       "{\"name\":\"%s\",\"value\":\"%s\",\"hosts\":[\"api.example.test\"],"
+                       "\"inject\":{\"header\":\"Authorization\",\"format\":\"Bearer {{secret}}\"}%s}",
+                       name, v, extra);
+        return sp_buf_steal(&b);
+}
+
+static size_t count_secrets(const char *key)
+{
+        _cleanup_json_ json_object *l = call(key, "GET", "/v1/secrets", 200, NULL);
+        return json_object_array_length(sp_test_jarr(l, "secrets"));
+}
+
+static PGconn *db_connect(void)
+{
+        PGconn *c = PQconnectdb(S.conninfo);
+        ck_assert_msg(PQstatus(c) == CONNECTION_OK, "database: %s", PQerrorMessage(c));
+        return c;
+}
+
+/* The value of the live secret id, opened from its row with the key file. */
+static char *open_value(PGconn *db, const char *id)
+{
+        const char *p[] = {id};
+        PGresult *res =
+                PQexecParams(db,
+                             "SELECT tenant_id, key_id, encode(wrapped_key, 'base64'), encode(ciphertext, 'base64') "
+                             "FROM secrets WHERE id = $1",
+                             1, NULL, p, NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+        ck_assert_int_eq(PQntuples(res), 1);
+        _cleanup_(cp_keyring_freep) cp_keyring *k = NULL;
+        sp_error *e = NULL;
+        sp_test_ok(cp_keyring_load(S.secrets_key_file, &k, &e), &e);
+        _cleanup_buf_ sp_buf w = SP_BUF_INIT, ct = SP_BUF_INIT;
+        /* PostgreSQL's base64 breaks lines: drop the breaks. */
+        for (int col = 2; col <= 3; col++) {
+                char *t = PQgetvalue(res, 0, col), *o = t;
+                for (char *i = t; *i; i++)
+                        if (*i != '\n')
+                                *o++ = *i;
+                *o = '\0';
+                sp_test_ok(sp_base64_decode(col == 2 ? &w : &ct, t, strlen(t), 0, &e), &e);
+        }
+        char *v = NULL;
+        size_t n = 0;
+        sp_test_ok(cp_envelope_open(k, id, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), w.data, w.len, ct.data, ct.len,
+                                    &v, &n, &e),
+                   &e);
+        PQclear(res);
+        return v;
+}
+
+/* The text of a whole file (at most 64 MiB): free it. */
+static char *slurp(const char *path)
+{
+        sp_buf b = SP_BUF_INIT;
+        sp_error *e = NULL;
+        sp_test_ok(sp_file_read(path, 64u << 20, &b, &e), &e);
+        return b.data ? sp_buf_steal(&b) : strdup("");
+}
+
+START_TEST(secrets_are_a_tenants_and_write_only)
+{
+        char a[256], b[256];
+        sp_test_new_tenant(&S, "sec-a", a);
+        sp_test_new_tenant(&S, "sec-b", b);
+        ck_assert_uint_eq(count_secrets(a), 0);
+
+        /* Made: the answer has everything but the value. */
+        _cleanup_free_ char *body = secret_body("openai", value_of("openai"), ",\"rate_per_min\":60");
+        _cleanup_json_ json_object *made = call(a, "POST", "/v1/secrets", 201, body);
+        ck_assert_str_eq(sp_test_jstr(made, "name"), "openai");
+        ck_assert_str_eq(sp_test_jstr(made, "env"), "OPENAI");
+        ck_assert_str_eq(sp_test_jstr(made, "rate_per_min"), "60");
+        ck_assert_str_eq(sp_test_jstr(made, "sandboxes"), "0");
+        ck_assert_ptr_null(sp_test_jstr(made, "value"));
+        ck_assert_ptr_null(sp_test_jstr(made, "revoked_at"));
+        ck_assert_int_eq(strncmp(sp_test_jstr(made, "id"), "sec_", 4), 0);
+        ck_assert_str_eq(json_object_to_json_string_ext(sp_test_jarr(made, "hosts"), JSON_C_TO_STRING_PLAIN),
+                         "[\"api.example.test\"]");
+        _cleanup_json_ json_object *got = call(a, "GET", "/v1/secrets/openai", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(got, "id"), sp_test_jstr(made, "id"));
+        _cleanup_json_ json_object *gho = call(
+                a, "POST", "/v1/secrets", 201,
+                path_of("{\"name\":\"gh-token\",\"value\":\"%s\",\"hosts\":[\"*.GitHub.test\"],\"inject\":{\"basic\":"
+                        "{\"username\":\"x-access-token\"}},\"env\":\"GH_TOKEN\",\"expires_at\":\"2099-01-01T00:00:"
+                        "00Z\"}",
+                        value_of("gh")));
+        ck_assert_str_eq(sp_test_jstr(gho, "env"), "GH_TOKEN");
+        ck_assert_str_eq(sp_test_jstr(gho, "expires_at"), "2099-01-01T00:00:00.000000Z");
+        ck_assert_str_eq(json_object_to_json_string_ext(sp_test_jarr(gho, "hosts"), JSON_C_TO_STRING_PLAIN),
+                         "[\"*.github.test\"]");
+        ck_assert_uint_eq(count_secrets(a), 2);
+
+        /* Taken once. */
+        _cleanup_free_ char *again = secret_body("openai", value_of("again"), "");
+        expect_error(a, "POST", "/v1/secrets", again, 409, "secret 'openai' exists");
+
+        /* Malformed: 400 naming the field, nothing made, the value never quoted. */
+        const char *const bad[][2] = {
+                {",\"hosts\":[]", "duplicate key"},
+                {",\"surprise\":1", "unknown field 'surprise'"},
+                {",\"env\":\"1BAD\"", "env must be 1 to 128"},
+                {",\"rate_per_min\":-1", "rate_per_min must be between"},
+                {",\"expires_at\":\"2000-01-01T00:00:00Z\"", "expires_at is in the past"},
+                {",\"expires_at\":\"soon\"", "expires_at must be"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_free_ char *bb = secret_body("bad", value_of("bad"), bad[i][0]);
+                expect_error(a, "POST", "/v1/secrets", bb, 400, bad[i][1]);
+        }
+        const char *const bad_whole[][2] = {
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"a b\"],\"inject\":{\"header\":\"X\"}}",
+                 "field 'hosts[0]'"},
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"*\"],\"inject\":{\"header\":\"X\"}}",
+                 "field 'hosts[0]'"},
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"Host\"}}",
+                 "field 'inject.header'"},
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\",\"format\":"
+                 "\"x\"}}",
+                 "field 'inject.format'"},
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"a.test\"],\"inject\":{}}", "field 'inject'"},
+                {"{\"name\":\"Bad\",\"value\":\"%s\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\"}}",
+                 "name must be"},
+                {"{\"name\":\"bad\",\"value\":\"%s\\n\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\"}}",
+                 "field 'value' must be printable ASCII"},
+                {"{\"name\":\"bad\",\"value\":\"%s\\u00e9\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\"}}",
+                 "field 'value' must be printable ASCII"},
+                {"{\"name\":\"bad\",\"value\":[\"%s\"],\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\"}}",
+                 "field 'value' must be a string"},
+                {"{\"name\":\"bad\",\"value\":\"%s\",\"hosts\":[\"a.test\"],\"inject\":{\"header\":\"X\"},}",
+                 "malformed JSON"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_whole); i++)
+                expect_error(a, "POST", "/v1/secrets", path_of(bad_whole[i][0], value_of("bad")), 400, bad_whole[i][1]);
+        ck_assert_uint_eq(count_secrets(a), 2);
+        expect_error(a, "GET", "/v1/secrets/bad", NULL, 404, "secret 'bad' not found");
+
+        /* Another tenant: sees none, touches none, exactly like a missing one; may use the name. */
+        ck_assert_uint_eq(count_secrets(b), 0);
+        expect_error(b, "GET", "/v1/secrets/openai", NULL, 404, "secret 'openai' not found");
+        expect_error(b, "DELETE", "/v1/secrets/openai", NULL, 404, "secret 'openai' not found");
+        expect_error(b, "GET", "/v1/secrets/missing", NULL, 404, "secret 'missing' not found");
+        _cleanup_free_ char *bs = secret_body("openai", value_of("b"), "");
+        json_object_put(call(b, "POST", "/v1/secrets", 201, bs));
+        _cleanup_json_ json_object *still = call(a, "GET", "/v1/secrets/openai", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(still, "id"), sp_test_jstr(made, "id"));
+
+        /* Revoked: gone from the list, its value erased, its name free again. */
+        _cleanup_json_ json_object *del = call(a, "DELETE", "/v1/secrets/openai", 200, NULL);
+        ck_assert_ptr_nonnull(sp_test_jstr(del, "revoked_at"));
+        ck_assert_str_eq(sp_test_jstr(del, "sandboxes_updating"), "0");
+        expect_error(a, "GET", "/v1/secrets/openai", NULL, 404, "not found");
+        expect_error(a, "DELETE", "/v1/secrets/openai", NULL, 404, "not found");
+        ck_assert_uint_eq(count_secrets(a), 1);
+        ck_assert_uint_eq(count_secrets(b), 1);
+        PGconn *db = db_connect();
+        const char *p[] = {sp_test_jstr(made, "id")};
+        PGresult *res = PQexecParams(db,
+                                     "SELECT ciphertext IS NULL AND wrapped_key IS NULL AND deleted_at IS NOT NULL "
+                                     "FROM secrets WHERE id = $1",
+                                     1, NULL, p, NULL, NULL, 0);
+        ck_assert_str_eq(PQgetvalue(res, 0, 0), "t");
+        PQclear(res);
+        PQfinish(db);
+        _cleanup_json_ json_object *remade = call(a, "POST", "/v1/secrets", 201, again);
+        ck_assert_str_ne(sp_test_jstr(remade, "id"), sp_test_jstr(made, "id"));
+
+        /* Admin routes stay an admin's. */
+        expect_error(a, "POST", "/v1/admin/secrets/rewrap", NULL, 403, "admin");
+}
+END_TEST
+
+START_TEST(values_are_sealed_at_rest)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-rest", t);
+        _cleanup_free_ char *body = secret_body("at-rest", value_of("rest"), "");
+        _cleanup_json_ json_object *made = call(t, "POST", "/v1/secrets", 201, body);
+        const char *id = sp_test_jstr(made, "id");
+
+        /* Not in the row: its columns hold bytes that are not the value. */
+        PGconn *db = db_connect();
+        const char *p[] = {id, value_of("rest")};
+        PGresult *res = PQexecParams(db,
+                                     "SELECT position(convert_to($2, 'UTF8') in ciphertext), "
+                                     "position(convert_to($2, 'UTF8') in wrapped_key), "
+                                     "s::text LIKE '%' || $2 || '%', key_id, length(ciphertext) FROM secrets s "
+                                     "WHERE id = $1",
+                                     2, NULL, p, NULL, NULL, 0);
+        ck_assert_int_eq(PQntuples(res), 1);
+        ck_assert_str_eq(PQgetvalue(res, 0, 0), "0");
+        ck_assert_str_eq(PQgetvalue(res, 0, 1), "0");
+        ck_assert_str_eq(PQgetvalue(res, 0, 2), "f");
+        ck_assert_str_eq(PQgetvalue(res, 0, 3), "k1");
+        ck_assert_int_eq(atoi(PQgetvalue(res, 0, 4)), (int)(CP_ENVELOPE_OVERHEAD + strlen(value_of("rest"))));
+        PQclear(res);
+        /* What is there opens with the key file, for this secret. */
+        char *v = open_value(db, id);
+        ck_assert_str_eq(v, value_of("rest"));
+        cp_envelope_value_free(v, strlen(v));
+        PQfinish(db);
+
+        /* Nowhere in a dump of the whole database (audit records and idempotency records included). */
+        char dump[900], cmd[2000];
+        snprintf(dump, sizeof(dump), "%s/dump.sql", S.dir);
+        snprintf(cmd, sizeof(cmd), "'%s/pg_dump' -d '%s' -f '%s'", S.pg.bindir, S.conninfo, dump);
+        ck_assert_int_eq(system(cmd), 0);
+        _cleanup_free_ char *text = slurp(dump);
+        ck_assert_ptr_nonnull(strstr(text, "CREATE TABLE public.secrets"));
+        ck_assert_ptr_nonnull(strstr(text, id));
+        ck_assert_msg(!strstr(text, value_tag), "a value is in the database dump");
+        unlink(dump);
+
+        /* Nor in /metrics, nor in the control plane's log (at debug level). */
+        sp_test_http_response m;
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_http(S.api, "GET", "/metrics", NULL, NULL, 10000, &m, &e), &e);
+        ck_assert_int_eq(m.status, 200);
+        ck_assert_ptr_null(strstr(m.body, value_tag));
+        sp_test_http_response_free(&m);
+        char logp[700];
+        snprintf(logp, sizeof(logp), "%s/controlplane0.log", S.dir);
+        _cleanup_free_ char *log = slurp(logp);
+        ck_assert_ptr_nonnull(strstr(log, "POST /v1/secrets"));
+        ck_assert_msg(!strstr(log, value_tag), "a value is in the control plane's log");
+}
+END_TEST
+
+/* A control plane without a key file: 503 naming the flag, the rest works. */
+START_TEST(without_a_key_file_secrets_are_unavailable)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-nokey", t);
+        sp_error *e = NULL;
+        int api = sp_test_free_port(&e), rpc = sp_test_free_port(&e);
+        ck_assert_int_gt(api, 0);
+        ck_assert_int_gt(rpc, 0);
+        char bin[1024], db[1200], listen[80], rpcl[80], logp[700];
+        snprintf(bin, sizeof(bin), "%s/bin/space-controlplane", sp_test_binary_dir());
+        snprintf(db, sizeof(db), "--database=%s", S.conninfo);
+        snprintf(listen, sizeof(listen), "--listen=127.0.0.1:%d", api);
+        snprintf(rpcl, sizeof(rpcl), "--rpc-listen=127.0.0.1:%d", rpc);
+        snprintf(logp, sizeof(logp), "%s/controlplane-nokey.log", S.dir);
+        const char *argv[] = {bin, db, listen, rpcl, "--name=nokey", "--log-format=text", NULL};
+        sp_test_proc p = {0};
+        sp_test_proc_opts o = {.log_path = logp};
+        sp_test_ok(sp_test_proc_start(&p, "controlplane-nokey", argv, &o, &e), &e);
+        sp_test_ok(sp_test_proc_wait_http(&p, "127.0.0.1", api, "/healthz", 30000, &e), &e);
+        int mine = S.api;
+        S.api = api;
+        _cleanup_free_ char *body = secret_body("nokey", value_of("nokey"), "");
+        expect_error(t, "GET", "/v1/secrets", NULL, 503, "--secrets-key-file");
+        expect_error(t, "POST", "/v1/secrets", body, 503, "--secrets-key-file");
+        expect_error(t, "GET", "/v1/secrets/x", NULL, 503, "--secrets-key-file");
+        expect_error(t, "DELETE", "/v1/secrets/x", NULL, 503, "--secrets-key-file");
+        expect_error(S.admin_key, "POST", "/v1/admin/secrets/rewrap", NULL, 503, "--secrets-key-file");
+        json_object_put(call(t, "GET", "/v1/sandboxes", 200, NULL));
+        json_object_put(call(t, "GET", "/v1/egress-profiles", 200, NULL));
+        S.api = mine;
+        sp_test_proc_stop(&p, 10000, NULL);
+        _cleanup_free_ char *log = slurp(logp);
+        ck_assert_ptr_nonnull(strstr(log, "no --secrets-key-file"));
+        sp_test_proc_free(&p);
+        ck_assert_uint_eq(count_secrets(t), 0);
+}
+END_TEST
+
+/* Last in its case: it restarts the control plane (the fixture's replica
+ * then runs as this test's child, and ends with it). */
+START_TEST(cluster_key_rotation)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-rot", t);
+        char ids[3][64];
+        const char *names[] = {"rot-a", "rot-b", "rot-c"};
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *body = secret_body(names[i], value_of(names[i]), "");
+                _cleanup_json_ json_object *m = call(t, "POST", "/v1/secrets", 201, body);
+                snprintf(ids[i], sizeof(ids[i]), "%s", sp_test_jstr(m, "id"));
+        }
+        /* Nothing to do while k1 is the only key. */
+        _cleanup_json_ json_object *none = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, "{}");
+        ck_assert_str_eq(sp_test_jstr(none, "primary"), "k1");
+        ck_assert_str_eq(sp_test_jstr(none, "rewrapped"), "0");
+        ck_assert_str_eq(sp_test_jstr(none, "remaining"), "0");
+
+        /* 1. A new key on top of the file; k1 stays. The control plane sees it at its next use. */
+        _cleanup_free_ char *old = slurp(S.secrets_key_file);
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_secrets_key_write(S.secrets_key_file, "k2", old, &e), &e);
+        _cleanup_free_ char *body = secret_body("rot-new", value_of("rot-new"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, body));
+
+        /* 2. Rewrap, in batches of at most 2 here: until nothing remains; then again finds nothing. */
+        int64_t total = 0;
+        for (int round = 0; round < 20; round++) {
+                _cleanup_json_ json_object *r =
+                        call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, "{\"max\":2}");
+                ck_assert_str_eq(sp_test_jstr(r, "primary"), "k2");
+                ck_assert_str_eq(sp_test_jstr(r, "failed"), "0");
+                ck_assert_str_eq(json_object_to_json_string(sp_test_jarr(r, "missing_keys")), "[ ]");
+                int64_t n = strtoll(sp_test_jstr(r, "rewrapped"), NULL, 10);
+                ck_assert_int_le(n, 2);
+                total += n;
+                if (strcmp(sp_test_jstr(r, "remaining"), "0") == 0)
+                        break;
+        }
+        ck_assert_int_ge(total, 3);
+        _cleanup_json_ json_object *idem = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(idem, "rewrapped"), "0");
+        ck_assert_str_eq(sp_test_jstr(idem, "remaining"), "0");
+        ck_assert_ptr_null(sp_test_jstr(idem, "by_key.k1"));
+
+        /* 3. The old key dropped, 4. the control plane restarted: everything still opens. */
+        _cleanup_free_ char *now = slurp(S.secrets_key_file);
+        now[strcspn(now, "\n") + 1] = '\0';
+        ck_assert_ptr_null(strstr(now, "k1 "));
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, now, strlen(now), 0600, NULL), 0);
+        sp_test_ok(sp_test_proc_stop(&S.cp[0], 10000, &e) < 0 ? -1 : 0, &e);
+        sp_test_ok(sp_test_space_start_cp(&S, 0, &e), &e);
+        PGconn *db = db_connect();
+        for (int i = 0; i < 3; i++) {
+                char *v = open_value(db, ids[i]);
+                ck_assert_str_eq(v, value_of(names[i]));
+                cp_envelope_value_free(v, strlen(v));
+        }
+        PGresult *res = PQexec(db, "SELECT count(*) FROM secrets WHERE deleted_at IS NULL AND key_id <> 'k2'");
+        ck_assert_str_eq(PQgetvalue(res, 0, 0), "0");
+        PQclear(res);
+        PQfinish(db);
+        _cleanup_json_ json_object *after = call(t, "GET", "/v1/secrets/rot-a", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(after, "id"), ids[0]);
+        _cleanup_free_ char *later = secret_body("rot-later", value_of("rot-later"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, later));
+        _cleanup_json_ json_object *k2 = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(k2, "rewrapped"), "0");
+        ck_assert_str_eq(sp_test_jstr(k2, "remaining"), "0");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+        Suite *s = suite_create("cp_secrets");
+        TCase *tc = tcase_create("secrets");
+        tcase_set_timeout(tc, 600);
+        tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        tcase_add_test(tc, secrets_are_a_tenants_and_write_only);
+        tcase_add_test(tc, values_are_sealed_at_rest);
+        tcase_add_test(tc, without_a_key_file_secrets_are_unavailable);
+        tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        sp_test_require_root("the worker needs namespaces, cgroups and btrfs");
+        sp_test_pg_require();
+        return sp_test_main(suite());
+}
