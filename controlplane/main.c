@@ -284,7 +284,8 @@ int main(int argc, char **argv)
                              .worker_tls = worker_tls,
                              .default_idle_timeout_s = c.idle_timeout_s,
                              .tick_ms = c.tick_ms,
-                             .name = name};
+                             .name = name,
+                             .keyring = keyring};
         ctrl = cp_ctrl_new(d.base, &cc, &e);
         if (!ctrl) {
                 sp_log_error("controllers: %s", e->message);

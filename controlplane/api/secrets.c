@@ -8,7 +8,9 @@
  *
  * Revoking (DELETE) keeps the row without its value and gives every live
  * sandbox that had it its bindings again without it (a new egress
- * generation: the controller sends them, ctrl/reconcile.c).
+ * generation), sent to their workers at once (api/egress.c,
+ * cp__egress_push): the answer waits for them, and the controller sends
+ * what a worker could not take (ctrl/reconcile.c).
  *
  * Without a key file (--secrets-key-file) every route here answers 503
  * naming the flag; the rest of the API works.
@@ -163,11 +165,30 @@ void cp__h_secret_delete(cp_call *c)
         if (unconfigured(c))
                 return;
         const char *name = sp_http_request_param(c->req, "name");
-        if (cp__body_none(c) < 0 || cp__mutation_begin(c))
+        if (cp__body_none(c) < 0)
+                return;
+        /* The answer is made after the commit (it waits for workers): a retry
+         * with the same Idempotency-Key answers with the secret as it is now,
+         * revoked (the path names it). */
+        char first[SP_ID_MAX];
+        int r = cp__mutation_begin_for(c, "", first);
+        if (r == 1)
                 return;
         _cleanup_pgresult_ PGresult *row = NULL, *users = NULL;
-        _cleanup_json_ json_object *out = NULL;
+        _cleanup_json_ json_object *out = NULL, *ids = NULL;
+        char msg[128];
+        snprintf(msg, sizeof(msg), SECRET_NOT_FOUND, name);
         const char *params[] = {c->who.tenant_id, name};
+        if (r == 2) {
+                if (cp__query_json(c->api,
+                                   "SELECT api_secret(s) FROM secrets s WHERE s.tenant_id = $1 AND s.name = $2 "
+                                   "ORDER BY s.created_at DESC LIMIT 1",
+                                   2, params, msg, &out, &e) < 0)
+                        cp__fail(c, e);
+                else
+                        cp__reply(c, 200, out);
+                return;
+        }
         /* Its value goes with it: a revoked secret cannot come back. */
         if (cp_db_exec(c->api->db,
                        "UPDATE secrets SET deleted_at = now(), updated_at = now(), key_id = NULL, wrapped_key = NULL, "
@@ -176,7 +197,7 @@ void cp__h_secret_delete(cp_call *c)
                        2, params, &row, &e) < 0)
                 goto abort;
         if (PQntuples(row) != 1) {
-                sp_error_set(&e, SP_E_NOT_FOUND, SECRET_NOT_FOUND, name);
+                sp_error_set(&e, SP_E_NOT_FOUND, "%s", msg);
                 goto abort;
         }
         const char *id = PQgetvalue(row, 0, 0);
@@ -191,7 +212,12 @@ void cp__h_secret_delete(cp_call *c)
             sp_json_parse(PQgetvalue(row, 0, 1), strlen(PQgetvalue(row, 0, 1)), &out, &e) < 0)
                 goto abort;
         json_object_object_add(out, "sandboxes_updating", json_object_new_int(PQntuples(users)));
-        cp__mutation_commit(c, 200, out);
+        if (cp__mutation_commit_quiet(c) < 0)
+                return;
+        ids = json_object_new_array();
+        for (int i = 0; i < PQntuples(users); i++)
+                json_object_array_add(ids, json_object_new_string(PQgetvalue(users, i, 0)));
+        cp__egress_push(c, ids, out);
         return;
 abort:
         cp__mutation_abort(c, e);

@@ -26,9 +26,11 @@
  * Needs root (the worker), btrfs and PostgreSQL.
  */
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -59,7 +61,9 @@ static void cluster_down(void)
 {
         char logp[700];
         snprintf(logp, sizeof(logp), "%s/controlplane0.log", S.dir);
-        sp_test_dump_file_tail("control plane", logp, 15);
+        sp_test_dump_file_tail("control plane", logp, 60);
+        snprintf(logp, sizeof(logp), "%s/w0/worker.log", S.dir);
+        sp_test_dump_file_tail("worker", logp, 30);
         sp_test_space_down(&S);
 }
 
@@ -167,6 +171,92 @@ static char *slurp(const char *path)
         sp_error *e = NULL;
         sp_test_ok(sp_file_read(path, 64u << 20, &b, &e), &e);
         return b.data ? sp_buf_steal(&b) : strdup("");
+}
+
+/* Runs command in sbx through a session (tenant key) and returns its exit code. */
+static int run(const char *key, const char *sbx, const char *command)
+{
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object_object_add(body, "command", json_object_new_string(command));
+        _cleanup_json_ json_object *r =
+                call(key, "POST", path_of("/v1/sandboxes/%s/sessions", sbx), 201, json_object_to_json_string(body));
+        const char *sid = sp_test_jstr(r, "session.id");
+        int64_t deadline = sp_now_mono_us() + 60 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *st = call(key, "GET", path_of("/v1/sessions/%s", sid), 200, NULL);
+                if (strcmp(sp_test_jstr(st, "state"), "exited") == 0)
+                        return atoi(sp_test_jstr(st, "exit.code"));
+                ck_assert_msg(sp_now_mono_us() < deadline, "session %s did not end", sid);
+                usleep(100 * 1000);
+        }
+}
+
+/* The bindings the control plane sends sandbox sbx's worker now, built by
+ * its own function (store/secrets.h) against this test's database with the
+ * key file, for the profile its row holds. with_keys false: without a key
+ * ring. */
+static json_object *bindings_of(const char *sbx, bool with_keys)
+{
+        sp_error *e = NULL;
+        cp_db *db = NULL;
+        sp_test_ok(cp_db_open(S.conninfo, &db, &e), &e);
+        _cleanup_(cp_keyring_freep) cp_keyring *k = NULL;
+        if (with_keys)
+                sp_test_ok(cp_keyring_load(S.secrets_key_file, &k, &e), &e);
+        PGresult *res = NULL;
+        const char *p[] = {sbx};
+        sp_test_ok(cp_db_exec(db,
+                              "SELECT coalesce(spec->'egress_profile', '{\"name\":\"none\"}')::text FROM sandboxes "
+                              "WHERE id = $1",
+                              1, p, &res, &e),
+                   &e);
+        ck_assert_int_eq(PQntuples(res), 1);
+        _cleanup_json_ json_object *profile = json_tokener_parse(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        json_object *out = NULL;
+        sp_test_ok(cp_sandbox_secret_bindings(db, k, sbx, profile, &out, &e), &e);
+        cp_db_close(db);
+        return out;
+}
+
+/* The sandbox's secret named name as its JSON shows it ({name, env, placeholder, revoked}), or NULL. */
+static json_object *sandbox_secret(json_object *sandbox, const char *name)
+{
+        json_object *arr = sp_test_jarr(sandbox, "secrets");
+        for (size_t i = 0; i < json_object_array_length(arr); i++)
+                if (strcmp(sp_test_jstr(json_object_array_get_idx(arr, i), "name"), name) == 0)
+                        return json_object_array_get_idx(arr, i);
+        return NULL;
+}
+
+static void wait_applied(const char *key, const char *sbx, int64_t seconds)
+{
+        int64_t deadline = sp_now_mono_us() + seconds * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *sb = call(key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+                if (strcmp(sp_test_jstr(sb, "egress_applied"), "true") == 0)
+                        return;
+                ck_assert_msg(sp_now_mono_us() < deadline, "the change never reached sandbox %s's worker", sbx);
+                usleep(200 * 1000);
+        }
+}
+
+static size_t count_sandboxes(const char *key)
+{
+        _cleanup_json_ json_object *l = call(key, "GET", "/v1/sandboxes", 200, NULL);
+        return json_object_array_length(sp_test_jarr(l, "sandboxes"));
+}
+
+static int64_t db_count(const char *sql, const char *param)
+{
+        PGconn *db = db_connect();
+        const char *p[] = {param};
+        PGresult *res = PQexecParams(db, sql, param ? 1 : 0, NULL, p, NULL, NULL, 0);
+        ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s", PQerrorMessage(db));
+        int64_t n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        PQfinish(db);
+        return n;
 }
 
 START_TEST(secrets_are_a_tenants_and_write_only)
@@ -376,6 +466,259 @@ START_TEST(without_a_key_file_secrets_are_unavailable)
 }
 END_TEST
 
+/* A binding as the worker gets it: every field, the value opened. */
+static void check_binding(json_object *b, const char *name, const char *placeholder, const char *value)
+{
+        ck_assert_str_eq(sp_test_jstr(b, "name"), name);
+        ck_assert_str_eq(sp_test_jstr(b, "placeholder"), placeholder);
+        ck_assert_str_eq(sp_test_jstr(b, "value"), value);
+        ck_assert_int_eq(strncmp(sp_test_jstr(b, "id"), "sec_", 4), 0);
+        ck_assert_ptr_nonnull(sp_test_jstr(b, "hosts"));
+        ck_assert_ptr_nonnull(sp_test_jstr(b, "inject"));
+        ck_assert_ptr_nonnull(sp_test_jstr(b, "rate_per_min"));
+        ck_assert_ptr_nonnull(sp_test_jstr(b, "expires_at"));
+        ck_assert_int_eq(json_object_object_length(b), 8);
+}
+
+START_TEST(sandboxes_are_given_placeholders)
+{
+        char t[256], o[256];
+        sp_test_new_tenant(&S, "sec-sbx", t);
+        sp_test_new_tenant(&S, "sec-sbx-other", o);
+        _cleanup_free_ char *b1 = secret_body("openai", value_of("sbx-openai"), ",\"rate_per_min\":30");
+        _cleanup_free_ char *b2 = secret_body("gh", value_of("sbx-gh"), ",\"env\":\"GH_TOKEN\"");
+        _cleanup_free_ char *b3 = secret_body("other", value_of("sbx-other"), "");
+        char soon[64];
+        time_t at = time(NULL) + 2;
+        strftime(soon, sizeof(soon), ",\"expires_at\":\"%Y-%m-%dT%H:%M:%SZ\"", gmtime(&at));
+        _cleanup_free_ char *b4 = secret_body("brief", value_of("sbx-brief"), soon);
+        _cleanup_free_ char *b5 = secret_body("same-env", value_of("sbx-same"), ",\"env\":\"OPENAI\"");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b5));
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b1));
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b2));
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b3));
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b4));
+        json_object_put(
+                call(t, "POST", "/v1/egress-profiles", 201,
+                     "{\"name\":\"agent\",\"secrets\":[\"openai\",\"gh\",\"brief\",\"not-yet\",\"same-env\"]}"));
+
+        /* Refused, naming the secret, and nothing made. */
+        size_t before = count_sandboxes(t);
+        int64_t rows = db_count("SELECT count(*) FROM sandbox_secrets", NULL);
+        expect_error(t, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"other\"]}",
+                     400, "secret 'other' is not granted by the sandbox's egress profile 'agent'");
+        expect_error(t, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"secrets\":[\"openai\"]}", 400,
+                     "egress profile 'none'");
+        expect_error(t, "POST", "/v1/sandboxes",
+                     "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"openai\",\"not-yet\"]}", 400,
+                     "secret 'not-yet' not found");
+        expect_error(t, "POST", "/v1/sandboxes",
+                     "{\"template\":\"base\",\"egress\":\"agent\",\"env\":{\"OPENAI\":\"x\"},\"secrets\":[\"openai\"]}",
+                     400, "the variable OPENAI of secret 'openai' is already set");
+        expect_error(t, "POST", "/v1/sandboxes",
+                     "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"openai\",\"same-env\"]}", 400,
+                     "the variable OPENAI of secret 'same-env' is already set");
+        expect_error(t, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"Bad\"]}",
+                     400, "secrets[0]");
+        sleep(3);
+        expect_error(t, "POST", "/v1/sandboxes", "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"brief\"]}",
+                     400, "secret 'brief' expired at");
+        /* Another tenant's secret: not found, as if it did not exist. */
+        json_object_put(call(o, "POST", "/v1/egress-profiles", 201, "{\"name\":\"agent\",\"secrets\":[\"openai\"]}"));
+        expect_error(o, "POST", "/v1/sandboxes",
+                     "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"openai\"]}", 400,
+                     "secret 'openai' not found");
+        ck_assert_uint_eq(count_sandboxes(t), before);
+        ck_assert_uint_eq(count_sandboxes(o), 0);
+        ck_assert_int_eq(db_count("SELECT count(*) FROM sandbox_secrets", NULL), rows);
+
+        /* Given: the variable holds a placeholder of the sandbox's own, never the value. */
+        char s1[64], s2[64], s3[64];
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":[\"openai\"]}", s1);
+        sp_test_create_sandbox(
+                &S, t, "{\"template\":\"base\",\"egress\":\"agent\",\"secrets\":{\"MY_KEY\":\"openai\",\"GH\":\"gh\"}}",
+                s2);
+        sp_test_create_sandbox(
+                &S, t,
+                "{\"template\":\"base\",\"egress\":{\"name\":\"own\",\"secrets\":[\"gh\"]},\"secrets\":[\"gh\"]}", s3);
+        _cleanup_json_ json_object *sb1 = call(t, "GET", path_of("/v1/sandboxes/%s", s1), 200, NULL);
+        _cleanup_json_ json_object *sb2 = call(t, "GET", path_of("/v1/sandboxes/%s", s2), 200, NULL);
+        json_object *x1 = sandbox_secret(sb1, "openai"), *x2 = sandbox_secret(sb2, "openai"),
+                    *g2 = sandbox_secret(sb2, "gh");
+        ck_assert_ptr_nonnull(x1);
+        ck_assert_ptr_nonnull(x2);
+        ck_assert_ptr_nonnull(g2);
+        ck_assert_str_eq(sp_test_jstr(x1, "env"), "OPENAI");
+        ck_assert_str_eq(sp_test_jstr(x2, "env"), "MY_KEY");
+        ck_assert_str_eq(sp_test_jstr(g2, "env"), "GH");
+        ck_assert_str_eq(sp_test_jstr(x1, "revoked"), "false");
+        const char *p1 = sp_test_jstr(x1, "placeholder"), *p2 = sp_test_jstr(x2, "placeholder"),
+                   *pg = sp_test_jstr(g2, "placeholder");
+        ck_assert_int_eq(strncmp(p1, "space-secret-", 13), 0);
+        ck_assert_uint_eq(strlen(p1), 45);
+        ck_assert_str_ne(p1, p2);
+        ck_assert_str_ne(p2, pg);
+        char cmd[600];
+        /* (the tag split in two, so that the command itself does not hold it) */
+        snprintf(cmd, sizeof(cmd), "test \"$OPENAI\" = '%s' && ! env | grep -q '%.3s''%s'", p1, value_tag,
+                 value_tag + 3);
+        ck_assert_int_eq(run(t, s1, cmd), 0);
+        snprintf(cmd, sizeof(cmd), "test \"$MY_KEY\" = '%s' && test \"$GH\" = '%s' && test -z \"$OPENAI\"", p2, pg);
+        ck_assert_int_eq(run(t, s2, cmd), 0);
+        _cleanup_json_ json_object *made = call(t, "GET", "/v1/secrets/openai", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(made, "sandboxes"), "2");
+
+        /* What the worker is sent: each granted secret with its value and this sandbox's placeholder. */
+        _cleanup_json_ json_object *bn1 = bindings_of(s1, true), *bn2 = bindings_of(s2, true),
+                                   *bn3 = bindings_of(s3, true);
+        ck_assert_uint_eq(json_object_array_length(bn1), 1);
+        check_binding(json_object_array_get_idx(bn1, 0), "openai", p1, value_of("sbx-openai"));
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(bn1, 0), "rate_per_min"), "30");
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(bn1, 0), "expires_at"), "0");
+        ck_assert_uint_eq(json_object_array_length(bn2), 2);
+        check_binding(json_object_array_get_idx(bn2, 0), "gh", pg, value_of("sbx-gh"));
+        check_binding(json_object_array_get_idx(bn2, 1), "openai", p2, value_of("sbx-openai"));
+        ck_assert_uint_eq(json_object_array_length(bn3), 1);
+        /* Without the key file: none of them, nothing else broken. */
+        _cleanup_json_ json_object *nokey = bindings_of(s2, false);
+        ck_assert_uint_eq(json_object_array_length(nokey), 0);
+
+        /* A profile that does not grant them: the sandbox keeps its placeholder, the worker gets no value. */
+        _cleanup_json_ json_object *none =
+                call(t, "PUT", path_of("/v1/sandboxes/%s/egress", s1), 200, "{\"egress\":\"none\"}");
+        ck_assert_str_eq(sp_test_jstr(none, "egress_applied"), "true");
+        _cleanup_json_ json_object *bn1n = bindings_of(s1, true);
+        ck_assert_uint_eq(json_object_array_length(bn1n), 0);
+        json_object_put(call(t, "PUT", path_of("/v1/sandboxes/%s/egress", s1), 200, "{\"egress\":\"agent\"}"));
+        _cleanup_json_ json_object *bn1a = bindings_of(s1, true);
+        ck_assert_uint_eq(json_object_array_length(bn1a), 1);
+
+        /* Revoked: the sandboxes that had it lose it; the answer waits for their worker. */
+        _cleanup_json_ json_object *rev = call(t, "DELETE", "/v1/secrets/gh", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(rev, "sandboxes_updating"), "2");
+        ck_assert_ptr_null(sp_test_jstr(rev, "message"));
+        _cleanup_json_ json_object *sb2r = call(t, "GET", path_of("/v1/sandboxes/%s", s2), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(sb2r, "egress_applied"), "true");
+        ck_assert_str_eq(sp_test_jstr(sandbox_secret(sb2r, "gh"), "revoked"), "true");
+        _cleanup_json_ json_object *bn2r = bindings_of(s2, true), *bn3r = bindings_of(s3, true);
+        ck_assert_uint_eq(json_object_array_length(bn2r), 1);
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(bn2r, 0), "name"), "openai");
+        ck_assert_uint_eq(json_object_array_length(bn3r), 0);
+        /* A new secret of the same name is not the revoked one: the sandbox does not get it. */
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b2));
+        _cleanup_json_ json_object *bn2n = bindings_of(s2, true);
+        ck_assert_uint_eq(json_object_array_length(bn2n), 1);
+
+        /* The profile no longer grants openai: taken from both sandboxes at once; granted again, back. */
+        _cleanup_json_ json_object *upd =
+                call(t, "PUT", "/v1/egress-profiles/agent", 200, "{\"secrets\":[\"gh\",\"brief\"]}");
+        ck_assert_str_eq(sp_test_jstr(upd, "sandboxes_updating"), "2");
+        _cleanup_json_ json_object *sb1u = call(t, "GET", path_of("/v1/sandboxes/%s", s1), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(sb1u, "egress_applied"), "true");
+        _cleanup_json_ json_object *bn1u = bindings_of(s1, true), *bn2u = bindings_of(s2, true);
+        ck_assert_uint_eq(json_object_array_length(bn1u), 0);
+        ck_assert_uint_eq(json_object_array_length(bn2u), 0);
+        json_object_put(call(t, "PUT", "/v1/egress-profiles/agent", 200, "{\"secrets\":[\"openai\"]}"));
+        wait_applied(t, s1, 30);
+        _cleanup_json_ json_object *bn1b = bindings_of(s1, true);
+        ck_assert_uint_eq(json_object_array_length(bn1b), 1);
+
+        for (int i = 0; i < 3; i++) {
+                const char *id = i == 0 ? s1 : i == 1 ? s2 : s3;
+                _cleanup_json_ json_object *del = call(t, "DELETE", path_of("/v1/sandboxes/%s", id), 202, NULL);
+                json_object_put(sp_test_wait_op(&S, t, sp_test_jstr(del, "operation.id"), true));
+        }
+        _cleanup_json_ json_object *after = call(t, "GET", "/v1/secrets/openai", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(after, "sandboxes"), "0");
+}
+END_TEST
+
+/* The worker's process, stopped (SIGSTOP) until the admin API says it is unreachable. */
+static void worker_freeze(void)
+{
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGSTOP), 0);
+        int64_t deadline = sp_now_mono_us() + 30 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *ws = API(S.admin_key, "GET", "/v1/workers", 200, NULL);
+                if (strstr(json_object_to_json_string(ws), "\"unreachable\""))
+                        return;
+                ck_assert_msg(sp_now_mono_us() < deadline, "the stopped worker never became unreachable");
+                usleep(200 * 1000);
+        }
+}
+
+START_TEST(revocation_reaches_a_worker_that_was_away)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-away", t);
+        _cleanup_free_ char *b1 = secret_body("away", value_of("away"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b1));
+        json_object_put(call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"p\",\"secrets\":[\"away\"]}"));
+        char sbx[64];
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"p\",\"secrets\":[\"away\"]}", sbx);
+
+        /* Its worker away: the revoke is recorded and answered 202; the controller sends it once the worker is back. */
+        worker_freeze();
+        _cleanup_json_ json_object *rev = call(t, "DELETE", "/v1/secrets/away", 202, NULL);
+        ck_assert_ptr_nonnull(strstr(sp_test_jstr(rev, "message"), "1 running sandboxes get the change from the "
+                                                                   "controller"));
+        _cleanup_json_ json_object *sb = call(t, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(sb, "egress_applied"), "false");
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGCONT), 0);
+        wait_applied(t, sbx, 60);
+        _cleanup_json_ json_object *bn = bindings_of(sbx, true);
+        ck_assert_uint_eq(json_object_array_length(bn), 0);
+
+        /* A worker that says it lost the values (Heartbeat's secrets_missing) is sent them again,
+         * though it has the current generation: its heartbeat is made to say so while it is
+         * stopped, and the SetEgress it gets is answered once it runs again. */
+        _cleanup_free_ char *b2 = secret_body("again", value_of("again"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b2));
+        json_object_put(call(t, "PUT", "/v1/egress-profiles/p", 200, "{\"secrets\":[\"again\"]}"));
+        char sbx2[64];
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"p\",\"secrets\":[\"again\"]}", sbx2);
+        wait_applied(t, sbx2, 30);
+        ck_assert_int_eq(db_count("SELECT count(*) FROM sandboxes WHERE id = $1 AND secrets_sent_at IS NOT NULL", sbx2),
+                         0);
+        int64_t seen = sp_now_mono_us() + 30 * SP_USEC_PER_SEC;
+        while (db_count("SELECT count(*) FROM workers w, sandboxes s WHERE s.id = $1 AND w.id = s.worker_id "
+                        "AND w.observed->'sandboxes' @> jsonb_build_array(jsonb_build_object('id', s.id))",
+                        sbx2) == 0) {
+                ck_assert_msg(sp_now_mono_us() < seen, "the worker's heartbeat never listed %s", sbx2);
+                usleep(100 * 1000);
+        }
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGSTOP), 0);
+        PGconn *db = db_connect();
+        const char *p[] = {sbx2};
+        PGresult *res = PQexecParams(
+                db,
+                "UPDATE workers w SET state = 'ready', last_heartbeat = now() + interval '5 seconds', "
+                "observed = jsonb_set(w.observed, "
+                "'{sandboxes}', (SELECT coalesce(jsonb_agg(CASE WHEN e->>'id' = $1 THEN e || "
+                "'{\"secrets_missing\":true}'::jsonb ELSE e END), '[]'::jsonb) FROM jsonb_array_elements("
+                "w.observed->'sandboxes') e)) WHERE w.id = (SELECT worker_id FROM sandboxes WHERE id = $1) "
+                "RETURNING observed::text",
+                1, NULL, p, NULL, NULL, 0);
+        ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1, "%s", PQerrorMessage(db));
+        ck_assert_ptr_nonnull(strstr(PQgetvalue(res, 0, 0), "\"secrets_missing\": true"));
+        PQclear(res);
+        PQclear(PQexec(db, "NOTIFY space_work, 'worker:secrets-test'")); /* the controllers look now */
+        PQfinish(db);
+        usleep(1500 * 1000); /* and at least once more on their own (every 5 ticks of 200 ms here) */
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGCONT), 0);
+        int64_t deadline = sp_now_mono_us() + 30 * SP_USEC_PER_SEC;
+        while (db_count("SELECT count(*) FROM sandboxes WHERE id = $1 AND secrets_sent_at IS NOT NULL", sbx2) == 0) {
+                ck_assert_msg(sp_now_mono_us() < deadline, "the bindings were not sent again");
+                usleep(200 * 1000);
+        }
+        for (int i = 0; i < 2; i++) {
+                _cleanup_json_ json_object *del =
+                        call(t, "DELETE", path_of("/v1/sandboxes/%s", i ? sbx2 : sbx), 202, NULL);
+                json_object_put(sp_test_wait_op(&S, t, sp_test_jstr(del, "operation.id"), true));
+        }
+}
+END_TEST
+
 /* Last in its case: it restarts the control plane (the fixture's replica
  * then runs as this test's child, and ends with it). */
 START_TEST(cluster_key_rotation)
@@ -458,6 +801,8 @@ static Suite *suite(void)
         tcase_add_test(tc, secrets_are_a_tenants_and_write_only);
         tcase_add_test(tc, values_are_sealed_at_rest);
         tcase_add_test(tc, without_a_key_file_secrets_are_unavailable);
+        tcase_add_test(tc, sandboxes_are_given_placeholders);
+        tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
         return s;

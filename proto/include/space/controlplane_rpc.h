@@ -80,6 +80,10 @@ typedef struct pr_cp_resources {
 /* An element of Heartbeat's "sandboxes". */
 typedef struct pr_cp_sandbox {
         const char *id, *state, *template_name; /* "template" */
+        /* The worker holds bindings of this sandbox without their values (it
+         * restarted: values live in its memory only); the control plane sends
+         * SetEgress with them again. */
+        bool secrets_missing;
 } pr_cp_sandbox;
 
 typedef struct pr_cp_heartbeat {
