@@ -190,6 +190,9 @@ typedef void (*cp_worker_done_fn)(cp_call *c, json_object *resp, const sp_error 
  * when the call cannot start). */
 void cp__worker_call(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
                      cp_worker_done_fn done, void *userdata);
+/* The same with a deadline of timeout_ms (at most the API's own). */
+void cp__worker_call_within(cp_call *c, const char *worker_id, const char *address, const char *method,
+                            json_object *req, int64_t timeout_ms, cp_worker_done_fn done, void *userdata);
 
 /* Answers c with a worker's error: a missed deadline is 504 (code timeout),
  * anything else as cp__fail(). */

@@ -59,6 +59,7 @@ const cp_route cp_api_routes[] = {
         {"GET", "/v1/secrets", cp__h_secret_list, CP_AUTH_TENANT, 0},
         {"GET", "/v1/secrets/{name}", cp__h_secret_get, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/secrets/{name}", cp__h_secret_delete, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/secrets/{name}/usage", cp__h_secret_usage, CP_AUTH_TENANT, 0},
         {"POST", "/v1/admin/secrets/rewrap", cp__h_secrets_rewrap, CP_AUTH_ADMIN, SMALL},
 
         {"GET", "/v1/workers", cp__h_worker_list, CP_AUTH_ADMIN, 0},

@@ -24,9 +24,13 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/worker_rpc.h"
 #include "store/secrets.h"
 
 #define SECRETS_MAX 500 /* live secrets per tenant */
+#define USAGE_SANDBOXES_MAX 50 /* sandboxes asked by one usage call */
+#define USAGE_RECORDS_MAX 100 /* secret records asked of each */
+#define USAGE_TIMEOUT_MS 5000
 #define SECRET_NOT_FOUND "secret '%.64s' not found"
 
 /* 503 (and true) when this replica has no key file. */
@@ -255,4 +259,182 @@ void cp__h_secrets_rewrap(cp_call *c)
                        json_object_get_string(json_object_object_get(out, "primary")),
                        (long long)json_object_get_int64(json_object_object_get(out, "remaining")));
         cp__reply(c, 200, out);
+}
+
+/* ---- GET /v1/secrets/{name}/usage ----
+ *
+ * The gateway writes a record of kind "secret" to a sandbox's egress log for
+ * every injection and every refused use; the log is its worker's. Usage asks
+ * the workers of the live sandboxes given the secret (at most
+ * USAGE_SANDBOXES_MAX, newest first) for their last secret records, keeps
+ * this secret's, and answers them with counts per sandbox. Deleted
+ * sandboxes' logs are gone with them. */
+
+typedef struct usage {
+        cp_call *c;
+        char secret_id[SP_ID_MAX];
+        json_object *out; /* the answer */
+        json_object *records; /* this secret's records, every sandbox's */
+        int pending; /* calls open, plus one while they are being started */
+        bool complete;
+} usage;
+
+typedef struct usage_one {
+        usage *u;
+        json_object *entry; /* its element of out.sandboxes (borrowed from out) */
+        char sandbox_id[SP_ID_MAX];
+} usage_one;
+
+static int64_t time_of(json_object *rec)
+{
+        json_object *t = NULL;
+        return json_object_object_get_ex(rec, "time_us", &t) ? json_object_get_int64(t) : 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+        int64_t x = time_of(*(json_object *const *)a), y = time_of(*(json_object *const *)b);
+        return x < y ? -1 : x > y;
+}
+
+static void usage_end(usage *u)
+{
+        if (--u->pending > 0)
+                return;
+        json_object_array_sort(u->records, by_time);
+        json_object_object_add(u->out, "records", u->records);
+        json_object_object_add(u->out, "complete", json_object_new_boolean(u->complete));
+        cp__reply(u->c, 200, u->out);
+        json_object_put(u->out);
+        free(u);
+}
+
+static void on_usage_log(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)c;
+        usage_one *o = userdata;
+        usage *u = o->u;
+        json_object *recs = NULL, *more = NULL, *by_rule = json_object_new_object();
+        int64_t uses = 0;
+        if (err && err->code != SP_E_NOT_FOUND) {
+                /* Its worker did not answer: say so, and that the answer is partial. */
+                json_object_object_add(o->entry, "error", json_object_new_string(err->message));
+                u->complete = false;
+        }
+        if (resp && json_object_object_get_ex(resp, "records", &recs) && json_object_is_type(recs, json_type_array)) {
+                for (size_t i = 0; i < json_object_array_length(recs); i++) {
+                        json_object *r = json_object_array_get_idx(recs, i), *v = NULL;
+                        if (!json_object_is_type(r, json_type_object) ||
+                            !json_object_object_get_ex(r, "secret_id", &v) ||
+                            strcmp(json_object_get_string(v), u->secret_id) != 0 ||
+                            !json_object_object_get_ex(r, "kind", &v) ||
+                            strcmp(json_object_get_string(v), "secret") != 0)
+                                continue;
+                        const char *rule = json_object_object_get_ex(r, "rule", &v) ? json_object_get_string(v) : "";
+                        json_object *n = NULL;
+                        int64_t had = json_object_object_get_ex(by_rule, rule, &n) ? json_object_get_int64(n) : 0;
+                        json_object_object_add(by_rule, rule, json_object_new_int64(had + 1));
+                        uses++;
+                        json_object *copy = NULL;
+                        if (json_object_deep_copy(r, &copy, NULL) == 0) {
+                                json_object_object_add(copy, "sandbox_id", json_object_new_string(o->sandbox_id));
+                                json_object_array_add(u->records, copy);
+                        }
+                }
+                if (json_object_object_get_ex(resp, "more", &more) && json_object_get_boolean(more))
+                        json_object_object_add(o->entry, "more", json_object_new_boolean(true));
+        }
+        json_object_object_add(o->entry, "uses", json_object_new_int64(uses));
+        json_object_object_add(o->entry, "by_rule", by_rule);
+        free(o);
+        usage_end(u);
+}
+
+void cp__h_secret_usage(cp_call *c)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (unconfigured(c))
+                return;
+        const char *name = sp_http_request_param(c->req, "name");
+        int64_t limit = 0;
+        if (cp_req_count("limit", sp_http_request_query(c->req, "limit"), USAGE_RECORDS_MAX, USAGE_RECORDS_MAX, &limit,
+                         &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        /* The live secret of that name, else the one revoked last (its refused uses). */
+        _cleanup_json_ json_object *secret = NULL;
+        char msg[128];
+        snprintf(msg, sizeof(msg), SECRET_NOT_FOUND, name);
+        const char *params[] = {c->who.tenant_id, name};
+        if (cp__query_json(c->api,
+                           "SELECT api_secret(s) FROM secrets s WHERE s.tenant_id = $1 AND s.name = $2 "
+                           "ORDER BY s.deleted_at IS NULL DESC, s.created_at DESC LIMIT 1",
+                           2, params, msg, &secret, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        const char *id = json_object_get_string(json_object_object_get(secret, "id"));
+        char limit_s[16];
+        snprintf(limit_s, sizeof(limit_s), "%d", USAGE_SANDBOXES_MAX);
+        const char *sp[] = {id, c->who.tenant_id, limit_s};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db,
+                       "SELECT s.id, s.observed_state, coalesce(s.worker_id, ''), coalesce(w.address, ''), "
+                       "coalesce(w.state <> 'unreachable', false), count(*) OVER () FROM sandbox_secrets ss "
+                       "JOIN sandboxes s ON s.id = ss.sandbox_id LEFT JOIN workers w ON w.id = s.worker_id "
+                       "WHERE ss.secret_id = $1 AND s.tenant_id = $2 AND s.deleted_at IS NULL "
+                       "ORDER BY s.created_at DESC, s.id LIMIT $3::integer",
+                       3, sp, &res, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        usage *u = calloc(1, sizeof(*u));
+        if (!u) {
+                cp__failf(c, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        int total = PQntuples(res) ? atoi(PQgetvalue(res, 0, 5)) : 0;
+        *u = (usage){.c = c,
+                     .out = json_object_new_object(),
+                     .records = json_object_new_array(),
+                     .pending = 1,
+                     .complete = total <= USAGE_SANDBOXES_MAX};
+        snprintf(u->secret_id, sizeof(u->secret_id), "%s", id);
+        json_object *list = json_object_new_array();
+        json_object_object_add(u->out, "id", json_object_new_string(id));
+        json_object_object_add(u->out, "name", json_object_new_string(name));
+        json_object_object_add(u->out, "revoked_at", json_object_get(json_object_object_get(secret, "revoked_at")));
+        json_object_object_add(u->out, "sandboxes_total", json_object_new_int(total));
+        json_object_object_add(u->out, "sandboxes", list);
+        pr_wk_get_egress_log q = {.limit = limit, .kind = "secret"};
+        for (int i = 0; i < PQntuples(res); i++) {
+                const char *sbx = PQgetvalue(res, i, 0), *worker = PQgetvalue(res, i, 2);
+                json_object *entry = json_object_new_object();
+                json_object_object_add(entry, "sandbox_id", json_object_new_string(sbx));
+                json_object_object_add(entry, "state", json_object_new_string(PQgetvalue(res, i, 1)));
+                json_object_array_add(list, entry);
+                if (!*worker || strcmp(PQgetvalue(res, i, 4), "t") != 0) {
+                        json_object_object_add(entry, "uses", json_object_new_int(0));
+                        json_object_object_add(
+                                entry, "error",
+                                json_object_new_string(*worker ? "its worker is unreachable" : "it is on no worker"));
+                        if (*worker)
+                                u->complete = false;
+                        continue;
+                }
+                usage_one *o = calloc(1, sizeof(*o));
+                if (!o) {
+                        u->complete = false;
+                        continue;
+                }
+                *o = (usage_one){.u = u, .entry = entry};
+                snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", sbx);
+                q.id = sbx;
+                _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_get_egress_log_schema, &q);
+                u->pending++;
+                cp__worker_call_within(c, worker, PQgetvalue(res, i, 3), "GetEgressLog", req, USAGE_TIMEOUT_MS,
+                                       on_usage_log, o);
+        }
+        usage_end(u);
 }

@@ -25,6 +25,7 @@
  *
  * Needs root (the worker), btrfs and PostgreSQL.
  */
+#include <dirent.h>
 #include <libpq-fe.h>
 #include <signal.h>
 #include <stdio.h>
@@ -633,6 +634,145 @@ START_TEST(sandboxes_are_given_placeholders)
 }
 END_TEST
 
+/* Appends records (JSON lines) to sandbox sbx's egress log on worker 0, as
+ * its gateway would: the file in its state directory whose sandbox.json
+ * names it. */
+static void log_records(const char *sbx, const char *lines)
+{
+        char dir[800];
+        snprintf(dir, sizeof(dir), "%s/w0/state/sandboxes", S.dir);
+        DIR *d = opendir(dir);
+        ck_assert_ptr_nonnull(d);
+        struct dirent *de;
+        char want[80], path[1200];
+        snprintf(want, sizeof(want), "\"%s\"", sbx);
+        bool done = false;
+        while (!done && (de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/sandbox.json", dir, de->d_name);
+                if (access(path, R_OK) != 0)
+                        continue;
+                _cleanup_free_ char *json = slurp(path);
+                if (!strstr(json, want))
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/egress.log", dir, de->d_name);
+                FILE *f = fopen(path, "a");
+                ck_assert_ptr_nonnull(f);
+                fputs(lines, f);
+                fclose(f);
+                done = true;
+        }
+        closedir(d);
+        ck_assert_msg(done, "no state directory of %s on the worker", sbx);
+}
+
+/* A secret record line for the egress log. */
+static const char *record(int64_t t, const char *sbx, const char *secret_id, const char *secret, const char *decision,
+                          const char *rule)
+{
+        static char bufs[8][600];
+        static int n;
+        char *p = bufs[n++ % 8];
+        snprintf(p, 600,
+                 "{\"time_us\":%lld,\"kind\":\"secret\",\"decision\":\"%s\",\"rule\":\"%s\",\"sandbox_id\":\"%s\","
+                 "\"secret_id\":\"%s\",\"secret\":\"%s\",\"host\":\"api.example.test\"}\n",
+                 (long long)t, decision, rule, sbx, secret_id, secret);
+        return p;
+}
+
+START_TEST(usage_comes_from_the_sandboxes_egress_logs)
+{
+        char t[256], o[256];
+        sp_test_new_tenant(&S, "sec-usage", t);
+        sp_test_new_tenant(&S, "sec-usage-o", o);
+        _cleanup_free_ char *b1 = secret_body("used", value_of("used"), "");
+        _cleanup_free_ char *b2 = secret_body("unused", value_of("unused"), "");
+        _cleanup_json_ json_object *s1 = call(t, "POST", "/v1/secrets", 201, b1);
+        _cleanup_json_ json_object *s2 = call(t, "POST", "/v1/secrets", 201, b2);
+        const char *id1 = sp_test_jstr(s1, "id"), *id2 = sp_test_jstr(s2, "id");
+        json_object_put(
+                call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"u\",\"secrets\":[\"used\",\"unused\"]}"));
+        /* No sandbox has it yet: nothing to ask. */
+        _cleanup_json_ json_object *empty = call(t, "GET", "/v1/secrets/used/usage", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(empty, "sandboxes_total"), "0");
+        ck_assert_str_eq(sp_test_jstr(empty, "complete"), "true");
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(empty, "records")), 0);
+
+        char a[64], b[64], c[64];
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"u\",\"secrets\":[\"used\",\"unused\"]}", a);
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"u\",\"secrets\":[\"used\"]}", b);
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"u\",\"secrets\":[\"unused\"]}", c);
+        int64_t now = sp_now_real_us();
+        _cleanup_buf_ sp_buf la = SP_BUF_INIT, lb = SP_BUF_INIT, lc = SP_BUF_INIT;
+        sp_buf_append_str(&la, record(now + 1, a, id1, "used", "allowed", "injected"), NULL);
+        sp_buf_append_str(&la, record(now + 4, a, id1, "used", "allowed", "injected"), NULL);
+        sp_buf_append_str(&la, record(now + 5, a, id2, "unused", "allowed", "injected"), NULL);
+        sp_buf_append_str(&la, record(now + 6, a, id1, "used", "refused", "rate-limit"), NULL);
+        sp_buf_appendf(&la, NULL,
+                       "{\"time_us\":%lld,\"kind\":\"tcp\",\"decision\":\"allowed\",\"rule\":\"name\","
+                       "\"secret_id\":\"%s\"}\n",
+                       (long long)now + 2, id1);
+        sp_buf_append_str(&lb, record(now + 3, b, id1, "used", "refused", "placeholder-elsewhere"), NULL);
+        sp_buf_append_str(&lc, record(now + 7, c, id2, "unused", "allowed", "injected"), NULL);
+        log_records(a, la.data);
+        log_records(b, lb.data);
+        log_records(c, lc.data);
+
+        _cleanup_json_ json_object *u = call(t, "GET", "/v1/secrets/used/usage", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(u, "id"), id1);
+        ck_assert_str_eq(sp_test_jstr(u, "name"), "used");
+        ck_assert_str_eq(sp_test_jstr(u, "sandboxes_total"), "2");
+        ck_assert_str_eq(sp_test_jstr(u, "complete"), "true");
+        json_object *sbs = sp_test_jarr(u, "sandboxes"), *recs = sp_test_jarr(u, "records");
+        ck_assert_uint_eq(json_object_array_length(sbs), 2);
+        for (size_t i = 0; i < 2; i++) {
+                json_object *e = json_object_array_get_idx(sbs, i);
+                bool is_a = strcmp(sp_test_jstr(e, "sandbox_id"), a) == 0;
+                ck_assert_msg(is_a || strcmp(sp_test_jstr(e, "sandbox_id"), b) == 0, "%s",
+                              json_object_to_json_string(e));
+                ck_assert_str_eq(sp_test_jstr(e, "uses"), is_a ? "3" : "1");
+                ck_assert_str_eq(sp_test_jstr(e, "state"), "running");
+                if (is_a) {
+                        ck_assert_str_eq(sp_test_jstr(e, "by_rule.injected"), "2");
+                        ck_assert_str_eq(sp_test_jstr(e, "by_rule.rate-limit"), "1");
+                } else {
+                        ck_assert_str_eq(sp_test_jstr(e, "by_rule.placeholder-elsewhere"), "1");
+                }
+                ck_assert_ptr_null(sp_test_jstr(e, "error"));
+        }
+        /* This secret's only, of kind secret only, oldest first, each naming its sandbox. */
+        ck_assert_uint_eq(json_object_array_length(recs), 4);
+        const char *const rules[] = {"injected", "placeholder-elsewhere", "injected", "rate-limit"};
+        for (size_t i = 0; i < 4; i++) {
+                json_object *r = json_object_array_get_idx(recs, i);
+                ck_assert_str_eq(sp_test_jstr(r, "rule"), rules[i]);
+                ck_assert_str_eq(sp_test_jstr(r, "secret_id"), id1);
+                ck_assert_str_eq(sp_test_jstr(r, "sandbox_id"), i == 1 ? b : a);
+        }
+        /* Fewer records asked of each sandbox: the last one of a's secret records only. */
+        _cleanup_json_ json_object *one = call(t, "GET", "/v1/secrets/used/usage?limit=1", 200, NULL);
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(one, "records")), 2);
+        expect_error(t, "GET", "/v1/secrets/used/usage?limit=0", NULL, 400, "limit must be between 1 and 100");
+        expect_error(t, "GET", "/v1/secrets/used/usage?limit=101", NULL, 400, "limit");
+        expect_error(t, "GET", "/v1/secrets/nope/usage", NULL, 404, "secret 'nope' not found");
+        expect_error(o, "GET", "/v1/secrets/used/usage", NULL, 404, "secret 'used' not found");
+
+        /* Revoked, it still shows where it was used; a deleted sandbox's log is gone with it. */
+        json_object_put(call(t, "DELETE", "/v1/secrets/used", 200, NULL));
+        _cleanup_json_ json_object *del = call(t, "DELETE", path_of("/v1/sandboxes/%s", b), 202, NULL);
+        json_object_put(sp_test_wait_op(&S, t, sp_test_jstr(del, "operation.id"), true));
+        _cleanup_json_ json_object *r2 = call(t, "GET", "/v1/secrets/used/usage", 200, NULL);
+        ck_assert_ptr_nonnull(sp_test_jstr(r2, "revoked_at"));
+        ck_assert_str_eq(sp_test_jstr(r2, "sandboxes_total"), "1");
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(r2, "records")), 3);
+        for (int i = 0; i < 2; i++) {
+                _cleanup_json_ json_object *d = call(t, "DELETE", path_of("/v1/sandboxes/%s", i ? c : a), 202, NULL);
+                json_object_put(sp_test_wait_op(&S, t, sp_test_jstr(d, "operation.id"), true));
+        }
+}
+END_TEST
+
 /* The worker's process, stopped (SIGSTOP) until the admin API says it is unreachable. */
 static void worker_freeze(void)
 {
@@ -802,6 +942,7 @@ static Suite *suite(void)
         tcase_add_test(tc, values_are_sealed_at_rest);
         tcase_add_test(tc, without_a_key_file_secrets_are_unavailable);
         tcase_add_test(tc, sandboxes_are_given_placeholders);
+        tcase_add_test(tc, usage_comes_from_the_sandboxes_egress_logs);
         tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
