@@ -280,8 +280,13 @@ static void print_record(ctl_ctx *ctx, json_object *rec)
         const char *d = ctl_jstr(rec, "destination");
         if (strcmp(d, "-") != 0)
                 snprintf(dest, sizeof(dest), "%s:%s", d, ctl_jstr(rec, "port"));
+        /* A secret's record: which secret, to which host. */
+        bool secret = strcmp(ctl_jstr(rec, "kind"), "secret") == 0;
+        if (secret)
+                snprintf(dest, sizeof(dest), "%s", ctl_jstr(rec, "host"));
         fprintf(ctx->out, "%s %-6s %-12s %-18s %-30s %-21s %s\n", when, ctl_jstr(rec, "kind"),
-                ctl_jstr(rec, "decision"), ctl_jstr(rec, "rule"), ctl_jstr(rec, "name"), dest, ctl_jstr(rec, "proto"));
+                ctl_jstr(rec, "decision"), ctl_jstr(rec, "rule"), ctl_jstr(rec, secret ? "secret" : "name"), dest,
+                ctl_jstr(rec, "proto"));
 }
 
 int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
@@ -360,7 +365,7 @@ int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 
 const ctl_opt ctl_sandbox_egress_log_opts[] = {
         {"decision", "DECISION", 0, "only allowed, refused or would-refuse"},
-        {"kind", "KIND", 0, "only dns, tcp or packet"},
+        {"kind", "KIND", 0, "only dns, tcp, packet or secret"},
         {"limit", "N", 0, "the last N records (1-1000, default 100)"},
         {"follow", NULL, CTL_OPT_SHORT('f'), "keep printing new records until interrupted"},
         {"for", "DURATION", 0, "with --follow: stop after this long (10s, 5m)"},

@@ -15,6 +15,9 @@
  *   key file (store/envelope.h), bound to the secret;
  * - without a key file a control plane answers the secrets routes 503
  *   naming --secrets-key-file, and the rest of its API works;
+ * - spacectl secret create reads the value from stdin or a file and refuses
+ *   one on its command line; ls, get, usage, rm, rewrap; sandbox create
+ *   --secret VAR=NAME;
  * - key rotation: a new key on top of the file, POST
  *   /v1/admin/secrets/rewrap (admin only; idempotent), the old key dropped,
  *   the control plane restarted: every value still opens, under the new key.
@@ -46,6 +49,7 @@
 #include "store/envelope.h"
 #include "store/keyring.h"
 #include "store/secrets.h"
+#include "test_spacectl_util.h"
 
 static sp_test_space S;
 static char value_tag[64]; /* in every value this test sends, and nowhere it must not be */
@@ -56,6 +60,8 @@ static void cluster_up(void)
         static const char *const cp_args[] = {"--log-level=debug", NULL};
         sp_test_space_opts o = {.workers = 1, .no_network = true, .cp_args = cp_args};
         sp_test_space_up(&S, &o);
+        snprintf(ctl_home, sizeof(ctl_home), "%s", S.dir);
+        snprintf(ctl_config_path, sizeof(ctl_config_path), "%s/spacectl.json", S.dir);
 }
 
 static void cluster_down(void)
@@ -773,6 +779,113 @@ START_TEST(usage_comes_from_the_sandboxes_egress_logs)
 }
 END_TEST
 
+START_TEST(spacectl_drives_secrets)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-ctl", t);
+        char ep[80], key[300], admin[300];
+        snprintf(ep, sizeof(ep), "SPACE_ENDPOINT=http://127.0.0.1:%d", S.api);
+        snprintf(key, sizeof(key), "SPACE_API_KEY=%s", t);
+        snprintf(admin, sizeof(admin), "SPACE_API_KEY=%s", S.admin_key);
+        const char *env[] = {ep, key, NULL}, *admin_env[] = {ep, admin, NULL};
+        char input[200];
+        snprintf(input, sizeof(input), "%s\n", value_of("ctl"));
+        {
+                /* The value from stdin (one trailing newline dropped). */
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, input, "secret", "create", "ctl-key", "--host",
+                                                            "api.example.test", "--rate-per-min", "5", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_str_eq(ctl_line(&r), "ctl-key (sandboxes given it hold a placeholder in $CTL_KEY)");
+        }
+        {
+                /* Never from the command line: refused before anything is sent, the value not repeated. */
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "secret", "create", "argv-key", "--host",
+                                                            "api.example.test", "--value", value_of("argv"), NULL);
+                ctl_assert_code(r, 2);
+                ck_assert_ptr_nonnull(strstr(r.err.data, "never given on the command line"));
+                ck_assert_ptr_null(strstr(r.err.data, value_tag));
+                _cleanup_ctl_result_ ctl_result p =
+                        ctl_run(env, NULL, "secret", "create", "argv-key", value_of("argv"), "--host", "a.test", NULL);
+                ctl_assert_code(p, 2);
+                ck_assert_ptr_null(strstr(p.err.data, value_tag));
+                _cleanup_ctl_result_ ctl_result none =
+                        ctl_run(env, "", "secret", "create", "argv-key", "--host", "a.test", NULL);
+                ctl_assert_code(none, 2);
+                ck_assert_ptr_nonnull(strstr(none.err.data, "no value"));
+                expect_error(t, "GET", "/v1/secrets/argv-key", NULL, 404, "not found");
+        }
+        {
+                /* From a file, with basic authentication; a bad value: the API's message, not the value. */
+                char file[800];
+                snprintf(file, sizeof(file), "%s/ctl-value", S.dir);
+                ck_assert_int_eq(sp_file_write_atomic(file, value_of("file"), strlen(value_of("file")), 0600, NULL), 0);
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(env, NULL, "--json", "secret", "create", "ctl-basic", "--host", "*.example.test",
+                                "--basic", "--username", "x-access-token", "--from-file", file, NULL);
+                ctl_assert_code(r, 0);
+                _cleanup_json_ json_object *o = ctl_json(&r);
+                ck_assert_str_eq(sp_test_jstr(o, "inject.basic.username"), "x-access-token");
+                ck_assert_ptr_null(strstr(r.out.data, value_tag));
+                snprintf(input, sizeof(input), "%s\tok\x01\n", value_of("bad"));
+                _cleanup_ctl_result_ ctl_result bad =
+                        ctl_run(env, input, "secret", "create", "ctl-bad", "--host", "a.test", NULL);
+                ctl_assert_code(bad, 1);
+                ck_assert_ptr_nonnull(strstr(bad.err.data, "field 'value' must be printable ASCII"));
+                ck_assert_ptr_null(strstr(bad.err.data, value_tag));
+        }
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "secret", "ls", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_msg(strstr(r.out.data, "ctl-key") && strstr(r.out.data, "CTL_KEY") &&
+                                      strstr(r.out.data, "Authorization: Bearer {{secret}}") &&
+                                      strstr(r.out.data, "basic x-access-token") && !strstr(r.out.data, value_tag),
+                              "%s", r.out.data);
+                _cleanup_ctl_result_ ctl_result g = ctl_run(env, NULL, "secret", "get", "ctl-key", NULL);
+                ctl_assert_code(g, 0);
+                ck_assert_msg(strstr(g.out.data, "rate_per_min: 5") && !strstr(g.out.data, value_tag), "%s",
+                              g.out.data);
+        }
+        json_object_put(call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"ctl\",\"secrets\":[\"ctl-key\"]}"));
+        char sbx[64];
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "sandbox", "create", "--template", "base",
+                                                            "--egress", "ctl", "--secret", "MINE=ctl-key", NULL);
+                ctl_assert_code(r, 0);
+                snprintf(sbx, sizeof(sbx), "%s", ctl_line(&r));
+                _cleanup_ctl_result_ ctl_result mixed =
+                        ctl_run(env, NULL, "sandbox", "create", "--template", "base", "--egress", "ctl", "--secret",
+                                "MINE=ctl-key", "--secret", "ctl-key", NULL);
+                ctl_assert_code(mixed, 2);
+        }
+        ck_assert_int_eq(run(t, sbx, "test -n \"$MINE\" && test \"${MINE#space-secret-}\" != \"$MINE\""), 0);
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "secret", "usage", "ctl-key", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_msg(strstr(r.out.data, sbx) && strstr(r.out.data, "USES"), "%s", r.out.data);
+                _cleanup_ctl_result_ ctl_result j = ctl_run(env, NULL, "--json", "secret", "usage", "ctl-key", NULL);
+                ctl_assert_code(j, 0);
+                _cleanup_json_ json_object *o = ctl_json(&j);
+                ck_assert_str_eq(sp_test_jstr(o, "sandboxes_total"), "1");
+        }
+        {
+                _cleanup_ctl_result_ ctl_result no = ctl_run(env, NULL, "secret", "rewrap", NULL);
+                ctl_assert_code(no, 1);
+                _cleanup_ctl_result_ ctl_result r = ctl_run(admin_env, NULL, "secret", "rewrap", "--max", "10", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_str_eq(ctl_line(&r), "0 data keys wrapped again under 'k1'; 0 still under other keys");
+        }
+        {
+                _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "secret", "rm", "ctl-key", NULL);
+                ctl_assert_code(r, 0);
+                ck_assert_str_eq(ctl_line(&r), "ctl-key revoked (1 sandboxes lose it)");
+                _cleanup_ctl_result_ ctl_result gone = ctl_run(env, NULL, "secret", "get", "ctl-key", NULL);
+                ctl_assert_code(gone, 1);
+                _cleanup_ctl_result_ ctl_result rm = ctl_run(env, NULL, "sandbox", "rm", sbx, NULL);
+                ctl_assert_code(rm, 0);
+        }
+}
+END_TEST
+
 /* The worker's process, stopped (SIGSTOP) until the admin API says it is unreachable. */
 static void worker_freeze(void)
 {
@@ -943,6 +1056,7 @@ static Suite *suite(void)
         tcase_add_test(tc, without_a_key_file_secrets_are_unavailable);
         tcase_add_test(tc, sandboxes_are_given_placeholders);
         tcase_add_test(tc, usage_comes_from_the_sandboxes_egress_logs);
+        tcase_add_test(tc, spacectl_drives_secrets);
         tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
