@@ -845,7 +845,13 @@ START_TEST(spacectl_drives_secrets)
                 ck_assert_msg(strstr(g.out.data, "rate_per_min: 5") && !strstr(g.out.data, value_tag), "%s",
                               g.out.data);
         }
-        json_object_put(call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"ctl\",\"secrets\":[\"ctl-key\"]}"));
+        {
+                _cleanup_ctl_result_ ctl_result r =
+                        ctl_run(env, NULL, "egress", "create", "ctl", "--secret", "ctl-key", NULL);
+                ctl_assert_code(r, 0);
+                _cleanup_json_ json_object *p = call(t, "GET", "/v1/egress-profiles/ctl", 200, NULL);
+                ck_assert_str_eq(json_object_to_json_string(sp_test_jarr(p, "secrets")), "[ \"ctl-key\" ]");
+        }
         char sbx[64];
         {
                 _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "sandbox", "create", "--template", "base",
