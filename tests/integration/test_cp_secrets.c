@@ -15,12 +15,23 @@
  *   key file (store/envelope.h), bound to the secret;
  * - without a key file a control plane answers the secrets routes 503
  *   naming --secrets-key-file, and the rest of its API works;
+ * - sandboxes are given secrets their profile grants: each variable holds a
+ *   placeholder of the sandbox's own, never the value; one not granted,
+ *   unknown, another tenant's, expired or whose variable is taken is a 400
+ *   naming it and makes nothing; the bindings the worker is sent hold the
+ *   value for what the current profile grants only; revoking answers 200
+ *   once the worker has the change, 202 while it is away (SIGSTOP) and the
+ *   controller follows; a profile that drops a grant takes it at once; a
+ *   worker whose heartbeat says secrets_missing is sent them again;
+ * - usage: the records of kind secret in the sandboxes' egress logs (put
+ *   there as the gateway would), this secret's only, counted per sandbox;
  * - spacectl secret create reads the value from stdin or a file and refuses
  *   one on its command line; ls, get, usage, rm, rewrap; sandbox create
  *   --secret VAR=NAME;
  * - key rotation: a new key on top of the file, POST
  *   /v1/admin/secrets/rewrap (admin only; idempotent), the old key dropped,
- *   the control plane restarted: every value still opens, under the new key.
+ *   the control plane restarted: every value still opens, under the new key,
+ *   and a sandbox's bindings are built with it.
  *
  * The end-to-end path to the gateway (the value in the bound header) is the
  * worker side's test; here the bindings a worker would be sent are built
@@ -991,6 +1002,10 @@ START_TEST(cluster_key_rotation)
                 _cleanup_json_ json_object *m = call(t, "POST", "/v1/secrets", 201, body);
                 snprintf(ids[i], sizeof(ids[i]), "%s", sp_test_jstr(m, "id"));
         }
+        /* A sandbox given one of them: its bindings must still be built after the rotation. */
+        json_object_put(call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"rot\",\"secrets\":[\"rot-b\"]}"));
+        char sbx[64];
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"rot\",\"secrets\":[\"rot-b\"]}", sbx);
         /* Nothing to do while k1 is the only key. */
         _cleanup_json_ json_object *none = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, "{}");
         ck_assert_str_eq(sp_test_jstr(none, "primary"), "k1");
@@ -1037,6 +1052,9 @@ START_TEST(cluster_key_rotation)
                 ck_assert_str_eq(v, value_of(names[i]));
                 cp_envelope_value_free(v, strlen(v));
         }
+        _cleanup_json_ json_object *bn = bindings_of(sbx, true);
+        ck_assert_uint_eq(json_object_array_length(bn), 1);
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(bn, 0), "value"), value_of("rot-b"));
         PGresult *res = PQexec(db, "SELECT count(*) FROM secrets WHERE deleted_at IS NULL AND key_id <> 'k2'");
         ck_assert_str_eq(PQgetvalue(res, 0, 0), "0");
         PQclear(res);
