@@ -99,6 +99,7 @@ extern const ctl_group ctl_group_tenant;
 extern const ctl_group ctl_group_key;
 extern const ctl_group ctl_group_profile;
 extern const ctl_group ctl_group_egress;
+extern const ctl_group ctl_group_secret;
 /* spacectl sandbox egress ID PROFILE and sandbox egress-log ID (egress.c). */
 extern const ctl_opt ctl_sandbox_egress_log_opts[];
 int ctl_run_sandbox_egress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
@@ -332,8 +333,10 @@ void ctl_table_free(ctl_table *t);
                 {"timeout", "DURATION", 0, "end it after this long (30m, 2h; 0: never)"}, \
                 {"end-action", "ACTION", 0, "what its timeout does: kill or suspend"}, \
                 {"idle-timeout", "DURATION", 0, "suspend it after this long without activity (0: never)"}, \
+                {"egress", "PROFILE", 0, "the egress profile (default none; see spacectl egress ls)"}, \
         { \
-                "egress", "PROFILE", 0, "the egress profile (default none; see spacectl egress ls)" \
+                "secret", "NAME|VAR=NAME", CTL_OPT_REPEAT, \
+                        "a secret of yours its profile grants: its variable holds a placeholder (docs/secrets.md)" \
         }
 
 /* Builds the SandboxCreate body for template_name from the

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -675,12 +676,40 @@ static int join_token_file(const dctx *c, const char *who, char *out, size_t n, 
         return sp_file_write_atomic(out, t, strlen(t), 0600, err);
 }
 
+/* The cluster key ring that seals secrets' values (docs/secrets.md),
+ * <state>/controlplane/secrets.keys: made once, one random key, 0600; its
+ * path in path. */
+static int secrets_key_file(dctx *c, char *path, size_t n, sp_error **err)
+{
+        path_of(c, path, n, "controlplane/secrets.keys");
+        if (access(path, F_OK) == 0)
+                return 0;
+        uint8_t key[32];
+        if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+                return sp_error_set_errno(err, SP_E_IO, errno, "getrandom");
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        int r = sp_buf_append_str(&text, "k1 ", err);
+        if (r == 0)
+                r = sp_base64_encode(&text, key, sizeof(key), 0, err);
+        if (r == 0)
+                r = sp_buf_append_str(&text, "\n", err);
+        if (r == 0)
+                r = sp_file_write_atomic(path, text.data, text.len, 0600, err);
+        sp_explicit_bzero(key, sizeof(key));
+        if (text.data)
+                sp_explicit_bzero(text.data, text.cap);
+        return r < 0 ? sp_error_wrap(err, "the secrets key file %s", path) : 0;
+}
+
 static int cp_up(dctx *c, sp_error **err)
 {
         if (component_pid(c, C_CONTROLPLANE) == 0) {
                 progress(c, "starting the control plane on 127.0.0.1:%d", c->api_port);
                 char bin[PATH_MAX + 32], db[1100], listen[64], rpc[64], key[PATH_MAX + 48], ca[PATH_MAX + 48],
-                        tk[PATH_MAX + 64], dpu[96];
+                        tk[PATH_MAX + 64], dpu[96], keys[PATH_MAX], keys_flag[PATH_MAX + 32];
+                if (secrets_key_file(c, keys, sizeof(keys), err) < 0)
+                        return -1;
+                snprintf(keys_flag, sizeof(keys_flag), "--secrets-key-file=%s", keys);
                 snprintf(bin, sizeof(bin), "%s/space-controlplane", c->bin);
                 snprintf(db, sizeof(db), "--database=%s", c->database);
                 snprintf(listen, sizeof(listen), "--listen=127.0.0.1:%d", c->api_port);
@@ -698,6 +727,7 @@ static int cp_up(dctx *c, sp_error **err)
                                       ca,
                                       tk,
                                       dpu,
+                                      keys_flag,
                                       "--name=direct",
                                       "--log-format=json",
                                       NULL};

@@ -24,10 +24,10 @@ static int profile_body(ctl_ctx *ctx, const ctl_args *a, const char *name, json_
         int r;
         if (file) {
                 if (ctl_arg(a, "domain") || ctl_arg(a, "port") || ctl_arg(a, "cidr") || ctl_arg(a, "mode") ||
-                    ctl_flag(a, "allow-private"))
+                    ctl_flag(a, "allow-private") || ctl_arg(a, "secret"))
                         return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID,
-                                        "--file holds the whole profile: no --domain, --port, --cidr, --mode or "
-                                        "--allow-private with it");
+                                        "--file holds the whole profile: no --domain, --port, --cidr, --mode, "
+                                        "--allow-private or --secret with it");
                 _cleanup_buf_ sp_buf text = SP_BUF_INIT;
                 if ((r = sp_file_read(strcmp(file, "-") == 0 ? "/dev/stdin" : file, PROFILE_FILE_MAX, &text, err)) <
                             0 ||
@@ -71,6 +71,12 @@ static int profile_body(ctl_ctx *ctx, const ctl_args *a, const char *name, json_
                 json_object_object_add(o, "cidrs", c);
                 for (size_t i = 0; (s = ctl_arg_at(a, "cidr", i)); i++)
                         json_object_array_add(c, json_object_new_string(s));
+        }
+        if (ctl_arg(a, "secret")) {
+                json_object *g = json_object_new_array();
+                json_object_object_add(o, "secrets", g);
+                for (size_t i = 0; (s = ctl_arg_at(a, "secret", i)); i++)
+                        json_object_array_add(g, json_object_new_string(s));
         }
         if ((s = ctl_arg(a, "mode")))
                 json_object_object_add(o, "mode", json_object_new_string(s));
@@ -187,6 +193,7 @@ static const ctl_opt profile_opts[] = {
         {"cidr", "A.B.C.D/N", CTL_OPT_REPEAT, "addresses it may reach without a name"},
         {"mode", "MODE", 0, "enforce (default) or audit: allowed, but logged as would-refuse"},
         {"allow-private", NULL, 0, "let --cidr name private addresses (admins only)"},
+        {"secret", "NAME", CTL_OPT_REPEAT, "a secret of yours that sandboxes with this profile may be given"},
         {"file", "FILE", 0, "the whole profile as JSON (- for stdin) instead of the options"},
         {0},
 };
@@ -280,8 +287,13 @@ static void print_record(ctl_ctx *ctx, json_object *rec)
         const char *d = ctl_jstr(rec, "destination");
         if (strcmp(d, "-") != 0)
                 snprintf(dest, sizeof(dest), "%s:%s", d, ctl_jstr(rec, "port"));
+        /* A secret's record: which secret, to which host. */
+        bool secret = strcmp(ctl_jstr(rec, "kind"), "secret") == 0;
+        if (secret)
+                snprintf(dest, sizeof(dest), "%s", ctl_jstr(rec, "host"));
         fprintf(ctx->out, "%s %-6s %-12s %-18s %-30s %-21s %s\n", when, ctl_jstr(rec, "kind"),
-                ctl_jstr(rec, "decision"), ctl_jstr(rec, "rule"), ctl_jstr(rec, "name"), dest, ctl_jstr(rec, "proto"));
+                ctl_jstr(rec, "decision"), ctl_jstr(rec, "rule"), ctl_jstr(rec, secret ? "secret" : "name"), dest,
+                ctl_jstr(rec, "proto"));
 }
 
 int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
@@ -360,7 +372,7 @@ int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 
 const ctl_opt ctl_sandbox_egress_log_opts[] = {
         {"decision", "DECISION", 0, "only allowed, refused or would-refuse"},
-        {"kind", "KIND", 0, "only dns, tcp or packet"},
+        {"kind", "KIND", 0, "only dns, tcp, packet or secret"},
         {"limit", "N", 0, "the last N records (1-1000, default 100)"},
         {"follow", NULL, CTL_OPT_SHORT('f'), "keep printing new records until interrupted"},
         {"for", "DURATION", 0, "with --follow: stop after this long (10s, 5m)"},

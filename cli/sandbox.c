@@ -80,6 +80,29 @@ static int add_map(ctl_ctx *ctx, const ctl_args *a, const char *opt, json_object
         return 0;
 }
 
+/* --secret NAME (each in the variable the secret names) or --secret VAR=NAME
+ * (in VAR): "secrets" as an array of names or an object, one form for all. */
+static int add_secrets(ctl_ctx *ctx, const ctl_args *a, json_object *body, sp_error **err)
+{
+        const char *s = ctl_arg_at(a, "secret", 0);
+        if (!s)
+                return 0;
+        bool as_map = strchr(s, '=') != NULL;
+        json_object *v = as_map ? json_object_new_object() : json_object_new_array();
+        json_object_object_add(body, "secrets", v);
+        for (size_t i = 0; (s = ctl_arg_at(a, "secret", i)); i++) {
+                if ((strchr(s, '=') != NULL) != as_map)
+                        return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID,
+                                        "--secret: give every one as NAME or every one as VAR=NAME");
+                int r = as_map ? ctl_parse_kv(s, "secret", v, err) : 0;
+                if (r < 0)
+                        return ctl_failed(ctx, CTL_EXIT_USAGE, r);
+                if (!as_map)
+                        json_object_array_add(v, json_object_new_string(s));
+        }
+        return 0;
+}
+
 static int parse_pids(const char *s, int64_t *ret, sp_error **err)
 {
         return ctl_parse_int(s, 0, 1 << 30, ret, err);
@@ -126,7 +149,7 @@ int ctl_sandbox_create_body(ctl_ctx *ctx, const ctl_args *a, const char *templat
         for (size_t i = 0; i < SP_ARRAY_SIZE(strings); i++)
                 if ((s = ctl_arg(a, strings[i][0])))
                         json_object_object_add(body, strings[i][1], json_object_new_string(s));
-        return 0;
+        return add_secrets(ctx, a, body, err);
 }
 
 static int run_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
@@ -444,7 +467,7 @@ static const ctl_cmd cmds[] = {
          .max_args = 1,
          .opts = ctl_sandbox_egress_log_opts,
          .run = ctl_run_sandbox_egress_log,
-         .help = "Columns: time, kind (dns, tcp, packet), decision, rule, name, destination, protocol.\n"
+         .help = "Columns: time, kind (dns, tcp, packet, secret), decision, rule, name, destination, protocol.\n"
                  "With --json: one JSON object per record and line when following, else the API's answer."},
         {0},
 };

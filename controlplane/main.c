@@ -28,12 +28,13 @@
 #include "space/rpc.h"
 #include "space/tls.h"
 #include "store/db.h"
+#include "store/keyring.h"
 #include "store/keys.h"
 #include "store/tokenkeys.h"
 
 typedef struct cp_cfg {
         char *database, *listen, *rpc_listen, *rpc_names, *tls_cert, *tls_key, *admin_key_file, *ca_out, *name;
-        char *dataplane_url, *token_public_key_out, *debootstrap_mirror;
+        char *dataplane_url, *token_public_key_out, *debootstrap_mirror, *secrets_key_file;
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
@@ -59,6 +60,9 @@ static const sp_config_def defs[] = {
          "without it the key is printed once on stderr"},
         {"ca-out", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, ca_out), 0, 0,
          "write the cluster CA certificate here (what workers pass as --tls-ca)"},
+        {"secrets-key-file", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, secrets_key_file), 0, 0,
+         "the cluster key ring that seals secrets' values (docs/secrets.md): lines '<key-id> <base64 of 32 bytes>', "
+         "the first one wraps new data keys; read again when it changes. Without it the secrets API answers 503"},
         {"name", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, name), 0, 0,
          "this replica's name in logs (default: host:pid)"},
         {"dataplane-url", SP_CONFIG_STRING, "http://127.0.0.1:7071", offsetof(cp_cfg, dataplane_url), 0, 0,
@@ -221,6 +225,17 @@ int main(int argc, char **argv)
                 return 1;
         }
 
+        cp_keyring *keyring = NULL;
+        if (c.secrets_key_file && cp_keyring_load(c.secrets_key_file, &keyring, &e) < 0) {
+                sp_log_error("--secrets-key-file: %s", e->message);
+                return 1;
+        }
+        if (keyring)
+                sp_log_info_kv(SP_KV("primary", cp_keyring_primary(keyring)), "secrets: %zu cluster keys in %s",
+                               cp_keyring_count(keyring), c.secrets_key_file);
+        else
+                sp_log_info("secrets: no --secrets-key-file; the secrets API answers 503");
+
         sp_daemon d = {0};
         if (sp_daemon_loop_new(&d, &e) < 0) {
                 sp_log_error("%s", e->message);
@@ -257,6 +272,7 @@ int main(int argc, char **argv)
                             .max_waiters = c.max_waiters,
                             .debootstrap_mirror = c.debootstrap_mirror,
                             .worker_tls = worker_tls,
+                            .keyring = keyring,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};
         cp_api *api = http ? cp_api_new(d.base, http, &ac, &e) : NULL;
@@ -268,7 +284,8 @@ int main(int argc, char **argv)
                              .worker_tls = worker_tls,
                              .default_idle_timeout_s = c.idle_timeout_s,
                              .tick_ms = c.tick_ms,
-                             .name = name};
+                             .name = name,
+                             .keyring = keyring};
         ctrl = cp_ctrl_new(d.base, &cc, &e);
         if (!ctrl) {
                 sp_log_error("controllers: %s", e->message);
@@ -289,6 +306,7 @@ int main(int argc, char **argv)
         sp_rpc_server_free(rpc);
         cp_fleet_free(fleet);
         cp_db_close(db);
+        cp_keyring_free(keyring);
         sp_pki_ca_free(ca);
         SSL_CTX_free(rpc_tls);
         SSL_CTX_free(worker_tls);

@@ -140,7 +140,7 @@ void cp__h_tenant_delete(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *id = sp_http_request_param(c->req, "id");
-        _cleanup_pgresult_ PGresult *t = NULL, *live = NULL, *tpls = NULL, *keys = NULL;
+        _cleanup_pgresult_ PGresult *t = NULL, *live = NULL, *tpls = NULL, *keys = NULL, *secrets = NULL;
         _cleanup_json_ json_object *out = NULL;
         if (cp__mutation_begin(c))
                 return;
@@ -184,18 +184,24 @@ void cp__h_tenant_delete(cp_call *c)
                                3, opp, NULL, &e) < 0)
                         goto abort;
         }
+        /* Its secrets are revoked, their values erased (no live sandbox has one). */
         if (cp_db_exec(c->api->db, "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL",
                        1, p, &keys, &e) < 0 ||
+            cp_db_exec(c->api->db,
+                       "UPDATE secrets SET deleted_at = now(), updated_at = now(), key_id = NULL, wrapped_key = NULL, "
+                       "ciphertext = NULL WHERE tenant_id = $1 AND deleted_at IS NULL",
+                       1, p, &secrets, &e) < 0 ||
             cp_db_exec(c->api->db, "UPDATE tenants SET deleted_at = now() WHERE id = $1", 1, p, NULL, &e) < 0 ||
             cp__audit(c, "tenant.delete", id, NULL, &e) < 0)
                 goto abort;
         char ntpl[16];
         snprintf(ntpl, sizeof(ntpl), "%d", PQntuples(tpls));
-        const char *q[] = {id, PQcmdTuples(keys), ntpl};
+        const char *q[] = {id, PQcmdTuples(keys), ntpl, PQcmdTuples(secrets)};
         if (cp__query_json(c->api,
                            "SELECT jsonb_build_object('id', id, 'name', name, 'deleted_at', api_ts(deleted_at), "
-                           "'keys_revoked', $2::integer, 'templates_deleted', $3::integer) FROM tenants WHERE id = $1",
-                           3, q, NULL, &out, &e) < 0)
+                           "'keys_revoked', $2::integer, 'templates_deleted', $3::integer, "
+                           "'secrets_revoked', $4::integer) FROM tenants WHERE id = $1",
+                           4, q, NULL, &out, &e) < 0)
                 goto abort;
         cp__mutation_commit(c, 200, out);
         return;

@@ -21,6 +21,7 @@
 #include "space/error.h"
 #include "space/http.h"
 #include "store/db.h"
+#include "store/keyring.h"
 
 struct event_base;
 typedef struct ssl_ctx_st SSL_CTX;
@@ -41,6 +42,9 @@ typedef struct cp_api_config {
          * build from debootstrap (the workers' default is the internet). */
         const char *debootstrap_mirror;
         SSL_CTX *worker_tls; /* client context for calling workers (referenced); NULL: cleartext (tests) */
+        /* The cluster key ring that seals secrets' values (borrowed; outlives
+         * the API). NULL: the secrets routes answer 503 naming the flag. */
+        cp_keyring *keyring;
         /* Whether this replica holds the leader lock (the space_controlplane_leader
          * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */
         bool (*is_leader)(const void *leader_arg);

@@ -132,6 +132,18 @@ void cp__mutation_forget(cp_call *c);
 int cp__egress_resolve(cp_call *c, const char *name, const gw_profile *inline_profile, json_object **ret,
                        sp_error **err);
 
+/* After a committed change that bumped the egress generation of sandboxes
+ * of c's tenant (ids: a JSON array of their ids, borrowed): sends SetEgress
+ * with each one's profile and secrets (store/secrets.h) to the workers of
+ * those running or paused, at most CP_EGRESS_PUSH_MAX of them, and answers c
+ * with out (borrowed) once every call has ended: 200 when every worker took
+ * its sandbox's, else 202 with out.message saying how many the controller
+ * sends as soon as it can (workers unreachable, not answering, or past the
+ * bound). Sandboxes that are not running get theirs from the controller
+ * (they are not counted). */
+#define CP_EGRESS_PUSH_MAX 64
+void cp__egress_push(cp_call *c, json_object *ids, json_object *out);
+
 /* Inside a mutation: the audit record. detail may be NULL. */
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err);
 
@@ -178,6 +190,9 @@ typedef void (*cp_worker_done_fn)(cp_call *c, json_object *resp, const sp_error 
  * when the call cannot start). */
 void cp__worker_call(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
                      cp_worker_done_fn done, void *userdata);
+/* The same with a deadline of timeout_ms (at most the API's own). */
+void cp__worker_call_within(cp_call *c, const char *worker_id, const char *address, const char *method,
+                            json_object *req, int64_t timeout_ms, cp_worker_done_fn done, void *userdata);
 
 /* Answers c with a worker's error: a missed deadline is 504 (code timeout),
  * anything else as cp__fail(). */
@@ -221,6 +236,12 @@ void cp__h_egress_profile_list(cp_call *c);
 void cp__h_egress_profile_get(cp_call *c);
 void cp__h_egress_profile_update(cp_call *c);
 void cp__h_egress_profile_delete(cp_call *c);
+void cp__h_secret_create(cp_call *c);
+void cp__h_secret_list(cp_call *c);
+void cp__h_secret_get(cp_call *c);
+void cp__h_secret_delete(cp_call *c);
+void cp__h_secret_usage(cp_call *c);
+void cp__h_secrets_rewrap(cp_call *c);
 void cp__h_operation_get(cp_call *c);
 void cp__h_template_create(cp_call *c);
 void cp__h_template_list(cp_call *c);

@@ -24,6 +24,7 @@
 #include "space/log.h"
 #include "space/worker_rpc.h"
 #include "store/egress.h"
+#include "store/secrets.h"
 
 #define PROFILES_MAX 100 /* per tenant */
 #define PROFILE_NOT_FOUND "egress profile '%.64s' not found"
@@ -171,6 +172,20 @@ abort:
         cp__mutation_abort(c, e);
 }
 
+/* Whether old_spec (a profile's JSON text) grants a secret p does not. */
+static bool drops_a_grant(const char *old_spec, const gw_profile *p)
+{
+        _cleanup_json_ json_object *old = NULL;
+        json_object *secrets = NULL;
+        if (sp_json_parse(old_spec, strlen(old_spec), &old, NULL) < 0 ||
+            !json_object_object_get_ex(old, "secrets", &secrets) || !json_object_is_type(secrets, json_type_array))
+                return false;
+        for (size_t i = 0; i < json_object_array_length(secrets); i++)
+                if (!gw_profile_grants_secret(p, json_object_get_string(json_object_array_get_idx(secrets, i))))
+                        return true;
+        return false;
+}
+
 void cp__h_egress_profile_update(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -185,22 +200,40 @@ void cp__h_egress_profile_update(cp_call *c)
                 return;
         }
         _cleanup_json_ json_object *spec = gw_profile_to_json(p);
-        if (cp__mutation_begin(c))
+        /* The answer is made after the commit (it may wait for workers): a
+         * retry with the same Idempotency-Key answers with the profile as it
+         * is (the path names it). */
+        char first[SP_ID_MAX];
+        int r = cp__mutation_begin_for(c, "", first);
+        if (r == 1)
                 return;
-        _cleanup_pgresult_ PGresult *up = NULL, *users = NULL;
-        _cleanup_json_ json_object *out = NULL;
+        _cleanup_json_ json_object *out = NULL, *ids = NULL;
+        if (r == 2) {
+                if (profile_answer(c, name, &out, &e) < 0)
+                        cp__fail(c, e);
+                else
+                        cp__reply(c, 200, out);
+                return;
+        }
+        _cleanup_pgresult_ PGresult *old = NULL, *users = NULL;
         const char *params[] = {c->who.tenant_id, name, sp_json_str(spec)};
         if (cp_db_exec(c->api->db,
-                       "UPDATE egress_profiles SET spec = $3::jsonb, updated_at = now() WHERE tenant_id = $1 "
-                       "AND name = $2 RETURNING id",
-                       3, params, &up, &e) < 0)
+                       "SELECT spec::text FROM egress_profiles WHERE tenant_id = $1 AND name = $2 FOR UPDATE", 2,
+                       params, &old, &e) < 0)
                 goto abort;
-        if (PQntuples(up) != 1) {
+        if (PQntuples(old) != 1) {
                 sp_error_set(&e, SP_E_NOT_FOUND, PROFILE_NOT_FOUND, name);
                 goto abort;
         }
+        bool dropped = drops_a_grant(PQgetvalue(old, 0, 0), p);
+        if (cp_db_exec(c->api->db,
+                       "UPDATE egress_profiles SET spec = $3::jsonb, updated_at = now() WHERE tenant_id = $1 "
+                       "AND name = $2",
+                       3, params, NULL, &e) < 0)
+                goto abort;
         /* Its sandboxes run under the new one: the controller sends it to
-         * their workers (egress_applied says when each has it). */
+         * their workers (egress_applied says when each has it); a secret it
+         * no longer grants is taken from them now. */
         if (cp_db_exec(c->api->db,
                        "UPDATE sandboxes SET spec = jsonb_set(spec, '{egress_profile}', $3::jsonb), "
                        "egress_generation = egress_generation + 1 WHERE tenant_id = $1 AND spec->>'egress' = $2 "
@@ -209,7 +242,16 @@ void cp__h_egress_profile_update(cp_call *c)
             cp__audit(c, "egress_profile.update", name, spec, &e) < 0 || profile_answer(c, name, &out, &e) < 0)
                 goto abort;
         json_object_object_add(out, "sandboxes_updating", json_object_new_int(PQntuples(users)));
-        cp__mutation_commit(c, 200, out);
+        if (cp__mutation_commit_quiet(c) < 0)
+                return;
+        if (!dropped) {
+                cp__reply(c, 200, out);
+                return;
+        }
+        ids = json_object_new_array();
+        for (int i = 0; i < PQntuples(users); i++)
+                json_object_array_add(ids, json_object_new_string(PQgetvalue(users, i, 0)));
+        cp__egress_push(c, ids, out);
         return;
 abort:
         cp__mutation_abort(c, e);
@@ -314,7 +356,7 @@ void cp__h_sandbox_egress(cp_call *c)
                 reply_sandbox(c, first, 200);
                 return;
         }
-        _cleanup_json_ json_object *profile = NULL, *patch = json_object_new_object(), *req = NULL;
+        _cleanup_json_ json_object *profile = NULL, *patch = json_object_new_object(), *req = NULL, *bindings = NULL;
         _cleanup_pgresult_ PGresult *res = NULL;
         set_ctx *x = NULL;
         if (cp__egress_resolve(c, name, inline_profile, &profile, &e) < 0)
@@ -354,11 +396,122 @@ void cp__h_sandbox_egress(cp_call *c)
         snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", id);
         snprintf(x->worker_id, sizeof(x->worker_id), "%s", PQgetvalue(res, 0, 2));
         x->generation = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        req = pr_msg_encode(&pr_wk_set_egress_schema, &(pr_wk_set_egress){.id = id, .egress = profile});
+        /* Its secrets as the new profile grants them. */
+        if (cp_sandbox_secret_bindings(c->api->db, c->api->cfg.keyring, id, profile, &bindings, &e) < 0) {
+                sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id), "egress: %s; the controller sends it", e->message);
+                free(x);
+                reply_sandbox(c, id, 202);
+                return;
+        }
+        req = pr_msg_encode(&pr_wk_set_egress_schema,
+                            &(pr_wk_set_egress){.id = id,
+                                                .egress = profile,
+                                                .secrets = json_object_array_length(bindings) ? bindings : NULL});
         cp__worker_call(c, x->worker_id, PQgetvalue(res, 0, 3), "SetEgress", req, on_set, x);
         return;
 abort:
         cp__mutation_abort(c, e);
+}
+
+/* ---- a change pushed to the workers of several sandboxes ---- */
+
+typedef struct push {
+        cp_call *c;
+        json_object *out; /* the answer (a reference) */
+        int pending; /* calls open, plus one while they are being started */
+        int later; /* left to the controller */
+} push;
+
+typedef struct push_one {
+        push *p;
+        char sandbox_id[SP_ID_MAX];
+        int64_t generation;
+} push_one;
+
+static void push_end(push *p)
+{
+        if (--p->pending > 0)
+                return;
+        if (p->later) {
+                char msg[256];
+                snprintf(msg, sizeof(msg),
+                         "%d running sandboxes get the change from the controller as soon as their workers can take "
+                         "it (egress_applied says when)",
+                         p->later);
+                json_object_object_add(p->out, "message", json_object_new_string(msg));
+        }
+        cp__reply(p->c, p->later ? 202 : 200, p->out);
+        json_object_put(p->out);
+        free(p);
+}
+
+static void on_push(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        push_one *o = userdata;
+        push *p = o->p;
+        if (!err) {
+                cp_sandbox_egress_applied(c->api->db, o->sandbox_id, o->generation);
+        } else {
+                p->later++;
+                sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", o->sandbox_id),
+                          "egress: the worker did not take the change now (%s); the controller sends it again",
+                          err->message);
+        }
+        free(o);
+        push_end(p);
+}
+
+void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {sp_json_str(ids), c->who.tenant_id};
+        if (cp_db_exec(c->api->db,
+                       "SELECT s.id, s.egress_generation, coalesce(s.spec->'egress_profile', "
+                       "'{\"name\":\"none\"}'::jsonb)::text, s.observed_state IN ('running', 'paused'), "
+                       "coalesce(s.worker_id, ''), coalesce(w.address, ''), coalesce(w.state <> 'unreachable', false) "
+                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                       "WHERE s.id IN (SELECT jsonb_array_elements_text($1::jsonb)) AND s.tenant_id = $2 "
+                       "AND s.deleted_at IS NULL ORDER BY s.id",
+                       2, params, &res, &e) < 0) {
+                /* Committed already: the controller sends it. */
+                sp_log_warn("egress: %s; the controller sends the change", e->message);
+                res = NULL;
+        }
+        push *p = calloc(1, sizeof(*p));
+        if (!p) {
+                cp__failf(c, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        *p = (push){.c = c, .out = json_object_get(out), .pending = 1};
+        int started = 0;
+        for (int i = 0; res && i < PQntuples(res); i++) {
+                if (strcmp(PQgetvalue(res, i, 3), "t") != 0)
+                        continue; /* not running: it gets it when it runs again */
+                const char *id = PQgetvalue(res, i, 0), *text = PQgetvalue(res, i, 2);
+                _cleanup_json_ json_object *profile = NULL, *bindings = NULL, *req = NULL;
+                push_one *o = NULL;
+                if (!*PQgetvalue(res, i, 4) || strcmp(PQgetvalue(res, i, 6), "t") != 0 ||
+                    started >= CP_EGRESS_PUSH_MAX || sp_json_parse(text, strlen(text), &profile, NULL) < 0 ||
+                    cp_sandbox_secret_bindings(c->api->db, c->api->cfg.keyring, id, profile, &bindings, NULL) < 0 ||
+                    !(o = calloc(1, sizeof(*o)))) {
+                        p->later++;
+                        continue;
+                }
+                o->p = p;
+                snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", id);
+                o->generation = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+                req = pr_msg_encode(
+                        &pr_wk_set_egress_schema,
+                        &(pr_wk_set_egress){.id = id,
+                                            .egress = profile,
+                                            .secrets = json_object_array_length(bindings) ? bindings : NULL});
+                p->pending++;
+                started++;
+                cp__worker_call(c, PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), "SetEgress", req, on_push, o);
+        }
+        push_end(p);
 }
 
 /* ---- GET /v1/sandboxes/{id}/egress/log ---- */

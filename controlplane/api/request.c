@@ -9,6 +9,7 @@
 #include "space/cleanup.h"
 #include "space/id.h"
 #include "space/json.h"
+#include "wire/pattern.h"
 
 /* Above what any valid body needs (three full maps are about 800 KiB). */
 #define MAX_BODY (1024 * 1024)
@@ -27,6 +28,8 @@ static const char *const sandbox_states[] = {"creating", "running",  "paused",  
 static const char *const backends[] = {"jail", "qemu", "firecracker", NULL};
 static const char *const end_actions[] = {"kill", "suspend", NULL};
 static const char *const sources[] = {"dir", "tar", "oci", "debootstrap", "upload", NULL};
+
+static bool timestamp_valid(const char *s);
 
 /* ---- field helpers: every message names the field by its path ---- */
 
@@ -376,6 +379,67 @@ static int get_egress(json_object *o, char name[static 64], gw_profile **ret_inl
         return 0;
 }
 
+bool cp_req_secret_name_valid(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > CP_SECRET_NAME_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
+                return false;
+        return egress_valid(s);
+}
+
+#define SECRET_NAME_RULE "a secret's name (1 to 63 of a-z, 0-9, '-' and '_', starting with a letter)"
+
+/* "secrets": ["name", ...] or {"ENV": "name", ...} into r (after env). */
+static int get_secrets(json_object *o, cp_sandbox_create_req *r, sp_error **err)
+{
+        json_object *v = field(o, "secrets");
+        if (!v)
+                return 0;
+        bool arr = json_object_is_type(v, json_type_array);
+        if (!arr && !json_object_is_type(v, json_type_object))
+                return sp_error_set(err, SP_E_INVALID,
+                                    "secrets must be an array of secret names or an object from environment "
+                                    "variable to secret name");
+        size_t n = arr ? json_object_array_length(v) : (size_t)json_object_object_length(v);
+        if (n > GW_SECRETS_MAX)
+                return sp_error_set(err, SP_E_INVALID, "secrets must name at most %d secrets", GW_SECRETS_MAX);
+        if (arr) {
+                for (size_t i = 0; i < n; i++) {
+                        json_object *e = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(e, json_type_string) ||
+                            !cp_req_secret_name_valid(json_object_get_string(e)))
+                                return sp_error_set(err, SP_E_INVALID, "secrets[%zu] must be " SECRET_NAME_RULE, i);
+                        snprintf(r->secrets[r->nsecrets++].name, sizeof(r->secrets[0].name), "%s",
+                                 json_object_get_string(e));
+                }
+        } else {
+                json_object_object_foreach (v, key, val) {
+                        size_t kl = strlen(key);
+                        if (kl == 0 || kl > CP_MAX_MAP_KEY || !env_key_valid(key))
+                                return sp_error_set(err, SP_E_INVALID,
+                                                    "secrets key '%.*s' must be 1 to %d characters of %s",
+                                                    CP_MAX_MAP_KEY, key, CP_MAX_MAP_KEY, env_rule.key_rule);
+                        if (!val || !json_object_is_type(val, json_type_string) ||
+                            !cp_req_secret_name_valid(json_object_get_string(val)))
+                                return sp_error_set(err, SP_E_INVALID, "secrets.%s must be " SECRET_NAME_RULE, key);
+                        if (json_object_object_get_ex(r->env, key, NULL))
+                                return sp_error_set(err, SP_E_INVALID,
+                                                    "secrets.%s: the variable is also in env (a secret's variable "
+                                                    "holds its placeholder)",
+                                                    key);
+                        cp_sandbox_secret_ref *ref = &r->secrets[r->nsecrets++];
+                        snprintf(ref->name, sizeof(ref->name), "%s", json_object_get_string(val));
+                        snprintf(ref->env, sizeof(ref->env), "%s", key);
+                }
+        }
+        for (size_t i = 0; i < r->nsecrets; i++)
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(r->secrets[i].name, r->secrets[j].name) == 0)
+                                return sp_error_set(err, SP_E_INVALID, "secrets: secret '%s' is named twice",
+                                                    r->secrets[i].name);
+        return 0;
+}
+
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r)
 {
         if (!r)
@@ -390,7 +454,7 @@ static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **e
 {
         static const char *const allowed[] = {"template",       "resources", "env",       "metadata",
                                               "labels",         "backend",   "timeout_s", "end_action",
-                                              "idle_timeout_s", "egress",    NULL};
+                                              "idle_timeout_s", "egress",    "secrets",   NULL};
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "template", r->template_name, err) < 0 ||
             get_resources(o, &r->resources, err) < 0 || get_map(o, "env", &env_rule, &r->env, err) < 0 ||
             get_map(o, "metadata", &meta_rule, &r->metadata, err) < 0 ||
@@ -407,6 +471,8 @@ static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **e
         if (get_int_ex(o, NULL, "idle_timeout_s", true, 60, CP_MAX_TIMEOUT_S, &r->idle_timeout_s, err) < 0)
                 return -SP_E_INVALID;
 
+        if (get_secrets(o, r, err) < 0)
+                return -SP_E_INVALID;
         return get_egress(o, r->egress, &r->egress_inline, err);
 }
 
@@ -442,6 +508,145 @@ int cp_req_egress_profile(const char *body, size_t len, const char *path_name, g
                 return sp_error_set(err, SP_E_INVALID, "field 'name' must be the profile's name in the path ('%s')",
                                     path_name);
         return gw_profile_parse(o, path_name, true, ret, err);
+}
+
+/* ---- secrets ---- */
+
+void cp_secret_create_req_free(cp_secret_create_req *r)
+{
+        if (!r)
+                return;
+        sp_json_putp(&r->hosts);
+        sp_json_putp(&r->inject);
+        if (r->value) {
+                sp_explicit_bzero(r->value, r->value_len);
+                free(r->value);
+        }
+        r->value = NULL;
+        r->value_len = 0;
+}
+
+/* An RFC 3339 timestamp that says its zone (Z or an offset). */
+static bool timestamp_with_zone(const char *s)
+{
+        size_t n = strlen(s);
+        return timestamp_valid(s) && s[10] == 'T' && (s[n - 1] == 'Z' || strchr(s + 19, '+') || strchr(s + 19, '-'));
+}
+
+/* The value: a string the gateway can put in a header (never quoted in a message). */
+static int get_value(json_object *o, cp_secret_create_req *r, sp_error **err)
+{
+        json_object *v = field(o, "value");
+        if (!v)
+                return missing("value", err);
+        if (!json_object_is_type(v, json_type_string))
+                return sp_error_set(err, SP_E_INVALID, "field 'value' must be a string");
+        size_t n = (size_t)json_object_get_string_len(v);
+        /* The JSON text holds the value: wiped once copied (or refused). */
+        char *text = (char *)json_object_get_string(v);
+        int rc = gw_secret_check_value(text, n, err);
+        if (rc == 0) {
+                if (!(r->value = malloc(n + 1)))
+                        rc = sp_error_set(err, SP_E_LIMIT, "out of memory");
+                else {
+                        memcpy(r->value, text, n + 1);
+                        r->value_len = n;
+                }
+        }
+        sp_explicit_bzero(text, n);
+        return rc;
+}
+
+static int secret_create(json_object *o, cp_secret_create_req *r, sp_error **err)
+{
+        static const char *const allowed[] = {"name", "value",        "hosts",      "inject",
+                                              "env",  "rate_per_min", "expires_at", NULL};
+        const char *name = NULL, *env = NULL, *exp = NULL;
+        json_object *hosts = field(o, "hosts"), *inject = field(o, "inject");
+        /* The value first: whatever else is wrong, its text does not outlive this call. */
+        if (get_value(o, r, err) < 0 || check_fields(o, NULL, allowed, err) < 0 ||
+            get_str(o, NULL, "name", CP_SECRET_NAME_MAX + 1, &name, err) < 0)
+                return -SP_E_INVALID;
+        if (!name)
+                return missing("name", err);
+        if (!cp_req_secret_name_valid(name))
+                return sp_error_set(err, SP_E_INVALID, "name must be " SECRET_NAME_RULE);
+        snprintf(r->name, sizeof(r->name), "%s", name);
+        if (!hosts)
+                return missing("hosts", err);
+        if (!inject)
+                return missing("inject", err);
+        if (gw_secret_check_spec(hosts, inject, err) < 0)
+                return -SP_E_INVALID;
+        /* hosts in normal form (the check above passed each one). */
+        if (!(r->hosts = json_object_new_array()))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        for (size_t i = 0; i < json_object_array_length(hosts); i++) {
+                json_object *h = json_object_array_get_idx(hosts, i);
+                char out[GW_NAME_MAX + 1];
+                if (gw_pattern_normalize(json_object_get_string(h), (size_t)json_object_get_string_len(h), out, NULL) <
+                    0)
+                        return sp_error_set(err, SP_E_INVALID, "field 'hosts[%zu]' is not a host name", i);
+                json_object_array_add(r->hosts, json_object_new_string(out));
+        }
+        r->inject = json_object_get(inject);
+        if (get_str(o, NULL, "env", CP_MAX_MAP_KEY, &env, err) < 0 ||
+            get_int(o, NULL, "rate_per_min", 0, 1000000, &r->rate_per_min, err) < 0 ||
+            get_str(o, NULL, "expires_at", 39, &exp, err) < 0)
+                return -SP_E_INVALID;
+        if (env && (!*env || !env_key_valid(env)))
+                return sp_error_set(err, SP_E_INVALID, "env must be 1 to %d characters of %s", CP_MAX_MAP_KEY,
+                                    env_rule.key_rule);
+        if (env) {
+                snprintf(r->env, sizeof(r->env), "%s", env);
+        } else {
+                size_t i = 0;
+                for (; r->name[i]; i++) {
+                        char ch = r->name[i];
+                        r->env[i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+                }
+                r->env[i] = '\0';
+        }
+        if (exp && *exp) {
+                if (!timestamp_with_zone(exp))
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "expires_at must be an RFC 3339 time with its zone, like "
+                                            "2030-01-31T12:00:00Z");
+                snprintf(r->expires_at, sizeof(r->expires_at), "%s", exp);
+        }
+        return 0;
+}
+
+int cp_req_secret_create(const char *body, size_t len, cp_secret_create_req *ret, sp_error **err)
+{
+        memset(ret, 0, sizeof(*ret));
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        cp_secret_create_req req = {0};
+        r = secret_create(o, &req, err);
+        if (r < 0) {
+                cp_secret_create_req_free(&req);
+                return r;
+        }
+        *ret = req;
+        return 0;
+}
+
+int cp_req_secrets_rewrap(const char *body, size_t len, int64_t *ret_max, sp_error **err)
+{
+        *ret_max = 0;
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        static const char *const allowed[] = {"max", NULL};
+        int64_t max = 10000;
+        if (check_fields(o, NULL, allowed, err) < 0 || get_int(o, NULL, "max", 1, 1000000, &max, err) < 0)
+                return -SP_E_INVALID;
+        *ret_max = max;
+        return 0;
 }
 
 int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw_profile **ret_inline, sp_error **err)

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "policy/profile.h"
+#include "policy/secret.h"
 #include "space/error.h"
 #include "space/worker_rpc.h"
 
@@ -51,13 +52,26 @@ typedef struct cp_resources {
         int64_t pids; /* [1024], 16..65536 */
 } cp_resources;
 
+#define CP_SECRET_NAME_MAX 63
+
+/* A secret the sandbox is given: its name, and the environment variable
+ * that holds its placeholder ("": the secret's own env). */
+typedef struct cp_sandbox_secret_ref {
+        char name[CP_SECRET_NAME_MAX + 1];
+        char env[CP_MAX_MAP_KEY + 1];
+} cp_sandbox_secret_ref;
+
 /* POST /v1/sandboxes
  * {"template":"base", "resources":{...}, "env":{}, "metadata":{}, "labels":{},
  *  "backend":"jail", "timeout_s":3600, "end_action":"kill"|"suspend",
- *  "idle_timeout_s":21600, "egress":"none"} — only "template" is required.
+ *  "idle_timeout_s":21600, "egress":"none", "secrets":["openai"]} — only
+ * "template" is required.
  * egress names a profile (a built-in or the tenant's), or is a whole profile
  * of this sandbox's own (an object, gateway/policy/profile.h; its name
- * defaults to "inline"). */
+ * defaults to "inline"). secrets names the tenant's secrets the sandbox is
+ * given (docs/secrets.md): an array of names (each in the variable the
+ * secret names), or an object from environment variable to name; at most
+ * GW_SECRETS_MAX, each once, and no variable twice or also in env. */
 typedef struct cp_sandbox_create_req {
         char template_name[CP_NAME_LEN + 1]; /* [A-Za-z0-9._-], 1..128 */
         cp_resources resources;
@@ -70,6 +84,8 @@ typedef struct cp_sandbox_create_req {
         int64_t idle_timeout_s; /* -1: cluster default (field absent); 0: never; else 60..CP_MAX_TIMEOUT_S */
         char egress[64]; /* "" (the default: none) or a profile name [a-z0-9-] */
         gw_profile *egress_inline; /* or a profile of its own (private addresses allowed: the handler checks) */
+        cp_sandbox_secret_ref secrets[GW_SECRETS_MAX];
+        size_t nsecrets;
 } cp_sandbox_create_req;
 int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err);
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
@@ -80,12 +96,44 @@ void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
  * given. Errors name the field (SP_E_INVALID). */
 int cp_req_egress_profile(const char *body, size_t len, const char *path_name, gw_profile **ret, sp_error **err);
 
+/* A secret's name: 1..CP_SECRET_NAME_MAX of a-z, 0-9, '-' and '_', starting
+ * with a letter (the names egress profiles grant). */
+bool cp_req_secret_name_valid(const char *s);
+
+/* POST /v1/secrets
+ * {"name":"openai", "value":"...", "hosts":["api.openai.com"],
+ *  "inject":{"header":"Authorization","format":"Bearer {{secret}}"} | {"basic":{"username":"x"}},
+ *  "env":"OPENAI_API_KEY", "rate_per_min":60, "expires_at":"2030-01-01T00:00:00Z"}
+ * name, value, hosts and inject are required; hosts and inject are checked
+ * by the gateway's parser (gw_secret_check_spec), the value by
+ * gw_secret_check_value (no message ever quotes it). env defaults to the
+ * name uppercased with '-' as '_'; rate_per_min 0 (no limit) to 1000000;
+ * expires_at RFC 3339 with a zone (Z or an offset), absent for never (the
+ * handler refuses one in the past). The value is a copy the request owns:
+ * _free wipes it, and the decoder wipes its JSON text. */
+typedef struct cp_secret_create_req {
+        char name[CP_SECRET_NAME_MAX + 1];
+        char env[CP_MAX_MAP_KEY + 1];
+        json_object *hosts; /* in normal form (lowercase, no trailing dot) */
+        json_object *inject; /* as given */
+        int64_t rate_per_min;
+        char expires_at[40]; /* "" for never */
+        char *value; /* NUL-terminated */
+        size_t value_len;
+} cp_secret_create_req;
+int cp_req_secret_create(const char *body, size_t len, cp_secret_create_req *ret, sp_error **err);
+void cp_secret_create_req_free(cp_secret_create_req *r);
+
+/* POST /v1/admin/secrets/rewrap {"max": N}: at most N data keys (1..1000000
+ * [10000]) rewrapped by this call. */
+int cp_req_secrets_rewrap(const char *body, size_t len, int64_t *ret_max, sp_error **err);
+
 /* PUT /v1/sandboxes/{id}/egress {"egress": NAME | PROFILE}: a name (into
  * name) or a profile of the sandbox's own (*ret_inline). */
 int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw_profile **ret_inline, sp_error **err);
 
 /* GET /v1/sandboxes/{id}/egress/log ?limit=1..1000 [100] &decision=allowed|
- * refused|would-refuse &kind=dns|tcp|packet &before=TIME_US &after=TIME_US
+ * refused|would-refuse &kind=dns|tcp|packet|secret &before=TIME_US &after=TIME_US
  * (not both): the worker's GetEgressLog, but for its id. */
 int cp_req_egress_log_query(const char *limit, const char *decision, const char *kind, const char *before,
                             const char *after, pr_wk_get_egress_log *ret, sp_error **err);

@@ -55,6 +55,13 @@ const cp_route cp_api_routes[] = {
         {"PUT", "/v1/egress-profiles/{name}", cp__h_egress_profile_update, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/egress-profiles/{name}", cp__h_egress_profile_delete, CP_AUTH_TENANT, 0},
 
+        {"POST", "/v1/secrets", cp__h_secret_create, CP_AUTH_TENANT, SMALL},
+        {"GET", "/v1/secrets", cp__h_secret_list, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/secrets/{name}", cp__h_secret_get, CP_AUTH_TENANT, 0},
+        {"DELETE", "/v1/secrets/{name}", cp__h_secret_delete, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/secrets/{name}/usage", cp__h_secret_usage, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/admin/secrets/rewrap", cp__h_secrets_rewrap, CP_AUTH_ADMIN, SMALL},
+
         {"GET", "/v1/workers", cp__h_worker_list, CP_AUTH_ADMIN, 0},
         {"GET", "/v1/workers/{id}", cp__h_worker_get, CP_AUTH_ADMIN, 0},
         {"POST", "/v1/workers/{id}/cordon", cp__h_worker_cordon, CP_AUTH_ADMIN, SMALL},

@@ -40,12 +40,84 @@ static int envelope(cp_call *c, const char *op_id, const char *sbx_id, json_obje
                               2, params, "operation not found", ret, err);
 }
 
+/* A secret given to the sandbox being made: its id, variable and placeholder. */
+typedef struct given {
+        char id[SP_ID_MAX];
+        char env[CP_MAX_MAP_KEY + 1];
+        char placeholder[GW_SECRET_PLACEHOLDER_LEN + 1];
+} given;
+
+/* Inside the create's transaction: checks each secret r asks for (the
+ * tenant's, live, not expired, granted by profile; its variable free) and
+ * gives it a new placeholder, set in env. SP_E_INVALID naming the secret. */
+static int give_secrets(cp_call *c, const cp_sandbox_create_req *r, json_object *profile, json_object *env, given *out,
+                        sp_error **err)
+{
+        _cleanup_(gw_profile_unrefp) gw_profile *p = NULL;
+        if (gw_profile_resolve(profile, true, &p, NULL) < 0)
+                return sp_error_set(err, SP_E_INVALID, "secrets: the sandbox's egress profile grants none");
+        for (size_t i = 0; i < r->nsecrets; i++) {
+                const cp_sandbox_secret_ref *ref = &r->secrets[i];
+                /* FOR SHARE: a revoke of it waits for this transaction, and
+                 * then finds this sandbox among those that had it. */
+                const char *params[] = {c->who.tenant_id, ref->name};
+                _cleanup_pgresult_ PGresult *res = NULL;
+                if (cp_db_exec(c->api->db,
+                               "SELECT id, env, coalesce(expires_at <= now(), false), api_ts(expires_at) FROM secrets "
+                               "WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL FOR SHARE",
+                               2, params, &res, err) < 0)
+                        return -SP_E_UNAVAILABLE;
+                if (PQntuples(res) != 1)
+                        return sp_error_set(err, SP_E_INVALID, "secrets: secret '%s' not found", ref->name);
+                if (strcmp(PQgetvalue(res, 0, 2), "t") == 0)
+                        return sp_error_set(err, SP_E_INVALID, "secrets: secret '%s' expired at %s", ref->name,
+                                            PQgetvalue(res, 0, 3));
+                if (!gw_profile_grants_secret(p, ref->name))
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "secrets: secret '%s' is not granted by the sandbox's egress profile '%s' "
+                                            "(its \"secrets\" list)",
+                                            ref->name, gw_profile_name(p));
+                given *g = &out[i];
+                snprintf(g->id, sizeof(g->id), "%s", PQgetvalue(res, 0, 0));
+                snprintf(g->env, sizeof(g->env), "%s", ref->env[0] ? ref->env : PQgetvalue(res, 0, 1));
+                if (json_object_object_get_ex(env, g->env, NULL))
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "secrets: the variable %s of secret '%s' is already set (in env or by "
+                                            "another secret)",
+                                            g->env, ref->name);
+                if (gw_secret_placeholder_new(g->placeholder, err) < 0)
+                        return -SP_E_IO;
+                json_object_object_add(env, g->env, json_object_new_string(g->placeholder));
+        }
+        return 0;
+}
+
+static int record_secrets(cp_call *c, const char *sbx, const given *g, size_t n, sp_error **err)
+{
+        for (size_t i = 0; i < n; i++) {
+                const char *params[] = {sbx, g[i].id, g[i].env, g[i].placeholder};
+                if (cp_db_exec(c->api->db,
+                               "INSERT INTO sandbox_secrets (sandbox_id, secret_id, env, placeholder) "
+                               "VALUES ($1, $2, $3, $4)",
+                               4, params, NULL, err) < 0)
+                        return -SP_E_UNAVAILABLE;
+        }
+        return 0;
+}
+
 void cp__h_sandbox_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         cp_sandbox_create_req r;
         if (cp_req_sandbox_create(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
+                return;
+        }
+        if (r.nsecrets && !c->api->cfg.keyring) {
+                cp_sandbox_create_req_free(&r);
+                cp__failf(c, SP_E_UNAVAILABLE,
+                          "secrets are not configured on this control plane: start space-controlplane with "
+                          "--secrets-key-file FILE (docs/secrets.md)");
                 return;
         }
         /* The template: the tenant's own, else a public one. */
@@ -113,6 +185,16 @@ void cp__h_sandbox_create(cp_call *c)
                 return;
         }
         json_object_object_add(spec, "egress_profile", profile);
+        /* Each secret's variable holds a placeholder of this sandbox's (the
+         * spec's env is the one the sandbox gets). */
+        given secrets[GW_SECRETS_MAX];
+        json_object *env = NULL;
+        json_object_object_get_ex(spec, "env", &env);
+        if (r.nsecrets && give_secrets(c, &r, profile, env, secrets, &e) < 0) {
+                cp_sandbox_create_req_free(&r);
+                cp__mutation_abort(c, e);
+                return;
+        }
         char id[SP_ID_MAX], op[SP_ID_MAX], timeout[32], idle[32];
         snprintf(timeout, sizeof(timeout), "%lld", (long long)r.timeout_s);
         snprintf(idle, sizeof(idle), "%lld", (long long)r.idle_timeout_s);
@@ -126,7 +208,15 @@ void cp__h_sandbox_create(cp_call *c)
                                 r.idle_timeout_s >= 0 ? idle : NULL,
                                 r.end_action,
                                 r.timeout_s > 0 ? timeout : NULL};
-        _cleanup_json_ json_object *out = NULL;
+        _cleanup_json_ json_object *out = NULL, *audit = NULL;
+        if (r.nsecrets) {
+                /* The audit record names the secrets given, never a value (nor a placeholder). */
+                json_object *names = json_object_new_array();
+                for (size_t i = 0; i < r.nsecrets; i++)
+                        json_object_array_add(names, json_object_new_string(r.secrets[i].name));
+                audit = json_object_new_object();
+                json_object_object_add(audit, "secrets", names);
+        }
         if (sp_id_new("sbx", id, &e) < 0 ||
             cp_db_exec(c->api->db,
                        "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
@@ -134,8 +224,9 @@ void cp__h_sandbox_create(cp_call *c)
                        "VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, $9, "
                        "now() + make_interval(secs => $10::integer))",
                        10, params, NULL, &e) < 0 ||
+            record_secrets(c, id, secrets, r.nsecrets, &e) < 0 ||
             insert_operation(c, "create", id, "pending", NULL, op, &e) < 0 ||
-            cp__audit(c, "sandbox.create", id, NULL, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
+            cp__audit(c, "sandbox.create", id, audit, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
                 cp_sandbox_create_req_free(&r);
                 cp__mutation_abort(c, e);
                 return;

@@ -64,6 +64,7 @@ typedef struct worker_call {
         void *userdata;
         char worker_id[SP_ID_MAX];
         char method[32];
+        int64_t timeout_ms;
 } worker_call;
 
 static void on_answer(json_object *resp, const sp_error *err, void *userdata)
@@ -86,7 +87,7 @@ static void on_answer(json_object *resp, const sp_error *err, void *userdata)
                         sp_error_set(&said, err->code, "worker %s is unreachable: %s", w->worker_id, err->message);
                 else if (kind == CP_WORKER_TIMEOUT)
                         sp_error_set(&said, err->code, "worker %s did not answer %s within %lld ms", w->worker_id,
-                                     w->method, (long long)api->cfg.worker_timeout_ms);
+                                     w->method, (long long)w->timeout_ms);
                 else
                         sp_error_set(&said, err->code, "%s", err->message);
         }
@@ -96,6 +97,12 @@ static void on_answer(json_object *resp, const sp_error *err, void *userdata)
 
 void cp__worker_call(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
                      cp_worker_done_fn done, void *userdata)
+{
+        cp__worker_call_within(c, worker_id, address, method, req, c->api->cfg.worker_timeout_ms, done, userdata);
+}
+
+void cp__worker_call_within(cp_call *c, const char *worker_id, const char *address, const char *method,
+                            json_object *req, int64_t timeout_ms, cp_worker_done_fn done, void *userdata)
 {
         _cleanup_error_ sp_error *e = NULL;
         worker_call *w = calloc(1, sizeof(*w));
@@ -113,7 +120,9 @@ void cp__worker_call(cp_call *c, const char *worker_id, const char *address, con
                 sp_error_set(&e, SP_E_INVALID, "worker %.64s has no usable address", worker_id);
         else
                 cli = sp_rpc_pool_get(c->api->workers, worker_id, address, NULL, &e);
-        if (!cli || sp_rpc_client_call(cli, method, req, c->api->cfg.worker_timeout_ms, on_answer, w, &e) < 0) {
+        w->timeout_ms = timeout_ms > 0 && timeout_ms < c->api->cfg.worker_timeout_ms ? timeout_ms
+                                                                                     : c->api->cfg.worker_timeout_ms;
+        if (!cli || sp_rpc_client_call(cli, method, req, w->timeout_ms, on_answer, w, &e) < 0) {
                 free(w);
                 sp_error_wrap(&e, "worker %s", worker_id);
                 done(c, NULL, e, userdata);

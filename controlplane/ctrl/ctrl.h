@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "space/error.h"
+#include "store/keyring.h"
 
 struct event_base;
 
@@ -34,6 +35,10 @@ typedef struct cp_ctrl_config {
         int unreachable_factor; /* heartbeats missed before a worker is unreachable [3] */
         int quarantine_threshold; /* consecutive failed calls before quarantine [5] */
         const char *name; /* this replica, for logs */
+        /* The cluster key ring that opens secrets' values for the bindings
+         * creates and SetEgress send (borrowed; outlives the controllers).
+         * NULL: sandboxes are sent without their secrets (logged). */
+        cp_keyring *keyring;
 } cp_ctrl_config;
 
 typedef struct cp_ctrl cp_ctrl;

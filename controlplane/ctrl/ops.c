@@ -22,12 +22,13 @@
 #include <string.h>
 
 #include "ctrl/ctrl_internal.h"
-#include "store/egress.h"
 #include "sched/sched.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/worker_rpc.h"
+#include "store/egress.h"
+#include "store/secrets.h"
 #include "store/workers.h"
 
 typedef struct kind_def {
@@ -468,7 +469,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         if (k->during)
                 (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
                                  up + 1, NULL, NULL);
-        _cleanup_json_ json_object *req = NULL;
+        _cleanup_json_ json_object *req = NULL, *bindings = NULL;
         int64_t timeout_ms = 60000;
         if (strcmp(kind, "create") == 0) {
                 /* The resources and environment of the sandbox's spec (api/sandboxes.c). */
@@ -490,6 +491,16 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                             json_object_is_type(egress, json_type_object))
                                 q.egress = egress;
                 }
+                /* Its secrets, with their values, as its profile grants them
+                 * now (store/secrets.h); none: the field stays out. */
+                _cleanup_error_ sp_error *be = NULL;
+                if (cp_sandbox_secret_bindings(c->db, c->cfg.keyring, sbx_id, q.egress, &bindings, &be) < 0) {
+                        op_retry(c, op, backoff_s(attempts), be->message);
+                        ctx_free(x);
+                        return;
+                }
+                if (json_object_array_length(bindings) > 0)
+                        q.secrets = bindings;
                 q.tenant_id = PQgetvalue(sbx, 0, S_TENANT);
                 x->egress_generation = strtoll(PQgetvalue(sbx, 0, S_EGRESS_GEN), NULL, 10);
                 req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);

@@ -4,8 +4,8 @@
  * database does not want there are removed (orphans), sandboxes it wants
  * there but the worker lost are recreated, states the worker reports are
  * recorded, missing templates are imported, templates the database no longer
- * knows are removed, warm pools sized, and egress profiles a worker is
- * behind on sent again.
+ * knows are removed, warm pools sized, and egress profiles and secrets a
+ * worker is behind on (or lost the values of) sent again.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "space/log.h"
 #include "space/worker_rpc.h"
 #include "store/egress.h"
+#include "store/secrets.h"
 
 /* Sandboxes on the worker without an active operation, as a JSON array in $1, worker in $2. */
 #define OBSERVED "jsonb_array_elements(coalesce($1::jsonb, '[]'::jsonb)) o"
@@ -149,7 +150,9 @@ static void on_egress_set(json_object *resp, const sp_error *err, void *userdata
         const char *id = x->key + 7;
         if (!err) {
                 cp_sandbox_egress_applied(x->c->db, id, x->generation);
-                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id), "reconcile: egress profile sent to its worker");
+                cp_sandbox_secrets_sent(x->c->db, id);
+                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id),
+                          "reconcile: egress profile and secrets sent to its worker");
         } else if (err->code != SP_E_NOT_FOUND) {
                 sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", id), "reconcile: sending its egress profile: %s",
                           err->message);
@@ -158,36 +161,48 @@ static void on_egress_set(json_object *resp, const sp_error *err, void *userdata
         free(x);
 }
 
-/* Sandboxes on the worker whose egress profile changed since the worker last
- * confirmed one (api/egress.c): SetEgress with the profile they should have. */
-static void egress_behind(cp_ctrl *c, const char *worker)
+/* Sandboxes on the worker whose egress profile or secrets changed since the
+ * worker last confirmed them (api/egress.c, api/secrets.c), and those whose
+ * secrets the worker says it lost the values of (its heartbeat, at
+ * `heartbeat`, says secrets_missing, and nothing was sent since that
+ * heartbeat was taken): SetEgress with the profile they should have and
+ * their bindings (store/secrets.h). */
+static void egress_behind(cp_ctrl *c, const char *worker, const char *sandboxes, const char *heartbeat)
 {
         _cleanup_pgresult_ PGresult *res = NULL;
-        const char *p[] = {worker};
+        const char *p[] = {sandboxes, worker, heartbeat};
         if (cp_db_exec(c->db,
                        "SELECT s.id, s.egress_generation, coalesce(s.spec->'egress_profile', "
-                       "'{\"name\":\"none\"}'::jsonb)::text FROM sandboxes s WHERE s.worker_id = $1 "
-                       "AND s.deleted_at IS NULL AND s.egress_applied < s.egress_generation "
-                       "AND s.observed_state IN ('running', 'paused', 'suspended', 'stopped') AND " IDLE_TARGET(
-                               "s.id") " LIMIT 200",
-                       1, p, &res, NULL) < 0)
+                       "'{\"name\":\"none\"}'::jsonb)::text FROM sandboxes s WHERE s.worker_id = $2 "
+                       "AND s.deleted_at IS NULL AND s.observed_state IN ('running', 'paused', 'suspended', 'stopped') "
+                       "AND (s.egress_applied < s.egress_generation OR ((s.secrets_sent_at IS NULL "
+                       "OR s.secrets_sent_at < $3::timestamptz) AND EXISTS (SELECT 1 FROM " OBSERVED
+                       " WHERE o->>'id' = s.id AND coalesce((o->>'secrets_missing')::boolean, false)))) "
+                       "AND " IDLE_TARGET("s.id") " LIMIT 200",
+                       3, p, &res, NULL) < 0)
                 return;
         sp_rpc_client *cli = PQntuples(res) ? cp__worker_client(c, worker) : NULL;
         for (int i = 0; cli && i < PQntuples(res); i++) {
+                const char *id = PQgetvalue(res, i, 0);
                 egress_ctx *x = calloc(1, sizeof(*x));
-                _cleanup_json_ json_object *profile = NULL;
+                _cleanup_json_ json_object *profile = NULL, *bindings = NULL;
                 if (!x)
                         return;
                 x->c = c;
-                snprintf(x->key, sizeof(x->key), "egress:%s", PQgetvalue(res, i, 0));
+                snprintf(x->key, sizeof(x->key), "egress:%s", id);
                 x->generation = strtoll(PQgetvalue(res, i, 1), NULL, 10);
                 const char *text = PQgetvalue(res, i, 2);
-                if (sp_json_parse(text, strlen(text), &profile, NULL) < 0 || !cp__inflight_add(c, x->key)) {
+                if (sp_json_parse(text, strlen(text), &profile, NULL) < 0 ||
+                    cp_sandbox_secret_bindings(c->db, c->cfg.keyring, id, profile, &bindings, NULL) < 0 ||
+                    !cp__inflight_add(c, x->key)) {
                         free(x);
                         continue;
                 }
                 _cleanup_json_ json_object *req = pr_msg_encode(
-                        &pr_wk_set_egress_schema, &(pr_wk_set_egress){.id = PQgetvalue(res, i, 0), .egress = profile});
+                        &pr_wk_set_egress_schema,
+                        &(pr_wk_set_egress){.id = id,
+                                            .egress = profile,
+                                            .secrets = json_object_array_length(bindings) ? bindings : NULL});
                 if (sp_rpc_client_call(cli, "SetEgress", req, 30000, on_egress_set, x, NULL) < 0) {
                         cp__inflight_del(c, x->key);
                         free(x);
@@ -361,7 +376,7 @@ void cp__reconcile_run(cp_ctrl *c)
                 const char *sbx = PQgetisnull(ws, i, 1) ? "[]" : PQgetvalue(ws, i, 1);
                 remove_orphans(c, id, sbx, PQgetvalue(ws, i, 2));
                 repair_missing_and_drift(c, id, sbx, PQgetvalue(ws, i, 2));
-                egress_behind(c, id);
+                egress_behind(c, id, sbx, PQgetvalue(ws, i, 2));
                 _cleanup_json_ json_object *tpls = NULL;
                 if (!PQgetisnull(ws, i, 3)) {
                         (void)sp_json_parse(PQgetvalue(ws, i, 3), strlen(PQgetvalue(ws, i, 3)), &tpls, NULL);

@@ -3,8 +3,9 @@
  * Heartbeat: a worker (identified by its certificate's name) reports its
  * capacity and everything it observes. The row is updated, an unreachable
  * worker becomes ready again, and the controllers are woken (NOTIFY) when
- * what they act on changed: the sandboxes and their states, the templates,
- * or the worker's health.
+ * what they act on changed: the sandboxes and their states (and whether
+ * the worker lost their secrets' values), the templates, or the worker's
+ * health.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ static int parse(json_object *req, heartbeat_req *r, sp_error **err)
 
 typedef struct pair {
         const char *id, *state;
+        bool secrets_missing; /* the controller sends the sandbox its bindings again */
 } pair;
 
 typedef struct view {
@@ -115,7 +117,9 @@ static int pair_cmp(const void *a, const void *b)
 {
         const pair *x = a, *y = b;
         int c = strcmp(x->id, y->id);
-        return c ? c : strcmp(x->state, y->state);
+        if (!c)
+                c = strcmp(x->state, y->state);
+        return c ? c : (int)x->secrets_missing - (int)y->secrets_missing;
 }
 
 static int str_cmp(const void *a, const void *b)
@@ -144,7 +148,9 @@ static int view_of(json_object *sandboxes, json_object *templates, view *ret, sp
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         for (size_t i = 0; i < ns; i++) {
                 json_object *sb = json_object_array_get_idx(sandboxes, i);
-                pair p = {member(sb, "id"), member(sb, "state")};
+                json_object *m = NULL;
+                pair p = {member(sb, "id"), member(sb, "state"),
+                          json_object_object_get_ex(sb, "secrets_missing", &m) && json_object_get_boolean(m)};
                 if (p.id && p.state)
                         ret->sandboxes[ret->nsandboxes++] = p;
         }

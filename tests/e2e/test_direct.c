@@ -7,7 +7,8 @@
  * sandbox gone afterwards, --keep), `exec` with stdin through cat, `cp` in
  * and out (checksums, directories, stdin and stdout), `exec -t` under a real
  * PTY (a /dev/pts terminal, our window size and its change, the exit code,
- * our terminal put back), signals forwarded, errors; a data plane SIGKILLed
+ * our terminal put back), signals forwarded, errors; the secrets key file
+ * up makes (0600) and the secrets API it serves; a data plane SIGKILLed
  * while exec streams (status reports it, up repairs it, exec reconnects and
  * loses and repeats nothing); and `down --purge` leaving no process, cgroup,
  * mount, loop device or directory behind. Needs root, btrfs and PostgreSQL;
@@ -673,6 +674,33 @@ START_TEST(bad_input_is_refused)
 }
 END_TEST
 
+START_TEST(secrets_are_sealed_with_a_key_file_of_its_own)
+{
+        require_cluster();
+        /* up made the key ring (docs/secrets.md) in its state directory, for the control plane only. */
+        char keys[400], value[400];
+        snprintf(keys, sizeof(keys), "%s/controlplane/secrets.keys", state);
+        struct stat st;
+        ck_assert_int_eq(stat(keys, &st), 0);
+        ck_assert_int_eq(st.st_mode & 0777, 0600);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(keys, 4096, &text, NULL), 0);
+        ck_assert_int_eq(strncmp(text.data, "k1 ", 3), 0);
+        ck_assert_uint_eq(text.len, 3 + 44 + 1);
+        /* So the secrets API works: a value from stdin, never shown again. */
+        snprintf(value, sizeof(value), "%s/../value", state);
+        ck_assert_int_eq(sp_file_write_atomic(value, "e2e-SECRET-value\n", 17, 0600, NULL), 0);
+        _cleanup_result_ result made = ctl(value, "secret", "create", "e2e-key", "--host", "api.example.test", NULL);
+        assert_code(made, 0);
+        _cleanup_result_ result ls = ctl(NULL, "secret", "ls", NULL);
+        assert_code(ls, 0);
+        ck_assert_msg(strstr(ls.out.data, "e2e-key") && !strstr(ls.out.data, "SECRET"), "%s", ls.out.data);
+        _cleanup_result_ result rm = ctl(NULL, "secret", "rm", "e2e-key", NULL);
+        assert_code(rm, 0);
+        unlink(value);
+}
+END_TEST
+
 START_TEST(a_killed_data_plane_is_reported_repaired_and_exec_reconnects)
 {
         require_cluster();
@@ -777,6 +805,7 @@ static Suite *suite(void)
         tcase_add_test(tc, exec_with_a_terminal);
         tcase_add_test(tc, signals_reach_the_command);
         tcase_add_test(tc, bad_input_is_refused);
+        tcase_add_test(tc, secrets_are_sealed_with_a_key_file_of_its_own);
         tcase_add_test(tc, a_killed_data_plane_is_reported_repaired_and_exec_reconnects);
         tcase_add_test(tc, sandboxes_have_a_network_through_the_gateway);
         /* Last: it takes the cluster down. */

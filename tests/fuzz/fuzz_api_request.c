@@ -3,7 +3,8 @@
  * bytes. The first byte selects the decoder (modulo their number), the rest
  * is its input. Failures must set an error and leave the output zeroed;
  * successes must hold within every documented bound, and a decoded cursor
- * must encode back to the same text. */
+ * must encode back to the same text; a decoded secret passes the gateway's
+ * own checks. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ enum {
         SEL_EGRESS_PROFILE, /* the first byte of the rest: odd → with a path name "p" */
         SEL_SANDBOX_EGRESS,
         SEL_EGRESS_LOG_QUERY, /* limit \n decision \n kind \n before \n after */
+        SEL_SECRET_CREATE,
+        SEL_SECRETS_REWRAP,
         SEL__MAX,
 };
 
@@ -80,6 +83,13 @@ static void sandbox_create(const char *b, size_t n)
                 check(strcmp(r.end_action, "kill") == 0 || strcmp(r.end_action, "suspend") == 0);
                 check(r.idle_timeout_s == -1 || r.idle_timeout_s == 0 ||
                       (r.idle_timeout_s >= 60 && r.idle_timeout_s <= CP_MAX_TIMEOUT_S));
+                check(r.nsecrets <= GW_SECRETS_MAX);
+                for (size_t i = 0; i < r.nsecrets; i++) {
+                        check(cp_req_secret_name_valid(r.secrets[i].name));
+                        check(!r.secrets[i].env[0] || !json_object_object_get_ex(r.env, r.secrets[i].env, NULL));
+                        for (size_t j = 0; j < i; j++)
+                                check(strcmp(r.secrets[i].name, r.secrets[j].name) != 0);
+                }
                 cp_sandbox_create_req_free(&r);
         }
         sp_error_free(e);
@@ -265,6 +275,35 @@ static void egress_log_query(char *s)
         sp_error_free(e);
 }
 
+static void secret_create(const char *b, size_t n)
+{
+        cp_secret_create_req r;
+        sp_error *e = NULL;
+        int ret = cp_req_secret_create(b, n, &r, &e);
+        check_outcome(ret, e);
+        if (ret < 0) {
+                check(zeroed(&r, sizeof(r)));
+        } else {
+                check(cp_req_secret_name_valid(r.name) && r.env[0]);
+                check(gw_secret_check_spec(r.hosts, r.inject, NULL) == 0);
+                check(r.value && r.value_len == strlen(r.value) &&
+                      gw_secret_check_value(r.value, r.value_len, NULL) == 0);
+                check(r.rate_per_min >= 0 && r.rate_per_min <= 1000000);
+                cp_secret_create_req_free(&r);
+        }
+        sp_error_free(e);
+}
+
+static void secrets_rewrap(const char *b, size_t n)
+{
+        int64_t max = -1;
+        sp_error *e = NULL;
+        int ret = cp_req_secrets_rewrap(b, n, &max, &e);
+        check_outcome(ret, e);
+        check(ret < 0 ? max == 0 : (max >= 1 && max <= 1000000));
+        sp_error_free(e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size == 0)
@@ -315,6 +354,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case SEL_EGRESS_LOG_QUERY:
                 egress_log_query(s);
+                break;
+        case SEL_SECRET_CREATE:
+                secret_create(body, n);
+                break;
+        case SEL_SECRETS_REWRAP:
+                secrets_rewrap(body, n);
                 break;
         default:
                 (void)cp_req_idempotency_key_valid(s);

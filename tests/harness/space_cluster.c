@@ -14,11 +14,29 @@
 #include "http_client.h"
 #include "inet.h"
 #include "proc.h"
+#include "space/buf.h"
 #include "space/cleanup.h"
+#include "space/fileio.h"
 #include "space/json.h"
 #include "space/time.h"
 
 /* ---- processes ---- */
+
+int sp_test_secrets_key_write(const char *path, const char *key_id, const char *keep, sp_error **err)
+{
+        unsigned char key[32];
+        FILE *r = fopen("/dev/urandom", "r");
+        size_t got = r ? fread(key, 1, sizeof(key), r) : 0;
+        if (r)
+                fclose(r);
+        if (got != sizeof(key))
+                return sp_error_set(err, SP_E_IO, "no random bytes for a secrets key");
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        if (sp_buf_appendf(&text, err, "%s ", key_id) < 0 || sp_base64_encode(&text, key, sizeof(key), 0, err) < 0 ||
+            sp_buf_appendf(&text, err, "\n%s", keep ? keep : "") < 0)
+                return -1;
+        return sp_file_write_atomic(path, text.data, text.len, 0600, err);
+}
 
 int sp_test_space_start_cp(sp_test_space *s, int i, sp_error **err)
 {
@@ -41,6 +59,8 @@ int sp_test_space_start_cp(sp_test_space *s, int i, sp_error **err)
                 snprintf(logp, sizeof(logp), "%s/controlplane%d.log", s->dir, i);
                 char name[32];
                 snprintf(name, sizeof(name), "--name=cp%d", i);
+                char secrets[720];
+                snprintf(secrets, sizeof(secrets), "--secrets-key-file=%s", s->secrets_key_file);
                 const char *argv[64] = {bin,
                                         db,
                                         listen,
@@ -52,6 +72,8 @@ int sp_test_space_start_cp(sp_test_space *s, int i, sp_error **err)
                                         "--tick-ms=200",
                                         "--log-format=text"};
                 size_t n = 10;
+                if (s->secrets_key_file[0])
+                        argv[n++] = secrets;
                 for (size_t j = 0; s->opts.cp_args && s->opts.cp_args[j] && n < 63; j++)
                         argv[n++] = s->opts.cp_args[j];
                 argv[n] = NULL;
@@ -183,6 +205,10 @@ void sp_test_space_up(sp_test_space *s, const sp_test_space_opts *opts)
                 sp_test_ok(s->rpc_port[i], &e);
         }
         s->api = s->api_port[0];
+        if (!opts->no_secrets_key) {
+                snprintf(s->secrets_key_file, sizeof(s->secrets_key_file), "%s/secrets.keys", s->dir);
+                sp_test_ok(sp_test_secrets_key_write(s->secrets_key_file, "k1", NULL, &e), &e);
+        }
         sp_test_ok(sp_test_space_start_cp(s, 0, &e), &e);
         char path[700];
         snprintf(path, sizeof(path), "%s/admin.key", s->dir);

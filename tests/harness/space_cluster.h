@@ -44,6 +44,10 @@ typedef struct sp_test_space_opts {
          * process die first. */
         bool no_network;
         const char *net_upstream;
+        /* Every replica gets --secrets-key-file=<dir>/secrets.keys, a key ring
+         * (docs/secrets.md) of one random key "k1" made at up (0600), unless
+         * no_secrets_key. */
+        bool no_secrets_key;
 } sp_test_space_opts;
 
 typedef struct sp_test_space {
@@ -62,11 +66,17 @@ typedef struct sp_test_space {
         sp_test_space_opts opts;
         char admin_key[256];
         char join_token[256];
+        char secrets_key_file[700]; /* "" with no_secrets_key */
 } sp_test_space;
 
 /* Starts PostgreSQL, control-plane replica 0 and opts->workers workers, and
  * waits until every worker is ready and has the base template. Asserts. */
 void sp_test_space_up(sp_test_space *s, const sp_test_space_opts *opts);
+
+/* Writes a new key ring file at path (0600): one line "<key_id> <base64 of
+ * 32 random bytes>", then the lines of keep (may be NULL or ""), as a new
+ * file renamed over the old. */
+int sp_test_secrets_key_write(const char *path, const char *key_id, const char *keep, sp_error **err);
 
 /* Starts control-plane replica i (0 or 1) on its own ports, the same
  * database and the same CA, and waits for its /healthz. Starting a replica

@@ -80,8 +80,9 @@ typedef struct pr_cp_resources {
 /* An element of Heartbeat's "sandboxes". */
 typedef struct pr_cp_sandbox {
         const char *id, *state, *template_name; /* "template" */
-        /* Its secrets' values are not on the worker (it restarted and its
-         * gateway did not keep them): the control plane sends them again. */
+        /* The worker holds bindings of this sandbox without their values (it
+         * restarted: values live in its memory only); the control plane sends
+         * SetEgress with them again. */
         bool secrets_missing;
 } pr_cp_sandbox;
 

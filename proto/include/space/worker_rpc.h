@@ -48,13 +48,16 @@ typedef struct pr_wk_create_sandbox {
         bool warm; /* default true */
         const char *tenant_id; /* for the egress gateway's audit records */
         json_object *egress; /* the egress profile (gateway/policy/profile.h); absent: {"name":"none"} */
-        /* Its credential bindings (gateway/policy/secret.h), values included:
-         * kept in memory only, never written to disk; absent: none. */
+        /* the sandbox's credential bindings (gateway/policy/secret.h), an
+         * array of {"id","name","placeholder","hosts","inject","value",
+         * "rate_per_min","expires_at"} with the values; absent: none. The
+         * worker keeps the values in memory only. */
         json_object *secrets;
 } pr_wk_create_sandbox;
 
-/* SetEgress: a running sandbox's new egress profile; answered once the
- * node's gateway enforces it. */
+/* SetEgress: a running sandbox's new egress profile and its whole list of
+ * credential bindings (secrets, as CreateSandbox's: it replaces the list the
+ * sandbox had; absent: none); answered once the node's gateway enforces it. */
 typedef struct pr_wk_set_egress {
         const char *id;
         json_object *egress;

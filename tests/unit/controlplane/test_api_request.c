@@ -51,6 +51,18 @@ static int dec_join(const char *b, size_t n, void *ret, sp_error **err)
 {
         return cp_req_join_token(b, n, ret, err);
 }
+static int dec_secret(const char *b, size_t n, void *ret, sp_error **err)
+{
+        return cp_req_secret_create(b, n, ret, err);
+}
+static void free_secret(void *r)
+{
+        cp_secret_create_req_free(r);
+}
+static int dec_rewrap(const char *b, size_t n, void *ret, sp_error **err)
+{
+        return cp_req_secrets_rewrap(b, n, ret, err);
+}
 
 typedef struct decoder {
         const char *name;
@@ -69,7 +81,12 @@ static const decoder D_WARM = {"warm", dec_warm, NULL, sizeof(int64_t), "{\"warm
 static const decoder D_TENANT = {"tenant_create", dec_tenant, NULL, sizeof(cp_named_req), "{\"name\":\"acme\"}"};
 static const decoder D_KEY = {"key_create", dec_key, NULL, sizeof(cp_named_req), "{\"name\":\"ci\"}"};
 static const decoder D_JOIN = {"join_token", dec_join, NULL, sizeof(cp_join_token_req), "{\"ttl_s\":600}"};
-static const decoder *const decoders[] = {&D_CREATE, &D_TENANT, &D_TIMEOUT, &D_TEMPLATE, &D_WARM, &D_KEY, &D_JOIN};
+#define SECRET_BODY \
+        "{\"name\":\"openai\",\"value\":\"sk-1\",\"hosts\":[\"api.openai.com\"],\"inject\":{\"header\":\"X-Key\"}}"
+static const decoder D_SECRET = {"secret_create", dec_secret, free_secret, sizeof(cp_secret_create_req), SECRET_BODY};
+static const decoder D_REWRAP = {"secrets_rewrap", dec_rewrap, NULL, sizeof(int64_t), "{\"max\":5}"};
+static const decoder *const decoders[] = {&D_CREATE, &D_TENANT, &D_TIMEOUT, &D_TEMPLATE, &D_WARM,
+                                          &D_KEY,    &D_JOIN,   &D_SECRET,  &D_REWRAP};
 
 static bool all_zero(const void *p, size_t n)
 {
@@ -1060,6 +1077,189 @@ START_TEST(idempotency_key_and_states)
 }
 END_TEST
 
+/* ---- secrets ---- */
+
+START_TEST(secret_create_request)
+{
+        cp_secret_create_req r;
+        expect_ok(&D_SECRET,
+                  "{\"name\":\"open-ai_2\",\"value\":\"sk-live\\t1\",\"hosts\":[\"API.OpenAI.com.\",\"*.Example.org\"],"
+                  "\"inject\":{\"header\":\"Authorization\",\"format\":\"Bearer {{secret}}\"},\"rate_per_min\":60,"
+                  "\"expires_at\":\"2030-01-31T12:00:00.5+02:00\"}",
+                  &r);
+        ck_assert_str_eq(r.name, "open-ai_2");
+        ck_assert_str_eq(r.env, "OPEN_AI_2");
+        ck_assert_str_eq(json_object_to_json_string_ext(r.hosts, JSON_C_TO_STRING_PLAIN),
+                         "[\"api.openai.com\",\"*.example.org\"]");
+        ck_assert_str_eq(json_object_to_json_string_ext(r.inject, JSON_C_TO_STRING_PLAIN),
+                         "{\"header\":\"Authorization\",\"format\":\"Bearer {{secret}}\"}");
+        ck_assert_uint_eq(r.value_len, 9);
+        ck_assert_str_eq(r.value, "sk-live\t1");
+        ck_assert_int_eq(r.rate_per_min, 60);
+        ck_assert_str_eq(r.expires_at, "2030-01-31T12:00:00.5+02:00");
+        cp_secret_create_req_free(&r);
+        ck_assert_ptr_null(r.value);
+
+        expect_ok(&D_SECRET,
+                  "{\"name\":\"gh\",\"value\":\"ghp_x\",\"hosts\":[\"github.com\"],\"inject\":{\"basic\":{}},"
+                  "\"env\":\"GH_TOKEN\",\"expires_at\":null}",
+                  &r);
+        ck_assert_str_eq(r.env, "GH_TOKEN");
+        ck_assert_str_eq(r.expires_at, "");
+        ck_assert_int_eq(r.rate_per_min, 0);
+        cp_secret_create_req_free(&r);
+
+        /* What is missing or wrong is named. */
+        expect_fail(&D_SECRET, "{\"value\":\"x\",\"hosts\":[\"a.com\"],\"inject\":{\"header\":\"X\"}}",
+                    "name is required");
+        expect_fail(&D_SECRET, "{\"name\":\"a\",\"hosts\":[\"a.com\"],\"inject\":{\"header\":\"X\"}}",
+                    "value is required");
+        expect_fail(&D_SECRET, "{\"name\":\"a\",\"value\":\"x\",\"inject\":{\"header\":\"X\"}}", "hosts is required");
+        expect_fail(&D_SECRET, "{\"name\":\"a\",\"value\":\"x\",\"hosts\":[\"a.com\"]}", "inject is required");
+        const char *const bad[][3] = {
+                {"name", "\"Open\"", "name must be a secret's name"},
+                {"name", "\"1a\"", "name must be a secret's name"},
+                {"name", "\"a.b\"", "name must be a secret's name"},
+                {"name", "\"\"", "name must be a secret's name"},
+                {"name", "\"a123456789012345678901234567890123456789012345678901234567890123\"", "name"},
+                {"hosts", "[]", "field 'hosts' must name 1 to 16 hosts"},
+                {"hosts", "\"a.com\"", "field 'hosts' must be an array"},
+                {"hosts", "[\"a b.com\"]", "field 'hosts[0]'"},
+                {"hosts", "[\"a.com\",\"*\"]", "field 'hosts[1]'"},
+                {"hosts", "[\"*.com\"]", "field 'hosts[0]'"},
+                {"hosts", "[\"10.0.0.1\"]", "field 'hosts[0]'"},
+                {"hosts", "[1]", "field 'hosts[0]'"},
+                {"inject", "{}", "field 'inject' needs exactly one of 'header' and 'basic'"},
+                {"inject", "{\"header\":\"X\",\"basic\":{}}", "field 'inject' needs exactly one"},
+                {"inject", "{\"header\":\"Host\"}", "field 'inject.header'"},
+                {"inject", "{\"header\":\"Proxy-Authorization\"}", "field 'inject.header'"},
+                {"inject", "{\"header\":\"A B\"}", "field 'inject.header'"},
+                {"inject", "{\"header\":\"X\",\"format\":\"Bearer\"}", "field 'inject.format'"},
+                {"inject", "{\"header\":\"X\",\"format\":\"{{secret}}{{secret}}\"}", "field 'inject.format'"},
+                {"inject", "{\"header\":\"X\",\"where\":1}", "unknown field 'where'"},
+                {"inject", "{\"basic\":{\"username\":\"a:b\"}}", "field 'inject.basic.username'"},
+                {"inject", "\"Authorization\"", "field 'inject' must be an object"},
+                {"env", "\"1X\"", "env must be 1 to 128 characters"},
+                {"env", "\"\"", "env must be 1 to 128 characters"},
+                {"env", "\"A-B\"", "env must be"},
+                {"rate_per_min", "-1", "rate_per_min must be between 0 and 1000000"},
+                {"rate_per_min", "1000001", "rate_per_min"},
+                {"expires_at", "\"2030-01-31T12:00:00\"", "expires_at must be an RFC 3339 time with its zone"},
+                {"expires_at", "\"2030-01-31 12:00:00Z\"", "expires_at must be"},
+                {"expires_at", "\"tomorrow\"", "expires_at must be"},
+                {"expires_at", "1", "expires_at must be a string"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                /* Each field replaced in a body otherwise valid. */
+                _cleanup_json_ json_object *o = json_tokener_parse(SECRET_BODY);
+                json_object_object_add(o, bad[i][0], json_tokener_parse(bad[i][1]));
+                expect_fail(&D_SECRET, json_object_to_json_string(o), bad[i][2]);
+        }
+}
+END_TEST
+
+/* A bad value is refused without ever being quoted. */
+START_TEST(secret_value_is_never_quoted)
+{
+        static const char *const bad[][2] = {
+                {"\"\"", "field 'value' must hold 1 to 8192 bytes"},
+                {"\"sk-SECRET\\nX-Other: 1\"", "field 'value' must be printable ASCII"},
+                {"\"sk-SECRET\\r\"", "printable ASCII"},
+                {"\"sk-SECRET\\u0000\"", "printable ASCII"},
+                {"\"sk-SECRET\\u00e9\"", "printable ASCII"},
+                {"\"sk-SECRET\\u0001\"", "printable ASCII"},
+                {"5", "field 'value' must be a string"},
+                {"[\"sk-SECRET\"]", "field 'value' must be a string"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(SECRET_BODY);
+                json_object_object_add(o, "value", json_tokener_parse(bad[i][0]));
+                const char *body = json_object_to_json_string(o);
+                cp_secret_create_req r;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_int_eq(cp_req_secret_create(body, strlen(body), &r, &e), -SP_E_INVALID);
+                ck_assert_msg(strstr(e->message, bad[i][1]), "%zu: '%s'", i, e->message);
+                ck_assert_msg(!strstr(e->message, "SECRET"), "%zu: the value in '%s'", i, e->message);
+                ck_assert_ptr_null(r.value);
+        }
+        /* Too long, and the longest. */
+        _cleanup_free_ char *v8193 = repeat('v', 8193), *v8192 = repeat('v', 8192);
+        _cleanup_free_ char *too_long = NULL, *longest = NULL;
+        _cleanup_buf_ sp_buf b1 = SP_BUF_INIT, b2 = SP_BUF_INIT;
+        sp_buf_appendf(&b1, NULL, "\"%s\"", v8193);
+        sp_buf_appendf(&b2, NULL, "\"%s\"", v8192);
+        too_long = with("{\"name\":\"a\",\"hosts\":[\"a.com\"],\"inject\":{\"header\":\"X\"}}", "value", b1.data);
+        longest = with("{\"name\":\"a\",\"hosts\":[\"a.com\"],\"inject\":{\"header\":\"X\"}}", "value", b2.data);
+        expect_fail(&D_SECRET, too_long, "field 'value' must hold 1 to 8192 bytes");
+        cp_secret_create_req r;
+        expect_ok(&D_SECRET, longest, &r);
+        ck_assert_uint_eq(r.value_len, 8192);
+        cp_secret_create_req_free(&r);
+        /* A value next to another field's error: still not quoted. */
+        _cleanup_error_ sp_error *e = NULL;
+        const char *body =
+                "{\"name\":\"Bad\",\"value\":\"sk-SECRET\",\"hosts\":[\"a.com\"],\"inject\":{\"header\":\"X\"}}";
+        ck_assert_int_eq(cp_req_secret_create(body, strlen(body), &r, &e), -SP_E_INVALID);
+        ck_assert_ptr_null(strstr(e->message, "SECRET"));
+}
+END_TEST
+
+START_TEST(secrets_rewrap_request)
+{
+        int64_t max = -1;
+        expect_ok(&D_REWRAP, "", &max);
+        ck_assert_int_eq(max, 10000);
+        expect_ok(&D_REWRAP, "{\"max\":1}", &max);
+        ck_assert_int_eq(max, 1);
+        expect_fail(&D_REWRAP, "{\"max\":0}", "max must be between 1 and 1000000");
+        expect_fail(&D_REWRAP, "{\"max\":\"all\"}", "max must be an integer");
+}
+END_TEST
+
+START_TEST(sandbox_create_secrets)
+{
+        cp_sandbox_create_req r;
+        expect_ok(&D_CREATE, "{\"template\":\"b\",\"secrets\":[\"openai\",\"gh-token\"]}", &r);
+        ck_assert_uint_eq(r.nsecrets, 2);
+        ck_assert_str_eq(r.secrets[0].name, "openai");
+        ck_assert_str_eq(r.secrets[0].env, "");
+        ck_assert_str_eq(r.secrets[1].name, "gh-token");
+        cp_sandbox_create_req_free(&r);
+        expect_ok(&D_CREATE,
+                  "{\"template\":\"b\",\"env\":{\"A\":\"1\"},\"secrets\":{\"MY_KEY\":\"openai\",\"_X\":\"gh\"}}", &r);
+        ck_assert_uint_eq(r.nsecrets, 2);
+        ck_assert_str_eq(r.secrets[0].name, "openai");
+        ck_assert_str_eq(r.secrets[0].env, "MY_KEY");
+        ck_assert_str_eq(r.secrets[1].env, "_X");
+        cp_sandbox_create_req_free(&r);
+        expect_ok(&D_CREATE, "{\"template\":\"b\",\"secrets\":[]}", &r);
+        ck_assert_uint_eq(r.nsecrets, 0);
+        cp_sandbox_create_req_free(&r);
+
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":\"openai\"}", "secrets must be an array");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":[\"OpenAI\"]}", "secrets[0] must be a secret's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":[\"a\",5]}", "secrets[1] must be a secret's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":[\"a\",\"a\"]}", "secret 'a' is named twice");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":{\"X\":\"a\",\"Y\":\"a\"}}",
+                    "secret 'a' is named twice");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":{\"1X\":\"a\"}}", "secrets key '1X'");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"secrets\":{\"X\":5}}", "secrets.X must be a secret's name");
+        expect_fail(&D_CREATE, "{\"template\":\"b\",\"env\":{\"X\":\"1\"},\"secrets\":{\"X\":\"a\"}}",
+                    "secrets.X: the variable is also in env");
+        _cleanup_buf_ sp_buf many = SP_BUF_INIT;
+        sp_buf_append_str(&many, "{\"template\":\"b\",\"secrets\":[", NULL);
+        for (int i = 0; i <= GW_SECRETS_MAX; i++)
+                sp_buf_appendf(&many, NULL, "%s\"s%d\"", i ? "," : "", i);
+        sp_buf_append_str(&many, "]}", NULL);
+        expect_fail(&D_CREATE, many.data, "secrets must name at most 32 secrets");
+
+        /* The egress log's kinds take secret. */
+        pr_wk_get_egress_log q;
+        ck_assert_int_eq(cp_req_egress_log_query(NULL, NULL, "secret", NULL, NULL, &q, NULL), 0);
+        ck_assert_str_eq(q.kind, "secret");
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("api_request");
@@ -1085,6 +1285,10 @@ static Suite *suite(void)
         tcase_add_test(tc, list_query);
         tcase_add_test(tc, wait_parameter);
         tcase_add_test(tc, idempotency_key_and_states);
+        tcase_add_test(tc, secret_create_request);
+        tcase_add_test(tc, secret_value_is_never_quoted);
+        tcase_add_test(tc, secrets_rewrap_request);
+        tcase_add_test(tc, sandbox_create_secrets);
         suite_add_tcase(s, tc);
         return s;
 }
