@@ -46,6 +46,7 @@ static int ns_guard;
 static const sp_test_inet_record records[] = {
         {"allowed.test", "10.213.200.1"},
         {"evil.test", "10.213.200.3"},
+        {"api.test", "10.213.200.4"},
 };
 
 static void cluster_up(void)
@@ -60,7 +61,11 @@ static void cluster_up(void)
         sp_test_ok(ns_guard, &e);
         /* The gateway closes relayed connections idle for 2 s here (its default is 15 minutes). */
         setenv("SPACE_GATEWAY_IDLE_TIMEOUT_S", "2", 1);
-        sp_test_space_opts o = {.workers = 1, .net_upstream = in.ns.path};
+        /* Hosts a secret is injected for are checked against the internet's CA. */
+        static char ca_arg[400];
+        snprintf(ca_arg, sizeof(ca_arg), "--gateway-upstream-ca-file=%s", in.ca_path);
+        static const char *worker_args[] = {ca_arg, NULL};
+        sp_test_space_opts o = {.workers = 1, .net_upstream = in.ns.path, .worker_args = worker_args};
         sp_test_space_up(&S, &o);
 }
 
@@ -483,6 +488,54 @@ START_TEST(spacectl_drives_egress)
 }
 END_TEST
 
+/* The credential broker end to end (docs/secrets.md): a secret made through
+ * the API, granted by a profile, given to a sandbox as a placeholder; a
+ * command run through the API sends it to the bound host, which receives
+ * the value; its use is in the sandbox's egress log and the secret's usage;
+ * revoked, the next request carries the placeholder only. */
+START_TEST(a_secret_reaches_its_host_through_the_api)
+{
+        tenant t;
+        sp_test_new_tenant(&S, "egress-secret", t.key);
+        char value[64], body[512], sbx[64], needle[128];
+        snprintf(value, sizeof(value), "sk-wire-%d-%lld", (int)getpid(), (long long)(sp_now_real_us() % 1000000007));
+        snprintf(body, sizeof(body),
+                 "{\"name\":\"openai\",\"value\":\"%s\",\"hosts\":[\"api.test\"],\"inject\":{\"header\":"
+                 "\"Authorization\",\"format\":\"Bearer {{secret}}\"},\"env\":\"OPENAI_API_KEY\"}",
+                 value);
+        json_object_put(API(t.key, "POST", "/v1/secrets", 201, body));
+        json_object_put(API(t.key, "POST", "/v1/egress-profiles", 201,
+                            "{\"name\":\"ai\",\"domains\":[\"api.test\"],\"secrets\":[\"openai\"]}"));
+        sp_test_create_sandbox(&S, t.key, "{\"template\":\"base\",\"egress\":\"ai\",\"secrets\":[\"openai\"]}", sbx);
+#define CALL_API \
+        "timeout 10 wget -q -O /tmp/o --no-check-certificate --header \"Authorization: Bearer $OPENAI_API_KEY\" " \
+        "https://api.test/v1/models && grep -q 'tls api.test' /tmp/o"
+        ck_assert_int_eq(run(&t, sbx, "case \"$OPENAI_API_KEY\" in space-secret-*) exit 0;; esac; exit 1"), 0);
+        ck_assert_int_eq(run(&t, sbx, CALL_API), 0);
+        snprintf(needle, sizeof(needle), "hdr authorization Bearer %s", value);
+        ck_assert_int_eq(sp_test_inet_seen(&in, needle), 1);
+        /* Not in the sandbox: its environment, its files. */
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "env | grep -q -e %s || grep -rqs -e %s /etc /tmp /root", value, value);
+        ck_assert_int_ne(run(&t, sbx, cmd), 0);
+        /* Its use: in the sandbox's egress log, and in the secret's usage. */
+        _cleanup_json_ json_object *log =
+                API(t.key, "GET", path_of("/v1/sandboxes/%s/egress/log?kind=secret", sbx), 200, NULL);
+        const char *text = json_object_to_json_string(log);
+        ck_assert_msg(strstr(text, "\"injected\"") && !strstr(text, value), "%s", text);
+        _cleanup_json_ json_object *u = API(t.key, "GET", "/v1/secrets/openai/usage", 200, NULL);
+        ck_assert_msg(strstr(json_object_to_json_string(u), "injected"), "%s", json_object_to_json_string(u));
+        /* Revoked: the next request carries the placeholder only. */
+        json_object_put(API(t.key, "DELETE", "/v1/secrets/openai", 200, NULL));
+        ck_assert_int_eq(run(&t, sbx, CALL_API), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, needle), 1);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "hdr authorization Bearer space-secret-"), 1);
+        _cleanup_json_ json_object *d = API(t.key, "DELETE", path_of("/v1/sandboxes/%s", sbx), 202, NULL);
+        json_object_put(sp_test_wait_op(&S, t.key, sp_test_jstr(d, "operation.id"), true));
+#undef CALL_API
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_egress");
@@ -493,6 +546,7 @@ static Suite *suite(void)
         tcase_add_test(tc, a_sandbox_reaches_what_its_profile_allows);
         tcase_add_test(tc, spacectl_drives_egress);
         tcase_add_test(tc, idle_connections_are_closed);
+        tcase_add_test(tc, a_secret_reaches_its_host_through_the_api);
         suite_add_tcase(s, tc);
         return s;
 }
