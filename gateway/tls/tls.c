@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,8 +19,29 @@
 
 struct gw_tls {
         SSL_CTX *server, *client;
+        /* Made on a thread of its own at start (an RSA key takes a few
+         * hundred milliseconds the gateway's loop should not wait), taken
+         * when first needed. */
         EVP_PKEY *leaf_key;
+        pthread_t keygen;
+        bool keygen_running;
 };
+
+static void *make_leaf_key(void *arg)
+{
+        gw_tls *t = arg;
+        t->leaf_key = EVP_RSA_gen(2048);
+        return NULL;
+}
+
+static EVP_PKEY *leaf_key(gw_tls *t)
+{
+        if (t->keygen_running) {
+                pthread_join(t->keygen, NULL);
+                t->keygen_running = false;
+        }
+        return t->leaf_key;
+}
 
 typedef struct leaf {
         char name[GW_NAME_MAX + 1];
@@ -150,8 +172,8 @@ int gw_tls_new(const char *upstream_ca_file, gw_tls **ret, sp_error **err)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         t->server = SSL_CTX_new(TLS_server_method());
         t->client = SSL_CTX_new(TLS_client_method());
-        t->leaf_key = EVP_RSA_gen(2048);
-        if (!t->server || !t->client || !t->leaf_key) {
+        t->keygen_running = pthread_create(&t->keygen, NULL, make_leaf_key, t) == 0;
+        if (!t->server || !t->client || !t->keygen_running) {
                 gw_tls_free(t);
                 return ssl_error(err, "TLS contexts");
         }
@@ -189,7 +211,7 @@ void gw_tls_free(gw_tls *t)
                 return;
         SSL_CTX_free(t->server);
         SSL_CTX_free(t->client);
-        EVP_PKEY_free(t->leaf_key);
+        EVP_PKEY_free(leaf_key(t));
         free(t);
 }
 
@@ -230,6 +252,9 @@ bool gw_sb_ca_same(const gw_sb_ca *a, const gw_sb_ca *b)
 
 static X509 *issue(gw_tls *t, gw_sb_ca *ca, const char *name)
 {
+        EVP_PKEY *key = leaf_key(t);
+        if (!key)
+                return NULL;
         char san[GW_NAME_MAX + 8];
         snprintf(san, sizeof(san), "DNS:%s", name);
         X509 *x = X509_new();
@@ -238,8 +263,8 @@ static X509 *issue(gw_tls *t, gw_sb_ca *ca, const char *name)
                   X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
                   X509_gmtime_adj(X509_getm_notAfter(x), (long)LEAF_DAYS * 86400) &&
                   X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0) == 1 &&
-                  X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) == 1 &&
-                  X509_set_pubkey(x, t->leaf_key) == 1 && add_ext(x, ca->cert, NID_subject_alt_name, san) &&
+                  X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) == 1 && X509_set_pubkey(x, key) == 1 &&
+                  add_ext(x, ca->cert, NID_subject_alt_name, san) &&
                   add_ext(x, ca->cert, NID_basic_constraints, "critical,CA:FALSE") &&
                   add_ext(x, ca->cert, NID_key_usage, "critical,digitalSignature,keyEncipherment") &&
                   add_ext(x, ca->cert, NID_ext_key_usage, "serverAuth") &&
@@ -274,7 +299,7 @@ SSL *gw_tls_server_ssl(gw_tls *t, gw_sb_ca *ca, const char *name, sp_error **err
 {
         X509 *x = leaf_for(t, ca, name);
         SSL *ssl = x ? SSL_new(t->server) : NULL;
-        if (!ssl || SSL_use_certificate(ssl, x) != 1 || SSL_use_PrivateKey(ssl, t->leaf_key) != 1) {
+        if (!ssl || SSL_use_certificate(ssl, x) != 1 || SSL_use_PrivateKey(ssl, leaf_key(t)) != 1) {
                 SSL_free(ssl);
                 ssl_error(err, "a certificate for the sandbox");
                 return NULL;
