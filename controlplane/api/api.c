@@ -4,7 +4,9 @@
  * logs, mutations in one transaction with their idempotency and audit
  * records, and long-polling on operations woken by LISTEN space_op_done.
  */
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "store/keyring.h"
 #include "store/tokenkeys.h"
 
 /* Latency bucket upper bounds, seconds (Prometheus histogram). */
@@ -184,18 +187,43 @@ int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const 
 
 /* ---- mutations ---- */
 
+/* What identifies a request under its Idempotency-Key (kept a day). A
+ * secret's create holds its value: its digest is keyed (HMAC, with a key
+ * derived from the cluster key, which is not in the database), so that the
+ * table does not let whoever holds the database confirm guessed values. */
 static void request_hash(cp_call *c, char out[65])
 {
         const char *m = sp_http_request_method(c->req), *p = sp_http_request_path(c->req);
         unsigned char md[32] = {0};
-        EVP_MD_CTX *h = EVP_MD_CTX_new();
-        if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1) {
-                EVP_DigestUpdate(h, m, strlen(m) + 1);
-                EVP_DigestUpdate(h, p, strlen(p) + 1);
-                EVP_DigestUpdate(h, c->body, c->body_len);
-                EVP_DigestFinal_ex(h, md, NULL);
+        const cp_keyring *k = c->api->cfg.keyring;
+        const uint8_t *ck = k && strcmp(p, "/v1/secrets") == 0 ? cp_keyring_key(k, cp_keyring_primary(k)) : NULL;
+        if (ck) {
+                unsigned char mac_key[32];
+                unsigned int ml = 0;
+                EVP_MD_CTX *d = EVP_MD_CTX_new();
+                bool ok = d && EVP_DigestInit_ex(d, EVP_sha256(), NULL) == 1 &&
+                          EVP_DigestUpdate(d, "space idempotency", 18) == 1 && EVP_DigestUpdate(d, ck, 32) == 1 &&
+                          EVP_DigestFinal_ex(d, mac_key, NULL) == 1;
+                EVP_MD_CTX_free(d);
+                _cleanup_buf_ sp_buf msg = SP_BUF_INIT;
+                sp_buf_append(&msg, m, strlen(m) + 1, NULL);
+                sp_buf_append(&msg, p, strlen(p) + 1, NULL);
+                sp_buf_append(&msg, c->body, c->body_len, NULL);
+                if (ok)
+                        HMAC(EVP_sha256(), mac_key, sizeof(mac_key), (const unsigned char *)msg.data, msg.len, md, &ml);
+                OPENSSL_cleanse(mac_key, sizeof(mac_key));
+                if (msg.data)
+                        OPENSSL_cleanse(msg.data, msg.len);
+        } else {
+                EVP_MD_CTX *h = EVP_MD_CTX_new();
+                if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1) {
+                        EVP_DigestUpdate(h, m, strlen(m) + 1);
+                        EVP_DigestUpdate(h, p, strlen(p) + 1);
+                        EVP_DigestUpdate(h, c->body, c->body_len);
+                        EVP_DigestFinal_ex(h, md, NULL);
+                }
+                EVP_MD_CTX_free(h);
         }
-        EVP_MD_CTX_free(h);
         static const char hex[] = "0123456789abcdef";
         for (int i = 0; i < 32; i++) {
                 out[2 * i] = hex[md[i] >> 4];

@@ -406,7 +406,8 @@ void cp__h_sandbox_egress(cp_call *c)
         req = pr_msg_encode(&pr_wk_set_egress_schema,
                             &(pr_wk_set_egress){.id = id,
                                                 .egress = profile,
-                                                .secrets = json_object_array_length(bindings) ? bindings : NULL});
+                                                .secrets = json_object_array_length(bindings) ? bindings : NULL,
+                                                .egress_generation = x->generation});
         cp__worker_call(c, x->worker_id, PQgetvalue(res, 0, 3), "SetEgress", req, on_set, x);
         return;
 abort:
@@ -470,7 +471,8 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
         if (cp_db_exec(c->api->db,
                        "SELECT s.id, s.egress_generation, coalesce(s.spec->'egress_profile', "
                        "'{\"name\":\"none\"}'::jsonb)::text, s.observed_state IN ('running', 'paused'), "
-                       "coalesce(s.worker_id, ''), coalesce(w.address, ''), coalesce(w.state <> 'unreachable', false) "
+                       "coalesce(s.worker_id, ''), coalesce(w.address, ''), coalesce(w.state <> 'unreachable', false), "
+                       "s.observed_state = 'creating' "
                        "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
                        "WHERE s.id IN (SELECT jsonb_array_elements_text($1::jsonb)) AND s.tenant_id = $2 "
                        "AND s.deleted_at IS NULL ORDER BY s.id",
@@ -487,8 +489,14 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
         *p = (push){.c = c, .out = json_object_get(out), .pending = 1};
         int started = 0;
         for (int i = 0; res && i < PQntuples(res); i++) {
-                if (strcmp(PQgetvalue(res, i, 3), "t") != 0)
-                        continue; /* not running: it gets it when it runs again */
+                if (strcmp(PQgetvalue(res, i, 3), "t") != 0) {
+                        /* Not running: it gets it when it runs again — but one being
+                         * created may have been sent the old one already: the
+                         * controller makes it right, and the answer says later. */
+                        if (strcmp(PQgetvalue(res, i, 7), "t") == 0)
+                                p->later++;
+                        continue;
+                }
                 const char *id = PQgetvalue(res, i, 0), *text = PQgetvalue(res, i, 2);
                 _cleanup_json_ json_object *profile = NULL, *bindings = NULL, *req = NULL;
                 push_one *o = NULL;
@@ -502,11 +510,11 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
                 o->p = p;
                 snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", id);
                 o->generation = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-                req = pr_msg_encode(
-                        &pr_wk_set_egress_schema,
-                        &(pr_wk_set_egress){.id = id,
-                                            .egress = profile,
-                                            .secrets = json_object_array_length(bindings) ? bindings : NULL});
+                req = pr_msg_encode(&pr_wk_set_egress_schema,
+                                    &(pr_wk_set_egress){.id = id,
+                                                        .egress = profile,
+                                                        .secrets = json_object_array_length(bindings) ? bindings : NULL,
+                                                        .egress_generation = o->generation});
                 p->pending++;
                 started++;
                 cp__worker_call(c, PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), "SetEgress", req, on_push, o);

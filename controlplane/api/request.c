@@ -949,8 +949,13 @@ static bool timestamp_valid(const char *s)
             (s[10] != 'T' && s[10] != ' ') || !digits(s + 11, 2) || s[13] != ':' || !digits(s + 14, 2) ||
             s[16] != ':' || !digits(s + 17, 2))
                 return false;
-        int mon = num2(s + 5), day = num2(s + 8), hour = num2(s + 11), min = num2(s + 14), sec = num2(s + 17);
-        if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
+        int year = num2(s) * 100 + num2(s + 2), mon = num2(s + 5), day = num2(s + 8), hour = num2(s + 11),
+            min = num2(s + 14), sec = num2(s + 17);
+        static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+        /* A day the calendar has (the database refuses the others with its own words). */
+        if (year < 1 || mon < 1 || mon > 12 || day < 1 || day > mdays[mon - 1] || (mon == 2 && day == 29 && !leap) ||
+            hour > 23 || min > 59 || sec > 60)
                 return false;
         const char *p = s + 19;
         if (*p == '.') {

@@ -237,6 +237,14 @@ void cp__h_secrets_rewrap(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
+        /* A key file that did not load must not look like a finished rotation:
+         * the next step would be to drop the only key that works. */
+        (void)cp_keyring_refresh(c->api->cfg.keyring);
+        const char *kerr = cp_keyring_error(c->api->cfg.keyring);
+        if (kerr) {
+                cp__failf(c, SP_E_CONFLICT, "%s: fix the key file before rewrapping", kerr);
+                return;
+        }
         cp_rewrap_result res;
         int r = cp_secrets_rewrap(c->api->db, c->api->cfg.keyring, max, &res, &e);
         if (r < 0) {

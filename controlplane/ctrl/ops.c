@@ -503,6 +503,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                         q.secrets = bindings;
                 q.tenant_id = PQgetvalue(sbx, 0, S_TENANT);
                 x->egress_generation = strtoll(PQgetvalue(sbx, 0, S_EGRESS_GEN), NULL, 10);
+                q.egress_generation = x->egress_generation;
                 req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);
                 timeout_ms = 120000;
         } else {

@@ -202,7 +202,8 @@ static void egress_behind(cp_ctrl *c, const char *worker, const char *sandboxes,
                         &pr_wk_set_egress_schema,
                         &(pr_wk_set_egress){.id = id,
                                             .egress = profile,
-                                            .secrets = json_object_array_length(bindings) ? bindings : NULL});
+                                            .secrets = json_object_array_length(bindings) ? bindings : NULL,
+                                            .egress_generation = x->generation});
                 if (sp_rpc_client_call(cli, "SetEgress", req, 30000, on_egress_set, x, NULL) < 0) {
                         cp__inflight_del(c, x->key);
                         free(x);

@@ -27,6 +27,7 @@ struct cp_keyring {
         char *path; /* NULL: parsed from text */
         struct stat seen; /* the file as last read (or tried) */
         keys k;
+        char error[512]; /* why the file as it is now was not taken; "" when it was */
 };
 
 bool cp_keyring_id_valid(const char *s, size_t len)
@@ -181,18 +182,24 @@ int cp_keyring_refresh(cp_keyring *k)
                 /* Gone (being replaced, or removed): keep the keys, say so once. */
                 if (k->seen.st_ino != 0)
                         sp_log_warn("secrets key file %s: %s; keeping the keys read before", k->path, strerror(errno));
+                snprintf(k->error, sizeof(k->error), "secrets key file %s: %s; still using the keys read before",
+                         k->path, strerror(errno));
                 memset(&k->seen, 0, sizeof(k->seen));
                 return -SP_E_IO;
         }
         if (same_file(&st, &k->seen))
                 return 0;
         k->seen = st;
+        if (st.st_mode & 0077)
+                sp_log_warn("secrets key file %s: group or others may access it (chmod 600 it)", k->path);
         _cleanup_error_ sp_error *e = NULL;
         keys fresh;
         if (read_file(k->path, &fresh, &e) < 0) {
                 sp_log_warn("%s; keeping the keys read before", e->message);
+                snprintf(k->error, sizeof(k->error), "%s; still using the keys read before", e->message);
                 return -SP_E_INVALID;
         }
+        k->error[0] = '\0';
         keys_wipe(&k->k);
         k->k = fresh;
         keys_wipe(&fresh);
@@ -236,4 +243,9 @@ const char *cp_keyring_id_at(const cp_keyring *k, size_t i)
 const char *cp_keyring_path(const cp_keyring *k)
 {
         return k->path;
+}
+
+const char *cp_keyring_error(const cp_keyring *k)
+{
+        return k && k->error[0] ? k->error : NULL;
 }

@@ -67,6 +67,9 @@ size_t cp_keyring_count(const cp_keyring *k);
 const char *cp_keyring_id_at(const cp_keyring *k, size_t i);
 /* The file it was loaded from, or NULL. */
 const char *cp_keyring_path(const cp_keyring *k);
+/* Why the key file as it is now was not taken (the keys read before are
+ * still used), or NULL when it was. */
+const char *cp_keyring_error(const cp_keyring *k);
 
 /* Whether s is a key id. */
 bool cp_keyring_id_valid(const char *s, size_t len);

@@ -54,16 +54,19 @@ static int hosts_parse(json_object *hosts, gw_secret *b, sp_error **err)
         size_t n = json_object_array_length(hosts);
         if (n < 1 || n > GW_SECRET_HOSTS_MAX)
                 return sp_error_set(err, SP_E_INVALID, "field 'hosts' must name 1 to %d hosts", GW_SECRET_HOSTS_MAX);
+        char seen[GW_SECRET_HOSTS_MAX][GW_NAME_MAX + 1];
         for (size_t i = 0; i < n; i++) {
                 json_object *v = json_object_array_get_idx(hosts, i);
                 const char *reason = "must be a string";
-                char out[GW_NAME_MAX + 1];
                 if (!json_object_is_type(v, json_type_string) ||
-                    gw_pattern_normalize(json_object_get_string(v), (size_t)json_object_get_string_len(v), out,
+                    gw_pattern_normalize(json_object_get_string(v), (size_t)json_object_get_string_len(v), seen[i],
                                          &reason) < 0)
                         return sp_error_set(err, SP_E_INVALID, "field 'hosts[%zu]' %s", i, reason);
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(seen[j], seen[i]) == 0)
+                                return sp_error_set(err, SP_E_INVALID, "field 'hosts[%zu]' repeats hosts[%zu]", i, j);
                 if (b)
-                        snprintf(b->hosts[b->nhosts++], sizeof(b->hosts[0]), "%s", out);
+                        snprintf(b->hosts[b->nhosts++], sizeof(b->hosts[0]), "%s", seen[i]);
         }
         return 0;
 }

@@ -31,6 +31,7 @@ static const pr_field create_sandbox_fields[] = {
         PR_F_STRING(R, "tenant_id", tenant_id, false, PR_WK_ID_MAX),
         PR_F_JSON(R, "egress", egress, false),
         PR_F_JSON(R, "secrets", secrets, false),
+        PR_F_INT(R, "egress_generation", egress_generation, false, 0, INT64_MAX, 0),
 };
 #undef R
 const pr_schema pr_wk_create_sandbox_schema = PR_SCHEMA("CreateSandbox", create_sandbox_fields);
@@ -66,6 +67,7 @@ static const pr_field set_egress_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
         PR_F_JSON(R, "egress", egress, true),
         PR_F_JSON(R, "secrets", secrets, false),
+        PR_F_INT(R, "egress_generation", egress_generation, false, 0, INT64_MAX, 0),
 };
 #undef R
 const pr_schema pr_wk_set_egress_schema = PR_SCHEMA("SetEgress", set_egress_fields);

@@ -42,6 +42,7 @@
 #include <dirent.h>
 #include <libpq-fe.h>
 #include <signal.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,30 @@ START_TEST(values_are_sealed_at_rest)
         char *v = open_value(db, id);
         ck_assert_str_eq(v, value_of("rest"));
         cp_envelope_value_free(v, strlen(v));
+        PQfinish(db);
+
+        /* Created under an Idempotency-Key (as spacectl does): the digest kept for a day is keyed
+         * (HMAC under a key from the key file), not a plain SHA-256 that confirms guessed values. */
+        _cleanup_free_ char *ibody = secret_body("at-rest-idem", value_of("idem"), "");
+        json_object_put(sp_test_api(&S, t, "POST", "/v1/secrets", 201, ibody, "Idempotency-Key: rest-idem-1"));
+        json_object_put(sp_test_api(&S, t, "POST", "/v1/secrets", 201, ibody, "Idempotency-Key: rest-idem-1"));
+        unsigned char md[32];
+        unsigned int ml = 0;
+        _cleanup_buf_ sp_buf plain = SP_BUF_INIT;
+        sp_buf_append(&plain, "POST\0/v1/secrets\0", 18, NULL);
+        sp_buf_append(&plain, ibody, strlen(ibody), NULL);
+        ck_assert(EVP_Digest(plain.data, plain.len, md, &ml, EVP_sha256(), NULL) == 1);
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        db = db_connect();
+        const char *ip[] = {"rest-idem-1"};
+        res = PQexecParams(db, "SELECT encode(request_hash, 'hex') FROM idempotency_keys WHERE key = $1", 1, NULL, ip,
+                           NULL, NULL, 0);
+        ck_assert_int_eq(PQntuples(res), 1);
+        ck_assert_int_eq(strlen(PQgetvalue(res, 0, 0)), 64);
+        ck_assert_str_ne(PQgetvalue(res, 0, 0), hex);
+        PQclear(res);
         PQfinish(db);
 
         /* Nowhere in a dump of the whole database (audit records and idempotency records included). */
@@ -1012,8 +1037,18 @@ START_TEST(cluster_key_rotation)
         ck_assert_str_eq(sp_test_jstr(none, "rewrapped"), "0");
         ck_assert_str_eq(sp_test_jstr(none, "remaining"), "0");
 
-        /* 1. A new key on top of the file; k1 stays. The control plane sees it at its next use. */
+        /* A new line that does not load (a key of 16 bytes): the file is not taken, and rewrap says so
+         * rather than answer as if the rotation were done. */
         _cleanup_free_ char *old = slurp(S.secrets_key_file);
+        _cleanup_free_ char *bad = NULL;
+        ck_assert_int_ge(asprintf(&bad, "k9 AAAAAAAAAAAAAAAAAAAAAA==\n%s", old), 0);
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, bad, strlen(bad), 0600, NULL), 0);
+        expect_error(S.admin_key, "POST", "/v1/admin/secrets/rewrap", "{}", 409, "fix the key file before rewrapping");
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, old, strlen(old), 0600, NULL), 0);
+        _cleanup_json_ json_object *again = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, "{}");
+        ck_assert_str_eq(sp_test_jstr(again, "primary"), "k1");
+
+        /* 1. A new key on top of the file; k1 stays. The control plane sees it at its next use. */
         sp_error *e = NULL;
         sp_test_ok(sp_test_secrets_key_write(S.secrets_key_file, "k2", old, &e), &e);
         _cleanup_free_ char *body = secret_body("rot-new", value_of("rot-new"), "");

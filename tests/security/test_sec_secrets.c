@@ -396,10 +396,20 @@ START_TEST(expired_over_rate_and_taken_away_stop)
         ck_assert_int_eq(seen("hdr x-api-key", v_key), 2);
         ck_assert(LOGGED(&S, "kind", "secret", "secret_id", "sec_key", "rule", "rate-limit"));
 
-        /* Taken away: the next request carries the placeholder only. */
-        _cleanup_free_ char *b = bindings_s(false), *req = NULL;
-        ck_assert_int_ge(asprintf(&req, "{\"id\":\"%s\",\"egress\":" PROFILE ",\"secrets\":%s}", S.id, b), 0);
+        /* Taken away: the next request carries the placeholder only — also when the change
+         * that still had it (an older generation) arrives after. */
+        _cleanup_free_ char *b = bindings_s(false), *req = NULL, *with = bindings_s(true), *stale = NULL;
+        ck_assert_int_ge(asprintf(&req,
+                                  "{\"id\":\"%s\",\"egress\":" PROFILE ",\"secrets\":%s,\"egress_generation\":10}",
+                                  S.id, b),
+                         0);
         sp_error *e = sp_test_netenv_try(&env, "SetEgress", req, NULL);
+        ck_assert_msg(!e, "%s", e ? e->message : "");
+        ck_assert_int_ge(asprintf(&stale,
+                                  "{\"id\":\"%s\",\"egress\":" PROFILE ",\"secrets\":%s,\"egress_generation\":9}", S.id,
+                                  with),
+                         0);
+        e = sp_test_netenv_try(&env, "SetEgress", stale, NULL);
         ck_assert_msg(!e, "%s", e ? e->message : "");
         free(sh(&S, WGET " --header \"Authorization: Bearer $OPENAI_API_KEY\" https://api.test/after >/dev/null 2>&1"));
         char auth[96];

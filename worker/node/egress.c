@@ -81,13 +81,24 @@ void wk__egress_forget(wk_sandbox *sb)
 }
 
 int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, json_object *secrets,
-                               wk_node_egress_done done, void *ud, sp_error **err)
+                               int64_t generation, wk_node_egress_done done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = wk_node_sandbox_find(n, id);
         if (!sb)
                 return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
         if (!json_object_is_type(egress, json_type_object))
                 return sp_error_set(err, SP_E_INVALID, "field 'egress' must be an object");
+        if (generation > 0 && generation < sb->egress_generation) {
+                /* Sent before a newer one that came first (another connection): not taken. */
+                sp_log_info_kv(SP_KV("sandbox_id", id), "egress change %lld came after %lld: not taken",
+                               (long long)generation, (long long)sb->egress_generation);
+                if (done)
+                        done(NULL, ud);
+                return 0;
+        }
+        int64_t old_generation = sb->egress_generation;
+        if (generation > 0)
+                sb->egress_generation = generation;
         json_object *old = sb->egress, *old_secrets = json_object_get(sb->secrets);
         sb->egress = json_object_get(egress);
         bool live = sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED;
@@ -98,6 +109,7 @@ int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, 
                 sb->egress = old;
                 json_object_put(sb->secrets);
                 sb->secrets = old_secrets;
+                sb->egress_generation = old_generation;
                 return -SP_E_IO;
         }
         json_object_put(old);

@@ -88,6 +88,7 @@ typedef struct wk_sandbox_request {
         const char *tenant_id; /* for the egress gateway's audit records; may be NULL */
         json_object *egress; /* the egress profile (docs/networking.md); NULL: {"name":"none"} */
         json_object *secrets; /* its credential bindings (docs/secrets.md); NULL: none */
+        int64_t egress_generation; /* which change of its egress this is (0: not said) */
         bool allow_warm; /* claim a warm sandbox if one is ready */
 } wk_sandbox_request;
 
@@ -275,10 +276,11 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err);
 /* Egress (docs/networking.md). Gives a running sandbox another egress
  * profile and its secrets (the whole list; NULL: none): done is called once
  * the gateway has them (or with why not; they are kept and applied when the
- * gateway is back). */
+ * gateway is back). A generation older than the sandbox's (both > 0) is a
+ * change that arrived late: done at once, nothing taken. */
 typedef void (*wk_node_egress_done)(const sp_error *err, void *ud);
 int wk_node_sandbox_set_egress(wk_node *n, const char *id, json_object *egress, json_object *secrets,
-                               wk_node_egress_done done, void *ud, sp_error **err);
+                               int64_t generation, wk_node_egress_done done, void *ud, sp_error **err);
 /* Whether the values of the sandbox's secrets are on neither this worker nor
  * its gateway (the control plane then sends them again). */
 bool wk_node_sandbox_secrets_missing(wk_node *n, const char *id);

@@ -52,6 +52,7 @@ struct wk_sandbox {
         char tenant_id[WK_NAME_MAX + 1];
         json_object *egress; /* its egress profile; NULL: none */
         json_object *secrets; /* its credential bindings (secrets.c): values in memory only; NULL: none */
+        int64_t egress_generation; /* of its egress and secrets, as the control plane numbered them (0: none) */
         uint32_t slot;
         int64_t created_us;
         wk_suspend_info suspended;

@@ -100,6 +100,8 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
         /* The bindings without their values: those never touch the disk. */
         if (sb->secrets)
                 json_object_object_add(o, "secrets", gw_secrets_strip_values(sb->secrets));
+        if (sb->egress_generation)
+                json_object_object_add(o, "egress_generation", json_object_new_int64(sb->egress_generation));
         if (sb->box && sb->node->backend->ops->save)
                 json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
         const char *text = sp_json_str(o);
@@ -400,6 +402,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
         sb->egress = req->egress ? json_object_get(req->egress) : NULL;
         json_object_put(sb->secrets);
         sb->secrets = check ? json_object_get(req->secrets) : NULL;
+        sb->egress_generation = req->egress_generation;
 
         if (sb->box) {
                 if (n->backend->ops->update) {
@@ -698,6 +701,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_string(o, "tenant_id", false, WK_NAME_MAX, &tenant, err) < 0 ||
             sp_json_get_object(o, "egress", false, &egress, err) < 0 ||
             sp_json_get_array(o, "secrets", false, GW_SECRETS_MAX, &secrets, err) < 0 ||
+            sp_json_get_int(o, "egress_generation", false, 0, INT64_MAX, &sb->egress_generation, err) < 0 ||
             sp_json_get_object(o, "box", false, &box, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;

@@ -62,6 +62,7 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
                 .tenant_id = q.tenant_id,
                 .egress = q.egress,
                 .secrets = q.secrets,
+                .egress_generation = q.egress_generation,
                 .cpu_millis = q.resources.cpu_millis,
                 .pids_max = q.resources.pids,
                 .memory_bytes = q.resources.memory_mb << 20,
@@ -199,7 +200,8 @@ static void h_set_egress(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         sp_rpc_call_ref(call);
-        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, q.secrets, reply_later, call, &e) < 0) {
+        if (wk_node_sandbox_set_egress(wk__svc.node, q.id, q.egress, q.secrets, q.egress_generation, reply_later, call,
+                                       &e) < 0) {
                 sp_rpc_call_unref(call);
                 wk__fail(call, e);
         }

@@ -53,6 +53,9 @@ typedef struct pr_wk_create_sandbox {
          * "rate_per_min","expires_at"} with the values; absent: none. The
          * worker keeps the values in memory only. */
         json_object *secrets;
+        /* Which change of its egress (profile and secrets) this is: a worker
+         * never takes an older one after a newer (0: not said). */
+        int64_t egress_generation;
 } pr_wk_create_sandbox;
 
 /* SetEgress: a running sandbox's new egress profile and its whole list of
@@ -62,6 +65,7 @@ typedef struct pr_wk_set_egress {
         const char *id;
         json_object *egress;
         json_object *secrets; /* the whole list again (as CreateSandbox's); absent: none */
+        int64_t egress_generation; /* as CreateSandbox's: an older one than the sandbox has is not taken */
 } pr_wk_set_egress;
 
 /* GetEgressLog: records of a sandbox's egress log, oldest first, only those

@@ -1147,6 +1147,11 @@ START_TEST(secret_create_request)
                 {"expires_at", "\"2030-01-31T12:00:00\"", "expires_at must be an RFC 3339 time with its zone"},
                 {"expires_at", "\"2030-01-31 12:00:00Z\"", "expires_at must be"},
                 {"expires_at", "\"tomorrow\"", "expires_at must be"},
+                /* Days the calendar does not have (the database would answer in its own words). */
+                {"expires_at", "\"2031-02-30T00:00:00Z\"", "expires_at must be"},
+                {"expires_at", "\"2031-02-29T00:00:00Z\"", "expires_at must be"},
+                {"expires_at", "\"2031-04-31T00:00:00Z\"", "expires_at must be"},
+                {"expires_at", "\"0000-01-01T00:00:00Z\"", "expires_at must be"},
                 {"expires_at", "1", "expires_at must be a string"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {

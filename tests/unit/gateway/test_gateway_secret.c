@@ -44,6 +44,7 @@ START_TEST(specs_are_checked_field_by_field)
         spec_refused("[\"*\"]", "{\"header\":\"x\"}", "field 'hosts[0]'");
         spec_refused("[\"ok.test\",\"*.com\"]", "{\"header\":\"x\"}", "field 'hosts[1]'");
         spec_refused("[\"10.0.0.1\"]", "{\"header\":\"x\"}", "field 'hosts[0]'");
+        spec_refused("[\"a.test\",\"A.TEST.\"]", "{\"header\":\"x\"}", "field 'hosts[1]' repeats hosts[0]");
         spec_refused("\"a.test\"", "{\"header\":\"x\"}", "field 'hosts' must be an array");
         spec_refused("[\"a.test\"]", "{}", "exactly one of 'header' and 'basic'");
         spec_refused("[\"a.test\"]", "{\"header\":\"x\",\"basic\":{}}", "exactly one of");
