@@ -172,33 +172,39 @@ void cp__h_secret_delete(cp_call *c)
         if (cp__body_none(c) < 0)
                 return;
         /* The answer is made after the commit (it waits for workers): a retry
-         * with the same Idempotency-Key answers with the secret as it is now,
-         * revoked (the path names it). */
-        char first[SP_ID_MAX];
-        int r = cp__mutation_begin_for(c, "", first);
-        if (r == 1)
-                return;
-        _cleanup_pgresult_ PGresult *row = NULL, *users = NULL;
+         * with the same Idempotency-Key answers with the secret the first
+         * request revoked, by its id (the name may be another secret's by
+         * then). */
+        _cleanup_pgresult_ PGresult *live = NULL, *row = NULL, *users = NULL;
         _cleanup_json_ json_object *out = NULL, *ids = NULL;
-        char msg[128];
+        char msg[128], first[SP_ID_MAX];
         snprintf(msg, sizeof(msg), SECRET_NOT_FOUND, name);
         const char *params[] = {c->who.tenant_id, name};
+        if (cp_db_exec(c->api->db, "SELECT id FROM secrets WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL",
+                       2, params, &live, &e) < 0) {
+                cp__fail(c, e);
+                return;
+        }
+        const char *live_id = PQntuples(live) == 1 ? PQgetvalue(live, 0, 0) : "";
+        int r = cp__mutation_begin_for(c, live_id, first);
+        if (r == 1)
+                return;
         if (r == 2) {
-                if (cp__query_json(c->api,
-                                   "SELECT api_secret(s) FROM secrets s WHERE s.tenant_id = $1 AND s.name = $2 "
-                                   "ORDER BY s.created_at DESC LIMIT 1",
-                                   2, params, msg, &out, &e) < 0)
+                const char *fp[] = {c->who.tenant_id, first};
+                if (cp__query_json(c->api, "SELECT api_secret(s) FROM secrets s WHERE s.tenant_id = $1 AND s.id = $2",
+                                   2, fp, msg, &out, &e) < 0)
                         cp__fail(c, e);
                 else
                         cp__reply(c, 200, out);
                 return;
         }
         /* Its value goes with it: a revoked secret cannot come back. */
+        const char *rp[] = {c->who.tenant_id, live_id};
         if (cp_db_exec(c->api->db,
                        "UPDATE secrets SET deleted_at = now(), updated_at = now(), key_id = NULL, wrapped_key = NULL, "
-                       "ciphertext = NULL WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL "
+                       "ciphertext = NULL WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL "
                        "RETURNING id, api_secret(secrets)::text",
-                       2, params, &row, &e) < 0)
+                       2, rp, &row, &e) < 0)
                 goto abort;
         if (PQntuples(row) != 1) {
                 sp_error_set(&e, SP_E_NOT_FOUND, "%s", msg);

@@ -1016,6 +1016,29 @@ END_TEST
 
 /* Last in its case: it restarts the control plane (the fixture's replica
  * then runs as this test's child, and ends with it). */
+/* A revoke retried with its Idempotency-Key after the name was taken again
+ * answers with the secret it revoked, and leaves the new one alone. */
+START_TEST(a_retried_revoke_names_what_it_revoked)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-retry", t);
+        _cleanup_free_ char *b1 = secret_body("again", value_of("again1"), "");
+        _cleanup_json_ json_object *first = call(t, "POST", "/v1/secrets", 201, b1);
+        _cleanup_json_ json_object *del =
+                sp_test_api(&S, t, "DELETE", "/v1/secrets/again", 200, NULL, "Idempotency-Key: del-again-1");
+        ck_assert_str_eq(sp_test_jstr(del, "id"), sp_test_jstr(first, "id"));
+        _cleanup_free_ char *b2 = secret_body("again", value_of("again2"), "");
+        _cleanup_json_ json_object *second = call(t, "POST", "/v1/secrets", 201, b2);
+        _cleanup_json_ json_object *replay =
+                sp_test_api(&S, t, "DELETE", "/v1/secrets/again", 200, NULL, "Idempotency-Key: del-again-1");
+        ck_assert_str_eq(sp_test_jstr(replay, "id"), sp_test_jstr(first, "id"));
+        ck_assert_ptr_nonnull(sp_test_jstr(replay, "revoked_at"));
+        _cleanup_json_ json_object *now = call(t, "GET", "/v1/secrets/again", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(now, "id"), sp_test_jstr(second, "id"));
+        ck_assert_ptr_null(sp_test_jstr(now, "revoked_at"));
+}
+END_TEST
+
 START_TEST(cluster_key_rotation)
 {
         char t[256];
@@ -1117,6 +1140,7 @@ static Suite *suite(void)
         tcase_add_test(tc, usage_comes_from_the_sandboxes_egress_logs);
         tcase_add_test(tc, spacectl_drives_secrets);
         tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
+        tcase_add_test(tc, a_retried_revoke_names_what_it_revoked);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
         return s;
