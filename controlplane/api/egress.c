@@ -382,7 +382,11 @@ void cp__h_sandbox_egress(cp_call *c)
         if (cp__mutation_commit_quiet(c) < 0)
                 return;
         const char *state = PQgetvalue(res, 0, 1);
-        bool on_worker = strcmp(state, "running") == 0 || strcmp(state, "paused") == 0;
+        /* Held by a worker, running or not: a suspended sandbox would wake with
+         * what its worker had (a revoked secret's value too) until the
+         * controller's next pass. */
+        bool on_worker = strcmp(state, "running") == 0 || strcmp(state, "paused") == 0 ||
+                         strcmp(state, "suspended") == 0 || strcmp(state, "stopped") == 0;
         if (!on_worker || !*PQgetvalue(res, 0, 2) || strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
                 /* Not running (it gets the profile when it runs again, from its
                  * spec or from the controller), or its worker is unreachable. */
@@ -470,7 +474,8 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
         const char *params[] = {sp_json_str(ids), c->who.tenant_id};
         if (cp_db_exec(c->api->db,
                        "SELECT s.id, s.egress_generation, coalesce(s.spec->'egress_profile', "
-                       "'{\"name\":\"none\"}'::jsonb)::text, s.observed_state IN ('running', 'paused'), "
+                       "'{\"name\":\"none\"}'::jsonb)::text, "
+                       "s.observed_state IN ('running', 'paused', 'suspended', 'stopped'), "
                        "coalesce(s.worker_id, ''), coalesce(w.address, ''), coalesce(w.state <> 'unreachable', false), "
                        "s.observed_state = 'creating' "
                        "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
@@ -490,8 +495,8 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out)
         int started = 0;
         for (int i = 0; res && i < PQntuples(res); i++) {
                 if (strcmp(PQgetvalue(res, i, 3), "t") != 0) {
-                        /* Not running: it gets it when it runs again — but one being
-                         * created may have been sent the old one already: the
+                        /* Not on a worker: it gets it when it runs again — but one
+                         * being created may have been sent the old one already: the
                          * controller makes it right, and the answer says later. */
                         if (strcmp(PQgetvalue(res, i, 7), "t") == 0)
                                 p->later++;

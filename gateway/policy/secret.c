@@ -39,8 +39,9 @@ static bool printable(const char *s, size_t n, bool tab)
 static bool header_forbidden(const char *h)
 {
         static const char *const no[] = {
-                "host",       "content-length", "transfer-encoding", "connection",   "upgrade", "te", "trailer",
-                "keep-alive", "expect",         "cookie2",           "content-type", NULL};
+                "host",         "content-length",   "transfer-encoding", "connection", "upgrade",
+                "te",           "trailer",          "keep-alive",        "expect",     "cookie2",
+                "content-type", "content-encoding", "http2-settings",    NULL};
         for (size_t i = 0; no[i]; i++)
                 if (strcasecmp(h, no[i]) == 0)
                         return true;

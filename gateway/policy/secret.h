@@ -14,7 +14,8 @@
  *   "inject": {"header": "Authorization", "format": "Bearer {{secret}}"}
  *             a header field (a token; not one that frames or routes the
  *             request: Host, Content-Length, Transfer-Encoding, Connection,
- *             Upgrade, TE, Trailer, Keep-Alive, Proxy-*) whose whole value
+ *             Upgrade, TE, Trailer, Keep-Alive, Expect, Content-Type,
+ *             Content-Encoding, HTTP2-Settings, Cookie2, Proxy-*) whose whole value
  *             becomes format with {{secret}} (once, exactly) replaced by the
  *             value; format defaults to "{{secret}}"
  *          or {"basic": {"username": "x-access-token"}}

@@ -1016,6 +1016,28 @@ END_TEST
 
 /* Last in its case: it restarts the control plane (the fixture's replica
  * then runs as this test's child, and ends with it). */
+/* A revoke reaches a suspended sandbox's worker at once: woken, it must not
+ * have the value again until the controller's next pass. */
+START_TEST(a_revoke_reaches_a_suspended_sandbox)
+{
+        char t[256], sbx[64], state[32];
+        sp_test_new_tenant(&S, "sec-susp", t);
+        _cleanup_free_ char *b = secret_body("susp", value_of("susp"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, b));
+        json_object_put(call(t, "POST", "/v1/egress-profiles", 201, "{\"name\":\"sp\",\"secrets\":[\"susp\"]}"));
+        sp_test_create_sandbox(&S, t, "{\"template\":\"base\",\"egress\":\"sp\",\"secrets\":[\"susp\"]}", sbx);
+        sp_test_sandbox_action(&S, t, sbx, "suspend", state);
+        ck_assert_str_eq(state, "suspended");
+        _cleanup_json_ json_object *del = call(t, "DELETE", "/v1/secrets/susp", 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(del, "sandboxes_updating"), "1");
+        /* Its worker confirmed the change before the answer (not the controller later). */
+        _cleanup_json_ json_object *sb = call(t, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(sb, "egress_applied"), "true");
+        _cleanup_json_ json_object *d = call(t, "DELETE", path_of("/v1/sandboxes/%s", sbx), 202, NULL);
+        json_object_put(sp_test_wait_op(&S, t, sp_test_jstr(d, "operation.id"), true));
+}
+END_TEST
+
 /* A revoke retried with its Idempotency-Key after the name was taken again
  * answers with the secret it revoked, and leaves the new one alone. */
 START_TEST(a_retried_revoke_names_what_it_revoked)
@@ -1141,6 +1163,7 @@ static Suite *suite(void)
         tcase_add_test(tc, spacectl_drives_secrets);
         tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
         tcase_add_test(tc, a_retried_revoke_names_what_it_revoked);
+        tcase_add_test(tc, a_revoke_reaches_a_suspended_sandbox);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
         return s;
