@@ -298,6 +298,9 @@ void ctl_print_object(ctl_ctx *ctx, json_object *o);
  * and booleans formatted), or "-" when absent or null. Borrowed from o, or
  * static. */
 const char *ctl_jstr(json_object *o, const char *path);
+/* "a,b,c" of the strings or numbers in array key of o, cut to fit len (its
+ * end "..." when cut); "-" when absent or empty. buf, or static. */
+const char *ctl_jjoin(json_object *o, const char *key, char *buf, size_t len);
 /* The time since an RFC 3339 timestamp at path, e.g. "45s", "12m", "3h",
  * "5d"; "-" when absent. Written to buf (at least 32 bytes). */
 const char *ctl_jage(json_object *o, const char *path, char *buf, size_t len);

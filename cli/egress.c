@@ -86,23 +86,6 @@ static int profile_body(ctl_ctx *ctx, const ctl_args *a, const char *name, json_
         return 0;
 }
 
-/* "a, b, c" of the strings or numbers in array key of o; "-" when empty. */
-static const char *joined(json_object *o, const char *key, char *buf, size_t len)
-{
-        json_object *arr = NULL;
-        buf[0] = '\0';
-        size_t used = 0;
-        if (json_object_object_get_ex(o, key, &arr) && json_object_is_type(arr, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(arr) && used + 1 < len; i++) {
-                        int n = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
-                                         json_object_get_string(json_object_array_get_idx(arr, i)));
-                        used += n > 0 ? (size_t)n : 0;
-                }
-        if (used >= len - 1 && len > 4)
-                memcpy(buf + len - 4, "...", 4);
-        return buf[0] ? buf : "-";
-}
-
 static int run_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         (void)a;
@@ -122,11 +105,12 @@ static int run_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
                 json_object *p = json_object_array_get_idx(list, i);
                 char d[96], pt[64], c[96];
                 bool builtin = strcmp(ctl_jstr(p, "builtin"), "true") == 0;
-                const char *domains = joined(p, "domains", d, sizeof(d));
+                const char *domains = ctl_jjoin(p, "domains", d, sizeof(d));
                 if (builtin && strcmp(ctl_jstr(p, "name"), "public") == 0)
                         domains = "(any)";
                 ctl_table_row(&t, (const char *[]){ctl_jstr(p, "name"), ctl_jstr(p, "mode"), domains,
-                                                   joined(p, "ports", pt, sizeof(pt)), joined(p, "cidrs", c, sizeof(c)),
+                                                   ctl_jjoin(p, "ports", pt, sizeof(pt)),
+                                                   ctl_jjoin(p, "cidrs", c, sizeof(c)),
                                                    builtin ? "(built in)" : ctl_jstr(p, "sandboxes")});
         }
         ctl_table_print(ctx, &t);

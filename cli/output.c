@@ -157,3 +157,19 @@ void ctl_table_free(ctl_table *t)
         free(t->cells);
         memset(t, 0, sizeof(*t));
 }
+
+const char *ctl_jjoin(json_object *o, const char *key, char *buf, size_t len)
+{
+        json_object *arr = NULL;
+        buf[0] = '\0';
+        size_t used = 0;
+        if (json_object_object_get_ex(o, key, &arr) && json_object_is_type(arr, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(arr) && used + 1 < len; i++) {
+                        int n = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+                                         json_object_get_string(json_object_array_get_idx(arr, i)));
+                        used += n > 0 ? (size_t)n : 0;
+                }
+        if (used >= len - 1 && len > 4)
+                memcpy(buf + len - 4, "...", 4);
+        return buf[0] ? buf : "-";
+}

@@ -167,23 +167,6 @@ static int run_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         return 0;
 }
 
-/* "a,b" of the strings in array key of o, cut to fit. */
-static const char *joined(json_object *o, const char *key, char *buf, size_t len)
-{
-        json_object *arr = NULL;
-        size_t used = 0;
-        buf[0] = '\0';
-        if (json_object_object_get_ex(o, key, &arr) && json_object_is_type(arr, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(arr) && used + 1 < len; i++) {
-                        int n = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
-                                         json_object_get_string(json_object_array_get_idx(arr, i)));
-                        used += n > 0 ? (size_t)n : 0;
-                }
-        if (used >= len - 1 && len > 4)
-                memcpy(buf + len - 4, "...", 4);
-        return buf[0] ? buf : "-";
-}
-
 /* How a secret is injected, in a few words. */
 static const char *injection(json_object *s, char *buf, size_t len)
 {
@@ -216,7 +199,7 @@ static int run_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
                 json_object *s = json_object_array_get_idx(list, i);
                 char h[96], in[96];
                 ctl_table_row(&t, (const char *[]){ctl_jstr(s, "name"), ctl_jstr(s, "env"),
-                                                   joined(s, "hosts", h, sizeof(h)), injection(s, in, sizeof(in)),
+                                                   ctl_jjoin(s, "hosts", h, sizeof(h)), injection(s, in, sizeof(in)),
                                                    ctl_jstr(s, "sandboxes"), ctl_jstr(s, "expires_at")});
         }
         ctl_table_print(ctx, &t);
@@ -340,7 +323,7 @@ static int run_rewrap(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         char missing[256];
         fprintf(ctx->out, "%s data keys wrapped again under '%s'; %s still under other keys\n",
                 ctl_jstr(out, "rewrapped"), ctl_jstr(out, "primary"), ctl_jstr(out, "remaining"));
-        if (strcmp(joined(out, "missing_keys", missing, sizeof(missing)), "-") != 0)
+        if (strcmp(ctl_jjoin(out, "missing_keys", missing, sizeof(missing)), "-") != 0)
                 fprintf(stderr, "spacectl: keys not in the key file wrap some secrets: %s\n", missing);
         if (strcmp(ctl_jstr(out, "failed"), "0") != 0)
                 fprintf(stderr, "spacectl: %s secrets did not open (the control plane's log names them)\n",
