@@ -143,6 +143,8 @@ int cp__egress_resolve(cp_call *c, const char *name, const gw_profile *inline_pr
  * (they are not counted). */
 #define CP_EGRESS_PUSH_MAX 64
 void cp__egress_push(cp_call *c, json_object *ids, json_object *out);
+/* cp__egress_push for the sandbox ids in column 0 of rows. */
+void cp__egress_push_rows(cp_call *c, PGresult *rows, json_object *out);
 
 /* Inside a mutation: the audit record. detail may be NULL. */
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err);

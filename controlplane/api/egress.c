@@ -207,7 +207,7 @@ void cp__h_egress_profile_update(cp_call *c)
         int r = cp__mutation_begin_for(c, "", first);
         if (r == 1)
                 return;
-        _cleanup_json_ json_object *out = NULL, *ids = NULL;
+        _cleanup_json_ json_object *out = NULL;
         if (r == 2) {
                 if (profile_answer(c, name, &out, &e) < 0)
                         cp__fail(c, e);
@@ -248,10 +248,7 @@ void cp__h_egress_profile_update(cp_call *c)
                 cp__reply(c, 200, out);
                 return;
         }
-        ids = json_object_new_array();
-        for (int i = 0; i < PQntuples(users); i++)
-                json_object_array_add(ids, json_object_new_string(PQgetvalue(users, i, 0)));
-        cp__egress_push(c, ids, out);
+        cp__egress_push_rows(c, users, out);
         return;
 abort:
         cp__mutation_abort(c, e);
@@ -465,6 +462,14 @@ static void on_push(cp_call *c, json_object *resp, const sp_error *err, void *us
         }
         free(o);
         push_end(p);
+}
+
+void cp__egress_push_rows(cp_call *c, PGresult *rows, json_object *out)
+{
+        _cleanup_json_ json_object *ids = json_object_new_array();
+        for (int i = 0; i < PQntuples(rows); i++)
+                json_object_array_add(ids, json_object_new_string(PQgetvalue(rows, i, 0)));
+        cp__egress_push(c, ids, out);
 }
 
 void cp__egress_push(cp_call *c, json_object *ids, json_object *out)

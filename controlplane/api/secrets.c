@@ -176,7 +176,7 @@ void cp__h_secret_delete(cp_call *c)
          * request revoked, by its id (the name may be another secret's by
          * then). */
         _cleanup_pgresult_ PGresult *live = NULL, *row = NULL, *users = NULL;
-        _cleanup_json_ json_object *out = NULL, *ids = NULL;
+        _cleanup_json_ json_object *out = NULL;
         char msg[128], first[SP_ID_MAX];
         snprintf(msg, sizeof(msg), SECRET_NOT_FOUND, name);
         const char *params[] = {c->who.tenant_id, name};
@@ -224,10 +224,7 @@ void cp__h_secret_delete(cp_call *c)
         json_object_object_add(out, "sandboxes_updating", json_object_new_int(PQntuples(users)));
         if (cp__mutation_commit_quiet(c) < 0)
                 return;
-        ids = json_object_new_array();
-        for (int i = 0; i < PQntuples(users); i++)
-                json_object_array_add(ids, json_object_new_string(PQgetvalue(users, i, 0)));
-        cp__egress_push(c, ids, out);
+        cp__egress_push_rows(c, users, out);
         return;
 abort:
         cp__mutation_abort(c, e);

@@ -240,7 +240,6 @@ static bool usable(head_ctx *h, const gw_secret *b)
  * username the sandbox sent. */
 static const gw_secret *binding_of(head_ctx *h, const gw_http_field *f, sp_buf *user)
 {
-        static const char prefix[] = GW_SECRET_PLACEHOLDER_PREFIX;
         for (size_t i = 0; i < gw_secrets_count(h->sb->secrets); i++) {
                 const gw_secret *b = gw_secrets_at(h->sb->secrets, i);
                 if (strlen(b->header) != f->name_len || strncasecmp(b->header, f->name, f->name_len) != 0 ||
@@ -271,7 +270,6 @@ static const gw_secret *binding_of(head_ctx *h, const gw_http_field *f, sp_buf *
                 if (ok)
                         return b;
         }
-        (void)prefix;
         return NULL;
 }
 

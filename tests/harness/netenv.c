@@ -216,3 +216,13 @@ void sp_test_netbox_dump(sp_test_netenv *env, const sp_test_netbox *b)
         snprintf(p, sizeof(p), "%s/worker.log", env->top);
         sp_test_dump_file_tail("worker", p, 20);
 }
+
+int sp_test_netbox_pid(sp_test_netenv *env, const sp_test_netbox *b)
+{
+        char path[800];
+        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env->top, b->id);
+        _cleanup_json_ json_object *o = json_object_from_file(path);
+        json_object *bx = NULL, *pid = NULL;
+        ck_assert(o && json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
+        return json_object_get_int(pid);
+}

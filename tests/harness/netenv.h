@@ -59,6 +59,8 @@ void sp_test_netbox_put(const sp_test_netbox *b, const char *src, const char *ds
 /* Whether the sandbox's egress log has a record with all of pairs (key,
  * value, ..., NULL); polled for 3 s. */
 bool sp_test_netbox_logged(sp_test_netenv *env, const sp_test_netbox *b, const char *const *pairs);
+/* The pid of the sandbox's first process (its root and namespaces are the sandbox's). */
+int sp_test_netbox_pid(sp_test_netenv *env, const sp_test_netbox *b);
 /* Dumps the tails of the sandbox's egress log, the internet's log and the worker's. */
 void sp_test_netbox_dump(sp_test_netenv *env, const sp_test_netbox *b);
 

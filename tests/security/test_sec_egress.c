@@ -452,12 +452,8 @@ static const attempt platform_attempts[] = {
  * who may send raw packets there; returns its output (the caller frees). */
 static char *probe_as_host(const char *args)
 {
-        char path[800], netns[64], probe[700], log[800];
-        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env.top, A.id);
-        _cleanup_json_ json_object *o = json_object_from_file(path);
-        json_object *bx = NULL, *pid = NULL;
-        ck_assert(o && json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
-        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", json_object_get_int(pid));
+        char netns[64], probe[700], log[800];
+        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", sp_test_netbox_pid(&env, &A));
         snprintf(probe, sizeof(probe), "%s/tests/space-probe", sp_test_binary_dir());
         snprintf(log, sizeof(log), "%s/probe-%d.out", env.top, (int)getpid());
         char cmd[1200];

@@ -165,17 +165,6 @@ static char *sh(const sp_test_netbox *b, const char *fmt, ...)
         return out;
 }
 
-/* The pid of S's first process (its root and namespaces are S's). */
-static int s_pid(void)
-{
-        char path[800];
-        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env.top, S.id);
-        _cleanup_json_ json_object *o = json_object_from_file(path);
-        json_object *bx = NULL, *pid = NULL;
-        ck_assert(o && json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
-        return json_object_get_int(pid);
-}
-
 /* The first file under dir (GNU grep -r, as the host's root) that holds one
  * of the patterns ("" if none; the caller frees). */
 static char *host_grep(const char *dir, const char *const *patterns, const char *exclude)
@@ -200,7 +189,7 @@ static char *host_grep(const char *dir, const char *const *patterns, const char 
 static char *curl_in_s(const char *args, const char *ca, int *status)
 {
         char netns[64], bundle[128], log[800], cmd[3000];
-        int pid = s_pid();
+        int pid = sp_test_netbox_pid(&env, &S);
         snprintf(netns, sizeof(netns), "/proc/%d/ns/net", pid);
         snprintf(bundle, sizeof(bundle), "/proc/%d/root/etc/ssl/certs/ca-certificates.crt", pid);
         snprintf(log, sizeof(log), "%s/curl.out", env.top);
@@ -276,7 +265,7 @@ START_TEST(the_sandbox_trusts_its_ca_and_only_it)
         free(out);
         /* No key in it: the CA's stays on the host. */
         char root[64];
-        snprintf(root, sizeof(root), "/proc/%d/root/", s_pid());
+        snprintf(root, sizeof(root), "/proc/%d/root/", sp_test_netbox_pid(&env, &S));
         char *hit = host_grep(root, (const char *const[]){"PRIVATE KEY", NULL}, NULL);
         ck_assert_msg(hit[0] == '\0', "a key in the sandbox: %s", hit);
         free(hit);
@@ -458,7 +447,7 @@ START_TEST(the_value_is_nowhere_to_be_found)
         const char *values[] = {v_bearer, v_key, v_gh};
         /* Inside: files, environments. */
         char root[64];
-        snprintf(root, sizeof(root), "/proc/%d/root/", s_pid());
+        snprintf(root, sizeof(root), "/proc/%d/root/", sp_test_netbox_pid(&env, &S));
         char *hit = host_grep(root, (const char *const[]){v_bearer, v_key, v_gh, NULL}, NULL);
         ck_assert_msg(hit[0] == '\0', "a file of the sandbox holds a secret's value: %s", hit);
         free(hit);
@@ -473,7 +462,7 @@ START_TEST(the_value_is_nowhere_to_be_found)
         /* Its processes' memory, as the host's root reads it (the search finds what is there). */
         ck_assert(mem_has(getpid(), v_bearer));
         char ns[64], link[64], other[64];
-        snprintf(ns, sizeof(ns), "/proc/%d/ns/pid", s_pid());
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/pid", sp_test_netbox_pid(&env, &S));
         ssize_t l = readlink(ns, link, sizeof(link) - 1);
         ck_assert_int_gt(l, 0);
         link[l] = '\0';

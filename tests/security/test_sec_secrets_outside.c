@@ -147,16 +147,6 @@ static void fixture_down(void)
 
 /* ---- helpers ---- */
 
-static int box_pid(const sp_test_netbox *b)
-{
-        char path[800];
-        snprintf(path, sizeof(path), "%s/state/sandboxes/%s/sandbox.json", env.top, b->id);
-        _cleanup_json_ json_object *o = json_object_from_file(path);
-        json_object *bx = NULL, *pid = NULL;
-        ck_assert(o && json_object_object_get_ex(o, "box", &bx) && json_object_object_get_ex(bx, "pid", &pid));
-        return json_object_get_int(pid);
-}
-
 /* Removes what the recorder kept so far. */
 static void rec_clear(void)
 {
@@ -218,7 +208,7 @@ static void send_raw(const sp_test_netbox *b, const char *ip, int port, const ch
         snprintf(of, sizeof(of), "%s/resp.bin", env.top);
         snprintf(log, sizeof(log), "%s/client.log", env.top);
         snprintf(script, sizeof(script), "%s/tests/security/attack_secrets/client.py", sp_test_source_dir());
-        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", box_pid(b));
+        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", sp_test_netbox_pid(&env, b));
         snprintf(ports, sizeof(ports), "%d", port);
         unlink(of);
         sp_error *e = NULL;
@@ -402,7 +392,7 @@ END_TEST
 START_TEST(a07_renegotiation)
 {
         char netns[64], log[800];
-        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", box_pid(&S));
+        snprintf(netns, sizeof(netns), "/proc/%d/ns/net", sp_test_netbox_pid(&env, &S));
         snprintf(log, sizeof(log), "%s/reneg.log", env.top);
         unlink(log);
         const char *argv[] = {"sh", "-c",
