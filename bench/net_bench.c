@@ -535,6 +535,22 @@ static void run_sandbox(int verify, int dns, int setup, int get, path_samples *p
         stream_state st = {0};
         run_stream("AttachSession", req, NULL, 0, &st);
         ck_assert_msg(!st.error, "AttachSession: %s", st.error ? st.error->message : "");
+        if (st.code != 0) {
+                /* What the worker and the gateway saw, to tell a lost packet from
+                 * a refusal or a sandbox the gateway did not know. */
+                sp_test_proc_dump_log(&worker, 80);
+                json_object *log = NULL;
+                sp_error *e = NULL;
+                _cleanup_json_ json_object *q = json_object_new_object();
+                json_object_object_add(q, "id", json_object_new_string(sandbox));
+                json_object_object_add(q, "limit", json_object_new_int(50));
+                if (sp_rpc_call_sync(addr, NULL, "GetEgressLog", q, 10000, &log, &e) == 0)
+                        fprintf(stderr, "space-bench-net: the sandbox's egress log: %s\n",
+                                json_object_to_json_string_ext(log, JSON_C_TO_STRING_PRETTY));
+                sp_error_free(e);
+                json_object_put(log);
+        } else if (st.err.data && *st.err.data)
+                fprintf(stderr, "%s", st.err.data);
         ck_assert_msg(st.code == 0, "the client in the sandbox failed (exit %d): %s", st.code,
                       st.err.data ? st.err.data : "");
         take(st.out.data ? st.out.data : "", p, verify, dns, setup, get);

@@ -114,12 +114,17 @@ static void on_query(evutil_socket_t fd, short what, void *ud)
                         continue;
                 uint32_t src = ntohl(from.sin_addr.s_addr);
                 gw_sandbox *sb = gw_table_find(g->table, src);
-                if (!sb) {
-                        g->counters.unknown_source++;
-                        continue;
-                }
                 gw_dns_query q;
                 int r = gw_dns_query_parse(msg, (size_t)n, &q);
+                if (!sb) {
+                        /* Not answered (nobody to answer for), but recorded as the
+                         * relay records a connection: a sandbox the gateway was not
+                         * told of yet is seen in its log by its address. */
+                        g->counters.unknown_source++;
+                        audit(d, NULL, src, r == 0 && q.has_question ? q.name : NULL,
+                              (gw_decision){.rule = "unknown-sandbox"}, NULL);
+                        continue;
+                }
                 if (r < 0)
                         continue;
                 if (r > 0) {
