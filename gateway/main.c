@@ -157,7 +157,9 @@ static int listen_socket(int type, const char *addr, int port, sp_error **err)
                 return sp_error_set(err, SP_E_INVALID, "listen address '%s' is not an IPv4 address", addr);
         int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         int one = 1;
-        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        /* SO_REUSEADDR for TCP only: for UDP it would let a second gateway bind
+         * the same port beside this one and take some of its queries. */
+        if (fd < 0 || (type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) ||
             bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (type == SOCK_STREAM && listen(fd, 1024) < 0)) {
                 int e = errno;
                 if (fd >= 0)

@@ -45,14 +45,20 @@ int sp_test_port_range(int *ret_lo, int *ret_hi)
 
 /* True if 127.0.0.1:port can be bound right now (no SO_REUSEADDR: a port
  * still in TIME_WAIT counts as taken). */
+/* Free for TCP and for UDP (a gateway's DNS port is a UDP one), on any address. */
 static bool port_bindable(int port)
 {
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return false;
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        return bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        static const int types[] = {SOCK_STREAM, SOCK_DGRAM};
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+                _cleanup_close_ int fd = socket(AF_INET, types[i] | SOCK_CLOEXEC, 0);
+                if (fd < 0)
+                        return false;
+                struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+                a.sin_addr.s_addr = htonl(INADDR_ANY);
+                if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+                        return false;
+        }
+        return true;
 }
 
 /* Takes the lock of port: returns its descriptor (kept open for the life of
