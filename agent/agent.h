@@ -22,6 +22,7 @@
 
 typedef struct ag_session ag_session;
 typedef struct ag_transfer ag_transfer;
+typedef struct ag_port ag_port;
 
 /* ===== leaves: no other agent file ===== */
 
@@ -93,7 +94,7 @@ bool ag_outstream_wants_input(const ag_outstream *s);
 /* True when everything was read, sent and EOF sent. */
 bool ag_outstream_done(const ag_outstream *s);
 
-/* ===== layer 3: sessions and files — use stream, conn, loop and the leaves ===== */
+/* ===== layer 3: sessions, files and ports — use stream, conn, loop and the leaves ===== */
 
 /* --- sessions (session.c) --- */
 int ag_session_exec(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_error **err);
@@ -119,6 +120,13 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
 bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err);
 void ag_transfer_conn_closed(ag_conn *c);
 void ag_transfer_pump_all(ag_conn *c);
+
+/* --- port connections (port.c) --- */
+/* Starts a connection to req->port on the sandbox's loopback (spec: "Port connections"). */
+int ag_port_connect(ag_conn *c, uint32_t channel, const pr_agent_request *req, sp_error **err);
+bool ag_port_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err);
+void ag_port_conn_closed(ag_conn *c);
+void ag_port_pump_all(ag_conn *c);
 
 /* ===== layer 4: dispatch (dispatch.c) — uses sessions, files, conn, loop ===== */
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Frame dispatch: the one place that maps a worker's frame to what handles
- * it. OPEN starts a session, a transfer or a one-shot operation by its
- * request's op; DATA, WINDOW, EOF, CONTROL and CANCEL go to the session or
- * transfer that owns the channel. It also tells sessions and transfers when
+ * it. OPEN starts a session, a transfer, a port connection or a one-shot operation by its
+ * request's op; DATA, WINDOW, EOF, CONTROL and CANCEL go to the session,
+ * transfer or port connection that owns the channel. It also tells sessions and transfers when
  * a connection ends or drains (ag_dispatch, the handlers conn.c calls).
  */
 #include "agent.h"
@@ -38,6 +38,9 @@ static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
         case PR_OP_WRITE:
                 r = ag_transfer_start(c, f->channel, &req, &e);
                 break;
+        case PR_OP_CONNECT:
+                r = ag_port_connect(c, f->channel, &req, &e);
+                break;
         case PR_OP_PING: {
                 _cleanup_json_ json_object *o = json_object_new_object();
                 json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
@@ -66,7 +69,7 @@ static int on_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
         case PR_AGENT_EOF:
         case PR_AGENT_CONTROL:
         case PR_AGENT_CANCEL:
-                if (ag_session_frame(c, f, err) || ag_transfer_frame(c, f, err))
+                if (ag_session_frame(c, f, err) || ag_transfer_frame(c, f, err) || ag_port_frame(c, f, err))
                         return err && *err ? -SP_E_INVALID : 0;
                 if (err && *err)
                         return -SP_E_INVALID;
@@ -82,12 +85,14 @@ static void on_closed(ag_conn *c)
 {
         ag_session_conn_closed(c);
         ag_transfer_conn_closed(c);
+        ag_port_conn_closed(c);
 }
 
 static void on_drained(ag_conn *c)
 {
         ag_session_pump_all(c);
         ag_transfer_pump_all(c);
+        ag_port_pump_all(c);
 }
 
 const ag_conn_handlers ag_dispatch = {.frame = on_frame, .closed = on_closed, .drained = on_drained};

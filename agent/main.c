@@ -12,8 +12,9 @@
  * loop's signal, child and tick hooks, the connection handlers):
  *
  *   main.c                        start-up, what a signal means, shutdown
- *     dispatch.c                  frame or request → session or file handler
- *       session.c   files.c       command sessions; file operations, transfers
+ *     dispatch.c                  frame or request → session, file or port handler
+ *       session.c files.c port.c  command sessions; file operations, transfers;
+ *                                 connections to ports in the sandbox
  *         stream.c                flow-controlled output with a resend buffer
  *           conn.c    (conn.h)    worker connections: HELLO, frames in and out
  *             loop.c  (loop.h)    epoll, watches, tick, clock, signals, reaping

@@ -44,7 +44,7 @@ typedef struct {
         char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
         int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
-        int64_t gw_tcp_port, gw_dns_port, gw_log_group;
+        int64_t gw_tcp_port, gw_dns_port, gw_log_group, max_port_conns;
         bool insecure, base_template, purge, network;
 } worker_cfg;
 
@@ -112,6 +112,8 @@ static const sp_config_def defs[] = {
          "user the gateway runs as once its sockets are made"},
         {"node-id", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, node_id), 0, 0,
          "this node's name (default: hostname)"},
+        {"max-port-connections", SP_CONFIG_INT, "4096", offsetof(worker_cfg, max_port_conns), 1, 1000000,
+         "connections to ports inside sandboxes (ingress, ConnectPort) open at once on this node"},
         {"slots", SP_CONFIG_INT, "256", offsetof(worker_cfg, slots), 1, 100000, "most sandboxes on this node"},
         {"cpu-millis", SP_CONFIG_INT, "0", offsetof(worker_cfg, cpu_millis), 0, INT64_C(1) << 40,
          "CPU capacity reported to the scheduler (0: all CPUs)"},
@@ -181,12 +183,16 @@ static void h_metrics(sp_http_request *req, void *ud)
         wk_node_metrics(node, &out, NULL);
         sp_rpc_server_stats st;
         sp_rpc_server_get_stats(srv, &st);
-        sp_buf_appendf(&out, NULL,
-                       "# HELP space_worker_rpc_connections Open RPC connections.\n"
-                       "# TYPE space_worker_rpc_connections gauge\nspace_worker_rpc_connections %llu\n"
-                       "# HELP space_worker_rpc_calls_total RPC calls dispatched.\n"
-                       "# TYPE space_worker_rpc_calls_total counter\nspace_worker_rpc_calls_total %llu\n",
-                       (unsigned long long)st.connections_open, (unsigned long long)st.calls_started);
+        sp_buf_appendf(
+                &out, NULL,
+                "# HELP space_worker_rpc_connections Open RPC connections.\n"
+                "# TYPE space_worker_rpc_connections gauge\nspace_worker_rpc_connections %llu\n"
+                "# HELP space_worker_rpc_calls_total RPC calls dispatched.\n"
+                "# TYPE space_worker_rpc_calls_total counter\nspace_worker_rpc_calls_total %llu\n"
+                "# HELP space_worker_port_connections Connections to ports inside sandboxes (ConnectPort) open.\n"
+                "# TYPE space_worker_port_connections gauge\nspace_worker_port_connections %lld\n",
+                (unsigned long long)st.connections_open, (unsigned long long)st.calls_started,
+                (long long)wk_service_port_connections());
         if (cluster)
                 sp_buf_appendf(&out, NULL,
                                "# HELP space_worker_control_plane_up Whether the last heartbeat was accepted.\n"
@@ -524,7 +530,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         srv = sp_rpc_server_new(d.base, ctx, &e);
-        wk_service_options so = {.allow_unauthenticated = c.insecure};
+        wk_service_options so = {.allow_unauthenticated = c.insecure, .max_port_connections = c.max_port_conns};
         if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
                 return 1;

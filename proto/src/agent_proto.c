@@ -158,14 +158,15 @@ int pr_agent_window_decode(const pr_agent_frame *f, uint32_t *ret, sp_error **er
 }
 
 static const char *const op_names[] = {
-        [PR_OP_EXEC] = "exec", [PR_OP_ATTACH] = "attach", [PR_OP_RELEASE] = "release", [PR_OP_STAT] = "stat",
-        [PR_OP_LIST] = "list", [PR_OP_READ] = "read",     [PR_OP_WRITE] = "write",     [PR_OP_MKDIR] = "mkdir",
-        [PR_OP_MOVE] = "move", [PR_OP_REMOVE] = "remove", [PR_OP_CHMOD] = "chmod",     [PR_OP_PING] = "ping",
+        [PR_OP_EXEC] = "exec",       [PR_OP_ATTACH] = "attach", [PR_OP_RELEASE] = "release", [PR_OP_STAT] = "stat",
+        [PR_OP_LIST] = "list",       [PR_OP_READ] = "read",     [PR_OP_WRITE] = "write",     [PR_OP_MKDIR] = "mkdir",
+        [PR_OP_MOVE] = "move",       [PR_OP_REMOVE] = "remove", [PR_OP_CHMOD] = "chmod",     [PR_OP_PING] = "ping",
+        [PR_OP_CONNECT] = "connect",
 };
 
 const char *pr_agent_op_name(pr_agent_op op)
 {
-        return op >= PR_OP_EXEC && op <= PR_OP_PING ? op_names[op] : "?";
+        return op >= PR_OP_EXEC && op < PR_OP__MAX ? op_names[op] : "?";
 }
 
 static int dup_string(json_object *o, const char *field, bool required, size_t max, char **ret, sp_error **err)
@@ -281,7 +282,7 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                 goto fail;
         if (sp_json_get_string(o, "op", true, 16, &op, err) < 0)
                 goto fail;
-        for (int i = PR_OP_EXEC; i <= PR_OP_PING; i++)
+        for (int i = PR_OP_EXEC; i < PR_OP__MAX; i++)
                 if (strcmp(op, op_names[i]) == 0)
                         r.op = (pr_agent_op)i;
         if (!r.op) {
@@ -348,6 +349,16 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                         goto fail;
                 break;
         }
+        case PR_OP_CONNECT: {
+                static const char *const f[] = {"op", "port", "window", NULL};
+                int64_t port = 0;
+                if (sp_json_check_fields(o, f, err) < 0 || sp_json_get_int(o, "port", true, 1, 65535, &port, err) < 0)
+                        goto fail;
+                r.port = (uint16_t)port;
+                break;
+        }
+        case PR_OP__MAX:
+                break;
         }
         int64_t window = PR_AGENT_DEFAULT_WINDOW;
         if (sp_json_get_int(o, "window", false, 4096, PR_AGENT_MAX_CREDIT, &window, err) < 0)
@@ -419,12 +430,14 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
                 json_object_object_add(o, "path", json_object_new_string(r->path));
         }
         if (r->window && r->window != PR_AGENT_DEFAULT_WINDOW &&
-            (r->op == PR_OP_EXEC || r->op == PR_OP_ATTACH || r->op == PR_OP_READ))
+            (r->op == PR_OP_EXEC || r->op == PR_OP_ATTACH || r->op == PR_OP_READ || r->op == PR_OP_CONNECT))
                 json_object_object_add(o, "window", json_object_new_int64(r->window));
         if (r->op == PR_OP_READ && r->offset)
                 json_object_object_add(o, "offset", json_object_new_int64(r->offset));
         if (r->op == PR_OP_READ && r->length >= 0)
                 json_object_object_add(o, "length", json_object_new_int64(r->length));
+        if (r->op == PR_OP_CONNECT)
+                json_object_object_add(o, "port", json_object_new_int(r->port));
         if (r->op == PR_OP_LIST)
                 json_object_object_add(o, "limit", json_object_new_int64(r->limit));
         if (r->has_mode)

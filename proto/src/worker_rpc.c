@@ -123,6 +123,12 @@ static const pr_field write_stdin_fields[] = {
         PR_F_BOOL(pr_wk_write_stdin, "close", close, false),
 };
 const pr_schema pr_wk_write_stdin_schema = PR_SCHEMA("WriteStdin", write_stdin_fields);
+static const pr_field connect_port_fields[] = {
+        PR_F_STRING(pr_wk_connect_port, "sandbox_id", sandbox_id, true, PR_WK_ID_MAX),
+        PR_F_INT(pr_wk_connect_port, "port", port, true, 1, 65535, 0),
+        PR_F_INT(pr_wk_connect_port, "window", window, false, 4096, PR_AGENT_MAX_CREDIT, 0),
+};
+const pr_schema pr_wk_connect_port_schema = PR_SCHEMA("ConnectPort", connect_port_fields);
 
 /* The file fields, with the agent's bounds. */
 #define R pr_wk_file
@@ -353,6 +359,12 @@ static const pr_field written_trailer_fields[] = {
         PR_F_INT(pr_wk_written_trailer, "written", written, true, 0, INT64_MAX, 0),
 };
 const pr_schema pr_wk_written_trailer_schema = PR_SCHEMA_OPEN("WrittenTrailer", written_trailer_fields);
+static const pr_field port_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_port_trailer, "ok", ok),
+        PR_F_INT(pr_wk_port_trailer, "received", received, true, 0, INT64_MAX, 0),
+        PR_F_INT(pr_wk_port_trailer, "sent", sent, true, 0, INT64_MAX, 0),
+};
+const pr_schema pr_wk_port_trailer_schema = PR_SCHEMA_OPEN("PortTrailer", port_trailer_fields);
 
 static const pr_field size_trailer_fields[] = {
         PR_F_BOOL_REQ(pr_wk_size_trailer, "ok", ok),
@@ -399,6 +411,7 @@ const pr_answer pr_worker_answers[] = {
         A(pr_wk_error_event_schema, pr_wk_message_event),
         A(pr_wk_progress_event_schema, pr_wk_message_event),
         A(pr_wk_written_trailer_schema, pr_wk_written_trailer),
+        A(pr_wk_port_trailer_schema, pr_wk_port_trailer),
         A(pr_wk_size_trailer_schema, pr_wk_size_trailer),
         A(pr_wk_import_trailer_schema, pr_wk_template_trailer),
         A(pr_wk_upload_trailer_schema, pr_wk_template_trailer),
@@ -442,6 +455,8 @@ const pr_method pr_worker_methods[] = {
         M("AttachSession", pr_wk_attach_session_schema, pr_wk_attach_session, true),
         MR("WriteStdin", pr_wk_write_stdin_schema, pr_wk_write_stdin, true, pr_wk_written_trailer_schema,
            pr_wk_written_trailer),
+        MR("ConnectPort", pr_wk_connect_port_schema, pr_wk_connect_port, true, pr_wk_port_trailer_schema,
+           pr_wk_port_trailer),
         M("StatFile", pr_wk_stat_file_schema, pr_wk_file, false),
         MR("ListDir", pr_wk_list_dir_schema, pr_wk_file, false, pr_wk_dir_list_schema, pr_wk_dir_list),
         M("MakeDir", pr_wk_make_dir_schema, pr_wk_file, false),

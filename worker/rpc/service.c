@@ -344,6 +344,8 @@ static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err)
 {
         wk__svc.node = node;
+        wk__svc.max_port_connections =
+                opts && opts->max_port_connections > 0 ? opts->max_port_connections : WK_DEFAULT_MAX_PORT_CONNECTIONS;
         uint32_t cp = SP_ROLE_CONTROLPLANE | (opts->allow_unauthenticated ? SP_RPC_UNAUTHENTICATED : 0);
         uint32_t cpdp = cp | SP_ROLE_DATAPLANE;
         const sp_rpc_method methods[] = {
@@ -382,6 +384,7 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"ChmodPath", cpdp, false, wk__h_file_simple, (void *)"chmod"},
                 {"ReadFile", cpdp, true, wk__h_read_file, NULL},
                 {"WriteFile", cpdp, true, wk__h_write_file, NULL},
+                {"ConnectPort", cpdp, true, wk__h_connect_port, NULL},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(methods); i++)
                 if (sp_rpc_server_register(srv, &methods[i], err) < 0)

@@ -16,7 +16,14 @@ typedef struct wk_service_options {
         /* Methods accept peers without an identity (cleartext on loopback, for tests and
          * single-host development). Never set with TLS. */
         bool allow_unauthenticated;
+        /* ConnectPort calls open at once (0: WK_DEFAULT_MAX_PORT_CONNECTIONS). */
+        int64_t max_port_connections;
 } wk_service_options;
+
+#define WK_DEFAULT_MAX_PORT_CONNECTIONS 4096
+
+/* ConnectPort calls open now (for /metrics). */
+int64_t wk_service_port_connections(void);
 
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err);
 

@@ -7,6 +7,7 @@
 
 typedef struct wk_service_ctx {
         wk_node *node;
+        int64_t max_port_connections; /* ConnectPort calls open at once */
 } wk_service_ctx;
 
 extern wk_service_ctx wk__svc;
@@ -34,5 +35,7 @@ void wk__h_read_template_artifact(sp_rpc_call *call, json_object *req, void *ud)
 void wk__h_file_simple(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_read_file(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_write_file(sp_rpc_call *call, json_object *req, void *ud);
+/* ports.c */
+void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud);
 
 #endif

@@ -42,6 +42,7 @@ typedef enum pr_agent_stream {
         PR_STREAM_STDOUT = 1,
         PR_STREAM_STDERR = 2,
         PR_STREAM_FILE = 3,
+        PR_STREAM_PORT = 4, /* a connection to a port in the sandbox: both directions */
         PR_STREAM__MAX,
 } pr_agent_stream;
 
@@ -94,6 +95,8 @@ typedef enum pr_agent_op {
         PR_OP_REMOVE,
         PR_OP_CHMOD,
         PR_OP_PING,
+        PR_OP_CONNECT,
+        PR_OP__MAX,
 } pr_agent_op;
 
 /* A validated OPEN request. Strings are owned; free with pr_agent_request_free(). */
@@ -108,7 +111,7 @@ typedef struct pr_agent_request {
         uint16_t rows, cols;
         bool stdin_open;
         int64_t stdout_offset, stderr_offset;
-        uint32_t window; /* exec, attach, read: initial credit for the agent's streams */
+        uint32_t window; /* exec, attach, read, connect: initial credit for the agent's streams */
         char *path;
         char *to; /* move: destination (path is the source) */
         int64_t offset, length, limit;
@@ -116,6 +119,7 @@ typedef struct pr_agent_request {
         bool has_mode;
         bool append, parents, recursive;
         bool follow; /* stat: of a symlink's target, not the link */
+        uint16_t port; /* connect: 1-65535 */
 } pr_agent_request;
 
 int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, sp_error **err);

@@ -136,6 +136,13 @@ typedef struct pr_wk_write_stdin {
         bool close;
 } pr_wk_write_stdin;
 
+/* ConnectPort */
+typedef struct pr_wk_connect_port {
+        const char *sandbox_id;
+        int64_t port; /* 1-65535 */
+        int64_t window; /* 0: the agent's default */
+} pr_wk_connect_port;
+
 /* The file methods share one struct; each method's schema names the fields
  * it takes (absent values: NULL, false, limit 0, mode -1, length -1, window 0).
  * A zeroed struct is not absent (it says mode 0): start from PR_WK_FILE_INIT
@@ -305,6 +312,11 @@ typedef struct pr_wk_written_trailer { /* WriteStdin */
         int64_t written;
 } pr_wk_written_trailer;
 
+typedef struct pr_wk_port_trailer { /* ConnectPort */
+        bool ok;
+        int64_t received, sent;
+} pr_wk_port_trailer;
+
 typedef struct pr_wk_size_trailer { /* ReadFile, WriteFile (the agent's) */
         bool ok;
         int64_t size;
@@ -337,6 +349,7 @@ extern const pr_schema pr_wk_error_event_schema;
 extern const pr_schema pr_wk_progress_event_schema;
 extern const pr_schema pr_wk_written_trailer_schema;
 extern const pr_schema pr_wk_size_trailer_schema;
+extern const pr_schema pr_wk_port_trailer_schema;
 extern const pr_schema pr_wk_import_trailer_schema;
 extern const pr_schema pr_wk_upload_trailer_schema;
 extern const pr_schema pr_wk_artifact_trailer_schema;
@@ -359,6 +372,7 @@ extern const pr_schema pr_wk_signal_session_schema;
 extern const pr_schema pr_wk_resize_session_schema;
 extern const pr_schema pr_wk_attach_session_schema;
 extern const pr_schema pr_wk_write_stdin_schema;
+extern const pr_schema pr_wk_connect_port_schema;
 extern const pr_schema pr_wk_stat_file_schema;
 extern const pr_schema pr_wk_list_dir_schema;
 extern const pr_schema pr_wk_make_dir_schema;

@@ -135,6 +135,30 @@ START_TEST(requests)
                 sp_error_free(e);
         }
 
+        /* connect: a port, and a window; back and forth the same */
+        ck_assert_int_eq(parse("{\"op\":\"connect\",\"port\":8080,\"window\":65536}", &r, NULL), 0);
+        ck_assert(r.op == PR_OP_CONNECT && r.port == 8080 && r.window == 65536);
+        _cleanup_json_ json_object *cj = pr_agent_request_to_json(&r);
+        ck_assert_str_eq(json_object_to_json_string_ext(cj, JSON_C_TO_STRING_PLAIN),
+                         "{\"op\":\"connect\",\"window\":65536,\"port\":8080}");
+        pr_agent_request_free(&r);
+        static const struct {
+                const char *json, *want;
+        } bad_connect[] = {
+                {"{\"op\":\"connect\"}", "missing required field 'port'"},
+                {"{\"op\":\"connect\",\"port\":0}", "field 'port' must be an integer between 1 and 65535"},
+                {"{\"op\":\"connect\",\"port\":65536}", "field 'port' must be an integer between 1 and 65535"},
+                {"{\"op\":\"connect\",\"port\":80,\"host\":\"10.0.0.1\"}", "unknown field 'host'"},
+                {"{\"op\":\"connect\",\"port\":\"80\"}", "field 'port'"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_connect); i++) {
+                sp_error *e = NULL;
+                pr_agent_request x;
+                ck_assert_int_lt(parse(bad_connect[i].json, &x, &e), 0);
+                ck_assert_msg(strstr(e->message, bad_connect[i].want), "connect case %zu: %s", i, e->message);
+                sp_error_free(e);
+        }
+
         pr_agent_control c;
         ck_assert_int_eq(pr_agent_control_parse("{\"resize\":{\"rows\":5,\"cols\":6}}", 30, &c, NULL), 0);
         ck_assert(c.rows == 5 && c.cols == 6 && !c.kill && c.signal == 0);
