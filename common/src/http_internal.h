@@ -24,6 +24,8 @@
 #define SP_HTTP_REQUEST_ID_MAX 65
 #define SP_HTTP_EXTRA_HEADERS_MAX (8 * 1024)
 #define SP_HTTP_WRITE_MAX (16u * 1024 * 1024)
+/* The head of a 101 answer: status line and headers. */
+#define SP_HTTP_UPGRADE_HEAD_MAX (64 * 1024)
 /* Requests answered per read callback before yielding to other connections. */
 #define SP_HTTP_REQUESTS_PER_WAKEUP 64
 
@@ -64,6 +66,14 @@ typedef struct sp__http_listener {
 
 typedef struct sp__http_conn sp__http_conn;
 
+/* The half-close of an upgraded connection toward its client. */
+typedef enum sp__http_shut {
+        SP__SHUT_NONE,
+        SP__SHUT_FLUSHING, /* asked for: once the queued output is out */
+        SP__SHUT_RETRYING, /* TLS: the socket did not take the close_notify yet */
+        SP__SHUT_DONE,
+} sp__http_shut;
+
 struct sp_http_server {
         struct event_base *base;
         sp_http_config cfg;
@@ -72,6 +82,8 @@ struct sp_http_server {
         struct event *accept_retry;
         sp__http_route *routes;
         size_t nroutes;
+        sp_http_host_match_fn host_match; /* NULL: no host handler */
+        sp__http_route host_route; /* its handler and options; no method, pattern or segments */
         sp__http_conn *conns;
         size_t nconns;
         sp_buf busy_reply; /* the canned 503 for connections over the limit */
@@ -81,6 +93,7 @@ typedef enum sp__http_conn_state {
         SP__CONN_ACTIVE, /* reading requests, answering them */
         SP__CONN_CLOSING, /* flushing the last response */
         SP__CONN_LINGER, /* output shut down, dropping input until EOF or timeout */
+        SP__CONN_RAW, /* upgraded: a byte stream between the client and conn->req's raw callbacks */
 } sp__http_conn_state;
 
 typedef enum sp__http_timer {
@@ -89,6 +102,7 @@ typedef enum sp__http_timer {
         SP__TIMER_BODY,
         SP__TIMER_KEEPALIVE,
         SP__TIMER_LINGER,
+        SP__TIMER_RAW, /* idle check of an upgraded connection */
 } sp__http_timer;
 
 struct sp__http_conn {
@@ -106,12 +120,18 @@ struct sp__http_conn {
         unsigned in_api; /* nesting of API calls (bufferevents may call back synchronously) */
         bool dead;
         bool peer_eof; /* the client sent all it will (a half-close): answer, then close */
+
+        /* upgraded connections */
+        int64_t raw_active_us; /* monotonic time of the last byte either way */
+        sp__http_shut shut; /* the half-close toward the client */
+        struct event *shut_retry; /* waits for the socket to take a TLS close_notify */
 };
 
 typedef enum sp__http_resp {
         SP__RESP_NONE,
         SP__RESP_STREAM,
         SP__RESP_DONE,
+        SP__RESP_RAW, /* answered 101: the connection is a raw byte stream */
 } sp__http_resp;
 
 typedef struct sp__http_param {
@@ -151,6 +171,11 @@ struct sp_http_request {
         bool want_writable;
         sp_http_close_cb on_close;
         void *on_close_ud;
+
+        /* upgraded (SP__RESP_RAW) */
+        sp_http_raw_ops raw;
+        void *raw_ud;
+        bool raw_paused, raw_eof_told;
 };
 
 /* http_route.c */
@@ -185,6 +210,8 @@ static inline bool sp__http_request_unowned(const sp_http_request *req)
 void sp__http_request_detach(sp_http_request *req);
 
 /* http_response.c */
+/* A header value without control bytes (HTAB allowed). */
+bool sp__http_header_value_ok(const char *value);
 /* Answers with the error shape and an explicit status (431, 414, 505 ...);
  * allow, if not NULL, becomes an Allow header; close: close the connection
  * after it (malformed input). */
@@ -210,6 +237,20 @@ void sp__http_conn_api_enter(sp__http_conn *conn);
 void sp__http_conn_api_leave(sp__http_conn *conn);
 /* Marks the connection for closing without flushing; freed from the loop. */
 void sp__http_conn_abort(sp__http_conn *conn);
+/* Switches the connection to raw mode after its request was answered 101:
+ * the HTTP timers stop, the raw idle timer starts, and the input left after
+ * the request is delivered from the loop. */
+void sp__http_conn_raw_start(sp__http_conn *conn);
+/* A byte went either way on a raw connection (the idle timer's clock). */
+void sp__http_conn_raw_activity(sp__http_conn *conn);
+
+/* http_raw.c */
+/* Delivers the raw input (and the client's EOF after it) to the callbacks
+ * unless paused; from the loop, with the connection held. */
+void sp__http_raw_input(sp__http_conn *conn);
+/* Output drained to pending bytes: the writable callback, the half-close. */
+void sp__http_raw_drained(sp__http_conn *conn, size_t pending);
+
 /* Re-arms the body timer (body reading resumed). */
 void sp__http_conn_body_progress(sp__http_conn *conn);
 /* Stops the body timer (body reading paused). */

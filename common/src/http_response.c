@@ -109,7 +109,7 @@ static void http_date(char out[static 64])
                  months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-static bool header_value_ok(const char *v)
+bool sp__http_header_value_ok(const char *v)
 {
         for (; *v; v++) {
                 unsigned char c = (unsigned char)*v;
@@ -125,7 +125,7 @@ int sp_http_response_header(sp_http_request *req, const char *name, const char *
                                                "x-request-id"};
         if (req->resp != SP__RESP_NONE)
                 return -SP_E_CONFLICT;
-        if (!name || !value || !sp_http_token_valid(name, strlen(name)) || !header_value_ok(value))
+        if (!name || !value || !sp_http_token_valid(name, strlen(name)) || !sp__http_header_value_ok(value))
                 return -SP_E_INVALID;
         for (size_t i = 0; i < SP_ARRAY_SIZE(reserved); i++)
                 if (sp_http_strcaseeq(name, reserved[i]))
@@ -207,7 +207,7 @@ int sp_http_reply(sp_http_request *req, int status, const char *content_type, co
         int r = can_answer(req);
         if (r < 0)
                 return r;
-        if (status < 200 || status > 599 || (content_type && !header_value_ok(content_type)) || (len && !body))
+        if (status < 200 || status > 599 || (content_type && !sp__http_header_value_ok(content_type)) || (len && !body))
                 return -SP_E_INVALID;
         sp__http_conn *c = req->conn;
         sp__http_conn_api_enter(c);
@@ -294,7 +294,8 @@ int sp_http_stream_start(sp_http_request *req, int status, const char *content_t
         int r = can_answer(req);
         if (r < 0)
                 return r;
-        if (status < 200 || status > 599 || content_length < -1 || (content_type && !header_value_ok(content_type)))
+        if (status < 200 || status > 599 || content_length < -1 ||
+            (content_type && !sp__http_header_value_ok(content_type)))
                 return -SP_E_INVALID;
         sp__http_conn *c = req->conn;
         sp__http_conn_api_enter(c);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The route table: patterns of literal, {param} and trailing *rest segments. */
+/* The route table: patterns of literal, {param} and trailing *rest segments,
+ * routes of one method or of every method ("*"), and the host handler that
+ * takes requests for matching hosts before the table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +126,23 @@ int sp_http_route(sp_http_server *srv, const char *method, const char *pattern, 
         return sp_http_route_ex(srv, method, pattern, NULL, handler, userdata, err);
 }
 
+int sp_http_server_set_host_handler(sp_http_server *srv, sp_http_host_match_fn match, const sp_http_route_opts *opts,
+                                    sp_http_handler handler, void *userdata, sp_error **err)
+{
+        if (!match || !handler)
+                return sp_error_set(err, SP_E_INVALID, "a host handler needs a match function and a handler");
+        if (srv->host_match)
+                return sp_error_set(err, SP_E_CONFLICT, "the server already has a host handler");
+        srv->host_match = match;
+        srv->host_route = (sp__http_route){
+                .handler = handler,
+                .userdata = userdata,
+                .max_body = opts && opts->max_body ? opts->max_body : srv->cfg.limits.max_body,
+                .flags = opts ? opts->flags : 0,
+        };
+        return 0;
+}
+
 int sp_http_server_foreach_route(const sp_http_server *srv, sp_http_route_cb cb, void *userdata)
 {
         for (size_t i = 0; i < srv->nroutes; i++) {
@@ -237,8 +256,17 @@ static void allow_add(sp_buf *allow, const char *method)
         sp_buf_append_str(allow, method, NULL);
 }
 
+static bool any_method(const sp__http_route *r)
+{
+        return strcmp(r->method, "*") == 0;
+}
+
 const sp__http_route *sp__http_route_match(sp_http_server *srv, sp_http_request *req, int *ret_status, sp_buf *allow)
 {
+        const char *host = sp_http_parser_header(req->parser, "host");
+        if (srv->host_match && host && srv->host_match(host, srv->host_route.userdata))
+                return &srv->host_route;
+
         const char *method = sp_http_parser_method(req->parser);
         bool head = strcmp(method, "HEAD") == 0;
         split_path sp = {0};
@@ -248,8 +276,8 @@ const sp__http_route *sp__http_route_match(sp_http_server *srv, sp_http_request 
                 return NULL;
         }
 
-        const sp__http_route *best = NULL, *best_get = NULL;
-        uint64_t best_rank = 0, get_rank = 0;
+        const sp__http_route *best = NULL, *best_get = NULL, *best_any = NULL;
+        uint64_t best_rank = 0, get_rank = 0, any_rank = 0;
         bool path_known = false;
         for (size_t i = 0; i < srv->nroutes; i++) {
                 const sp__http_route *r = &srv->routes[i];
@@ -257,6 +285,14 @@ const sp__http_route *sp__http_route_match(sp_http_server *srv, sp_http_request 
                         continue;
                 uint64_t rank = rank_of(r);
                 path_known = true;
+                if (any_method(r)) {
+                        /* Not in Allow: a path it matches never gets 405. */
+                        if (!best_any || rank < any_rank) {
+                                best_any = r;
+                                any_rank = rank;
+                        }
+                        continue;
+                }
                 allow_add(allow, r->method);
                 if (strcmp(r->method, "GET") == 0)
                         allow_add(allow, "HEAD");
@@ -269,8 +305,14 @@ const sp__http_route *sp__http_route_match(sp_http_server *srv, sp_http_request 
                         get_rank = rank;
                 }
         }
-        if (!best)
+        if (!best) {
                 best = best_get;
+                best_rank = get_rank;
+        }
+        /* A route of every method stands for one of each: it loses to the
+         * request's own method only on a pattern at least as specific. */
+        if (best_any && (!best || any_rank < best_rank))
+                best = best_any;
         if (!best) {
                 split_free(&sp);
                 *ret_status = path_known ? 405 : 404;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The server: listeners, connections, timers and the read loop that feeds
- * the parser and dispatches requests to their routes. */
+ * the parser and dispatches requests to their routes; upgraded connections
+ * are handed to http_raw.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
@@ -22,6 +23,7 @@
 #include "http_internal.h"
 #include "space/cleanup.h"
 #include "space/log.h"
+#include "space/time.h"
 
 /* ---- configuration ---- */
 
@@ -56,6 +58,8 @@ static void config_defaults(sp_http_config *c)
                 c->high_watermark = 256 * 1024;
         if (!c->low_watermark)
                 c->low_watermark = 64 * 1024;
+        if (!c->raw_idle_timeout_ms)
+                c->raw_idle_timeout_ms = 3600 * 1000;
 }
 
 static struct timeval ms_tv(unsigned ms)
@@ -79,6 +83,8 @@ static void conn_free(sp__http_conn *c)
         }
         event_free(c->timer);
         event_free(c->kick);
+        if (c->shut_retry)
+                event_free(c->shut_retry);
         bufferevent_free(c->bev);
         if (c->prev)
                 c->prev->next = c->next;
@@ -142,6 +148,40 @@ void sp__http_conn_timer_stop(sp__http_conn *c)
 {
         c->timer_kind = SP__TIMER_NONE;
         evtimer_del(c->timer);
+}
+
+void sp__http_conn_raw_activity(sp__http_conn *c)
+{
+        c->raw_active_us = sp_now_mono_us();
+}
+
+void sp__http_conn_raw_start(sp__http_conn *c)
+{
+        c->state = SP__CONN_RAW;
+        sp__http_conn_timer_stop(c);
+        /* Input is handed out as it arrives, and a pause stops reading
+         * outright, so no read watermark: one that suspends a TLS
+         * bufferevent mid-read leaves decrypted bytes inside OpenSSL that
+         * no socket event would fetch. */
+        bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+        sp__http_conn_raw_activity(c);
+        if (c->srv->cfg.raw_idle_timeout_ms != SP_HTTP_NO_TIMEOUT)
+                timer_set(c, SP__TIMER_RAW, c->srv->cfg.raw_idle_timeout_ms);
+        sp__http_conn_kick(c); /* the bytes that followed the request, and its EOF */
+}
+
+/* The raw idle timer fired: close if nothing went either way meanwhile. The
+ * clock is read here rather than the timer re-armed on every byte. */
+static void raw_idle_check(sp__http_conn *c)
+{
+        unsigned idle = c->srv->cfg.raw_idle_timeout_ms;
+        int64_t quiet_ms = (sp_now_mono_us() - c->raw_active_us) / SP_USEC_PER_MSEC;
+        if (quiet_ms >= (int64_t)idle) {
+                sp_log_debug_kv(SP_KV("remote", c->remote), "http: upgraded connection idle for %u ms, closing", idle);
+                c->dead = true;
+                return;
+        }
+        timer_set(c, SP__TIMER_RAW, idle - (unsigned)quiet_ms);
 }
 
 void sp__http_conn_body_progress(sp__http_conn *c)
@@ -402,6 +442,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
         if (c->state == SP__CONN_LINGER) {
                 struct evbuffer *in = bufferevent_get_input(bev);
                 evbuffer_drain(in, evbuffer_get_length(in));
+        } else if (c->state == SP__CONN_RAW) {
+                sp__http_raw_input(c);
         } else {
                 conn_process(c);
         }
@@ -415,6 +457,8 @@ static void conn_drained(sp__http_conn *c)
         if (c->state == SP__CONN_CLOSING) {
                 if (pending == 0)
                         conn_linger(c);
+        } else if (c->state == SP__CONN_RAW) {
+                sp__http_raw_drained(c, pending);
         } else if (c->state == SP__CONN_ACTIVE && c->req && c->req->want_writable &&
                    pending <= c->srv->cfg.low_watermark) {
                 sp_http_request *req = sp__http_request_hold(c->req);
@@ -433,6 +477,8 @@ static void write_cb(struct bufferevent *bev, void *arg)
                 return;
         }
         conn_enter(c);
+        if (c->state == SP__CONN_RAW)
+                sp__http_conn_raw_activity(c); /* the client took output */
         conn_drained(c);
         conn_leave(c);
 }
@@ -444,7 +490,17 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
                 return; /* TLS handshake done */
         conn_enter(c);
         bool eof = (what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT));
-        if (eof && c->state == SP__CONN_CLOSING) {
+        if (eof && c->state == SP__CONN_RAW) {
+                /* A half-close, told after the input still buffered (from
+                 * the loop: this may run inside an API call). */
+                c->peer_eof = true;
+                /* A TLS bufferevent stops writing at the peer's close_notify
+                 * (or its dirty end), stranding output already queued;
+                 * the other direction of a half-close still flows. */
+                if (c->tls && evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+                        bufferevent_enable(bev, EV_WRITE);
+                sp__http_conn_kick(c);
+        } else if (eof && c->state == SP__CONN_CLOSING) {
                 /* The client is done sending; keep flushing the final response. */
                 bufferevent_disable(bev, EV_READ);
         } else if (eof && c->state == SP__CONN_ACTIVE && (!c->req || sp_http_parser_bytes_seen(c->req->parser) == 0)) {
@@ -475,6 +531,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         sp__http_timer kind = c->timer_kind;
         c->timer_kind = SP__TIMER_NONE;
         bool answer = false;
+        if (kind == SP__TIMER_RAW) {
+                raw_idle_check(c);
+                conn_leave(c);
+                return;
+        }
         if (kind == SP__TIMER_HEAD)
                 answer = req && sp_http_parser_bytes_seen(req->parser) > 0;
         else if (kind == SP__TIMER_BODY)
@@ -504,6 +565,8 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
         }
         if (!c->dead && c->state == SP__CONN_ACTIVE)
                 conn_process(c);
+        else if (!c->dead && c->state == SP__CONN_RAW)
+                sp__http_raw_input(c);
         if (!c->dead)
                 conn_drained(c);
         conn_leave(c);

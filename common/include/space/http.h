@@ -2,7 +2,8 @@
 /*
  * The HTTP/1.1 server of every daemon: routing, limits, timeouts, JSON
  * responses in the one error shape, streamed request and response bodies with
- * backpressure, and server-sent events.
+ * backpressure, server-sent events, dispatch by Host for a reverse proxy, and
+ * connections upgraded (101) to raw byte streams for WebSocket and the like.
  *
  * It runs on the caller's libevent loop, with its own parser (http_parser.h)
  * on bufferevents: every error it answers itself is JSON
@@ -63,7 +64,12 @@ typedef struct sp_http_config {
         unsigned linger_ms; /* [2000] reading and dropping input after a final response, before closing */
         size_t high_watermark; /* [256 KiB] pending output at which streamed writes report would-block */
         size_t low_watermark; /* [64 KiB] pending output below which the writable callback fires */
+        unsigned raw_idle_timeout_ms; /* [3600000] an upgraded connection without a byte in either
+                                         direction (see sp_http_upgrade()); SP_HTTP_NO_TIMEOUT: none */
 } sp_http_config;
+
+/* A timeout field that means "never" (raw_idle_timeout_ms). */
+#define SP_HTTP_NO_TIMEOUT (~0u)
 
 /* ---- server ---- */
 
@@ -114,6 +120,13 @@ typedef struct sp_http_route_opts {
  * compared after percent-decoding; literal segments win over parameters,
  * parameters over the rest wildcard. A GET route also answers HEAD. Unknown
  * paths get 404, known paths with another method 405 with an Allow header.
+ *
+ * The method "*" registers a route for every method (a proxy's): it answers
+ * any method on its pattern unless a route of the request's own method (or a
+ * GET route for HEAD) matches the path with a pattern at least as specific,
+ * so a specific route on the same pattern wins over "*". A path that a "*"
+ * route matches never gets 405, and "*" never appears in an Allow header.
+ *
  * Errors: SP_E_INVALID (pattern, method), SP_E_CONFLICT (same method and
  * pattern twice), SP_E_LIMIT (1024 routes). */
 int sp_http_route(sp_http_server *srv, const char *method, const char *pattern, sp_http_handler handler, void *userdata,
@@ -123,14 +136,35 @@ int sp_http_route_ex(sp_http_server *srv, const char *method, const char *patter
                      sp_http_handler handler, void *userdata, sp_error **err);
 
 /* Called by sp_http_server_foreach_route() with each route's method and
- * pattern as registered (borrowed, valid during the call). 0 continues the
- * walk; any other value stops it. */
+ * pattern as registered (borrowed, valid during the call; the method is "*"
+ * for a route of every method). 0 continues the walk; any other value stops
+ * it. */
 typedef int (*sp_http_route_cb)(const char *method, const char *pattern, void *userdata);
 
 /* Calls cb for every registered route, in registration order (a GET route is
  * listed once, not again as HEAD). Returns 0 after the last route, or the
  * first non-zero value cb returned. Do not register routes from cb. */
 int sp_http_server_foreach_route(const sp_http_server *srv, sp_http_route_cb cb, void *userdata);
+
+/* ---- dispatch by host ---- */
+
+/* Whether a request for host goes to the host handler. host is the Host
+ * header as the client sent it (port suffix included, not validated beyond
+ * the parser's rules for field values). Called from the loop for every
+ * request with a Host header, right after its head: keep it cheap. */
+typedef bool (*sp_http_host_match_fn)(const char *host, void *userdata);
+
+/* Sends every request whose Host header match() accepts to handler, whatever
+ * its method and path, before and instead of the route table (a reverse
+ * proxy's virtual hosts). opts as for sp_http_route_ex() (may be NULL):
+ * SP_HTTP_ROUTE_STREAM_BODY runs the handler right after the head, and
+ * max_body limits the body. userdata goes to both match and handler. The
+ * request has no route parameters. Requests without a Host header (HTTP/1.0
+ * may omit it) or with one match() refuses are routed as before. One host
+ * handler per server. Errors: SP_E_INVALID (no match or handler),
+ * SP_E_CONFLICT (already set). */
+int sp_http_server_set_host_handler(sp_http_server *srv, sp_http_host_match_fn match, const sp_http_route_opts *opts,
+                                    sp_http_handler handler, void *userdata, sp_error **err);
 
 /* ---- requests ---- */
 
@@ -241,6 +275,74 @@ void sp_http_stream_on_writable(sp_http_request *req, sp_http_writable_cb cb, vo
 /* Completes the streamed response (never would-block). If fewer bytes than
  * the declared Content-Length were written, the connection is closed. */
 int sp_http_stream_end(sp_http_request *req);
+
+/* ---- upgraded connections: a raw byte stream after 101 ---- */
+
+/* What an upgraded connection tells its owner, from the loop. Only on_data is
+ * required. req stays valid until on_close has returned (take a reference to
+ * keep it longer); no callback runs after on_close. */
+typedef struct sp_http_raw_ops {
+        /* Bytes from the client in order (len > 0), starting with any it sent
+         * after the request head before the upgrade. data is valid only
+         * during the call. Not called while paused. */
+        void (*on_data)(sp_http_request *req, const void *data, size_t len, void *userdata);
+        /* The client closed its sending side (a half-close, or a close not yet
+         * told apart from one), after its last on_data; at most once. Writing
+         * may go on. */
+        void (*on_eof)(sp_http_request *req, void *userdata);
+        /* Once after each SP_HTTP_WOULD_BLOCK from sp_http_raw_write(), when the
+         * output has drained below low_watermark. */
+        void (*on_writable)(sp_http_request *req, void *userdata);
+        /* The connection is gone: the client reset it or a write failed, both
+         * sides have closed (on_eof told and sp_http_raw_shutdown_write()
+         * done), sp_http_raw_close(), a timeout, or the server was freed.
+         * Exactly once, last. */
+        void (*on_close)(sp_http_request *req, void *userdata);
+} sp_http_raw_ops;
+
+/* Answers req with "HTTP/1.1 101 Switching Protocols", the given headers
+ * (name, value, name, value, ..., NULL; may be NULL) and those added with
+ * sp_http_response_header(), verbatim: no Date, no X-Request-Id, and the
+ * caller supplies Connection and Upgrade. From then on the connection carries
+ * no more HTTP: it is a byte stream in both directions, through ops and the
+ * sp_http_raw_* functions below, over the same socket (TLS included) until
+ * on_close. ops->on_close replaces the request's close callback; callbacks
+ * start from the loop, never from inside this call.
+ *
+ * Only 101: any other answer to an upgrade request (a proxy relaying an
+ * upstream's refusal) is a normal response. Timeouts: the HTTP server's
+ * header, body and keep-alive timeouts stop; raw_idle_timeout_ms closes a
+ * connection that carried no byte in either direction for that long, and
+ * write_timeout_ms still closes one whose client stops reading output.
+ *
+ * Errors: SP_E_INVALID (status not 101, no on_data, a header name that is not
+ * a token, a value with control bytes, Content-Length or Transfer-Encoding,
+ * an HTTP/1.0 request, or a body not read to its end), SP_E_TOO_LARGE (headers
+ * over 64 KiB), SP_E_CONFLICT (a response was already started),
+ * SP_E_UNAVAILABLE (the client has gone). Nothing is sent on error. */
+int sp_http_upgrade(sp_http_request *req, int status, const char *const *headers, const sp_http_raw_ops *ops,
+                    void *userdata, sp_error **err);
+
+/* Queues len (at most 16 MiB) bytes toward the client. Returns 0, or
+ * SP_HTTP_WOULD_BLOCK when the queued output has reached high_watermark (the
+ * bytes are queued all the same): stop producing until on_writable.
+ * -SP_E_UNAVAILABLE once the connection is gone, -SP_E_INVALID when req is
+ * not upgraded or after sp_http_raw_shutdown_write(). */
+int sp_http_raw_write(sp_http_request *req, const void *data, size_t len);
+/* Half-closes toward the client once the queued bytes are out: shutdown(2)
+ * SHUT_WR on TCP and unix sockets, a TLS close_notify on TLS (reading goes
+ * on). Later writes are -SP_E_INVALID. Returns 0, -SP_E_UNAVAILABLE or
+ * -SP_E_INVALID as sp_http_raw_write(); a second call is a no-op. */
+int sp_http_raw_shutdown_write(sp_http_request *req);
+/* Stops reading from the client (takes effect after the current on_data):
+ * no on_data nor on_eof until resumed, and TCP flow control slows the
+ * client down. Harmless when already paused or gone. */
+void sp_http_raw_pause(sp_http_request *req);
+/* Reads again; bytes already received are delivered from the loop. */
+void sp_http_raw_resume(sp_http_request *req);
+/* Closes the connection now, dropping queued output; on_close follows from
+ * the loop. Harmless once gone. */
+void sp_http_raw_close(sp_http_request *req);
 
 /* ---- server-sent events (built on streamed responses) ---- */
 

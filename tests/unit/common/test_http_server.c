@@ -3,9 +3,6 @@
  * shape, keep-alive and pipelining, bodies, limits, malformed and smuggled
  * requests, timeouts, asynchronous answers, connection limits, unix sockets,
  * IPv6 and TLS. */
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/x509.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -843,27 +840,6 @@ START_TEST(unix_socket_and_ipv6)
 END_TEST
 
 /* ---- TLS ---- */
-
-static SSL_CTX *self_signed_ctx(void)
-{
-        EVP_PKEY *key = EVP_EC_gen("P-256");
-        ck_assert_ptr_nonnull(key);
-        X509 *x = X509_new();
-        ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-        X509_gmtime_adj(X509_getm_notBefore(x), -60);
-        X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-        X509_set_pubkey(x, key);
-        X509_NAME *name = X509_get_subject_name(x);
-        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
-        X509_set_issuer_name(x, name);
-        ck_assert_int_gt(X509_sign(x, key, EVP_sha256()), 0);
-        SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-        ck_assert_int_eq(SSL_CTX_use_certificate(ctx, x), 1);
-        ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, key), 1);
-        X509_free(x);
-        EVP_PKEY_free(key);
-        return ctx;
-}
 
 START_TEST(https)
 {

@@ -2,8 +2,9 @@
 /*
  * Helpers for the HTTP server tests: a server whose event loop runs in a
  * thread of the test process, a way to run code on that loop, a signal to
- * wait for events of the loop with a timeout, and a blocking raw-socket
- * client that reads responses (Content-Length, chunked or until close).
+ * wait for events of the loop with a timeout, a self-signed TLS context, and a
+ * blocking raw-socket client that reads responses (Content-Length, chunked or
+ * until close).
  * Every wait is bounded (TEST_TIMEOUT_MS).
  */
 #ifndef SPACE_TEST_HTTP_UTIL_H
@@ -14,6 +15,8 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +170,28 @@ static inline bool tserver_wait_connections(tserver *ts, size_t n)
                 usleep(5000);
         } while (mono_ms() < end);
         return false;
+}
+
+/* A server context with a fresh self-signed P-256 certificate for localhost. */
+static inline SSL_CTX *self_signed_ctx(void)
+{
+        EVP_PKEY *key = EVP_EC_gen("P-256");
+        ck_assert_ptr_nonnull(key);
+        X509 *x = X509_new();
+        ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+        X509_gmtime_adj(X509_getm_notBefore(x), -60);
+        X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+        X509_set_pubkey(x, key);
+        X509_NAME *name = X509_get_subject_name(x);
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
+        X509_set_issuer_name(x, name);
+        ck_assert_int_gt(X509_sign(x, key, EVP_sha256()), 0);
+        SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+        ck_assert_int_eq(SSL_CTX_use_certificate(ctx, x), 1);
+        ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, key), 1);
+        X509_free(x);
+        EVP_PKEY_free(key);
+        return ctx;
 }
 
 /* ---- the raw-socket client ---- */
