@@ -15,6 +15,7 @@
 
 #include "auth/keys.h"
 #include "auth/revoked.h"
+#include "cluster/resolve.h"
 #include "space/shares.h"
 #include "metrics/metrics.h"
 #include "workers/pool.h"
@@ -38,6 +39,10 @@ typedef struct dp {
         dp_metrics metrics;
         sp_shares *streams; /* owned by main: the max_streams slots, shared out per tenant */
         bool has_client_cert; /* /readyz: there is a certificate to dial workers with */
+        /* Ingress (ingress/ingress.h): where sandboxes are (NULL without a
+         * control plane: ingress answers 503), and the domain of the host form. */
+        dp_resolver *resolver; /* borrowed */
+        char ingress_domain[201];
         /* Called when a token names a key the set does not hold (main asks
          * the control plane for its keys, rate limited); may be NULL. */
         void (*unknown_key)(void *userdata);

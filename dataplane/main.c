@@ -21,6 +21,8 @@
 
 #include "auth/keys.h"
 #include "cluster/cluster.h"
+#include "cluster/resolve.h"
+#include "ingress/ingress.h"
 #include "dp.h"
 #include "route/routes.h"
 #include "space/buf.h"
@@ -38,7 +40,7 @@
 typedef struct dp_cfg {
         char *listen, *tls_cert, *tls_key, *rpc_ca, *rpc_cert, *rpc_key;
         char **token_public_keys;
-        char *control_plane, *join_token, *join_token_file, *state_dir, *name;
+        char *control_plane, *join_token, *join_token_file, *state_dir, *name, *ingress_domain;
         char *log_level, *log_format;
         bool plain_http;
         int64_t revoked_poll_ms, max_workers, max_streams, max_streams_per_tenant, worker_streams,
@@ -70,6 +72,9 @@ static const sp_config_def defs[] = {
          "where a joined replica keeps its certificate and the last token keys"},
         {"name", SP_CONFIG_STRING, NULL, offsetof(dp_cfg, name), 0, 0,
          "this replica's name in the cluster (default: the host name)"},
+        {"ingress-domain", SP_CONFIG_STRING, "localhost", offsetof(dp_cfg, ingress_domain), 0, 0,
+         "requests to {port}-{sandbox}.<this> are relayed to the port in the sandbox (docs/ingress.md; empty: by "
+         "path only)"},
         {"revoked-poll-ms", SP_CONFIG_INT, "2000", offsetof(dp_cfg, revoked_poll_ms), 100, 600000,
          "how often to ask the control plane for revoked API keys, whose tokens are then refused"},
         {"max-workers", SP_CONFIG_INT, "1024", offsetof(dp_cfg, max_workers), 1, 100000,
@@ -275,9 +280,21 @@ int main(int argc, char **argv)
                 dp_pool_set_stream_shares(d.pool, (size_t)c.worker_streams, (size_t)c.worker_streams_per_tenant);
                 http = sp_http_server_new(base, &hc, &e);
         }
-        if (!http || dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
+        if (c.ingress_domain && *c.ingress_domain) {
+                if (!dp_ingress_domain_valid(c.ingress_domain)) {
+                        sp_log_error("--ingress-domain '%s' is not a domain name (lowercase letters, digits, '-' and "
+                                     "'.', at most %d bytes)",
+                                     c.ingress_domain, DP_INGRESS_DOMAIN_MAX);
+                        r = 2;
+                        goto out;
+                }
+                snprintf(d.ingress_domain, sizeof(d.ingress_domain), "%s", c.ingress_domain);
+        }
+        if (!http ||
             (c.control_plane && (dp_cluster_start(base, &cc, cp_tls, keys, &cluster, &e) < 0 ||
-                                 dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0)) ||
+                                 dp_cluster_watch_revoked(cluster, revoked, c.revoked_poll_ms, &e) < 0 ||
+                                 !(d.resolver = dp_resolver_new(base, dp_cluster_client(cluster), &e)))) ||
+            dp_routes_register(&d, http, &e) < 0 || sp_http_server_listen(http, c.listen, api_tls, &e) < 0 ||
             sp_daemon_stop_on_signals(&loop, NULL, &e) < 0) {
                 sp_log_error("%s", e ? e->message : "out of memory");
                 r = 1;
@@ -303,6 +320,7 @@ out:
         /* Clients first: their streams end, then the worker connections close. */
         sp_http_server_free(http);
         dp_cluster_free(cluster);
+        dp_resolver_free(d.resolver);
         dp_pool_free(d.pool);
         sp_shares_free(d.streams);
         dp_keys_free(keys);

@@ -18,6 +18,7 @@ struct sp_http_response_parser {
         size_t lines; /* completed non-empty lines of the current head */
         bool prev_cr;
         unsigned interim; /* 1xx responses skipped */
+        bool upgrade_ok; /* a 101 is a final head (sp_http_response_parser_allow_upgrade) */
 
         /* the final head */
         bool head_ok;
@@ -53,6 +54,11 @@ sp_http_response_parser *sp_http_response_parser_new(const char *method, const s
                 p->lim.max_chunk_line = SP_HTTP_RESPONSE_DEFAULT_MAX_CHUNK_LINE;
         p->head_request = method && strcmp(method, "HEAD") == 0;
         return p;
+}
+
+void sp_http_response_parser_allow_upgrade(sp_http_response_parser *p)
+{
+        p->upgrade_ok = true;
 }
 
 sp_http_response_parser *sp_http_response_parser_free(sp_http_response_parser *p)
@@ -106,7 +112,7 @@ static sp_http_parse_event parse_head(sp_http_response_parser *p)
                 p->nheaders++;
                 s = eol + 2;
         }
-        if (p->status == 101)
+        if (p->status == 101 && !p->upgrade_ok)
                 return fail(p, "unexpected switch of protocols");
         if (p->status < 200) {
                 /* An interim response: drop it and read the next head. */
@@ -126,7 +132,12 @@ static sp_http_parse_event parse_head(sp_http_response_parser *p)
                         return fail(p, why);
         p->keep_alive = sp__http1_framing_keep_alive(&fr, p->minor);
         p->content_length = fr.content_length;
-        if (p->head_request || p->status == 204 || p->status == 304) {
+        if (p->status == 101) {
+                /* What follows is another protocol's, not a body. */
+                p->framing = SP__HTTP1_BODY_NONE;
+                p->content_length = 0;
+                p->keep_alive = false;
+        } else if (p->head_request || p->status == 204 || p->status == 304) {
                 p->framing = SP__HTTP1_BODY_NONE;
                 p->content_length = 0;
         } else if (fr.te_fields > 0) {

@@ -195,20 +195,32 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
                 c.kind = DP_KIND_FILES;
         else if (strcmp(typ, "template") == 0)
                 c.kind = DP_KIND_TEMPLATE;
+        else if (strcmp(typ, "ingress") == 0)
+                c.kind = DP_KIND_INGRESS;
         else
                 return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                    "malformed token claims: 'typ' must be \"session\", \"files\" or \"template\"");
+                                    "malformed token claims: 'typ' must be \"session\", \"files\", \"template\" or "
+                                    "\"ingress\"");
         if (c.kind != DP_KIND_TEMPLATE && (r = claim_string(claims, "sbx", true, DP_CLAIM_ID_MAX, c.sandbox, err)) < 0)
                 return r;
-        if ((r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0 ||
+        /* An ingress token names no worker: the sandbox may move, and the data
+         * plane asks the control plane where it is. */
+        bool ingress = c.kind == DP_KIND_INGRESS;
+        if (ingress && claim_present(claims, "wkr"))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: an ingress token names no worker");
+        if ((!ingress && (r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0) ||
             (r = claim_string(claims, "kid", true, SP_TOKEN_KID_LEN, c.kid, err)) < 0)
                 return r;
+        if (ingress && !c.tenant[0])
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "malformed token claims: an ingress token names its tenant");
         if (strcmp(scope, "write") == 0)
                 c.write = true;
         else if (strcmp(scope, "read") != 0)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED,
                                     "malformed token claims: 'scope' must be \"read\" or \"write\"");
-        if (!worker_address_ok(c.worker))
+        if (!ingress && !worker_address_ok(c.worker))
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'wkr' is not HOST:PORT");
         switch (c.kind) {
         case DP_KIND_FILES:
@@ -216,6 +228,11 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
                 break;
         case DP_KIND_TEMPLATE:
                 r = decode_template(claims, &c, err);
+                break;
+        case DP_KIND_INGRESS:
+                if (claim_present(claims, "path") || claim_present(claims, "usr") || claim_present(claims, "ses"))
+                        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                            "malformed token claims: an ingress token names no session, path or user");
                 break;
         case DP_KIND_SESSION:
         default:
@@ -237,7 +254,7 @@ static bool object_granted(const dp_claims *c, const dp_want *want, dp_refusal *
 {
         const char *granted = c->session, *asked = want->session, *what = "session";
         dp_refusal reason = DP_REFUSE_SESSION;
-        if (want->kind == DP_KIND_FILES) {
+        if (want->kind == DP_KIND_FILES || want->kind == DP_KIND_INGRESS) {
                 granted = c->sandbox;
                 asked = want->sandbox;
                 what = "sandbox";

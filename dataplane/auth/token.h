@@ -31,6 +31,7 @@ typedef enum dp_kind {
         DP_KIND_SESSION,
         DP_KIND_FILES,
         DP_KIND_TEMPLATE,
+        DP_KIND_INGRESS, /* a sandbox's ports (ingress): sbx and ten, no worker */
 } dp_kind;
 
 /* What a verified token grants. Strings are copies (NUL-terminated). */
@@ -83,7 +84,7 @@ typedef struct dp_want {
         dp_kind kind; /* the kind of route */
         bool write; /* a write route */
         const char *session; /* session routes: the session id in the path */
-        const char *sandbox; /* files routes: the sandbox id in the path */
+        const char *sandbox; /* files and ingress routes: the sandbox id in the path or host */
         const char *path; /* files routes: the path asked for */
         const char *template_id; /* template routes: the template id in the path */
 } dp_want;

@@ -30,6 +30,7 @@
 #include "auth/revoked.h"
 #include "space/error.h"
 #include "space/join.h"
+#include "space/rpc.h"
 
 struct event_base;
 typedef struct ssl_ctx_st SSL_CTX;
@@ -80,6 +81,10 @@ bool dp_cluster_revoked_fetched(const dp_cluster *c);
 
 /* True once a fetch succeeded. */
 bool dp_cluster_keys_fetched(const dp_cluster *c);
+
+/* The client to the control plane (borrowed: valid until dp_cluster_free()),
+ * for other calls than the cluster's own (cluster/resolve.h). */
+sp_rpc_client *dp_cluster_client(dp_cluster *c);
 
 /* Stops (a call in flight is abandoned) and frees; accepts NULL. */
 void dp_cluster_free(dp_cluster *c);

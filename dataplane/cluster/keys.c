@@ -205,6 +205,11 @@ void dp_cluster_refresh(dp_cluster *c)
         fetch(c);
 }
 
+sp_rpc_client *dp_cluster_client(dp_cluster *c)
+{
+        return c->cli;
+}
+
 bool dp_cluster_keys_fetched(const dp_cluster *c)
 {
         return c->fetched;

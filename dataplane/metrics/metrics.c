@@ -7,6 +7,7 @@ static const char *const route_names[DP_ROUTE__MAX] = {
         [DP_ROUTE_CLOSE_STDIN] = "close_stdin", [DP_ROUTE_RESIZE] = "resize",
         [DP_ROUTE_SIGNAL] = "signal",           [DP_ROUTE_FILE_GET] = "file_get",
         [DP_ROUTE_FILE_PUT] = "file_put",       [DP_ROUTE_TEMPLATE_PUT] = "template_put",
+        [DP_ROUTE_INGRESS] = "ingress",
 };
 
 static const char *const refusal_names[DP_REFUSE__MAX] = {
@@ -76,6 +77,17 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                 {"space_dataplane_file_bytes_total", NULL, NULL, "{direction=\"out\"}", m->file_bytes_out},
                 {"space_dataplane_template_bytes_total", "counter", "Template archive bytes streamed to workers.", "",
                  m->template_bytes_in},
+                {"space_dataplane_ingress_bytes_total", "counter",
+                 "Bytes relayed to and from servers in sandboxes (ingress), by direction.", "{direction=\"in\"}",
+                 m->ingress_bytes_in},
+                {"space_dataplane_ingress_bytes_total", NULL, NULL, "{direction=\"out\"}", m->ingress_bytes_out},
+                {"space_dataplane_ingress_upgrades_total", "counter",
+                 "Ingress connections switched to another protocol (WebSockets).", "", m->ingress_upgrades},
+                {"space_dataplane_ingress_upgraded", "gauge", "Upgraded ingress connections open.", "",
+                 m->ingress_upgrades - m->ingress_upgrades_closed},
+                {"space_dataplane_ingress_no_listener_total", "counter",
+                 "Ingress requests answered 502: nothing listened on the port in the sandbox.", "",
+                 m->ingress_no_listener},
                 {"space_dataplane_worker_errors_total", "counter",
                  "Worker calls that could not reach the worker or lost it.", "", m->worker_errors},
                 {"space_dataplane_worker_clients", "gauge", "RPC clients held, one per worker address.", "",

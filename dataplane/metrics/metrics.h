@@ -25,6 +25,7 @@ typedef enum dp_route {
         DP_ROUTE_FILE_GET,
         DP_ROUTE_FILE_PUT,
         DP_ROUTE_TEMPLATE_PUT,
+        DP_ROUTE_INGRESS, /* requests to a sandbox's ports, both forms */
         DP_ROUTE__MAX
 } dp_route;
 
@@ -60,6 +61,9 @@ typedef struct dp_metrics {
         uint64_t stdin_bytes;
         uint64_t file_bytes_in, file_bytes_out;
         uint64_t template_bytes_in; /* template archives streamed to workers */
+        uint64_t ingress_bytes_in, ingress_bytes_out; /* to and from servers in sandboxes */
+        uint64_t ingress_upgrades, ingress_upgrades_closed; /* WebSockets (101) relayed; open = the difference */
+        uint64_t ingress_no_listener; /* 502: nothing listened on the port */
         uint64_t refusals[DP_REFUSE__MAX];
         uint64_t worker_errors; /* calls that could not reach a worker or lost it */
         uint64_t worker_clients; /* gauge: RPC clients held (one per worker address) */

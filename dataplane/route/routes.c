@@ -3,12 +3,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ingress/ingress.h"
 #include "route/request.h"
 #include "route/routes.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+
+/* The server's dispatcher: a name under the ingress domain goes to ingress. */
+static bool ingress_host(const char *host, void *userdata)
+{
+        const dp *d = userdata;
+        return dp_ingress_host_matches(host, d->ingress_domain);
+}
 
 int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
 {
@@ -38,6 +46,15 @@ int dp_routes_register(dp *d, sp_http_server *srv, sp_error **err)
                 if (sp_http_route_ex(srv, routes[i].method, routes[i].pattern, routes[i].opts, routes[i].handler, d,
                                      err) < 0)
                         return sp_error_wrap(err, "route %s %s", routes[i].method, routes[i].pattern);
+        /* Ingress: any method, the body streamed whatever its size, by path
+         * and by host name (ingress/ingress.h). */
+        static const char *const ports[] = {"/v1/sandboxes/{id}/ports/{port}", "/v1/sandboxes/{id}/ports/{port}/*rest"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ports); i++)
+                if (sp_http_route_ex(srv, "*", ports[i], &stream, dp_ingress_handler, d, err) < 0)
+                        return sp_error_wrap(err, "route * %s", ports[i]);
+        if (d->ingress_domain[0] &&
+            sp_http_server_set_host_handler(srv, ingress_host, &stream, dp_ingress_handler, d, err) < 0)
+                return sp_error_wrap(err, "ingress by host name");
         return 0;
 }
 
@@ -101,6 +118,7 @@ static const char *object_key(const dp_claims *c)
 {
         switch (c->kind) {
         case DP_KIND_FILES:
+        case DP_KIND_INGRESS:
                 return "sandbox_id";
         case DP_KIND_TEMPLATE:
                 return "template_id";
@@ -114,6 +132,7 @@ static const char *object_id(const dp_claims *c)
 {
         switch (c->kind) {
         case DP_KIND_FILES:
+        case DP_KIND_INGRESS:
                 return c->sandbox;
         case DP_KIND_TEMPLATE:
                 return c->template_id;

@@ -3,8 +3,8 @@
  * Fuzz target: the data plane's reading of token claims. The input is a
  * token when it starts with "v1." — verified with a fixed key and clock, its
  * claims then decoded — and otherwise a claims object decoded directly.
- * Decoded claims are NUL-terminated within their bounds, name a worker and
- * hold exactly the fields of their kind (a template token: its template,
+ * Decoded claims are NUL-terminated within their bounds, name a worker (an
+ * ingress token: none, and its tenant) and hold exactly the fields of their kind (a template token: its template,
  * format and bound, no sandbox, session, path or user); a refusal is
  * SP_E_UNAUTHENTICATED and leaves the output untouched; the grant check then
  * refuses exactly what the claims do not name.
@@ -59,10 +59,13 @@ static void refuses(const dp_claims *c, const dp_want *want, dp_refusal reason)
 
 static void check(const dp_claims *c)
 {
-        if (strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) == 0 || strlen(c->worker) > DP_CLAIM_WORKER_MAX ||
+        /* An ingress token names no worker and always its tenant; the others a worker. */
+        bool ingress = c->kind == DP_KIND_INGRESS;
+        if (strlen(c->sandbox) > DP_CLAIM_ID_MAX || strlen(c->worker) > DP_CLAIM_WORKER_MAX ||
+            (ingress ? c->worker[0] != '\0' || c->tenant[0] == '\0' : !strchr(c->worker, ':')) ||
             strlen(c->tenant) > DP_CLAIM_ID_MAX || strlen(c->akey) > DP_CLAIM_ID_MAX ||
-            strlen(c->path) > DP_CLAIM_PATH_MAX || strlen(c->kid) > SP_TOKEN_KID_LEN || !strchr(c->worker, ':') ||
-            c->kind > DP_KIND_TEMPLATE || !kind_consistent(c))
+            strlen(c->path) > DP_CLAIM_PATH_MAX || strlen(c->kid) > SP_TOKEN_KID_LEN || c->kind > DP_KIND_INGRESS ||
+            !kind_consistent(c))
                 abort();
         dp_want own = {.kind = c->kind,
                        .write = c->write,
@@ -74,7 +77,7 @@ static void check(const dp_claims *c)
         sp_error *e = NULL;
         if (dp_claims_check(c, &own, &reason, &e) < 0)
                 abort();
-        for (int k = DP_KIND_SESSION; k <= DP_KIND_TEMPLATE; k++) {
+        for (int k = DP_KIND_SESSION; k <= DP_KIND_INGRESS; k++) {
                 dp_want other = own;
                 other.kind = (dp_kind)k;
                 if (other.kind != c->kind)
@@ -85,9 +88,9 @@ static void check(const dp_claims *c)
         if (strcmp(c->session, "other") != 0 && strcmp(c->sandbox, "other") != 0 &&
             strcmp(c->template_id, "other") != 0)
                 refuses(c, &elsewhere,
-                        c->kind == DP_KIND_FILES      ? DP_REFUSE_SANDBOX
-                        : c->kind == DP_KIND_TEMPLATE ? DP_REFUSE_TEMPLATE
-                                                      : DP_REFUSE_SESSION);
+                        c->kind == DP_KIND_FILES || ingress ? DP_REFUSE_SANDBOX
+                        : c->kind == DP_KIND_TEMPLATE       ? DP_REFUSE_TEMPLATE
+                                                            : DP_REFUSE_SESSION);
         dp_want write = own;
         write.write = true;
         if ((dp_claims_check(c, &write, &reason, &e) == 0) != c->write)

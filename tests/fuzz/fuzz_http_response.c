@@ -8,6 +8,7 @@
  * same outcome; body bytes must lie within the input. Accessors are exercised
  * on every parsed head. Small limits make the limit paths reachable.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,13 +59,15 @@ static void touch_head(const sp_http_response_parser *p, uint64_t *h)
 
 /* Parses data as consecutive responses, feeding at most `split` bytes in the
  * first call of each response and the rest afterwards. */
-static outcome run(const char *method, const uint8_t *data, size_t size, size_t split)
+static outcome run(const char *method, bool upgrade, const uint8_t *data, size_t size, size_t split)
 {
         static const sp_http_response_limits lim = {.max_head_bytes = 2048, .max_headers = 16, .max_chunk_line = 64};
         outcome o = {.hash = 14695981039346656037ull};
         size_t off = 0;
         while (o.responses < MAX_RESPONSES) {
                 sp_http_response_parser *p = sp_http_response_parser_new(method, &lim);
+                if (upgrade)
+                        sp_http_response_parser_allow_upgrade(p); /* a relay's: 101 is final */
                 o.responses++;
                 size_t limit = off + split < size ? off + split : size;
                 int ev;
@@ -117,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (size < 3)
                 return 0;
         const char *method = data[0] & 1 ? "HEAD" : "GET";
+        bool upgrade = data[0] & 2;
         size_t split = (size_t)data[1] << 8 | data[2];
         data += 3;
         size -= 3;
@@ -125,8 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!copy)
                 abort();
         memcpy(copy, data, size);
-        outcome whole = run(method, copy, size, size);
-        outcome parts = run(method, copy, size, split % (size + 1));
+        outcome whole = run(method, upgrade, copy, size, size);
+        outcome parts = run(method, upgrade, copy, size, split % (size + 1));
         free(copy);
         if (whole.hash != parts.hash || whole.consumed != parts.consumed || whole.responses != parts.responses)
                 abort(); /* how the input is split must not matter */

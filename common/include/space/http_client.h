@@ -76,6 +76,10 @@ typedef struct sp_http_response_parser sp_http_response_parser;
 sp_http_response_parser *sp_http_response_parser_new(const char *method, const sp_http_response_limits *limits);
 /* Frees the parser; accepts NULL; returns NULL. */
 sp_http_response_parser *sp_http_response_parser_free(sp_http_response_parser *p);
+/* For a request that asked to switch protocols (a relay's): a 101 is the
+ * final head instead of an error — HEAD, then DONE at once, no body; the
+ * bytes after the head are the new protocol's and are not consumed. */
+void sp_http_response_parser_allow_upgrade(sp_http_response_parser *p);
 
 /* Consumes a prefix of data[0..len) and reports what happened, with the same
  * events as the request parser: HEAD once the final (non-1xx) status line and

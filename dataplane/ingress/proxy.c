@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Ingress, the relay (ingress.h): one client request to one ConnectPort call.
+ *
+ *   resolve   the sandbox's tenant, state, worker and mode (cluster/resolve.h)
+ *   access    public, or an ingress token of this sandbox (its tenant's)
+ *   connect   ConnectPort on the sandbox's worker; "connected" or an error
+ *   request   the head (ingress_request_head) and the body, streamed, paused
+ *             while the call's send queue is full
+ *   response  the server's bytes through a response parser: its head becomes
+ *             the client's (this server's own framing), its body is written
+ *             as it comes, paused while the client's connection is full;
+ *             a 101 switches both sides to raw bytes (a WebSocket)
+ *
+ * The server in the sandbox gets "Connection: close": one call per request,
+ * ended when the response is; the client's connection stays open for its
+ * next request. Nothing is held but one frame or chunk in each direction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cluster/resolve.h"
+#include "dp.h"
+#include "ingress/ingress.h"
+#include "route/routes.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/http_client.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+#define CHUNK 65536
+
+typedef struct relay {
+        dp *d;
+        sp_http_request *req;
+        dp_ingress_target t;
+        dp_claims claims; /* tenant and worker: for the stream slot and the log */
+        dp_resolve *lookup;
+        char *token;
+        dp_ingress_token_src token_src;
+        bool admitted;
+        sp_rpc_stream *rpc; /* NULL once ended or cancelled */
+        bool connected, upgrade_asked;
+        /* request */
+        bool chunked_up, body_reading, body_done, body_paused;
+        /* response */
+        sp_http_response_parser *rp;
+        sp_buf in; /* the server's bytes not yet fed to the parser */
+        sp_buf out; /* body bytes parsed, not yet taken by the client's connection */
+        bool head_sent, resp_done, server_eof, rpc_paused;
+        bool upgraded, client_eof_sent;
+        int status;
+        bool finished; /* answered and counted */
+} relay;
+
+static void relay_free(relay *r)
+{
+        if (r->lookup)
+                dp_resolve_cancel(r->lookup);
+        if (r->rpc)
+                sp_rpc_stream_cancel(r->rpc);
+        if (r->admitted)
+                dp__stream_release(r->d, &r->claims);
+        if (!r->upgraded) {
+                sp_http_request_on_close(r->req, NULL, NULL);
+                sp_http_stream_on_writable(r->req, NULL, NULL);
+        }
+        sp_http_request_unref(r->req);
+        sp_http_response_parser_free(r->rp);
+        sp_buf_free(&r->in);
+        sp_buf_free(&r->out);
+        free(r->token);
+        free(r);
+}
+
+static bool wants_html(const sp_http_request *req)
+{
+        const char *a = sp_http_request_header(req, "Accept");
+        return a && strstr(a, "text/html");
+}
+
+/* An answer before the response started: a page for a browser, else the one
+ * error shape. */
+static void fail_early(relay *r, const sp_error *e)
+{
+        if (!wants_html(r->req)) {
+                dp__reply_error(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, e);
+        } else {
+                _cleanup_buf_ sp_buf page = SP_BUF_INIT;
+                int status = sp_errc_http_status(e->code);
+                sp_buf_appendf(&page, NULL,
+                               "<!doctype html><html><head><meta charset=\"utf-8\"><title>%d</title></head>"
+                               "<body><h1>%d</h1><p>",
+                               status, status);
+                for (const char *p = e->message; *p; p++) {
+                        switch (*p) {
+                        case '<':
+                                sp_buf_append(&page, "&lt;", 4, NULL);
+                                break;
+                        case '>':
+                                sp_buf_append(&page, "&gt;", 4, NULL);
+                                break;
+                        case '&':
+                                sp_buf_append(&page, "&amp;", 5, NULL);
+                                break;
+                        case '"':
+                                sp_buf_append(&page, "&quot;", 6, NULL);
+                                break;
+                        default:
+                                sp_buf_append(&page, p, 1, NULL);
+                        }
+                }
+                sp_buf_append(&page, "</p></body></html>\n", 19, NULL);
+                sp_http_reply(r->req, status, "text/html; charset=utf-8", page.data, page.len);
+                dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, status, e->message);
+        }
+        r->finished = true;
+        relay_free(r);
+}
+
+static void fail_earlyf(relay *r, sp_errc code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_earlyf(relay *r, sp_errc code, const char *fmt, ...)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        sp_error_set(&e, code, "%s", msg);
+        fail_early(r, e);
+}
+
+/* The response started and cannot be finished: ending short closes the
+ * connection, which the client sees as a truncated answer. */
+static void abort_started(relay *r, const char *why)
+{
+        if (r->upgraded) {
+                sp_http_raw_close(r->req); /* on_close frees */
+                return;
+        }
+        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, r->status, why);
+        r->finished = true;
+        sp_http_stream_end(r->req);
+        relay_free(r);
+}
+
+/* The server's answer is complete. */
+static void finish(relay *r)
+{
+        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, r->status, "relayed");
+        r->finished = true;
+        sp_http_stream_end(r->req);
+        relay_free(r);
+}
+
+/* ---- response: the server's bytes to the client ---- */
+
+static bool flush_out(relay *r)
+{
+        if (!r->out.len)
+                return true;
+        int w = sp_http_stream_write(r->req, r->out.data, r->out.len);
+        if (w == SP_HTTP_WOULD_BLOCK)
+                return false;
+        r->d->metrics.ingress_bytes_out += r->out.len;
+        sp_buf_clear(&r->out);
+        return true;
+}
+
+static void raw_data(sp_http_request *req, const void *data, size_t len, void *ud);
+static void raw_eof(sp_http_request *req, void *ud);
+static void raw_writable(sp_http_request *req, void *ud);
+static void raw_close(sp_http_request *req, void *ud);
+
+/* The server answered 101 to an upgrade: both sides become raw bytes. */
+static void start_raw(relay *r)
+{
+        size_t n = sp_http_response_parser_header_count(r->rp);
+        const char **h = calloc(2 * n + 1, sizeof(char *));
+        if (!h) {
+                fail_earlyf(r, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+                const char *name, *value;
+                if (!sp_http_response_parser_header_at(r->rp, i, &name, &value) || sp_http_strcaseeq(name, "Date") ||
+                    sp_http_strcaseeq(name, "Content-Length") || sp_http_strcaseeq(name, "Transfer-Encoding"))
+                        continue;
+                h[k++] = name;
+                h[k++] = value;
+        }
+        h[k] = NULL;
+        static const sp_http_raw_ops ops = {
+                .on_data = raw_data, .on_eof = raw_eof, .on_writable = raw_writable, .on_close = raw_close};
+        _cleanup_error_ sp_error *e = NULL;
+        int rc = sp_http_upgrade(r->req, 101, h, &ops, r, &e);
+        free(h);
+        if (rc < 0) {
+                fail_early(r, e);
+                return;
+        }
+        r->upgraded = true;
+        r->head_sent = true;
+        r->status = 101;
+        r->d->metrics.ingress_upgrades++;
+        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 101, "upgraded");
+        r->finished = true;
+}
+
+/* Starts the client's response from the server's head. */
+static int start_response(relay *r)
+{
+        r->status = sp_http_response_parser_status(r->rp);
+        const char *ctype = NULL;
+        size_t n = sp_http_response_parser_header_count(r->rp);
+        for (size_t i = 0; i < n; i++) {
+                const char *name, *value;
+                if (!sp_http_response_parser_header_at(r->rp, i, &name, &value))
+                        continue;
+                if (sp_http_strcaseeq(name, "Content-Type")) {
+                        ctype = value;
+                        continue;
+                }
+                if (!dp_ingress_response_header_passes(name) || sp_http_strcaseeq(name, "Date") ||
+                    sp_http_strcaseeq(name, "X-Request-Id"))
+                        continue;
+                (void)sp_http_response_header(r->req, name, value); /* over 8 KiB: left out */
+        }
+        if (r->token_src == DP_INGRESS_TOKEN_QUERY && r->t.by_host) {
+                /* A browser given a link with the token keeps it for the
+                 * page's other requests (this sandbox's host only). */
+                char cookie[4200];
+                snprintf(cookie, sizeof(cookie), "%s=%s; Path=/; HttpOnly; SameSite=Lax", DP_INGRESS_TOKEN_COOKIE,
+                         r->token);
+                (void)sp_http_response_header(r->req, "Set-Cookie", cookie);
+        }
+        int64_t len = sp_http_response_parser_content_length(r->rp);
+        bool no_body = strcmp(sp_http_request_method(r->req), "HEAD") == 0 || r->status == 204 || r->status == 304;
+        if (sp_http_response_parser_chunked(r->rp) || len < 0)
+                len = -1;
+        if (no_body)
+                len = 0;
+        if (r->status < 200 || r->status > 599) {
+                sp_error *e = NULL;
+                sp_error_set(&e, SP_E_UNAVAILABLE, "the server in the sandbox answered status %d", r->status);
+                fail_early(r, e);
+                sp_error_free(e);
+                return -1;
+        }
+        sp_http_stream_start(r->req, r->status, ctype, no_body ? 0 : len);
+        r->head_sent = true;
+        return 0;
+}
+
+/* Feeds the server's bytes to the parser while the client takes the body.
+ * Returns false when r was freed. */
+static bool pump_response(relay *r)
+{
+        while (!r->resp_done) {
+                if (!flush_out(r)) {
+                        if (r->rpc && !r->rpc_paused) {
+                                sp_rpc_stream_pause(r->rpc);
+                                r->rpc_paused = true;
+                        }
+                        return true;
+                }
+                if (!r->in.len && !r->server_eof)
+                        break;
+                size_t used = 0;
+                const char *body = NULL;
+                size_t body_len = 0;
+                sp_http_parse_event ev;
+                if (r->in.len)
+                        ev = sp_http_response_parser_feed(r->rp, r->in.data, r->in.len, &used, &body, &body_len);
+                else
+                        ev = sp_http_response_parser_eof(r->rp);
+                if (ev == SP_HTTP_PARSE_ERROR) {
+                        const char *why = sp_http_response_parser_error(r->rp);
+                        if (!r->head_sent) {
+                                fail_earlyf(r, SP_E_UNAVAILABLE, "the server in the sandbox sent a bad answer: %s",
+                                            why ? why : "malformed");
+                                return false;
+                        }
+                        abort_started(r, "the server's answer broke off");
+                        return false;
+                }
+                if (ev == SP_HTTP_PARSE_BODY && body_len)
+                        sp_buf_append(&r->out, body, body_len, NULL);
+                sp_buf_consume(&r->in, used);
+                if (ev == SP_HTTP_PARSE_HEAD) {
+                        int status = sp_http_response_parser_status(r->rp);
+                        if (status == 101 && r->upgrade_asked) {
+                                start_raw(r);
+                                if (!r->upgraded)
+                                        return false; /* freed */
+                                /* What came after the head is already the new protocol's. */
+                                if (r->in.len) {
+                                        r->d->metrics.ingress_bytes_out += r->in.len;
+                                        if (sp_http_raw_write(r->req, r->in.data, r->in.len) == SP_HTTP_WOULD_BLOCK &&
+                                            r->rpc) {
+                                                sp_rpc_stream_pause(r->rpc);
+                                                r->rpc_paused = true;
+                                        }
+                                        sp_buf_clear(&r->in);
+                                }
+                                return true;
+                        }
+                        if (start_response(r) < 0)
+                                return false;
+                } else if (ev == SP_HTTP_PARSE_DONE) {
+                        r->resp_done = true;
+                } else if (ev == SP_HTTP_PARSE_AGAIN && r->server_eof && !r->in.len) {
+                        break; /* the parser wants more and there is none: eof said what it had to */
+                }
+        }
+        if (r->resp_done && flush_out(r)) {
+                finish(r);
+                return false;
+        }
+        if (r->rpc && r->rpc_paused && !r->out.len) {
+                sp_rpc_stream_resume(r->rpc);
+                r->rpc_paused = false;
+        }
+        return true;
+}
+
+static void client_writable(sp_http_request *req, void *ud)
+{
+        (void)req;
+        pump_response(ud);
+}
+
+/* ---- request: the client's body to the server ---- */
+
+static void send_up(relay *r, const void *p, size_t n)
+{
+        while (n && r->rpc) {
+                size_t k = n > CHUNK ? CHUNK : n;
+                int w = sp_rpc_stream_send(r->rpc, SP_RPC_FRAME_DATA, p, k, NULL);
+                if (w < 0)
+                        return; /* the call ended: its end says why */
+                r->d->metrics.ingress_bytes_in += k;
+                p = (const char *)p + k;
+                n -= k;
+        }
+}
+
+static void on_body(sp_http_request *req, const void *data, size_t len, void *ud)
+{
+        relay *r = ud;
+        if (!r->rpc)
+                return;
+        if (len == 0) {
+                r->body_done = true;
+                if (r->chunked_up)
+                        send_up(r, "0\r\n\r\n", 5);
+                return;
+        }
+        if (r->chunked_up) {
+                char size[24];
+                int k = snprintf(size, sizeof(size), "%zx\r\n", len);
+                send_up(r, size, (size_t)k);
+                send_up(r, data, len);
+                send_up(r, "\r\n", 2);
+        } else {
+                send_up(r, data, len);
+        }
+        if (r->rpc && sp_rpc_stream_queued(r->rpc) >= SP_RPC_SEND_HIGH_WATERMARK) {
+                sp_http_request_pause_body(req);
+                r->body_paused = true;
+        }
+}
+
+static void rpc_writable(sp_rpc_stream *s, void *ud)
+{
+        (void)s;
+        relay *r = ud;
+        if (r->upgraded) {
+                sp_http_raw_resume(r->req);
+                return;
+        }
+        if (r->body_paused) {
+                r->body_paused = false;
+                sp_http_request_resume_body(r->req);
+        }
+}
+
+/* The server in the sandbox is connected: the head, then the body. */
+static void send_request(relay *r)
+{
+        const sp_http_parser *p = sp_http_request_parser(r->req);
+        _cleanup_buf_ sp_buf head = SP_BUF_INIT;
+        _cleanup_error_ sp_error *e = NULL;
+        const char *path = "/";
+        if (r->t.by_host) {
+                path = sp_http_parser_raw_path(p);
+        } else {
+                /* The path form: what follows /ports/{port} in the raw path. */
+                const char *raw = sp_http_parser_raw_path(p);
+                const char *ports = strstr(raw, "/ports/");
+                const char *after = ports ? strchr(ports + 7, '/') : NULL;
+                path = after ? after : "/";
+        }
+        dp_ingress_head h = {.path = path,
+                             .client_addr = sp_http_request_remote(r->req),
+                             .proto = "http",
+                             .upgrade = r->upgrade_asked};
+        if (dp_ingress_request_head(p, &h, &head, &e) < 0) {
+                fail_early(r, e);
+                return;
+        }
+        send_up(r, head.data, head.len);
+        r->chunked_up = sp_http_parser_chunked(p);
+        if (sp_http_parser_chunked(p) || sp_http_parser_content_length(p) > 0) {
+                if (sp_http_request_read_body(r->req, on_body, r, &e) < 0) {
+                        fail_early(r, e);
+                        return;
+                }
+                r->body_reading = true;
+        } else {
+                r->body_done = true;
+        }
+}
+
+/* ---- the call ---- */
+
+static void rpc_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p, size_t n, void *ud)
+{
+        (void)s;
+        relay *r = ud;
+        if (type == SP_RPC_FRAME_JSON) {
+                _cleanup_json_ json_object *o = NULL;
+                const char *ev = NULL;
+                if (sp_json_parse((const char *)p, n, &o, NULL) < 0 ||
+                    sp_json_get_string(o, "event", true, 32, &ev, NULL) < 0)
+                        return;
+                if (strcmp(ev, "connected") == 0 && !r->connected) {
+                        r->connected = true;
+                        send_request(r);
+                } else if (strcmp(ev, "eof") == 0) {
+                        r->server_eof = true;
+                        if (r->upgraded)
+                                sp_http_raw_shutdown_write(r->req);
+                        else
+                                pump_response(r);
+                }
+                return;
+        }
+        if (type != SP_RPC_FRAME_DATA || !n)
+                return;
+        if (r->upgraded) {
+                r->d->metrics.ingress_bytes_out += n;
+                if (sp_http_raw_write(r->req, p, n) == SP_HTTP_WOULD_BLOCK && r->rpc) {
+                        sp_rpc_stream_pause(r->rpc);
+                        r->rpc_paused = true;
+                }
+                return;
+        }
+        sp_buf_append(&r->in, p, n, NULL);
+        pump_response(r);
+}
+
+static void rpc_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *ud)
+{
+        (void)s;
+        (void)trailer;
+        relay *r = ud;
+        r->rpc = NULL;
+        if (r->upgraded) {
+                sp_http_raw_shutdown_write(r->req);
+                if (err)
+                        sp_http_raw_close(r->req);
+                return;
+        }
+        if (!r->connected || !r->head_sent) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (!err) {
+                        sp_error_set(&e, SP_E_UNAVAILABLE, "the server on port %u closed without answering", r->t.port);
+                } else if (err->code == SP_E_NOT_FOUND || err->code == SP_E_CONFLICT) {
+                        /* The sandbox moved or changed: ask again next time. */
+                        dp_resolver_forget(r->d->resolver, r->t.sandbox);
+                        sp_error_set(&e, err->code, "%s", err->message);
+                } else if (err->code == SP_E_UNAVAILABLE && strstr(err->message, "nothing listens")) {
+                        /* 502: the sandbox is there, its server is not. */
+                        sp_error_set(&e, SP_E_UNAVAILABLE, "%s", err->message);
+                        _cleanup_buf_ sp_buf msg = SP_BUF_INIT;
+                        r->d->metrics.ingress_no_listener++;
+                        if (!wants_html(r->req)) {
+                                _cleanup_json_ json_object *o = json_object_new_object();
+                                json_object *eo = json_object_new_object();
+                                json_object_object_add(eo, "code", json_object_new_string("bad_gateway"));
+                                json_object_object_add(eo, "message", json_object_new_string(err->message));
+                                json_object_object_add(o, "error", eo);
+                                sp_http_reply_json(r->req, 502, o);
+                        } else {
+                                sp_buf_appendf(&msg, NULL,
+                                               "<!doctype html><html><head><meta charset=\"utf-8\"><title>502</title>"
+                                               "</head><body><h1>502</h1><p>Nothing is listening on port %u in "
+                                               "sandbox %s.</p><p>Start a server there on 0.0.0.0 or 127.0.0.1 "
+                                               "port %u and reload.</p></body></html>\n",
+                                               r->t.port, r->t.sandbox, r->t.port);
+                                sp_http_reply(r->req, 502, "text/html; charset=utf-8", msg.data, msg.len);
+                        }
+                        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 502, err->message);
+                        r->finished = true;
+                        relay_free(r);
+                        return;
+                } else {
+                        e = dp__worker_error(r->d, &r->claims, "ConnectPort", err);
+                }
+                fail_early(r, e);
+                return;
+        }
+        /* The call ended after the head: the server's bytes are all in. */
+        r->server_eof = true;
+        if (!pump_response(r))
+                return;
+        if (!r->resp_done)
+                abort_started(r, err ? err->message : "the server's answer broke off");
+}
+
+/* ---- upgraded: raw bytes both ways ---- */
+
+static void raw_data(sp_http_request *req, const void *data, size_t len, void *ud)
+{
+        relay *r = ud;
+        if (!r->rpc)
+                return;
+        send_up(r, data, len);
+        if (r->rpc && sp_rpc_stream_queued(r->rpc) >= SP_RPC_SEND_HIGH_WATERMARK)
+                sp_http_raw_pause(req);
+}
+
+static void raw_eof(sp_http_request *req, void *ud)
+{
+        (void)req;
+        relay *r = ud;
+        if (r->rpc && !r->client_eof_sent) {
+                sp_rpc_stream_close_send(r->rpc, NULL);
+                r->client_eof_sent = true;
+        }
+}
+
+static void raw_writable(sp_http_request *req, void *ud)
+{
+        (void)req;
+        relay *r = ud;
+        if (r->rpc && r->rpc_paused) {
+                sp_rpc_stream_resume(r->rpc);
+                r->rpc_paused = false;
+        }
+}
+
+static void raw_close(sp_http_request *req, void *ud)
+{
+        (void)req;
+        relay *r = ud;
+        r->d->metrics.ingress_upgrades_closed++;
+        relay_free(r);
+}
+
+/* ---- start ---- */
+
+static void client_closed(sp_http_request *req, void *ud)
+{
+        relay *r = ud;
+        if (!r->finished)
+                dp__answered(r->d, req, DP_ROUTE_INGRESS, &r->claims, 499, "the client went away");
+        r->finished = true;
+        relay_free(r);
+}
+
+/* Whether the request asks to switch protocols (Connection: upgrade). */
+static bool asks_upgrade(const sp_http_request *req)
+{
+        const char *c = sp_http_request_header(req, "Connection");
+        if (!c || !sp_http_request_header(req, "Upgrade"))
+                return false;
+        for (const char *p = c; *p;) {
+                while (*p == ' ' || *p == ',')
+                        p++;
+                size_t n = strcspn(p, ", ");
+                if (n == 7 && strncasecmp(p, "upgrade", 7) == 0)
+                        return true;
+                p += n;
+        }
+        return false;
+}
+
+static void connect_port(relay *r)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (!dp__stream_admit(r->d, r->req, DP_ROUTE_INGRESS, &r->claims)) {
+                r->finished = true;
+                relay_free(r);
+                return;
+        }
+        r->admitted = true;
+        _cleanup_json_ json_object *q = json_object_new_object();
+        json_object_object_add(q, "sandbox_id", json_object_new_string(r->t.sandbox));
+        json_object_object_add(q, "port", json_object_new_int(r->t.port));
+        static const sp_rpc_stream_ops ops = {.on_frame = rpc_frame, .on_writable = rpc_writable, .on_end = rpc_end};
+        sp_rpc_client *cli = dp_pool_get(r->d->pool, r->claims.worker, &e);
+        if (cli)
+                r->rpc = sp_rpc_client_stream(cli, "ConnectPort", q, 0, &ops, r, &e);
+        if (!r->rpc) {
+                fail_early(r, e);
+                return;
+        }
+        sp_http_stream_on_writable(r->req, client_writable, r);
+}
+
+/* The token grants this sandbox: its tenant's, for this sandbox, not revoked. */
+static int check_token(relay *r, const dp_sandbox_info *info, sp_error **err)
+{
+        if (!r->token) {
+                r->d->metrics.refusals[DP_REFUSE_MISSING]++;
+                return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                                    "sandbox %s's ports need an ingress token (header %s, or ?%s= once in a browser)",
+                                    r->t.sandbox, DP_INGRESS_TOKEN_HEADER, DP_INGRESS_TOKEN_PARAM);
+        }
+        _cleanup_json_ json_object *claims =
+                dp_keys_verify(r->d->keys, r->token, sp_now_real_us() / SP_USEC_PER_SEC, err);
+        if (!claims) {
+                dp_refusal why = dp_token_refusal(*err);
+                r->d->metrics.refusals[why]++;
+                if (why == DP_REFUSE_UNKNOWN_KEY && r->d->unknown_key)
+                        r->d->unknown_key(r->d->unknown_key_userdata);
+                return -SP_E_UNAUTHENTICATED;
+        }
+        dp_claims c;
+        if (dp_claims_decode(claims, &c, err) < 0) {
+                r->d->metrics.refusals[DP_REFUSE_CLAIMS]++;
+                return -SP_E_UNAUTHENTICATED;
+        }
+        if (c.kind != DP_KIND_INGRESS) {
+                r->d->metrics.refusals[DP_REFUSE_ROUTE]++;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this route");
+        }
+        /* Another tenant's token learns nothing: the sandbox is not found. */
+        if (strcmp(c.tenant, info->tenant) != 0) {
+                r->d->metrics.refusals[DP_REFUSE_SANDBOX]++;
+                return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", r->t.sandbox);
+        }
+        if (strcmp(c.sandbox, r->t.sandbox) != 0) {
+                r->d->metrics.refusals[DP_REFUSE_SANDBOX]++;
+                return sp_error_set(err, SP_E_PERMISSION, "token does not grant this sandbox");
+        }
+        sp_error *rev = dp__revoked(r->d, &c);
+        if (rev) {
+                r->d->metrics.refusals[DP_REFUSE_REVOKED]++;
+                *err = rev;
+                return -SP_E_UNAUTHENTICATED;
+        }
+        snprintf(r->claims.kid, sizeof(r->claims.kid), "%s", c.kid);
+        return 0;
+}
+
+static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud)
+{
+        relay *r = ud;
+        r->lookup = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (err) {
+                if (err->code == SP_E_NOT_FOUND)
+                        sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s not found", r->t.sandbox);
+                else
+                        sp_error_set(&e, SP_E_UNAVAILABLE, "cannot find sandbox %s now: %s", r->t.sandbox,
+                                     err->message);
+                fail_early(r, e);
+                return;
+        }
+        snprintf(r->claims.tenant, sizeof(r->claims.tenant), "%s", info->tenant);
+        snprintf(r->claims.worker, sizeof(r->claims.worker), "%s", info->worker);
+        if (!info->public_ && check_token(r, info, &e) < 0) {
+                fail_early(r, e);
+                return;
+        }
+        if (strcmp(info->state, "running") != 0 || !info->worker[0]) {
+                fail_earlyf(r, SP_E_CONFLICT, "sandbox %s is %s: its ports answer once it runs", r->t.sandbox,
+                            info->state);
+                return;
+        }
+        connect_port(r);
+}
+
+void dp_ingress_handler(sp_http_request *req, void *userdata)
+{
+        dp *d = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        relay *r = calloc(1, sizeof(*r));
+        if (!r) {
+                sp_http_reply_errorf(req, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        r->d = d;
+        r->req = sp_http_request_ref(req);
+        r->claims.kind = DP_KIND_INGRESS;
+        int rc;
+        const char *sbx = sp_http_request_param(req, "id");
+        if (sbx)
+                rc = dp_ingress_path_parse(sbx, sp_http_request_param(req, "port"), &r->t, &e);
+        else
+                rc = dp_ingress_host_parse(sp_http_request_header(req, "Host"), d->ingress_domain, &r->t, &e);
+        if (rc == 0)
+                snprintf(r->claims.sandbox, sizeof(r->claims.sandbox), "%s", r->t.sandbox);
+        if (rc == 0)
+                rc = dp_ingress_token_find(sp_http_request_parser(req), &r->token, &r->token_src, &e);
+        if (rc == 0 && !d->resolver)
+                rc = sp_error_set(&e, SP_E_UNAVAILABLE,
+                                  "ingress needs the control plane (this data plane was started without one)");
+        if (rc < 0) {
+                fail_early(r, e);
+                return;
+        }
+        r->upgrade_asked = asks_upgrade(req);
+        r->rp = sp_http_response_parser_new(sp_http_request_method(req), NULL);
+        if (r->upgrade_asked)
+                sp_http_response_parser_allow_upgrade(r->rp);
+        sp_http_request_on_close(req, client_closed, r);
+        r->lookup = dp_resolver_lookup(d->resolver, r->t.sandbox, resolved, r, &e);
+        if (!r->lookup)
+                fail_early(r, e);
+}
