@@ -114,7 +114,7 @@ static sp_http_parse_event parse_head(sp_http_response_parser *p)
         }
         if (p->status == 101 && !p->upgrade_ok)
                 return fail(p, "unexpected switch of protocols");
-        if (p->status < 200) {
+        if (p->status < 200 && p->status != 101) {
                 /* An interim response: drop it and read the next head. */
                 if (++p->interim > SP_HTTP_RESPONSE_MAX_INTERIM)
                         return fail(p, "too many interim responses");

@@ -34,12 +34,14 @@ static void mix(uint64_t *h, const void *p, size_t n)
         }
 }
 
-static void touch_head(const sp_http_response_parser *p, uint64_t *h)
+static void touch_head(const sp_http_response_parser *p, bool upgrade, uint64_t *h)
 {
         int status = sp_http_response_parser_status(p);
         const char *reason = sp_http_response_parser_reason(p);
-        if (status < 200 || status > 599 || !reason)
-                abort(); /* HEAD means a final status */
+        if ((status < 200 && !(upgrade && status == 101)) || status > 599 || !reason)
+                abort(); /* HEAD means a final status (101 only when allowed) */
+        if (status == 101 && (sp_http_response_parser_content_length(p) != 0 || sp_http_response_parser_keep_alive(p)))
+                abort(); /* a switch of protocols has no body and ends HTTP */
         mix(h, &status, sizeof(status));
         mix(h, reason, strlen(reason));
         const char *n, *v;
@@ -90,7 +92,7 @@ static outcome run(const char *method, bool upgrade, const uint8_t *data, size_t
                         }
                         if (ev == SP_HTTP_PARSE_HEAD) {
                                 mix(&o.hash, "H", 1);
-                                touch_head(p, &o.hash);
+                                touch_head(p, upgrade, &o.hash);
                                 continue;
                         }
                         if (ev == SP_HTTP_PARSE_AGAIN && limit < size) {

@@ -202,6 +202,39 @@ START_TEST(interim_responses_skipped)
 }
 END_TEST
 
+/* A relay that asked to switch protocols: 101 is the answer, with no body,
+ * and what follows it is left for the new protocol. */
+START_TEST(upgrade_is_final_when_allowed)
+{
+        static const char s[] =
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\n\r\n\x81\x02hi";
+        size_t head = strlen(s) - 4;
+        for (size_t step = 1; step <= sizeof(s); step += 7) {
+                sp_http_response_parser *p = sp_http_response_parser_new("GET", NULL);
+                sp_http_response_parser_allow_upgrade(p);
+                size_t off = 0, used, blen;
+                const char *body;
+                sp_http_parse_event ev = SP_HTTP_PARSE_AGAIN;
+                while (ev == SP_HTTP_PARSE_AGAIN && off < sizeof(s) - 1) {
+                        size_t n = sizeof(s) - 1 - off < step ? sizeof(s) - 1 - off : step;
+                        ev = sp_http_response_parser_feed(p, s + off, n, &used, &body, &blen);
+                        off += used;
+                }
+                ck_assert_int_eq(ev, SP_HTTP_PARSE_HEAD);
+                ck_assert_uint_eq(off, head);
+                ck_assert_int_eq(sp_http_response_parser_status(p), 101);
+                ck_assert_int_eq(sp_http_response_parser_content_length(p), 0);
+                ck_assert(!sp_http_response_parser_keep_alive(p));
+                ck_assert_str_eq(sp_http_response_parser_header(p, "upgrade"), "websocket");
+                ck_assert_int_eq(sp_http_response_parser_feed(p, s + off, sizeof(s) - 1 - off, &used, &body, &blen),
+                                 SP_HTTP_PARSE_DONE);
+                ck_assert_uint_eq(used, 0);
+                sp_http_response_parser_free(p);
+        }
+}
+END_TEST
+
 START_TEST(keep_alive_rules)
 {
         struct {
@@ -359,6 +392,7 @@ static Suite *suite(void)
         tcase_add_test(tc, body_until_close);
         tcase_add_test(tc, responses_without_a_body);
         tcase_add_test(tc, interim_responses_skipped);
+        tcase_add_test(tc, upgrade_is_final_when_allowed);
         tcase_add_test(tc, keep_alive_rules);
         tcase_add_test(tc, framing_conflicts_and_malformed_heads);
         tcase_add_test(tc, end_of_stream);
