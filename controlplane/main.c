@@ -34,7 +34,7 @@
 
 typedef struct cp_cfg {
         char *database, *listen, *rpc_listen, *rpc_names, *tls_cert, *tls_key, *admin_key_file, *ca_out, *name;
-        char *dataplane_url, *token_public_key_out, *debootstrap_mirror, *secrets_key_file;
+        char *dataplane_url, *ingress_domain, *token_public_key_out, *debootstrap_mirror, *secrets_key_file;
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
@@ -66,7 +66,11 @@ static const sp_config_def defs[] = {
         {"name", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, name), 0, 0,
          "this replica's name in logs (default: host:pid)"},
         {"dataplane-url", SP_CONFIG_STRING, "http://127.0.0.1:7071", offsetof(cp_cfg, dataplane_url), 0, 0,
-         "the data plane's public URL, the base of the attach and file URLs given to clients"},
+         "the data plane's public URL, the base of the attach, file and ingress URLs given to clients"},
+        {"ingress-domain", SP_CONFIG_STRING, "localhost", offsetof(cp_cfg, ingress_domain), 0, 0,
+         "the DNS domain of sandboxes' ingress URLs, {port}-{sandbox id, '_' as '-'}.DOMAIN: a wildcard name "
+         "(*.DOMAIN) that reaches the data plane, at the scheme and port of --dataplane-url (*.localhost is "
+         "loopback for curl and browsers)"},
         {"attach-token-ttl-s", SP_CONFIG_INT, "3600", offsetof(cp_cfg, attach_token_ttl_s), 1, CP_TOKEN_MAX_TTL_S,
          "lifetime of attachment tokens unless a request asks for another"},
         {"token-public-key-out", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, token_public_key_out), 0, 0,
@@ -182,6 +186,12 @@ int main(int argc, char **argv)
                 sp_log_error("--database is required (a PostgreSQL connection string)");
                 return 2;
         }
+        if (!cp_api_ingress_domain_valid(c.ingress_domain)) {
+                sp_log_error("--ingress-domain must be a DNS name of at most %d bytes: lowercase letters, digits, "
+                             "'-' and '.', labels of 1 to 63 not starting or ending with '-'",
+                             CP_INGRESS_DOMAIN_MAX);
+                return 2;
+        }
         if (!!c.tls_cert != !!c.tls_key) {
                 sp_log_error("--tls-cert and --tls-key go together");
                 return 2;
@@ -264,6 +274,7 @@ int main(int argc, char **argv)
         cp_api_config ac = {.conninfo = c.database,
                             .default_idle_timeout_s = c.idle_timeout_s,
                             .dataplane_url = c.dataplane_url,
+                            .ingress_domain = c.ingress_domain,
                             .attach_token_ttl_s = c.attach_token_ttl_s,
                             .worker_timeout_ms = c.worker_call_timeout_ms,
                             .template_upload_max_bytes = c.template_upload_max,

@@ -306,6 +306,12 @@ static void replay(cp_call *c, PGresult *prev)
 
 void cp__reply_page(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind)
 {
+        cp__reply_page_each(c, res, limit, key, kind, NULL);
+}
+
+void cp__reply_page_each(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind,
+                         void (*each)(cp_api *api, json_object *o))
+{
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *out = json_object_new_object();
         json_object *arr = json_object_new_array();
@@ -319,6 +325,8 @@ void cp__reply_page(cp_call *c, PGresult *res, int64_t limit, const char *key, c
                         cp__fail(c, e);
                         return;
                 }
+                if (each)
+                        each(c->api, o);
                 json_object_array_add(arr, o);
         }
         json_object *next = NULL;
@@ -487,10 +495,12 @@ static void answer_waiter(cp_api *api, cp_waiter **link)
         _cleanup_json_ json_object *op = NULL;
         _cleanup_error_ sp_error *e = NULL;
         if (cp__query_json(api, "SELECT api_operation(o) FROM operations o WHERE o.id = $1 AND o.tenant_id = $2", 2,
-                           params, "operation not found", &op, &e) < 0)
+                           params, "operation not found", &op, &e) < 0) {
                 cp__fail(call, e);
-        else
-                cp__reply(call, 200, op);
+                return;
+        }
+        cp__operation_ingress_urls(api, op);
+        cp__reply(call, 200, op);
 }
 
 /* The ids among the waiters' operations (those of op_id only, when given)
@@ -628,6 +638,57 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
                 cp__waiters_check(api, NULL);
 }
 
+bool cp_api_ingress_domain_valid(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > CP_INGRESS_DOMAIN_MAX)
+                return false;
+        for (const char *label = s;;) {
+                size_t len = strcspn(label, ".");
+                if (len == 0 || len > 63 || label[0] == '-' || label[len - 1] == '-' ||
+                    strspn(label, "abcdefghijklmnopqrstuvwxyz0123456789-") < len)
+                        return false;
+                if (!label[len])
+                        return true;
+                label += len + 1;
+        }
+}
+
+/* The fixed parts of the host-form ingress URL (cp__ingress_urls): the
+ * scheme and the port of the data plane's URL dp (dplen bytes, checked to
+ * be http:// or https://), around the host "{port}-<id>.<domain>" — the
+ * data plane is reached there as at its URL, through a wildcard name. */
+static int ingress_setup(cp_api *api, const char *dp, size_t dplen, const char *domain, sp_error **err)
+{
+        const char *sep = strstr(dp, "://");
+        const char *host = sep + 3;
+        size_t alen = strcspn(host, "/");
+        if (host + alen > dp + dplen)
+                alen = (size_t)(dp + dplen - host);
+        const char *at = memrchr(host, '@', alen);
+        if (at) {
+                alen -= (size_t)(at + 1 - host);
+                host = at + 1;
+        }
+        /* The port: after the last ':' that is not inside an [IPv6] literal. */
+        const char *close = host[0] == '[' ? memchr(host, ']', alen) : NULL;
+        const char *from = close ? close + 1 : host;
+        const char *colon = memrchr(from, ':', alen - (size_t)(from - host));
+        size_t plen = colon ? alen - (size_t)(colon + 1 - host) : 0;
+        if ((host[0] == '[' && !close) || (colon && (plen == 0 || plen > 5 || strspn(colon + 1, "0123456789") < plen)))
+                return sp_error_set(err, SP_E_INVALID, "the data plane's URL has a malformed host or port");
+        if (asprintf(&api->ingress_host_prefix, "%.*s://{port}-", (int)(sep - dp), dp) < 0) {
+                api->ingress_host_prefix = NULL;
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        if (asprintf(&api->ingress_host_suffix, ".%s%s%.*s/", domain, colon ? ":" : "", (int)plen,
+                     colon ? colon + 1 : "") < 0) {
+                api->ingress_host_suffix = NULL;
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        return 0;
+}
+
 cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_config *cfg, sp_error **err)
 {
         cp_api *api = calloc(1, sizeof(*api));
@@ -674,6 +735,14 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 sp_error_set(err, SP_E_INVALID, "the data plane's URL must be http:// or https:// without a query");
                 goto fail;
         }
+        const char *domain = cfg->ingress_domain ? cfg->ingress_domain : "localhost";
+        if (!cp_api_ingress_domain_valid(domain)) {
+                sp_error_set(err, SP_E_INVALID,
+                             "the ingress domain must be a DNS name of at most %d bytes: lowercase letters, digits, "
+                             "'-' and '.', labels of 1 to 63 not starting or ending with '-'",
+                             CP_INGRESS_DOMAIN_MAX);
+                goto fail;
+        }
         if (cfg->debootstrap_mirror && *cfg->debootstrap_mirror) {
                 if (!cp_req_mirror_valid(cfg->debootstrap_mirror) || strlen(cfg->debootstrap_mirror) > 2048) {
                         sp_error_set(err, SP_E_INVALID, "the debootstrap mirror must be an http:// or https:// URL");
@@ -684,6 +753,8 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                         goto fail;
                 }
         }
+        if (ingress_setup(api, dp, dplen, domain, err) < 0)
+                goto fail;
         if (!(api->dataplane_url = strndup(dp, dplen)) ||
             !(api->workers = sp_rpc_pool_new(base, cfg->worker_tls, CP_FLEET_MAX_WORKER_CLIENTS, err))) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -720,6 +791,8 @@ cp_api *cp_api_free(cp_api *api)
         sp_rpc_pool_free(api->workers);
         sp_token_signer_free(api->signer);
         free(api->dataplane_url);
+        free(api->ingress_host_prefix);
+        free(api->ingress_host_suffix);
         free(api->debootstrap_mirror);
         if (api->listen_ev)
                 event_free(api->listen_ev);

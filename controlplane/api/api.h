@@ -30,7 +30,11 @@ typedef struct cp_api_config {
         const char *conninfo; /* PostgreSQL: the API opens its own two connections */
         int64_t default_idle_timeout_s; /* the cluster's idle auto-suspend [6 h] */
         int64_t operation_deadline_s; /* how long an operation may wait before it fails [600] */
-        const char *dataplane_url; /* base of attach and file URLs [http://127.0.0.1:7071]; copied */
+        const char *dataplane_url; /* base of attach, file and ingress URLs [http://127.0.0.1:7071]; copied */
+        /* The domain of sandboxes' host-form ingress URLs,
+         * {port}-{id}.<domain> [localhost]: a wildcard DNS name (or *.localhost)
+         * that reaches the data plane. Copied. */
+        const char *ingress_domain;
         int64_t attach_token_ttl_s; /* attachment tokens' lifetime unless a request sets one [3600] */
         int64_t worker_timeout_ms; /* deadline of a call to a worker [15000] */
         int64_t template_upload_max_bytes; /* the most one tenant template may hold, archive and files [16 GiB] */
@@ -53,10 +57,16 @@ typedef struct cp_api_config {
 
 typedef struct cp_api cp_api;
 
+/* Whether s may be the ingress domain: a DNS name of lowercase letters,
+ * digits, '-' and '.' (labels of 1 to 63, not starting or ending with '-';
+ * no empty label, no final dot), at most CP_INGRESS_DOMAIN_MAX bytes. */
+#define CP_INGRESS_DOMAIN_MAX 200
+bool cp_api_ingress_domain_valid(const char *s);
+
 /* An API on base, with its routes registered on srv (borrowed; both outlive
  * the API). SP_E_INVALID for configuration values out of range
  * (attach_token_ttl_s 1..CP_TOKEN_MAX_TTL_S, worker_timeout_ms 100..600000,
- * dataplane_url not http:// or https://). */
+ * dataplane_url not http:// or https://, ingress_domain not a valid one). */
 cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_config *cfg, sp_error **err);
 /* Answers every long-polling request with the operation as it stands, fails
  * every worker call still open (SP_E_UNAVAILABLE) and frees the API. */

@@ -57,6 +57,9 @@ struct cp_api {
         uint64_t unavailable_total; /* answers 503 because PostgreSQL was down */
         /* sessions and files */
         char *dataplane_url; /* without a trailing '/' */
+        /* The fixed parts of the host-form ingress URL template around the
+         * sandbox's id: "<scheme>://{port}-" and ".<domain>[:<port>]/". */
+        char *ingress_host_prefix, *ingress_host_suffix;
         char *debootstrap_mirror; /* for tenants' debootstrap builds; NULL: none allowed */
         sp_rpc_pool *workers; /* clients to workers, by worker id */
         sp_token_signer *signer; /* the current token key, reloaded every CP_TOKEN_SIGNER_RELOAD_US */
@@ -93,6 +96,10 @@ void cp__failf(cp_call *c, sp_errc code, const char *fmt, ...) __attribute__((fo
  * up to limit + 1 rows (one more than shown says there is a next page, whose
  * cursor has prefix `kind`). */
 void cp__reply_page(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind);
+
+/* cp__reply_page, with each(api, object) run on every object first (NULL: none). */
+void cp__reply_page_each(cp_call *c, PGresult *res, int64_t limit, const char *key, const char *kind,
+                         void (*each)(cp_api *api, json_object *o));
 
 /* Answers 200 {key: v} when r is 0, else e. */
 void cp__reply_wrapped(cp_call *c, int r, const char *key, json_object *v, const sp_error *e);
@@ -203,6 +210,26 @@ void cp__fail_worker(cp_call *c, const sp_error *e);
 /* Appends the sessions' and worker calls' metrics (Prometheus text). */
 void cp__worker_metrics(cp_api *api, sp_buf *b);
 
+/* ---- ingress (ingress.c) ---- */
+
+/* The most an ingress URL template takes, with its NUL. */
+#define CP_INGRESS_URL_MAX 1400
+
+/* The ingress URL templates of sandbox id, each with the literal "{port}":
+ * the host form "<scheme>://{port}-<id, '_' as '-'>.<ingress domain>[:<port
+ * of the data plane's URL>]/" and the path form "<data plane URL>/v1/
+ * sandboxes/<id>/ports/{port}/". */
+void cp__ingress_urls(const cp_api *api, const char *id, char url[static CP_INGRESS_URL_MAX],
+                      char path_url[static CP_INGRESS_URL_MAX]);
+
+/* Adds "url" and "path_url" to the "ingress" object (its mode, made by
+ * api_sandbox()) of sandbox answer o; anything else is left as it is. Every
+ * route that answers a sandbox runs it. */
+void cp__sandbox_ingress_urls(cp_api *api, json_object *o);
+
+/* The same for the sandbox an operation holds as its result, if it holds one. */
+void cp__operation_ingress_urls(cp_api *api, json_object *op);
+
 /* ---- attachment tokens (tokens.c) ---- */
 
 #define CP_TOKEN_SIGNER_RELOAD_US (10 * 1000000LL)
@@ -233,6 +260,8 @@ void cp__h_sandbox_start(cp_call *c);
 void cp__h_sandbox_timeout(cp_call *c);
 void cp__h_sandbox_egress(cp_call *c);
 void cp__h_sandbox_egress_log(cp_call *c);
+void cp__h_sandbox_ingress(cp_call *c);
+void cp__h_sandbox_ingress_token(cp_call *c);
 void cp__h_egress_profile_create(cp_call *c);
 void cp__h_egress_profile_list(cp_call *c);
 void cp__h_egress_profile_get(cp_call *c);

@@ -312,6 +312,7 @@ static void reply_sandbox(cp_call *c, const char *id, int status)
                 cp__fail(c, e);
                 return;
         }
+        cp__sandbox_ingress_urls(c->api, out);
         cp__reply(c, status, out);
 }
 

@@ -27,6 +27,7 @@ void cp__h_operation_get(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
+        cp__operation_ingress_urls(c->api, op);
         json_object *st = NULL;
         const char *state = json_object_object_get_ex(op, "state", &st) ? json_object_get_string(st) : "";
         bool done = strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0;

@@ -28,6 +28,7 @@ static const char *const sandbox_states[] = {"creating", "running",  "paused",  
 static const char *const backends[] = {"jail", "qemu", "firecracker", NULL};
 static const char *const end_actions[] = {"kill", "suspend", NULL};
 static const char *const sources[] = {"dir", "tar", "oci", "debootstrap", "upload", NULL};
+static const char *const ingress_modes[] = {"token", "public", NULL};
 
 static bool timestamp_valid(const char *s);
 
@@ -452,9 +453,9 @@ void cp_sandbox_create_req_free(cp_sandbox_create_req *r)
 
 static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **err)
 {
-        static const char *const allowed[] = {"template",       "resources", "env",       "metadata",
-                                              "labels",         "backend",   "timeout_s", "end_action",
-                                              "idle_timeout_s", "egress",    "secrets",   NULL};
+        static const char *const allowed[] = {"template", "resources", "env",        "metadata",       "labels",
+                                              "backend",  "timeout_s", "end_action", "idle_timeout_s", "egress",
+                                              "secrets",  "ingress",   NULL};
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "template", r->template_name, err) < 0 ||
             get_resources(o, &r->resources, err) < 0 || get_map(o, "env", &env_rule, &r->env, err) < 0 ||
             get_map(o, "metadata", &meta_rule, &r->metadata, err) < 0 ||
@@ -471,7 +472,9 @@ static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **e
         if (get_int_ex(o, NULL, "idle_timeout_s", true, 60, CP_MAX_TIMEOUT_S, &r->idle_timeout_s, err) < 0)
                 return -SP_E_INVALID;
 
-        if (get_secrets(o, r, err) < 0)
+        snprintf(r->ingress, sizeof(r->ingress), "token");
+        if (get_enum(o, "ingress", ingress_modes, false, r->ingress, sizeof(r->ingress), err) < 0 ||
+            get_secrets(o, r, err) < 0)
                 return -SP_E_INVALID;
         return get_egress(o, r->egress, &r->egress_inline, err);
 }
@@ -686,6 +689,44 @@ int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error *
         if (get_enum(o, "end_action", end_actions, false, req.end_action, sizeof(req.end_action), err) < 0)
                 return -SP_E_INVALID;
         *ret = req;
+        return 0;
+}
+
+/* ---- ingress ---- */
+
+int cp_req_sandbox_ingress(const char *body, size_t len, char mode[static 8], sp_error **err)
+{
+        mode[0] = '\0';
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        static const char *const allowed[] = {"mode", NULL};
+        char m[8] = "";
+        if (check_fields(o, NULL, allowed, err) < 0)
+                return -SP_E_INVALID;
+        r = get_enum(o, "mode", ingress_modes, false, m, sizeof(m), err);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return missing("mode", err);
+        memcpy(mode, m, sizeof(m));
+        return 0;
+}
+
+int cp_req_ingress_token(const char *body, size_t len, int64_t *ret_ttl_s, sp_error **err)
+{
+        *ret_ttl_s = 0;
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        static const char *const allowed[] = {"ttl_s", NULL};
+        int64_t ttl = CP_INGRESS_TOKEN_TTL_DEFAULT_S;
+        if (check_fields(o, NULL, allowed, err) < 0 ||
+            get_int(o, NULL, "ttl_s", CP_INGRESS_TOKEN_TTL_MIN_S, CP_INGRESS_TOKEN_TTL_MAX_S, &ttl, err) < 0)
+                return -SP_E_INVALID;
+        *ret_ttl_s = ttl;
         return 0;
 }
 

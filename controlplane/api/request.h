@@ -64,8 +64,8 @@ typedef struct cp_sandbox_secret_ref {
 /* POST /v1/sandboxes
  * {"template":"base", "resources":{...}, "env":{}, "metadata":{}, "labels":{},
  *  "backend":"jail", "timeout_s":3600, "end_action":"kill"|"suspend",
- *  "idle_timeout_s":21600, "egress":"none", "secrets":["openai"]} — only
- * "template" is required.
+ *  "idle_timeout_s":21600, "egress":"none", "secrets":["openai"],
+ *  "ingress":"token"|"public"} — only "template" is required.
  * egress names a profile (a built-in or the tenant's), or is a whole profile
  * of this sandbox's own (an object, gateway/policy/profile.h; its name
  * defaults to "inline"). secrets names the tenant's secrets the sandbox is
@@ -86,6 +86,7 @@ typedef struct cp_sandbox_create_req {
         gw_profile *egress_inline; /* or a profile of its own (private addresses allowed: the handler checks) */
         cp_sandbox_secret_ref secrets[GW_SECRETS_MAX];
         size_t nsecrets;
+        char ingress[8]; /* "token" (the default) or "public" */
 } cp_sandbox_create_req;
 int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err);
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
@@ -137,6 +138,18 @@ int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw
  * (not both): the worker's GetEgressLog, but for its id. */
 int cp_req_egress_log_query(const char *limit, const char *decision, const char *kind, const char *before,
                             const char *after, pr_wk_get_egress_log *ret, sp_error **err);
+
+/* PUT /v1/sandboxes/{id}/ingress {"mode":"token"|"public"} (required): who
+ * may reach the sandbox's ports through the data plane. */
+int cp_req_sandbox_ingress(const char *body, size_t len, char mode[static 8], sp_error **err);
+
+/* POST /v1/sandboxes/{id}/ingress/tokens {"ttl_s":N}: the token's lifetime,
+ * CP_INGRESS_TOKEN_TTL_MIN_S..CP_INGRESS_TOKEN_TTL_MAX_S, or
+ * CP_INGRESS_TOKEN_TTL_DEFAULT_S when absent. */
+#define CP_INGRESS_TOKEN_TTL_MIN_S 60
+#define CP_INGRESS_TOKEN_TTL_MAX_S 86400
+#define CP_INGRESS_TOKEN_TTL_DEFAULT_S 3600
+int cp_req_ingress_token(const char *body, size_t len, int64_t *ret_ttl_s, sp_error **err);
 
 /* POST /v1/sandboxes/{id}/timeout {"timeout_s":N, "end_action":"kill"|"suspend"}
  * timeout_s 0 clears the timeout; end_action keeps the current one when absent (""). */

@@ -25,6 +25,8 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/sandboxes/{id}/timeout", cp__h_sandbox_timeout, CP_AUTH_TENANT, SMALL},
         {"PUT", "/v1/sandboxes/{id}/egress", cp__h_sandbox_egress, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sandboxes/{id}/egress/log", cp__h_sandbox_egress_log, CP_AUTH_TENANT, 0},
+        {"PUT", "/v1/sandboxes/{id}/ingress", cp__h_sandbox_ingress, CP_AUTH_TENANT, SMALL},
+        {"POST", "/v1/sandboxes/{id}/ingress/tokens", cp__h_sandbox_ingress_token, CP_AUTH_TENANT, SMALL},
 
         {"POST", "/v1/sandboxes/{id}/sessions", cp__h_session_create, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sandboxes/{id}/sessions", cp__h_session_list, CP_AUTH_TENANT, 0},

@@ -34,10 +34,15 @@ static int insert_operation(cp_call *c, const char *kind, const char *target, co
 static int envelope(cp_call *c, const char *op_id, const char *sbx_id, json_object **ret, sp_error **err)
 {
         const char *params[] = {op_id, sbx_id};
-        return cp__query_json(c->api,
-                              "SELECT jsonb_build_object('operation', api_operation(o), 'sandbox', api_sandbox(s)) "
-                              "FROM operations o, sandboxes s WHERE o.id = $1 AND s.id = $2",
-                              2, params, "operation not found", ret, err);
+        int r = cp__query_json(c->api,
+                               "SELECT jsonb_build_object('operation', api_operation(o), 'sandbox', api_sandbox(s)) "
+                               "FROM operations o, sandboxes s WHERE o.id = $1 AND s.id = $2",
+                               2, params, "operation not found", ret, err);
+        if (r < 0)
+                return r;
+        cp__sandbox_ingress_urls(c->api, json_object_object_get(*ret, "sandbox"));
+        cp__operation_ingress_urls(c->api, json_object_object_get(*ret, "operation"));
+        return 0;
 }
 
 /* A secret given to the sandbox being made: its id, variable and placeholder. */
@@ -207,7 +212,8 @@ void cp__h_sandbox_create(cp_call *c)
                                 r.backend[0] ? r.backend : NULL,
                                 r.idle_timeout_s >= 0 ? idle : NULL,
                                 r.end_action,
-                                r.timeout_s > 0 ? timeout : NULL};
+                                r.timeout_s > 0 ? timeout : NULL,
+                                r.ingress};
         _cleanup_json_ json_object *out = NULL, *audit = NULL;
         if (r.nsecrets) {
                 /* The audit record names the secrets given, never a value (nor a placeholder). */
@@ -220,10 +226,10 @@ void cp__h_sandbox_create(cp_call *c)
         if (sp_id_new("sbx", id, &e) < 0 ||
             cp_db_exec(c->api->db,
                        "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
-                       "observed_state, metadata, backend, idle_timeout_s, end_action, end_at) "
+                       "observed_state, metadata, backend, idle_timeout_s, end_action, end_at, ingress) "
                        "VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, $9, "
-                       "now() + make_interval(secs => $10::integer))",
-                       10, params, NULL, &e) < 0 ||
+                       "now() + make_interval(secs => $10::integer), $11)",
+                       11, params, NULL, &e) < 0 ||
             record_secrets(c, id, secrets, r.nsecrets, &e) < 0 ||
             insert_operation(c, "create", id, "pending", NULL, op, &e) < 0 ||
             cp__audit(c, "sandbox.create", id, audit, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
@@ -251,6 +257,7 @@ void cp__h_sandbox_get(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
+        cp__sandbox_ingress_urls(c->api, out);
         cp__reply(c, 200, out);
 }
 
@@ -300,7 +307,7 @@ void cp__h_sandbox_list(cp_call *c)
                 cp__fail(c, e);
                 return;
         }
-        cp__reply_page(c, res, q.limit, "sandboxes", "sbx");
+        cp__reply_page_each(c, res, q.limit, "sandboxes", "sbx", cp__sandbox_ingress_urls);
 }
 
 /* A lifecycle action: from one of the desired states in `from` (NULL-ended),
@@ -486,5 +493,6 @@ void cp__h_sandbox_timeout(cp_call *c)
                 cp__mutation_abort(c, e);
                 return;
         }
+        cp__sandbox_ingress_urls(c->api, out);
         cp__mutation_commit(c, 200, out);
 }

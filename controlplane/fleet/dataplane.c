@@ -4,13 +4,16 @@
  * replicas"): Join with role dataplane — a join token and a CSR for a
  * dataplane certificate, answered with the certificate, the cluster CA and
  * the token public keys — TokenKeys, which data planes (and workers) call
- * to learn rotated keys, and RevokedKeys, which they poll to refuse the
- * tokens of revoked API keys and the upload tokens of deleted templates.
+ * to learn rotated keys, RevokedKeys, which they poll to refuse the
+ * tokens of revoked API keys and the upload tokens of deleted templates, and
+ * ResolveSandbox, which tells a data plane serving ingress a sandbox's
+ * tenant and state, who may reach it and on which worker it runs.
  */
 #include <string.h>
 
 #include "fleet/fleet_internal.h"
 #include "space/cleanup.h"
+#include "space/id.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "store/keys.h"
@@ -126,5 +129,46 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
         }
         _cleanup_json_ json_object *resp = pr_revoked_resp_encode(&r);
         pr_revoked_keys_free(&r);
+        sp_rpc_call_reply(call, resp, NULL);
+}
+
+void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userdata)
+{
+        cp_fleet *f = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        pr_cp_resolve_sandbox r;
+        if (pr_msg_decode(&pr_cp_resolve_sandbox_schema, req, &r, &e) < 0) {
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        if (!sp_id_valid(r.sandbox_id, "sbx")) {
+                sp_error_set(&e, SP_E_INVALID, "field 'sandbox_id' must be a sandbox id (sbx_...)");
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        /* One read by primary key, outside any transaction: data planes ask
+         * for every sandbox they have not cached in the last seconds. A
+         * sandbox whose delete was asked serves nothing more. */
+        const char *params[] = {r.sandbox_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(f->db,
+                       "SELECT s.id, s.tenant_id, s.observed_state, s.ingress, w.address FROM sandboxes s "
+                       "LEFT JOIN workers w ON w.id = s.worker_id "
+                       "WHERE s.id = $1 AND s.deleted_at IS NULL AND s.desired_state <> 'deleted'",
+                       1, params, &res, &e) < 0) {
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        if (PQntuples(res) != 1) {
+                sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s not found", r.sandbox_id);
+                sp_rpc_call_fail(call, e);
+                return;
+        }
+        pr_cp_resolve_sandbox_resp a = {.sandbox_id = PQgetvalue(res, 0, 0),
+                                        .tenant_id = PQgetvalue(res, 0, 1),
+                                        .state = PQgetvalue(res, 0, 2),
+                                        .ingress = PQgetvalue(res, 0, 3),
+                                        .worker = PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4)};
+        _cleanup_json_ json_object *resp = pr_msg_encode(&pr_cp_resolve_sandbox_resp_schema, &a);
         sp_rpc_call_reply(call, resp, NULL);
 }

@@ -10,7 +10,10 @@
  *   Heartbeat (role worker; the certificate's name is the worker's name):
  *             records capacity and observed state, marks it reachable again;
  *   TokenKeys (roles worker, dataplane): the attachment-token public keys
- *             (store/tokenkeys.h), created first if there are none.
+ *             (store/tokenkeys.h), created first if there are none;
+ *   RevokedKeys (roles worker, dataplane): API keys revoked, templates deleted;
+ *   ResolveSandbox (role dataplane): a sandbox's tenant, state, ingress mode
+ *             and worker, for ingress.
  *
  * Threading: everything runs on the caller's loop/thread; db is used with
  * blocking calls and must not be shared with another thread.
@@ -85,8 +88,9 @@ cp_fleet *cp_fleet_new(cp_db *db, const sp_pki_ca *ca, const cp_fleet_config *cf
 /* Frees the fleet; accepts NULL; returns NULL. Unregister first (free the server). */
 cp_fleet *cp_fleet_free(cp_fleet *f);
 
-/* Registers Join, Heartbeat and TokenKeys on srv (the control plane's internal RPC server),
- * with f as their userdata: f must outlive srv. */
+/* Registers Join, Heartbeat, TokenKeys, RevokedKeys and ResolveSandbox on
+ * srv (the control plane's internal RPC server), with f as their userdata:
+ * f must outlive srv. */
 int cp_fleet_register(cp_fleet *f, sp_rpc_server *srv, sp_error **err);
 
 #endif

@@ -55,5 +55,8 @@ void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata);
 /* RevokedKeys (roles dataplane, worker): the API keys revoked recently. */
 void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata);
+/* ResolveSandbox (role dataplane): a sandbox's tenant, state, ingress mode
+ * and worker address, for the data plane's ingress. */
+void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userdata);
 
 #endif

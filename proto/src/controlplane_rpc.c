@@ -135,6 +135,26 @@ static const pr_field revoked_resp_fields[] = {
 #undef R
 const pr_schema pr_cp_revoked_resp_schema = PR_SCHEMA("RevokedKeys answer", revoked_resp_fields);
 
+/* ---- ResolveSandbox ---- */
+
+static const pr_field resolve_sandbox_fields[] = {
+        PR_F_STRING(pr_cp_resolve_sandbox, "sandbox_id", sandbox_id, true, PR_CP_SANDBOX_ID_MAX),
+};
+const pr_schema pr_cp_resolve_sandbox_schema = PR_SCHEMA("ResolveSandbox", resolve_sandbox_fields);
+
+#define R pr_cp_resolve_sandbox_resp
+static const pr_field resolve_sandbox_resp_fields[] = {
+        PR_F_STRING(R, "sandbox_id", sandbox_id, true, PR_CP_SANDBOX_ID_MAX),
+        PR_F_STRING(R, "tenant_id", tenant_id, true, PR_CP_SANDBOX_ID_MAX),
+        PR_F_STRING(R, "state", state, true, PR_CP_STATE_MAX),
+        PR_F_STRING(R, "ingress", ingress, true, PR_CP_INGRESS_MAX),
+        /* only while the sandbox is on a worker */
+        PR_F_STRING(R, "worker", worker, false, PR_CP_ADDRESS_MAX),
+};
+#undef R
+const pr_schema pr_cp_resolve_sandbox_resp_schema =
+        PR_SCHEMA_OPEN("ResolveSandbox answer", resolve_sandbox_resp_fields);
+
 #define M(name, variant, req, reqtype, resp, resptype) \
         { \
                 name, variant, &req, sizeof(reqtype), &resp, sizeof(resptype) \
@@ -148,6 +168,8 @@ const pr_cp_method pr_controlplane_methods[] = {
         M("TokenKeys", NULL, pr_cp_empty_schema, pr_cp_empty, pr_cp_token_keys_resp_schema, pr_cp_token_keys_resp),
         M("RevokedKeys", NULL, pr_cp_revoked_req_schema, pr_cp_revoked_req, pr_cp_revoked_resp_schema,
           pr_cp_revoked_resp),
+        M("ResolveSandbox", NULL, pr_cp_resolve_sandbox_schema, pr_cp_resolve_sandbox,
+          pr_cp_resolve_sandbox_resp_schema, pr_cp_resolve_sandbox_resp),
 };
 #undef M
 const size_t pr_controlplane_nmethods = sizeof(pr_controlplane_methods) / sizeof(pr_controlplane_methods[0]);

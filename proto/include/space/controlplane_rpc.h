@@ -48,6 +48,8 @@
 #define PR_CP_TOKEN_KEYS_MAX 16 /* SP_TOKEN_MAX_KEYS */
 #define PR_CP_REVOKED_MAX 10000 /* keys (and templates) in one RevokedKeys answer */
 #define PR_CP_REVOKED_ID_MAX 64
+#define PR_CP_SANDBOX_ID_MAX 64 /* ResolveSandbox's ids (sandbox, tenant) */
+#define PR_CP_INGRESS_MAX 16
 
 /* TokenKeys: no fields. */
 typedef struct pr_cp_empty {
@@ -124,6 +126,19 @@ typedef struct pr_cp_revoked_resp {
         json_object *templates; /* as keys; NULL unless asked for */
 } pr_cp_revoked_resp;
 
+/* ResolveSandbox (role dataplane): where a sandbox is and who may reach it.
+ * The handler checks the id's syntax (sbx_…). */
+typedef struct pr_cp_resolve_sandbox {
+        const char *sandbox_id;
+} pr_cp_resolve_sandbox;
+
+typedef struct pr_cp_resolve_sandbox_resp {
+        const char *sandbox_id, *tenant_id;
+        const char *state; /* the public state: running, paused, suspended, ... */
+        const char *ingress; /* "token" or "public" */
+        const char *worker; /* HOST:PORT of its worker's RPC; NULL when it has none */
+} pr_cp_resolve_sandbox_resp;
+
 extern const pr_schema pr_cp_empty_schema;
 extern const pr_schema pr_cp_join_worker_schema;
 extern const pr_schema pr_cp_join_dataplane_schema;
@@ -137,6 +152,8 @@ extern const pr_schema pr_cp_token_keys_resp_schema;
 extern const pr_schema pr_cp_revoked_req_schema;
 extern const pr_schema pr_cp_revoked_entry_schema;
 extern const pr_schema pr_cp_revoked_resp_schema;
+extern const pr_schema pr_cp_resolve_sandbox_schema;
+extern const pr_schema pr_cp_resolve_sandbox_resp_schema;
 
 typedef struct pr_cp_method {
         const char *name;

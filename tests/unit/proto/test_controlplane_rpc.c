@@ -29,7 +29,7 @@ static const struct {
 
 START_TEST(every_message_round_trips)
 {
-        ck_assert_uint_eq(pr_controlplane_nmethods, 5);
+        ck_assert_uint_eq(pr_controlplane_nmethods, 6);
         for (size_t m = 0; m < pr_controlplane_nmethods; m++) {
                 const pr_cp_method *pm = &pr_controlplane_methods[m];
                 ck_assert_ptr_eq(pr_controlplane_method(pm->name, pm->variant), pm);
@@ -104,6 +104,13 @@ START_TEST(messages_name_the_field)
                  "{\"worker_id\":\"wkr_1\",\"state\":\"ready\",\"admin_state\":\"active\","
                  "\"heartbeat_ms\":50}",
                  "field 'heartbeat_ms' must be an integer between 100 and 600000"},
+                {&pr_cp_resolve_sandbox_schema, "{}", "missing required field 'sandbox_id'"},
+                {&pr_cp_resolve_sandbox_schema, "{\"sandbox_id\":\"sbx_1\",\"worker\":\"a:1\"}",
+                 "unknown field 'worker'"},
+                {&pr_cp_resolve_sandbox_schema, "{\"sandbox_id\":7}", "field 'sandbox_id' must be a string"},
+                {&pr_cp_resolve_sandbox_resp_schema,
+                 "{\"sandbox_id\":\"sbx_1\",\"tenant_id\":\"ten_1\",\"state\":\"running\"}",
+                 "missing required field 'ingress'"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
                 _cleanup_json_ json_object *o = parse(bad[i].json);
@@ -166,6 +173,13 @@ START_TEST(answers_are_open_but_revoked_keys)
         ck_assert_int_eq(pr_msg_decode(&pr_cp_heartbeat_resp_schema, hb, &r, NULL), 0);
         ck_assert_str_eq(r.admin_state, "active");
         ck_assert_int_eq(r.heartbeat_ms, 2000);
+        /* ResolveSandbox's: worker is optional (a sandbox not placed has none). */
+        _cleanup_json_ json_object *rs = parse("{\"sandbox_id\":\"sbx_1\",\"tenant_id\":\"ten_1\",\"state\":"
+                                               "\"creating\",\"ingress\":\"token\",\"later\":1}");
+        pr_cp_resolve_sandbox_resp rr;
+        ck_assert_int_eq(pr_msg_decode(&pr_cp_resolve_sandbox_resp_schema, rs, &rr, NULL), 0);
+        ck_assert_ptr_null(rr.worker);
+        ck_assert_str_eq(rr.ingress, "token");
         _cleanup_json_ json_object *tk = parse("{\"token_keys\":[\"PEM\"],\"later\":1}");
         pr_cp_token_keys_resp k;
         ck_assert_int_eq(pr_msg_decode(&pr_cp_token_keys_resp_schema, tk, &k, NULL), 0);
