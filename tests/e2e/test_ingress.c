@@ -1,0 +1,544 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Ingress end to end (docs/ingress.md): a real cluster (PostgreSQL, the
+ * control plane, a worker) and a real data plane that joined it; servers
+ * started inside a sandbox (busybox httpd with CGI scripts, nc with a shell
+ * WebSocket handshake) reached from this host through the data plane, by
+ * host name and by path, as a browser or curl would. Needs root, btrfs and
+ * PostgreSQL.
+ *
+ * Proves: a page through both forms; 502 with a page while nothing listens;
+ * a 200 MiB download and upload byte-exact (SHA-256 here and in the
+ * sandbox); a reader that stops does not grow the data plane; server-sent
+ * events arrive one by one (the second is only written after the test saw
+ * the first); a WebSocket upgrade relays bytes both ways; access: no token
+ * 401, another sandbox's token 403, another tenant's token 404 exactly as a
+ * missing sandbox, a public sandbox open to all, ?space_token= kept as a
+ * cookie; the data plane killed mid-download gives a short, closed answer,
+ * and a retry after its restart works.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "launcher.h"
+#include "proc.h"
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space_cluster.h"
+
+#define SANDBOX_TOKEN "{\"template\":\"base\",\"resources\":{\"memory_mb\":256,\"cpu_millis\":500}}"
+#define SANDBOX_PUBLIC \
+        "{\"template\":\"base\",\"ingress\":\"public\",\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
+#define BIG (200u << 20)
+
+static sp_test_space S;
+static sp_test_proc dp;
+static int dp_port;
+static char dp_url_arg[128];
+static const char *cp_args[] = {dp_url_arg, NULL};
+
+static void cluster_up(void)
+{
+        sp_error *err = NULL;
+        dp_port = sp_test_free_port(&err);
+        sp_test_ok(dp_port, &err);
+        snprintf(dp_url_arg, sizeof(dp_url_arg), "--dataplane-url=http://127.0.0.1:%d", dp_port);
+        sp_test_space_opts o = {.workers = 1, .cp_args = cp_args};
+        sp_test_space_up(&S, &o);
+        sp_test_space_start_dataplane(&S, &dp, dp_port, "dp-ingress", NULL);
+}
+
+static void cluster_down(void)
+{
+        if (dp.argv) {
+                if (getenv("SPACE_TEST_DUMP"))
+                        sp_test_proc_dump_log(&dp, 60);
+                sp_test_proc_stop(&dp, 10000, NULL);
+                sp_test_proc_free(&dp);
+        }
+        sp_test_space_down(&S);
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- a plain HTTP/1.1 client on a socket ---- */
+
+static int dial(void)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)dp_port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s", strerror(errno));
+        return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+        while (n) {
+                ssize_t w = write(fd, p, n);
+                ck_assert_msg(w > 0, "write: %s", strerror(errno));
+                p = (const char *)p + w;
+                n -= (size_t)w;
+        }
+}
+
+/* Reads what is there within ms (at most cap bytes): the count, 0 at the
+ * end, -1 when nothing came in time. */
+static ssize_t read_some(int fd, void *buf, size_t cap, int ms)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ms) != 1)
+                return -1;
+        ssize_t r = read(fd, buf, cap);
+        return r < 0 ? 0 : r;
+}
+
+/* Reads up to the end of the head into head (NUL-terminated); the bytes
+ * after it go to rest. Returns the status. */
+static int read_head(int fd, sp_buf *head, sp_buf *rest)
+{
+        char buf[65536];
+        int64_t deadline = mono_ms() + 60000;
+        while (mono_ms() < deadline) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                if (r == 0)
+                        break;
+                if (r < 0)
+                        continue;
+                sp_buf_append(head, buf, (size_t)r, NULL);
+                sp_buf_append(head, "", 1, NULL);
+                head->len--;
+                char *end = strstr(head->data, "\r\n\r\n");
+                if (end) {
+                        size_t hl = (size_t)(end + 4 - head->data);
+                        sp_buf_append(rest, head->data + hl, head->len - hl, NULL);
+                        head->len = hl;
+                        head->data[hl] = '\0';
+                        break;
+                }
+        }
+        int status = 0;
+        ck_assert_msg(head->data && sscanf(head->data, "HTTP/1.%*d %d", &status) == 1, "no answer: '%.300s'",
+                      head->data ? head->data : "");
+        return status;
+}
+
+/* One request on a new connection; reads the whole answer (the data plane
+ * closes after it: "Connection: close"). Returns the status; the body into
+ * body (NUL-terminated), the head into head (may be NULL). */
+static int request(const char *method, const char *target, const char *host, const char *headers, const char *body_in,
+                   sp_buf *head, sp_buf *body)
+{
+        int fd = dial();
+        _cleanup_buf_ sp_buf req = SP_BUF_INIT;
+        sp_buf_appendf(&req, NULL, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s", method, target, host,
+                       headers ? headers : "");
+        if (body_in)
+                sp_buf_appendf(&req, NULL, "Content-Length: %zu\r\n\r\n%s", strlen(body_in), body_in);
+        else
+                sp_buf_append(&req, "\r\n", 2, NULL);
+        send_all(fd, req.data, req.len);
+        _cleanup_buf_ sp_buf h = SP_BUF_INIT;
+        int status = read_head(fd, &h, body);
+        char buf[65536];
+        for (int64_t deadline = mono_ms() + 60000; mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                if (r == 0)
+                        break;
+                if (r > 0)
+                        sp_buf_append(body, buf, (size_t)r, NULL);
+        }
+        close(fd);
+        sp_buf_append(body, "", 1, NULL);
+        body->len--;
+        if (head)
+                sp_buf_append(head, h.data, h.len + 1, NULL);
+        return status;
+}
+
+/* The body of a chunked answer, decoded (the data plane chunks answers of
+ * unknown length). */
+static void dechunk(const sp_buf *in, sp_buf *out)
+{
+        const char *p = in->data, *end = in->data + in->len;
+        while (p < end) {
+                unsigned long n = strtoul(p, NULL, 16);
+                const char *nl = strstr(p, "\r\n");
+                ck_assert_ptr_nonnull(nl);
+                if (n == 0)
+                        break;
+                sp_buf_append(out, nl + 2, n, NULL);
+                p = nl + 2 + n + 2;
+        }
+        sp_buf_append(out, "", 1, NULL);
+        out->len--;
+}
+
+static char host_of(char *out, size_t cap, int port, const char *sbx)
+{
+        /* {port}-{id with '_' as '-'}.localhost:{dp port} */
+        snprintf(out, cap, "%d-%s.localhost:%d", port, sbx, dp_port);
+        char *us = strchr(out, '_');
+        if (us)
+                *us = '-';
+        return 0;
+}
+
+/* Runs a command in the sandbox (a session) and leaves it running. */
+static void run(const char *key, const char *sbx, const char *script)
+{
+        _cleanup_json_ json_object *argv = json_object_new_array();
+        json_object_array_add(argv, json_object_new_string("sh"));
+        json_object_array_add(argv, json_object_new_string("-c"));
+        json_object_array_add(argv, json_object_new_string(script));
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object_object_add(body, "argv", json_object_get(argv));
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/sessions", sbx);
+        json_object_put(sp_test_api(&S, key, "POST", path, 201,
+                                    json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), NULL));
+}
+
+static void mint(const char *key, const char *sbx, char token[static 4096])
+{
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/ingress/tokens", sbx);
+        _cleanup_json_ json_object *t = sp_test_api(&S, key, "POST", path, 201, NULL, NULL);
+        snprintf(token, 4096, "%s", sp_test_jstr(t, "token"));
+}
+
+static void sha256_hex(const void *p, size_t n, char out[65])
+{
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        SHA256(p, n, md);
+        for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+                sprintf(out + 2 * i, "%02x", md[i]);
+}
+
+static int64_t rss_kib(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        _cleanup_buf_ sp_buf s = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(path, 1 << 20, &s, NULL), 0);
+        const char *p = strstr(s.data, "VmRSS:");
+        ck_assert_ptr_nonnull(p);
+        return strtoll(p + 6, NULL, 10);
+}
+
+/* The servers: httpd on 8080 with /big (200 MiB, its SHA-256 beside it), a
+ * CGI that hashes what is posted, a CGI of server-sent events that waits for
+ * /tmp/go before its second; nc on 9001 doing a WebSocket handshake in shell,
+ * then echoing. */
+static const char SERVERS[] =
+        "set -e\n"
+        "mkdir -p /www/cgi-bin\n"
+        "head -c 209715200 /dev/urandom > /www/big\n"
+        "sha256sum /www/big | cut -d' ' -f1 > /www/big.sha256\n"
+        "cat > /www/cgi-bin/up <<'EOF'\n"
+        "#!/bin/sh\n"
+        "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+        "head -c \"$CONTENT_LENGTH\" | sha256sum | cut -d' ' -f1\n"
+        "EOF\n"
+        "cat > /www/cgi-bin/events <<'EOF'\n"
+        "#!/bin/sh\n"
+        "printf 'Content-Type: text/event-stream\\r\\n\\r\\n'\n"
+        "printf 'data: one\\n\\n'\n"
+        "while [ ! -f /tmp/go ]; do sleep 0.1; done\n"
+        "printf 'data: two\\n\\n'\n"
+        "EOF\n"
+        "cat > /www/ws <<'EOF'\n"
+        "#!/bin/sh\n"
+        "key=\n"
+        "while IFS= read -r line; do\n"
+        "  line=$(printf '%s' \"$line\" | tr -d '\\r')\n"
+        "  [ -z \"$line\" ] && break\n"
+        "  case \"$line\" in [Ss]ec-[Ww]eb[Ss]ocket-[Kk]ey:*) key=$(printf '%s' \"${line#*:}\" | tr -d ' ');; esac\n"
+        "done\n"
+        "acc=$(printf '%s' \"${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11\" | sha1sum | cut -c1-40 | sed "
+        "'s/../\\\\x&/g')\n"
+        "acc=$(printf \"$acc\" | base64)\n"
+        "printf 'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: "
+        "Upgrade\\r\\nSec-WebSocket-Accept: %s\\r\\n\\r\\n' \"$acc\"\n"
+        "exec cat\n"
+        "EOF\n"
+        "chmod +x /www/cgi-bin/up /www/cgi-bin/events /www/ws\n"
+        "echo ready > /www/ready.txt\n"
+        "nc -ll -p 9001 -e /www/ws &\n"
+        "exec httpd -f -p 8080 -h /www\n";
+
+START_TEST(ingress_end_to_end)
+{
+        char key[256], key2[256], sbx[64], other[64], pub[64], host[160], target[4400], token[4096], token_other[4096],
+                token2[4096], hdr[4300];
+        sp_test_new_tenant(&S, "ingress", key);
+        sp_test_new_tenant(&S, "ingress2", key2);
+        sp_test_create_sandbox(&S, key, SANDBOX_TOKEN, sbx);
+        sp_test_create_sandbox(&S, key, SANDBOX_PUBLIC, other);
+        char sbx2[64];
+        sp_test_create_sandbox(&S, key2, SANDBOX_PUBLIC, sbx2);
+        snprintf(pub, sizeof(pub), "%s", other);
+        mint(key, sbx, token);
+        mint(key, other, token_other);
+        mint(key2, sbx2, token2);
+        snprintf(hdr, sizeof(hdr), "X-Space-Ingress-Token: %s\r\n", token);
+        host_of(host, sizeof(host), 8080, sbx);
+
+        /* Nothing listens yet: 502, and a page for a browser. */
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT, head = SP_BUF_INIT;
+        ck_assert_int_eq(request("GET", "/", host, hdr, NULL, NULL, &body), 502);
+        ck_assert_msg(strstr(body.data, "nothing listens on port 8080"), "%s", body.data);
+        sp_buf_clear(&body);
+        char html[4400];
+        snprintf(html, sizeof(html), "%sAccept: text/html\r\n", hdr);
+        ck_assert_int_eq(request("GET", "/", host, html, NULL, NULL, &body), 502);
+        ck_assert_msg(strstr(body.data, "<h1>502</h1>") && strstr(body.data, "Nothing is listening on port 8080"), "%s",
+                      body.data);
+        sp_buf_clear(&body);
+
+        run(key, sbx, SERVERS);
+        int status = 0;
+        for (int64_t deadline = mono_ms() + 120000; mono_ms() < deadline; usleep(200000)) {
+                sp_buf_clear(&body);
+                status = request("GET", "/ready.txt", host, hdr, NULL, NULL, &body);
+                if (status == 200)
+                        break;
+                ck_assert_int_eq(status, 502);
+        }
+        ck_assert_int_eq(status, 200);
+        ck_assert_str_eq(body.data, "ready\n");
+
+        /* The path form reaches the same server. */
+        sp_buf_clear(&body);
+        snprintf(target, sizeof(target), "/v1/sandboxes/%s/ports/8080/ready.txt", sbx);
+        ck_assert_int_eq(request("GET", target, "127.0.0.1", hdr, NULL, NULL, &body), 200);
+        ck_assert_str_eq(body.data, "ready\n");
+
+        /* Access. */
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/ready.txt", host, NULL, NULL, NULL, &body), 401);
+        sp_buf_clear(&body);
+        char h2[4400];
+        snprintf(h2, sizeof(h2), "X-Space-Ingress-Token: %s\r\n", token_other);
+        ck_assert_int_eq(request("GET", "/ready.txt", host, h2, NULL, NULL, &body), 403);
+        /* Another tenant's token: exactly what a missing sandbox answers. */
+        _cleanup_buf_ sp_buf foreign = SP_BUF_INIT, missing = SP_BUF_INIT;
+        snprintf(h2, sizeof(h2), "X-Space-Ingress-Token: %s\r\n", token2);
+        ck_assert_int_eq(request("GET", "/ready.txt", host, h2, NULL, NULL, &foreign), 404);
+        char ghost[160], ghost_id[64] = "sbx_0000000000000000000a";
+        host_of(ghost, sizeof(ghost), 8080, ghost_id);
+        ck_assert_int_eq(request("GET", "/ready.txt", ghost, h2, NULL, NULL, &missing), 404);
+        _cleanup_json_ json_object *fj = NULL, *mj = NULL;
+        ck_assert_int_eq(sp_json_parse(foreign.data, foreign.len, &fj, NULL), 0);
+        ck_assert_int_eq(sp_json_parse(missing.data, missing.len, &mj, NULL), 0);
+        char want[128];
+        snprintf(want, sizeof(want), "sandbox %s not found", sbx);
+        ck_assert_str_eq(sp_test_jstr(fj, "error.code"), sp_test_jstr(mj, "error.code"));
+        ck_assert_str_eq(sp_test_jstr(fj, "error.message"), want);
+        /* A public sandbox needs no token (nothing listens there: 502, not 401). */
+        sp_buf_clear(&body);
+        char phost[160];
+        host_of(phost, sizeof(phost), 8080, pub);
+        ck_assert_int_eq(request("GET", "/", phost, NULL, NULL, NULL, &body), 502);
+        /* ?space_token= answers with the token as a cookie, and the cookie alone works. */
+        sp_buf_clear(&body);
+        snprintf(target, sizeof(target), "/ready.txt?space_token=%s", token);
+        ck_assert_int_eq(request("GET", target, host, NULL, NULL, &head, &body), 200);
+        ck_assert_msg(strstr(head.data, "Set-Cookie: space_ingress_token="), "%s", head.data);
+        sp_buf_clear(&body);
+        snprintf(h2, sizeof(h2), "Cookie: theme=dark; space_ingress_token=%s\r\n", token);
+        ck_assert_int_eq(request("GET", "/ready.txt", host, h2, NULL, NULL, &body), 200);
+
+        /* 200 MiB down, byte-exact. */
+        _cleanup_buf_ sp_buf sum = SP_BUF_INIT;
+        ck_assert_int_eq(request("GET", "/big.sha256", host, hdr, NULL, NULL, &sum), 200);
+        sum.data[64] = '\0';
+        int fd = dial();
+        char req[4600];
+        int n = snprintf(req, sizeof(req), "GET /big HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, hdr);
+        send_all(fd, req, (size_t)n);
+        _cleanup_buf_ sp_buf h = SP_BUF_INIT, got = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &got), 200);
+        ck_assert_msg(strstr(h.data, "Content-Length: 209715200"), "%s", h.data);
+        /* A reader that stops: the data plane holds what its windows hold. */
+        int64_t rss0 = rss_kib(dp.pid);
+        usleep(1500000);
+        int64_t grown = rss_kib(dp.pid) - rss0;
+        ck_assert_msg(grown < 32 * 1024, "the data plane grew by %lld KiB while its client read nothing",
+                      (long long)grown);
+        sp_buf_reserve(&got, BIG, NULL);
+        char buf[1 << 16];
+        for (int64_t deadline = mono_ms() + 300000; got.len < BIG && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 1000);
+                if (r == 0)
+                        break;
+                if (r > 0)
+                        sp_buf_append(&got, buf, (size_t)r, NULL);
+        }
+        close(fd);
+        ck_assert_uint_eq(got.len, BIG);
+        char hex[65];
+        sha256_hex(got.data, got.len, hex);
+        ck_assert_str_eq(hex, sum.data);
+
+        /* 200 MiB up, byte-exact: the CGI hashes what it read. */
+        fd = dial();
+        n = snprintf(req, sizeof(req), "POST /cgi-bin/up HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %u\r\n\r\n", host,
+                     hdr, BIG);
+        send_all(fd, req, (size_t)n);
+        send_all(fd, got.data, got.len);
+        sp_buf_clear(&h);
+        _cleanup_buf_ sp_buf up = SP_BUF_INIT, upd = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &up), 200);
+        for (int64_t deadline = mono_ms() + 60000;
+             !strstr(up.data ? up.data : "", "\r\n0\r\n") && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                if (r == 0)
+                        break;
+                if (r > 0) {
+                        sp_buf_append(&up, buf, (size_t)r, NULL);
+                        sp_buf_append(&up, "", 1, NULL);
+                        up.len--;
+                }
+        }
+        close(fd);
+        dechunk(&up, &upd);
+        ck_assert_msg(strncmp(upd.data, sum.data, 64) == 0, "the sandbox read %s", upd.data);
+
+        /* Server-sent events, one by one: the second is written only once the
+         * first has arrived here. */
+        fd = dial();
+        n = snprintf(req, sizeof(req),
+                     "GET /cgi-bin/events HTTP/1.1\r\nHost: %s\r\n%sAccept: text/event-stream\r\n\r\n", host, hdr);
+        send_all(fd, req, (size_t)n);
+        sp_buf_clear(&h);
+        _cleanup_buf_ sp_buf ev = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &ev), 200);
+        ck_assert_msg(strstr(h.data, "text/event-stream"), "%s", h.data);
+        for (int64_t deadline = mono_ms() + 30000;
+             !strstr(ev.data ? ev.data : "", "data: one") && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                ck_assert_int_ne(r, 0);
+                if (r > 0) {
+                        sp_buf_append(&ev, buf, (size_t)r, NULL);
+                        sp_buf_append(&ev, "", 1, NULL);
+                        ev.len--;
+                }
+        }
+        ck_assert_msg(strstr(ev.data, "data: one") && !strstr(ev.data, "data: two"), "%s", ev.data);
+        run(key, sbx, "touch /tmp/go");
+        for (int64_t deadline = mono_ms() + 30000; !strstr(ev.data, "data: two") && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                if (r == 0)
+                        break;
+                if (r > 0) {
+                        sp_buf_append(&ev, buf, (size_t)r, NULL);
+                        sp_buf_append(&ev, "", 1, NULL);
+                        ev.len--;
+                }
+        }
+        close(fd);
+        ck_assert_msg(strstr(ev.data, "data: two"), "%s", ev.data);
+
+        /* A WebSocket: the handshake answered by the server in the sandbox,
+         * then bytes both ways (sent with the request head too). */
+        char wshost[160];
+        host_of(wshost, sizeof(wshost), 9001, sbx);
+        fd = dial();
+        n = snprintf(req, sizeof(req),
+                     "GET /chat HTTP/1.1\r\nHost: %s\r\n%sConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\nearly-bytes|",
+                     wshost, hdr);
+        send_all(fd, req, (size_t)n);
+        sp_buf_clear(&h);
+        _cleanup_buf_ sp_buf ws = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &ws), 101);
+        /* RFC 6455's own example key and answer */
+        ck_assert_msg(strstr(h.data, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "%s", h.data);
+        send_all(fd, "more", 4);
+        for (int64_t deadline = mono_ms() + 30000; ws.len < 16 && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                ck_assert_int_ne(r, 0);
+                if (r > 0)
+                        sp_buf_append(&ws, buf, (size_t)r, NULL);
+        }
+        ck_assert_uint_eq(ws.len, 16);
+        ck_assert(memcmp(ws.data, "early-bytes|more", 16) == 0);
+        close(fd);
+
+        /* The data plane killed mid-download: the answer ends short and closed. */
+        fd = dial();
+        n = snprintf(req, sizeof(req), "GET /big HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, hdr);
+        send_all(fd, req, (size_t)n);
+        sp_buf_clear(&h);
+        sp_buf_clear(&got);
+        ck_assert_int_eq(read_head(fd, &h, &got), 200);
+        while (got.len < (8u << 20)) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 10000);
+                ck_assert_int_gt(r, 0);
+                sp_buf_append(&got, buf, (size_t)r, NULL);
+        }
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_proc_kill(&dp, &e), &e);
+        bool ended = false;
+        for (int64_t deadline = mono_ms() + 30000; mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                if (r == 0) {
+                        ended = true;
+                        break;
+                }
+                if (r > 0)
+                        got.len += (size_t)r;
+        }
+        close(fd);
+        ck_assert_msg(ended && got.len < BIG, "the download did not end short (%zu bytes)", got.len);
+        sp_test_ok(sp_test_proc_restart(&dp, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&dp, "data plane ready", 60000, &e), &e);
+        sp_buf_clear(&body);
+        for (int64_t deadline = mono_ms() + 30000; mono_ms() < deadline; usleep(200000)) {
+                sp_buf_clear(&body);
+                if ((status = request("GET", "/ready.txt", host, hdr, NULL, NULL, &body)) == 200)
+                        break;
+        }
+        ck_assert_int_eq(status, 200);
+        ck_assert_str_eq(body.data, "ready\n");
+
+        /* Counted. */
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/metrics", "127.0.0.1", NULL, NULL, NULL, &body), 200);
+        ck_assert_msg(strstr(body.data, "route=\"ingress\""), "%s", body.data);
+}
+END_TEST
+
+int main(void)
+{
+        sp_test_require_root("a cluster: btrfs, namespaces, cgroups");
+        sp_test_pg_require();
+        Suite *s = suite_create("ingress");
+        TCase *tc = tcase_create("ingress");
+        tcase_set_timeout(tc, 900);
+        tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        tcase_add_test(tc, ingress_end_to_end);
+        suite_add_tcase(s, tc);
+        return sp_test_main(s);
+}
