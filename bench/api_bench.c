@@ -6,7 +6,8 @@
  *
  *   space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] [--samples N]
  *                   [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] [--load-creates N]
- *                   [--density-max N] [--density-seconds N] [--only PHASE,…]
+ *                   [--density-max N] [--density-seconds N] [--ingress-samples N] [--ingress-mib N]
+ *                   [--ingress-runs N] [--only PHASE,…]
  *
  * Phases, in this order (each bounded in count and time):
  *   create        create → running (POST /v1/sandboxes, then the operation
@@ -21,6 +22,11 @@
  *                 decoded), and in the same run the floor: the same command
  *                 on the host into a plain pipe, a loopback TCP socket, and
  *                 a pipe relayed into a socket, read by this process;
+ *   ingress       HTTP to busybox httpd in a sandbox through the data plane
+ *                 (host form, with an ingress token): GETs of 1 KiB on new
+ *                 connections (connect → last byte) and downloads of
+ *                 --ingress-mib MiB, and in the same run the same GETs to
+ *                 the same server (the host's busybox httpd) on loopback;
  *   load          sustained creates: --concurrency processes creating
  *                 --load-creates sandboxes (cold), each deleted once running;
  *   density       idle sandboxes created in batches until --density-max, the
@@ -64,6 +70,7 @@ static struct {
         const char *api, *metrics, *cgroup, *only;
         char key[257];
         int samples, exec_samples, stream_mib, stream_runs, concurrency, load_creates, density_max, density_s;
+        int ingress_samples, ingress_mib, ingress_runs;
 } opt;
 
 static bn_api A;
@@ -427,6 +434,192 @@ static void phase_stream(const char *id)
         free(fps);
 }
 
+/* ---- ingress: HTTP through the data plane to a server in a sandbox ---- */
+
+/* One GET on a new connection to 127.0.0.1:port with host and extra headers:
+ * the milliseconds from connect() to the last byte, the body's length in
+ * *ret_bytes; -1 on any failure (said on stderr). */
+static double http_get_once(int port, const char *host, const char *target, const char *headers, uint64_t *ret_bytes)
+{
+        int64_t t0 = sp_now_mono_us();
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        struct timeval tv = {.tv_sec = 60};
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                fprintf(stderr, "space-bench-api: connect to port %d: %s\n", port, strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        char req[4096];
+        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s\r\n", target, host,
+                         headers);
+        if (write(fd, req, (size_t)n) != n) {
+                close(fd);
+                return -1;
+        }
+        static char buf[1 << 18];
+        uint64_t total = 0, head = 0;
+        char first[512] = "";
+        size_t flen = 0;
+        ssize_t r;
+        while ((r = read(fd, buf, sizeof(buf))) > 0) {
+                if (!head) {
+                        size_t k = (size_t)r < sizeof(first) - 1 - flen ? (size_t)r : sizeof(first) - 1 - flen;
+                        memcpy(first + flen, buf, k);
+                        flen += k;
+                        first[flen] = '\0';
+                        char *end = strstr(first, "\r\n\r\n");
+                        if (end)
+                                head = (uint64_t)(end + 4 - first);
+                }
+                total += (uint64_t)r;
+        }
+        close(fd);
+        double ms = (double)(sp_now_mono_us() - t0) / 1000.0;
+        if (r < 0 || !head || strncmp(first, "HTTP/1.", 7) != 0 || strncmp(first + 9, "200", 3) != 0) {
+                fprintf(stderr, "space-bench-api: GET %s on port %d: %.80s\n", target, port,
+                        r < 0 ? strerror(errno) : first);
+                return -1;
+        }
+        *ret_bytes = total - head;
+        return ms;
+}
+
+/* The same server kind beside the cluster: busybox httpd on loopback,
+ * serving the same files. */
+static pid_t host_httpd(const char *dir, int *ret_port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t l = sizeof(sa);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            getsockname(fd, (struct sockaddr *)&sa, &l) < 0)
+                fail("a port for the host's httpd", NULL);
+        close(fd);
+        *ret_port = ntohs(sa.sin_port);
+        char addr[32];
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", *ret_port);
+        pid_t pid = fork();
+        if (pid == 0) {
+                execlp("busybox", "busybox", "httpd", "-f", "-p", addr, "-h", dir, (char *)NULL);
+                _exit(127);
+        }
+        if (pid < 0)
+                fail("starting busybox httpd", NULL);
+        return pid;
+}
+
+/* Polls GET target until it answers 200, at most 300 times 100 ms apart. */
+static void wait_200(int port, const char *host, const char *target, const char *headers)
+{
+        for (int i = 0; i < 300; i++) {
+                uint64_t b;
+                if (http_get_once(port, host, target, headers, &b) >= 0)
+                        return;
+                usleep(100000);
+        }
+        fail("the server never answered", NULL);
+}
+
+static void phase_ingress(void)
+{
+        char id[BN_ID_MAX], op[BN_ID_MAX];
+        _cleanup_error_ sp_error *e = NULL;
+        if (bn_api_create(&A, BODY, id, op, &e) < 0 || bn_api_wait_op(&A, op, OP_TIMEOUT_S, &e) < 0)
+                fail("create", e);
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/ingress/tokens", id);
+        _cleanup_json_ json_object *tok = NULL;
+        if (bn_api_call(&A, "POST", path, "{}", 201, &tok, &e) < 0)
+                fail("ingress token", e);
+        json_object *t = NULL, *u = NULL;
+        if (!json_object_object_get_ex(tok, "token", &t) || !json_object_object_get_ex(tok, "url", &u))
+                fail("the ingress token answer", NULL);
+        /* url: http://{port}-sbx-….<domain>:<data plane port>/ — the bench
+         * connects to loopback (direct mode) with that Host. */
+        const char *url = json_object_get_string(u), *h = strstr(url, "://");
+        char host[256], headers[4200];
+        int dp_port = 0;
+        if (!h || sscanf(h + 3, "{port}-%255[^/]", host) != 1 || !strrchr(host, ':') ||
+            (dp_port = atoi(strrchr(host, ':') + 1)) <= 0)
+                fail("the ingress URL is not http://{port}-….:PORT/", NULL);
+        char full[300];
+        snprintf(full, sizeof(full), "8080-%s", host);
+        snprintf(headers, sizeof(headers), "X-Space-Ingress-Token: %s\r\n", json_object_get_string(t));
+        uint64_t big = (uint64_t)opt.ingress_mib << 20;
+        char argv_json[400];
+        snprintf(argv_json, sizeof(argv_json),
+                 "[\"sh\",\"-c\",\"mkdir -p /srv && head -c 1024 /dev/zero > /srv/small && "
+                 "dd if=/dev/zero of=/srv/big bs=1048576 count=%d 2>/dev/null && httpd -p 8080 -h /srv\"]",
+                 opt.ingress_mib);
+        bn_session s;
+        if (bn_api_run(&A, id, argv_json, &s, &e) < 0 || s.exit_code != 0)
+                fail("starting httpd in the sandbox", e);
+        /* The same files beside the cluster. */
+        char dir[] = "/tmp/space-bench-ingress.XXXXXX";
+        if (!mkdtemp(dir))
+                fail("a directory for the host's httpd", NULL);
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "head -c 1024 /dev/zero > %s/small && dd if=/dev/zero of=%s/big bs=1048576 "
+                 "count=%d 2>/dev/null",
+                 dir, dir, opt.ingress_mib);
+        if (system(cmd) != 0)
+                fail("the host's files", NULL);
+        int direct_port;
+        pid_t httpd = host_httpd(dir, &direct_port);
+        char direct_host[64];
+        snprintf(direct_host, sizeof(direct_host), "127.0.0.1:%d", direct_port);
+        wait_200(dp_port, full, "/small", headers);
+        wait_200(direct_port, direct_host, "/small", "");
+
+        int n = opt.ingress_samples, g = opt.ingress_runs;
+        double *lat_i = samples_new(n), *lat_d = samples_new(n), *tp_i = samples_new(g), *tp_d = samples_new(g);
+        for (int i = 0; i < n; i++) {
+                uint64_t b = 0, b2 = 0;
+                /* the first path alternates, so neither always goes first */
+                lat_i[i] = http_get_once(dp_port, full, "/small", headers, &b);
+                lat_d[i] = http_get_once(direct_port, direct_host, "/small", "", &b2);
+                if (lat_i[i] < 0 || lat_d[i] < 0 || b != 1024 || b2 != 1024)
+                        fail("a small GET", NULL);
+        }
+        for (int i = 0; i < g; i++) {
+                uint64_t b = 0, b2 = 0;
+                double a = http_get_once(dp_port, full, "/big", headers, &b);
+                double d = http_get_once(direct_port, direct_host, "/big", "", &b2);
+                if (a < 0 || d < 0 || b != big || b2 != big)
+                        fail("a large GET", NULL);
+                tp_i[i] = (double)big / 1048576.0 / (a / 1000.0);
+                tp_d[i] = (double)big / 1048576.0 / (d / 1000.0);
+        }
+        kill(httpd, SIGTERM);
+        waitpid(httpd, NULL, 0);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "space-bench-api: could not remove %s\n", dir);
+        bn_stats si = bn_stats_of(lat_i, n), sd = bn_stats_of(lat_d, n);
+        add_stats("ingress_get", lat_i, n);
+        add_stats("direct_get", lat_d, n);
+        add_double("ingress_get_ratio_p50", sd.p50 > 0 ? si.p50 / sd.p50 : 0);
+        add_double("ingress_get_ratio_p99", sd.p99 > 0 ? si.p99 / sd.p99 : 0);
+        double mi = median(tp_i, g), md = median(tp_d, g);
+        json_object_object_add(out, "ingress_bytes", json_object_new_int64((int64_t)big));
+        add_double("ingress_mib_s", mi);
+        add_double("direct_mib_s", md);
+        add_double("ingress_throughput_ratio", md > 0 ? mi / md : 0);
+        free(lat_i);
+        free(lat_d);
+        free(tp_i);
+        free(tp_d);
+        delete_wait(id);
+}
+
 /* ---- sustained creates under load ---- */
 
 typedef struct load_result {
@@ -670,9 +863,11 @@ static bool wanted(const char *phase)
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
-        fprintf(stderr, "usage: space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] "
-                        "[--samples N] [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] "
-                        "[--load-creates N] [--density-max N] [--density-seconds N] [--only PHASE,…]\n");
+        fprintf(stderr,
+                "usage: space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] "
+                "[--samples N] [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] "
+                "[--load-creates N] [--density-max N] [--density-seconds N] [--ingress-samples N] [--ingress-mib N] "
+                "[--ingress-runs N] [--only PHASE,…]\n");
         exit(2);
 }
 
@@ -726,6 +921,12 @@ int main(int argc, char **argv)
                         density_max = arg_int(a, v, 0, 100000);
                 else if (strcmp(a, "--density-seconds") == 0 && ++i)
                         density_s = arg_int(a, v, 1, 86400);
+                else if (strcmp(a, "--ingress-samples") == 0 && ++i)
+                        opt.ingress_samples = arg_int(a, v, 3, 100000);
+                else if (strcmp(a, "--ingress-mib") == 0 && ++i)
+                        opt.ingress_mib = arg_int(a, v, 1, 4096);
+                else if (strcmp(a, "--ingress-runs") == 0 && ++i)
+                        opt.ingress_runs = arg_int(a, v, 1, 100);
                 else
                         usage();
         }
@@ -740,6 +941,9 @@ int main(int argc, char **argv)
         opt.load_creates = load_creates ? load_creates : quick ? 40 : 400;
         opt.density_max = density_max >= 0 ? density_max : quick ? 50 : 2000;
         opt.density_s = density_s ? density_s : quick ? 30 : 900;
+        opt.ingress_samples = opt.ingress_samples ? opt.ingress_samples : quick ? 20 : 300;
+        opt.ingress_mib = opt.ingress_mib ? opt.ingress_mib : quick ? 16 : 256;
+        opt.ingress_runs = opt.ingress_runs ? opt.ingress_runs : quick ? 1 : 5;
         if (opt.concurrency > opt.load_creates)
                 opt.concurrency = opt.load_creates;
         signal(SIGPIPE, SIG_IGN);
@@ -786,6 +990,11 @@ int main(int argc, char **argv)
                         phase_stream(id);
                 }
                 delete_wait(id);
+        }
+        if (wanted("ingress")) {
+                progress("ingress: %d small GETs and %d of %d MiB, through the data plane and direct",
+                         opt.ingress_samples, opt.ingress_runs, opt.ingress_mib);
+                phase_ingress();
         }
         if (wanted("load")) {
                 progress("sustained creates: %d by %d clients", opt.load_creates, opt.concurrency);
