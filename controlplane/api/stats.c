@@ -52,6 +52,12 @@ static void on_stats(cp_call *c, json_object *resp, const sp_error *err, void *u
         json_object_object_add(out, "memory_peak_bytes", json_object_new_int64(st.memory_peak_bytes));
         json_object_object_add(out, "pids", json_object_new_int64(st.pids));
         json_object_object_add(out, "oom_kills", json_object_new_int64(st.oom_kills));
+        /* Ingress to its ports since its worker started (docs/ingress.md). */
+        json_object *ing = json_object_new_object();
+        json_object_object_add(ing, "connections", json_object_new_int64(st.port_connections));
+        json_object_object_add(ing, "bytes_in", json_object_new_int64(st.port_bytes_in));
+        json_object_object_add(ing, "bytes_out", json_object_new_int64(st.port_bytes_out));
+        json_object_object_add(out, "ingress", ing);
         cp__reply(c, 200, out);
 }
 

@@ -255,6 +255,9 @@ static const pr_field sandbox_stats_fields[] = {
         PR_F_INT(R, "memory_peak_bytes", memory_peak_bytes, true, 0, INT64_MAX, 0),
         PR_F_INT(R, "pids", pids, true, 0, INT64_MAX, 0),
         PR_F_INT(R, "oom_kills", oom_kills, true, 0, INT64_MAX, 0),
+        PR_F_INT(R, "port_connections", port_connections, false, 0, INT64_MAX, 0),
+        PR_F_INT(R, "port_bytes_in", port_bytes_in, false, 0, INT64_MAX, 0),
+        PR_F_INT(R, "port_bytes_out", port_bytes_out, false, 0, INT64_MAX, 0),
 };
 #undef R
 const pr_schema pr_wk_sandbox_stats_schema = PR_SCHEMA_OPEN("SandboxStatsAnswer", sandbox_stats_fields);

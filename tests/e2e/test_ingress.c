@@ -523,7 +523,15 @@ START_TEST(ingress_end_to_end)
         ck_assert_int_eq(status, 200);
         ck_assert_str_eq(body.data, "ready\n");
 
-        /* Counted. */
+        /* Counted, for the sandbox too. */
+        char spath[128];
+        snprintf(spath, sizeof(spath), "/v1/sandboxes/%s/stats", sbx);
+        _cleanup_json_ json_object *stats = sp_test_api(&S, key, "GET", spath, 200, NULL, NULL);
+        json_object *ing = NULL, *v = NULL;
+        ck_assert(json_object_object_get_ex(stats, "ingress", &ing));
+        ck_assert(json_object_object_get_ex(ing, "connections", &v) && json_object_get_int64(v) >= 10);
+        ck_assert(json_object_object_get_ex(ing, "bytes_in", &v) && json_object_get_int64(v) >= (int64_t)BIG);
+        ck_assert(json_object_object_get_ex(ing, "bytes_out", &v) && json_object_get_int64(v) >= (int64_t)BIG);
         sp_buf_clear(&body);
         ck_assert_int_eq(request("GET", "/metrics", "127.0.0.1", NULL, NULL, NULL, &body), 200);
         ck_assert_msg(strstr(body.data, "route=\"ingress\""), "%s", body.data);

@@ -329,7 +329,17 @@ START_TEST(ports_in_the_sandbox_are_reached_both_ways)
         ck_assert_int_eq(pc.frames_after_eof, 0);
         ck_assert_int_eq(trailer_int(&pc, "received"), (int64_t)strlen(get));
         ck_assert_int_eq(trailer_int(&pc, "sent"), (int64_t)pc.data.len - 1);
+        int64_t sent = (int64_t)pc.data.len - 1;
         pc_close(&pc);
+        /* Counted for the sandbox (SandboxStats; the API's stats "ingress"). */
+        sp_error *se = NULL;
+        _cleanup_json_ json_object *st = call("SandboxStats", &se, "{\"id\":\"" SBX "\"}");
+        ck_assert_msg(st, "SandboxStats: %s", se ? se->message : "");
+        json_object *v;
+        ck_assert(json_object_object_get_ex(st, "port_connections", &v) && json_object_get_int64(v) >= 1);
+        ck_assert(json_object_object_get_ex(st, "port_bytes_in", &v) &&
+                  json_object_get_int64(v) == (int64_t)strlen(get));
+        ck_assert(json_object_object_get_ex(st, "port_bytes_out", &v) && json_object_get_int64(v) == sent);
 
         /* 32 MiB of random bytes echoed, both directions streaming at once. */
         size_t big = 32u << 20;

@@ -246,6 +246,9 @@ json_object *wk_node_template_bytes_json(wk_node *n);
 /* Sandboxes. */
 int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err);
 wk_sandbox *wk_node_sandbox_find(wk_node *n, const char *id);
+/* Counts connections to a sandbox's ports and their bytes (in: to the
+ * sandbox), for SandboxStats; a sandbox that is gone is not counted. */
+void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections, int64_t bytes_in, int64_t bytes_out);
 int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);

@@ -625,6 +625,16 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
         return wk__sandbox_persist(sb, err);
 }
 
+void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections, int64_t bytes_in, int64_t bytes_out)
+{
+        wk_sandbox *sb = wk_node_sandbox_find(n, id);
+        if (!sb)
+                return;
+        sb->port_connections += connections;
+        sb->port_bytes_in += bytes_in;
+        sb->port_bytes_out += bytes_out;
+}
+
 int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
@@ -637,7 +647,10 @@ int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_erro
                                  .memory_bytes = (int64_t)st.memory_bytes,
                                  .memory_peak_bytes = (int64_t)st.memory_peak_bytes,
                                  .pids = (int64_t)st.pids,
-                                 .oom_kills = (int64_t)st.oom_kills};
+                                 .oom_kills = (int64_t)st.oom_kills,
+                                 .port_connections = sb->port_connections,
+                                 .port_bytes_in = sb->port_bytes_in,
+                                 .port_bytes_out = sb->port_bytes_out};
         *ret = pr_msg_encode(&pr_wk_sandbox_stats_schema, &a);
         return 0;
 }

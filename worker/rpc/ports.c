@@ -16,6 +16,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/error_shape.h"
+#include "space/id.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/worker_rpc.h"
@@ -25,6 +26,8 @@
 typedef struct {
         sp_rpc_call *call;
         wk_agent_link *link;
+        char sandbox[SP_ID_MAX]; /* for its counters */
+        int64_t bytes_in, bytes_out; /* to the sandbox's port, from it */
         uint32_t channel;
         bool call_over, channel_over;
         bool connected;
@@ -44,6 +47,7 @@ static int64_t open_now;
 static void bridge_maybe_free(port_bridge *b)
 {
         if (b->call_over && b->channel_over) {
+                wk_node_sandbox_count_ports(wk__svc.node, b->sandbox, 0, b->bytes_in, b->bytes_out);
                 json_object_put(b->exit_result);
                 sp_buf_free(&b->down);
                 sp_buf_free(&b->up);
@@ -80,6 +84,7 @@ static bool down_flush(port_bridge *b)
                         return false;
                 sp_buf_consume(&b->down, n);
                 b->unacked += (uint32_t)n;
+                b->bytes_out += (int64_t)n;
                 if (r == 1)
                         return false;
         }
@@ -114,6 +119,7 @@ static void up_flush(port_bridge *b)
                         return;
                 sp_buf_consume(&b->up, n);
                 b->credit -= n;
+                b->bytes_in += (int64_t)n;
         }
         if (b->up.len == 0) {
                 sp_rpc_call_resume(b->call);
@@ -260,6 +266,7 @@ void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         b->link = link;
+        snprintf(b->sandbox, sizeof(b->sandbox), "%s", q.sandbox_id);
         /* The caller's HTTP/2 window bounds what it sends past the agent's credit. */
         b->up.limit = 8u << 20;
         _cleanup_json_ json_object *ar = json_object_new_object();
@@ -280,6 +287,7 @@ void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         open_now++;
+        wk_node_sandbox_count_ports(wk__svc.node, b->sandbox, 1, 0, 0);
         b->call = sp_rpc_call_ref(call);
         static const sp_rpc_call_ops co = {.on_frame = call_frame,
                                            .on_input_end = call_input_end,

@@ -231,6 +231,8 @@ typedef struct pr_wk_sandbox_list {
 /* SandboxStats */
 typedef struct pr_wk_sandbox_stats {
         int64_t cpu_ns, memory_bytes, memory_peak_bytes, pids, oom_kills;
+        /* connections to its ports since the worker started, and their bytes (0 from an older worker) */
+        int64_t port_connections, port_bytes_in, port_bytes_out;
 } pr_wk_sandbox_stats;
 
 /* Session.exit, and the fields of AttachSession's exit event. */
