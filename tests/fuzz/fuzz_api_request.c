@@ -32,6 +32,8 @@ enum {
         SEL_EGRESS_LOG_QUERY, /* limit \n decision \n kind \n before \n after */
         SEL_SECRET_CREATE,
         SEL_SECRETS_REWRAP,
+        SEL_SANDBOX_INGRESS,
+        SEL_INGRESS_TOKEN,
         SEL__MAX,
 };
 
@@ -83,6 +85,7 @@ static void sandbox_create(const char *b, size_t n)
                 check(strcmp(r.end_action, "kill") == 0 || strcmp(r.end_action, "suspend") == 0);
                 check(r.idle_timeout_s == -1 || r.idle_timeout_s == 0 ||
                       (r.idle_timeout_s >= 60 && r.idle_timeout_s <= CP_MAX_TIMEOUT_S));
+                check(strcmp(r.ingress, "token") == 0 || strcmp(r.ingress, "public") == 0);
                 check(r.nsecrets <= GW_SECRETS_MAX);
                 for (size_t i = 0; i < r.nsecrets; i++) {
                         check(cp_req_secret_name_valid(r.secrets[i].name));
@@ -304,6 +307,28 @@ static void secrets_rewrap(const char *b, size_t n)
         sp_error_free(e);
 }
 
+static void sandbox_ingress(const char *b, size_t n)
+{
+        char mode[8] = "";
+        sp_error *e = NULL;
+        int ret = cp_req_sandbox_ingress(b, n, mode, &e);
+        check_outcome(ret, e);
+        if (ret == 0)
+                check(strcmp(mode, "token") == 0 || strcmp(mode, "public") == 0);
+        sp_error_free(e);
+}
+
+static void ingress_token(const char *b, size_t n)
+{
+        int64_t ttl = 0;
+        sp_error *e = NULL;
+        int ret = cp_req_ingress_token(b, n, &ttl, &e);
+        check_outcome(ret, e);
+        if (ret == 0)
+                check(ttl >= CP_INGRESS_TOKEN_TTL_MIN_S && ttl <= CP_INGRESS_TOKEN_TTL_MAX_S);
+        sp_error_free(e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size == 0)
@@ -360,6 +385,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case SEL_SECRETS_REWRAP:
                 secrets_rewrap(body, n);
+                break;
+        case SEL_SANDBOX_INGRESS:
+                sandbox_ingress(body, n);
+                break;
+        case SEL_INGRESS_TOKEN:
+                ingress_token(body, n);
                 break;
         default:
                 (void)cp_req_idempotency_key_valid(s);
