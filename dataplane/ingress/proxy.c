@@ -16,6 +16,7 @@
  * ended when the response is; the client's connection stays open for its
  * next request. Nothing is held but one frame or chunk in each direction.
  */
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,13 @@ typedef struct relay {
         bool upgraded, client_eof_sent;
         int status;
         bool finished; /* answered and counted */
+        struct event *answer_timer; /* from the request sent until the server's head */
 } relay;
 
 static void relay_free(relay *r)
 {
+        if (r->answer_timer)
+                event_free(r->answer_timer);
         if (r->lookup)
                 dp_resolve_cancel(r->lookup);
         if (r->rpc)
@@ -83,43 +87,68 @@ static bool wants_html(const sp_http_request *req)
         return a && strstr(a, "text/html");
 }
 
-/* An answer before the response started: a page for a browser, else the one
- * error shape. */
-static void fail_early(relay *r, const sp_error *e)
+static void html_escaped(sp_buf *page, const char *s)
 {
-        if (!wants_html(r->req)) {
-                dp__reply_error(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, e);
-        } else {
+        for (const char *p = s; *p; p++) {
+                switch (*p) {
+                case '<':
+                        sp_buf_append(page, "&lt;", 4, NULL);
+                        break;
+                case '>':
+                        sp_buf_append(page, "&gt;", 4, NULL);
+                        break;
+                case '&':
+                        sp_buf_append(page, "&amp;", 5, NULL);
+                        break;
+                case '"':
+                        sp_buf_append(page, "&quot;", 6, NULL);
+                        break;
+                default:
+                        sp_buf_append(page, p, 1, NULL);
+                }
+        }
+}
+
+/* An answer before the response started, with a status of a gateway's own
+ * (502, 504: code bad_gateway, gateway_timeout) or the error's: a page for a
+ * browser (hint: a second paragraph, may be NULL), else the one error shape. */
+static void fail_status(relay *r, const sp_error *e, int status, const char *code, const char *hint)
+{
+        if (!status)
+                status = sp_errc_http_status(e->code);
+        if (wants_html(r->req)) {
                 _cleanup_buf_ sp_buf page = SP_BUF_INIT;
-                int status = sp_errc_http_status(e->code);
                 sp_buf_appendf(&page, NULL,
                                "<!doctype html><html><head><meta charset=\"utf-8\"><title>%d</title></head>"
                                "<body><h1>%d</h1><p>",
                                status, status);
-                for (const char *p = e->message; *p; p++) {
-                        switch (*p) {
-                        case '<':
-                                sp_buf_append(&page, "&lt;", 4, NULL);
-                                break;
-                        case '>':
-                                sp_buf_append(&page, "&gt;", 4, NULL);
-                                break;
-                        case '&':
-                                sp_buf_append(&page, "&amp;", 5, NULL);
-                                break;
-                        case '"':
-                                sp_buf_append(&page, "&quot;", 6, NULL);
-                                break;
-                        default:
-                                sp_buf_append(&page, p, 1, NULL);
-                        }
+                html_escaped(&page, e->message);
+                sp_buf_append(&page, "</p>", 4, NULL);
+                if (hint) {
+                        sp_buf_append(&page, "<p>", 3, NULL);
+                        html_escaped(&page, hint);
+                        sp_buf_append(&page, "</p>", 4, NULL);
                 }
-                sp_buf_append(&page, "</p></body></html>\n", 19, NULL);
+                sp_buf_append(&page, "</body></html>\n", 15, NULL);
                 sp_http_reply(r->req, status, "text/html; charset=utf-8", page.data, page.len);
-                dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, status, e->message);
+        } else if (code) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object *eo = json_object_new_object();
+                json_object_object_add(eo, "code", json_object_new_string(code));
+                json_object_object_add(eo, "message", json_object_new_string(e->message));
+                json_object_object_add(o, "error", eo);
+                sp_http_reply_json(r->req, status, o);
+        } else {
+                sp_http_reply_error(r->req, e);
         }
+        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, status, e->message);
         r->finished = true;
         relay_free(r);
+}
+
+static void fail_early(relay *r, const sp_error *e)
+{
+        fail_status(r, e, 0, NULL, NULL);
 }
 
 static void fail_earlyf(relay *r, sp_errc code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -207,6 +236,8 @@ static void start_raw(relay *r)
         }
         r->upgraded = true;
         r->head_sent = true;
+        if (r->answer_timer)
+                event_del(r->answer_timer);
         r->status = 101;
         r->d->metrics.ingress_upgrades++;
         dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 101, "upgraded");
@@ -255,6 +286,8 @@ static int start_response(relay *r)
         }
         sp_http_stream_start(r->req, r->status, ctype, no_body ? 0 : len);
         r->head_sent = true;
+        if (r->answer_timer)
+                event_del(r->answer_timer);
         return 0;
 }
 
@@ -351,15 +384,17 @@ static void send_up(relay *r, const void *p, size_t n)
         }
 }
 
+static void request_sent(relay *r);
+
 static void on_body(sp_http_request *req, const void *data, size_t len, void *ud)
 {
         relay *r = ud;
         if (!r->rpc)
                 return;
         if (len == 0) {
-                r->body_done = true;
                 if (r->chunked_up)
                         send_up(r, "0\r\n\r\n", 5);
+                request_sent(r);
                 return;
         }
         if (r->chunked_up) {
@@ -389,6 +424,30 @@ static void rpc_writable(sp_rpc_stream *s, void *ud)
                 r->body_paused = false;
                 sp_http_request_resume_body(r->req);
         }
+}
+
+static void answer_late(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        relay *r = ud;
+        if (r->head_sent)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        sp_error_set(&e, SP_E_TIMEOUT, "the server on port %u in sandbox %s did not answer within %lld ms", r->t.port,
+                     r->t.sandbox, (long long)r->d->limits.ingress_answer_ms);
+        fail_status(r, e, 504, "gateway_timeout", NULL);
+}
+
+/* The whole request is with the server: its answer is due. */
+static void request_sent(relay *r)
+{
+        r->body_done = true;
+        if (r->d->limits.ingress_answer_ms <= 0 || !(r->answer_timer = evtimer_new(r->d->base, answer_late, r)))
+                return;
+        struct timeval tv = {.tv_sec = r->d->limits.ingress_answer_ms / 1000,
+                             .tv_usec = r->d->limits.ingress_answer_ms % 1000 * 1000};
+        evtimer_add(r->answer_timer, &tv);
 }
 
 /* The server in the sandbox is connected: the head, then the body. */
@@ -424,7 +483,7 @@ static void send_request(relay *r)
                 }
                 r->body_reading = true;
         } else {
-                r->body_done = true;
+                request_sent(r);
         }
 }
 
@@ -488,28 +547,12 @@ static void rpc_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err,
                         sp_error_set(&e, err->code, "%s", err->message);
                 } else if (err->code == SP_E_UNAVAILABLE && strstr(err->message, "nothing listens")) {
                         /* 502: the sandbox is there, its server is not. */
-                        sp_error_set(&e, SP_E_UNAVAILABLE, "%s", err->message);
-                        _cleanup_buf_ sp_buf msg = SP_BUF_INIT;
                         r->d->metrics.ingress_no_listener++;
-                        if (!wants_html(r->req)) {
-                                _cleanup_json_ json_object *o = json_object_new_object();
-                                json_object *eo = json_object_new_object();
-                                json_object_object_add(eo, "code", json_object_new_string("bad_gateway"));
-                                json_object_object_add(eo, "message", json_object_new_string(err->message));
-                                json_object_object_add(o, "error", eo);
-                                sp_http_reply_json(r->req, 502, o);
-                        } else {
-                                sp_buf_appendf(&msg, NULL,
-                                               "<!doctype html><html><head><meta charset=\"utf-8\"><title>502</title>"
-                                               "</head><body><h1>502</h1><p>Nothing is listening on port %u in "
-                                               "sandbox %s.</p><p>Start a server there on 0.0.0.0 or 127.0.0.1 "
-                                               "port %u and reload.</p></body></html>\n",
-                                               r->t.port, r->t.sandbox, r->t.port);
-                                sp_http_reply(r->req, 502, "text/html; charset=utf-8", msg.data, msg.len);
-                        }
-                        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 502, err->message);
-                        r->finished = true;
-                        relay_free(r);
+                        char hint[200];
+                        snprintf(hint, sizeof(hint),
+                                 "Start a server there on 0.0.0.0 or 127.0.0.1 port %u, and reload this page.",
+                                 r->t.port);
+                        fail_status(r, err, 502, "bad_gateway", hint);
                         return;
                 } else {
                         e = dp__worker_error(r->d, &r->claims, "ConnectPort", err);

@@ -59,7 +59,8 @@ static void cluster_up(void)
         snprintf(dp_url_arg, sizeof(dp_url_arg), "--dataplane-url=http://127.0.0.1:%d", dp_port);
         sp_test_space_opts o = {.workers = 1, .cp_args = cp_args};
         sp_test_space_up(&S, &o);
-        sp_test_space_start_dataplane(&S, &dp, dp_port, "dp-ingress", NULL);
+        sp_test_space_start_dataplane(&S, &dp, dp_port, "dp-ingress",
+                                      (const char *const[]){"--ingress-answer-ms=3000", NULL});
 }
 
 static void cluster_down(void)
@@ -285,6 +286,7 @@ static const char SERVERS[] =
         "chmod +x /www/cgi-bin/up /www/cgi-bin/events /www/ws\n"
         "echo ready > /www/ready.txt\n"
         "nc -ll -p 9001 -e /www/ws &\n"
+        "nc -ll -p 9002 -e sleep 60 &\n"
         "exec httpd -f -p 8080 -h /www\n";
 
 START_TEST(ingress_end_to_end)
@@ -312,8 +314,9 @@ START_TEST(ingress_end_to_end)
         char html[4400];
         snprintf(html, sizeof(html), "%sAccept: text/html\r\n", hdr);
         ck_assert_int_eq(request("GET", "/", host, html, NULL, NULL, &body), 502);
-        ck_assert_msg(strstr(body.data, "<h1>502</h1>") && strstr(body.data, "Nothing is listening on port 8080"), "%s",
-                      body.data);
+        ck_assert_msg(strstr(body.data, "<h1>502</h1>") && strstr(body.data, "nothing listens on port 8080") &&
+                              strstr(body.data, "Start a server there"),
+                      "%s", body.data);
         sp_buf_clear(&body);
 
         run(key, sbx, SERVERS);
@@ -485,6 +488,15 @@ START_TEST(ingress_end_to_end)
         ck_assert_uint_eq(ws.len, 16);
         ck_assert(memcmp(ws.data, "early-bytes|more", 16) == 0);
         close(fd);
+
+        /* A server that takes the request and never answers: 504 once the
+         * data plane's --ingress-answer-ms (3 s here) has passed. */
+        char mute[160];
+        host_of(mute, sizeof(mute), 9002, sbx);
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/", mute, hdr, NULL, NULL, &body), 504);
+        ck_assert_msg(strstr(body.data, "gateway_timeout") && strstr(body.data, "did not answer within 3000 ms"), "%s",
+                      body.data);
 
         /* The data plane killed mid-download: the answer ends short and closed. */
         fd = dial();
