@@ -321,6 +321,23 @@ int e2b_request_create(json_object *in, const char *template_default, json_objec
         return 0;
 }
 
+int e2b_request_ingress(json_object *in, const char **ret, sp_error **err)
+{
+        *ret = "public";
+        json_object *net = NULL, *v = NULL;
+        if (!json_object_object_get_ex(in, "network", &net) || !net)
+                return 0;
+        if (!json_object_is_type(net, json_type_object))
+                return sp_error_set(err, SP_E_INVALID, "network must be an object");
+        if (!json_object_object_get_ex(net, "allowPublicTraffic", &v) || !v)
+                return 0;
+        if (!json_object_is_type(v, json_type_boolean))
+                return sp_error_set(err, SP_E_INVALID, "network.allowPublicTraffic must be a boolean");
+        if (!json_object_get_boolean(v))
+                *ret = "token";
+        return 0;
+}
+
 int e2b_request_timeout(json_object *in, bool required, int64_t *ret, sp_error **err)
 {
         int64_t t = int_field(in, "timeout", -1);
@@ -414,4 +431,33 @@ int e2b_request_list(const char *limit, const char *next_token, const char *meta
         *ret_running = want_running;
         *ret_paused = want_paused;
         return 0;
+}
+
+/* ---- the public API's answers ---- */
+
+bool e2b_ingress_domain(const char *url, char *out, size_t n)
+{
+        static const char first[] = "{port}-";
+        if (n)
+                out[0] = '\0';
+        const char *host = url ? strstr(url, "://") : NULL;
+        if (!host || n == 0)
+                return false;
+        host += 3;
+        size_t len = strcspn(host, "/?#");
+        if (len <= strlen(first) || strncmp(host, first, strlen(first)) != 0)
+                return false;
+        const char *dot = memchr(host, '.', len);
+        if (!dot)
+                return false;
+        const char *d = dot + 1;
+        size_t dn = len - (size_t)(d - host);
+        /* A host name and a port: what E2B puts after "{port}-{id}.". */
+        if (dn == 0 || dn >= n || d[0] == '.' || d[0] == ':' ||
+            strspn(d, "abcdefghijklmnopqrstuvwxyz"
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") < dn)
+                return false;
+        memcpy(out, d, dn);
+        out[dn] = '\0';
+        return true;
 }

@@ -91,6 +91,12 @@ int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error
  * autoPause as end action suspend, else kill). *ret_body is new. */
 int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err);
 
+/* E2B's network.allowPublicTraffic on a create as our ingress mode (*ret,
+ * static): "public" unless it is false — E2B's default is public — and
+ * "token" then (the caller gets a traffic access token). Refused: a value
+ * that is neither a boolean nor null, a network that is not an object. */
+int e2b_request_ingress(json_object *in, const char **ret, sp_error **err);
+
 /* A body's "timeout" in seconds (0 to 2592000). Without one (or with a
  * negative one where it is optional) *ret is -1; required makes its absence
  * an error. */
@@ -101,5 +107,17 @@ int e2b_request_timeout(json_object *in, bool required, int64_t *ret, sp_error *
  * wanted. */
 int e2b_request_list(const char *limit, const char *next_token, const char *metadata, const char *state, sp_buf *target,
                      bool *ret_running, bool *ret_paused, sp_error **err);
+
+/* ---- the public API's answers ---- */
+
+#define E2B_DOMAIN_MAX 256
+
+/* E2B's sandbox domain for a sandbox whose ingress URL template is url (the
+ * public API's ingress.url, "http://{port}-sbx-….localhost:7071/"): its host
+ * after the first label ("localhost:7071"), so that E2B's getHost(port),
+ * "{port}-{id}.{domain}", names the host the data plane serves. Written to
+ * out (n bytes); false when url is not of that form or does not fit (out is
+ * then ""). */
+bool e2b_ingress_domain(const char *url, char *out, size_t n);
 
 #endif

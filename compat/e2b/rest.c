@@ -17,6 +17,9 @@
 
 #define CREATE_WAIT_S 300
 #define OP_WAIT_S 120
+/* The public API's bounds on an ingress token's lifetime. */
+#define TRAFFIC_TOKEN_MIN_S 60
+#define TRAFFIC_TOKEN_MAX_S 86400
 
 void e2b_rest_error(e2b_call *call, int status, const char *msg)
 {
@@ -77,6 +80,14 @@ static const char *e2b_state(const char *state)
         return NULL;
 }
 
+/* Our ingress mode of sandbox sb ("token" or "public"), or NULL when the
+ * public API did not answer one. */
+static const char *ingress_mode(json_object *sb)
+{
+        json_object *ing = NULL;
+        return json_object_object_get_ex(sb, "ingress", &ing) ? str_field(ing, "mode") : NULL;
+}
+
 /* The E2B view of our sandbox sb: Sandbox, ListedSandbox and SandboxDetail in one. */
 static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char *api_key, sp_error **err)
 {
@@ -96,7 +107,21 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
         json_object_object_add(o, "clientID", json_object_new_string("space"));
         json_object_object_add(o, "envdVersion", json_object_new_string(ctx->envd_version));
         json_object_object_add(o, "envdAccessToken", json_object_new_string(token));
-        json_object_object_add(o, "domain", NULL);
+        /* getHost(port) is "{port}-{id}.{domain}": the data plane's ingress
+         * host (the sandbox's ingress URL template from the API). */
+        json_object *ing = NULL;
+        char domain[E2B_DOMAIN_MAX];
+        if (json_object_object_get_ex(sb, "ingress", &ing) &&
+            e2b_ingress_domain(str_field(ing, "url"), domain, sizeof(domain)))
+                json_object_object_add(o, "domain", json_object_new_string(domain));
+        else
+                json_object_object_add(o, "domain", NULL);
+        const char *mode = ingress_mode(sb);
+        if (mode) {
+                json_object *net = json_object_new_object();
+                json_object_object_add(net, "allowPublicTraffic", json_object_new_boolean(strcmp(mode, "public") == 0));
+                json_object_object_add(o, "network", net);
+        }
         const char *created = str_field(sb, "created_at"), *end = str_field(sb, "end_at");
         json_object_object_add(o, "startedAt", json_object_new_string(created ? created : ""));
         /* No timeout: E2B always has an end; report the far future. */
@@ -161,19 +186,69 @@ static void sandbox_target(char *out, size_t n, const char *id, const char *suff
         sp_buf_free(&b);
 }
 
-/* Answers the sandbox (after an action) as E2B sees it. */
-static void reply_sandbox(e2b_call *call, const e2b_ctx *ctx, e2b_api *a, const char *id, int status)
+/* E2B's trafficAccessToken for sandbox id: an ingress token of ours living
+ * ttl_s (0: as long as the API allows), within the API's bounds. *ret is
+ * malloc'd. */
+static int traffic_token(e2b_api *a, const char *id, int64_t ttl_s, char **ret, sp_error **err)
+{
+        if (ttl_s <= 0 || ttl_s > TRAFFIC_TOKEN_MAX_S)
+                ttl_s = TRAFFIC_TOKEN_MAX_S;
+        else if (ttl_s < TRAFFIC_TOKEN_MIN_S)
+                ttl_s = TRAFFIC_TOKEN_MIN_S;
+        char target[512];
+        sandbox_target(target, sizeof(target), id, "/ingress/tokens");
+        _cleanup_json_ json_object *body = json_object_new_object(), *out = NULL;
+        json_object_object_add(body, "ttl_s", json_object_new_int64(ttl_s));
+        if (e2b_api_json(a, "POST", target, body, &out, err) < 0)
+                return -1;
+        const char *tok = str_field(out, "token");
+        if (!tok)
+                return sp_error_set(err, SP_E_INTERNAL, "the public API answered no ingress token");
+        *ret = strdup(tok);
+        if (!*ret)
+                abort();
+        return 0;
+}
+
+/* How long a token minted now should live for sandbox sb: until its end_at
+ * (0, the most there is, when it has none or it has passed). */
+static int64_t lifetime_left_s(json_object *sb)
+{
+        const char *end = str_field(sb, "end_at");
+        int64_t end_us = 0;
+        if (!end || sp_time_parse_rfc3339(end, &end_us, NULL) < 0)
+                return 0;
+        int64_t left = (end_us - sp_now_real_us()) / SP_USEC_PER_SEC;
+        return left > 0 ? left : 0;
+}
+
+/* Answers the sandbox (after an action) as E2B sees it; < 0 when it answered
+ * an error instead. With mint and the sandbox's ingress by token, the answer
+ * carries a trafficAccessToken living ttl_s (0: a day, the most there is;
+ * < 0: until the sandbox's end). */
+static int reply_sandbox(e2b_call *call, const e2b_ctx *ctx, e2b_api *a, const char *id, int status, bool mint,
+                         int64_t ttl_s)
 {
         _cleanup_error_ sp_error *e = NULL;
         char target[512];
         sandbox_target(target, sizeof(target), id, "");
         _cleanup_json_ json_object *sb = NULL, *out = NULL;
+        _cleanup_free_ char *traffic = NULL;
         if (e2b_api_json(a, "GET", target, NULL, &sb, &e) < 0 ||
             !(out = sandbox_json(ctx, sb, e2b_call_req(call)->api_key, &e))) {
                 fail(call, e);
-                return;
+                return -1;
+        }
+        const char *mode = ingress_mode(sb);
+        if (mint && mode && strcmp(mode, "token") == 0) {
+                if (traffic_token(a, id, ttl_s < 0 ? lifetime_left_s(sb) : ttl_s, &traffic, &e) < 0) {
+                        fail(call, e);
+                        return -1;
+                }
+                json_object_object_add(out, "trafficAccessToken", json_object_new_string(traffic));
         }
         reply_json(call, status, out, NULL);
+        return 0;
 }
 
 /* POST /sandboxes and /v2/sandboxes. */
@@ -188,11 +263,15 @@ static void create(e2b_call *call, void *userdata)
                 return;
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *body = NULL;
-        if (e2b_request_create(in, ctx->template_default, &body, &e) < 0) {
+        const char *ingress = NULL;
+        if (e2b_request_create(in, ctx->template_default, &body, &e) < 0 || e2b_request_ingress(in, &ingress, &e) < 0) {
                 e2b_api_close(&a);
                 e2b_rest_error(call, 400, e->message);
                 return;
         }
+        json_object_object_add(body, "ingress", json_object_new_string(ingress));
+        json_object *tv = NULL;
+        int64_t timeout = json_object_object_get_ex(body, "timeout_s", &tv) ? json_object_get_int64(tv) : 0;
         _cleanup_json_ json_object *env = NULL;
         json_object *sb = NULL;
         if (e2b_api_json(&a, "POST", "/v1/sandboxes", body, &env, &e) < 0 ||
@@ -201,8 +280,14 @@ static void create(e2b_call *call, void *userdata)
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no sandbox");
                 fail(call, e);
-        } else {
-                reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201);
+        } else if (reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201, true, timeout) < 0) {
+                /* The caller was told the create failed: do not leave the
+                 * sandbox running (best effort, not waited for). */
+                char target[512];
+                _cleanup_json_ json_object *gone = NULL;
+                _cleanup_error_ sp_error *de = NULL;
+                sandbox_target(target, sizeof(target), str_field(sb, "id"), "");
+                (void)e2b_api_json(&a, "DELETE", target, NULL, &gone, &de);
         }
         e2b_api_close(&a);
 }
@@ -214,7 +299,7 @@ static void get(e2b_call *call, void *userdata)
         e2b_api a;
         if (open_api(call, ctx, &a) < 0)
                 return;
-        reply_sandbox(call, ctx, &a, e2b_call_req(call)->id, 200);
+        (void)reply_sandbox(call, ctx, &a, e2b_call_req(call)->id, 200, false, 0);
         e2b_api_close(&a);
 }
 
@@ -357,7 +442,8 @@ static void connect_sandbox(e2b_call *call, void *userdata)
                 if (e2b_api_json(&a, "POST", target, body, &out, &e) < 0)
                         goto failed;
         }
-        reply_sandbox(call, ctx, &a, id, status);
+        /* A fresh trafficAccessToken, as E2B answers one on connect. */
+        (void)reply_sandbox(call, ctx, &a, id, status, true, t);
         e2b_api_close(&a);
         return;
 failed:

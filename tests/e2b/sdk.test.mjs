@@ -4,6 +4,43 @@
 import { test, describe, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
+import http from 'node:http'
+
+// *.localhost is loopback (RFC 6761), but Node resolves names with the system's
+// resolver, and glibc without nss-myhostname does not know *.localhost: resolve
+// it here, to 127.0.0.1, and refuse every other name (nothing leaves the host).
+const loopback = (host, opts, cb) => {
+  if (typeof opts === 'function') [cb, opts] = [opts, {}]
+  if (!/(^|\.)localhost\.?$/i.test(host)) {
+    return cb(Object.assign(new Error(`not resolving ${host}: only *.localhost`), { code: 'ENOTFOUND' }))
+  }
+  if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }])
+  else cb(null, '127.0.0.1', 4)
+}
+
+// GET url (plain HTTP, as the data plane of a direct-mode cluster serves): status and body.
+const httpGet = (url, headers = {}) =>
+  new Promise((resolve, reject) => {
+    const req = http.get(url, { headers, lookup: loopback }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    })
+    req.on('error', reject)
+    req.setTimeout(30_000, () => req.destroy(new Error(`GET ${url}: no answer in 30 s`)))
+  })
+
+// GET url until something listens behind it (the data plane answers 502 until then).
+const httpGetServed = async (url, headers = {}) => {
+  let r
+  for (let i = 0; i < 100; i++) {
+    r = await httpGet(url, headers)
+    if (r.status !== 502) return r
+    await new Promise((res) => setTimeout(res, 100))
+  }
+  return r
+}
 
 const versions = ['e2b-2.20.1', 'e2b-latest']
 
@@ -220,6 +257,65 @@ for (const pkg of versions) {
       } finally {
         assert.equal(await Sandbox.kill(s.sandboxId), true)
         assert.equal(await Sandbox.kill(s.sandboxId), false, 'a second kill returns false')
+      }
+    })
+
+    // A page served by busybox httpd on port in sandbox s, from /srv-<port>.
+    const serve = async (s, port, page) => {
+      await s.files.makeDir(`/srv-${port}`)
+      await s.files.write(`/srv-${port}/index.html`, page)
+      await s.commands.run(`busybox httpd -f -p ${port} -h /srv-${port}`, { background: true })
+    }
+
+    test('getHost: a server in the sandbox is reached through the data plane (public by default)', async () => {
+      const page = `hello from ${sbx.sandboxId}\n`
+      await serve(sbx, 8080, page)
+      const host = sbx.getHost(8080)
+      assert.match(host, new RegExp(`^8080-${sbx.sandboxId}\\.localhost:\\d+$`), host)
+      const r = await httpGetServed(`http://${host}/index.html`)
+      assert.equal(r.status, 200, r.body)
+      assert.equal(r.body, page)
+      assert.equal(sbx.trafficAccessToken, undefined, 'a public sandbox has no traffic token')
+      assert.equal(sbx.sandboxDomain, host.slice(host.indexOf('.') + 1))
+      const info = await sbx.getInfo()
+      // 2.20.1's getInfo leaves the domain out.
+      if (info.sandboxDomain !== undefined) assert.equal(info.sandboxDomain, sbx.sandboxDomain)
+      assert.equal(info.network?.allowPublicTraffic, true)
+      // Nothing listens on another port: the data plane's 502.
+      assert.equal((await httpGet(`http://${sbx.getHost(8081)}/`)).status, 502)
+    })
+
+    test('allowPublicTraffic: false — the page only with e2b-traffic-access-token', async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'private' }, network: { allowPublicTraffic: false } })
+      try {
+        assert.equal(typeof s.trafficAccessToken, 'string')
+        assert.ok(s.trafficAccessToken.length > 0)
+        const page = `private ${s.sandboxId}\n`
+        await serve(s, 8080, page)
+        const url = `http://${s.getHost(8080)}/index.html`
+        const token = { 'e2b-traffic-access-token': s.trafficAccessToken }
+        const r = await httpGetServed(url, token)
+        assert.equal(r.status, 200, r.body)
+        assert.equal(r.body, page)
+        assert.equal((await httpGet(url)).status, 401, 'no token')
+        assert.equal((await httpGet(url, { 'e2b-traffic-access-token': `${s.trafficAccessToken}x` })).status, 401, 'a changed token')
+        // Another sandbox's token does not open this one.
+        const other = await Sandbox.create({ metadata: { suite: tag, kind: 'private' }, network: { allowPublicTraffic: false } })
+        try {
+          const st = (await httpGet(url, { 'e2b-traffic-access-token': other.trafficAccessToken })).status
+          assert.ok(st === 401 || st === 403 || st === 404, `another sandbox's token: ${st}`)
+        } finally {
+          await other.kill()
+        }
+        assert.equal((await s.getInfo()).network?.allowPublicTraffic, false)
+        // Connecting answers a token again, which works as well.
+        const again = await Sandbox.connect(s.sandboxId)
+        assert.equal(typeof again.trafficAccessToken, 'string')
+        const r2 = await httpGet(`http://${again.getHost(8080)}/index.html`, { 'e2b-traffic-access-token': again.trafficAccessToken })
+        assert.equal(r2.status, 200, r2.body)
+        assert.equal(r2.body, page)
+      } finally {
+        await s.kill()
       }
     })
 

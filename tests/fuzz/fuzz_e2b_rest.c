@@ -7,7 +7,10 @@
  * only unreserved characters, '/', '?', '=', '&' and percent escapes, at
  * most 8 metadata pairs — and want at least one state. Any other input is
  * a JSON body, decoded for create and for both timeouts: the create body
- * names a template, a timeout of 0 to 30 days and an end action.
+ * names a template, a timeout of 0 to 30 days and an end action, and the
+ * ingress mode is "public" or "token". Every input is also read as an
+ * ingress URL template: a domain found is non-empty, fits, is made of host
+ * characters only and ends the URL's host.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,6 +90,14 @@ static void body(const char *text, size_t size)
                 refused(e);
                 e = NULL;
         }
+        const char *mode = NULL;
+        if (e2b_request_ingress(in, &mode, &e) == 0) {
+                if (strcmp(mode, "public") != 0 && strcmp(mode, "token") != 0)
+                        abort();
+        } else {
+                refused(e);
+                e = NULL;
+        }
         for (int required = 0; required < 2; required++) {
                 int64_t t = 0;
                 if (e2b_request_timeout(in, required, &t, &e) == 0) {
@@ -100,6 +111,27 @@ static void body(const char *text, size_t size)
         json_object_put(in);
 }
 
+static void domain(const char *url)
+{
+        char out[E2B_DOMAIN_MAX];
+        memset(out, 'x', sizeof(out));
+        if (!e2b_ingress_domain(url, out, sizeof(out))) {
+                if (out[0] != '\0')
+                        abort();
+                return;
+        }
+        size_t n = strlen(out);
+        if (n == 0 || n >= sizeof(out) ||
+            strspn(out, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != n)
+                abort();
+        /* The host is "{port}-<first label>.<domain>", ended by '/', '?', '#' or the end. */
+        const char *host = strstr(url, "://") + 3;
+        size_t len = strcspn(host, "/?#");
+        if (strncmp(host, "{port}-", 7) != 0 || len < n + 1 || memcmp(host + len - n, out, n) != 0 ||
+            host[len - n - 1] != '.' || memchr(host, '.', len - n - 1))
+                abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         char *text = malloc(size + 1);
@@ -111,6 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 list(text);
         else
                 body(text, size);
+        domain(text);
         free(text);
         return 0;
 }
