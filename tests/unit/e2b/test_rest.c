@@ -236,6 +236,47 @@ START_TEST(lists)
 }
 END_TEST
 
+/* allowPublicTraffic → our ingress mode; the public API's ingress URL → E2B's domain. */
+START_TEST(ports)
+{
+        static const struct {
+                const char *body, *mode; /* mode NULL: refused */
+        } cases[] = {
+                {"{}", "public"},
+                {"{\"network\":{}}", "public"},
+                {"{\"network\":{\"allowPublicTraffic\":true}}", "public"},
+                {"{\"network\":{\"allowPublicTraffic\":null}}", "public"},
+                {"{\"network\":{\"allowPublicTraffic\":false}}", "token"},
+                {"{\"network\":{\"allowPublicTraffic\":\"no\"}}", NULL},
+                {"{\"network\":[]}", NULL},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                _cleanup_json_ json_object *in = body_ok(cases[i].body);
+                const char *mode = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                int rc = e2b_request_ingress(in, &mode, &e);
+                if (cases[i].mode) {
+                        ck_assert_msg(rc == 0, "case %zu: %s", i, e ? e->message : "");
+                        ck_assert_str_eq(mode, cases[i].mode);
+                } else {
+                        ck_assert_msg(rc < 0 && e && e->code == SP_E_INVALID, "case %zu accepted", i);
+                }
+        }
+        char d[E2B_DOMAIN_MAX];
+        ck_assert(e2b_ingress_domain("http://{port}-sbx-0123456789abcdefghjk.localhost:7071/", d, sizeof(d)));
+        ck_assert_str_eq(d, "localhost:7071");
+        ck_assert(e2b_ingress_domain("https://{port}-sbx-0123456789abcdefghjk.sandboxes.example.com/", d, sizeof(d)));
+        ck_assert_str_eq(d, "sandboxes.example.com");
+        static const char *const bad[] = {"", "localhost", "http://localhost:7071/", "http:///x", "{port}-a.b"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_msg(!e2b_ingress_domain(bad[i], d, sizeof(d)), "%s accepted", bad[i]);
+                ck_assert_str_eq(d, "");
+        }
+        char small[8];
+        ck_assert(!e2b_ingress_domain("http://{port}-sbx-0123456789abcdefghjk.localhost:7071/", small, sizeof(small)));
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("e2b_rest");
@@ -245,6 +286,7 @@ int main(void)
         tcase_add_test(tc, network_options_become_egress);
         tcase_add_test(tc, timeouts);
         tcase_add_test(tc, lists);
+        tcase_add_test(tc, ports);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
