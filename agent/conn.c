@@ -45,7 +45,7 @@ static void conn_free(ag_conn *c)
                         break;
                 }
         nconns--;
-        free(c);
+        ag_loop_free_later(c);
 }
 
 bool ag_conn_can_send(const ag_conn *c)

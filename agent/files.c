@@ -322,7 +322,7 @@ static void transfer_free(ag_transfer *t)
                         restore(old);
                 }
         }
-        free(t);
+        ag_loop_free_later(t);
 }
 
 static ag_transfer *find(ag_conn *c, uint32_t channel)

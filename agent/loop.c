@@ -5,6 +5,7 @@
  * hooks and watch callbacks it is given.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -22,6 +23,11 @@ static int tick_ms = -1;
 static void (*tick_fn)(void);
 static bool stopped;
 static int stop_status;
+
+/* What ag_loop_free_later() holds until the batch is over. */
+static void **graveyard;
+static size_t ngrave, grave_cap;
+static bool dispatching;
 
 static void (*signal_hook)(int signo, uint32_t sender);
 static void (*child_hook)(pid_t pid, int status);
@@ -84,6 +90,25 @@ void ag_loop_del(ag_watch *w)
         epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
         w->registered = false;
         w->events = 0;
+}
+
+void ag_loop_free_later(void *p)
+{
+        if (!p)
+                return;
+        if (!dispatching) {
+                free(p);
+                return;
+        }
+        if (ngrave == grave_cap) {
+                size_t cap = grave_cap ? grave_cap * 2 : 64;
+                void **g = realloc(graveyard, cap * sizeof(*g));
+                if (!g)
+                        abort(); /* the agent cannot go on safely without it */
+                graveyard = g;
+                grave_cap = cap;
+        }
+        graveyard[ngrave++] = p;
 }
 
 void ag_loop_reap(void)
@@ -153,10 +178,19 @@ int ag_loop_run(void)
                         sp_log_error("epoll_wait: %s", strerror(errno));
                         return 1;
                 }
+                dispatching = true;
                 for (int i = 0; i < n; i++) {
                         ag_watch *w = ev[i].data.ptr;
+                        /* Deleted by an earlier callback of this batch (its
+                         * memory is held until the batch is over). */
+                        if (!w->registered)
+                                continue;
                         w->fn(w, ev[i].events);
                 }
+                dispatching = false;
+                for (size_t i = 0; i < ngrave; i++)
+                        free(graveyard[i]);
+                ngrave = 0;
                 if (tick_fn && !stopped)
                         tick_fn();
         }

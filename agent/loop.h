@@ -31,8 +31,15 @@ int ag_loop_init(void);
 /* Registers w for events, or changes its events if already registered. */
 int ag_loop_add(ag_watch *w, uint32_t events);
 int ag_loop_mod(ag_watch *w, uint32_t events);
-/* Unregisters w if registered. */
+/* Unregisters w if registered. An event for it already fetched in the
+ * current batch is not delivered. */
 void ag_loop_del(ag_watch *w);
+/* Frees p (malloc'd) once the current batch of events has been delivered,
+ * or at once outside the loop. Memory that holds watches is freed this way:
+ * a later event of the same batch may still name one of its watches (two
+ * watches of one object, or the watches of objects an earlier callback
+ * freed), and it must still be there to be skipped. */
+void ag_loop_free_later(void *p);
 
 /* Blocks sigs and takes them through a signalfd watched by the loop. SIGCHLD
  * (if in sigs) reaps every exited child, calling child_fn(pid, status) for each;

@@ -63,7 +63,7 @@ static void port_free(ag_port *p)
                 close(p->wfd);
         }
         sp_buf_free(&p->in);
-        free(p);
+        ag_loop_free_later(p);
 }
 
 static ag_port *find(ag_conn *c, uint32_t channel)

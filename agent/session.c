@@ -93,7 +93,7 @@ static void session_free(ag_session *s)
         for (int i = 0; i < 2; i++)
                 ag_outstream_free(&s->out[i]);
         stdin_close(s);
-        free(s);
+        ag_loop_free_later(s);
 }
 
 /* How the session's process ended, as EXIT carries it. New reference. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ingress/ingress.h"
 #include "space/cleanup.h"
@@ -238,6 +239,64 @@ bool dp_ingress_response_header_passes(const char *name)
         return !hop_by_hop(name) && !sp_http_strcaseeq(name, "Content-Length");
 }
 
+/* value without its Domain attribute (any case, spaces around '='). */
+static void cookie_without_domain(const char *value, sp_buf *out)
+{
+        for (const char *p = value; *p;) {
+                const char *end = strchr(p, ';');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                const char *a = p;
+                while (a < p + len && *a == ' ')
+                        a++;
+                bool domain =
+                        (size_t)(p + len - a) >= 6 && strncasecmp(a, "domain", 6) == 0 && (a[6] == '=' || a[6] == ' ');
+                if (!domain) {
+                        if (out->len)
+                                sp_buf_append(out, ";", 1, NULL);
+                        sp_buf_append(out, p, len, NULL);
+                }
+                p = end ? end + 1 : p + len;
+        }
+}
+
+const char *dp_ingress_response_header(const char *name, const char *value, bool by_host, sp_buf *buf)
+{
+        if (!dp_ingress_response_header_passes(name) || sp_http_strcaseeq(name, "Date") ||
+            sp_http_strcaseeq(name, "X-Request-Id") || sp_http_strcaseeq(name, "Set-Cookie2") ||
+            sp_http_strcaseeq(name, "Clear-Site-Data"))
+                return NULL;
+        if (!by_host) {
+                /* The path form shares the data plane's origin: nothing of it for a sandbox. */
+                if (sp_http_strcaseeq(name, "Set-Cookie") || sp_http_strcaseeq(name, "Service-Worker-Allowed"))
+                        return NULL;
+                return value;
+        }
+        if (sp_http_strcaseeq(name, "Set-Cookie")) {
+                /* A cookie for this sandbox's host only, never for the domain all sandboxes share. */
+                sp_buf_clear(buf);
+                cookie_without_domain(value, buf);
+                sp_buf_append(buf, "", 1, NULL);
+                return buf->data;
+        }
+        return value;
+}
+
+/* Whether the Connection header conn names the header name (RFC 9110 7.6.1:
+ * what it names is for this hop only). */
+static bool connection_lists(const char *conn, const char *name)
+{
+        size_t n = strlen(name);
+        for (const char *p = conn; p && *p;) {
+                while (*p == ' ' || *p == ',' || *p == '\t')
+                        p++;
+                size_t len = strcspn(p, ", \t");
+                if (len == n && strncasecmp(p, name, n) == 0)
+                        return true;
+                p += len;
+        }
+        return false;
+}
+
 /* The Cookie header without the token cookie; false when nothing is left. */
 static bool cookie_without_token(const char *value, sp_buf *out)
 {
@@ -275,8 +334,12 @@ int dp_ingress_request_head(const sp_http_parser *p, const dp_ingress_head *h, s
                 for (const char *s = q + 1; *s;) {
                         const char *end = strchr(s, '&');
                         size_t len = end ? (size_t)(end - s) : strlen(s);
-                        bool token =
-                                len >= tl && strncmp(s, DP_INGRESS_TOKEN_PARAM, tl) == 0 && (len == tl || s[tl] == '=');
+                        /* Compared decoded, as the token was found (?space%5Ftoken= too). */
+                        size_t nl = strcspn(s, "=&");
+                        char name[64];
+                        size_t dl = 0;
+                        bool token = nl < sizeof(name) && sp_http_percent_decode(s, nl, true, name, &dl) == 0 &&
+                                     dl == tl && memcmp(name, DP_INGRESS_TOKEN_PARAM, tl) == 0;
                         if (!token && len > 0) {
                                 sp_buf_append(out, &sep, 1, NULL);
                                 sp_buf_append(out, s, len, NULL);
@@ -287,12 +350,13 @@ int dp_ingress_request_head(const sp_http_parser *p, const dp_ingress_head *h, s
         }
         sp_buf_append(out, " HTTP/1.1\r\n", 11, NULL);
         const char *name, *value, *xff = NULL, *host = NULL;
+        const char *conn = sp_http_parser_header(p, "Connection");
         for (size_t i = 0; sp_http_parser_header_at(p, i, &name, &value); i++) {
                 if (sp_http_strcaseeq(name, "Upgrade") && h->upgrade) {
                         sp_buf_appendf(out, NULL, "Upgrade: %s\r\n", value);
                         continue;
                 }
-                if (hop_by_hop(name) || sp_http_strcaseeq(name, "Content-Length") ||
+                if (hop_by_hop(name) || connection_lists(conn, name) || sp_http_strcaseeq(name, "Content-Length") ||
                     sp_http_strcaseeq(name, DP_INGRESS_TOKEN_HEADER) ||
                     sp_http_strcaseeq(name, DP_INGRESS_E2B_TOKEN_HEADER) ||
                     sp_http_strcaseeq(name, "X-Forwarded-Proto") || sp_http_strcaseeq(name, "X-Forwarded-Host"))

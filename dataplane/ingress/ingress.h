@@ -78,16 +78,17 @@ int dp_ingress_token_find(const sp_http_parser *p, char **ret_token, dp_ingress_
 /* What the upstream request head says besides the client's request. */
 typedef struct dp_ingress_head {
         const char *path; /* the target's path for the server ("/…", raw, percent-encoded as received) */
-        const char *client_addr; /* the client's address, for X-Forwarded-For */
+        const char *client_addr; /* the client's address (no port), for X-Forwarded-For */
         const char *proto; /* "http" or "https": X-Forwarded-Proto */
         bool upgrade; /* keep Connection: Upgrade and the Upgrade header (a WebSocket) */
 } dp_ingress_head;
 
 /* Writes the request head the server in the sandbox gets for the request p
  * parsed (HTTP/1.1 whatever the client spoke): the method, h->path with the
- * query minus the token parameter, every header but the hop-by-hop ones
- * (Connection, Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade —
- * the last two kept when h->upgrade), the ingress token headers, and the
+ * query minus the token parameter (its name compared decoded), every header
+ * but the hop-by-hop ones (Connection, Keep-Alive, Proxy-*, TE, Trailer,
+ * Transfer-Encoding, Upgrade — the last two kept when h->upgrade — and those
+ * the Connection header names), the ingress token headers, and the
  * token cookie (other cookies kept); then X-Forwarded-For (appended to the
  * client's), -Proto and -Host, "Connection: close" (or "Upgrade"), and the
  * body's framing: Content-Length as the client sent it, or
@@ -99,6 +100,16 @@ int dp_ingress_request_head(const sp_http_parser *p, const dp_ingress_head *h, s
  * to the client: not the hop-by-hop ones, and not Content-Length and
  * Transfer-Encoding, which the data plane's own framing replaces. */
 bool dp_ingress_response_header_passes(const char *name);
+
+/* What the client gets of a response header from the server in the sandbox:
+ * NULL to leave it out, value as is, or a rewritten value (in buf, which the
+ * answer then points into). Left out: hop-by-hop headers, framing, Date and
+ * X-Request-Id (this server's own), Set-Cookie2 and Clear-Site-Data; on the
+ * path form, which shares the data plane's own origin among all sandboxes,
+ * also Set-Cookie and Service-Worker-Allowed. On the host form a Set-Cookie
+ * loses its Domain attribute: a cookie for this sandbox's host, never for
+ * the domain all sandboxes share. */
+const char *dp_ingress_response_header(const char *name, const char *value, bool by_host, sp_buf *buf);
 
 /* ---- proxy.c ---- */
 

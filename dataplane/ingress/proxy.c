@@ -34,6 +34,11 @@
 #include "space/time.h"
 
 #define CHUNK 65536
+/* The path form serves every sandbox from the data plane's own origin: its
+ * pages run as an opaque origin (no cookies, storage or service workers of
+ * the data plane's, none of another sandbox's). The host form, an origin per
+ * sandbox and port, is the one for browsers. */
+#define PATH_FORM_CSP "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 typedef struct relay {
         dp *d;
@@ -43,6 +48,7 @@ typedef struct relay {
         dp_resolve *lookup;
         char *token;
         dp_ingress_token_src token_src;
+        char token_tenant[DP_CLAIM_ID_MAX + 1]; /* the verified token's tenant */
         bool admitted;
         sp_rpc_stream *rpc; /* NULL once ended or cancelled */
         bool connected, upgrade_asked;
@@ -56,13 +62,17 @@ typedef struct relay {
         bool upgraded, client_eof_sent;
         int status;
         bool finished; /* answered and counted */
-        struct event *answer_timer; /* from the request sent until the server's head */
+        /* Until the server's head: every second, whether the client is still
+         * there and whether the request moved (or was answered) within
+         * --ingress-answer-ms; last_progress_us is the last byte sent up. */
+        struct event *watchdog;
+        int64_t last_progress_us;
 } relay;
 
 static void relay_free(relay *r)
 {
-        if (r->answer_timer)
-                event_free(r->answer_timer);
+        if (r->watchdog)
+                event_free(r->watchdog);
         if (r->lookup)
                 dp_resolve_cancel(r->lookup);
         if (r->rpc)
@@ -216,19 +226,39 @@ static void start_raw(relay *r)
                 return;
         }
         size_t k = 0;
+        /* Rewritten cookies are kept until the answer is written. */
+        sp_buf *kept = calloc(n ? n : 1, sizeof(sp_buf));
+        if (!kept) {
+                free(h);
+                fail_earlyf(r, SP_E_LIMIT, "out of memory");
+                return;
+        }
         for (size_t i = 0; i < n; i++) {
                 const char *name, *value;
-                if (!sp_http_response_parser_header_at(r->rp, i, &name, &value) || sp_http_strcaseeq(name, "Date") ||
-                    sp_http_strcaseeq(name, "Content-Length") || sp_http_strcaseeq(name, "Transfer-Encoding"))
+                if (!sp_http_response_parser_header_at(r->rp, i, &name, &value))
+                        continue;
+                /* Connection and Upgrade are the switch itself: passed. */
+                if (sp_http_strcaseeq(name, "Connection") || sp_http_strcaseeq(name, "Upgrade")) {
+                        h[k++] = name;
+                        h[k++] = value;
+                        continue;
+                }
+                const char *v = dp_ingress_response_header(name, value, r->t.by_host, &kept[i]);
+                if (!v)
                         continue;
                 h[k++] = name;
-                h[k++] = value;
+                h[k++] = v;
         }
         h[k] = NULL;
         static const sp_http_raw_ops ops = {
                 .on_data = raw_data, .on_eof = raw_eof, .on_writable = raw_writable, .on_close = raw_close};
         _cleanup_error_ sp_error *e = NULL;
+        if (!r->t.by_host)
+                (void)sp_http_response_header(r->req, "Content-Security-Policy", PATH_FORM_CSP);
         int rc = sp_http_upgrade(r->req, 101, h, &ops, r, &e);
+        for (size_t i = 0; i < n; i++)
+                sp_buf_free(&kept[i]);
+        free(kept);
         free(h);
         if (rc < 0) {
                 fail_early(r, e);
@@ -236,8 +266,8 @@ static void start_raw(relay *r)
         }
         r->upgraded = true;
         r->head_sent = true;
-        if (r->answer_timer)
-                event_del(r->answer_timer);
+        if (r->watchdog)
+                event_del(r->watchdog);
         r->status = 101;
         r->d->metrics.ingress_upgrades++;
         dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 101, "upgraded");
@@ -258,10 +288,10 @@ static int start_response(relay *r)
                         ctype = value;
                         continue;
                 }
-                if (!dp_ingress_response_header_passes(name) || sp_http_strcaseeq(name, "Date") ||
-                    sp_http_strcaseeq(name, "X-Request-Id"))
-                        continue;
-                (void)sp_http_response_header(r->req, name, value); /* over 8 KiB: left out */
+                _cleanup_buf_ sp_buf buf = SP_BUF_INIT;
+                const char *v = dp_ingress_response_header(name, value, r->t.by_host, &buf);
+                if (v)
+                        (void)sp_http_response_header(r->req, name, v); /* over 8 KiB: left out */
         }
         if (r->token_src == DP_INGRESS_TOKEN_QUERY && r->t.by_host) {
                 /* A browser given a link with the token keeps it for the
@@ -271,6 +301,8 @@ static int start_response(relay *r)
                          r->token);
                 (void)sp_http_response_header(r->req, "Set-Cookie", cookie);
         }
+        if (!r->t.by_host)
+                (void)sp_http_response_header(r->req, "Content-Security-Policy", PATH_FORM_CSP);
         int64_t len = sp_http_response_parser_content_length(r->rp);
         bool no_body = strcmp(sp_http_request_method(r->req), "HEAD") == 0 || r->status == 204 || r->status == 304;
         if (sp_http_response_parser_chunked(r->rp) || len < 0)
@@ -286,8 +318,8 @@ static int start_response(relay *r)
         }
         sp_http_stream_start(r->req, r->status, ctype, no_body ? 0 : len);
         r->head_sent = true;
-        if (r->answer_timer)
-                event_del(r->answer_timer);
+        if (r->watchdog)
+                event_del(r->watchdog);
         return 0;
 }
 
@@ -379,12 +411,11 @@ static void send_up(relay *r, const void *p, size_t n)
                 if (w < 0)
                         return; /* the call ended: its end says why */
                 r->d->metrics.ingress_bytes_in += k;
+                r->last_progress_us = sp_now_mono_us();
                 p = (const char *)p + k;
                 n -= k;
         }
 }
-
-static void request_sent(relay *r);
 
 static void on_body(sp_http_request *req, const void *data, size_t len, void *ud)
 {
@@ -394,7 +425,7 @@ static void on_body(sp_http_request *req, const void *data, size_t len, void *ud
         if (len == 0) {
                 if (r->chunked_up)
                         send_up(r, "0\r\n\r\n", 5);
-                request_sent(r);
+                r->body_done = true;
                 return;
         }
         if (r->chunked_up) {
@@ -426,28 +457,31 @@ static void rpc_writable(sp_rpc_stream *s, void *ud)
         }
 }
 
-static void answer_late(evutil_socket_t fd, short what, void *ud)
+static void client_closed(sp_http_request *req, void *ud);
+
+/* Before the server's head: a client that has gone (or half-closed: the two
+ * look the same until an answer is written, and proxies take both for gone)
+ * is not waited for; a request that has not moved for --ingress-answer-ms —
+ * a server that does not read the body, or has it all and does not answer —
+ * is answered 504. */
+static void on_watchdog(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
         (void)what;
         relay *r = ud;
         if (r->head_sent)
                 return;
+        if (sp_http_request_peer_closed(r->req)) {
+                client_closed(r->req, r);
+                return;
+        }
+        int64_t ms = r->d->limits.ingress_answer_ms;
+        if (ms <= 0 || sp_now_mono_us() - r->last_progress_us < ms * SP_USEC_PER_MSEC)
+                return;
         _cleanup_error_ sp_error *e = NULL;
         sp_error_set(&e, SP_E_TIMEOUT, "the server on port %u in sandbox %s did not answer within %lld ms", r->t.port,
-                     r->t.sandbox, (long long)r->d->limits.ingress_answer_ms);
+                     r->t.sandbox, (long long)ms);
         fail_status(r, e, 504, "gateway_timeout", NULL);
-}
-
-/* The whole request is with the server: its answer is due. */
-static void request_sent(relay *r)
-{
-        r->body_done = true;
-        if (r->d->limits.ingress_answer_ms <= 0 || !(r->answer_timer = evtimer_new(r->d->base, answer_late, r)))
-                return;
-        struct timeval tv = {.tv_sec = r->d->limits.ingress_answer_ms / 1000,
-                             .tv_usec = r->d->limits.ingress_answer_ms % 1000 * 1000};
-        evtimer_add(r->answer_timer, &tv);
 }
 
 /* The server in the sandbox is connected: the head, then the body. */
@@ -460,16 +494,26 @@ static void send_request(relay *r)
         if (r->t.by_host) {
                 path = sp_http_parser_raw_path(p);
         } else {
-                /* The path form: what follows /ports/{port} in the raw path. */
-                const char *raw = sp_http_parser_raw_path(p);
-                const char *ports = strstr(raw, "/ports/");
-                const char *after = ports ? strchr(ports + 7, '/') : NULL;
+                /* The path form: what follows the five segments the route
+                 * matched (/v1/sandboxes/{id}/ports/{port}) in the raw path —
+                 * segments split on raw '/' as the router splits them. */
+                const char *after = sp_http_parser_raw_path(p);
+                for (int i = 0; i < 5 && after; i++)
+                        after = strchr(after + 1, '/');
                 path = after ? after : "/";
         }
-        dp_ingress_head h = {.path = path,
-                             .client_addr = sp_http_request_remote(r->req),
-                             .proto = "http",
-                             .upgrade = r->upgrade_asked};
+        /* The client's address without its port ("1.2.3.4:5", "[::1]:5"). */
+        char ip[64];
+        const char *remote = sp_http_request_remote(r->req);
+        snprintf(ip, sizeof(ip), "%s", remote ? remote : "");
+        char *colon = strrchr(ip, ':');
+        if (ip[0] == '[' && strchr(ip, ']')) {
+                *strchr(ip, ']') = '\0';
+                memmove(ip, ip + 1, strlen(ip));
+        } else if (colon && strchr(ip, ':') == colon) {
+                *colon = '\0';
+        }
+        dp_ingress_head h = {.path = path, .client_addr = ip, .proto = "http", .upgrade = r->upgrade_asked};
         if (dp_ingress_request_head(p, &h, &head, &e) < 0) {
                 fail_early(r, e);
                 return;
@@ -483,7 +527,7 @@ static void send_request(relay *r)
                 }
                 r->body_reading = true;
         } else {
-                request_sent(r);
+                r->body_done = true;
         }
 }
 
@@ -657,17 +701,26 @@ static void connect_port(relay *r)
                 return;
         }
         sp_http_stream_on_writable(r->req, client_writable, r);
+        r->last_progress_us = sp_now_mono_us();
+        static const struct timeval second = {1, 0};
+        if ((r->watchdog = event_new(r->d->base, -1, EV_PERSIST, on_watchdog, r)))
+                event_add(r->watchdog, &second);
 }
 
-/* The token grants this sandbox: its tenant's, for this sandbox, not revoked. */
-static int check_token(relay *r, const dp_sandbox_info *info, sp_error **err)
+static int need_token(relay *r, sp_error **err)
 {
-        if (!r->token) {
-                r->d->metrics.refusals[DP_REFUSE_MISSING]++;
-                return sp_error_set(err, SP_E_UNAUTHENTICATED,
-                                    "sandbox %s's ports need an ingress token (header %s, or ?%s= once in a browser)",
-                                    r->t.sandbox, DP_INGRESS_TOKEN_HEADER, DP_INGRESS_TOKEN_PARAM);
-        }
+        r->d->metrics.refusals[DP_REFUSE_MISSING]++;
+        return sp_error_set(err, SP_E_UNAUTHENTICATED,
+                            "sandbox %s's ports need an ingress token (header %s, or ?%s= once in a browser)",
+                            r->t.sandbox, DP_INGRESS_TOKEN_HEADER, DP_INGRESS_TOKEN_PARAM);
+}
+
+/* The request's token, checked before anything is asked of the control
+ * plane (so that a bad token answers the same for every sandbox, there or
+ * not): verified, an ingress token, for this sandbox, its key not revoked.
+ * Its tenant is matched against the sandbox's once that is known. */
+static int verify_token(relay *r, sp_error **err)
+{
         _cleanup_json_ json_object *claims =
                 dp_keys_verify(r->d->keys, r->token, sp_now_real_us() / SP_USEC_PER_SEC, err);
         if (!claims) {
@@ -686,11 +739,6 @@ static int check_token(relay *r, const dp_sandbox_info *info, sp_error **err)
                 r->d->metrics.refusals[DP_REFUSE_ROUTE]++;
                 return sp_error_set(err, SP_E_PERMISSION, "token does not grant this route");
         }
-        /* Another tenant's token learns nothing: the sandbox is not found. */
-        if (strcmp(c.tenant, info->tenant) != 0) {
-                r->d->metrics.refusals[DP_REFUSE_SANDBOX]++;
-                return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", r->t.sandbox);
-        }
         if (strcmp(c.sandbox, r->t.sandbox) != 0) {
                 r->d->metrics.refusals[DP_REFUSE_SANDBOX]++;
                 return sp_error_set(err, SP_E_PERMISSION, "token does not grant this sandbox");
@@ -702,6 +750,7 @@ static int check_token(relay *r, const dp_sandbox_info *info, sp_error **err)
                 return -SP_E_UNAUTHENTICATED;
         }
         snprintf(r->claims.kid, sizeof(r->claims.kid), "%s", c.kid);
+        snprintf(r->token_tenant, sizeof(r->token_tenant), "%s", c.tenant);
         return 0;
 }
 
@@ -710,21 +759,35 @@ static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud)
         relay *r = ud;
         r->lookup = NULL;
         _cleanup_error_ sp_error *e = NULL;
-        if (err) {
-                if (err->code == SP_E_NOT_FOUND)
-                        sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s not found", r->t.sandbox);
+        if (err && err->code != SP_E_NOT_FOUND) {
+                sp_error_set(&e, SP_E_UNAVAILABLE, "cannot find sandbox %s now: %s", r->t.sandbox, err->message);
+                fail_early(r, e);
+                return;
+        }
+        /* Without a token, a sandbox that is not there answers as one that
+         * needs a token: nobody learns which ids exist (public sandboxes
+         * aside, which answer anyone). With another tenant's token, as one
+         * that is not there. */
+        bool foreign = !err && r->token && strcmp(r->token_tenant, info->tenant) != 0;
+        if (err || foreign) {
+                if (!r->token)
+                        need_token(r, &e);
                 else
-                        sp_error_set(&e, SP_E_UNAVAILABLE, "cannot find sandbox %s now: %s", r->t.sandbox,
-                                     err->message);
+                        sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s not found", r->t.sandbox);
+                if (foreign)
+                        r->d->metrics.refusals[DP_REFUSE_SANDBOX]++;
                 fail_early(r, e);
                 return;
         }
-        snprintf(r->claims.tenant, sizeof(r->claims.tenant), "%s", info->tenant);
+        if (!info->public_ && !r->token) {
+                need_token(r, &e);
+                fail_early(r, e);
+                return;
+        }
+        /* Ingress takes the tenant's streams under a key of its own: visitors
+         * of a public sandbox must not use up its owner's attach and files. */
+        snprintf(r->claims.tenant, sizeof(r->claims.tenant), "%.50s/ingress", info->tenant);
         snprintf(r->claims.worker, sizeof(r->claims.worker), "%s", info->worker);
-        if (!info->public_ && check_token(r, info, &e) < 0) {
-                fail_early(r, e);
-                return;
-        }
         if (strcmp(info->state, "running") != 0 || !info->worker[0]) {
                 fail_earlyf(r, SP_E_CONFLICT, "sandbox %s is %s: its ports answer once it runs", r->t.sandbox,
                             info->state);
@@ -755,6 +818,8 @@ void dp_ingress_handler(sp_http_request *req, void *userdata)
                 snprintf(r->claims.sandbox, sizeof(r->claims.sandbox), "%s", r->t.sandbox);
         if (rc == 0)
                 rc = dp_ingress_token_find(sp_http_request_parser(req), &r->token, &r->token_src, &e);
+        if (rc == 0 && r->token)
+                rc = verify_token(r, &e);
         if (rc == 0 && !d->resolver)
                 rc = sp_error_set(&e, SP_E_UNAVAILABLE,
                                   "ingress needs the control plane (this data plane was started without one)");

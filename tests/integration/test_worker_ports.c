@@ -477,6 +477,54 @@ START_TEST(ports_are_refused_clearly)
 }
 END_TEST
 
+/* Many connections whose server never reads, holding bytes in the agent,
+ * all ending at once when the server goes: the agent (the sandbox's init)
+ * frees them in one batch of events and must not touch one it has freed
+ * (an outside attack pass crashed it so, and the sandbox failed). */
+START_TEST(ports_ending_together_leave_the_agent_standing)
+{
+        start_worker("--slots=4");
+        must("CreateSandbox", "{\"id\":\"" SBX "\",\"template\":\"base\"}");
+        run_bg("ses_test0000000000000h06", "exec nc -ll -p 9005 -e sleep 600");
+        enum { N = 60 };
+        static port_call pcs[N];
+        static uint8_t junk[2u << 20];
+        for (int i = 0; i < N; i++) {
+                pc_connect(&pcs[i], 9005);
+                pcs[i].send = junk;
+                pcs[i].send_len = sizeof(junk);
+                pump_send(&pcs[i]);
+        }
+        /* Let the bytes reach the agent (its writes to the servers stall). */
+        for (int round = 0; round < 20; round++)
+                for (int i = 0; i < N; i++) {
+                        struct timeval tv = {0, 5000};
+                        event_base_loopexit(pcs[i].base, &tv);
+                        event_base_dispatch(pcs[i].base);
+                }
+        /* The servers go, all together. */
+        must("Exec", "{\"sandbox_id\":\"" SBX "\",\"session_id\":\"ses_test0000000000000h07\","
+                     "\"argv\":[\"sh\",\"-c\",\"kill -9 $(pidof sleep)\"]}");
+        for (int i = 0; i < N; i++) {
+                for (int k = 0; k < 200 && !pcs[i].ended; k++) {
+                        struct timeval tv = {0, 20000};
+                        event_base_loopexit(pcs[i].base, &tv);
+                        event_base_dispatch(pcs[i].base);
+                }
+                pc_close(&pcs[i]);
+        }
+        /* The sandbox still runs and its agent answers. */
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *sb = call("GetSandbox", &e, "{\"id\":\"" SBX "\"}");
+        ck_assert_msg(sb, "GetSandbox: %s", e ? e->message : "");
+        json_object *state = NULL;
+        ck_assert(json_object_object_get_ex(sb, "state", &state));
+        ck_assert_str_eq(json_object_get_string(state), "running");
+        _cleanup_json_ json_object *st = call("StatFile", &e, "{\"sandbox_id\":\"" SBX "\",\"path\":\"/\"}");
+        ck_assert_msg(st, "the agent does not answer: %s", e ? e->message : "");
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -487,6 +535,7 @@ int main(void)
         tcase_add_checked_fixture(tc, NULL, teardown);
         tcase_add_test(tc, ports_in_the_sandbox_are_reached_both_ways);
         tcase_add_test(tc, ports_are_refused_clearly);
+        tcase_add_test(tc, ports_ending_together_leave_the_agent_standing);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

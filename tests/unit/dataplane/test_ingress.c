@@ -197,11 +197,44 @@ START_TEST(heads)
         ck_assert_str_eq(out.data, "PUT /up HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 192.0.2.7\r\n"
                                    "X-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\nConnection: close\r\n"
                                    "Transfer-Encoding: chunked\r\n\r\n");
+        sp_buf_clear(&out);
+        /* the token parameter compared decoded; what Connection names is this hop's */
+        h = (dp_ingress_head){.path = "/q", .client_addr = "192.0.2.7"};
+        head_of("GET /q?space%5Ftoken=v1.t&%73pace_token=x&keep=1 HTTP/1.1\r\nHost: h\r\n"
+                "Connection: keep-alive, X-Hop, close\r\nX-Hop: secret\r\nX-Keep: 1\r\n\r\n",
+                &h, &out);
+        ck_assert_str_eq(out.data, "GET /q?keep=1 HTTP/1.1\r\nHost: h\r\nX-Keep: 1\r\nX-Forwarded-For: 192.0.2.7\r\n"
+                                   "X-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\nConnection: close\r\n\r\n");
         ck_assert(!dp_ingress_response_header_passes("Transfer-Encoding"));
         ck_assert(!dp_ingress_response_header_passes("content-length"));
         ck_assert(!dp_ingress_response_header_passes("Connection"));
         ck_assert(dp_ingress_response_header_passes("Set-Cookie"));
         ck_assert(dp_ingress_response_header_passes("Cache-Control"));
+}
+END_TEST
+
+START_TEST(response_headers)
+{
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        /* host form: a cookie for this host only */
+        ck_assert_str_eq(dp_ingress_response_header("Set-Cookie", "a=1; Domain=localhost; Path=/; HttpOnly", true, &b),
+                         "a=1; Path=/; HttpOnly");
+        ck_assert_str_eq(dp_ingress_response_header("set-cookie", "a=1;domain = .localhost;Secure", true, &b),
+                         "a=1;Secure");
+        ck_assert_str_eq(dp_ingress_response_header("Set-Cookie", "domainx=1; Path=/", true, &b), "domainx=1; Path=/");
+        ck_assert_str_eq(dp_ingress_response_header("Cache-Control", "no-store", true, &b), "no-store");
+        ck_assert_str_eq(dp_ingress_response_header("Service-Worker-Allowed", "/", true, &b), "/");
+        /* path form: the data plane's origin is nobody's */
+        ck_assert_ptr_null(dp_ingress_response_header("Set-Cookie", "a=1", false, &b));
+        ck_assert_ptr_null(dp_ingress_response_header("Service-Worker-Allowed", "/", false, &b));
+        ck_assert_str_eq(dp_ingress_response_header("Cache-Control", "no-store", false, &b), "no-store");
+        /* never: framing, hop-by-hop, this server's own */
+        static const char *const never[] = {"Content-Length", "Transfer-Encoding", "Connection",  "Keep-Alive",
+                                            "Date",           "X-Request-Id",      "Set-Cookie2", "Clear-Site-Data"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(never); i++) {
+                ck_assert_ptr_null(dp_ingress_response_header(never[i], "x", true, &b));
+                ck_assert_ptr_null(dp_ingress_response_header(never[i], "x", false, &b));
+        }
 }
 END_TEST
 
@@ -213,6 +246,7 @@ int main(void)
         tcase_add_test(tc, hosts);
         tcase_add_test(tc, tokens);
         tcase_add_test(tc, heads);
+        tcase_add_test(tc, response_headers);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
