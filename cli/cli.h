@@ -10,8 +10,8 @@
  * (sandbox.c, template.c, admin.c for workers/tenants/keys, operation.c,
  * profile.c); the root's commands exec and run are in exec.c (with
  * session.c, stdin.c and term.c under them, exec.h), cp in cp.c, up, status
- * and down in up.c; completion.c generates shell completion from the same
- * table.
+ * and down in up.c, port-forward in portfwd.c (sandbox url and ingress in
+ * ingress.c); completion.c generates shell completion from the same table.
  * A new command is a ctl_cmd entry in its group's table; a new group is a
  * ctl_group in its own file, listed in main.c's root table.
  *
@@ -20,7 +20,7 @@
  * main prints "spacectl: <message>" on stderr and exits with it. A command
  * that succeeds exits with ctx->status (0 unless it sets it: exec and run
  * exit with their command's code). Single threaded (exec forks a child
- * process to forward stdin, see exec.h).
+ * process to forward stdin, see exec.h; port-forward runs a libevent loop).
  */
 #ifndef SPACECTL_CLI_H
 #define SPACECTL_CLI_H
@@ -104,6 +104,20 @@ extern const ctl_group ctl_group_secret;
 extern const ctl_opt ctl_sandbox_egress_log_opts[];
 int ctl_run_sandbox_egress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+/* spacectl sandbox url and sandbox ingress (ingress.c), port-forward (portfwd.c). */
+extern const ctl_opt ctl_sandbox_url_opts[];
+extern const ctl_opt ctl_port_forward_opts[];
+int ctl_run_sandbox_url(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+int ctl_run_sandbox_ingress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+int ctl_run_port_forward(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+/* A sandbox's ingress URL template ("http://{port}-sbx-….localhost:7071/")
+ * with its "{port}" replaced (malloc'd; NULL without one). */
+char *ctl_ingress_url(const char *tmpl, int port);
+/* Parses a port number within [min, 65535]; a bad one fails with
+ * CTL_EXIT_USAGE naming what. */
+int ctl_parse_port(ctl_ctx *ctx, const char *s, int64_t min, const char *what, int *ret, sp_error **err);
+/* Accepts "token" and "public"; anything else fails with CTL_EXIT_USAGE. */
+int ctl_ingress_mode_check(ctl_ctx *ctx, const char *mode, sp_error **err);
 /* Direct mode (up.c): spacectl up, status, down. */
 extern const ctl_opt ctl_up_opts[];
 extern const ctl_opt ctl_status_opts[];
@@ -222,6 +236,11 @@ int ctl_http_fail(ctl_ctx *ctx, int status, const sp_buf *body, sp_error **err);
  * trusts the CA setting, as the API does. SP_E_INVALID (CTL_EXIT_CONFIG)
  * for a URL or setting that cannot be used. */
 sp_http_client *ctl_dp_client(ctl_ctx *ctx, const char *url, char **ret_target, sp_error **err);
+
+/* The base URL of the data plane for a URL the API handed out, as
+ * ctl_dp_client() takes it (malloc'd); *ret_target points into url at its
+ * "/v1/". */
+char *ctl_dp_base(ctl_ctx *ctx, const char *url, const char **ret_target, sp_error **err);
 
 /* Reads the rest of an error answer (at most 64 KiB) from c and fails with
  * ctl_http_fail(). */

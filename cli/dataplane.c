@@ -12,7 +12,7 @@
 /* Attach streams are read with explicit timeouts; this bounds every other wait. */
 #define IO_TIMEOUT_MS 90000
 
-sp_http_client *ctl_dp_client(ctl_ctx *ctx, const char *url, char **ret_target, sp_error **err)
+char *ctl_dp_base(ctl_ctx *ctx, const char *url, const char **ret_target, sp_error **err)
 {
         if (ctl_connect(ctx, err) < 0)
                 return NULL;
@@ -25,9 +25,24 @@ sp_http_client *ctl_dp_client(ctl_ctx *ctx, const char *url, char **ret_target, 
                 return NULL;
         }
         const char *setting = ctx->settings.v[CTL_F_DATAPLANE_URL];
-        _cleanup_free_ char *base = setting ? strdup(setting) : strndup(url, (size_t)(v1 - url));
+        char *base = setting ? strdup(setting) : strndup(url, (size_t)(v1 - url));
+        if (!base) {
+                ctl_fail(ctx, CTL_EXIT_API, err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        *ret_target = v1;
+        return base;
+}
+
+sp_http_client *ctl_dp_client(ctl_ctx *ctx, const char *url, char **ret_target, sp_error **err)
+{
+        const char *v1 = NULL;
+        _cleanup_free_ char *base = ctl_dp_base(ctx, url, &v1, err);
+        if (!base)
+                return NULL;
+        const char *setting = ctx->settings.v[CTL_F_DATAPLANE_URL];
         _cleanup_free_ char *target = strdup(v1);
-        if (!base || !target) {
+        if (!target) {
                 ctl_fail(ctx, CTL_EXIT_API, err, SP_E_LIMIT, "out of memory");
                 return NULL;
         }

@@ -106,6 +106,19 @@ static const ctl_cmd root_cmds[] = {
          .help = "One side is SANDBOX:PATH, the other a local path (a local path with a colon: ./a:b). A DST that\n"
                  "is a directory, or ends with /, receives the file under its name. Streams; a download lands\n"
                  "in a temporary file renamed into place once complete. Progress on stderr when it is a terminal."},
+        {.name = "port-forward",
+         .usage = "SANDBOX [LOCAL:]REMOTE",
+         .summary = "serve a port of a sandbox on a local port, through the data plane (HTTP and WebSockets)",
+         .min_args = 2,
+         .max_args = 2,
+         .opts = ctl_port_forward_opts,
+         .run = ctl_run_port_forward,
+         .help = "Listens on LOCAL (default: REMOTE's number; 0 picks a free port) and relays each connection to\n"
+                 "the server on port REMOTE in the sandbox through the data plane's ingress, which speaks HTTP:\n"
+                 "for HTTP servers, WebSockets included, not for other protocols (a database, ssh). Prints\n"
+                 "\"Forwarding from ADDR:LOCAL -> SANDBOX:REMOTE\" (--json: one line {address, port, sandbox,\n"
+                 "remote_port}) and runs until SIGINT or SIGTERM. A sandbox in ingress mode token gets an\n"
+                 "ingress token, renewed while it runs. At most 256 connections at once."},
         {.name = "worker", .summary = "operators: workers and join tokens", .group = &ctl_group_worker},
         {.name = "tenant", .summary = "operators: tenants", .group = &ctl_group_tenant},
         {.name = "key", .summary = "API keys", .group = &ctl_group_key},

@@ -145,7 +145,10 @@ int ctl_sandbox_create_body(ctl_ctx *ctx, const ctl_args *a, const char *templat
             (r = add_map(ctx, a, "metadata", body, "metadata", err)) < 0 ||
             (r = add_map(ctx, a, "label", body, "labels", err)) < 0)
                 return r;
-        const char *strings[][2] = {{"end-action", "end_action"}, {"backend", "backend"}, {"egress", "egress"}};
+        if ((s = ctl_arg(a, "ingress")) && (r = ctl_ingress_mode_check(ctx, s, err)) < 0)
+                return r;
+        const char *strings[][2] = {
+                {"end-action", "end_action"}, {"backend", "backend"}, {"egress", "egress"}, {"ingress", "ingress"}};
         for (size_t i = 0; i < SP_ARRAY_SIZE(strings); i++)
                 if ((s = ctl_arg(a, strings[i][0])))
                         json_object_object_add(body, strings[i][1], json_object_new_string(s));
@@ -391,6 +394,7 @@ static int run_timeout(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 static const ctl_opt create_opts[] = {
         {"template", "NAME", 0, "the template to start from (required)"},
         CTL_SANDBOX_CREATE_OPTS,
+        {"ingress", "MODE", 0, "who may reach its ports through the data plane: token (default) or public"},
         {"idempotency-key", "KEY", 0, "retries with the same key create one sandbox (default: a new key)"},
         {0},
 };
@@ -460,6 +464,25 @@ static const ctl_cmd cmds[] = {
          .run = ctl_run_sandbox_egress,
          .help = "A running sandbox has the new rules when this returns. PROFILE is none, public, one of\n"
                  "'spacectl egress ls', or @FILE (@- for stdin) holding a profile as JSON (docs/networking.md)."},
+        {.name = "url",
+         .usage = "ID PORT",
+         .summary = "print the URL of a port of a sandbox on the data plane (--token: with a token, for a browser)",
+         .min_args = 2,
+         .max_args = 2,
+         .opts = ctl_sandbox_url_opts,
+         .run = ctl_run_sandbox_url,
+         .help = "The host name form, {port}-{id}.{domain}, or with --path the path form on the data plane's URL.\n"
+                 "A sandbox in ingress mode token needs a token with each request: --token mints one (for every\n"
+                 "port of the sandbox) and appends ?space_token=, which the data plane keeps as a cookie.\n"
+                 "With --json: {url, path_url}, and with --token also token and expires_at."},
+        {.name = "ingress",
+         .usage = "ID token|public",
+         .summary = "change who may reach a sandbox's ports through the data plane",
+         .min_args = 2,
+         .max_args = 2,
+         .run = ctl_run_sandbox_ingress,
+         .help = "token: a request needs an ingress token (spacectl sandbox url --token); public: anyone with\n"
+                 "the URL. Data planes see the change within a couple of seconds."},
         {.name = "egress-log",
          .usage = "ID",
          .summary = "show a sandbox's egress decisions (-f to follow them)",

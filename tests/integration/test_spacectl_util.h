@@ -2,7 +2,9 @@
 /*
  * Helpers for the spacectl tests: run the real binary (fork/exec) with a
  * chosen configuration file, environment and standard input, and capture
- * its stdout, stderr and exit code. The environment is ours without any
+ * its stdout, stderr and exit code, or start it in the background
+ * (ctl_spawn: a command that runs until it is signalled, such as
+ * port-forward). The environment is ours without any
  * SPACE_* setting spacectl reads, plus HOME and SPACE_CONFIG pointing into
  * the test's directory, plus the test's own additions. Every run is bounded
  * (CTL_RUN_TIMEOUT_MS); a run that overstays is killed and fails the test.
@@ -65,26 +67,18 @@ static inline bool ctl_env_filtered(const char *e)
         return false;
 }
 
-/* Runs spacectl with argv (NULL-terminated, without the program), extra
- * environment entries env (NULL-terminated; may be NULL) and input on stdin
- * (may be NULL). */
-static inline ctl_result ctl_runv(const char *const *env, const char *input, const char *const *argv)
+/* The environment of a run (see above) with the extra entries env (at most
+ * 12; may be NULL), in a calloc'd array whose strings are borrowed. */
+static inline const char **ctl_envp(const char *const *env)
 {
-        char bin[1024], cfg[600], home[600];
-        snprintf(bin, sizeof(bin), "%s/bin/spacectl", sp_test_binary_dir());
+        static char cfg[600], home[600];
         snprintf(cfg, sizeof(cfg), "SPACE_CONFIG=%s", ctl_config_path);
         snprintf(home, sizeof(home), "HOME=%s", ctl_home);
-        const char *args[CTL_MAX_ARGS + 2] = {bin};
-        size_t na = 1;
-        for (size_t i = 0; argv[i]; i++) {
-                ck_assert_uint_lt(na, CTL_MAX_ARGS);
-                args[na++] = argv[i];
-        }
-        args[na] = NULL;
         size_t ne = 0;
         while (environ[ne])
                 ne++;
         const char **envp = calloc(ne + 16, sizeof(char *));
+        ck_assert_ptr_nonnull(envp);
         size_t n = 0;
         for (size_t i = 0; i < ne; i++)
                 if (!ctl_env_filtered(environ[i]))
@@ -96,6 +90,58 @@ static inline ctl_result ctl_runv(const char *const *env, const char *input, con
         for (size_t i = 0; env && env[i] && i < 12; i++)
                 envp[n++] = env[i];
         envp[n] = NULL;
+        return envp;
+}
+
+/* The program and argv (NULL-terminated, without the program) as execve wants them. */
+static inline void ctl_argv(const char *const *argv, char bin[static 1024], const char *args[static CTL_MAX_ARGS + 2])
+{
+        snprintf(bin, 1024, "%s/bin/spacectl", sp_test_binary_dir());
+        size_t na = 0;
+        args[na++] = bin;
+        for (size_t i = 0; argv[i]; i++) {
+                ck_assert_uint_lt(na, CTL_MAX_ARGS);
+                args[na++] = argv[i];
+        }
+        args[na] = NULL;
+}
+
+/* Starts spacectl with argv (NULL-terminated, without the program) and
+ * extra environment entries env (may be NULL) in the background: stdin is
+ * /dev/null, stdout a pipe whose reading end is *ret_out, stderr ours.
+ * Returns its pid (the caller waits for it). */
+static inline pid_t ctl_spawn(const char *const *env, const char *const *argv, int *ret_out)
+{
+        char bin[1024];
+        const char *args[CTL_MAX_ARGS + 2];
+        ctl_argv(argv, bin, args);
+        const char **envp = ctl_envp(env);
+        int out[2];
+        ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDONLY);
+                dup2(null, 0);
+                dup2(out[1], 1);
+                execve(bin, (char *const *)args, (char *const *)envp);
+                _exit(127);
+        }
+        free(envp);
+        close(out[1]);
+        *ret_out = out[0];
+        return pid;
+}
+
+/* Runs spacectl with argv (NULL-terminated, without the program), extra
+ * environment entries env (NULL-terminated; may be NULL) and input on stdin
+ * (may be NULL). */
+static inline ctl_result ctl_runv(const char *const *env, const char *input, const char *const *argv)
+{
+        char bin[1024];
+        const char *args[CTL_MAX_ARGS + 2];
+        ctl_argv(argv, bin, args);
+        const char **envp = ctl_envp(env);
 
         int out[2], err[2], in[2];
         ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
