@@ -363,12 +363,16 @@ static void write_head(conn *c, const sp_http_parser *p)
         const char *name, *value;
         for (size_t i = 0; sp_http_parser_header_at(p, i, &name, &value); i++) {
                 if (sp_http_strcaseeq(name, "X-Space-Ingress-Token") ||
-                    sp_http_strcaseeq(name, "E2B-Traffic-Access-Token"))
+                    sp_http_strcaseeq(name, "E2B-Traffic-Access-Token") ||
+                    sp_http_strcaseeq(name, "X-Space-Ingress-Client"))
                         continue;
                 evbuffer_add_printf(out, "%s: %s\r\n", name, value);
         }
         if (c->f->token)
                 evbuffer_add_printf(out, "X-Space-Ingress-Token: %s\r\n", c->f->token);
+        /* The page is served from the local port, its own origin: answers
+         * as the host form's (cookies kept, no sandboxing CSP). */
+        evbuffer_add(out, "X-Space-Ingress-Client: forward\r\n", 33);
         evbuffer_add(out, "\r\n", 2);
 }
 

@@ -359,7 +359,8 @@ int dp_ingress_request_head(const sp_http_parser *p, const dp_ingress_head *h, s
                 if (hop_by_hop(name) || connection_lists(conn, name) || sp_http_strcaseeq(name, "Content-Length") ||
                     sp_http_strcaseeq(name, DP_INGRESS_TOKEN_HEADER) ||
                     sp_http_strcaseeq(name, DP_INGRESS_E2B_TOKEN_HEADER) ||
-                    sp_http_strcaseeq(name, "X-Forwarded-Proto") || sp_http_strcaseeq(name, "X-Forwarded-Host"))
+                    sp_http_strcaseeq(name, DP_INGRESS_CLIENT_HEADER) || sp_http_strcaseeq(name, "X-Forwarded-Proto") ||
+                    sp_http_strcaseeq(name, "X-Forwarded-Host"))
                         continue;
                 if (sp_http_strcaseeq(name, "X-Forwarded-For")) {
                         xff = value;

@@ -32,6 +32,11 @@
 #define DP_INGRESS_TOKEN_COOKIE "space_ingress_token"
 #define DP_INGRESS_TOKEN_HEADER "X-Space-Ingress-Token"
 #define DP_INGRESS_E2B_TOKEN_HEADER "E2B-Traffic-Access-Token"
+/* "forward" from a client that serves the answers from an origin of its own
+ * (spacectl port-forward): the path form's answers then pass as the host
+ * form's. A browser never sends it: a page's request that adds it needs a
+ * CORS preflight, which the data plane refuses. */
+#define DP_INGRESS_CLIENT_HEADER "X-Space-Ingress-Client"
 
 /* Where a request goes. */
 typedef struct dp_ingress_target {

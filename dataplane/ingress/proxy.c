@@ -52,6 +52,7 @@ typedef struct relay {
         bool admitted;
         sp_rpc_stream *rpc; /* NULL once ended or cancelled */
         bool connected, upgrade_asked;
+        bool own_origin; /* the answer goes to an origin of the sandbox's own: the host form, or a forwarder */
         /* request */
         bool chunked_up, body_reading, body_done, body_paused;
         /* response */
@@ -243,7 +244,7 @@ static void start_raw(relay *r)
                         h[k++] = value;
                         continue;
                 }
-                const char *v = dp_ingress_response_header(name, value, r->t.by_host, &kept[i]);
+                const char *v = dp_ingress_response_header(name, value, r->own_origin, &kept[i]);
                 if (!v)
                         continue;
                 h[k++] = name;
@@ -253,7 +254,7 @@ static void start_raw(relay *r)
         static const sp_http_raw_ops ops = {
                 .on_data = raw_data, .on_eof = raw_eof, .on_writable = raw_writable, .on_close = raw_close};
         _cleanup_error_ sp_error *e = NULL;
-        if (!r->t.by_host)
+        if (!r->own_origin)
                 (void)sp_http_response_header(r->req, "Content-Security-Policy", PATH_FORM_CSP);
         int rc = sp_http_upgrade(r->req, 101, h, &ops, r, &e);
         for (size_t i = 0; i < n; i++)
@@ -289,7 +290,7 @@ static int start_response(relay *r)
                         continue;
                 }
                 _cleanup_buf_ sp_buf buf = SP_BUF_INIT;
-                const char *v = dp_ingress_response_header(name, value, r->t.by_host, &buf);
+                const char *v = dp_ingress_response_header(name, value, r->own_origin, &buf);
                 if (v)
                         (void)sp_http_response_header(r->req, name, v); /* over 8 KiB: left out */
         }
@@ -301,7 +302,7 @@ static int start_response(relay *r)
                          r->token);
                 (void)sp_http_response_header(r->req, "Set-Cookie", cookie);
         }
-        if (!r->t.by_host)
+        if (!r->own_origin)
                 (void)sp_http_response_header(r->req, "Content-Security-Policy", PATH_FORM_CSP);
         int64_t len = sp_http_response_parser_content_length(r->rp);
         bool no_body = strcmp(sp_http_request_method(r->req), "HEAD") == 0 || r->status == 204 || r->status == 304;
@@ -818,6 +819,17 @@ void dp_ingress_handler(sp_http_request *req, void *userdata)
                 snprintf(r->claims.sandbox, sizeof(r->claims.sandbox), "%s", r->t.sandbox);
         if (rc == 0)
                 rc = dp_ingress_token_find(sp_http_request_parser(req), &r->token, &r->token_src, &e);
+        if (rc == 0 && !r->t.by_host && r->token_src == DP_INGRESS_TOKEN_COOKIE_SRC) {
+                /* The data plane sets its cookie on sandbox hosts only: one on
+                 * its own origin was planted by someone else. */
+                free(r->token);
+                r->token = NULL;
+                r->token_src = DP_INGRESS_TOKEN_NONE;
+        }
+        const char *acrh = sp_http_request_header(req, "Access-Control-Request-Headers");
+        if (rc == 0 && strcmp(sp_http_request_method(req), "OPTIONS") == 0 && acrh &&
+            strcasestr(acrh, DP_INGRESS_CLIENT_HEADER))
+                rc = sp_error_set(&e, SP_E_PERMISSION, "a page may not send %s", DP_INGRESS_CLIENT_HEADER);
         if (rc == 0 && r->token)
                 rc = verify_token(r, &e);
         if (rc == 0 && !d->resolver)
@@ -828,6 +840,8 @@ void dp_ingress_handler(sp_http_request *req, void *userdata)
                 return;
         }
         r->upgrade_asked = asks_upgrade(req);
+        const char *client = sp_http_request_header(req, DP_INGRESS_CLIENT_HEADER);
+        r->own_origin = r->t.by_host || (client && strcmp(client, "forward") == 0);
         r->rp = sp_http_response_parser_new(sp_http_request_method(req), NULL);
         if (r->upgrade_asked)
                 sp_http_response_parser_allow_upgrade(r->rp);

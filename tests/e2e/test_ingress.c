@@ -334,8 +334,26 @@ START_TEST(ingress_end_to_end)
         /* The path form reaches the same server. */
         sp_buf_clear(&body);
         snprintf(target, sizeof(target), "/v1/sandboxes/%s/ports/8080/ready.txt", sbx);
-        ck_assert_int_eq(request("GET", target, "127.0.0.1", hdr, NULL, NULL, &body), 200);
+        sp_buf_clear(&head);
+        ck_assert_int_eq(request("GET", target, "127.0.0.1", hdr, NULL, &head, &body), 200);
         ck_assert_str_eq(body.data, "ready\n");
+        /* ... and, sharing the data plane's origin, runs as an opaque one there;
+         * a forwarder serving it from its own origin gets it as is; a page
+         * cannot pretend to be one (its preflight is refused). */
+        ck_assert_msg(strstr(head.data, "Content-Security-Policy: sandbox"), "%s", head.data);
+        sp_buf_clear(&head);
+        sp_buf_clear(&body);
+        char fwd[4400];
+        snprintf(fwd, sizeof(fwd), "%sX-Space-Ingress-Client: forward\r\n", hdr);
+        ck_assert_int_eq(request("GET", target, "127.0.0.1", fwd, NULL, &head, &body), 200);
+        ck_assert_msg(!strstr(head.data, "Content-Security-Policy"), "%s", head.data);
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("OPTIONS", target, "127.0.0.1",
+                                 "Origin: http://evil.example\r\nAccess-Control-Request-Method: GET\r\n"
+                                 "Access-Control-Request-Headers: x-space-ingress-client\r\n",
+                                 NULL, NULL, &body),
+                         403);
+        sp_buf_clear(&head);
 
         /* Access. */
         sp_buf_clear(&body);
