@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,18 @@ static bool maybe_exit(ag_port *p)
         return true;
 }
 
+/* Whether the connection can still carry bytes to the server: not after a
+ * reset (or once closed both ways); a server that only shut down its own
+ * sending side (CLOSE_WAIT here) may still read. */
+static bool socket_open(int fd)
+{
+        struct tcp_info ti;
+        socklen_t l = sizeof(ti);
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+                return false;
+        return ti.tcpi_state != TCP_CLOSE;
+}
+
 /* Writes what the worker sent; grants credit again for what went out; shuts
  * the socket down toward the server after the worker's EOF. */
 static void in_pump(ag_port *p)
@@ -137,6 +150,8 @@ static bool out_pump(ag_port *p)
         ssize_t n;
         while (ag_outstream_wants_input(&p->out) && (n = ag_outstream_fill(&p->out)) > 0)
                 p->sent += n;
+        if (p->out.eof && !p->in_done && p->wfd >= 0 && !socket_open(p->wfd))
+                close_writing(p); /* reset, or closed both ways: nothing will read what the worker sends */
         ag_outstream_flush(&p->out, p->conn, p->channel, PR_STREAM_PORT);
         if (p->out.fd >= 0) {
                 if (ag_outstream_wants_input(&p->out))

@@ -55,12 +55,16 @@ typedef struct relay {
         bool own_origin; /* the answer goes to an origin of the sandbox's own: the host form, or a forwarder */
         /* request */
         bool chunked_up, body_reading, body_done, body_paused;
+        /* Toward the server: what the call could not take yet (at most one
+         * body chunk or raw read and its framing: the source is paused). */
+        sp_buf up_pending;
+        bool up_blocked; /* the call's queue is at its watermark: until on_writable */
         /* response */
         sp_http_response_parser *rp;
         sp_buf in; /* the server's bytes not yet fed to the parser */
         sp_buf out; /* body bytes parsed, not yet taken by the client's connection */
         bool head_sent, resp_done, server_eof, rpc_paused;
-        bool upgraded, client_eof_sent;
+        bool upgraded, client_eof_sent, client_eof_due;
         int status;
         bool finished; /* answered and counted */
         /* Until the server's head: every second, whether the client is still
@@ -88,6 +92,7 @@ static void relay_free(relay *r)
         sp_http_response_parser_free(r->rp);
         sp_buf_free(&r->in);
         sp_buf_free(&r->out);
+        sp_buf_free(&r->up_pending);
         free(r->token);
         free(r);
 }
@@ -279,6 +284,13 @@ static void start_raw(relay *r)
 static int start_response(relay *r)
 {
         r->status = sp_http_response_parser_status(r->rp);
+        if (r->status < 200 || r->status > 599) {
+                /* (before any of its headers is added to the answer) */
+                _cleanup_error_ sp_error *e = NULL;
+                sp_error_set(&e, SP_E_UNAVAILABLE, "the server in the sandbox answered status %d", r->status);
+                fail_early(r, e);
+                return -1;
+        }
         const char *ctype = NULL;
         size_t n = sp_http_response_parser_header_count(r->rp);
         for (size_t i = 0; i < n; i++) {
@@ -310,13 +322,6 @@ static int start_response(relay *r)
                 len = -1;
         if (no_body)
                 len = 0;
-        if (r->status < 200 || r->status > 599) {
-                sp_error *e = NULL;
-                sp_error_set(&e, SP_E_UNAVAILABLE, "the server in the sandbox answered status %d", r->status);
-                fail_early(r, e);
-                sp_error_free(e);
-                return -1;
-        }
         sp_http_stream_start(r->req, r->status, ctype, no_body ? 0 : len);
         r->head_sent = true;
         if (r->watchdog)
@@ -404,18 +409,46 @@ static void client_writable(sp_http_request *req, void *ud)
 
 /* ---- request: the client's body to the server ---- */
 
-static void send_up(relay *r, const void *p, size_t n)
+/* Sends what the call takes now, in frames of at most CHUNK; keeps the rest
+ * in up_pending once its queue is full (a send past the watermark would be
+ * refused: nothing is ever dropped). */
+static void send_frames(relay *r, const uint8_t *p, size_t n, size_t *ret_sent)
 {
-        while (n && r->rpc) {
-                size_t k = n > CHUNK ? CHUNK : n;
-                int w = sp_rpc_stream_send(r->rpc, SP_RPC_FRAME_DATA, p, k, NULL);
-                if (w < 0)
-                        return; /* the call ended: its end says why */
+        size_t sent = 0;
+        while (sent < n && r->rpc && !r->up_blocked) {
+                size_t k = n - sent > CHUNK ? CHUNK : n - sent;
+                int w = sp_rpc_stream_send(r->rpc, SP_RPC_FRAME_DATA, p + sent, k, NULL);
+                if (w < 0) {
+                        /* at the watermark already, or the call ended (its end says why) */
+                        r->up_blocked = r->rpc != NULL;
+                        break;
+                }
+                sent += k;
                 r->d->metrics.ingress_bytes_in += k;
                 r->last_progress_us = sp_now_mono_us();
-                p = (const char *)p + k;
-                n -= k;
+                if (w == 1)
+                        r->up_blocked = true;
         }
+        *ret_sent = sent;
+}
+
+static void send_up(relay *r, const void *p, size_t n)
+{
+        size_t sent = 0;
+        if (!r->up_pending.len)
+                send_frames(r, p, n, &sent);
+        if (sent < n && r->rpc)
+                sp_buf_append(&r->up_pending, (const char *)p + sent, n - sent, NULL);
+}
+
+/* The call took what was queued: what waits goes now. True when nothing waits. */
+static bool flush_up(relay *r)
+{
+        r->up_blocked = false;
+        size_t sent = 0;
+        send_frames(r, (const uint8_t *)r->up_pending.data, r->up_pending.len, &sent);
+        sp_buf_consume(&r->up_pending, sent);
+        return r->up_pending.len == 0 && !r->up_blocked;
 }
 
 static void on_body(sp_http_request *req, const void *data, size_t len, void *ud)
@@ -438,7 +471,7 @@ static void on_body(sp_http_request *req, const void *data, size_t len, void *ud
         } else {
                 send_up(r, data, len);
         }
-        if (r->rpc && sp_rpc_stream_queued(r->rpc) >= SP_RPC_SEND_HIGH_WATERMARK) {
+        if (r->up_blocked || r->up_pending.len) {
                 sp_http_request_pause_body(req);
                 r->body_paused = true;
         }
@@ -448,7 +481,14 @@ static void rpc_writable(sp_rpc_stream *s, void *ud)
 {
         (void)s;
         relay *r = ud;
+        if (!flush_up(r))
+                return; /* still full: on_writable again */
         if (r->upgraded) {
+                if (r->client_eof_due && !r->client_eof_sent && r->rpc) {
+                        sp_rpc_stream_close_send(r->rpc, NULL);
+                        r->client_eof_sent = true;
+                        return;
+                }
                 sp_http_raw_resume(r->req);
                 return;
         }
@@ -621,7 +661,7 @@ static void raw_data(sp_http_request *req, const void *data, size_t len, void *u
         if (!r->rpc)
                 return;
         send_up(r, data, len);
-        if (r->rpc && sp_rpc_stream_queued(r->rpc) >= SP_RPC_SEND_HIGH_WATERMARK)
+        if (r->up_blocked || r->up_pending.len)
                 sp_http_raw_pause(req);
 }
 
@@ -629,7 +669,8 @@ static void raw_eof(sp_http_request *req, void *ud)
 {
         (void)req;
         relay *r = ud;
-        if (r->rpc && !r->client_eof_sent) {
+        r->client_eof_due = true;
+        if (r->rpc && !r->client_eof_sent && !r->up_pending.len) {
                 sp_rpc_stream_close_send(r->rpc, NULL);
                 r->client_eof_sent = true;
         }

@@ -512,6 +512,46 @@ START_TEST(ingress_end_to_end)
         ck_assert(memcmp(ws.data, "early-bytes|more", 16) == 0);
         close(fd);
 
+        /* 32 MiB through an upgraded connection, written while the echo is
+         * read: the relay holds each direction to its windows and drops
+         * nothing when the worker's call is full. */
+        fd = dial();
+        n = snprintf(req, sizeof(req),
+                     "GET /bulk HTTP/1.1\r\nHost: %s\r\n%sConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+                     wshost, hdr);
+        send_all(fd, req, (size_t)n);
+        sp_buf_clear(&h);
+        _cleanup_buf_ sp_buf echo = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &echo), 101);
+        size_t bulk = 32u << 20, off = 0;
+        uint8_t *src = malloc(bulk);
+        ck_assert_ptr_nonnull(src);
+        for (size_t i = 0; i < bulk; i++)
+                src[i] = (uint8_t)(i * 2654435761u >> 13);
+        sp_buf_reserve(&echo, bulk, NULL);
+        for (int64_t deadline = mono_ms() + 300000; echo.len < bulk && mono_ms() < deadline;) {
+                struct pollfd pf = {.fd = fd, .events = POLLIN | (off < bulk ? POLLOUT : 0)};
+                if (poll(&pf, 1, 1000) <= 0)
+                        continue;
+                if ((pf.revents & POLLOUT) && off < bulk) {
+                        ssize_t w = send(fd, src + off, bulk - off > 65536 ? 65536 : bulk - off, MSG_DONTWAIT);
+                        if (w > 0)
+                                off += (size_t)w;
+                }
+                if (pf.revents & (POLLIN | POLLHUP)) {
+                        ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+                        if (r == 0)
+                                break;
+                        if (r > 0)
+                                sp_buf_append(&echo, buf, (size_t)r, NULL);
+                }
+        }
+        close(fd);
+        ck_assert_uint_eq(echo.len, bulk);
+        ck_assert_msg(memcmp(echo.data, src, bulk) == 0, "the echo differs from what was sent");
+        free(src);
+
         /* A server that takes the request and never answers: 504 once the
          * data plane's --ingress-answer-ms (3 s here) has passed. */
         char mute[160];

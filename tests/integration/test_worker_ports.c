@@ -511,6 +511,8 @@ START_TEST(ports_ending_together_leave_the_agent_standing)
                         event_base_loopexit(pcs[i].base, &tv);
                         event_base_dispatch(pcs[i].base);
                 }
+                /* A reset connection is over both ways: the call ends. */
+                ck_assert_msg(pcs[i].ended && pcs[i].eof, "connection %d did not end with its server", i);
                 pc_close(&pcs[i]);
         }
         /* The sandbox still runs and its agent answers. */
