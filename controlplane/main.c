@@ -184,12 +184,14 @@ int main(int argc, char **argv)
                 return r;
         if (!c.database) {
                 sp_log_error("--database is required (a PostgreSQL connection string)");
+                sp_config_free(defs, &c);
                 return 2;
         }
         if (!cp_api_ingress_domain_valid(c.ingress_domain)) {
                 sp_log_error("--ingress-domain must be a DNS name of at most %d bytes: lowercase letters, digits, "
                              "'-' and '.', labels of 1 to 63 not starting or ending with '-'",
                              CP_INGRESS_DOMAIN_MAX);
+                sp_config_free(defs, &c);
                 return 2;
         }
         if (!!c.tls_cert != !!c.tls_key) {
