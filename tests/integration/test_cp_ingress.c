@@ -254,6 +254,7 @@ START_TEST(modes_and_url_templates)
         ck_assert_str_eq(sp_test_jstr(i3, "error.code"), "conflict");
         _cleanup_json_ json_object *i4 = sp_test_api(&S, t.key, "POST", "/v1/sandboxes", 409,
                                                      SANDBOX ",\"ingress\":\"token\"" SANDBOX_END, key_hdr);
+        ck_assert_str_eq(sp_test_jstr(i4, "error.code"), "conflict");
         ck_assert_uint_eq(count_sandboxes(&t), before + 1);
 
         /* PUT flips it; the answer, get and the audit log say so. */
