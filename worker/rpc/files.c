@@ -43,20 +43,7 @@ static void bridge_maybe_free(bridge *b)
 /* The agent's EXIT: an error in the one shape, or the operation's result. */
 static void finish_from_exit(bridge *b, json_object *result, bool streaming)
 {
-        json_object *err = NULL;
-        if (json_object_object_get_ex(result, "error", &err)) {
-                sp_errc code = SP_E_INTERNAL;
-                _cleanup_free_ char *msg = NULL;
-                const char *text = sp_json_str(result);
-                if (sp_error_shape_decode(text, strlen(text), &code, &msg, NULL) < 0)
-                        msg = strdup("the agent failed");
-                sp_rpc_call_failf(b->call, code, "%s", msg ? msg : "error");
-                return;
-        }
-        if (streaming)
-                sp_rpc_call_end(b->call, result, NULL);
-        else
-                sp_rpc_call_reply(b->call, result, NULL);
+        wk__call_finish_from_exit(b->call, result, streaming);
 }
 
 static void ch_exit_unary(json_object *result, void *ud)

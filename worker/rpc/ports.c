@@ -60,16 +60,7 @@ static void bridge_maybe_free(port_bridge *b)
 /* The agent's EXIT: an error in the one shape, or the counts for the trailer. */
 static void finish(port_bridge *b, json_object *result)
 {
-        if (json_object_object_get_ex(result, "error", NULL)) {
-                sp_errc code = SP_E_INTERNAL;
-                _cleanup_free_ char *msg = NULL;
-                const char *text = sp_json_str(result);
-                if (sp_error_shape_decode(text, strlen(text), &code, &msg, NULL) < 0)
-                        msg = strdup("the agent failed");
-                sp_rpc_call_failf(b->call, code, "%s", msg ? msg : "error");
-                return;
-        }
-        sp_rpc_call_end(b->call, result, NULL);
+        wk__call_finish_from_exit(b->call, result, true);
 }
 
 /* Hands the call what the port sent, as far as the call takes it; then the

@@ -6,6 +6,7 @@
 #include "rpc/service_internal.h"
 #include "policy/profile.h"
 #include "space/cleanup.h"
+#include "space/error_shape.h"
 #include "space/json.h"
 #include "space/pki.h"
 #include "space/worker_rpc.h"
@@ -20,6 +21,23 @@ int wk__fail(sp_rpc_call *call, sp_error *e)
         sp_rpc_call_fail(call, e);
         sp_error_free(e);
         return -1;
+}
+
+void wk__call_finish_from_exit(sp_rpc_call *call, json_object *result, bool streaming)
+{
+        if (json_object_object_get_ex(result, "error", NULL)) {
+                sp_errc code = SP_E_INTERNAL;
+                _cleanup_free_ char *msg = NULL;
+                const char *text = sp_json_str(result);
+                if (sp_error_shape_decode(text, strlen(text), &code, &msg, NULL) < 0)
+                        msg = strdup("the agent failed");
+                sp_rpc_call_failf(call, code, "%s", msg ? msg : "error");
+                return;
+        }
+        if (streaming)
+                sp_rpc_call_end(call, result, NULL);
+        else
+                sp_rpc_call_reply(call, result, NULL);
 }
 
 static void reply_sandbox(sp_rpc_call *call, const char *id)

@@ -14,6 +14,9 @@ extern wk_service_ctx wk__svc;
 
 /* Fails the call with e and frees e; returns -1. */
 int wk__fail(sp_rpc_call *call, sp_error *e);
+/* Ends call with an agent channel's EXIT: its error in the one shape, or the
+ * result as the answer (streaming: the END trailer). */
+void wk__call_finish_from_exit(sp_rpc_call *call, json_object *result, bool streaming);
 /* The END trailer of an import (s: pr_wk_import_trailer_schema) or an upload
  * (pr_wk_upload_trailer_schema, with the archive's bytes): the template name. */
 json_object *wk__template_trailer(const pr_schema *s, const char *name, int64_t bytes);
