@@ -29,6 +29,7 @@ typedef struct dp_limits {
         uint64_t max_upload; /* bytes of one PUT body (413 beyond) */
         int64_t keepalive_ms; /* an SSE comment after this much silence on an attach stream */
         int64_t ingress_answer_ms; /* ingress: from the request sent to the server's head (504 past it) */
+        int64_t ingress_wake_ms; /* ingress: how long a request waits for its sandbox to wake (504 past it) */
 } dp_limits;
 
 typedef struct dp {

@@ -45,7 +45,7 @@ typedef struct dp_cfg {
         bool plain_http;
         int64_t revoked_poll_ms, max_workers, max_streams, max_streams_per_tenant, worker_streams,
                 worker_streams_per_tenant, max_connections, max_upload, rpc_timeout_ms, keepalive_ms, body_timeout_ms,
-                ingress_answer_ms;
+                ingress_answer_ms, ingress_wake_ms;
 } dp_cfg;
 
 static const sp_config_def defs[] = {
@@ -75,6 +75,8 @@ static const sp_config_def defs[] = {
          "this replica's name in the cluster (default: the host name)"},
         {"ingress-answer-ms", SP_CONFIG_INT, "300000", offsetof(dp_cfg, ingress_answer_ms), 100, 86400000,
          "ingress: how long a server in a sandbox may take to start its answer (504 after)"},
+        {"ingress-wake-ms", SP_CONFIG_INT, "60000", offsetof(dp_cfg, ingress_wake_ms), 100, 3600000,
+         "ingress: how long a request waits for its paused or suspended sandbox (auto_resume) to run (504 after)"},
         {"ingress-domain", SP_CONFIG_STRING, "localhost", offsetof(dp_cfg, ingress_domain), 0, 0,
          "requests to {port}-{sandbox}.<this> are relayed to the port in the sandbox (docs/ingress.md; empty: by "
          "path only)"},
@@ -270,7 +272,8 @@ int main(int argc, char **argv)
                            .rpc_timeout_ms = c.rpc_timeout_ms,
                            .max_upload = (uint64_t)c.max_upload,
                            .keepalive_ms = c.keepalive_ms,
-                           .ingress_answer_ms = c.ingress_answer_ms},
+                           .ingress_answer_ms = c.ingress_answer_ms,
+                           .ingress_wake_ms = c.ingress_wake_ms},
                 .keys = keys,
                 .revoked = revoked,
                 .has_client_cert = true};

@@ -65,23 +65,28 @@ void cp__h_sandbox_ingress(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *id = sp_http_request_param(c->req, "id");
-        char mode[8];
-        if (cp_req_sandbox_ingress(c->body, c->body_len, mode, &e) < 0) {
+        cp_sandbox_ingress_req r;
+        if (cp_req_sandbox_ingress(c->body, c->body_len, &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
         if (cp__mutation_begin(c))
                 return;
-        const char *params[] = {id, c->who.tenant_id, mode};
+        const char *ar = r.auto_resume < 0 ? NULL : r.auto_resume ? "true" : "false";
+        const char *params[] = {id, c->who.tenant_id, r.mode[0] ? r.mode : NULL, ar};
         _cleanup_pgresult_ PGresult *res = NULL;
         _cleanup_json_ json_object *out = NULL, *detail = json_object_new_object();
-        json_object_object_add(detail, "mode", json_object_new_string(mode));
+        if (r.mode[0])
+                json_object_object_add(detail, "mode", json_object_new_string(r.mode));
+        if (r.auto_resume >= 0)
+                json_object_object_add(detail, "auto_resume", json_object_new_boolean(r.auto_resume));
         /* A sandbox being deleted is gone for this as for the other changes. */
         if (cp_db_exec(c->api->db,
-                       "UPDATE sandboxes SET ingress = $3, updated_at = now() "
+                       "UPDATE sandboxes SET ingress = coalesce($3, ingress), "
+                       "auto_resume = coalesce($4::boolean, auto_resume), updated_at = now() "
                        "WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL AND desired_state <> 'deleted' "
                        "RETURNING api_sandbox(sandboxes)::text",
-                       3, params, &res, &e) < 0) {
+                       4, params, &res, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }

@@ -453,9 +453,9 @@ void cp_sandbox_create_req_free(cp_sandbox_create_req *r)
 
 static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **err)
 {
-        static const char *const allowed[] = {"template", "resources", "env",        "metadata",       "labels",
-                                              "backend",  "timeout_s", "end_action", "idle_timeout_s", "egress",
-                                              "secrets",  "ingress",   NULL};
+        static const char *const allowed[] = {
+                "template",   "resources",      "env",    "metadata", "labels",  "backend",     "timeout_s",
+                "end_action", "idle_timeout_s", "egress", "secrets",  "ingress", "auto_resume", NULL};
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "template", r->template_name, err) < 0 ||
             get_resources(o, &r->resources, err) < 0 || get_map(o, "env", &env_rule, &r->env, err) < 0 ||
             get_map(o, "metadata", &meta_rule, &r->metadata, err) < 0 ||
@@ -474,7 +474,7 @@ static int sandbox_create(json_object *o, cp_sandbox_create_req *r, sp_error **e
 
         snprintf(r->ingress, sizeof(r->ingress), "token");
         if (get_enum(o, "ingress", ingress_modes, false, r->ingress, sizeof(r->ingress), err) < 0 ||
-            get_secrets(o, r, err) < 0)
+            get_bool(o, "auto_resume", &r->auto_resume, err) < 0 || get_secrets(o, r, err) < 0)
                 return -SP_E_INVALID;
         return get_egress(o, r->egress, &r->egress_inline, err);
 }
@@ -694,23 +694,26 @@ int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error *
 
 /* ---- ingress ---- */
 
-int cp_req_sandbox_ingress(const char *body, size_t len, char mode[static 8], sp_error **err)
+int cp_req_sandbox_ingress(const char *body, size_t len, cp_sandbox_ingress_req *ret, sp_error **err)
 {
-        mode[0] = '\0';
+        memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
         int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
-        static const char *const allowed[] = {"mode", NULL};
-        char m[8] = "";
-        if (check_fields(o, NULL, allowed, err) < 0)
+        static const char *const allowed[] = {"mode", "auto_resume", NULL};
+        cp_sandbox_ingress_req req = {.auto_resume = -1};
+        bool ar = false;
+        int has_mode, has_ar;
+        if (check_fields(o, NULL, allowed, err) < 0 ||
+            (has_mode = get_enum(o, "mode", ingress_modes, false, req.mode, sizeof(req.mode), err)) < 0 ||
+            (has_ar = get_bool(o, "auto_resume", &ar, err)) < 0)
                 return -SP_E_INVALID;
-        r = get_enum(o, "mode", ingress_modes, false, m, sizeof(m), err);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return missing("mode", err);
-        memcpy(mode, m, sizeof(m));
+        if (has_mode == 0 && has_ar == 0)
+                return sp_error_set(err, SP_E_INVALID, "mode or auto_resume is required");
+        if (has_ar)
+                req.auto_resume = ar;
+        *ret = req;
         return 0;
 }
 

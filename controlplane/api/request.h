@@ -65,7 +65,9 @@ typedef struct cp_sandbox_secret_ref {
  * {"template":"base", "resources":{...}, "env":{}, "metadata":{}, "labels":{},
  *  "backend":"jail", "timeout_s":3600, "end_action":"kill"|"suspend",
  *  "idle_timeout_s":21600, "egress":"none", "secrets":["openai"],
- *  "ingress":"token"|"public"} — only "template" is required.
+ *  "ingress":"token"|"public", "auto_resume":false} — only "template" is
+ * required. auto_resume: a request for one of its ports wakes the sandbox
+ * when it is paused or suspended (docs/ingress.md).
  * egress names a profile (a built-in or the tenant's), or is a whole profile
  * of this sandbox's own (an object, gateway/policy/profile.h; its name
  * defaults to "inline"). secrets names the tenant's secrets the sandbox is
@@ -87,6 +89,7 @@ typedef struct cp_sandbox_create_req {
         cp_sandbox_secret_ref secrets[GW_SECRETS_MAX];
         size_t nsecrets;
         char ingress[8]; /* "token" (the default) or "public" */
+        bool auto_resume; /* false unless given */
 } cp_sandbox_create_req;
 int cp_req_sandbox_create(const char *body, size_t len, cp_sandbox_create_req *ret, sp_error **err);
 void cp_sandbox_create_req_free(cp_sandbox_create_req *r);
@@ -139,9 +142,15 @@ int cp_req_sandbox_egress(const char *body, size_t len, char name[static 64], gw
 int cp_req_egress_log_query(const char *limit, const char *decision, const char *kind, const char *before,
                             const char *after, pr_wk_get_egress_log *ret, sp_error **err);
 
-/* PUT /v1/sandboxes/{id}/ingress {"mode":"token"|"public"} (required): who
- * may reach the sandbox's ports through the data plane. */
-int cp_req_sandbox_ingress(const char *body, size_t len, char mode[static 8], sp_error **err);
+/* PUT /v1/sandboxes/{id}/ingress {"mode":"token"|"public", "auto_resume":bool}
+ * (at least one): who may reach the sandbox's ports through the data plane,
+ * and whether such a request wakes it. What is left out stays as it is.
+ * On an error, *ret is all zeros. */
+typedef struct cp_sandbox_ingress_req {
+        char mode[8]; /* "" when absent */
+        int auto_resume; /* -1 when absent, else 0 or 1 */
+} cp_sandbox_ingress_req;
+int cp_req_sandbox_ingress(const char *body, size_t len, cp_sandbox_ingress_req *ret, sp_error **err);
 
 /* POST /v1/sandboxes/{id}/ingress/tokens {"ttl_s":N}: the token's lifetime,
  * CP_INGRESS_TOKEN_TTL_MIN_S..CP_INGRESS_TOKEN_TTL_MAX_S, or

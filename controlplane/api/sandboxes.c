@@ -213,7 +213,8 @@ void cp__h_sandbox_create(cp_call *c)
                                 r.idle_timeout_s >= 0 ? idle : NULL,
                                 r.end_action,
                                 r.timeout_s > 0 ? timeout : NULL,
-                                r.ingress};
+                                r.ingress,
+                                r.auto_resume ? "true" : "false"};
         _cleanup_json_ json_object *out = NULL, *audit = NULL;
         if (r.nsecrets) {
                 /* The audit record names the secrets given, never a value (nor a placeholder). */
@@ -224,12 +225,13 @@ void cp__h_sandbox_create(cp_call *c)
                 json_object_object_add(audit, "secrets", names);
         }
         if (sp_id_new("sbx", id, &e) < 0 ||
-            cp_db_exec(c->api->db,
-                       "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
-                       "observed_state, metadata, backend, idle_timeout_s, end_action, end_at, ingress) "
-                       "VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, $9, "
-                       "now() + make_interval(secs => $10::integer), $11)",
-                       11, params, NULL, &e) < 0 ||
+            cp_db_exec(
+                    c->api->db,
+                    "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
+                    "observed_state, metadata, backend, idle_timeout_s, end_action, end_at, ingress, auto_resume, "
+                    "timeout_s) VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, "
+                    "$9, now() + make_interval(secs => $10::integer), $11, $12::boolean, $10::integer)",
+                    12, params, NULL, &e) < 0 ||
             record_secrets(c, id, secrets, r.nsecrets, &e) < 0 ||
             insert_operation(c, "create", id, "pending", NULL, op, &e) < 0 ||
             cp__audit(c, "sandbox.create", id, audit, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
@@ -475,7 +477,7 @@ void cp__h_sandbox_timeout(cp_call *c)
         _cleanup_json_ json_object *out = NULL;
         if (cp_db_exec(c->api->db,
                        "UPDATE sandboxes SET end_at = now() + make_interval(secs => $3::integer), "
-                       "end_action = coalesce($4, end_action), updated_at = now() "
+                       "timeout_s = $3::integer, end_action = coalesce($4, end_action), updated_at = now() "
                        "WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL AND desired_state <> 'deleted' "
                        "RETURNING api_sandbox(sandboxes)::text",
                        4, params, &res, &e) < 0 ||

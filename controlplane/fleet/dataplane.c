@@ -132,6 +132,51 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
         sp_rpc_call_reply(call, resp, NULL);
 }
 
+/* The wake of ResolveSandbox: a paused or suspended sandbox whose
+ * auto_resume is set is asked back to running, as POST
+ * /v1/sandboxes/{id}/wake would (an operation, resume or restore, and an
+ * audit record naming the data plane; the sandbox's status_message says
+ * why once it runs), in one statement. A timeout that
+ * has passed starts again from now (its length is the sandbox's
+ * timeout_s), or the controller would suspend the sandbox again at once.
+ * Nothing happens otherwise: already running, on its way, stopped, or
+ * without auto_resume. */
+static int wake(cp_fleet *f, const char *sandbox_id, const char *dataplane, sp_error **err)
+{
+        char op[SP_ID_MAX], deadline[32];
+        if (sp_id_new("op", op, err) < 0)
+                return -SP_E_IO;
+        snprintf(deadline, sizeof(deadline), "%lld", (long long)f->cfg.operation_deadline_s);
+        const char *params[] = {sandbox_id, op, deadline, dataplane ? dataplane : ""};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        int r = cp_db_exec(
+                f->db,
+                "WITH s AS (SELECT id, tenant_id, desired_state AS was FROM sandboxes "
+                "  WHERE id = $1 AND deleted_at IS NULL AND auto_resume AND desired_state IN ('paused', 'suspended') "
+                "  FOR UPDATE), "
+                "u AS (UPDATE sandboxes x SET desired_state = 'running', updated_at = now(), last_active_at = now(), "
+                "  end_at = CASE WHEN x.end_at <= now() AND x.timeout_s > 0 "
+                "    THEN now() + make_interval(secs => x.timeout_s) ELSE x.end_at END "
+                "  FROM s WHERE x.id = s.id RETURNING x.id), "
+                "o AS (INSERT INTO operations (id, tenant_id, kind, target_id, state, message, request, deadline_at) "
+                "  SELECT $2, s.tenant_id, CASE s.was WHEN 'paused' THEN 'resume' ELSE 'restore' END, s.id, "
+                "  'pending', 'woken by a request for one of its ports', "
+                "  jsonb_build_object('status_message', 'woken by a request for one of its ports'), "
+                "  now() + make_interval(secs => $3::integer) FROM s, u WHERE u.id = s.id RETURNING id), "
+                "a AS (INSERT INTO audit_log (tenant_id, action, target, detail) "
+                "  SELECT s.tenant_id, 'sandbox.wake', s.id, jsonb_build_object('by', 'ingress', 'dataplane', "
+                "$4::text, "
+                "  'operation', o.id, 'was', s.was) FROM s, o) "
+                "SELECT count(*) FROM o",
+                4, params, &res, err);
+        if (r < 0)
+                return r;
+        if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
+                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sandbox_id), "woken by ingress on data plane %s (%s)",
+                          dataplane ? dataplane : "?", op);
+        return 0;
+}
+
 void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userdata)
 {
         cp_fleet *f = userdata;
@@ -146,13 +191,18 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
                 sp_rpc_call_fail(call, e);
                 return;
         }
+        if (r.wake && wake(f, r.sandbox_id, sp_rpc_call_peer_name(call), &e) < 0) {
+                sp_rpc_call_fail(call, e);
+                return;
+        }
         /* One read by primary key, outside any transaction: data planes ask
          * for every sandbox they have not cached in the last seconds. A
          * sandbox whose delete was asked serves nothing more. */
         const char *params[] = {r.sandbox_id};
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(f->db,
-                       "SELECT s.id, s.tenant_id, s.observed_state, s.ingress, w.address FROM sandboxes s "
+                       "SELECT s.id, s.tenant_id, s.observed_state, s.ingress, w.address, s.auto_resume, "
+                       "s.desired_state = 'running' AND s.observed_state <> 'running' FROM sandboxes s "
                        "LEFT JOIN workers w ON w.id = s.worker_id "
                        "WHERE s.id = $1 AND s.deleted_at IS NULL AND s.desired_state <> 'deleted'",
                        1, params, &res, &e) < 0) {
@@ -168,7 +218,9 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
                                         .tenant_id = PQgetvalue(res, 0, 1),
                                         .state = PQgetvalue(res, 0, 2),
                                         .ingress = PQgetvalue(res, 0, 3),
-                                        .worker = PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4)};
+                                        .worker = PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4),
+                                        .auto_resume = strcmp(PQgetvalue(res, 0, 5), "t") == 0,
+                                        .waking = strcmp(PQgetvalue(res, 0, 6), "t") == 0};
         _cleanup_json_ json_object *resp = pr_msg_encode(&pr_cp_resolve_sandbox_resp_schema, &a);
         sp_rpc_call_reply(call, resp, NULL);
 }

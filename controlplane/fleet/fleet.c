@@ -23,6 +23,8 @@ cp_fleet *cp_fleet_new(cp_db *db, const sp_pki_ca *ca, const cp_fleet_config *cf
                 c.cert_days = DEFAULT_CERT_DAYS;
         if (!c.heartbeat_ms)
                 c.heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+        if (c.operation_deadline_s <= 0)
+                c.operation_deadline_s = 600;
         if (c.cert_days < 1 || c.cert_days > SP_PKI_MAX_DAYS)
                 return sp_error_set(err, SP_E_INVALID, "worker certificate validity must be 1 to %d days",
                                     SP_PKI_MAX_DAYS),

@@ -79,6 +79,7 @@ typedef struct cp_fleet cp_fleet;
 typedef struct cp_fleet_config {
         int64_t cert_days; /* validity of worker certificates [365] */
         int64_t heartbeat_ms; /* interval told to workers [2000] */
+        int64_t operation_deadline_s; /* of the operation a wake on ingress records [600] */
 } cp_fleet_config;
 
 /* A fleet over db and ca (both borrowed, must outlive it). cfg may be NULL;

@@ -11,22 +11,32 @@
 
 typedef struct entry {
         bool used, in_flight;
-        int64_t expires_us; /* monotonic */
+        int64_t expires_us, answered_us; /* monotonic */
         dp_sandbox_info info;
         sp_errc code; /* 0: info holds the answer */
         char message[256];
         dp_resolve *waiters;
 } entry;
 
+typedef struct wake_call wake_call;
+
 struct dp_resolve {
         dp_resolver *r;
         entry *e; /* waiting on it; NULL once ready */
+        wake_call *wake; /* or on this wake's answer */
         dp_resolve_cb cb;
         void *ud;
         dp_sandbox_info info;
         sp_errc code;
         char message[256];
         dp_resolve *next;
+};
+
+/* A wake in flight; q is NULL once its lookup was cancelled. */
+struct wake_call {
+        dp_resolver *r;
+        dp_resolve *q;
+        char sandbox[DP_CLAIM_ID_MAX + 1];
 };
 
 struct dp_resolver {
@@ -82,39 +92,53 @@ static int copy_str(json_object *o, const char *name, bool required, char *out, 
         return 0;
 }
 
+/* The answer (or err) of a question about asked, into info (all zeros but
+ * the sandbox on failure), code and message (0 and "" on success). */
+static void take_answer(json_object *resp, const sp_error *err, const char *asked, dp_sandbox_info *info, sp_errc *code,
+                        char message[static 256])
+{
+        _cleanup_error_ sp_error *bad = NULL;
+        const char *mode = NULL;
+        memset(info, 0, sizeof(*info));
+        if (!err) {
+                bool ar = false, waking = false;
+                if (copy_str(resp, "sandbox_id", true, info->sandbox, sizeof(info->sandbox), &bad) < 0 ||
+                    copy_str(resp, "tenant_id", true, info->tenant, sizeof(info->tenant), &bad) < 0 ||
+                    copy_str(resp, "state", true, info->state, sizeof(info->state), &bad) < 0 ||
+                    copy_str(resp, "worker", false, info->worker, sizeof(info->worker), &bad) < 0 ||
+                    sp_json_get_string(resp, "ingress", true, 16, &mode, &bad) < 0 ||
+                    sp_json_get_bool(resp, "auto_resume", false, &ar, &bad) < 0 ||
+                    sp_json_get_bool(resp, "waking", false, &waking, &bad) < 0) {
+                        sp_error_wrap(&bad, "the control plane's answer to ResolveSandbox");
+                } else if (strcmp(mode, "public") != 0 && strcmp(mode, "token") != 0) {
+                        sp_error_set(&bad, SP_E_INTERNAL, "the control plane named ingress mode '%.16s'", mode);
+                } else if (strcmp(info->sandbox, asked) != 0) {
+                        sp_error_set(&bad, SP_E_INTERNAL, "the control plane answered for another sandbox");
+                }
+                info->public_ = mode && strcmp(mode, "public") == 0;
+                info->auto_resume = ar;
+                info->waking = waking;
+                err = bad;
+        }
+        if (err) {
+                memset(info, 0, sizeof(*info));
+                snprintf(info->sandbox, sizeof(info->sandbox), "%s", asked); /* the key of the entry */
+        }
+        *code = err ? err->code : 0;
+        snprintf(message, 256, "%s", err ? err->message : "");
+}
+
 static void on_answer(json_object *resp, const sp_error *err, void *ud)
 {
         entry *e = ud;
         e->in_flight = false;
-        _cleanup_error_ sp_error *bad = NULL;
-        const char *mode = NULL;
         char asked[sizeof(e->info.sandbox)];
         memcpy(asked, e->info.sandbox, sizeof(asked));
-        if (!err) {
-                memset(&e->info, 0, sizeof(e->info));
-                if (copy_str(resp, "sandbox_id", true, e->info.sandbox, sizeof(e->info.sandbox), &bad) < 0 ||
-                    copy_str(resp, "tenant_id", true, e->info.tenant, sizeof(e->info.tenant), &bad) < 0 ||
-                    copy_str(resp, "state", true, e->info.state, sizeof(e->info.state), &bad) < 0 ||
-                    copy_str(resp, "worker", false, e->info.worker, sizeof(e->info.worker), &bad) < 0 ||
-                    sp_json_get_string(resp, "ingress", true, 16, &mode, &bad) < 0) {
-                        sp_error_wrap(&bad, "the control plane's answer to ResolveSandbox");
-                } else if (strcmp(mode, "public") != 0 && strcmp(mode, "token") != 0) {
-                        sp_error_set(&bad, SP_E_INTERNAL, "the control plane named ingress mode '%.16s'", mode);
-                } else if (strcmp(e->info.sandbox, asked) != 0) {
-                        sp_error_set(&bad, SP_E_INTERNAL, "the control plane answered for another sandbox");
-                }
-                e->info.public_ = mode && strcmp(mode, "public") == 0;
-                err = bad;
-        }
-        if (err) {
-                memset(&e->info, 0, sizeof(e->info));
-                memcpy(e->info.sandbox, asked, sizeof(asked)); /* the key of the entry */
-        }
-        e->code = err ? err->code : 0;
-        snprintf(e->message, sizeof(e->message), "%s", err ? err->message : "");
+        take_answer(resp, err, asked, &e->info, &e->code, e->message);
         /* A failure to ask is not remembered: the next request asks again. */
-        int64_t ttl = !err ? DP_RESOLVE_TTL_MS : err->code == SP_E_NOT_FOUND ? DP_RESOLVE_MISS_TTL_MS : 0;
-        e->expires_us = sp_now_mono_us() + ttl * SP_USEC_PER_MSEC;
+        int64_t ttl = !e->code ? DP_RESOLVE_TTL_MS : e->code == SP_E_NOT_FOUND ? DP_RESOLVE_MISS_TTL_MS : 0;
+        e->answered_us = sp_now_mono_us();
+        e->expires_us = e->answered_us + ttl * SP_USEC_PER_MSEC;
         if (!ttl)
                 e->used = false;
         while (e->waiters) {
@@ -185,7 +209,8 @@ static entry *slot_for(dp_resolver *r, const char *sandbox, int64_t now)
         return victim;
 }
 
-dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err)
+dp_resolve *dp_resolver_lookup_fresh(dp_resolver *r, const char *sandbox, int64_t max_age_ms, dp_resolve_cb cb,
+                                     void *userdata, sp_error **err)
 {
         dp_resolve *q = calloc(1, sizeof(*q));
         if (!q) {
@@ -200,6 +225,8 @@ dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_c
                 sp_error_set(err, SP_E_LIMIT, "%d sandboxes are being looked up: no more", DP_RESOLVE_CACHE);
                 return NULL;
         }
+        if (e->used && !e->in_flight && now - e->answered_us > max_age_ms * SP_USEC_PER_MSEC)
+                e->used = false; /* too old for this caller: asked again in the same slot */
         if (e->used && !e->in_flight) {
                 make_ready(r, q, e);
                 return q;
@@ -222,12 +249,80 @@ dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_c
         return q;
 }
 
+dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err)
+{
+        return dp_resolver_lookup_fresh(r, sandbox, DP_RESOLVE_TTL_MS, cb, userdata, err);
+}
+
+static void on_wake_answer(json_object *resp, const sp_error *err, void *ud)
+{
+        wake_call *w = ud;
+        dp_resolver *r = w->r;
+        dp_sandbox_info info;
+        sp_errc code;
+        char message[256];
+        take_answer(resp, err, w->sandbox, &info, &code, message);
+        /* What was learnt serves the next lookups (the cache entry, when
+         * there is one and it is not being asked). */
+        if (!code) {
+                int64_t now = sp_now_mono_us();
+                for (size_t i = 0; i < DP_RESOLVE_CACHE; i++) {
+                        entry *e = &r->v[i];
+                        if (e->used && !e->in_flight && strcmp(e->info.sandbox, w->sandbox) == 0) {
+                                e->info = info;
+                                e->code = 0;
+                                e->message[0] = '\0';
+                                e->answered_us = now;
+                                e->expires_us = now + DP_RESOLVE_TTL_MS * SP_USEC_PER_MSEC;
+                        }
+                }
+        }
+        dp_resolve *q = w->q;
+        free(w);
+        if (!q)
+                return;
+        q->wake = NULL;
+        q->info = info;
+        q->code = code;
+        memcpy(q->message, message, sizeof(q->message));
+        q->next = r->ready;
+        r->ready = q;
+        static const struct timeval now = {0, 0};
+        event_add(r->kick, &now);
+}
+
+dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err)
+{
+        dp_resolve *q = calloc(1, sizeof(*q));
+        wake_call *w = calloc(1, sizeof(*w));
+        if (!q || !w) {
+                free(q);
+                free(w);
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        *q = (dp_resolve){.r = r, .cb = cb, .ud = userdata, .wake = w};
+        *w = (wake_call){.r = r, .q = q};
+        snprintf(w->sandbox, sizeof(w->sandbox), "%s", sandbox);
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "sandbox_id", json_object_new_string(sandbox));
+        json_object_object_add(req, "wake", json_object_new_boolean(true));
+        if (sp_rpc_client_call(r->cli, "ResolveSandbox", req, DP_RESOLVE_TIMEOUT_MS, on_wake_answer, w, err) < 0) {
+                free(q);
+                free(w);
+                return NULL;
+        }
+        return q;
+}
+
 void dp_resolve_cancel(dp_resolve *q)
 {
         if (!q)
                 return;
         if (q->e)
                 unlink_from(&q->e->waiters, q);
+        else if (q->wake)
+                q->wake->q = NULL; /* its answer is dropped */
         else
                 unlink_from(&q->r->ready, q);
         free(q);

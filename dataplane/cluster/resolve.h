@@ -8,6 +8,12 @@
  * so a sandbox that moves, pauses or changes its mode is seen within that
  * time; lookups of one sandbox while one is in flight wait for it instead of
  * asking again. At most DP_RESOLVE_CACHE entries are kept (the oldest goes).
+ *
+ * A wake (dp_resolver_wake) is asked on its own, never from the cache: the
+ * control plane wakes a paused or suspended sandbox whose auto_resume is set
+ * (ResolveSandbox "wake") and answers where it is now; the answer also
+ * refreshes the cache. dp_resolver_lookup_fresh() then polls for it coming
+ * back, one question in flight however many requests wait.
  * Not thread-safe (the daemon's event loop).
  */
 #ifndef DP_CLUSTER_RESOLVE_H
@@ -30,6 +36,8 @@ typedef struct dp_sandbox_info {
         char state[32];
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* "" when it has none */
         bool public_; /* ingress "public" (else "token") */
+        bool auto_resume; /* a request for its ports wakes it */
+        bool waking; /* asked back to running, not there yet */
 } dp_sandbox_info;
 
 typedef struct dp_resolver dp_resolver;
@@ -52,6 +60,13 @@ void dp_resolver_free(dp_resolver *r);
  * lookup is cancelled first. Returns the handle, or NULL (SP_E_LIMIT: out of
  * memory) when cb will not run. */
 dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err);
+/* As dp_resolver_lookup, but an answer older than max_age_ms is not taken:
+ * the control plane is asked again. */
+dp_resolve *dp_resolver_lookup_fresh(dp_resolver *r, const char *sandbox, int64_t max_age_ms, dp_resolve_cb cb,
+                                     void *userdata, sp_error **err);
+/* Asks the control plane to wake sandbox (see above) and answers as a
+ * lookup does, from that question's answer. */
+dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err);
 /* Drops a lookup whose callback has not run: it never will. */
 void dp_resolve_cancel(dp_resolve *q);
 

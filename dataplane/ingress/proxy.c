@@ -34,6 +34,7 @@
 #include "space/time.h"
 
 #define CHUNK 65536
+#define WAKE_POLL_MS 200
 /* The path form serves every sandbox from the data plane's own origin: its
  * pages run as an opaque origin (no cookies, storage or service workers of
  * the data plane's, none of another sandbox's). The host form, an origin per
@@ -72,12 +73,19 @@ typedef struct relay {
          * --ingress-answer-ms; last_progress_us is the last byte sent up. */
         struct event *watchdog;
         int64_t last_progress_us;
+        /* Waking the sandbox (auto_resume): asked once, then looked up each
+         * WAKE_POLL_MS until it runs or --ingress-wake-ms passed. */
+        bool wake_asked, looked_again;
+        int64_t wake_deadline_us;
+        struct event *wake_timer;
 } relay;
 
 static void relay_free(relay *r)
 {
         if (r->watchdog)
                 event_free(r->watchdog);
+        if (r->wake_timer)
+                event_free(r->wake_timer);
         if (r->lookup)
                 dp_resolve_cancel(r->lookup);
         if (r->rpc)
@@ -610,6 +618,28 @@ static void rpc_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p
         pump_response(r);
 }
 
+static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud);
+
+/* The worker did not have the sandbox running: back to before connect_port,
+ * and the control plane asked where it is now. */
+static void look_again(relay *r)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        r->looked_again = true;
+        if (r->watchdog) {
+                event_free(r->watchdog);
+                r->watchdog = NULL;
+        }
+        if (r->admitted) {
+                dp__stream_release(r->d, &r->claims);
+                r->admitted = false;
+        }
+        sp_http_stream_on_writable(r->req, NULL, NULL);
+        r->lookup = dp_resolver_lookup(r->d->resolver, r->t.sandbox, resolved, r, &e);
+        if (!r->lookup)
+                fail_early(r, e);
+}
+
 static void rpc_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *ud)
 {
         (void)s;
@@ -627,8 +657,15 @@ static void rpc_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err,
                 if (!err) {
                         sp_error_set(&e, SP_E_UNAVAILABLE, "the server on port %u closed without answering", r->t.port);
                 } else if (err->code == SP_E_NOT_FOUND || err->code == SP_E_CONFLICT) {
-                        /* The sandbox moved or changed: ask again next time. */
+                        /* The sandbox moved or changed since it was looked up
+                         * (paused, suspended, gone from that worker): ask again,
+                         * once, before anything of the request was sent — a
+                         * sandbox with auto_resume is then woken. */
                         dp_resolver_forget(r->d->resolver, r->t.sandbox);
+                        if (!r->connected && !r->looked_again) {
+                                look_again(r);
+                                return;
+                        }
                         sp_error_set(&e, err->code, "%s", err->message);
                 } else if (err->code == SP_E_UNAVAILABLE && strstr(err->message, "nothing listens")) {
                         /* 502: the sandbox is there, its server is not. */
@@ -796,6 +833,8 @@ static int verify_token(relay *r, sp_error **err)
         return 0;
 }
 
+static bool wait_for_wake(relay *r, const dp_sandbox_info *info);
+
 static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud)
 {
         relay *r = ud;
@@ -831,11 +870,60 @@ static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud)
         snprintf(r->claims.tenant, sizeof(r->claims.tenant), "%.50s/ingress", info->tenant);
         snprintf(r->claims.worker, sizeof(r->claims.worker), "%s", info->worker);
         if (strcmp(info->state, "running") != 0 || !info->worker[0]) {
+                if (info->auto_resume && wait_for_wake(r, info))
+                        return;
                 fail_earlyf(r, SP_E_CONFLICT, "sandbox %s is %s: its ports answer once it runs", r->t.sandbox,
                             info->state);
                 return;
         }
         connect_port(r);
+}
+
+static void on_wake_poll(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        relay *r = ud;
+        _cleanup_error_ sp_error *e = NULL;
+        r->lookup = dp_resolver_lookup_fresh(r->d->resolver, r->t.sandbox, WAKE_POLL_MS, resolved, r, &e);
+        if (!r->lookup)
+                fail_early(r, e);
+}
+
+/* A sandbox with auto_resume that does not run: the first time, the control
+ * plane is asked to wake it (only now, once the request was let through:
+ * a token for the sandbox, or public mode); then, while it is on its way,
+ * asked again each WAKE_POLL_MS until it runs or --ingress-wake-ms passed
+ * (504). False when there is nothing to wait for (the 409 stands): a
+ * sandbox stopped, failed, or not asked back to running after the wake. */
+static bool wait_for_wake(relay *r, const dp_sandbox_info *info)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (!r->wake_asked) {
+                r->wake_asked = true;
+                r->wake_deadline_us = sp_now_mono_us() + r->d->limits.ingress_wake_ms * SP_USEC_PER_MSEC;
+                r->d->metrics.ingress_wakes++;
+                r->lookup = dp_resolver_wake(r->d->resolver, r->t.sandbox, resolved, r, &e);
+                if (!r->lookup)
+                        fail_early(r, e);
+                return true;
+        }
+        if (!info->waking)
+                return false;
+        if (sp_now_mono_us() >= r->wake_deadline_us) {
+                r->d->metrics.ingress_wake_timeouts++;
+                sp_error_set(&e, SP_E_TIMEOUT, "sandbox %s did not wake within %lld ms (it is %s)", r->t.sandbox,
+                             (long long)r->d->limits.ingress_wake_ms, info->state);
+                fail_status(r, e, 504, "gateway_timeout", "Reload this page in a moment.");
+                return true;
+        }
+        if (!r->wake_timer && !(r->wake_timer = evtimer_new(r->d->base, on_wake_poll, r))) {
+                fail_earlyf(r, SP_E_LIMIT, "out of memory");
+                return true;
+        }
+        static const struct timeval poll = {0, WAKE_POLL_MS * 1000};
+        event_add(r->wake_timer, &poll);
+        return true;
 }
 
 void dp_ingress_handler(sp_http_request *req, void *userdata)

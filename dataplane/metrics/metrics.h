@@ -64,6 +64,8 @@ typedef struct dp_metrics {
         uint64_t ingress_bytes_in, ingress_bytes_out; /* to and from servers in sandboxes */
         uint64_t ingress_upgrades, ingress_upgrades_closed; /* WebSockets (101) relayed; open = the difference */
         uint64_t ingress_no_listener; /* 502: nothing listened on the port */
+        uint64_t ingress_wakes; /* requests that asked the control plane to wake their sandbox */
+        uint64_t ingress_wake_timeouts; /* of requests waiting for a sandbox to wake: answered 504 */
         uint64_t refusals[DP_REFUSE__MAX];
         uint64_t worker_errors; /* calls that could not reach a worker or lost it */
         uint64_t worker_clients; /* gauge: RPC clients held (one per worker address) */

@@ -139,6 +139,7 @@ const pr_schema pr_cp_revoked_resp_schema = PR_SCHEMA("RevokedKeys answer", revo
 
 static const pr_field resolve_sandbox_fields[] = {
         PR_F_STRING(pr_cp_resolve_sandbox, "sandbox_id", sandbox_id, true, PR_CP_SANDBOX_ID_MAX),
+        PR_F_BOOL(pr_cp_resolve_sandbox, "wake", wake, false),
 };
 const pr_schema pr_cp_resolve_sandbox_schema = PR_SCHEMA("ResolveSandbox", resolve_sandbox_fields);
 
@@ -150,6 +151,8 @@ static const pr_field resolve_sandbox_resp_fields[] = {
         PR_F_STRING(R, "ingress", ingress, true, PR_CP_INGRESS_MAX),
         /* only while the sandbox is on a worker */
         PR_F_STRING(R, "worker", worker, false, PR_CP_ADDRESS_MAX),
+        PR_F_BOOL(R, "auto_resume", auto_resume, false),
+        PR_F_BOOL(R, "waking", waking, false),
 };
 #undef R
 const pr_schema pr_cp_resolve_sandbox_resp_schema =

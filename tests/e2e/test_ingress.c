@@ -16,10 +16,20 @@
  * missing sandbox, a public sandbox open to all, ?space_token= kept as a
  * cookie; the data plane killed mid-download gives a short, closed answer,
  * and a retry after its restart works.
+ *
+ * Waking (auto_resume): a paused sandbox without it answers 409 and stays
+ * paused; with it, a request is let through first (no token: 401, still
+ * paused), then wakes it and is answered by its server, with the operation
+ * and the audit record saying why; a suspended one is restored by a request
+ * (a jail's processes do not survive a suspend, so its answer is the 502 of
+ * nothing listening — from a running sandbox); auto_resume switched off
+ * takes effect; a wake that cannot finish (the worker stopped) answers 504
+ * after --ingress-wake-ms, and the sandbox runs once the worker is back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <libpq-fe.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <poll.h>
@@ -59,8 +69,9 @@ static void cluster_up(void)
         snprintf(dp_url_arg, sizeof(dp_url_arg), "--dataplane-url=http://127.0.0.1:%d", dp_port);
         sp_test_space_opts o = {.workers = 1, .cp_args = cp_args};
         sp_test_space_up(&S, &o);
-        sp_test_space_start_dataplane(&S, &dp, dp_port, "dp-ingress",
-                                      (const char *const[]){"--ingress-answer-ms=3000", NULL});
+        sp_test_space_start_dataplane(
+                &S, &dp, dp_port, "dp-ingress",
+                (const char *const[]){"--ingress-answer-ms=3000", "--ingress-wake-ms=6000", NULL});
 }
 
 static void cluster_down(void)
@@ -613,6 +624,152 @@ START_TEST(ingress_end_to_end)
 }
 END_TEST
 
+/* The count a query with one parameter answers, read from the cluster's database. */
+static int64_t db_count(const char *sql, const char *param)
+{
+        PGconn *db = PQconnectdb(S.conninfo);
+        ck_assert_msg(PQstatus(db) == CONNECTION_OK, "%s", PQerrorMessage(db));
+        const char *p[] = {param};
+        PGresult *res = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
+        ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s", PQerrorMessage(db));
+        int64_t n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        PQfinish(db);
+        return n;
+}
+
+/* The sandbox's state through the API. */
+static void state_of(const char *key, const char *sbx, char out[static 32])
+{
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
+        _cleanup_json_ json_object *o = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
+        snprintf(out, 32, "%s", sp_test_jstr(o, "state"));
+}
+
+/* GETs target until it answers want (or 60 s pass); returns the last status. */
+static int poll_until(const char *target, const char *host, const char *hdr, int want)
+{
+        int status = 0;
+        for (int64_t deadline = mono_ms() + 60000; mono_ms() < deadline; usleep(200000)) {
+                _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+                if ((status = request("GET", target, host, hdr, NULL, NULL, &body)) == want)
+                        break;
+        }
+        return status;
+}
+
+#define SANDBOX_WAKE "{\"template\":\"base\",\"auto_resume\":true,\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
+#define SANDBOX_NO_WAKE \
+        "{\"template\":\"base\",\"ingress\":\"public\",\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
+#define WEB "mkdir -p /w && echo awake > /w/x && exec httpd -f -p 8080 -h /w"
+
+START_TEST(auto_resume_wakes_on_request)
+{
+        char key[256], sbx[64], plain[64], host[160], host_plain[160], token[4096], hdr[4300], st[32], path[160];
+        sp_test_new_tenant(&S, "wake", key);
+        sp_test_create_sandbox(&S, key, SANDBOX_WAKE, sbx);
+        sp_test_create_sandbox(&S, key, SANDBOX_NO_WAKE, plain);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
+        _cleanup_json_ json_object *o = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
+        json_object *ing = NULL, *v = NULL;
+        ck_assert(json_object_object_get_ex(o, "ingress", &ing) && json_object_object_get_ex(ing, "auto_resume", &v) &&
+                  json_object_get_boolean(v));
+        mint(key, sbx, token);
+        snprintf(hdr, sizeof(hdr), "X-Space-Ingress-Token: %s\r\n", token);
+        host_of(host, sizeof(host), 8080, sbx);
+        host_of(host_plain, sizeof(host_plain), 8080, plain);
+        run(key, sbx, WEB);
+        run(key, plain, WEB);
+        ck_assert_int_eq(poll_until("/x", host, hdr, 200), 200);
+        ck_assert_int_eq(poll_until("/x", host_plain, NULL, 200), 200);
+
+        /* Without auto_resume: 409, and it stays paused. */
+        sp_test_sandbox_action(&S, key, plain, "pause", st);
+        ck_assert_str_eq(st, "paused");
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        ck_assert_int_eq(request("GET", "/x", host_plain, NULL, NULL, NULL, &body), 409);
+        ck_assert_msg(strstr(body.data, "is paused"), "%s", body.data);
+        sleep(1);
+        state_of(key, plain, st);
+        ck_assert_str_eq(st, "paused");
+
+        /* With it: nobody wakes it without a token; a request with one wakes
+         * it and gets its answer (the processes were frozen, not gone). */
+        sp_test_sandbox_action(&S, key, sbx, "pause", st);
+        ck_assert_str_eq(st, "paused");
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/x", host, NULL, NULL, NULL, &body), 401);
+        sleep(1);
+        state_of(key, sbx, st);
+        ck_assert_str_eq(st, "paused");
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 200);
+        ck_assert_str_eq(body.data, "awake\n");
+        state_of(key, sbx, st);
+        ck_assert_str_eq(st, "running");
+        /* The wake is an operation of its own, audited as the data plane's,
+         * and the sandbox says why it runs. */
+        ck_assert_int_eq(db_count("SELECT count(*) FROM audit_log a JOIN operations o ON o.id = a.detail->>'operation' "
+                                  "WHERE a.target = $1 AND a.action = 'sandbox.wake' AND a.detail->>'by' = 'ingress' "
+                                  "AND a.detail->>'dataplane' = 'dp-ingress' AND a.detail->>'was' = 'paused' "
+                                  "AND o.kind = 'resume' AND o.state = 'succeeded'",
+                                  sbx),
+                         1);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
+        _cleanup_json_ json_object *woken = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
+        ck_assert_str_eq(sp_test_jstr(woken, "status_message"), "woken by a request for one of its ports");
+
+        /* Suspended: a request restores it. A jail keeps no processes across a
+         * suspend, so the woken sandbox answers that nothing listens. */
+        sp_test_sandbox_action(&S, key, sbx, "suspend", st);
+        ck_assert_str_eq(st, "suspended");
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 502);
+        ck_assert_msg(strstr(body.data, "nothing listens on port 8080"), "%s", body.data);
+        state_of(key, sbx, st);
+        ck_assert_str_eq(st, "running");
+        run(key, sbx, WEB);
+        ck_assert_int_eq(poll_until("/x", host, hdr, 200), 200);
+
+        /* Switched off: 409 again. */
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/ingress", sbx);
+        json_object_put(sp_test_api(&S, key, "PUT", path, 200, "{\"auto_resume\":false}", NULL));
+        sp_test_sandbox_action(&S, key, sbx, "pause", st);
+        sleep(3); /* the data plane's cache of the sandbox (2 s) */
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 409);
+        state_of(key, sbx, st);
+        ck_assert_str_eq(st, "paused");
+
+        /* A wake that cannot finish in time: its worker stopped. 504 after
+         * --ingress-wake-ms (6 s); the wake goes on once the worker is back. */
+        json_object_put(sp_test_api(&S, key, "PUT", path, 200, "{\"auto_resume\":true}", NULL));
+        sleep(3);
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGSTOP), 0);
+        int64_t t0 = mono_ms();
+        sp_buf_clear(&body);
+        int status = request("GET", "/x", host, hdr, NULL, NULL, &body);
+        int64_t took = mono_ms() - t0;
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGCONT), 0);
+        ck_assert_msg(status == 504 && strstr(body.data, "did not wake within 6000 ms"), "%d %s", status, body.data);
+        ck_assert_msg(took >= 5500, "answered after %lld ms", (long long)took);
+        for (int64_t deadline = mono_ms() + 60000; mono_ms() < deadline; usleep(200000)) {
+                state_of(key, sbx, st);
+                if (strcmp(st, "running") == 0)
+                        break;
+        }
+        ck_assert_str_eq(st, "running");
+        ck_assert_int_eq(poll_until("/x", host, hdr, 200), 200);
+
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/metrics", "127.0.0.1", NULL, NULL, NULL, &body), 200);
+        ck_assert_msg(strstr(body.data, "space_dataplane_ingress_wakes_total") &&
+                              strstr(body.data, "space_dataplane_ingress_wake_timeouts_total 1"),
+                      "%s", body.data);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("a cluster: btrfs, namespaces, cgroups");
@@ -621,6 +778,9 @@ int main(void)
         TCase *tc = tcase_create("ingress");
         tcase_set_timeout(tc, 900);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        /* First: the other kills and restarts the data plane in its own
+         * process, whose restart ends with it. */
+        tcase_add_test(tc, auto_resume_wakes_on_request);
         tcase_add_test(tc, ingress_end_to_end);
         suite_add_tcase(s, tc);
         return sp_test_main(s);

@@ -309,12 +309,15 @@ static void secrets_rewrap(const char *b, size_t n)
 
 static void sandbox_ingress(const char *b, size_t n)
 {
-        char mode[8] = "";
+        cp_sandbox_ingress_req r;
         sp_error *e = NULL;
-        int ret = cp_req_sandbox_ingress(b, n, mode, &e);
+        int ret = cp_req_sandbox_ingress(b, n, &r, &e);
         check_outcome(ret, e);
-        if (ret == 0)
-                check(strcmp(mode, "token") == 0 || strcmp(mode, "public") == 0);
+        if (ret == 0) {
+                check(r.mode[0] == '\0' || strcmp(r.mode, "token") == 0 || strcmp(r.mode, "public") == 0);
+                check(r.auto_resume >= -1 && r.auto_resume <= 1);
+                check(r.mode[0] != '\0' || r.auto_resume >= 0); /* one of them at least */
+        }
         sp_error_free(e);
 }
 

@@ -122,7 +122,8 @@ static void want_urls(const char *scheme, const char *host_port, const char *dp_
         snprintf(path_url, 512, "%s/v1/sandboxes/%s/ports/{port}/", dp_url, id);
 }
 
-/* Asserts that o (a sandbox) has ingress {mode, url, path_url} as this cluster makes them. */
+/* Asserts that o (a sandbox) has ingress {mode, auto_resume (false), url,
+ * path_url} as this cluster makes them. */
 static void expect_ingress(json_object *o, const char *mode)
 {
         const char *id = sp_test_jstr(o, "id");
@@ -131,9 +132,12 @@ static void expect_ingress(json_object *o, const char *mode)
         want_urls("https", ":7443", DP_URL, DOMAIN, id, url, path_url);
         json_object *ing = NULL;
         ck_assert_msg(json_object_object_get_ex(o, "ingress", &ing) && json_object_is_type(ing, json_type_object) &&
-                              json_object_object_length(ing) == 3,
+                              json_object_object_length(ing) == 4,
                       "ingress of %s", json_object_to_json_string(o));
         ck_assert_str_eq(sp_test_jstr(ing, "mode"), mode);
+        json_object *ar = NULL;
+        ck_assert(json_object_object_get_ex(ing, "auto_resume", &ar) && json_object_is_type(ar, json_type_boolean) &&
+                  !json_object_get_boolean(ar));
         ck_assert_str_eq(sp_test_jstr(ing, "url"), url);
         ck_assert_str_eq(sp_test_jstr(ing, "path_url"), path_url);
 }
@@ -281,10 +285,11 @@ START_TEST(modes_and_url_templates)
         const char *ipath = path_of("/v1/sandboxes/%s/ingress", tok);
         expect_error(t.key, "PUT", ipath, "{\"mode\":\"private\"}", 400, "invalid_argument",
                      "mode must be token or public");
-        expect_error(t.key, "PUT", ipath, "{}", 400, "invalid_argument", "mode is required");
+        expect_error(t.key, "PUT", ipath, "{}", 400, "invalid_argument", "mode or auto_resume is required");
         expect_error(t.key, "PUT", ipath, "{\"mode\":\"token\",\"ttl_s\":60}", 400, "invalid_argument",
                      "unknown field 'ttl_s'");
-        expect_error(t.key, "PUT", ipath, "{\"mode\":null}", 400, "invalid_argument", "mode is required");
+        expect_error(t.key, "PUT", ipath, "{\"mode\":null}", 400, "invalid_argument",
+                     "mode or auto_resume is required");
         _cleanup_json_ json_object *g3 = API(t.key, "GET", path_of("/v1/sandboxes/%s", tok), 200, NULL);
         expect_ingress(g3, "public");
         ck_assert_int_eq(audits("sandbox.ingress", tok), 1);
@@ -529,7 +534,44 @@ START_TEST(resolve_sandbox_for_data_planes)
         ck_assert_str_eq(sp_test_jstr(r3, "state"), "creating");
         ck_assert_str_eq(sp_test_jstr(r3, "tenant_id"), t.id);
         ck_assert_ptr_null(sp_test_jstr(r3, "worker"));
-        ck_assert_int_eq(json_object_object_length(r3), 4);
+        json_object *waking = json_object_object_get(r3, "waking"); /* on its way to running */
+        ck_assert(waking && json_object_get_boolean(waking));
+        ck_assert_int_eq(json_object_object_length(r3), 5);
+
+        /* A wake asked of a paused sandbox without auto_resume changes nothing. */
+        char wake_req[128];
+        snprintf(wake_req, sizeof(wake_req), "{\"sandbox_id\":\"%s\",\"wake\":true}", sbx);
+        sp_error *we = NULL;
+        _cleanup_json_ json_object *r4 = resolve(dp, wake_req, &we);
+        ck_assert_msg(r4, "%s", we ? we->message : "");
+        ck_assert_str_eq(sp_test_jstr(r4, "state"), "paused");
+        ck_assert_ptr_null(json_object_object_get(r4, "waking"));
+        ck_assert_ptr_null(json_object_object_get(r4, "auto_resume"));
+        _cleanup_json_ json_object *still = API(t.key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(still, "desired_state"), "paused");
+        /* With auto_resume: asked back to running, and the answer says it is coming. */
+        _cleanup_json_ json_object *ar =
+                API(t.key, "PUT", path_of("/v1/sandboxes/%s/ingress", sbx), 200, "{\"auto_resume\":true}");
+        ck_assert_str_eq(sp_test_jstr(ar, "ingress.mode"), "public"); /* left as it was */
+        json_object *arv = NULL;
+        ck_assert(json_object_object_get_ex(json_object_object_get(ar, "ingress"), "auto_resume", &arv) &&
+                  json_object_get_boolean(arv));
+        _cleanup_json_ json_object *r5 = resolve(dp, wake_req, &we);
+        ck_assert_msg(r5, "%s", we ? we->message : "");
+        ck_assert(json_object_get_boolean(json_object_object_get(r5, "auto_resume")));
+        ck_assert(json_object_get_boolean(json_object_object_get(r5, "waking")));
+        for (int i = 0; i < 300; i++) {
+                _cleanup_json_ json_object *now = API(t.key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+                snprintf(state, sizeof(state), "%s", sp_test_jstr(now, "state"));
+                if (strcmp(state, "running") == 0)
+                        break;
+                usleep(100000);
+        }
+        ck_assert_str_eq(state, "running");
+        _cleanup_json_ json_object *r6 = resolve(dp, wake_req, &we); /* running: nothing more to do */
+        ck_assert_msg(r6, "%s", we ? we->message : "");
+        ck_assert_str_eq(sp_test_jstr(r6, "state"), "running");
+        ck_assert_ptr_null(json_object_object_get(r6, "waking"));
 
         /* Missing and deleted: not_found, naming the sandbox. */
         resolve_fails(dp, "{\"sandbox_id\":\"" ABSENT "\"}", SP_E_NOT_FOUND, "sandbox " ABSENT " not found");

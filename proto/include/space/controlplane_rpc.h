@@ -127,9 +127,12 @@ typedef struct pr_cp_revoked_resp {
 } pr_cp_revoked_resp;
 
 /* ResolveSandbox (role dataplane): where a sandbox is and who may reach it.
- * The handler checks the id's syntax (sbx_…). */
+ * The handler checks the id's syntax (sbx_…). With wake, a paused or
+ * suspended sandbox whose auto_resume is set is woken first (the caller has
+ * let a request for it through). */
 typedef struct pr_cp_resolve_sandbox {
         const char *sandbox_id;
+        bool wake;
 } pr_cp_resolve_sandbox;
 
 typedef struct pr_cp_resolve_sandbox_resp {
@@ -137,6 +140,8 @@ typedef struct pr_cp_resolve_sandbox_resp {
         const char *state; /* the public state: running, paused, suspended, ... */
         const char *ingress; /* "token" or "public" */
         const char *worker; /* HOST:PORT of its worker's RPC; NULL when it has none */
+        bool auto_resume; /* a request for one of its ports wakes it */
+        bool waking; /* on its way back to running (asked to, not there yet) */
 } pr_cp_resolve_sandbox_resp;
 
 extern const pr_schema pr_cp_empty_schema;

@@ -59,6 +59,10 @@ static void free_secret(void *r)
 {
         cp_secret_create_req_free(r);
 }
+static int dec_ingress(const char *b, size_t n, void *ret, sp_error **err)
+{
+        return cp_req_sandbox_ingress(b, n, ret, err);
+}
 static int dec_rewrap(const char *b, size_t n, void *ret, sp_error **err)
 {
         return cp_req_secrets_rewrap(b, n, ret, err);
@@ -85,8 +89,10 @@ static const decoder D_JOIN = {"join_token", dec_join, NULL, sizeof(cp_join_toke
         "{\"name\":\"openai\",\"value\":\"sk-1\",\"hosts\":[\"api.openai.com\"],\"inject\":{\"header\":\"X-Key\"}}"
 static const decoder D_SECRET = {"secret_create", dec_secret, free_secret, sizeof(cp_secret_create_req), SECRET_BODY};
 static const decoder D_REWRAP = {"secrets_rewrap", dec_rewrap, NULL, sizeof(int64_t), "{\"max\":5}"};
+static const decoder D_INGRESS = {"sandbox_ingress", dec_ingress, NULL, sizeof(cp_sandbox_ingress_req),
+                                  "{\"mode\":\"public\"}"};
 static const decoder *const decoders[] = {&D_CREATE, &D_TENANT, &D_TIMEOUT, &D_TEMPLATE, &D_WARM,
-                                          &D_KEY,    &D_JOIN,   &D_SECRET,  &D_REWRAP};
+                                          &D_KEY,    &D_JOIN,   &D_SECRET,  &D_REWRAP,   &D_INGRESS};
 
 static bool all_zero(const void *p, size_t n)
 {
@@ -557,6 +563,37 @@ START_TEST(timeout_request)
         expect_fail(&D_TIMEOUT, "{\"timeout_s\":2592001}", "timeout_s must be between 0 and 2592000");
         expect_fail(&D_TIMEOUT, "{\"timeout_s\":\"60\"}", "timeout_s must be an integer");
         expect_fail(&D_TIMEOUT, "{\"timeout_s\":60,\"end_action\":\"pause\"}", "end_action must be kill or suspend");
+}
+END_TEST
+
+/* ---- PUT /v1/sandboxes/{id}/ingress ---- */
+
+START_TEST(sandbox_ingress_request)
+{
+        cp_sandbox_ingress_req r;
+        expect_ok(&D_INGRESS, "{\"mode\":\"public\"}", &r);
+        ck_assert_str_eq(r.mode, "public");
+        ck_assert_int_eq(r.auto_resume, -1); /* left as it is */
+        expect_ok(&D_INGRESS, "{\"auto_resume\":true}", &r);
+        ck_assert_str_eq(r.mode, "");
+        ck_assert_int_eq(r.auto_resume, 1);
+        expect_ok(&D_INGRESS, "{\"mode\":\"token\",\"auto_resume\":false}", &r);
+        ck_assert_str_eq(r.mode, "token");
+        ck_assert_int_eq(r.auto_resume, 0);
+        expect_fail(&D_INGRESS, "{}", "mode or auto_resume is required");
+        expect_fail(&D_INGRESS, "{\"mode\":null,\"auto_resume\":null}", "mode or auto_resume is required");
+        expect_fail(&D_INGRESS, "{\"auto_resume\":\"yes\"}", "auto_resume must be true or false");
+        expect_fail(&D_INGRESS, "{\"mode\":\"open\"}", "mode must be token or public");
+
+        cp_sandbox_create_req c;
+        expect_ok(&D_CREATE, "{\"template\":\"base\"}", &c);
+        ck_assert(!c.auto_resume);
+        cp_sandbox_create_req_free(&c);
+        expect_ok(&D_CREATE, "{\"template\":\"base\",\"auto_resume\":true,\"ingress\":\"public\"}", &c);
+        ck_assert(c.auto_resume);
+        ck_assert_str_eq(c.ingress, "public");
+        cp_sandbox_create_req_free(&c);
+        expect_fail(&D_CREATE, "{\"template\":\"base\",\"auto_resume\":1}", "auto_resume must be true or false");
 }
 END_TEST
 
@@ -1279,6 +1316,7 @@ static Suite *suite(void)
         tcase_add_test(tc, sandbox_create_maps);
         tcase_add_test(tc, duplicate_keys_and_nul_keys_are_refused);
         tcase_add_test(tc, timeout_request);
+        tcase_add_test(tc, sandbox_ingress_request);
         tcase_add_test(tc, template_create_sources);
         tcase_add_test(tc, template_create_fields);
         tcase_add_test(tc, warm_request);
