@@ -106,6 +106,7 @@ int ctl_run_sandbox_egress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 int ctl_run_sandbox_egress_log(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 /* spacectl sandbox url and sandbox ingress (ingress.c), port-forward (portfwd.c). */
 extern const ctl_opt ctl_sandbox_url_opts[];
+extern const ctl_opt ctl_sandbox_ingress_opts[];
 extern const ctl_opt ctl_port_forward_opts[];
 int ctl_run_sandbox_url(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 int ctl_run_sandbox_ingress(ctl_ctx *ctx, const ctl_args *a, sp_error **err);

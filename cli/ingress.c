@@ -133,16 +133,27 @@ int ctl_run_sandbox_url(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         return 0;
 }
 
-/* ---- spacectl sandbox ingress SANDBOX MODE ---- */
+/* ---- spacectl sandbox ingress SANDBOX [MODE] [--auto-resume|--no-auto-resume] ---- */
 
 int ctl_run_sandbox_ingress(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        const char *mode = a->pos[1];
-        int r = ctl_ingress_mode_check(ctx, mode, err);
+        const char *mode = a->npos > 1 ? a->pos[1] : NULL;
+        bool on = ctl_flag(a, "auto-resume"), off = ctl_flag(a, "no-auto-resume");
+        if (on && off)
+                return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID,
+                                "--auto-resume and --no-auto-resume contradict each other");
+        if (!mode && !on && !off)
+                return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID,
+                                "give a mode (token or public), --auto-resume or --no-auto-resume\n"
+                                "Run 'spacectl sandbox ingress --help' for usage.");
+        int r = mode ? ctl_ingress_mode_check(ctx, mode, err) : 0;
         if (r < 0)
                 return r;
         _cleanup_json_ json_object *body = json_object_new_object(), *s = NULL;
-        json_object_object_add(body, "mode", json_object_new_string(mode));
+        if (mode)
+                json_object_object_add(body, "mode", json_object_new_string(mode));
+        if (on || off)
+                json_object_object_add(body, "auto_resume", json_object_new_boolean(on));
         _cleanup_buf_ sp_buf path = SP_BUF_INIT;
         sp_buf_append_str(&path, "/v1/sandboxes/", NULL);
         ctl_url_escape(&path, a->pos[0]);
@@ -150,12 +161,23 @@ int ctl_run_sandbox_ingress(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         r = ctl_api(ctx, "PUT", path.data, body, NULL, &s, err);
         if (r < 0)
                 return r;
-        if (ctx->json)
+        if (ctx->json) {
                 ctl_print_json(ctx, s);
-        else
-                fprintf(ctx->out, "%s: ingress %s\n", ctl_jstr(s, "id"), ctl_jstr(s, "ingress.mode"));
+        } else {
+                json_object *ing = NULL, *ar = NULL;
+                bool wakes = json_object_object_get_ex(s, "ingress", &ing) &&
+                             json_object_object_get_ex(ing, "auto_resume", &ar) && json_object_get_boolean(ar);
+                fprintf(ctx->out, "%s: ingress %s%s\n", ctl_jstr(s, "id"), ctl_jstr(s, "ingress.mode"),
+                        wakes ? ", auto-resume" : "");
+        }
         return 0;
 }
+
+const ctl_opt ctl_sandbox_ingress_opts[] = {
+        {"auto-resume", NULL, 0, "a request for one of its ports wakes it when paused or suspended"},
+        {"no-auto-resume", NULL, 0, "such a request is answered 409 (the default)"},
+        {0},
+};
 
 const ctl_opt ctl_sandbox_url_opts[] = {
         {"path", NULL, 0, "the path form on the data plane's own URL (default: the host name form)"},

@@ -147,6 +147,8 @@ int ctl_sandbox_create_body(ctl_ctx *ctx, const ctl_args *a, const char *templat
                 return r;
         if ((s = ctl_arg(a, "ingress")) && (r = ctl_ingress_mode_check(ctx, s, err)) < 0)
                 return r;
+        if (ctl_flag(a, "auto-resume"))
+                json_object_object_add(body, "auto_resume", json_object_new_boolean(true));
         const char *strings[][2] = {
                 {"end-action", "end_action"}, {"backend", "backend"}, {"egress", "egress"}, {"ingress", "ingress"}};
         for (size_t i = 0; i < SP_ARRAY_SIZE(strings); i++)
@@ -395,6 +397,7 @@ static const ctl_opt create_opts[] = {
         {"template", "NAME", 0, "the template to start from (required)"},
         CTL_SANDBOX_CREATE_OPTS,
         {"ingress", "MODE", 0, "who may reach its ports through the data plane: token (default) or public"},
+        {"auto-resume", NULL, 0, "a request for one of its ports wakes it when paused or suspended"},
         {"idempotency-key", "KEY", 0, "retries with the same key create one sandbox (default: a new key)"},
         {0},
 };
@@ -476,13 +479,15 @@ static const ctl_cmd cmds[] = {
                  "port of the sandbox) and appends ?space_token=, which the data plane keeps as a cookie.\n"
                  "With --json: {url, path_url}, and with --token also token and expires_at."},
         {.name = "ingress",
-         .usage = "ID token|public",
-         .summary = "change who may reach a sandbox's ports through the data plane",
-         .min_args = 2,
+         .usage = "ID [token|public] [--auto-resume|--no-auto-resume]",
+         .summary = "change who may reach a sandbox's ports, and whether a request wakes it",
+         .min_args = 1,
          .max_args = 2,
+         .opts = ctl_sandbox_ingress_opts,
          .run = ctl_run_sandbox_ingress,
          .help = "token: a request needs an ingress token (spacectl sandbox url --token); public: anyone with\n"
-                 "the URL. Data planes see the change within a couple of seconds."},
+                 "the URL. --auto-resume: such a request wakes the sandbox when it is paused or suspended and\n"
+                 "waits for it (instead of 409). Data planes see a change within a couple of seconds."},
         {.name = "egress-log",
          .usage = "ID",
          .summary = "show a sandbox's egress decisions (-f to follow them)",

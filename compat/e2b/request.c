@@ -310,6 +310,17 @@ int e2b_request_create(json_object *in, const char *template_default, json_objec
                 json_object_object_add(body, "env", json_object_get(v));
         json_object_object_add(body, "timeout_s", json_object_new_int64(timeout));
         json_object_object_add(body, "end_action", json_object_new_string(auto_pause ? "suspend" : "kill"));
+        /* autoResume {"enabled": bool} (the SDK's lifecycle.autoResume): traffic
+         * to a port wakes the paused sandbox (docs/ingress.md). */
+        json_object *ar = NULL, *en = NULL;
+        if (json_object_object_get_ex(in, "autoResume", &ar) && ar) {
+                if (!json_object_is_type(ar, json_type_object) || !json_object_object_get_ex(ar, "enabled", &en) ||
+                    !json_object_is_type(en, json_type_boolean)) {
+                        json_object_put(body);
+                        return sp_error_set(err, SP_E_INVALID, "autoResume must be {\"enabled\": true|false}");
+                }
+                json_object_object_add(body, "auto_resume", json_object_new_boolean(json_object_get_boolean(en)));
+        }
         json_object *egress = NULL;
         if (e2b_request_egress(in, false, &egress, err) < 0) {
                 json_object_put(body);

@@ -145,7 +145,10 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
         json_object *lc = json_object_new_object();
         json_object_object_add(lc, "onTimeout",
                                json_object_new_string(action && strcmp(action, "suspend") == 0 ? "pause" : "kill"));
-        json_object_object_add(lc, "autoResume", json_object_new_boolean(false));
+        json_object *ar = NULL;
+        json_object_object_add(lc, "autoResume",
+                               json_object_new_boolean(ing && json_object_object_get_ex(ing, "auto_resume", &ar) &&
+                                                       json_object_get_boolean(ar)));
         json_object_object_add(o, "lifecycle", lc);
         return o;
 }

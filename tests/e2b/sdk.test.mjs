@@ -319,6 +319,32 @@ for (const pkg of versions) {
       }
     })
 
+    test('lifecycle.autoResume: a request to a paused sandbox\'s port wakes it', async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'resume' }, lifecycle: { onTimeout: 'pause', autoResume: true } })
+      try {
+        const info = await s.getInfo()
+        if (info.lifecycle !== undefined) assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true })
+        await serve(s, 8080, 'up\n')
+        const url = `http://${s.getHost(8080)}/index.html`
+        assert.equal((await httpGetServed(url)).status, 200)
+        if (typeof s.pause === 'function') await s.pause()
+        else await s.betaPause()
+        assert.equal((await s.getInfo()).state, 'paused')
+        // The request wakes it. E2B's pause is a suspend here, and a jail keeps
+        // no processes across one (docs/e2b.md): the woken sandbox answers that
+        // nothing listens, where a paused one would answer 409.
+        const r = await httpGet(url)
+        assert.equal(r.status, 502, r.body)
+        assert.equal((await s.getInfo()).state, 'running')
+        await serve(s, 8080, 'again\n')
+        const r2 = await httpGetServed(url)
+        assert.equal(r2.status, 200, r2.body)
+        assert.equal(r2.body, 'again\n')
+      } finally {
+        await s.kill()
+      }
+    })
+
     test('a wrong API key is an AuthenticationError', async () => {
       await assert.rejects(Sandbox.create({ apiKey: 'spk_key_wrong_wrongwrongwrong' }), (err) => err instanceof AuthenticationError)
       await assert.rejects(Sandbox.list({ apiKey: 'spk_key_wrong_wrongwrongwrong' }).nextItems(), (err) => err instanceof AuthenticationError)

@@ -568,6 +568,53 @@ START_TEST(public_then_token)
 }
 END_TEST
 
+/* ---- sandbox create --auto-resume, sandbox ingress --auto-resume ---- */
+
+START_TEST(auto_resume_flags)
+{
+        use_profile("resume");
+        char id[64], host[160], page[128], path[128], want[160];
+        create("--auto-resume", NULL, id);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        _cleanup_json_ json_object *s = sp_test_api(&S, S.admin_key, "GET", path, 200, NULL, NULL);
+        json_object *ing = NULL, *ar = NULL;
+        ck_assert(json_object_object_get_ex(s, "ingress", &ing) && json_object_object_get_ex(ing, "auto_resume", &ar) &&
+                  json_object_get_boolean(ar));
+
+        _cleanup_ctl_result_ ctl_result pub = ctl_run(NULL, NULL, "sandbox", "ingress", id, "public", NULL);
+        ctl_assert_code(pub, 0);
+        snprintf(want, sizeof(want), "%s: ingress public, auto-resume\n", id);
+        ck_assert_str_eq(pub.out.data, want);
+        serve(id);
+        page_of(id, page);
+        host_of(host, sizeof(host), 8080, id);
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        ck_assert_int_eq(get_when_up(dp_port, host, "/index.html", NULL, &body), 200);
+
+        /* Paused: the next request wakes it, and its server answers. */
+        _cleanup_ctl_result_ ctl_result p = ctl_run(NULL, NULL, "sandbox", "pause", id, NULL);
+        ctl_assert_code(p, 0);
+        ck_assert_int_eq(get(dp_port, host, "/index.html", NULL, &body, NULL), 200);
+        ck_assert_str_eq(body.data, page);
+        _cleanup_json_ json_object *s2 = sp_test_api(&S, S.admin_key, "GET", path, 200, NULL, NULL);
+        ck_assert_str_eq(sp_test_jstr(s2, "state"), "running");
+
+        _cleanup_ctl_result_ ctl_result off = ctl_run(NULL, NULL, "sandbox", "ingress", id, "--no-auto-resume", NULL);
+        ctl_assert_code(off, 0);
+        snprintf(want, sizeof(want), "%s: ingress public\n", id);
+        ck_assert_str_eq(off.out.data, want);
+        _cleanup_ctl_result_ ctl_result none = ctl_run(NULL, NULL, "sandbox", "ingress", id, NULL);
+        ctl_assert_code(none, 2);
+        ck_assert_ptr_nonnull(strstr(none.err.data, "give a mode"));
+        _cleanup_ctl_result_ ctl_result both =
+                ctl_run(NULL, NULL, "sandbox", "ingress", id, "--auto-resume", "--no-auto-resume", NULL);
+        ctl_assert_code(both, 2);
+        _cleanup_json_ json_object *s3 = sp_test_api(&S, S.admin_key, "GET", path, 200, NULL, NULL);
+        ck_assert(json_object_object_get_ex(s3, "ingress", &ing) &&
+                  json_object_object_get_ex(ing, "auto_resume", &ar) && !json_object_get_boolean(ar));
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("spacectl_ingress");
@@ -577,6 +624,7 @@ static Suite *suite(void)
         tcase_add_test(tc, url_prints_both_forms_and_a_working_token);
         tcase_add_test(tc, port_forward_serves_http_and_a_websocket);
         tcase_add_test(tc, public_then_token);
+        tcase_add_test(tc, auto_resume_flags);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -75,6 +75,12 @@ START_TEST(creates)
                 /* Not an integer: the default (the public API checks metadata and env). */
                 {"{\"timeout\":\"60\",\"metadata\":[1]}",
                  "{\"template\":\"tpl\",\"metadata\":[1],\"timeout_s\":300,\"end_action\":\"kill\"}"},
+                /* lifecycle.autoResume: traffic wakes it (auto_resume). */
+                {"{\"autoPause\":true,\"autoResume\":{\"enabled\":true}}",
+                 "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"suspend\",\"auto_resume\":true}"},
+                {"{\"autoResume\":{\"enabled\":false}}",
+                 "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\",\"auto_resume\":false}"},
+                {"{\"autoResume\":null}", "{\"template\":\"tpl\",\"timeout_s\":300,\"end_action\":\"kill\"}"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
                 _cleanup_json_ json_object *in = body_ok(cases[i].in), *out = NULL;
@@ -89,6 +95,14 @@ START_TEST(creates)
                 ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) < 0, "%s accepted", bad[i]);
                 ck_assert_int_eq(e->code, SP_E_INVALID);
                 ck_assert_str_eq(e->message, "timeout must be 0 to 2592000 seconds");
+                ck_assert_ptr_null(out);
+        }
+        const char *bad_resume[] = {"{\"autoResume\":true}", "{\"autoResume\":{}}", "{\"autoResume\":{\"enabled\":1}}"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_resume); i++) {
+                _cleanup_json_ json_object *in = body_ok(bad_resume[i]), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) < 0, "%s accepted", bad_resume[i]);
+                ck_assert_str_eq(e->message, "autoResume must be {\"enabled\": true|false}");
                 ck_assert_ptr_null(out);
         }
 }
