@@ -5,9 +5,10 @@
  * direct mode and points this program at it).
  *
  *   space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] [--samples N]
- *                   [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] [--load-creates N]
- *                   [--density-max N] [--density-seconds N] [--ingress-samples N] [--ingress-mib N]
- *                   [--ingress-runs N] [--only PHASE,…]
+ *                   [--exec-samples N] [--stream-mib N] [--stream-runs N] [--load-levels N,N,…]
+ *                   [--load-creates N] [--load-execs N] [--load-seconds N] [--density-max N]
+ *                   [--density-seconds N] [--ingress-samples N] [--ingress-mib N] [--ingress-runs N]
+ *                   [--only PHASE,…]
  *
  * Phases, in this order (each bounded in count and time):
  *   create        create → running (POST /v1/sandboxes, then the operation
@@ -27,8 +28,15 @@
  *                 connections (connect → last byte) and downloads of
  *                 --ingress-mib MiB, and in the same run the same GETs to
  *                 the same server (the host's busybox httpd) on loopback;
- *   load          sustained creates: --concurrency processes creating
- *                 --load-creates sandboxes (cold), each deleted once running;
+ *   load          sustained load, one level per client count of
+ *                 --load-levels (default 1,4,8,16), each bounded by a count
+ *                 and --load-seconds (load.h): cold creates (each sandbox
+ *                 deleted once running; --load-creates a level), then `true`
+ *                 round trips as phase exec's, each client in a running
+ *                 sandbox of its own (--load-execs a level); a level that
+ *                 fails or times out is reported and the larger ones of its
+ *                 kind are skipped (--only create-load or exec-load runs one
+ *                 kind);
  *   density       idle sandboxes created in batches until --density-max, the
  *                 time bound, or the first failure; host memory per sandbox
  *                 from MemAvailable and from the worker's cgroup.
@@ -52,6 +60,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "load.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
@@ -64,13 +73,14 @@
 #define WARM_POOL 2
 #define OP_TIMEOUT_S 120
 #define DENSITY_BATCH 25
-#define MAX_CONCURRENCY 64
+#define MAX_LEVELS 8
 
 static struct {
         const char *api, *metrics, *cgroup, *only;
         char key[257];
-        int samples, exec_samples, stream_mib, stream_runs, concurrency, load_creates, density_max, density_s;
+        int samples, exec_samples, stream_mib, stream_runs, density_max, density_s;
         int ingress_samples, ingress_mib, ingress_runs;
+        int levels[MAX_LEVELS], nlevels, load_creates, load_execs, load_s;
 } opt;
 
 static bn_api A;
@@ -620,104 +630,128 @@ static void phase_ingress(void)
         delete_wait(id);
 }
 
-/* ---- sustained creates under load ---- */
+/* ---- sustained load: creates and exec round trips at 1, 4, 8, 16 … clients ---- */
 
-typedef struct load_result {
-        double ms;
-        int ok;
-        char delete_op[BN_ID_MAX]; /* "" when not deleted */
-} load_result;
-
-/* Client k: creates k, k+C, … (each waited for, then deleted without
- * waiting) and reports each on fd. */
-static void load_client(int k, int start_fd, int fd) __attribute__((noreturn));
-static void load_client(int k, int start_fd, int fd)
+static void add_level(const char *prefix, const bn_load_level *lv)
 {
-        bn_api a;
-        if (bn_api_init(&a, opt.api, opt.key, NULL) < 0)
-                _exit(1);
-        char c;
-        if (read(start_fd, &c, 1) < 0)
-                _exit(1);
-        for (int i = k; i < opt.load_creates; i += opt.concurrency) {
-                load_result r = {0};
-                char id[BN_ID_MAX] = "", op[BN_ID_MAX];
-                _cleanup_error_ sp_error *e = NULL;
-                int64_t t0 = sp_now_mono_us();
-                r.ok = bn_api_create(&a, BODY, id, op, &e) == 0 && bn_api_wait_op(&a, op, OP_TIMEOUT_S, &e) == 0;
-                r.ms = bn_ms_since(t0);
-                if (e)
-                        fprintf(stderr, "space-bench-api: load: %s\n", e->message);
-                if (id[0] && bn_api_delete(&a, id, r.delete_op, NULL) < 0)
-                        r.delete_op[0] = '\0';
-                if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
-                        _exit(1);
+        char k[96];
+        if (lv->ok > 0)
+                add_stats(prefix, lv->ms, lv->ok);
+        snprintf(k, sizeof(k), "%s_clients", prefix);
+        json_object_object_add(out, k, json_object_new_int(lv->clients));
+        snprintf(k, sizeof(k), "%s_per_s", prefix);
+        add_double(k, lv->seconds > 0 ? lv->ok / lv->seconds : 0);
+        snprintf(k, sizeof(k), "%s_seconds", prefix);
+        add_double(k, lv->seconds);
+        snprintf(k, sizeof(k), "%s_bound", prefix);
+        json_object_object_add(out, k, json_object_new_string(lv->time_bound ? "time" : "count"));
+        if (lv->error[0]) {
+                snprintf(k, sizeof(k), "%s_error", prefix);
+                json_object_object_add(out, k, json_object_new_string(lv->error));
         }
-        bn_api_done(&a);
-        _exit(0);
 }
 
-static void phase_load(void)
+static void add_skipped(const char *prefix, const char *why)
 {
-        int start[2], res[2];
-        if (pipe(start) < 0 || pipe(res) < 0)
-                fail("pipe", NULL);
-        pid_t kids[MAX_CONCURRENCY];
-        for (int k = 0; k < opt.concurrency; k++) {
-                kids[k] = fork();
-                if (kids[k] < 0)
-                        fail("fork", NULL);
-                if (kids[k] == 0) {
-                        close(start[1]);
-                        close(res[0]);
-                        load_client(k, start[0], res[1]);
-                }
-        }
-        close(start[0]);
-        close(res[1]);
-        load_result *rs = calloc((size_t)opt.load_creates, sizeof(*rs));
-        double *lat = samples_new(opt.load_creates);
-        if (!rs)
-                fail("allocating results", NULL);
-        int64_t t0 = sp_now_mono_us(), t1 = t0;
-        close(start[1]); /* go */
-        int n = 0;
-        ssize_t got;
-        while (n < opt.load_creates && (got = read(res[0], &rs[n], sizeof(*rs))) != 0) {
-                if (got < 0 && errno == EINTR)
+        char k[96];
+        snprintf(k, sizeof(k), "%s_error", prefix);
+        json_object_object_add(out, k, json_object_new_string(why));
+}
+
+static void level_progress(const char *what, const bn_load_level *lv)
+{
+        bn_stats s = bn_stats_of(lv->ms, lv->ok);
+        progress("load: %s, %d client%s: %d in %.1f s (%.1f/s), p50 %.1f ms, p99 %.1f ms%s%s", what, lv->clients,
+                 lv->clients == 1 ? "" : "s", lv->ok, lv->seconds, lv->seconds > 0 ? lv->ok / lv->seconds : 0, s.p50,
+                 s.p99, lv->error[0] ? "; failed: " : "", lv->error);
+}
+
+/* Runs the levels of kind in order; a level that fails or times out is
+ * reported, and the levels after it (more clients) are skipped. For creates,
+ * the figures of the largest level of at most 8 clients that succeeded are
+ * also kept under the keys of the former single-level phase. */
+static void load_levels(bn_load_kind kind, const bn_load_config *cfg, const char *setup_error)
+{
+        const char *what = kind == BN_LOAD_CREATE ? "creates" : "exec round trips";
+        char why[640] = "";
+        if (setup_error)
+                snprintf(why, sizeof(why), "not run: %s", setup_error);
+        for (int i = 0; i < opt.nlevels; i++) {
+                char prefix[32];
+                snprintf(prefix, sizeof(prefix), "%s_load_%d", kind == BN_LOAD_CREATE ? "create" : "exec",
+                         opt.levels[i]);
+                if (why[0]) {
+                        add_skipped(prefix, why);
                         continue;
-                if (got != (ssize_t)sizeof(*rs))
-                        fail("a load client's report was cut short", NULL);
-                t1 = sp_now_mono_us();
-                n++;
+                }
+                bn_load_level lv;
+                bn_load_run(&A, kind, cfg, opt.levels[i], &lv);
+                level_progress(what, &lv);
+                add_level(prefix, &lv);
+                if (lv.error[0])
+                        snprintf(why, sizeof(why), "skipped: the level of %d client%s failed", lv.clients,
+                                 lv.clients == 1 ? "" : "s");
+                else if (kind == BN_LOAD_CREATE && lv.clients <= 8) {
+                        json_object_object_add(out, "load_concurrency", json_object_new_int(lv.clients));
+                        json_object_object_add(out, "load_creates", json_object_new_int(lv.ok));
+                        add_double("load_creates_per_s", lv.seconds > 0 ? lv.ok / lv.seconds : 0);
+                        add_stats("create_load", lv.ms, lv.ok);
+                }
+                bn_load_level_done(&lv);
         }
-        close(res[0]);
-        int failed = opt.load_creates - n, nlat = 0;
-        for (int k = 0; k < opt.concurrency; k++) {
-                int st = 0;
-                waitpid(kids[k], &st, 0);
-                failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+static bn_load_config load_config(int ops)
+{
+        return (bn_load_config){.api = opt.api,
+                                .key = opt.key,
+                                .create_body = BODY,
+                                .op_timeout_s = OP_TIMEOUT_S,
+                                .seconds = opt.load_s,
+                                .ops = ops};
+}
+
+static void phase_load_create(void)
+{
+        bn_load_config cfg = load_config(opt.load_creates);
+        load_levels(BN_LOAD_CREATE, &cfg, NULL);
+}
+
+/* Each client runs in a sandbox of its own, as agents each with their own
+ * sandbox would: as many sandboxes as the largest level, made once for all
+ * the levels, deleted after them. */
+static void phase_load_exec(void)
+{
+        int n = opt.levels[opt.nlevels - 1], made = 0;
+        char ids[BN_LOAD_MAX_CLIENTS][BN_ID_MAX], ops[BN_LOAD_MAX_CLIENTS][BN_ID_MAX];
+        const char *sandboxes[BN_LOAD_MAX_CLIENTS];
+        _cleanup_error_ sp_error *e = NULL;
+        for (; made < n; made++) {
+                if (bn_api_create(&A, BODY, ids[made], ops[made], &e) < 0)
+                        break;
+                sandboxes[made] = ids[made];
         }
-        for (int i = 0; i < n; i++) {
-                _cleanup_error_ sp_error *e = NULL;
-                if (rs[i].ok)
-                        lat[nlat++] = rs[i].ms;
-                else
-                        failed++;
-                if (rs[i].delete_op[0] && bn_api_wait_op(&A, rs[i].delete_op, OP_TIMEOUT_S, &e) < 0)
-                        fail("a delete under load", e);
+        for (int i = 0; i < made; i++) {
+                _cleanup_error_ sp_error *we = NULL;
+                if (bn_api_wait_op(&A, ops[i], OP_TIMEOUT_S, &we) < 0 && !e)
+                        e = TAKE_PTR(we);
         }
-        if (failed) {
-                fprintf(stderr, "space-bench-api: %d of %d creates under load failed\n", failed, opt.load_creates);
-                exit(1);
+        char setup[600] = "";
+        if (e)
+                snprintf(setup, sizeof(setup), "making %d sandboxes for the clients: %s", n, e->message);
+        bn_load_config cfg = load_config(opt.load_execs);
+        cfg.sandboxes = sandboxes;
+        load_levels(BN_LOAD_EXEC, &cfg, e ? setup : NULL);
+        for (int i = 0; i < made; i++) {
+                _cleanup_error_ sp_error *de = NULL;
+                if (bn_api_delete(&A, ids[i], ops[i], &de) < 0)
+                        fail("deleting the exec clients' sandboxes", de);
         }
-        double wall = (double)(t1 - t0) / 1e6;
-        json_object_object_add(out, "load_concurrency", json_object_new_int(opt.concurrency));
-        json_object_object_add(out, "load_creates", json_object_new_int(opt.load_creates));
-        add_double("load_creates_per_s", wall > 0 ? opt.load_creates / wall : 0);
-        add_stats("create_load", lat, nlat);
-        free(lat);
-        free(rs);
+        for (int i = 0; i < made; i++) {
+                _cleanup_error_ sp_error *de = NULL;
+                if (bn_api_wait_op(&A, ops[i], OP_TIMEOUT_S, &de) < 0)
+                        fail("deleting the exec clients' sandboxes", de);
+        }
 }
 
 /* ---- density ---- */
@@ -845,6 +879,29 @@ static int arg_int(const char *name, const char *v, int lo, int hi)
         return (int)n;
 }
 
+/* --load-levels: client counts, ascending, comma-separated. */
+static void parse_levels(const char *list)
+{
+        opt.nlevels = 0;
+        for (const char *p = list; *p;) {
+                char one[16];
+                size_t len = strcspn(p, ",");
+                snprintf(one, sizeof(one), "%.*s", (int)(len < sizeof(one) - 1 ? len : sizeof(one) - 1), p);
+                int n = arg_int("each of --load-levels", one, 1, BN_LOAD_MAX_CLIENTS);
+                if (opt.nlevels == MAX_LEVELS || (opt.nlevels > 0 && n <= opt.levels[opt.nlevels - 1])) {
+                        fprintf(stderr, "space-bench-api: --load-levels takes up to %d client counts, ascending\n",
+                                MAX_LEVELS);
+                        exit(2);
+                }
+                opt.levels[opt.nlevels++] = n;
+                p += len + (p[len] == ',');
+        }
+        if (opt.nlevels == 0) {
+                fprintf(stderr, "space-bench-api: --load-levels needs at least one client count\n");
+                exit(2);
+        }
+}
+
 /* Whether --only (a comma-separated list of phases) names phase, or is absent. */
 static bool wanted(const char *phase)
 {
@@ -865,9 +922,9 @@ static void usage(void)
 {
         fprintf(stderr,
                 "usage: space-bench-api --api URL --key-file FILE --metrics URL [--cgroup NAME] [--quick] "
-                "[--samples N] [--exec-samples N] [--stream-mib N] [--stream-runs N] [--concurrency N] "
-                "[--load-creates N] [--density-max N] [--density-seconds N] [--ingress-samples N] [--ingress-mib N] "
-                "[--ingress-runs N] [--only PHASE,…]\n");
+                "[--samples N] [--exec-samples N] [--stream-mib N] [--stream-runs N] [--load-levels N,N,…] "
+                "[--load-creates N] [--load-execs N] [--load-seconds N] [--density-max N] [--density-seconds N] "
+                "[--ingress-samples N] [--ingress-mib N] [--ingress-runs N] [--only PHASE,…]\n");
         exit(2);
 }
 
@@ -889,8 +946,9 @@ int main(int argc, char **argv)
 {
         bool quick = false;
         const char *key_file = NULL;
-        int samples = 0, exec_samples = 0, stream_mib = 0, stream_runs = 0, concurrency = 0, load_creates = 0,
-            density_max = -1, density_s = 0;
+        int samples = 0, exec_samples = 0, stream_mib = 0, stream_runs = 0, load_creates = 0, load_execs = 0,
+            load_s = 0, density_max = -1, density_s = 0;
+        const char *levels = "1,4,8,16";
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
                 if (strcmp(a, "--quick") == 0)
@@ -913,10 +971,14 @@ int main(int argc, char **argv)
                         stream_mib = arg_int(a, v, 1, 16384);
                 else if (strcmp(a, "--stream-runs") == 0 && ++i)
                         stream_runs = arg_int(a, v, 1, 100);
-                else if (strcmp(a, "--concurrency") == 0 && ++i)
-                        concurrency = arg_int(a, v, 1, MAX_CONCURRENCY);
+                else if (strcmp(a, "--load-levels") == 0 && v && ++i)
+                        levels = v;
                 else if (strcmp(a, "--load-creates") == 0 && ++i)
                         load_creates = arg_int(a, v, 1, 100000);
+                else if (strcmp(a, "--load-execs") == 0 && ++i)
+                        load_execs = arg_int(a, v, 1, 1000000);
+                else if (strcmp(a, "--load-seconds") == 0 && ++i)
+                        load_s = arg_int(a, v, 1, 3600);
                 else if (strcmp(a, "--density-max") == 0 && ++i)
                         density_max = arg_int(a, v, 0, 100000);
                 else if (strcmp(a, "--density-seconds") == 0 && ++i)
@@ -937,15 +999,15 @@ int main(int argc, char **argv)
         opt.exec_samples = exec_samples ? exec_samples : quick ? 30 : 300;
         opt.stream_mib = stream_mib ? stream_mib : quick ? 32 : 256;
         opt.stream_runs = stream_runs ? stream_runs : quick ? 1 : 5;
-        opt.concurrency = concurrency ? concurrency : quick ? 4 : 8;
-        opt.load_creates = load_creates ? load_creates : quick ? 40 : 400;
+        parse_levels(levels);
+        opt.load_creates = load_creates ? load_creates : quick ? 60 : 400;
+        opt.load_execs = load_execs ? load_execs : quick ? 300 : 2000;
+        opt.load_s = load_s ? load_s : quick ? 6 : 30;
         opt.density_max = density_max >= 0 ? density_max : quick ? 50 : 2000;
         opt.density_s = density_s ? density_s : quick ? 30 : 900;
         opt.ingress_samples = opt.ingress_samples ? opt.ingress_samples : quick ? 20 : 300;
         opt.ingress_mib = opt.ingress_mib ? opt.ingress_mib : quick ? 16 : 256;
         opt.ingress_runs = opt.ingress_runs ? opt.ingress_runs : quick ? 1 : 5;
-        if (opt.concurrency > opt.load_creates)
-                opt.concurrency = opt.load_creates;
         signal(SIGPIPE, SIG_IGN);
 
         _cleanup_error_ sp_error *e = NULL;
@@ -953,6 +1015,13 @@ int main(int argc, char **argv)
                 fail("API client", e);
         out = json_object_new_object();
         json_object_object_add(out, "samples", json_object_new_int(opt.samples));
+        if (wanted("load") || wanted("create-load") || wanted("exec-load")) {
+                json_object *lv = json_object_new_array();
+                for (int i = 0; i < opt.nlevels; i++)
+                        json_object_array_add(lv, json_object_new_int(opt.levels[i]));
+                json_object_object_add(out, "load_levels", lv);
+                json_object_object_add(out, "load_seconds", json_object_new_int(opt.load_s));
+        }
 
         set_warm_pool(0);
         wait_warm(0);
@@ -996,9 +1065,15 @@ int main(int argc, char **argv)
                          opt.ingress_samples, opt.ingress_runs, opt.ingress_mib);
                 phase_ingress();
         }
-        if (wanted("load")) {
-                progress("sustained creates: %d by %d clients", opt.load_creates, opt.concurrency);
-                phase_load();
+        if (wanted("load") || wanted("create-load")) {
+                progress("load: creates at %s clients (at most %d or %d s a level)", levels, opt.load_creates,
+                         opt.load_s);
+                phase_load_create();
+        }
+        if (wanted("load") || wanted("exec-load")) {
+                progress("load: exec round trips at %s clients (at most %d or %d s a level)", levels, opt.load_execs,
+                         opt.load_s);
+                phase_load_exec();
         }
         if (wanted("density") && opt.density_max > 0) {
                 progress("density: up to %d idle sandboxes or %d s", opt.density_max, opt.density_s);
