@@ -50,6 +50,7 @@ typedef struct relay {
         char *token;
         dp_ingress_token_src token_src;
         char token_tenant[DP_CLAIM_ID_MAX + 1]; /* the verified token's tenant */
+        char token_akey[DP_CLAIM_ID_MAX + 1]; /* and the API key that minted it ("" if none) */
         bool admitted;
         sp_rpc_stream *rpc; /* NULL once ended or cancelled */
         bool connected, upgrade_asked;
@@ -280,9 +281,7 @@ static void start_raw(relay *r)
         }
         r->upgraded = true;
         r->head_sent = true;
-        if (r->watchdog)
-                event_del(r->watchdog);
-        r->status = 101;
+        r->status = 101; /* the watchdog now checks access each second (on_watchdog) */
         r->d->metrics.ingress_upgrades++;
         dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 101, "upgraded");
         r->finished = true;
@@ -513,11 +512,53 @@ static void client_closed(sp_http_request *req, void *ud);
  * is not waited for; a request that has not moved for --ingress-answer-ms —
  * a server that does not read the body, or has it all and does not answer —
  * is answered 504. */
+/* An upgraded connection (a WebSocket) whose access ended: closed both ways. */
+static void access_ended(relay *r, const char *why)
+{
+        r->d->metrics.ingress_upgrades_ended++;
+        sp_log_info_kv(
+                SP_KV("request_id", sp_http_request_id(r->req), "sandbox_id", r->t.sandbox, "key_id", r->claims.kid),
+                "ingress: closing an upgraded connection to port %u: %s", r->t.port, why);
+        sp_http_raw_close(r->req); /* on_close frees */
+}
+
+static void rechecked(const dp_sandbox_info *info, const sp_error *err, void *ud)
+{
+        relay *r = ud;
+        r->lookup = NULL;
+        if (err && err->code == SP_E_NOT_FOUND)
+                access_ended(r, "the sandbox is gone");
+        else if (!err && !info->public_ && !r->token)
+                access_ended(r, "the sandbox's ingress is token now, and this connection came without one");
+}
+
+/* Access is checked when a request comes, and for an upgraded connection
+ * again each second while it lasts: a token whose API key was revoked, or a
+ * public sandbox switched to token (seen within the resolver's cache time),
+ * ends it. A token that expires does not: it was good when the connection
+ * was made. */
+static void recheck_access(relay *r)
+{
+        if (r->token) {
+                if (r->token_akey[0] && r->d->revoked && dp_revoked_has(r->d->revoked, r->token_akey))
+                        access_ended(r, "the API key that minted its token was revoked");
+                return;
+        }
+        if (r->lookup)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        r->lookup = dp_resolver_lookup(r->d->resolver, r->t.sandbox, rechecked, r, &e);
+}
+
 static void on_watchdog(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
         (void)what;
         relay *r = ud;
+        if (r->upgraded) {
+                recheck_access(r);
+                return;
+        }
         if (r->head_sent)
                 return;
         if (sp_http_request_peer_closed(r->req)) {
@@ -830,6 +871,7 @@ static int verify_token(relay *r, sp_error **err)
         }
         snprintf(r->claims.kid, sizeof(r->claims.kid), "%s", c.kid);
         snprintf(r->token_tenant, sizeof(r->token_tenant), "%s", c.tenant);
+        snprintf(r->token_akey, sizeof(r->token_akey), "%s", c.akey);
         return 0;
 }
 

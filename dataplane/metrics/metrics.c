@@ -85,6 +85,10 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                  "Ingress connections switched to another protocol (WebSockets).", "", m->ingress_upgrades},
                 {"space_dataplane_ingress_upgraded", "gauge", "Upgraded ingress connections open.", "",
                  m->ingress_upgrades - m->ingress_upgrades_closed},
+                {"space_dataplane_ingress_upgrades_ended_total", "counter",
+                 "Upgraded ingress connections the data plane closed: their token's API key was revoked, or their "
+                 "public sandbox switched to token.",
+                 "", m->ingress_upgrades_ended},
                 {"space_dataplane_ingress_no_listener_total", "counter",
                  "Ingress requests answered 502: nothing listened on the port in the sandbox.", "",
                  m->ingress_no_listener},

@@ -63,6 +63,7 @@ typedef struct dp_metrics {
         uint64_t template_bytes_in; /* template archives streamed to workers */
         uint64_t ingress_bytes_in, ingress_bytes_out; /* to and from servers in sandboxes */
         uint64_t ingress_upgrades, ingress_upgrades_closed; /* WebSockets (101) relayed; open = the difference */
+        uint64_t ingress_upgrades_ended; /* of those, closed by the data plane: their access ended */
         uint64_t ingress_no_listener; /* 502: nothing listened on the port */
         uint64_t ingress_wakes; /* requests that asked the control plane to wake their sandbox */
         uint64_t ingress_wake_timeouts; /* of requests waiting for a sandbox to wake: answered 504 */

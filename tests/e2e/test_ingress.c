@@ -14,8 +14,10 @@
  * the first); a WebSocket upgrade relays bytes both ways; access: no token
  * 401, another sandbox's token 403, another tenant's token 404 exactly as a
  * missing sandbox, a public sandbox open to all, ?space_token= kept as a
- * cookie; the data plane killed mid-download gives a short, closed answer,
- * and a retry after its restart works.
+ * cookie; an open WebSocket ends when its token's API key is revoked, or
+ * (opened without a token) when its public sandbox switches to token; the
+ * data plane killed mid-download gives a short, closed answer, and a retry
+ * after its restart works.
  *
  * Waking (auto_resume): a paused sandbox without it answers 409 and stays
  * paused; with it, a request is let through first (no token: 401, still
@@ -256,6 +258,41 @@ static int64_t rss_kib(pid_t pid)
         const char *p = strstr(s.data, "VmRSS:");
         ck_assert_ptr_nonnull(p);
         return strtoll(p + 6, NULL, 10);
+}
+
+/* Opens a WebSocket to host (the handshake answered by the server in the
+ * sandbox) with extra headers, and checks bytes go both ways. */
+static int open_ws(const char *host, const char *headers)
+{
+        int fd = dial();
+        char req[8192];
+        int n = snprintf(req, sizeof(req),
+                         "GET /chat HTTP/1.1\r\nHost: %s\r\n%sConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                         "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\nping",
+                         host, headers);
+        send_all(fd, req, (size_t)n);
+        _cleanup_buf_ sp_buf h = SP_BUF_INIT, got = SP_BUF_INIT;
+        ck_assert_int_eq(read_head(fd, &h, &got), 101);
+        char buf[256];
+        for (int64_t deadline = mono_ms() + 30000; got.len < 4 && mono_ms() < deadline;) {
+                ssize_t r = read_some(fd, buf, sizeof(buf), 500);
+                ck_assert_int_ne(r, 0);
+                if (r > 0)
+                        sp_buf_append(&got, buf, (size_t)r, NULL);
+        }
+        ck_assert_uint_eq(got.len, 4);
+        return fd;
+}
+
+/* Whether the data plane closes fd within ms (bytes echoed meanwhile are read). */
+static bool ws_closed_within(int fd, int ms)
+{
+        char buf[256];
+        for (int64_t deadline = mono_ms() + ms; mono_ms() < deadline;) {
+                if (read_some(fd, buf, sizeof(buf), 500) == 0) /* the end, or reset */
+                        return true;
+        }
+        return false;
 }
 
 /* The servers: httpd on 8080 with /big (200 MiB, its SHA-256 beside it), a
@@ -562,6 +599,30 @@ START_TEST(ingress_end_to_end)
         ck_assert_uint_eq(echo.len, bulk);
         ck_assert_msg(memcmp(echo.data, src, bulk) == 0, "the echo differs from what was sent");
         free(src);
+
+        /* An open WebSocket ends when the API key that minted its token is
+         * revoked, and one that came without a token when its public sandbox
+         * switches to token. */
+        _cleanup_json_ json_object *k2 = sp_test_api(&S, key, "POST", "/v1/keys", 201, "{\"name\":\"ws\"}", NULL);
+        char tok_k2[4096], hdr_k2[4300], kpath[128];
+        mint(sp_test_jstr(k2, "secret"), sbx, tok_k2);
+        snprintf(hdr_k2, sizeof(hdr_k2), "X-Space-Ingress-Token: %s\r\n", tok_k2);
+        int wsfd = open_ws(wshost, hdr_k2);
+        snprintf(kpath, sizeof(kpath), "/v1/keys/%s", sp_test_jstr(k2, "id"));
+        json_object_put(sp_test_api(&S, key, "DELETE", kpath, 204, NULL, NULL));
+        ck_assert_msg(ws_closed_within(wsfd, 20000), "the WebSocket outlived its revoked key");
+        close(wsfd);
+        char ipath[128];
+        snprintf(ipath, sizeof(ipath), "/v1/sandboxes/%s/ingress", sbx);
+        json_object_put(sp_test_api(&S, key, "PUT", ipath, 200, "{\"mode\":\"public\"}", NULL));
+        sleep(3); /* the data plane's cache */
+        wsfd = open_ws(wshost, "");
+        json_object_put(sp_test_api(&S, key, "PUT", ipath, 200, "{\"mode\":\"token\"}", NULL));
+        ck_assert_msg(ws_closed_within(wsfd, 20000), "the token-less WebSocket outlived the switch to token");
+        close(wsfd);
+        sp_buf_clear(&body);
+        ck_assert_int_eq(request("GET", "/metrics", "127.0.0.1", NULL, NULL, NULL, &body), 200);
+        ck_assert_msg(strstr(body.data, "space_dataplane_ingress_upgrades_ended_total 2"), "%s", body.data);
 
         /* A server that takes the request and never answers: 504 once the
          * data plane's --ingress-answer-ms (3 s here) has passed. */
