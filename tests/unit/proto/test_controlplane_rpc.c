@@ -180,6 +180,20 @@ START_TEST(answers_are_open_but_revoked_keys)
         ck_assert_int_eq(pr_msg_decode(&pr_cp_resolve_sandbox_resp_schema, rs, &rr, NULL), 0);
         ck_assert_ptr_null(rr.worker);
         ck_assert_str_eq(rr.ingress, "token");
+        ck_assert(!rr.auto_resume && !rr.waking); /* absent: false (a control plane before them) */
+        _cleanup_json_ json_object *rs2 = parse("{\"sandbox_id\":\"sbx_1\",\"tenant_id\":\"ten_1\",\"state\":"
+                                                "\"paused\",\"ingress\":\"public\",\"auto_resume\":true,"
+                                                "\"waking\":true}");
+        ck_assert_int_eq(pr_msg_decode(&pr_cp_resolve_sandbox_resp_schema, rs2, &rr, NULL), 0);
+        ck_assert(rr.auto_resume && rr.waking);
+        /* The request's wake is left out when false, so older control planes
+         * (whose request schema is closed) still take it. */
+        _cleanup_json_ json_object *q0 =
+                pr_msg_encode(&pr_cp_resolve_sandbox_schema, &(pr_cp_resolve_sandbox){.sandbox_id = "sbx_1"});
+        ck_assert_str_eq(sp_json_str(q0), "{\"sandbox_id\":\"sbx_1\"}");
+        _cleanup_json_ json_object *q1 = pr_msg_encode(&pr_cp_resolve_sandbox_schema,
+                                                       &(pr_cp_resolve_sandbox){.sandbox_id = "sbx_1", .wake = true});
+        ck_assert_str_eq(sp_json_str(q1), "{\"sandbox_id\":\"sbx_1\",\"wake\":true}");
         _cleanup_json_ json_object *tk = parse("{\"token_keys\":[\"PEM\"],\"later\":1}");
         pr_cp_token_keys_resp k;
         ck_assert_int_eq(pr_msg_decode(&pr_cp_token_keys_resp_schema, tk, &k, NULL), 0);
