@@ -57,6 +57,10 @@ typedef struct ag_user {
 int ag_user_lookup(const char *name, ag_user *ret, sp_error **err);
 /* Resolves a request path: absolute as is, relative to the user's home. */
 int ag_path_resolve(const ag_user *u, const char *path, char *out, size_t outlen, sp_error **err);
+/* The name of id in db ("/etc/passwd" for a uid, "/etc/group" for a gid:
+ * both keep the id in their third field) into out; -1 when none has it
+ * (or the name does not fit). */
+int ag_id_name(const char *db, unsigned long id, char *out, size_t outlen);
 
 /* ===== layers 0 and 1: the event loop (loop.h), connections (conn.h) ===== */
 

@@ -1,10 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* File operations, performed inside the sandbox as the requested user
- * (setfsuid/setfsgid around each operation). */
+/*
+ * File operations, performed inside the sandbox as the requested user.
+ *
+ * The agent is the sandbox's root; around each operation it takes the
+ * user's filesystem identity (setfsuid, setfsgid and the user's groups,
+ * become()) and gives it back after. Every path is then resolved and
+ * checked by the kernel with the user's rights alone: setting a nonzero
+ * fsuid drops the filesystem capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER,
+ * CAP_CHOWN ...), so a symlink or a `..` planted anywhere, or a rename
+ * racing the operation, reaches only what the user could reach from a
+ * shell, and what is created (files, parent directories) belongs to the
+ * user. Nothing is resolved in user space: no window between a check and
+ * its use. The agent's root is the sandbox's root filesystem, so root too
+ * stays inside the sandbox.
+ *
+ * Single-threaded (the agent's loop): the identity is process-wide while an
+ * operation runs.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -42,18 +59,24 @@ static bool id_mapped(const char *map, unsigned id)
         return false;
 }
 
+/* Gives the agent its own identity back: root's fsuid and fsgid, and no
+ * supplementary groups (as ag_enter_jail() left it). */
 static void restore(fsid old)
 {
         setfsuid(old.uid);
         setfsgid(old.gid);
+        (void)setgroups(0, NULL);
 }
 
-/* Takes the user's filesystem identity, saving the agent's in *old. An id
- * the sandbox's user namespace does not map cannot be taken: setfsuid and
- * setfsgid then change nothing and say nothing, and the operation would run
- * as root. So the ids are checked against the maps and the switch is read
- * back (setfsuid(-1) changes nothing and returns the current one):
- * SP_E_PERMISSION naming the user when either fails. */
+/* Takes the user's filesystem identity — fsuid, fsgid and its groups from
+ * /etc/group, as a command of the user gets them — saving the agent's in
+ * *old. An id the sandbox's user namespace does not map cannot be taken:
+ * setfsuid and setfsgid then change nothing and say nothing, and the
+ * operation would run as root. So the ids are checked against the maps and
+ * the switch is read back (setfsuid(-1) changes nothing and returns the
+ * current one): SP_E_PERMISSION naming the user when either fails. Groups
+ * that cannot be set fail the same way (fewer groups would be safe, but
+ * the answer would not be the user's). */
 static int become(const ag_user *u, fsid *old, sp_error **err)
 {
         if (!id_mapped("/proc/self/uid_map", u->uid) || !id_mapped("/proc/self/gid_map", u->gid))
@@ -61,6 +84,9 @@ static int become(const ag_user *u, fsid *old, sp_error **err)
                                     "cannot act as the user '%s': its uid %u or gid %u is not mapped in this sandbox",
                                     u->name, (unsigned)u->uid, (unsigned)u->gid);
         *old = (fsid){.uid = (uid_t)setfsuid((uid_t)-1), .gid = (gid_t)setfsgid((gid_t)-1)};
+        if (setgroups((size_t)u->ngroups, u->groups) < 0)
+                return sp_error_set_errno(err, SP_E_PERMISSION, errno, "cannot take the groups of the user '%s'",
+                                          u->name);
         setfsgid(u->gid);
         setfsuid(u->uid);
         if ((uid_t)setfsuid((uid_t)-1) != u->uid || (gid_t)setfsgid((gid_t)-1) != u->gid) {
@@ -87,7 +113,36 @@ static const char *type_name(mode_t m)
         return "other";
 }
 
-static json_object *stat_json(const char *path, const char *name, const struct stat *st)
+/* The names of the last uid and gid looked up (an operation's entries
+ * mostly share their owner): "" when the sandbox has no name for it. */
+typedef struct id_names {
+        bool have_uid, have_gid;
+        uid_t uid;
+        gid_t gid;
+        char user[64], group[64];
+} id_names;
+
+static void add_id_names(json_object *o, const struct stat *st, id_names *c)
+{
+        if (!c->have_uid || c->uid != st->st_uid) {
+                c->have_uid = true;
+                c->uid = st->st_uid;
+                if (ag_id_name("/etc/passwd", st->st_uid, c->user, sizeof(c->user)) < 0)
+                        c->user[0] = '\0';
+        }
+        if (!c->have_gid || c->gid != st->st_gid) {
+                c->have_gid = true;
+                c->gid = st->st_gid;
+                if (ag_id_name("/etc/group", st->st_gid, c->group, sizeof(c->group)) < 0)
+                        c->group[0] = '\0';
+        }
+        if (c->user[0])
+                json_object_object_add(o, "owner", json_object_new_string(c->user));
+        if (c->group[0])
+                json_object_object_add(o, "group", json_object_new_string(c->group));
+}
+
+static json_object *stat_json(const char *path, const char *name, const struct stat *st, id_names *names)
 {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "name", json_object_new_string(name));
@@ -97,6 +152,7 @@ static json_object *stat_json(const char *path, const char *name, const struct s
         json_object_object_add(o, "mode", json_object_new_int((int)(st->st_mode & 07777)));
         json_object_object_add(o, "uid", json_object_new_int((int)st->st_uid));
         json_object_object_add(o, "gid", json_object_new_int((int)st->st_gid));
+        add_id_names(o, st, names);
         char ts[32];
         sp_time_format_rfc3339((int64_t)st->st_mtim.tv_sec * SP_USEC_PER_SEC + st->st_mtim.tv_nsec / 1000, ts);
         json_object_object_add(o, "mtime", json_object_new_string(ts));
@@ -126,7 +182,8 @@ static int op_stat(const char *path, bool follow, json_object **ret, sp_error **
         struct stat st;
         if ((follow ? stat(path, &st) : lstat(path, &st)) < 0)
                 return fail_errno(err, errno, "stat", path);
-        *ret = stat_json(path, base_name(path), &st);
+        id_names names = {0};
+        *ret = stat_json(path, base_name(path), &st, &names);
         return 0;
 }
 
@@ -162,13 +219,14 @@ static int op_list(const char *path, int64_t limit, json_object **ret, sp_error 
         if (!names)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         qsort(names, n, sizeof(char *), cmp_names);
+        id_names ids = {0};
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
                 char full[PATH_MAX];
                 struct stat st;
                 snprintf(full, sizeof(full), "%s/%s", strcmp(path, "/") == 0 ? "" : path, names[i]);
                 if (names[i] && lstat(full, &st) == 0)
-                        json_object_array_add(arr, stat_json(full, names[i], &st));
+                        json_object_array_add(arr, stat_json(full, names[i], &st, &ids));
                 free(names[i]);
         }
         free(names);
@@ -179,26 +237,31 @@ static int op_list(const char *path, int64_t limit, json_object **ret, sp_error 
         return 0;
 }
 
-static int mkdir_parents(char *path, mode_t mode)
+/* Makes the directory path and every missing one above it (mode, as the
+ * identity in force), like mkdir -p; an existing directory is fine. The
+ * error names the directory that could not be made. path is changed while
+ * it runs and restored. */
+static int mkdir_parents(char *path, mode_t mode, sp_error **err)
 {
         for (char *s = path + 1; *s; s++) {
-                if (*s != '/')
+                if (*s != '/' || s[-1] == '/')
                         continue;
                 *s = '\0';
-                int r = mkdir(path, mode);
+                int r = mkdir(path, mode) < 0 && errno != EEXIST ? -errno : 0;
+                if (r < 0) {
+                        fail_errno(err, -r, "mkdir", path);
+                        *s = '/';
+                        return r;
+                }
                 *s = '/';
-                if (r < 0 && errno != EEXIST)
-                        return -1;
         }
         if (mkdir(path, mode) < 0 && errno != EEXIST)
-                return -1;
+                return fail_errno(err, errno, "mkdir", path);
         struct stat st;
         if (stat(path, &st) < 0)
-                return -1;
-        if (!S_ISDIR(st.st_mode)) {
-                errno = ENOTDIR;
-                return -1;
-        }
+                return fail_errno(err, errno, "mkdir", path);
+        if (!S_ISDIR(st.st_mode))
+                return fail_errno(err, ENOTDIR, "mkdir", path);
         return 0;
 }
 
@@ -259,7 +322,7 @@ void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
         case PR_OP_MKDIR: {
                 mode_t mode = req->has_mode ? req->mode : 0755;
                 if (req->parents)
-                        r = mkdir_parents(path, mode) < 0 ? fail_errno(&e, errno, "mkdir", path) : 0;
+                        r = mkdir_parents(path, mode, &e);
                 else
                         r = mkdir(path, mode) < 0 ? fail_errno(&e, errno, "mkdir", path) : 0;
                 break;
@@ -377,6 +440,66 @@ static void read_pump(ag_transfer *t)
         }
 }
 
+/* Opens path (resolved) for a read, as the identity in force. */
+static int open_read(ag_transfer *t, const pr_agent_request *req, const char *path, sp_error **err)
+{
+        t->reading = true;
+        t->remaining = req->length;
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer; the flag is
+         * cleared once the file is known to be regular. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return fail_errno(err, errno, "read", path);
+        if (check_regular(fd, "read", path, err) < 0)
+                return -SP_E_INVALID;
+        if (req->offset && lseek(fd, req->offset, SEEK_SET) < 0)
+                return fail_errno(err, errno, "seek", path);
+        ag_outstream_init(&t->out, TAKE_FD(fd), req->window);
+        return 0;
+}
+
+/* Opens path (resolved) for a write, as the identity in force: after its
+ * missing parents are made when the request asks (mode 0755, so they belong
+ * to the user too), the file itself for an append, else a temporary file
+ * beside it that the EOF renames over it. */
+static int open_write(ag_transfer *t, const pr_agent_request *req, const char *path, sp_error **err)
+{
+        char dir[PATH_MAX], parent[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", path);
+        snprintf(parent, sizeof(parent), "%s", dirname(dir));
+        if (req->parents && mkdir_parents(parent, 0755, err) < 0)
+                return sp_error_wrap(err, "write %s", path);
+        t->append = req->append;
+        mode_t mode = req->has_mode ? req->mode : 0644;
+        if (req->append) {
+                /* A FIFO without a reader answers ENXIO instead of blocking. */
+                t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode);
+                if (t->fd < 0)
+                        return errno == ENXIO ? sp_error_set(err, SP_E_INVALID, "write %s: not a regular file", path)
+                                              : fail_errno(err, errno, "write", path);
+                if (check_regular(t->fd, "write", path, err) < 0) {
+                        t->fd = sp_close(t->fd);
+                        return -SP_E_INVALID;
+                }
+                return 0;
+        }
+        int n = snprintf(t->tmp, sizeof(t->tmp), "%s/.space-upload-%u-%u", parent, (unsigned)getpid(), t->channel);
+        if (n < 0 || (size_t)n >= sizeof(t->tmp)) {
+                t->tmp[0] = '\0';
+                return sp_error_set(err, SP_E_INVALID, "write %s: path too long", path);
+        }
+        /* Whatever stands at the temporary name (a FIFO or a symlink planted by
+         * the sandbox) is replaced, never opened. */
+        unlink(t->tmp);
+        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+        if (t->fd < 0) {
+                t->tmp[0] = '\0';
+                return fail_errno(err, errno, "write", path);
+        }
+        fchmod(t->fd, mode);
+        return 0;
+}
+
 int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_error **err)
 {
         if (find(c, channel))
@@ -391,6 +514,7 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
         t->conn = c;
         t->channel = channel;
         t->fd = -1;
+        t->out.fd = -1;
         t->user = u;
         snprintf(t->path, sizeof(t->path), "%s", path);
         fsid old;
@@ -398,59 +522,9 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
                 free(t);
                 return -SP_E_PERMISSION;
         }
-        int r = 0;
-        if (req->op == PR_OP_READ) {
-                t->reading = true;
-                t->remaining = req->length;
-                /* O_NONBLOCK: opening a FIFO must not wait for a writer; the
-                 * flag is cleared once the file is known to be regular. */
-                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-                if (fd < 0) {
-                        r = fail_errno(err, errno, "read", path);
-                } else if (check_regular(fd, "read", path, err) < 0) {
-                        r = -SP_E_INVALID;
-                        close(fd);
-                } else if (req->offset && lseek(fd, req->offset, SEEK_SET) < 0) {
-                        r = fail_errno(err, errno, "seek", path);
-                        close(fd);
-                } else {
-                        ag_outstream_init(&t->out, fd, req->window);
-                }
-        } else {
-                t->append = req->append;
-                mode_t mode = req->has_mode ? req->mode : 0644;
-                if (req->append) {
-                        /* A FIFO without a reader answers ENXIO instead of blocking. */
-                        t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode);
-                        if (t->fd < 0) {
-                                r = errno == ENXIO
-                                            ? sp_error_set(err, SP_E_INVALID, "write %s: not a regular file", path)
-                                            : fail_errno(err, errno, "write", path);
-                        } else if (check_regular(t->fd, "write", path, err) < 0) {
-                                r = -SP_E_INVALID;
-                                t->fd = sp_close(t->fd);
-                        }
-                } else {
-                        char dir[PATH_MAX];
-                        snprintf(dir, sizeof(dir), "%s", path);
-                        snprintf(t->tmp, sizeof(t->tmp), "%s/.space-upload-%u-%u", dirname(dir), (unsigned)getpid(),
-                                 channel);
-                        /* Whatever stands at the temporary name (a FIFO or a symlink
-                         * planted by the sandbox) is replaced, never opened. */
-                        unlink(t->tmp);
-                        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
-                        if (t->fd < 0) {
-                                r = fail_errno(err, errno, "write", path);
-                                t->tmp[0] = '\0';
-                        } else {
-                                fchmod(t->fd, mode);
-                        }
-                }
-        }
+        int r = req->op == PR_OP_READ ? open_read(t, req, path, err) : open_write(t, req, path, err);
         restore(old);
         if (r < 0) {
-                if (t->reading)
-                        t->out.fd = -1;
                 free(t);
                 return r;
         }
@@ -526,6 +600,7 @@ bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                         t->tmp[0] = '\0';
                         _cleanup_json_ json_object *o = json_object_new_object();
                         json_object_object_add(o, "size", json_object_new_int64(t->size));
+                        json_object_object_add(o, "path", json_object_new_string(t->path));
                         ag_conn_send_json(c, PR_AGENT_EXIT, t->channel, o);
                 }
                 transfer_free(t);

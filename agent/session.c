@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,7 +260,8 @@ static char **build_env(const ag_user *u, const pr_agent_request *req)
         return env;
 }
 
-static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, sp_error **err)
+/* Starts req's command as u in cwd (resolved; NULL: u's home, else /). */
+static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, const char *cwd, sp_error **err)
 {
         int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1}, status[2] = {-1, -1};
         int master = -1;
@@ -323,9 +325,8 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, s
                 /* The command gets 0, 1 and 2 and nothing else of the agent's
                  * (status[1] stays open until the exec reports). */
                 close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-                const char *cwd = req->cwd ? req->cwd : u->home;
-                if (chdir(cwd) < 0) {
-                        if (req->cwd)
+                if (chdir(cwd ? cwd : u->home) < 0) {
+                        if (cwd)
                                 child_fail(status[1], STAGE_CWD, errno);
                         (void)chdir("/");
                 }
@@ -344,7 +345,7 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, s
         if (n == (ssize_t)sizeof(msg)) {
                 static const char *const what[] = {"", "set up the process", "switch to the user", "change directory",
                                                    "execute"};
-                const char *target = msg[0] == STAGE_CWD    ? (req->cwd ? req->cwd : "")
+                const char *target = msg[0] == STAGE_CWD    ? (cwd ? cwd : "")
                                      : msg[0] == STAGE_USER ? u->name
                                                             : req->argv[0];
                 sp_errc code = msg[1] == ENOENT ? SP_E_NOT_FOUND : msg[1] == EACCES ? SP_E_PERMISSION : SP_E_INVALID;
@@ -423,8 +424,12 @@ int ag_session_exec(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_erro
         if (find_channel(c, channel))
                 return sp_error_set(err, SP_E_CONFLICT, "channel %u is in use", channel);
         ag_user u;
+        char cwd[PATH_MAX];
         if (ag_user_lookup(req->user, &u, err) < 0)
                 return -SP_E_NOT_FOUND;
+        /* A relative cwd (or ~) is from the user's home, as file paths are. */
+        if (req->cwd && ag_path_resolve(&u, req->cwd, cwd, sizeof(cwd), err) < 0)
+                return -SP_E_INVALID;
         ag_session *s = calloc(1, sizeof(*s));
         if (!s)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -432,7 +437,7 @@ int ag_session_exec(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_erro
         s->stdin_fd = -1;
         s->pty = req->pty;
         s->out[0].fd = s->out[1].fd = -1;
-        if (spawn(s, req, &u, err) < 0) {
+        if (spawn(s, req, &u, req->cwd ? cwd : NULL, err) < 0) {
                 free(s);
                 return -SP_E_INVALID;
         }

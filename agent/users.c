@@ -137,3 +137,18 @@ int ag_path_resolve(const ag_user *u, const char *path, char *out, size_t outlen
                 return sp_error_set(err, SP_E_INVALID, "path too long");
         return 0;
 }
+
+int ag_id_name(const char *db, unsigned long id, char *out, size_t outlen)
+{
+        _cleanup_fclose_ FILE *f = open_db(db);
+        char line[4096];
+        while (f && ftell(f) < DB_MAX && fgets(line, sizeof(line), f)) {
+                char *fld[4];
+                unsigned long v;
+                if (split(line, fld, 4) < 3 || !parse_id(fld[2], &v) || v != id || !*fld[0])
+                        continue;
+                int n = snprintf(out, outlen, "%s", fld[0]);
+                return n >= 0 && (size_t)n < outlen ? 0 : -1;
+        }
+        return -1;
+}

@@ -28,6 +28,11 @@ int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **
                 sp_explicit_bzero(key, strlen(key));
                 return -1;
         }
+        /* envd acts as its default user when the SDK names none (as the SDK
+         * does from envd 0.4 on); E2B's templates all have `user`, and the
+         * wrapper makes sure ours do (user.c). */
+        if (!ret->user && !(ret->user = strdup(E2B_REQUEST_DEFAULT_USER)))
+                abort();
         ret->ctx = ctx;
         ret->sandbox_id = r->sandbox_id;
         int rc = e2b_api_open(&ret->api, ctx, key, err);

@@ -23,12 +23,12 @@
 #include "e2b.h"
 
 /* An authenticated envd call: the API on the caller's behalf, the sandbox,
- * the user from Authorization: Basic (NULL: the sandbox's default). */
+ * the user from Authorization: Basic, else E2B's default user `user`. */
 typedef struct e2b_envd {
         e2b_api api;
         const e2b_ctx *ctx; /* the daemon's settings (borrowed) */
         const char *sandbox_id;
-        char *user;
+        char *user; /* never NULL once open */
 } e2b_envd;
 
 /* Checks E2b-Sandbox-Id and X-Access-Token and opens the API with the key

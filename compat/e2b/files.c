@@ -6,6 +6,7 @@
  * the data plane while it is read, the download is relayed as it comes.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,7 +29,8 @@ static void fail(e2b_call *call, const sp_error *e)
         e2b_rest_fail(call, e, 502);
 }
 
-/* The user of a /files call: ?username= (the SDK's), else Authorization: Basic. */
+/* The user of a /files call: ?username= (the SDK's), else Authorization:
+ * Basic, else E2B's default user (e2b_envd_open()). */
 static int files_user(e2b_call *call, e2b_envd *ev, sp_error **err)
 {
         const char *u = e2b_call_req(call)->q_username;
@@ -42,7 +44,8 @@ static int files_user(e2b_call *call, e2b_envd *ev, sp_error **err)
         return 0;
 }
 
-/* A files token for path, acting as ev->user: *ret_url is the data-plane URL with ?path=. */
+/* A files token for path, acting as ev->user (the transfer has that user's
+ * rights inside the sandbox): *ret_url is the data-plane URL with ?path=. */
 static int files_token(e2b_envd *ev, const char *path, const char *scope, char **ret_url, char **ret_token,
                        sp_error **err)
 {
@@ -54,8 +57,7 @@ static int files_token(e2b_envd *ev, const char *path, const char *scope, char *
         json_object_object_add(body, "path", json_object_new_string(path));
         json_object_object_add(body, "scope", json_object_new_string(scope));
         json_object_object_add(body, "ttl_s", json_object_new_int(600));
-        if (ev->user) /* the transfer has that user's rights inside the sandbox */
-                json_object_object_add(body, "user", json_object_new_string(ev->user));
+        json_object_object_add(body, "user", json_object_new_string(ev->user));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0)
                 return -1;
         json_object *u = NULL, *k = NULL;
@@ -114,17 +116,44 @@ static void download(e2b_call *call, void *userdata)
         e2b_envd_close(&ev);
 }
 
-/* Sends one file's bytes from source to the data plane. */
-static int put_file(e2b_envd *ev, const char *path, sp_http_body_source source, void *userdata, sp_error **err)
+/* The path the data plane's answer to a PUT says it wrote (the agent's,
+ * resolved: relative paths are from the user's home), or a copy of asked
+ * when it says none (an older worker). Malloc'd. */
+static char *written_path(sp_http_client *c, const char *asked)
 {
-        _cleanup_free_ char *url = NULL, *token = NULL;
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        char tmp[4096];
+        ssize_t n;
+        while ((n = sp_http_client_read(c, tmp, sizeof(tmp), -1, NULL)) > 0 && body.len <= 2 * MAX_PATH)
+                sp_buf_append(&body, tmp, (size_t)n, NULL);
+        _cleanup_json_ json_object *o = NULL;
+        const char *p = NULL;
+        if (body.len && sp_json_parse(body.data, body.len, &o, NULL) == 0)
+                (void)sp_json_get_string(o, "path", false, MAX_PATH, &p, NULL);
+        char *out = strdup(p && *p ? p : asked);
+        if (!out)
+                abort();
+        return out;
+}
+
+/* Sends one file's bytes from source to the data plane, making the missing
+ * directories above it first (as envd does). *ret_path is the path written
+ * (malloc'd). */
+static int put_file(e2b_envd *ev, const char *path, sp_http_body_source source, void *userdata, char **ret_path,
+                    sp_error **err)
+{
+        _cleanup_free_ char *url = NULL, *token = NULL, *full = NULL;
         if (check_path(path, err) < 0 || files_token(ev, path, "write", &url, &token, err) < 0)
                 return -1;
+        if (asprintf(&full, "%s&parents=true", url) < 0)
+                abort();
         sp_http_client *c = NULL;
         const char *h[] = {"Content-Type: application/octet-stream", NULL};
-        int status = e2b_dp_send(ev->api.ctx, url, "PUT", token, h, NULL, 0, source, userdata, &c, err);
+        int status = e2b_dp_send(ev->api.ctx, full, "PUT", token, h, NULL, 0, source, userdata, &c, err);
         if (status >= 0 && (status < 200 || status > 299))
                 status = e2b_dp_error(c, status, err);
+        if (status >= 0)
+                *ret_path = written_path(c, path);
         sp_http_client_free(c);
         return status < 0 ? -1 : 0;
 }
@@ -184,19 +213,21 @@ static void upload(e2b_call *call, void *userdata)
                                 n = sp_error_set(&e, SP_E_LIMIT, "at most %d files at once", MAX_PARTS);
                                 break;
                         }
-                        if (put_file(&ev, path, e2b_mp_read, &m, &e) < 0) {
+                        _cleanup_free_ char *written = NULL;
+                        if (put_file(&ev, path, e2b_mp_read, &m, &written, &e) < 0) {
                                 n = -1;
                                 break;
                         }
-                        add_written(out, path);
+                        add_written(out, written);
                 }
                 e2b_mp_free(&m);
                 if (n < 0)
                         goto failed;
         } else {
-                if (put_file(&ev, r->q_path, body_read, call, &e) < 0)
+                _cleanup_free_ char *written = NULL;
+                if (put_file(&ev, r->q_path, body_read, call, &written, &e) < 0)
                         goto failed;
-                add_written(out, r->q_path);
+                add_written(out, written);
         }
         if (json_object_array_length(out) == 0) {
                 sp_error_set(&e, SP_E_INVALID, "no file in the request");

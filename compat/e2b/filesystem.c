@@ -47,20 +47,18 @@ static void target_for(sp_buf *b, const char *sandbox, const char *route)
         sp_buf_append_str(b, route, NULL);
 }
 
-/* The call's user (Authorization: Basic), so that the agent acts with that
- * user's rights: as &user= after a query, or in a body. */
+/* The call's user (Authorization: Basic, else E2B's default `user`), so
+ * that the agent acts with that user's rights and resolves relative paths
+ * from its home: as &user= after a query, or in a body. */
 static void user_query(sp_buf *b, const e2b_envd *ev)
 {
-        if (!ev->user)
-                return;
         sp_buf_append_str(b, "&user=", NULL);
         e2b_url_escape(b, ev->user);
 }
 
 static void user_body(json_object *body, const e2b_envd *ev)
 {
-        if (ev->user)
-                json_object_object_add(body, "user", json_object_new_string(ev->user));
+        json_object_object_add(body, "user", json_object_new_string(ev->user));
 }
 
 /* envd's EntryInfo for our FileStat. */
@@ -88,13 +86,16 @@ static json_object *entry_info(json_object *st)
                 if (mode & (0400 >> i))
                         perm[1 + i] = "rwxrwxrwx"[i];
         json_object_object_add(o, "permissions", json_object_new_string(perm));
+        /* The names from the sandbox's /etc/passwd and /etc/group, as envd
+         * answers them; an id without one (or an older agent) as its number,
+         * 0 as root. */
         int64_t uid = json_object_object_get_ex(st, "uid", &v) ? json_object_get_int64(v) : 0;
         int64_t gid = json_object_object_get_ex(st, "gid", &v) ? json_object_get_int64(v) : 0;
-        /* Names would need the sandbox's passwd; 0 is root. */
         snprintf(num, sizeof(num), "%lld", (long long)uid);
-        json_object_object_add(o, "owner", json_object_new_string(uid == 0 ? "root" : num));
+        const char *owner = str_field(st, "owner"), *group = str_field(st, "group");
+        json_object_object_add(o, "owner", json_object_new_string(owner ? owner : uid == 0 ? "root" : num));
         snprintf(num, sizeof(num), "%lld", (long long)gid);
-        json_object_object_add(o, "group", json_object_new_string(gid == 0 ? "root" : num));
+        json_object_object_add(o, "group", json_object_new_string(group ? group : gid == 0 ? "root" : num));
         if (str_field(st, "mtime"))
                 json_object_object_add(o, "modifiedTime", json_object_new_string(str_field(st, "mtime")));
         if (str_field(st, "target"))
@@ -209,6 +210,25 @@ static void fs_make_dir(e2b_call *call, e2b_envd *ev, json_object *req)
         reply_entry(call, ev, path);
 }
 
+/* Makes the directories above path that are missing (envd's Move does), as
+ * the call's user. */
+static int make_parents(e2b_envd *ev, const char *path, sp_error **err)
+{
+        const char *slash = strrchr(path, '/');
+        if (!slash || slash == path)
+                return 0; /* in the user's home, or in / */
+        _cleanup_free_ char *dir = strndup(path, (size_t)(slash - path));
+        if (!dir)
+                abort();
+        _cleanup_buf_ sp_buf t = SP_BUF_INIT;
+        target_for(&t, ev->sandbox_id, "mkdir");
+        _cleanup_json_ json_object *out = NULL, *body = json_object_new_object();
+        json_object_object_add(body, "path", json_object_new_string(dir));
+        user_body(body, ev);
+        json_object_object_add(body, "parents", json_object_new_boolean(true));
+        return e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0 ? -1 : 0;
+}
+
 static void fs_move(e2b_call *call, e2b_envd *ev, json_object *req)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -216,7 +236,8 @@ static void fs_move(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_json_ json_object *out = NULL, *body = json_object_new_object();
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         target_for(&t, ev->sandbox_id, "move");
-        if (e2b_request_path(req, "source", &from, &e) < 0 || e2b_request_path(req, "destination", &to, &e) < 0) {
+        if (e2b_request_path(req, "source", &from, &e) < 0 || e2b_request_path(req, "destination", &to, &e) < 0 ||
+            make_parents(ev, to, &e) < 0) {
                 e2b_connect_error(call, e);
                 return;
         }

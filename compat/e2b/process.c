@@ -319,8 +319,10 @@ static void list(e2b_call *call, e2b_envd *ev, json_object *req)
                                 json_object_array_add(args, json_object_get(json_object_array_get_idx(argv, k)));
                         json_object_object_add(cfg, "args", args);
                         json_object_object_add(cfg, "envs", json_object_new_object());
-                        if (str_field(s, "cwd"))
-                                json_object_object_add(cfg, "cwd", json_object_new_string(str_field(s, "cwd")));
+                        /* The home Start put in for a Start without cwd is no cwd of the caller's. */
+                        const char *cwd = str_field(s, "cwd");
+                        if (cwd && strcmp(cwd, E2B_REQUEST_DEFAULT_CWD) != 0)
+                                json_object_object_add(cfg, "cwd", json_object_new_string(cwd));
                         json_object_object_add(p, "config", cfg);
                         json_object_object_add(p, "pid", json_object_get(pid));
                         json_object_array_add(procs, p);

@@ -101,8 +101,10 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
         json_object_object_add(body, "argv", argv);
         if (json_object_object_get_ex(proc, "envs", &v) && json_object_is_type(v, json_type_object))
                 json_object_object_add(body, "env", json_object_get(v));
-        if (str_field(proc, "cwd") && *str_field(proc, "cwd"))
-                json_object_object_add(body, "cwd", json_object_new_string(str_field(proc, "cwd")));
+        /* envd starts in the template's workdir, else the user's home: ours
+         * is the home (the agent resolves ~, and a relative cwd from there). */
+        const char *cwd = str_field(proc, "cwd");
+        json_object_object_add(body, "cwd", json_object_new_string(cwd && *cwd ? cwd : E2B_REQUEST_DEFAULT_CWD));
         if (user)
                 json_object_object_add(body, "user", json_object_new_string(user));
         /* envd keeps stdin open unless asked not to. */

@@ -21,6 +21,8 @@
 #include "space/buf.h"
 #include "space/error.h"
 
+#define E2B_REQUEST_DEFAULT_USER "user" /* envd's default user in E2B's templates */
+#define E2B_REQUEST_DEFAULT_CWD "~" /* a command's cwd when Start names none: the user's home */
 #define E2B_REQUEST_MAX_USER 64
 #define E2B_REQUEST_MAX_BASIC 256 /* base64 of Authorization: Basic */
 #define E2B_REQUEST_MAX_PATH 4096
@@ -45,9 +47,10 @@ int e2b_request_message(const char *body, size_t len, bool stream, json_object *
 int e2b_request_user(const char *authorization, char **ret_user, sp_error **err);
 
 /* process.Process/Start: the public API's session body for it (argv from
- * process.cmd and args, env, cwd, user, stdin, pty, and the
- * Connect-Timeout-Ms header as timeout_s; user and connect_timeout_ms may
- * be NULL). *ret_body is new; *ret_pty says whether a PTY was asked for. */
+ * process.cmd and args, env, cwd — E2B_REQUEST_DEFAULT_CWD when left out or
+ * empty —, user, stdin, pty, and the Connect-Timeout-Ms header as
+ * timeout_s; user and connect_timeout_ms may be NULL). *ret_body is new;
+ * *ret_pty says whether a PTY was asked for. */
 int e2b_request_start(json_object *req, const char *user, const char *connect_timeout_ms, json_object **ret_body,
                       bool *ret_pty, sp_error **err);
 

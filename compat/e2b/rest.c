@@ -13,7 +13,9 @@
 #include "request.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/log.h"
 #include "space/time.h"
+#include "user.h"
 
 #define CREATE_WAIT_S 300
 #define OP_WAIT_S 120
@@ -254,6 +256,17 @@ static int reply_sandbox(e2b_call *call, const e2b_ctx *ctx, e2b_api *a, const c
         return 0;
 }
 
+/* Makes sure the sandbox has E2B's default user (user.h). A sandbox where
+ * it cannot be made (no shell, a read-only /etc) is still answered: the
+ * calls that name no user then fail with "user 'user' not found", and
+ * those as root work. So the failure is logged, not answered. */
+static void ensure_user(e2b_api *a, const char *id)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (e2b_user_ensure(a, id, &e) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", id), "E2B's default user is missing: %s", e->message);
+}
+
 /* POST /sandboxes and /v2/sandboxes. */
 static void create(e2b_call *call, void *userdata)
 {
@@ -283,7 +296,11 @@ static void create(e2b_call *call, void *userdata)
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no sandbox");
                 fail(call, e);
-        } else if (reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201, true, timeout) < 0) {
+                e2b_api_close(&a);
+                return;
+        }
+        ensure_user(&a, str_field(sb, "id"));
+        if (reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201, true, timeout) < 0) {
                 /* The caller was told the create failed: do not leave the
                  * sandbox running (best effort, not waited for). */
                 char target[512];
@@ -445,6 +462,8 @@ static void connect_sandbox(e2b_call *call, void *userdata)
                 if (e2b_api_json(&a, "POST", target, body, &out, &e) < 0)
                         goto failed;
         }
+        /* A sandbox made through the public API may lack E2B's user. */
+        ensure_user(&a, id);
         /* A fresh trafficAccessToken, as E2B answers one on connect. */
         (void)reply_sandbox(call, ctx, &a, id, status, true, t);
         e2b_api_close(&a);

@@ -250,7 +250,8 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         sp_http_request_on_close(req, on_client_close, dl);
 }
 
-static const dp_upload_result size_result[] = {{"size", json_type_int}, {NULL, json_type_null}};
+static const dp_upload_result size_result[] = {
+        {"size", json_type_int}, {"path", json_type_string}, {NULL, json_type_null}};
 
 void dp_file_put_handler(sp_http_request *req, void *userdata)
 {
@@ -275,6 +276,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         q.path = f.path;
         q.mode = f.mode;
         q.append = f.append;
+        q.parents = f.parents;
         q.user = c.user[0] ? c.user : NULL;
         _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_write_file_schema, &q);
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,

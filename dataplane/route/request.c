@@ -192,12 +192,13 @@ int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error 
 
 int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error **err)
 {
-        static const char *const allowed[] = {"token", "path", "mode", "append", NULL};
+        static const char *const allowed[] = {"token", "path", "mode", "append", "parents", NULL};
         dp_file_request f = {.mode = 0644};
         int r;
         if ((r = dp_request_check_query(p, allowed, err)) < 0 || (r = file_path(p, &f, err)) < 0)
                 return r;
         const char *mode = sp_http_parser_query(p, "mode"), *append = sp_http_parser_query(p, "append");
+        const char *parents = sp_http_parser_query(p, "parents");
         if (mode) {
                 size_t n = strlen(mode);
                 if (n == 0 || n > 4 || strspn(mode, "01234567") != n)
@@ -206,6 +207,8 @@ int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error 
                 f.mode = (unsigned)strtoul(mode, NULL, 8);
         }
         if (append && (r = parse_bool("append", append, &f.append, err)) < 0)
+                return r;
+        if (parents && (r = parse_bool("parents", parents, &f.parents, err)) < 0)
                 return r;
         *ret = f;
         return 0;

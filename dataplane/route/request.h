@@ -59,11 +59,12 @@ typedef struct dp_file_request {
         uint64_t length; /* GET: at most this many bytes */
         unsigned mode; /* PUT: permission bits, octal in the query (default 0644, at most 07777) */
         bool append; /* PUT: append instead of replacing */
+        bool parents; /* PUT: make the missing parent directories first */
 } dp_file_request;
 
 /* GET files: path, offset, length (and token). */
 int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
-/* PUT files: path, mode, append (and token). */
+/* PUT files: path, mode, append, parents (and token). */
 int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
 
 /* PUT a template's upload: no query parameter (but token), and a

@@ -105,10 +105,17 @@ static json_object *answer(const upload *u, json_object *trailer, sp_error **err
         for (const dp_upload_result *f = u->results; f->name; f++) {
                 json_object *v = NULL;
                 int64_t n = 0;
+                const char *str = NULL;
                 if (f->type == json_type_int) {
                         if (sp_json_get_int(trailer, f->name, true, 0, INT64_MAX, &n, err) < 0)
                                 return NULL;
                         v = json_object_new_int64(n);
+                } else if (f->type == json_type_string) {
+                        if (sp_json_get_string(trailer, f->name, false, DP_UPLOAD_MAX_STRING, &str, err) < 0)
+                                return NULL;
+                        if (!str)
+                                continue;
+                        v = json_object_new_string(str);
                 } else if (sp_json_get_object(trailer, f->name, true, &v, err) < 0) {
                         return NULL;
                 } else {

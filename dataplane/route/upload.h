@@ -15,10 +15,16 @@
 
 #include "route/routes.h"
 
-/* A field of the worker's trailer that the answer carries (required). */
+#define DP_UPLOAD_MAX_STRING 4096
+
+/* A field of the worker's trailer that the answer carries. */
 typedef struct dp_upload_result {
         const char *name; /* NULL ends a list */
-        json_type type; /* json_type_int: a count, 0..INT64_MAX; json_type_object: passed on as the worker sent it */
+        /* json_type_int: a count, 0..INT64_MAX, required; json_type_object:
+         * required, passed on as the worker sent it; json_type_string:
+         * optional (an older worker may not send it), at most
+         * DP_UPLOAD_MAX_STRING bytes */
+        json_type type;
 } dp_upload_result;
 
 typedef struct dp_upload_spec {

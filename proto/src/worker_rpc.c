@@ -152,8 +152,12 @@ static const pr_field read_file_fields[] = {
         PR_F_INT(R, "length", length, false, 0, INT64_MAX, -1),
         PR_F_INT(R, "window", window, false, 4096, PR_AGENT_MAX_CREDIT, 0),
 };
-static const pr_field write_file_fields[] = {F_SANDBOX, F_PATH, F_USER, F_MODE(false),
-                                             PR_F_BOOL(R, "append", append, false)};
+static const pr_field write_file_fields[] = {F_SANDBOX,
+                                             F_PATH,
+                                             F_USER,
+                                             F_MODE(false),
+                                             PR_F_BOOL(R, "append", append, false),
+                                             PR_F_BOOL(R, "parents", parents, false)};
 #undef F_SANDBOX
 #undef F_PATH
 #undef F_USER
@@ -375,6 +379,13 @@ static const pr_field size_trailer_fields[] = {
 };
 const pr_schema pr_wk_size_trailer_schema = PR_SCHEMA_OPEN("SizeTrailer", size_trailer_fields);
 
+static const pr_field write_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_write_trailer, "ok", ok),
+        PR_F_INT(pr_wk_write_trailer, "size", size, true, 0, INT64_MAX, 0),
+        PR_F_STRING(pr_wk_write_trailer, "path", path, false, PR_AGENT_MAX_PATH),
+};
+const pr_schema pr_wk_write_trailer_schema = PR_SCHEMA_OPEN("WriteTrailer", write_trailer_fields);
+
 static const pr_field import_trailer_fields[] = {
         PR_F_BOOL_REQ(pr_wk_template_trailer, "ok", ok),
         PR_F_OBJECT_REQ(pr_wk_template_trailer, "template", template_, &pr_wk_template_schema),
@@ -416,6 +427,7 @@ const pr_answer pr_worker_answers[] = {
         A(pr_wk_written_trailer_schema, pr_wk_written_trailer),
         A(pr_wk_port_trailer_schema, pr_wk_port_trailer),
         A(pr_wk_size_trailer_schema, pr_wk_size_trailer),
+        A(pr_wk_write_trailer_schema, pr_wk_write_trailer),
         A(pr_wk_import_trailer_schema, pr_wk_template_trailer),
         A(pr_wk_upload_trailer_schema, pr_wk_template_trailer),
         A(pr_wk_artifact_trailer_schema, pr_wk_artifact_trailer),
@@ -467,7 +479,7 @@ const pr_method pr_worker_methods[] = {
         M("RemovePath", pr_wk_remove_path_schema, pr_wk_file, false),
         M("ChmodPath", pr_wk_chmod_path_schema, pr_wk_file, false),
         MR("ReadFile", pr_wk_read_file_schema, pr_wk_file, true, pr_wk_size_trailer_schema, pr_wk_size_trailer),
-        MR("WriteFile", pr_wk_write_file_schema, pr_wk_file, true, pr_wk_size_trailer_schema, pr_wk_size_trailer),
+        MR("WriteFile", pr_wk_write_file_schema, pr_wk_file, true, pr_wk_write_trailer_schema, pr_wk_write_trailer),
         MR("ImportTemplate", pr_wk_import_template_schema, pr_wk_import_template, true, pr_wk_import_trailer_schema,
            pr_wk_template_trailer),
         MR("UploadTemplate", pr_wk_upload_template_schema, pr_wk_upload_template, true, pr_wk_upload_trailer_schema,

@@ -46,7 +46,7 @@ const versions = ['e2b-2.20.1', 'e2b-latest']
 
 for (const pkg of versions) {
   const e2b = await import(pkg)
-  const { Sandbox, CommandExitError, AuthenticationError, NotFoundError } = e2b
+  const { Sandbox, CommandExitError, AuthenticationError, NotFoundError, SandboxError } = e2b
   const version = (await import(`${pkg}/package.json`, { with: { type: 'json' } })).default.version
 
   describe(`e2b@${version}`, { concurrency: false }, () => {
@@ -155,8 +155,108 @@ for (const pkg of versions) {
       await assert.rejects(sbx.files.read(`${dir}/b.txt`), (err) => err.name === 'FileNotFoundError' || err instanceof NotFoundError)
     })
 
+    test("E2B's default user: commands run as user in /home/user, relative paths are from its home", async () => {
+      assert.equal((await sbx.commands.run('whoami')).stdout, 'user\n')
+      assert.equal((await sbx.commands.run('pwd')).stdout, '/home/user\n')
+      assert.equal((await sbx.commands.run('echo $HOME')).stdout, '/home/user\n')
+      const name = `rel-${randomBytes(4).toString('hex')}.txt`
+      const info = await sbx.files.write(name, 'relative')
+      assert.equal(info.path, `/home/user/${name}`)
+      assert.equal(info.name, name)
+      assert.equal(await sbx.files.read(name), 'relative')
+      assert.equal(await sbx.files.read(`/home/user/${name}`), 'relative')
+      const got = await sbx.files.getInfo(name)
+      assert.equal(got.path, `/home/user/${name}`)
+      assert.equal(`${got.owner}:${got.group}`, 'user:user')
+      assert.equal((await sbx.commands.run(`cat /home/user/${name}`)).stdout, 'relative')
+      assert.equal((await sbx.commands.run(`stat -c %U:%G /home/user/${name}`)).stdout, 'user:user\n')
+      // A relative cwd is from the home too.
+      assert.equal(await sbx.files.makeDir('cwd-sub'), true)
+      assert.equal((await sbx.commands.run('pwd', { cwd: 'cwd-sub' })).stdout, '/home/user/cwd-sub\n')
+      // root when asked for: its home, its files.
+      assert.equal((await sbx.commands.run('whoami', { user: 'root' })).stdout, 'root\n')
+      assert.equal((await sbx.commands.run('pwd', { user: 'root' })).stdout, '/root\n')
+      const mine = await sbx.files.write(name, 'root', { user: 'root' })
+      assert.equal(mine.path, `/root/${name}`)
+      assert.equal((await sbx.commands.run(`stat -c %U /root/${name}`, { user: 'root' })).stdout, 'root\n')
+      assert.equal(await sbx.files.read(name, { user: 'root' }), 'root')
+      assert.equal(await sbx.files.read(name), 'relative', "user's own file is untouched")
+    })
+
+    test('files.write makes the missing parent directories: one file, several, streamed', async () => {
+      const top = `nested-${randomBytes(4).toString('hex')}`
+      const one = await sbx.files.write(`${top}/a/b/one.txt`, 'one')
+      assert.equal(one.path, `/home/user/${top}/a/b/one.txt`)
+      assert.equal(await sbx.files.read(`${top}/a/b/one.txt`), 'one')
+      // Several at once (one multipart request), relative and absolute.
+      const many = await sbx.files.write([
+        { path: `${top}/m/n/1.txt`, data: '1' },
+        { path: `/tmp/${top}/x/y/2.txt`, data: '2' },
+        { path: `/home/user/${top}/a/b/3.txt`, data: '3' },
+      ])
+      assert.deepEqual(
+        many.map((f) => `${f.name}:${f.path}`),
+        [`1.txt:/home/user/${top}/m/n/1.txt`, `2.txt:/tmp/${top}/x/y/2.txt`, `3.txt:/home/user/${top}/a/b/3.txt`],
+      )
+      assert.equal(await sbx.files.read(`/tmp/${top}/x/y/2.txt`), '2')
+      assert.equal(await sbx.files.read(`${top}/m/n/1.txt`), '1')
+      if (typeof sbx.files.writeFiles === 'function') {
+        const w = await sbx.files.writeFiles([{ path: `${top}/wf/deep/f.txt`, data: 'wf' }])
+        assert.equal(w[0].path, `/home/user/${top}/wf/deep/f.txt`)
+      }
+      // An octet-stream upload (envd 0.5.7's) makes them too.
+      const streamed = await sbx.files.write(`${top}/s/t/streamed.bin`, new Blob(['streamed']), { useOctetStream: true })
+      assert.equal(streamed.path, `/home/user/${top}/s/t/streamed.bin`)
+      assert.equal(await sbx.files.read(`${top}/s/t/streamed.bin`), 'streamed')
+      // What was made belongs to the user, directories 0755.
+      const st = await sbx.commands.run(`stat -c '%U:%G %a' ${top} ${top}/a/b /tmp/${top}/x/y /tmp/${top}/x/y/2.txt`)
+      assert.equal(st.stdout, 'user:user 755\n'.repeat(3) + 'user:user 644\n')
+      // A rename into a directory that is not there yet makes it, as envd does.
+      await sbx.files.rename(`${top}/a/b/one.txt`, `${top}/r/s/one.txt`)
+      assert.equal(await sbx.files.read(`${top}/r/s/one.txt`), 'one')
+      await sbx.files.remove(top)
+      await sbx.files.remove(`/tmp/${top}`)
+    })
+
+    test("files as user where the user may not write: the SDK's error, and nothing is made", async () => {
+      const denied = (err) =>
+        err instanceof SandboxError && /permission denied/i.test(err.message) && /403/.test(err.message)
+      await assert.rejects(sbx.files.write('/root/planted.txt', 'x'), denied)
+      await assert.rejects(sbx.files.write('/root/deep/er/planted.txt', 'x'), denied)
+      await assert.rejects(
+        sbx.files.write([
+          { path: 'fine.txt', data: 'fine' },
+          { path: '/etc/planted.txt', data: 'x' },
+        ]),
+        denied,
+      )
+      await assert.rejects(sbx.files.makeDir('/srv-planted'), (err) => /permission denied/i.test(err.message))
+      assert.equal((await sbx.commands.run('ls /root /etc | grep -c planted || true', { user: 'root' })).stdout, '0\n')
+      assert.equal((await sbx.commands.run('test -e /srv-planted || echo none')).stdout, 'none\n')
+      // A command as user cannot either; as root both can.
+      await assert.rejects(sbx.commands.run('touch /root/planted.txt'), (err) => err instanceof CommandExitError)
+      await sbx.files.write('/root/planted-by-root.txt', 'ok', { user: 'root' })
+      assert.equal(await sbx.files.read('/root/planted-by-root.txt', { user: 'root' }), 'ok')
+    })
+
+    test("Sandbox.connect gives a sandbox without E2B's user one (uid 1000, /home/user)", async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'nouser' } })
+      try {
+        await s.commands.run("sed -i '/^user:/d' /etc/passwd /etc/group && rm -rf /home/user", { user: 'root' })
+        await assert.rejects(s.commands.run('true'), (err) => /user 'user' not found/.test(String(err.message)))
+        const again = await Sandbox.connect(s.sandboxId)
+        assert.equal((await again.commands.run('whoami')).stdout, 'user\n')
+        assert.equal((await again.commands.run('pwd')).stdout, '/home/user\n')
+        assert.equal((await again.commands.run('id -u; id -g; stat -c %U:%G /home/user')).stdout, '1000\n1000\nuser:user\n')
+        await again.files.write('back.txt', 'back')
+        assert.equal((await again.commands.run('stat -c %U /home/user/back.txt')).stdout, 'user\n')
+      } finally {
+        await s.kill()
+      }
+    })
+
     test("files: act with the requested user's rights", async () => {
-      await sbx.commands.run('echo secret > /root/secret.txt && chmod 600 /root/secret.txt')
+      await sbx.commands.run('echo secret > /root/secret.txt && chmod 600 /root/secret.txt', { user: 'root' })
       // As root (explicitly): allowed.
       assert.equal(await sbx.files.read('/root/secret.txt', { user: 'root' }), 'secret\n')
       // As user: neither reading root's file nor writing into /root, nor listing it.
@@ -164,7 +264,7 @@ for (const pkg of versions) {
       await assert.rejects(sbx.files.write('/root/planted.txt', 'x', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
       await assert.rejects(sbx.files.list('/root', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
       await assert.rejects(sbx.files.remove('/root/secret.txt', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
-      assert.equal((await sbx.commands.run('ls /root')).stdout, 'secret.txt\n', 'nothing planted, nothing removed')
+      assert.equal((await sbx.commands.run('ls /root/secret.txt', { user: 'root' })).stdout, '/root/secret.txt\n', 'nothing removed')
       // A file written as user belongs to user, and a relative path is from its home.
       await sbx.files.write('mine.txt', 'mine', { user: 'user' })
       assert.equal((await sbx.commands.run('stat -c %U:%G /home/user/mine.txt')).stdout, 'user:user\n')
@@ -260,11 +360,10 @@ for (const pkg of versions) {
       }
     })
 
-    // A page served by busybox httpd on port in sandbox s, from /srv-<port>.
+    // A page served by busybox httpd on port in sandbox s, from ~/srv-<port> (the default user's).
     const serve = async (s, port, page) => {
-      await s.files.makeDir(`/srv-${port}`)
-      await s.files.write(`/srv-${port}/index.html`, page)
-      await s.commands.run(`busybox httpd -f -p ${port} -h /srv-${port}`, { background: true })
+      await s.files.write(`srv-${port}/index.html`, page)
+      await s.commands.run(`busybox httpd -f -p ${port} -h /home/user/srv-${port}`, { background: true })
     }
 
     test('getHost: a server in the sandbox is reached through the data plane (public by default)', async () => {

@@ -6,7 +6,7 @@
  * Connect-Timeout-Ms; the rest is the request body. A decoded message goes
  * through every process.Process and filesystem.Filesystem decoder, and
  * whatever they accept keeps its bounds: argv starts with a command, a
- * timeout is 0 to 30 days, a pid 1 to INT32_MAX, a path 1 to 4096 bytes, a
+ * timeout is 0 to 30 days, a cwd is never empty, a pid 1 to INT32_MAX, a path 1 to 4096 bytes, a
  * depth 1 to 16, a user at most 64 bytes. Refusals are SP_E_INVALID (a
  * selector by tag: SP_E_NOT_FOUND).
  */
@@ -49,6 +49,10 @@ static void check_start(json_object *req, const char *user, const char *header)
             (!header || json_object_get_int64(v) < 0 || json_object_get_int64(v) > E2B_REQUEST_MAX_TIMEOUT_S))
                 abort();
         if (json_object_object_get_ex(body, "user", &v) != (user != NULL))
+                abort();
+        /* Always a cwd (the user's home when the request names none). */
+        if (!json_object_object_get_ex(body, "cwd", &v) || !json_object_is_type(v, json_type_string) ||
+            !*json_object_get_string(v))
                 abort();
         /* What goes to the public API serialises. */
         if (!json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN))

@@ -327,6 +327,79 @@ static const char *err_code(json_object *o)
         return json_object_get_string(code);
 }
 
+/* A write of data: the request json on channel ch, the bytes once the agent
+ * grants credit, then EOF. Returns the EXIT payload (an error when the write
+ * was refused before any credit). */
+static json_object *write_small(sp_test_agent *c, uint32_t ch, const char *json, const char *data)
+{
+        sp_test_agent_open(c, ch, json);
+        bool sent = false;
+        for (;;) {
+                sp_test_frame f = sp_test_agent_next(c);
+                ck_assert_uint_eq(f.channel, ch);
+                if (f.type == PR_AGENT_EXIT) {
+                        json_object *o = NULL;
+                        ck_assert_int_eq(sp_json_parse(f.payload.data, f.payload.len, &o, NULL), 0);
+                        sp_buf_free(&f.payload);
+                        return o;
+                }
+                if (f.type == PR_AGENT_WINDOW && !sent) {
+                        sp_test_agent_send(c, PR_AGENT_DATA, PR_STREAM_FILE, ch, data, strlen(data));
+                        sp_test_agent_send(c, PR_AGENT_EOF, PR_STREAM_FILE, ch, NULL, 0);
+                        sent = true;
+                }
+                sp_buf_free(&f.payload);
+        }
+}
+
+static const char *str_of(json_object *o, const char *k)
+{
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : NULL;
+}
+
+/* write with parents: the missing directories made (mode 0755), existing
+ * ones fine, a file in the way refused; the answer names the path written. */
+START_TEST(write_makes_parents)
+{
+        sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
+        char json[1024], want[600];
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/p/q/r.txt\"}", dir);
+        json_object *o = simple(c, 1, json);
+        ck_assert_str_eq(err_code(o), "not_found"); /* no parents without asking */
+        json_object_put(o);
+
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/p/q/r.txt\",\"parents\":true}", dir);
+        o = write_small(c, 2, json, "made");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        snprintf(want, sizeof(want), "%s/p/q/r.txt", dir);
+        ck_assert_str_eq(str_of(o, "path"), want);
+        ck_assert_str_eq(str_of(o, "size"), "4");
+        json_object_put(o);
+        struct stat st;
+        snprintf(want, sizeof(want), "%s/p/q", dir);
+        ck_assert_int_eq(stat(want, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        ck_assert_int_eq(st.st_mode & 07777, 0755);
+
+        /* again beside it: the parents exist */
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/p/q/s.txt\",\"parents\":true}", dir);
+        o = write_small(c, 3, json, "x");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+
+        /* a file where a directory should be: refused, naming it */
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/p/q/r.txt/t.txt\",\"parents\":true}", dir);
+        o = simple(c, 4, json);
+        ck_assert_str_eq(err_code(o), "invalid_argument");
+        json_object *e = NULL;
+        ck_assert(json_object_object_get_ex(o, "error", &e));
+        ck_assert_msg(strstr(str_of(e, "message"), "r.txt"), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        sp_test_agent_close(c);
+}
+END_TEST
+
 START_TEST(files)
 {
         sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
@@ -396,6 +469,8 @@ START_TEST(files)
         json_object *v;
         ck_assert(json_object_object_get_ex(o, "size", &v) && json_object_get_int64(v) == 48 * 65536);
         ck_assert(json_object_object_get_ex(o, "type", &v) && strcmp(json_object_get_string(v), "file") == 0);
+        if (sp_test_is_root()) /* the ids' names, from /etc/passwd and /etc/group */
+                ck_assert_str_eq(str_of(o, "owner"), "root");
         json_object_put(o);
 
         snprintf(json, sizeof(json), "{\"op\":\"move\",\"from\":\"%s\",\"to\":\"%s/moved\"}", file, dir);
@@ -449,13 +524,65 @@ START_TEST(runs_as_user)
         sp_test_agent_run_to_exit(c, 1, &r, true);
         ck_assert_msg(strncmp(r.out.data, "65534\n", 6) == 0, "got %s", r.out.data);
         sp_test_result_free(&r);
-        /* a file written as nobody into a root-only directory is refused */
-        char json[600];
+        /* a file written as nobody into a root-only directory is refused, and
+         * so are the parents it would need there: nothing is made */
+        char json[1024], path[600];
         snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/x\",\"user\":\"nobody\"}", dir);
         chmod(dir, 0755);
         json_object *o = simple(c, 2, json);
         ck_assert_str_eq(err_code(o), "permission_denied");
         json_object_put(o);
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/n/x\",\"user\":\"nobody\",\"parents\":true}",
+                 dir);
+        o = simple(c, 3, json);
+        ck_assert_str_eq(err_code(o), "permission_denied");
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/n", dir);
+        struct stat st;
+        ck_assert_int_lt(stat(path, &st), 0);
+
+        /* where nobody may write, what it makes is its own: the file and its parents */
+        snprintf(path, sizeof(path), "%s/open", dir);
+        ck_assert_int_eq(mkdir(path, 0777), 0);
+        ck_assert_int_eq(chmod(path, 0777), 0);
+        snprintf(json, sizeof(json),
+                 "{\"op\":\"write\",\"path\":\"%s/open/a/b/f\",\"user\":\"nobody\",\"parents\":true}", dir);
+        o = write_small(c, 4, json, "mine");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/open/a", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_uid, 65534);
+        snprintf(path, sizeof(path), "%s/open/a/b/f", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_uid, 65534);
+        snprintf(json, sizeof(json), "{\"op\":\"stat\",\"path\":\"%s\"}", path);
+        o = simple(c, 7, json);
+        ck_assert_str_eq(str_of(o, "owner"), "nobody");
+        json_object_put(o);
+
+        /* a symlink planted toward a root-only place gives nobody nothing */
+        snprintf(path, sizeof(path), "%s/open/link", dir);
+        ck_assert_int_eq(symlink(dir, path), 0);
+        snprintf(json, sizeof(json),
+                 "{\"op\":\"write\",\"path\":\"%s/open/link/via-link\",\"user\":\"nobody\",\"parents\":true}", dir);
+        o = simple(c, 5, json);
+        ck_assert_str_eq(err_code(o), "permission_denied");
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/via-link", dir);
+        ck_assert_int_lt(stat(path, &st), 0);
+
+        /* a cwd of ~ is the user's home (nobody's, /nonexistent, is missing:
+         * the error names the resolved directory) */
+        sp_test_agent_open(c, 6,
+                           "{\"op\":\"exec\",\"session\":\"h\",\"argv\":[\"true\"],\"cwd\":\"~\",\"user\":\"nobody\"}");
+        sp_test_result h = {0};
+        sp_test_agent_run_to_exit(c, 6, &h, true);
+        ck_assert_str_eq(sp_test_result_error(&h), "not_found");
+        json_object *e = NULL;
+        ck_assert(json_object_object_get_ex(h.exit, "error", &e));
+        ck_assert_msg(strstr(str_of(e, "message"), "'/nonexistent'"), "%s", json_object_to_json_string(h.exit));
+        sp_test_result_free(&h);
         sp_test_agent_close(c);
 }
 END_TEST
@@ -476,6 +603,7 @@ int main(void)
         tcase_add_test(tc, reconnect_resumes_exactly_once);
         tcase_add_test(tc, kill_takes_the_whole_tree);
         tcase_add_test(tc, files);
+        tcase_add_test(tc, write_makes_parents);
         if (sp_test_is_root())
                 tcase_add_test(tc, runs_as_user);
         suite_add_tcase(s, tc);

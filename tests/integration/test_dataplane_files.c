@@ -5,7 +5,8 @@
  * memory) and out (GET) with matching SHA-256 — checked in the sandbox too —
  * while the data plane's memory stays flat; ranges, HEAD, append and mode,
  * chunked uploads, a token bound to one path, and the refusals for a missing
- * file and a directory.
+ * file and a directory; missing parents made on request, relative paths from
+ * the token user's home, and that user's rights and ownership.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -157,8 +158,8 @@ static void put_big(const char *tok, const char *path, uint64_t size, unsigned c
                 sp_buf_append(&rest, more, (size_t)r, NULL);
         close(fd);
         ck_assert_msg(status == 200, "PUT: %d %s", status, rest.data);
-        char want[64];
-        snprintf(want, sizeof(want), "{\"size\":%llu}", (unsigned long long)size);
+        char want[600];
+        snprintf(want, sizeof(want), "{\"size\":%llu,\"path\":\"%s\"}", (unsigned long long)size, path);
         ck_assert_str_eq(rest.data, want);
 }
 
@@ -268,10 +269,10 @@ START_TEST(ranges_head_append_mode_and_refusals)
         _cleanup_free_ char *tw = files_token("write", NULL);
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
         ck_assert_int_eq(http_put(tw, "path=/tmp/a.txt&mode=0600", "hello", &b), 200);
-        ck_assert_str_eq(b.data, "{\"size\":5}");
+        ck_assert_str_eq(b.data, "{\"size\":5,\"path\":\"/tmp/a.txt\"}");
         sp_buf_clear(&b);
         ck_assert_int_eq(http_put(tw, "path=/tmp/a.txt&append=true", ", world", &b), 200);
-        ck_assert_str_eq(b.data, "{\"size\":7}"); /* the bytes this request wrote */
+        ck_assert_str_eq(b.data, "{\"size\":7,\"path\":\"/tmp/a.txt\"}"); /* the bytes this request wrote */
         sp_buf_clear(&b);
         ck_assert_int_eq(http_get("GET", tw, "path=/tmp/a.txt", &b), 200);
         ck_assert_str_eq(b.data, "hello, world");
@@ -350,6 +351,74 @@ START_TEST(ranges_head_append_mode_and_refusals)
 }
 END_TEST
 
+/* A files token (no path) whose transfers act as user. */
+static char *user_token(const char *scope, const char *user)
+{
+        _cleanup_json_ json_object *c = json_object_new_object();
+        json_object_object_add(c, "typ", json_object_new_string("files"));
+        json_object_object_add(c, "ten", json_object_new_string("ten_test0000000000000001"));
+        json_object_object_add(c, "sbx", json_object_new_string(SBX));
+        json_object_object_add(c, "wkr", json_object_new_string(env.worker_addr));
+        json_object_object_add(c, "scope", json_object_new_string(scope));
+        json_object_object_add(c, "usr", json_object_new_string(user));
+        sp_error *err = NULL;
+        char *t = sp_token_sign(env.signer, c, 3600, &err);
+        ck_assert_msg(t, "sign: %s", err ? err->message : "?");
+        return t;
+}
+
+/* The uid and mode of path in the sandbox (StatFile as root). */
+static void stat_of(const char *path, int64_t *uid, int64_t *mode)
+{
+        _cleanup_json_ json_object *st =
+                dpt_rpcf(&env, "StatFile", "{\"sandbox_id\":\"" SBX "\",\"path\":\"%s\"}", path);
+        ck_assert_int_eq(sp_json_get_int(st, "uid", true, 0, INT64_MAX, uid, NULL), 0);
+        ck_assert_int_eq(sp_json_get_int(st, "mode", true, 0, INT64_MAX, mode, NULL), 0);
+}
+
+START_TEST(parents_relative_paths_and_the_users_rights)
+{
+        _cleanup_free_ char *tu = user_token("write", "user");
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        /* Relative to the user's home, the missing directories made first, all the user's. */
+        ck_assert_int_eq(http_put(tu, "path=deep%2Fer%2Ff.txt&parents=true", "hi", &b), 200);
+        ck_assert_str_eq(b.data, "{\"size\":2,\"path\":\"/home/user/deep/er/f.txt\"}");
+        int64_t uid = -1, mode = -1;
+        stat_of("/home/user/deep/er/f.txt", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        ck_assert_int_eq(mode & 07777, 0644);
+        stat_of("/home/user/deep", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        ck_assert_int_eq(mode & 07777, 0755);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", tu, "path=~%2Fdeep%2Fer%2Ff.txt", &b), 200);
+        ck_assert_str_eq(b.data, "hi");
+        /* Existing parents are fine; without parents=true a missing one is not_found. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tu, "path=deep%2Fg.txt&parents=true", "g", &b), 200);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tu, "path=other%2Ff.txt", "x", &b), 404);
+        ck_assert_msg(strstr(b.data, "\"not_found\""), "%s", b.data);
+        /* Where the user may not write, neither the file nor a parent is made. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tu, "path=%2Froot%2Fplanted%2Ff.txt&parents=true", "x", &b), 403);
+        ck_assert_msg(strstr(b.data, "\"permission_denied\""), "%s", b.data);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tu, "path=%2Fetc%2Fplanted.txt", "x", &b), 403);
+        _cleanup_free_ char *tr = files_token("write", NULL);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", tr, "path=%2Froot%2Fplanted", &b), 404);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", tr, "path=%2Fetc%2Fplanted.txt", &b), 404);
+        /* Root's relative paths are from its home. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=r%2Fx.txt&parents=true", "r", &b), 200);
+        ck_assert_str_eq(b.data, "{\"size\":1,\"path\":\"/root/r/x.txt\"}");
+        stat_of("/root/r", &uid, &mode);
+        ck_assert_int_eq(uid, 0);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("the worker needs btrfs, namespaces and cgroups");
@@ -358,6 +427,7 @@ int main(void)
         tcase_set_timeout(tc, 200);
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_test(tc, ranges_head_append_mode_and_refusals);
+        tcase_add_test(tc, parents_relative_paths_and_the_users_rights);
         tcase_add_test(tc, two_gib_in_and_out_with_flat_memory);
         suite_add_tcase(s, tc);
         return sp_test_main(s);

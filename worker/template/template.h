@@ -333,8 +333,8 @@ typedef struct wk_base_opts {
  * `user` 1000 with home /home/user, nobody; group; hosts; hostname; an empty
  * resolv.conf), /tmp (1777), /root, /home/user (owned by 1000 when run as
  * root), and empty /proc /sys /dev /run mount points. The metadata keeps user
- * "root" and workdir "/" (the API chooses `user` and /home/user per sandbox,
- * as the E2B SDK expects), env PATH and cmd ["/bin/sh"]. */
+ * "root" and workdir "/" (the API's defaults; space-e2b acts as `user` in
+ * /home/user, as the E2B SDK expects), env PATH and cmd ["/bin/sh"]. */
 int wk_template_build_base(const wk_base_opts *opts, const char *dest, wk_template_meta **ret_meta, sp_error **err);
 
 #endif

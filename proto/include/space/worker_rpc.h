@@ -319,10 +319,16 @@ typedef struct pr_wk_port_trailer { /* ConnectPort */
         int64_t received, sent;
 } pr_wk_port_trailer;
 
-typedef struct pr_wk_size_trailer { /* ReadFile, WriteFile (the agent's) */
+typedef struct pr_wk_size_trailer { /* ReadFile (the agent's) */
         bool ok;
         int64_t size;
 } pr_wk_size_trailer;
+
+typedef struct pr_wk_write_trailer { /* WriteFile (the agent's) */
+        bool ok;
+        int64_t size;
+        const char *path; /* the path written, resolved; NULL from a worker older than it */
+} pr_wk_write_trailer;
 
 typedef struct pr_wk_template_trailer { /* ImportTemplate; UploadTemplate with bytes */
         bool ok;
@@ -351,6 +357,7 @@ extern const pr_schema pr_wk_error_event_schema;
 extern const pr_schema pr_wk_progress_event_schema;
 extern const pr_schema pr_wk_written_trailer_schema;
 extern const pr_schema pr_wk_size_trailer_schema;
+extern const pr_schema pr_wk_write_trailer_schema;
 extern const pr_schema pr_wk_port_trailer_schema;
 extern const pr_schema pr_wk_import_trailer_schema;
 extern const pr_schema pr_wk_upload_trailer_schema;

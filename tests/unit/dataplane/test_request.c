@@ -96,10 +96,16 @@ START_TEST(stdin_and_files_queries)
         ck_assert_int_eq(dp_request_file_put(u, &f, NULL), 0);
         ck_assert_uint_eq(f.mode, 0600);
         ck_assert(f.append);
+        ck_assert(!f.parents);
         _cleanup_(sp_http_parser_freep) sp_http_parser *d = head("/f?path=x", NULL);
         ck_assert_int_eq(dp_request_file_put(d, &f, NULL), 0);
         ck_assert_uint_eq(f.mode, 0644);
         ck_assert(!f.append);
+        ck_assert(!f.parents);
+        _cleanup_(sp_http_parser_freep) sp_http_parser *pa = head("/f?path=a%2Fb%2Fc&parents=true", NULL);
+        ck_assert_int_eq(dp_request_file_put(pa, &f, NULL), 0);
+        ck_assert_str_eq(f.path, "a/b/c");
+        ck_assert(f.parents);
         const char *bad_get[] = {"/f",
                                  "/f?path=",
                                  "/f?path=x&mode=0644",
@@ -110,8 +116,8 @@ START_TEST(stdin_and_files_queries)
                 _cleanup_(sp_http_parser_freep) sp_http_parser *p = head(bad_get[i], NULL);
                 ck_assert_msg(dp_request_file_get(p, &f, NULL) < 0, "GET %s accepted", bad_get[i]);
         }
-        const char *bad_put[] = {"/f?path=x&mode=8", "/f?path=x&mode=17777", "/f?path=x&mode=", "/f?path=x&append=no",
-                                 "/f?path=x&offset=1"};
+        const char *bad_put[] = {"/f?path=x&mode=8",    "/f?path=x&mode=17777", "/f?path=x&mode=",
+                                 "/f?path=x&append=no", "/f?path=x&offset=1",   "/f?path=x&parents=yes"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad_put); i++) {
                 _cleanup_(sp_http_parser_freep) sp_http_parser *p = head(bad_put[i], NULL);
                 ck_assert_msg(dp_request_file_put(p, &f, NULL) < 0, "PUT %s accepted", bad_put[i]);

@@ -200,19 +200,20 @@ START_TEST(start_bodies)
         ck_assert_str_eq(str(b), "{\"argv\":[\"/bin/bash\",\"-l\",\"-c\",\"echo hi\"],\"env\":{\"A\":\"1\"},"
                                  "\"cwd\":\"/tmp\",\"user\":\"user\",\"stdin\":true,\"timeout_s\":60}");
         sp_json_putp(&b);
-        /* What is not of its type is left out; stdin false is kept. */
+        /* What is not of its type is left out (an empty cwd is the user's
+         * home, as a missing one); stdin false is kept. */
         b = start_ok("{\"process\":{\"cmd\":\"ls\",\"args\":\"-l\",\"envs\":[1],\"cwd\":\"\"},\"stdin\":false}", NULL,
                      NULL, &pty);
-        ck_assert_str_eq(str(b), "{\"argv\":[\"ls\"],\"stdin\":false}");
+        ck_assert_str_eq(str(b), "{\"argv\":[\"ls\"],\"cwd\":\"~\",\"stdin\":false}");
         sp_json_putp(&b);
         /* A PTY: its size (24x80 when left out), and stdin is on. */
         b = start_ok("{\"process\":{\"cmd\":\"sh\"},\"stdin\":false,\"pty\":{\"size\":{\"rows\":50}}}", NULL, NULL,
                      &pty);
         ck_assert(pty);
-        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"pty\":{\"rows\":50,\"cols\":80},\"stdin\":true}");
+        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"cwd\":\"~\",\"pty\":{\"rows\":50,\"cols\":80},\"stdin\":true}");
         sp_json_putp(&b);
         b = start_ok("{\"process\":{\"cmd\":\"sh\"},\"pty\":{}}", NULL, NULL, &pty);
-        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"pty\":{\"rows\":24,\"cols\":80},\"stdin\":true}");
+        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"cwd\":\"~\",\"pty\":{\"rows\":24,\"cols\":80},\"stdin\":true}");
         sp_json_putp(&b);
         /* Connect-Timeout-Ms rounds up to seconds, 0 to 30 days. */
         struct {
