@@ -135,27 +135,41 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
 /* The wake of ResolveSandbox: a paused or suspended sandbox whose
  * auto_resume is set is asked back to running, as POST
  * /v1/sandboxes/{id}/wake would (an operation, resume or restore, and an
- * audit record naming the data plane; the sandbox's status_message says
- * why once it runs), in one statement. A timeout that
- * has passed starts again from now (its length is the sandbox's
- * timeout_s), or the controller would suspend the sandbox again at once.
- * Nothing happens otherwise: already running, on its way, stopped, or
- * without auto_resume. */
-static int wake(cp_fleet *f, const char *sandbox_id, const char *dataplane, sp_error **err)
+ * audit record naming the data plane and the token's key, or that the
+ * request came without one; the sandbox's status_message says why once it
+ * runs), in one statement. Not when:
+ *   - the request came without a token and the sandbox is not public now
+ *     (the data plane's view of its mode may be seconds old);
+ *   - its timeout passed and it is to be deleted then (end_action kill): a
+ *     request must not keep it alive;
+ *   - a wake of it failed in the last WAKE_RETRY_S seconds (its worker is
+ *     draining, say): requests do not each write an operation.
+ * A timeout that passed (end_action suspend) starts again from now, its
+ * length the sandbox's timeout_s, or the controller would suspend it again
+ * at once. Nothing happens otherwise: already running, on its way, stopped,
+ * or without auto_resume. */
+#define WAKE_RETRY_S "10"
+static int wake(cp_fleet *f, const pr_cp_resolve_sandbox *r, const char *dataplane, sp_error **err)
 {
         char op[SP_ID_MAX], deadline[32];
         if (sp_id_new("op", op, err) < 0)
                 return -SP_E_IO;
         snprintf(deadline, sizeof(deadline), "%lld", (long long)f->cfg.operation_deadline_s);
-        const char *params[] = {sandbox_id, op, deadline, dataplane ? dataplane : ""};
+        const char *params[] = {
+                r->sandbox_id, op, deadline, dataplane ? dataplane : "", r->anonymous ? "true" : "false", r->key_id};
         _cleanup_pgresult_ PGresult *res = NULL;
-        int r = cp_db_exec(
+        int rc = cp_db_exec(
                 f->db,
-                "WITH s AS (SELECT id, tenant_id, desired_state AS was FROM sandboxes "
+                "WITH s AS (SELECT id, tenant_id, desired_state AS was FROM sandboxes x "
                 "  WHERE id = $1 AND deleted_at IS NULL AND auto_resume AND desired_state IN ('paused', 'suspended') "
+                "  AND (NOT $5::boolean OR ingress = 'public') "
+                "  AND NOT (end_action = 'kill' AND coalesce(end_at <= now(), false)) "
+                "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.target_id = x.id "
+                "    AND o.kind IN ('resume', 'restore') AND o.state = 'failed' "
+                "    AND o.updated_at > now() - interval '" WAKE_RETRY_S " seconds') "
                 "  FOR UPDATE), "
                 "u AS (UPDATE sandboxes x SET desired_state = 'running', updated_at = now(), last_active_at = now(), "
-                "  end_at = CASE WHEN x.end_at <= now() AND x.timeout_s > 0 "
+                "  end_at = CASE WHEN x.end_at <= now() AND x.end_action = 'suspend' AND x.timeout_s > 0 "
                 "    THEN now() + make_interval(secs => x.timeout_s) ELSE x.end_at END "
                 "  FROM s WHERE x.id = s.id RETURNING x.id), "
                 "o AS (INSERT INTO operations (id, tenant_id, kind, target_id, state, message, request, deadline_at) "
@@ -163,16 +177,15 @@ static int wake(cp_fleet *f, const char *sandbox_id, const char *dataplane, sp_e
                 "  'pending', 'woken by a request for one of its ports', "
                 "  jsonb_build_object('status_message', 'woken by a request for one of its ports'), "
                 "  now() + make_interval(secs => $3::integer) FROM s, u WHERE u.id = s.id RETURNING id), "
-                "a AS (INSERT INTO audit_log (tenant_id, action, target, detail) "
-                "  SELECT s.tenant_id, 'sandbox.wake', s.id, jsonb_build_object('by', 'ingress', 'dataplane', "
-                "$4::text, "
-                "  'operation', o.id, 'was', s.was) FROM s, o) "
+                "a AS (INSERT INTO audit_log (tenant_id, key_id, action, target, detail) "
+                "  SELECT s.tenant_id, $6, 'sandbox.wake', s.id, jsonb_build_object('by', 'ingress', "
+                "  'dataplane', $4::text, 'operation', o.id, 'was', s.was, 'anonymous', $5::boolean) FROM s, o) "
                 "SELECT count(*) FROM o",
-                4, params, &res, err);
-        if (r < 0)
-                return r;
+                6, params, &res, err);
+        if (rc < 0)
+                return rc;
         if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
-                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sandbox_id), "woken by ingress on data plane %s (%s)",
+                sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", r->sandbox_id), "woken by ingress on data plane %s (%s)",
                           dataplane ? dataplane : "?", op);
         return 0;
 }
@@ -191,7 +204,7 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
                 sp_rpc_call_fail(call, e);
                 return;
         }
-        if (r.wake && wake(f, r.sandbox_id, sp_rpc_call_peer_name(call), &e) < 0) {
+        if (r.wake && wake(f, &r, sp_rpc_call_peer_name(call), &e) < 0) {
                 sp_rpc_call_fail(call, e);
                 return;
         }
@@ -202,7 +215,7 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(f->db,
                        "SELECT s.id, s.tenant_id, s.observed_state, s.ingress, w.address, s.auto_resume, "
-                       "s.desired_state = 'running' AND s.observed_state <> 'running' FROM sandboxes s "
+                       "s.desired_state = 'running' AND s.observed_state NOT IN ('running', 'failed') FROM sandboxes s "
                        "LEFT JOIN workers w ON w.id = s.worker_id "
                        "WHERE s.id = $1 AND s.deleted_at IS NULL AND s.desired_state <> 'deleted'",
                        1, params, &res, &e) < 0) {

@@ -32,15 +32,19 @@ struct dp_resolve {
         dp_resolve *next;
 };
 
-/* A wake in flight; q is NULL once its lookup was cancelled. */
+/* A wake in flight and the lookups waiting on its answer (a cancelled one
+ * leaves the list; the answer is then dropped for it). */
 struct wake_call {
         dp_resolver *r;
-        dp_resolve *q;
+        dp_resolve *waiters;
+        bool anonymous;
         char sandbox[DP_CLAIM_ID_MAX + 1];
+        wake_call *next;
 };
 
 struct dp_resolver {
         sp_rpc_client *cli;
+        wake_call *wakes; /* in flight */
         struct event *kick; /* delivers ready */
         dp_resolve *ready;
         entry *v; /* DP_RESOLVE_CACHE */
@@ -177,6 +181,16 @@ void dp_resolver_free(dp_resolver *r)
                 r->ready = q->next;
                 free(q);
         }
+        while (r->wakes) { /* none once the client was freed first, as said */
+                wake_call *w = r->wakes;
+                r->wakes = w->next;
+                while (w->waiters) {
+                        dp_resolve *q = w->waiters;
+                        w->waiters = q->next;
+                        free(q);
+                }
+                free(w);
+        }
         if (r->kick)
                 event_free(r->kick);
         free(r->v);
@@ -258,6 +272,11 @@ static void on_wake_answer(json_object *resp, const sp_error *err, void *ud)
 {
         wake_call *w = ud;
         dp_resolver *r = w->r;
+        for (wake_call **p = &r->wakes; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
         dp_sandbox_info info;
         sp_errc code;
         char message[256];
@@ -277,41 +296,62 @@ static void on_wake_answer(json_object *resp, const sp_error *err, void *ud)
                         }
                 }
         }
-        dp_resolve *q = w->q;
+        while (w->waiters) {
+                dp_resolve *q = w->waiters;
+                w->waiters = q->next;
+                q->wake = NULL;
+                q->info = info;
+                q->code = code;
+                memcpy(q->message, message, sizeof(q->message));
+                q->next = r->ready;
+                r->ready = q;
+        }
         free(w);
-        if (!q)
-                return;
-        q->wake = NULL;
-        q->info = info;
-        q->code = code;
-        memcpy(q->message, message, sizeof(q->message));
-        q->next = r->ready;
-        r->ready = q;
         static const struct timeval now = {0, 0};
         event_add(r->kick, &now);
 }
 
-dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err)
+dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, bool anonymous, const char *key_id, dp_resolve_cb cb,
+                             void *userdata, sp_error **err)
 {
         dp_resolve *q = calloc(1, sizeof(*q));
-        wake_call *w = calloc(1, sizeof(*w));
-        if (!q || !w) {
-                free(q);
-                free(w);
+        if (!q) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 return NULL;
         }
-        *q = (dp_resolve){.r = r, .cb = cb, .ud = userdata, .wake = w};
-        *w = (wake_call){.r = r, .q = q};
+        *q = (dp_resolve){.r = r, .cb = cb, .ud = userdata};
+        /* One wake in flight per sandbox: later ones wait on its answer (an
+         * anonymous one may also wait on a token's, not the reverse). */
+        for (wake_call *w = r->wakes; w; w = w->next)
+                if (strcmp(w->sandbox, sandbox) == 0 && (anonymous || !w->anonymous)) {
+                        q->wake = w;
+                        q->next = w->waiters;
+                        w->waiters = q;
+                        return q;
+                }
+        wake_call *w = calloc(1, sizeof(*w));
+        if (!w) {
+                free(q);
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        *w = (wake_call){.r = r, .waiters = q, .anonymous = anonymous};
         snprintf(w->sandbox, sizeof(w->sandbox), "%s", sandbox);
+        q->wake = w;
         _cleanup_json_ json_object *req = json_object_new_object();
         json_object_object_add(req, "sandbox_id", json_object_new_string(sandbox));
         json_object_object_add(req, "wake", json_object_new_boolean(true));
+        if (anonymous)
+                json_object_object_add(req, "anonymous", json_object_new_boolean(true));
+        if (key_id && *key_id)
+                json_object_object_add(req, "key_id", json_object_new_string(key_id));
         if (sp_rpc_client_call(r->cli, "ResolveSandbox", req, DP_RESOLVE_TIMEOUT_MS, on_wake_answer, w, err) < 0) {
                 free(q);
                 free(w);
                 return NULL;
         }
+        w->next = r->wakes;
+        r->wakes = w;
         return q;
 }
 
@@ -322,7 +362,7 @@ void dp_resolve_cancel(dp_resolve *q)
         if (q->e)
                 unlink_from(&q->e->waiters, q);
         else if (q->wake)
-                q->wake->q = NULL; /* its answer is dropped */
+                unlink_from(&q->wake->waiters, q); /* the answer is dropped for it */
         else
                 unlink_from(&q->r->ready, q);
         free(q);

@@ -65,8 +65,13 @@ dp_resolve *dp_resolver_lookup(dp_resolver *r, const char *sandbox, dp_resolve_c
 dp_resolve *dp_resolver_lookup_fresh(dp_resolver *r, const char *sandbox, int64_t max_age_ms, dp_resolve_cb cb,
                                      void *userdata, sp_error **err);
 /* Asks the control plane to wake sandbox (see above) and answers as a
- * lookup does, from that question's answer. */
-dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, dp_resolve_cb cb, void *userdata, sp_error **err);
+ * lookup does, from that question's answer. anonymous: the request came
+ * without a token (public mode let it through: the control plane wakes only
+ * a sandbox that is public now); key_id: its token's API key, for the audit
+ * record. While a wake of the sandbox is in flight, another waits on its
+ * answer instead of asking again. */
+dp_resolve *dp_resolver_wake(dp_resolver *r, const char *sandbox, bool anonymous, const char *key_id, dp_resolve_cb cb,
+                             void *userdata, sp_error **err);
 /* Drops a lookup whose callback has not run: it never will. */
 void dp_resolve_cancel(dp_resolve *q);
 

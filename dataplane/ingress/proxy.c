@@ -77,6 +77,7 @@ typedef struct relay {
         /* Waking the sandbox (auto_resume): asked once, then looked up each
          * WAKE_POLL_MS until it runs or --ingress-wake-ms passed. */
         bool wake_asked, looked_again;
+        bool wait_share; /* holds one of the tenant's streams while it waits */
         int64_t wake_deadline_us;
         struct event *wake_timer;
 } relay;
@@ -93,6 +94,8 @@ static void relay_free(relay *r)
                 sp_rpc_stream_cancel(r->rpc);
         if (r->admitted)
                 dp__stream_release(r->d, &r->claims);
+        if (r->wait_share)
+                sp_shares_give(r->d->streams, r->claims.tenant);
         if (!r->upgraded) {
                 sp_http_request_on_close(r->req, NULL, NULL);
                 sp_http_stream_on_writable(r->req, NULL, NULL);
@@ -507,11 +510,6 @@ static void rpc_writable(sp_rpc_stream *s, void *ud)
 
 static void client_closed(sp_http_request *req, void *ud);
 
-/* Before the server's head: a client that has gone (or half-closed: the two
- * look the same until an answer is written, and proxies take both for gone)
- * is not waited for; a request that has not moved for --ingress-answer-ms —
- * a server that does not read the body, or has it all and does not answer —
- * is answered 504. */
 /* An upgraded connection (a WebSocket) whose access ended: closed both ways. */
 static void access_ended(relay *r, const char *why)
 {
@@ -550,6 +548,27 @@ static void recheck_access(relay *r)
         r->lookup = dp_resolver_lookup(r->d->resolver, r->t.sandbox, rechecked, r, &e);
 }
 
+/* The client went away (or half-closed) before its answer: counted as 499
+ * and answered all the same, since only an answer written (or failing to
+ * be) ends the connection — freed without one, it would stay open for
+ * good, holding one of the data plane's connections. */
+static void client_gone(relay *r)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        sp_error_set(&e, SP_E_UNAVAILABLE, "the client went away");
+        sp_http_reply_error(r->req, e);
+        dp__answered(r->d, r->req, DP_ROUTE_INGRESS, &r->claims, 499, "the client went away");
+        r->finished = true;
+        relay_free(r);
+}
+
+/* Each second from the request's start until its answer starts: a client
+ * that has gone (or half-closed: the two look the same until an answer is
+ * written, and proxies take both for gone) is not waited for — also while
+ * the sandbox is looked up or wakes; once the server was asked, a request
+ * that has not moved for --ingress-answer-ms (a server that does not read
+ * the body, or has it all and does not answer) is answered 504. After a
+ * 101, the connection's access is checked again (recheck_access). */
 static void on_watchdog(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
@@ -562,9 +581,11 @@ static void on_watchdog(evutil_socket_t fd, short what, void *ud)
         if (r->head_sent)
                 return;
         if (sp_http_request_peer_closed(r->req)) {
-                client_closed(r->req, r);
+                client_gone(r);
                 return;
         }
+        if (!r->rpc)
+                return; /* not asked yet: being looked up, or waking (its own deadline) */
         int64_t ms = r->d->limits.ingress_answer_ms;
         if (ms <= 0 || sp_now_mono_us() - r->last_progress_us < ms * SP_USEC_PER_MSEC)
                 return;
@@ -667,10 +688,6 @@ static void look_again(relay *r)
 {
         _cleanup_error_ sp_error *e = NULL;
         r->looked_again = true;
-        if (r->watchdog) {
-                event_free(r->watchdog);
-                r->watchdog = NULL;
-        }
         if (r->admitted) {
                 dp__stream_release(r->d, &r->claims);
                 r->admitted = false;
@@ -803,6 +820,10 @@ static bool asks_upgrade(const sp_http_request *req)
 static void connect_port(relay *r)
 {
         _cleanup_error_ sp_error *e = NULL;
+        if (r->wait_share) { /* the wait is over: the relay takes its own */
+                sp_shares_give(r->d->streams, r->claims.tenant);
+                r->wait_share = false;
+        }
         if (!dp__stream_admit(r->d, r->req, DP_ROUTE_INGRESS, &r->claims)) {
                 r->finished = true;
                 relay_free(r);
@@ -822,9 +843,6 @@ static void connect_port(relay *r)
         }
         sp_http_stream_on_writable(r->req, client_writable, r);
         r->last_progress_us = sp_now_mono_us();
-        static const struct timeval second = {1, 0};
-        if ((r->watchdog = event_new(r->d->base, -1, EV_PERSIST, on_watchdog, r)))
-                event_add(r->watchdog, &second);
 }
 
 static int need_token(relay *r, sp_error **err)
@@ -942,10 +960,25 @@ static bool wait_for_wake(relay *r, const dp_sandbox_info *info)
 {
         _cleanup_error_ sp_error *e = NULL;
         if (!r->wake_asked) {
+                /* Only what a wake can bring back (and what is on its way):
+                 * a stopped or failed sandbox is answered 409 without asking. */
+                static const char *const wakeable[] = {"paused", "pausing", "suspended", "suspending", NULL};
+                bool can = info->waking;
+                for (size_t i = 0; !can && wakeable[i]; i++)
+                        can = strcmp(info->state, wakeable[i]) == 0;
+                if (!can)
+                        return false;
+                /* A waiting request holds one of the tenant's ingress streams,
+                 * as a relayed one does: waiters are bounded per tenant. */
+                if (sp_shares_take(r->d->streams, r->claims.tenant, "streams", &e) < 0) {
+                        fail_early(r, e);
+                        return true;
+                }
+                r->wait_share = true;
                 r->wake_asked = true;
                 r->wake_deadline_us = sp_now_mono_us() + r->d->limits.ingress_wake_ms * SP_USEC_PER_MSEC;
                 r->d->metrics.ingress_wakes++;
-                r->lookup = dp_resolver_wake(r->d->resolver, r->t.sandbox, resolved, r, &e);
+                r->lookup = dp_resolver_wake(r->d->resolver, r->t.sandbox, !r->token, r->token_akey, resolved, r, &e);
                 if (!r->lookup)
                         fail_early(r, e);
                 return true;
@@ -1017,6 +1050,12 @@ void dp_ingress_handler(sp_http_request *req, void *userdata)
         if (r->upgrade_asked)
                 sp_http_response_parser_allow_upgrade(r->rp);
         sp_http_request_on_close(req, client_closed, r);
+        static const struct timeval second = {1, 0};
+        if (!(r->watchdog = event_new(d->base, -1, EV_PERSIST, on_watchdog, r)) ||
+            event_add(r->watchdog, &second) < 0) {
+                fail_earlyf(r, SP_E_LIMIT, "out of memory");
+                return;
+        }
         r->lookup = dp_resolver_lookup(d->resolver, r->t.sandbox, resolved, r, &e);
         if (!r->lookup)
                 fail_early(r, e);

@@ -93,7 +93,9 @@ int dp_metrics_render(const dp_metrics *m, sp_buf *out, sp_error **err)
                  "Ingress requests answered 502: nothing listened on the port in the sandbox.", "",
                  m->ingress_no_listener},
                 {"space_dataplane_ingress_wakes_total", "counter",
-                 "Ingress requests that woke their paused or suspended sandbox (auto_resume).", "", m->ingress_wakes},
+                 "Ingress requests that asked to wake their paused or suspended sandbox (auto_resume; requests "
+                 "arriving together share one wake).",
+                 "", m->ingress_wakes},
                 {"space_dataplane_ingress_wake_timeouts_total", "counter",
                  "Ingress requests answered 504: their sandbox did not wake within --ingress-wake-ms.", "",
                  m->ingress_wake_timeouts},

@@ -140,6 +140,8 @@ const pr_schema pr_cp_revoked_resp_schema = PR_SCHEMA("RevokedKeys answer", revo
 static const pr_field resolve_sandbox_fields[] = {
         PR_F_STRING(pr_cp_resolve_sandbox, "sandbox_id", sandbox_id, true, PR_CP_SANDBOX_ID_MAX),
         PR_F_BOOL(pr_cp_resolve_sandbox, "wake", wake, false),
+        PR_F_BOOL(pr_cp_resolve_sandbox, "anonymous", anonymous, false),
+        PR_F_STRING(pr_cp_resolve_sandbox, "key_id", key_id, false, PR_CP_SANDBOX_ID_MAX),
 };
 const pr_schema pr_cp_resolve_sandbox_schema = PR_SCHEMA("ResolveSandbox", resolve_sandbox_fields);
 

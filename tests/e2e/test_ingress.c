@@ -633,6 +633,21 @@ START_TEST(ingress_end_to_end)
         ck_assert_msg(strstr(body.data, "gateway_timeout") && strstr(body.data, "did not answer within 3000 ms"), "%s",
                       body.data);
 
+        /* Clients that half-close before the server answers get an answer
+         * all the same and their connections end (freed without one, they
+         * stayed open for good and used up the data plane's connections). */
+        int half[3];
+        for (int i = 0; i < 3; i++) {
+                half[i] = dial();
+                n = snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: %s\r\n%s\r\n", mute, hdr);
+                send_all(half[i], req, (size_t)n);
+                ck_assert_int_eq(shutdown(half[i], SHUT_WR), 0);
+        }
+        for (int i = 0; i < 3; i++) {
+                ck_assert_msg(ws_closed_within(half[i], 10000), "a half-closed client's connection stayed open");
+                close(half[i]);
+        }
+
         /* The data plane killed mid-download: the answer ends short and closed. */
         fd = dial();
         n = snprintf(req, sizeof(req), "GET /big HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, hdr);
@@ -808,6 +823,18 @@ START_TEST(auto_resume_wakes_on_request)
         json_object_put(sp_test_api(&S, key, "PUT", path, 200, "{\"auto_resume\":true}", NULL));
         sleep(3);
         ck_assert_int_eq(kill(S.workers[0].pid, SIGSTOP), 0);
+        /* A client that half-closes while its request waits for the wake is
+         * not waited for: its connection ends within seconds, not at the
+         * wake's end. */
+        int hc = dial();
+        char hreq[4600];
+        int hn = snprintf(hreq, sizeof(hreq), "GET /x HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, hdr);
+        send_all(hc, hreq, (size_t)hn);
+        bool hc_closed = shutdown(hc, SHUT_WR) == 0 && ws_closed_within(hc, 4000);
+        close(hc);
+        if (!hc_closed)
+                kill(S.workers[0].pid, SIGCONT); /* the other test needs it */
+        ck_assert_msg(hc_closed, "a half-closed waiting request held its connection");
         int64_t t0 = mono_ms();
         sp_buf_clear(&body);
         int status = request("GET", "/x", host, hdr, NULL, NULL, &body);

@@ -572,6 +572,53 @@ START_TEST(resolve_sandbox_for_data_planes)
         ck_assert_msg(r6, "%s", we ? we->message : "");
         ck_assert_str_eq(sp_test_jstr(r6, "state"), "running");
         ck_assert_ptr_null(json_object_object_get(r6, "waking"));
+        ck_assert_int_eq(audits("sandbox.wake", sbx), 1);
+
+        /* Not woken: a request without a token for a sandbox that is not
+         * public (the data plane's view may be old); a sandbox whose timeout
+         * passed and that is to be deleted then; one whose wake failed in
+         * the last seconds. Each writes nothing. */
+        char s2[64], wr[256];
+        sp_test_create_sandbox(&S, t.key, SANDBOX SANDBOX_END, s2);
+        json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/ingress", s2), 200, "{\"auto_resume\":true}"));
+        sp_test_sandbox_action(&S, t.key, s2, "suspend", state);
+        ck_assert_str_eq(state, "suspended");
+        snprintf(wr, sizeof(wr), "{\"sandbox_id\":\"%s\",\"wake\":true,\"anonymous\":true}", s2);
+        _cleanup_json_ json_object *n1 = resolve(dp, wr, &we);
+        ck_assert_msg(n1, "%s", we ? we->message : "");
+        ck_assert_ptr_null(json_object_object_get(n1, "waking"));
+        free(query1("UPDATE sandboxes SET end_action = 'kill', end_at = now() - interval '1 second' WHERE id = $1 "
+                    "RETURNING id",
+                    s2, NULL));
+        snprintf(wr, sizeof(wr), "{\"sandbox_id\":\"%s\",\"wake\":true,\"key_id\":\"key_wakes\"}", s2);
+        _cleanup_json_ json_object *n2 = resolve(dp, wr, &we);
+        ck_assert_msg(n2, "%s", we ? we->message : "");
+        ck_assert_ptr_null(json_object_object_get(n2, "waking"));
+        free(query1("UPDATE sandboxes SET end_action = 'suspend' WHERE id = $1 RETURNING id", s2, NULL));
+        free(query1("INSERT INTO operations (id, tenant_id, kind, target_id, state) "
+                    "VALUES ('op_failedwake00000000000', $2, 'restore', $1, 'failed') RETURNING id",
+                    s2, t.id));
+        _cleanup_json_ json_object *n3 = resolve(dp, wr, &we);
+        ck_assert_msg(n3, "%s", we ? we->message : "");
+        ck_assert_ptr_null(json_object_object_get(n3, "waking"));
+        ck_assert_int_eq(audits("sandbox.wake", s2), 0);
+        /* Ten seconds after the failed wake, a request wakes it again; its
+         * timeout, which had passed, starts again; the record names the key. */
+        free(query1("UPDATE operations SET updated_at = now() - interval '11 seconds' WHERE id = $1 RETURNING id",
+                    "op_failedwake00000000000", NULL));
+        free(query1("UPDATE sandboxes SET timeout_s = 600 WHERE id = $1 RETURNING id", s2, NULL));
+        _cleanup_json_ json_object *n4 = resolve(dp, wr, &we);
+        ck_assert_msg(n4, "%s", we ? we->message : "");
+        ck_assert(json_object_get_boolean(json_object_object_get(n4, "waking")));
+        ck_assert_int_eq(audits("sandbox.wake", s2), 1);
+        _cleanup_free_ char *who =
+                query1("SELECT key_id || ' ' || (detail->>'anonymous') || ' ' || (detail->>'was') FROM audit_log "
+                       "WHERE action = 'sandbox.wake' AND target = $1",
+                       s2, NULL);
+        ck_assert_str_eq(who, "key_wakes false suspended");
+        _cleanup_free_ char *later =
+                query1("SELECT (end_at > now() + interval '500 seconds')::text FROM sandboxes WHERE id = $1", s2, NULL);
+        ck_assert_str_eq(later, "true");
 
         /* Missing and deleted: not_found, naming the sandbox. */
         resolve_fails(dp, "{\"sandbox_id\":\"" ABSENT "\"}", SP_E_NOT_FOUND, "sandbox " ABSENT " not found");

@@ -133,6 +133,8 @@ typedef struct pr_cp_revoked_resp {
 typedef struct pr_cp_resolve_sandbox {
         const char *sandbox_id;
         bool wake;
+        bool anonymous; /* with wake: the request had no token (only a public sandbox is woken) */
+        const char *key_id; /* with wake: its token's API key (for the audit record); may be NULL */
 } pr_cp_resolve_sandbox;
 
 typedef struct pr_cp_resolve_sandbox_resp {
