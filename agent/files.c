@@ -14,6 +14,13 @@
  * its use. The agent's root is the sandbox's root filesystem, so root too
  * stays inside the sandbox.
  *
+ * A request may name an owner instead of a user (E2B's envd semantics): it
+ * then has root's rights, resolves paths from the owner's home, and gives
+ * the owner what it creates itself — the file written, the directories it
+ * made — with fchown on descriptors opened without following a symlink
+ * (make_at(), open_write()), so that nothing planted by the sandbox's
+ * processes can turn the chown onto something else.
+ *
  * Single-threaded (the agent's loop): the identity is process-wide while an
  * operation runs.
  */
@@ -237,31 +244,95 @@ static int op_list(const char *path, int64_t limit, json_object **ret, sp_error 
         return 0;
 }
 
-/* Makes the directory path and every missing one above it (mode, as the
- * identity in force), like mkdir -p; an existing directory is fine. The
- * error names the directory that could not be made. path is changed while
- * it runs and restored. */
-static int mkdir_parents(char *path, mode_t mode, sp_error **err)
+/* Makes the directory name in dirfd (mode, as the identity in force) and
+ * opens it for *at() calls, never following a symlink a process of the
+ * sandbox could have put at its name meanwhile; given to owner (uid and
+ * primary gid) when there is one, by fchown on that descriptor. -errno when
+ * it cannot (EEXIST: something is there). */
+static int make_at(int dirfd, const char *name, mode_t mode, const ag_user *owner)
 {
-        for (char *s = path + 1; *s; s++) {
-                if (*s != '/' || s[-1] == '/')
+        if (mkdirat(dirfd, name, mode) < 0)
+                return -errno;
+        /* The owner's calls have root's rights: O_RDONLY opens any mode. */
+        _cleanup_close_ int fd =
+                openat(dirfd, name, (owner ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (owner && fchown(fd, owner->uid, owner->gid) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+/* Opens the directory path for *at() calls (O_PATH), first making it and
+ * every missing directory above it (mode, as the identity in force), like
+ * mkdir -p: one component at a time from the directory above (make_at()),
+ * so that what is made is given to owner without following anything planted
+ * since. An existing component is followed as it is. The error names the
+ * directory that could not be made. */
+static int make_dirs(const char *path, mode_t mode, const ag_user *owner, sp_error **err)
+{
+        char prefix[PATH_MAX];
+        snprintf(prefix, sizeof(prefix), "%s", path);
+        _cleanup_close_ int fd = open(prefix[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return fail_errno(err, errno, "mkdir", "/");
+        for (size_t i = 0; prefix[i];) {
+                if (prefix[i] == '/') {
+                        i++;
                         continue;
-                *s = '\0';
-                int r = mkdir(path, mode) < 0 && errno != EEXIST ? -errno : 0;
-                if (r < 0) {
-                        fail_errno(err, -r, "mkdir", path);
-                        *s = '/';
-                        return r;
                 }
-                *s = '/';
+                size_t end = i + strcspn(prefix + i, "/");
+                char name[NAME_MAX + 1], saved = prefix[end];
+                if (end - i > NAME_MAX)
+                        return fail_errno(err, ENAMETOOLONG, "mkdir", path);
+                memcpy(name, prefix + i, end - i);
+                name[end - i] = '\0';
+                prefix[end] = '\0'; /* the directory this step makes or enters */
+                int next = make_at(fd, name, mode, owner);
+                if (next == -EEXIST && (next = openat(fd, name, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+                        next = -errno;
+                if (next < 0)
+                        return fail_errno(err, -next, "mkdir", prefix);
+                prefix[end] = saved;
+                sp_close(fd);
+                fd = next;
+                i = end;
         }
-        if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return TAKE_FD(fd);
+}
+
+/* Splits path into its directory and last component in buf: *ret_name
+ * ("" for /); the directory is returned. Trailing slashes are dropped. */
+static const char *split_path(const char *path, char buf[PATH_MAX], const char **ret_name)
+{
+        snprintf(buf, PATH_MAX, "%s", path);
+        size_t n = strlen(buf);
+        while (n > 1 && buf[n - 1] == '/')
+                buf[--n] = '\0';
+        char *slash = strrchr(buf, '/');
+        *ret_name = slash ? slash + 1 : buf;
+        if (!slash)
+                return ".";
+        if (slash == buf)
+                return "/";
+        *slash = '\0';
+        return buf;
+}
+
+/* mkdir path (the last component only), as make_at() does. */
+static int make_dir(const char *path, mode_t mode, const ag_user *owner, sp_error **err)
+{
+        char buf[PATH_MAX];
+        const char *name, *dir = split_path(path, buf, &name);
+        if (!*name)
+                return fail_errno(err, EEXIST, "mkdir", path);
+        _cleanup_close_ int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0)
                 return fail_errno(err, errno, "mkdir", path);
-        struct stat st;
-        if (stat(path, &st) < 0)
-                return fail_errno(err, errno, "mkdir", path);
-        if (!S_ISDIR(st.st_mode))
-                return fail_errno(err, ENOTDIR, "mkdir", path);
+        int fd = make_at(dirfd, name, mode, owner);
+        if (fd < 0)
+                return fail_errno(err, -fd, "mkdir", path);
+        sp_close(fd);
         return 0;
 }
 
@@ -295,14 +366,36 @@ static int op_remove(const char *path, bool recursive, sp_error **err)
         return 0;
 }
 
+/* Who a file request acts as: *id, whose rights it has (the request's user,
+ * or root for an owner), and *owner, who gets what it creates (NULL: no
+ * chown, it is the identity's own). Paths resolve from the home of the
+ * owner when there is one, else of the user. */
+static int lookup_ids(const pr_agent_request *req, ag_user *id, ag_user *owner, const ag_user **ret_owner,
+                      sp_error **err)
+{
+        *ret_owner = NULL;
+        if (req->owner && req->user)
+                return sp_error_set(err, SP_E_INVALID, "fields 'user' and 'owner' are mutually exclusive");
+        if (ag_user_lookup(req->owner ? NULL : req->user, id, err) < 0)
+                return -SP_E_NOT_FOUND;
+        if (!req->owner)
+                return 0;
+        if (ag_user_lookup(req->owner, owner, err) < 0)
+                return -SP_E_NOT_FOUND;
+        *ret_owner = owner;
+        return 0;
+}
+
 void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
 {
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *result = NULL;
-        ag_user u;
+        ag_user u, o;
+        const ag_user *owner;
         char path[PATH_MAX], to[PATH_MAX];
-        if (ag_user_lookup(req->user, &u, &e) < 0 || ag_path_resolve(&u, req->path, path, sizeof(path), &e) < 0 ||
-            (req->to && ag_path_resolve(&u, req->to, to, sizeof(to), &e) < 0)) {
+        if (lookup_ids(req, &u, &o, &owner, &e) < 0 ||
+            ag_path_resolve(owner ? owner : &u, req->path, path, sizeof(path), &e) < 0 ||
+            (req->to && ag_path_resolve(owner ? owner : &u, req->to, to, sizeof(to), &e) < 0)) {
                 ag_conn_send_error(c, channel, e);
                 return;
         }
@@ -321,10 +414,13 @@ void ag_files_simple(ag_conn *c, uint32_t channel, const pr_agent_request *req)
                 break;
         case PR_OP_MKDIR: {
                 mode_t mode = req->has_mode ? req->mode : 0755;
-                if (req->parents)
-                        r = mkdir_parents(path, mode, &e);
-                else
-                        r = mkdir(path, mode) < 0 ? fail_errno(&e, errno, "mkdir", path) : 0;
+                if (req->parents) {
+                        int fd = make_dirs(path, mode, owner, &e);
+                        r = fd < 0 ? fd : 0;
+                        sp_close(fd);
+                } else {
+                        r = make_dir(path, mode, owner, &e);
+                }
                 break;
         }
         case PR_OP_MOVE:
@@ -359,7 +455,9 @@ struct ag_transfer {
         ag_outstream out; /* read */
         int64_t remaining; /* read: bytes left of length, -1 unlimited */
         char path[PATH_MAX];
-        char tmp[PATH_MAX]; /* write: temporary file renamed over path at EOF */
+        int dirfd; /* write: the directory of path (O_PATH), where tmp and name are */
+        char name[NAME_MAX + 1]; /* write: path's last component */
+        char tmp[64]; /* write: temporary file in dirfd renamed over name at EOF */
         bool append;
         int64_t size;
         ag_user user; /* whose identity the file operations use */
@@ -381,9 +479,10 @@ static void transfer_free(ag_transfer *t)
                 sp_close(t->fd);
                 fsid old;
                 if (t->tmp[0] && become(&t->user, &old, NULL) == 0) {
-                        unlink(t->tmp);
+                        unlinkat(t->dirfd, t->tmp, 0);
                         restore(old);
                 }
+                sp_close(t->dirfd);
         }
         ag_loop_free_later(t);
 }
@@ -459,21 +558,42 @@ static int open_read(ag_transfer *t, const pr_agent_request *req, const char *pa
 }
 
 /* Opens path (resolved) for a write, as the identity in force: after its
- * missing parents are made when the request asks (mode 0755, so they belong
- * to the user too), the file itself for an append, else a temporary file
- * beside it that the EOF renames over it. */
-static int open_write(ag_transfer *t, const pr_agent_request *req, const char *path, sp_error **err)
+ * missing parents are made when the request asks (mode 0755, make_dirs():
+ * they belong to that identity, or to owner), the file itself for an
+ * append, else a temporary file beside it that the EOF renames over it —
+ * both in the directory opened once (dirfd), so that a directory of the
+ * path swapped for a symlink afterwards changes nothing. With an owner the
+ * file written is given to it (fchown on its descriptor): the temporary file
+ * (so the file that replaces an existing one too, as envd's write chowns
+ * what it overwrites), or for an append a file the call created. */
+static int open_write(ag_transfer *t, const pr_agent_request *req, const char *path, const ag_user *owner,
+                      sp_error **err)
 {
-        char dir[PATH_MAX], parent[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", path);
-        snprintf(parent, sizeof(parent), "%s", dirname(dir));
-        if (req->parents && mkdir_parents(parent, 0755, err) < 0)
-                return sp_error_wrap(err, "write %s", path);
+        char buf[PATH_MAX];
+        const char *name, *dir = split_path(path, buf, &name);
+        if (!*name || strlen(name) > NAME_MAX || path[strlen(path) - 1] == '/')
+                return sp_error_set(err, SP_E_INVALID, "write %s: not a file name", path);
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        if (req->parents) {
+                if ((t->dirfd = make_dirs(dir, 0755, owner, err)) < 0)
+                        return sp_error_wrap(err, "write %s", path);
+        } else if ((t->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                return fail_errno(err, errno, "write", path);
+        }
         t->append = req->append;
         mode_t mode = req->has_mode ? req->mode : 0644;
         if (req->append) {
                 /* A FIFO without a reader answers ENXIO instead of blocking. */
-                t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode);
+                int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+                bool made = false;
+                if (owner) {
+                        t->fd = openat(t->dirfd, t->name, flags | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+                        made = t->fd >= 0;
+                        if (!made && errno == EEXIST)
+                                t->fd = openat(t->dirfd, t->name, flags);
+                } else {
+                        t->fd = openat(t->dirfd, t->name, flags | O_CREAT, mode);
+                }
                 if (t->fd < 0)
                         return errno == ENXIO ? sp_error_set(err, SP_E_INVALID, "write %s: not a regular file", path)
                                               : fail_errno(err, errno, "write", path);
@@ -481,21 +601,25 @@ static int open_write(ag_transfer *t, const pr_agent_request *req, const char *p
                         t->fd = sp_close(t->fd);
                         return -SP_E_INVALID;
                 }
+                if (made && (fchown(t->fd, owner->uid, owner->gid) < 0 || fchmod(t->fd, mode) < 0)) {
+                        int r = fail_errno(err, errno, "write", path);
+                        t->fd = sp_close(t->fd);
+                        return r;
+                }
                 return 0;
         }
-        int n = snprintf(t->tmp, sizeof(t->tmp), "%s/.space-upload-%u-%u", parent, (unsigned)getpid(), t->channel);
-        if (n < 0 || (size_t)n >= sizeof(t->tmp)) {
-                t->tmp[0] = '\0';
-                return sp_error_set(err, SP_E_INVALID, "write %s: path too long", path);
-        }
+        snprintf(t->tmp, sizeof(t->tmp), ".space-upload-%u-%u", (unsigned)getpid(), t->channel);
         /* Whatever stands at the temporary name (a FIFO or a symlink planted by
          * the sandbox) is replaced, never opened. */
-        unlink(t->tmp);
-        t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+        unlinkat(t->dirfd, t->tmp, 0);
+        t->fd = openat(t->dirfd, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
         if (t->fd < 0) {
                 t->tmp[0] = '\0';
                 return fail_errno(err, errno, "write", path);
         }
+        /* chown first: a chown clears the set-user-ID and set-group-ID bits. */
+        if (owner && fchown(t->fd, owner->uid, owner->gid) < 0)
+                return fail_errno(err, errno, "write", path);
         fchmod(t->fd, mode);
         return 0;
 }
@@ -504,9 +628,11 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
 {
         if (find(c, channel))
                 return sp_error_set(err, SP_E_CONFLICT, "channel %u is in use", channel);
-        ag_user u;
+        ag_user u, o;
+        const ag_user *owner;
         char path[PATH_MAX];
-        if (ag_user_lookup(req->user, &u, err) < 0 || ag_path_resolve(&u, req->path, path, sizeof(path), err) < 0)
+        if (lookup_ids(req, &u, &o, &owner, err) < 0 ||
+            ag_path_resolve(owner ? owner : &u, req->path, path, sizeof(path), err) < 0)
                 return -SP_E_INVALID;
         ag_transfer *t = calloc(1, sizeof(*t));
         if (!t)
@@ -514,6 +640,7 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
         t->conn = c;
         t->channel = channel;
         t->fd = -1;
+        t->dirfd = -1;
         t->out.fd = -1;
         t->user = u;
         snprintf(t->path, sizeof(t->path), "%s", path);
@@ -522,9 +649,13 @@ int ag_transfer_start(ag_conn *c, uint32_t channel, pr_agent_request *req, sp_er
                 free(t);
                 return -SP_E_PERMISSION;
         }
-        int r = req->op == PR_OP_READ ? open_read(t, req, path, err) : open_write(t, req, path, err);
+        int r = req->op == PR_OP_READ ? open_read(t, req, path, err) : open_write(t, req, path, owner, err);
+        if (r < 0 && t->tmp[0])
+                unlinkat(t->dirfd, t->tmp, 0);
         restore(old);
         if (r < 0) {
+                sp_close(t->fd);
+                sp_close(t->dirfd);
                 free(t);
                 return r;
         }
@@ -589,7 +720,9 @@ bool ag_transfer_frame(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                 fsid old;
                 int r = become(&t->user, &old, &e);
                 if (r == 0) {
-                        r = fsync(t->fd) < 0 || (t->tmp[0] && rename(t->tmp, t->path) < 0) ? -errno : 0;
+                        r = fsync(t->fd) < 0 || (t->tmp[0] && renameat(t->dirfd, t->tmp, t->dirfd, t->name) < 0)
+                                    ? -errno
+                                    : 0;
                         restore(old);
                         if (r < 0)
                                 fail_errno(&e, -r, "write", t->path);

@@ -44,8 +44,11 @@ static int files_user(e2b_call *call, e2b_envd *ev, sp_error **err)
         return 0;
 }
 
-/* A files token for path, acting as ev->user (the transfer has that user's
- * rights inside the sandbox): *ret_url is the data-plane URL with ?path=. */
+/* A files token for path, and *ret_url the data-plane URL with ?path= and
+ * &owner= ev->user: as envd's, the transfer acts as root inside the sandbox,
+ * a relative path is from the user's home, and what a write creates (the
+ * file, the missing directories above it) is the user's (uid and primary
+ * gid). The token names no user (it acts as root); owner= needs that. */
 static int files_token(e2b_envd *ev, const char *path, const char *scope, char **ret_url, char **ret_token,
                        sp_error **err)
 {
@@ -57,7 +60,6 @@ static int files_token(e2b_envd *ev, const char *path, const char *scope, char *
         json_object_object_add(body, "path", json_object_new_string(path));
         json_object_object_add(body, "scope", json_object_new_string(scope));
         json_object_object_add(body, "ttl_s", json_object_new_int(600));
-        json_object_object_add(body, "user", json_object_new_string(ev->user));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0)
                 return -1;
         json_object *u = NULL, *k = NULL;
@@ -66,6 +68,8 @@ static int files_token(e2b_envd *ev, const char *path, const char *scope, char *
         sp_buf_append_str(&url, json_object_get_string(u), NULL);
         sp_buf_append_str(&url, "?path=", NULL);
         e2b_url_escape(&url, path);
+        sp_buf_append_str(&url, "&owner=", NULL);
+        e2b_url_escape(&url, ev->user);
         *ret_url = sp_buf_steal(&url);
         if (!(*ret_token = strdup(json_object_get_string(k))))
                 abort();

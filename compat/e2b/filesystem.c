@@ -47,18 +47,20 @@ static void target_for(sp_buf *b, const char *sandbox, const char *route)
         sp_buf_append_str(b, route, NULL);
 }
 
-/* The call's user (Authorization: Basic, else E2B's default `user`), so
- * that the agent acts with that user's rights and resolves relative paths
- * from its home: as &user= after a query, or in a body. */
+/* The call's user (Authorization: Basic, else E2B's default `user`) as the
+ * owner, as envd does: the operation acts as root inside the sandbox,
+ * relative paths resolve from the user's home, and what it creates (the
+ * directories of a makeDir or of a move's destination) is the user's. As
+ * &owner= after a query, or in a body. */
 static void user_query(sp_buf *b, const e2b_envd *ev)
 {
-        sp_buf_append_str(b, "&user=", NULL);
+        sp_buf_append_str(b, "&owner=", NULL);
         e2b_url_escape(b, ev->user);
 }
 
 static void user_body(json_object *body, const e2b_envd *ev)
 {
-        json_object_object_add(body, "user", json_object_new_string(ev->user));
+        json_object_object_add(body, "owner", json_object_new_string(ev->user));
 }
 
 /* envd's EntryInfo for our FileStat. */
@@ -210,8 +212,8 @@ static void fs_make_dir(e2b_call *call, e2b_envd *ev, json_object *req)
         reply_entry(call, ev, path);
 }
 
-/* Makes the directories above path that are missing (envd's Move does), as
- * the call's user. */
+/* Makes the directories above path that are missing (envd's Move does:
+ * EnsureDirs of the destination's directory), given to the call's user. */
 static int make_parents(e2b_envd *ev, const char *path, sp_error **err)
 {
         const char *slash = strrchr(path, '/');

@@ -75,14 +75,15 @@ void cp__h_files_stat(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         cp_files_req r;
-        if (cp_req_files_query(sp_http_request_query(c->req, "path"), NULL, sp_http_request_query(c->req, "user"), &r,
-                               &e) < 0) {
+        if (cp_req_files_query(sp_http_request_query(c->req, "path"), NULL, sp_http_request_query(c->req, "user"),
+                               sp_http_request_query(c->req, "owner"), &r, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
         pr_wk_file q = PR_WK_FILE_INIT;
         q.path = r.path;
         q.user = r.user[0] ? r.user : NULL;
+        q.owner = r.owner[0] ? r.owner : NULL;
         call(c, "StatFile", &pr_wk_stat_file_schema, &q, NULL, NULL);
         cp_files_req_free(&r);
 }
@@ -92,7 +93,8 @@ void cp__h_files_list(cp_call *c)
         _cleanup_error_ sp_error *e = NULL;
         cp_files_req r;
         if (cp_req_files_query(sp_http_request_query(c->req, "path"), sp_http_request_query(c->req, "limit"),
-                               sp_http_request_query(c->req, "user"), &r, &e) < 0) {
+                               sp_http_request_query(c->req, "user"), sp_http_request_query(c->req, "owner"), &r,
+                               &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -100,6 +102,7 @@ void cp__h_files_list(cp_call *c)
         q.path = r.path;
         q.limit = r.limit;
         q.user = r.user[0] ? r.user : NULL;
+        q.owner = r.owner[0] ? r.owner : NULL;
         call(c, "ListDir", &pr_wk_list_dir_schema, &q, NULL, NULL);
         cp_files_req_free(&r);
 }
@@ -126,6 +129,7 @@ static void change(cp_call *c, int (*decode)(const char *, size_t, cp_files_req 
         q.recursive = r.recursive;
         q.mode = r.mode;
         q.user = r.user[0] ? r.user : NULL;
+        q.owner = r.owner[0] ? r.owner : NULL;
         call(c, method, schema, &q, action, pr_msg_encode(schema, &q));
         cp_files_req_free(&r);
 }

@@ -37,17 +37,26 @@ static bool user_ok(const char *s)
 
 #define USER_RULE "a user name or uid: printable, without spaces or ':'"
 
-/* The optional field "user" into out (CP_SESSION_MAX_USER + 1 bytes; "" when absent). */
-static int get_user(json_object *o, char *out, sp_error **err)
+/* The optional user field name ("user", or a file route's "owner") into out
+ * (CP_SESSION_MAX_USER + 1 bytes; "" when absent). */
+static int get_user_field(json_object *o, const char *name, char *out, sp_error **err)
 {
         const char *user = NULL;
-        if (sp_json_get_string(o, "user", false, CP_SESSION_MAX_USER, &user, err) < 0)
+        if (sp_json_get_string(o, name, false, CP_SESSION_MAX_USER, &user, err) < 0)
                 return -SP_E_INVALID;
         if (user && !user_ok(user))
-                return sp_error_set(err, SP_E_INVALID, "field 'user' must be " USER_RULE);
+                return sp_error_set(err, SP_E_INVALID, "field '%s' must be " USER_RULE, name);
         snprintf(out, CP_SESSION_MAX_USER + 1, "%s", user ? user : "");
         return 0;
 }
+
+static int get_user(json_object *o, char *out, sp_error **err)
+{
+        return get_user_field(o, "user", out, err);
+}
+
+#define OWNER_AND_USER \
+        "give either user (act with that user's rights) or owner (act as root, give it what is created), not both"
 
 /* An optional non-empty path field, copied into *ret (NULL when absent). */
 static int get_path(json_object *o, const char *name, bool required, char **ret, sp_error **err)
@@ -339,12 +348,15 @@ static int files_body(const char *body, size_t len, files_op op, cp_files_req *r
         int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
-        static const char *const mkdir_fields[] = {"path", "parents", "mode", "user", NULL};
-        static const char *const move_fields[] = {"from", "to", "user", NULL};
-        static const char *const remove_fields[] = {"path", "recursive", "user", NULL};
+        static const char *const mkdir_fields[] = {"path", "parents", "mode", "user", "owner", NULL};
+        static const char *const move_fields[] = {"from", "to", "user", "owner", NULL};
+        static const char *const remove_fields[] = {"path", "recursive", "user", "owner", NULL};
         const char *const *fields = op == FILES_MKDIR ? mkdir_fields : op == FILES_MOVE ? move_fields : remove_fields;
         cp_files_req q = {.mode = -1};
-        bool ok = sp_json_check_fields(o, fields, err) == 0 && get_user(o, q.user, err) == 0;
+        bool ok = sp_json_check_fields(o, fields, err) == 0 && get_user(o, q.user, err) == 0 &&
+                  get_user_field(o, "owner", q.owner, err) == 0;
+        if (ok && q.user[0] && q.owner[0])
+                ok = sp_error_set(err, SP_E_INVALID, OWNER_AND_USER) == 0;
         if (ok && op == FILES_MOVE)
                 ok = get_path(o, "from", true, &q.path, err) == 0 && get_path(o, "to", true, &q.to, err) == 0;
         else if (ok)
@@ -376,7 +388,8 @@ int cp_req_files_remove(const char *body, size_t len, cp_files_req *ret, sp_erro
         return files_body(body, len, FILES_REMOVE, ret, err);
 }
 
-int cp_req_files_query(const char *path, const char *limit, const char *user, cp_files_req *ret, sp_error **err)
+int cp_req_files_query(const char *path, const char *limit, const char *user, const char *owner, cp_files_req *ret,
+                       sp_error **err)
 {
         memset(ret, 0, sizeof(*ret));
         cp_files_req q = {.mode = -1};
@@ -391,6 +404,13 @@ int cp_req_files_query(const char *path, const char *limit, const char *user, cp
                 if (strlen(user) > CP_SESSION_MAX_USER || !user_ok(user))
                         return sp_error_set(err, SP_E_INVALID, "query parameter 'user' must be " USER_RULE);
                 snprintf(q.user, sizeof(q.user), "%s", user);
+        }
+        if (owner) {
+                if (strlen(owner) > CP_SESSION_MAX_USER || !user_ok(owner))
+                        return sp_error_set(err, SP_E_INVALID, "query parameter 'owner' must be " USER_RULE);
+                if (user)
+                        return sp_error_set(err, SP_E_INVALID, OWNER_AND_USER);
+                snprintf(q.owner, sizeof(q.owner), "%s", owner);
         }
         if (!(q.path = strdup(path)))
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");

@@ -85,7 +85,9 @@ void cp_token_req_free(cp_token_req *r);
  * digits or a JSON integer, at most 07777. limit is 1..CP_FILES_MAX_LIST
  * [CP_FILES_DEFAULT_LIST]. Every route takes an optional user ("user" in the
  * body, ?user= in the query): the operation acts with that user's rights
- * inside the sandbox, as a session's user does. */
+ * inside the sandbox, as a session's user does; or else an optional owner
+ * (same rules, "owner" / ?owner=; with user SP_E_INVALID): E2B's semantics,
+ * the operation acts as root and what it creates is given to the owner. */
 typedef struct cp_files_req {
         char *path; /* mkdir, remove, stat, list; "from" of move */
         char *to; /* move */
@@ -93,12 +95,14 @@ typedef struct cp_files_req {
         int64_t mode; /* -1 when absent */
         int64_t limit;
         char user[CP_SESSION_MAX_USER + 1]; /* "" when absent (the sandbox's root) */
+        char owner[CP_SESSION_MAX_USER + 1]; /* "" when absent */
 } cp_files_req;
 int cp_req_files_mkdir(const char *body, size_t len, cp_files_req *ret, sp_error **err);
 int cp_req_files_move(const char *body, size_t len, cp_files_req *ret, sp_error **err);
 int cp_req_files_remove(const char *body, size_t len, cp_files_req *ret, sp_error **err);
-/* path, limit and user as the raw query values (NULL when absent; limit may be NULL for stat). */
-int cp_req_files_query(const char *path, const char *limit, const char *user, cp_files_req *ret, sp_error **err);
+/* path, limit, user and owner as the raw query values (NULL when absent; limit may be NULL for stat). */
+int cp_req_files_query(const char *path, const char *limit, const char *user, const char *owner, cp_files_req *ret,
+                       sp_error **err);
 void cp_files_req_free(cp_files_req *r);
 
 /* Query of GET /v1/sandboxes/{id}/sessions: ?limit=N (1..1000 [100]) and

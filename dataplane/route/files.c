@@ -21,6 +21,7 @@ typedef struct download {
         sp_http_request *req;
         dp_claims claims;
         char *path;
+        char *owner; /* owner=: act as root, resolve from the owner's home (NULL: the token's user) */
         uint64_t offset, length; /* what the response carries */
         uint64_t written;
         sp_rpc_stream *rpc; /* NULL once ended or cancelled */
@@ -38,6 +39,7 @@ static void download_free(download *dl)
         sp_http_request_unref(dl->req);
         sp_buf_free(&dl->pending);
         free(dl->path);
+        free(dl->owner);
         dp__stream_release(dl->d, &dl->claims);
         free(dl);
 }
@@ -152,6 +154,7 @@ static pr_wk_file file_request(const download *dl)
         q.sandbox_id = dl->claims.sandbox;
         q.path = dl->path;
         q.user = dl->claims.user[0] ? dl->claims.user : NULL;
+        q.owner = dl->owner;
         return q;
 }
 
@@ -209,6 +212,18 @@ static void stat_done(json_object *resp, const sp_error *err, void *userdata)
         sp_http_stream_on_writable(dl->req, on_writable, dl);
 }
 
+/* owner= acts as root: only with a token that does (no user); a token for
+ * a user keeps that user's rights. */
+static int owner_excludes_user(const dp_file_request *f, const dp_claims *c, sp_error **err)
+{
+        if (f->owner && c->user[0])
+                return sp_error_set(err, SP_E_INVALID,
+                                    "query parameter 'owner' and the token's user '%s' are mutually exclusive: "
+                                    "owner= acts as root, so it needs a files token without a user",
+                                    c->user);
+        return 0;
+}
+
 void dp_file_get_handler(sp_http_request *req, void *userdata)
 {
         dp *d = userdata;
@@ -220,14 +235,16 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         if (dp__authenticate(d, req, DP_ROUTE_FILE_GET, &want, &c) < 0)
                 return;
         dp_file_request f;
-        if (dp_request_file_get(sp_http_request_parser(req), &f, &e) < 0) {
+        if (dp_request_file_get(sp_http_request_parser(req), &f, &e) < 0 || owner_excludes_user(&f, &c, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_FILE_GET, &c, e);
                 return;
         }
         if (!dp__stream_admit(d, req, DP_ROUTE_FILE_GET, &c))
                 return;
         download *dl = calloc(1, sizeof(*dl));
-        if (!dl || !(dl->path = strdup(f.path))) {
+        if (!dl || !(dl->path = strdup(f.path)) || (f.owner && !(dl->owner = strdup(f.owner)))) {
+                if (dl)
+                        free(dl->path);
                 free(dl);
                 dp__stream_release(d, &c);
                 sp_error_set(&e, SP_E_LIMIT, "out of memory");
@@ -265,7 +282,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         if (dp__authenticate(d, req, DP_ROUTE_FILE_PUT, &want, &c) < 0)
                 return;
         dp_file_request f;
-        if (dp_request_file_put(sp_http_request_parser(req), &f, &e) < 0) {
+        if (dp_request_file_put(sp_http_request_parser(req), &f, &e) < 0 || owner_excludes_user(&f, &c, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_FILE_PUT, &c, e);
                 return;
         }
@@ -278,6 +295,7 @@ void dp_file_put_handler(sp_http_request *req, void *userdata)
         q.append = f.append;
         q.parents = f.parents;
         q.user = c.user[0] ? c.user : NULL;
+        q.owner = f.owner;
         _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_write_file_schema, &q);
         dp_upload_spec spec = {.route = DP_ROUTE_FILE_PUT,
                                .method = "WriteFile",

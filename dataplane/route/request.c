@@ -173,12 +173,32 @@ static int file_path(const sp_http_parser *p, dp_file_request *ret, sp_error **e
         return 0;
 }
 
+/* owner=: a user name or uid as the control plane takes one. */
+static int file_owner(const sp_http_parser *p, dp_file_request *ret, sp_error **err)
+{
+        const char *owner = sp_http_parser_query(p, "owner");
+        if (!owner)
+                return 0;
+        size_t n = strlen(owner);
+        bool ok = n >= 1 && n <= DP_OWNER_MAX;
+        for (const unsigned char *c = (const unsigned char *)owner; ok && *c; c++)
+                ok = *c > 0x20 && *c < 0x7f && *c != ':';
+        if (!ok)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "query parameter 'owner' must be a user name or uid: 1 to %d printable "
+                                    "characters without spaces or ':'",
+                                    DP_OWNER_MAX);
+        ret->owner = owner;
+        return 0;
+}
+
 int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error **err)
 {
-        static const char *const allowed[] = {"token", "path", "offset", "length", NULL};
+        static const char *const allowed[] = {"token", "path", "offset", "length", "owner", NULL};
         dp_file_request f = {.mode = 0644};
         int r;
-        if ((r = dp_request_check_query(p, allowed, err)) < 0 || (r = file_path(p, &f, err)) < 0)
+        if ((r = dp_request_check_query(p, allowed, err)) < 0 || (r = file_path(p, &f, err)) < 0 ||
+            (r = file_owner(p, &f, err)) < 0)
                 return r;
         const char *offset = sp_http_parser_query(p, "offset"), *length = sp_http_parser_query(p, "length");
         if (offset && !parse_u64(offset, DP_OFFSET_MAX, &f.offset))
@@ -192,10 +212,11 @@ int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error 
 
 int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error **err)
 {
-        static const char *const allowed[] = {"token", "path", "mode", "append", "parents", NULL};
+        static const char *const allowed[] = {"token", "path", "mode", "append", "parents", "owner", NULL};
         dp_file_request f = {.mode = 0644};
         int r;
-        if ((r = dp_request_check_query(p, allowed, err)) < 0 || (r = file_path(p, &f, err)) < 0)
+        if ((r = dp_request_check_query(p, allowed, err)) < 0 || (r = file_path(p, &f, err)) < 0 ||
+            (r = file_owner(p, &f, err)) < 0)
                 return r;
         const char *mode = sp_http_parser_query(p, "mode"), *append = sp_http_parser_query(p, "append");
         const char *parents = sp_http_parser_query(p, "parents");

@@ -25,6 +25,7 @@
 #define DP_CONTROL_BODY_MAX 4096
 /* Bytes of a file path in a query. */
 #define DP_PATH_MAX 4096
+#define DP_OWNER_MAX 64 /* files: owner=, a user name or uid inside the sandbox (as a token's usr) */
 /* Largest offset or length: what the worker's JSON integers hold. */
 #define DP_OFFSET_MAX ((uint64_t)INT64_MAX)
 
@@ -60,11 +61,14 @@ typedef struct dp_file_request {
         unsigned mode; /* PUT: permission bits, octal in the query (default 0644, at most 07777) */
         bool append; /* PUT: append instead of replacing */
         bool parents; /* PUT: make the missing parent directories first */
+        const char *owner; /* act as root, give what is created to this user (NULL: absent) */
 } dp_file_request;
 
-/* GET files: path, offset, length (and token). */
+/* GET files: path, offset, length, owner (and token). owner is a user name
+ * or uid (1..DP_OWNER_MAX printable bytes, no space or ':'); it
+ * excludes a token's user, which the handlers check. */
 int dp_request_file_get(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
-/* PUT files: path, mode, append, parents (and token). */
+/* PUT files: path, mode, append, parents, owner (and token). */
 int dp_request_file_put(const sp_http_parser *p, dp_file_request *ret, sp_error **err);
 
 /* PUT a template's upload: no query parameter (but token), and a

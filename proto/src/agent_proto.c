@@ -316,12 +316,13 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
         case PR_OP_MKDIR:
         case PR_OP_REMOVE:
         case PR_OP_CHMOD: {
-                static const char *const f[] = {"op",     "path",    "user",      "offset", "length", "limit", "mode",
-                                                "append", "parents", "recursive", "window", "follow", NULL};
+                static const char *const f[] = {"op",   "path",   "user",    "owner",     "offset", "length", "limit",
+                                                "mode", "append", "parents", "recursive", "window", "follow", NULL};
                 r.length = -1;
                 r.limit = 10000;
                 if (sp_json_check_fields(o, f, err) < 0 || get_path(o, "path", true, &r.path, err) < 0 ||
                     dup_string(o, "user", false, 64, &r.user, err) < 0 ||
+                    dup_string(o, "owner", false, 64, &r.owner, err) < 0 ||
                     sp_json_get_int(o, "offset", false, 0, INT64_MAX, &r.offset, err) < 0 ||
                     sp_json_get_int(o, "length", false, 0, INT64_MAX, &r.length, err) < 0 ||
                     sp_json_get_int(o, "limit", false, 1, 100000, &r.limit, err) < 0 || get_mode(o, &r, err) < 0 ||
@@ -337,9 +338,10 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                 break;
         }
         case PR_OP_MOVE: {
-                static const char *const f[] = {"op", "from", "to", "user", NULL};
+                static const char *const f[] = {"op", "from", "to", "user", "owner", NULL};
                 if (sp_json_check_fields(o, f, err) < 0 || get_path(o, "from", true, &r.path, err) < 0 ||
-                    get_path(o, "to", true, &r.to, err) < 0 || dup_string(o, "user", false, 64, &r.user, err) < 0)
+                    get_path(o, "to", true, &r.to, err) < 0 || dup_string(o, "user", false, 64, &r.user, err) < 0 ||
+                    dup_string(o, "owner", false, 64, &r.owner, err) < 0)
                         goto fail;
                 break;
         }
@@ -360,6 +362,14 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
         case PR_OP__MAX:
                 break;
         }
+        if (r.owner && !r.owner[0]) {
+                sp_error_set(err, SP_E_INVALID, "field 'owner' must not be empty");
+                goto fail;
+        }
+        if (r.owner && r.user) {
+                sp_error_set(err, SP_E_INVALID, "fields 'user' and 'owner' are mutually exclusive");
+                goto fail;
+        }
         int64_t window = PR_AGENT_DEFAULT_WINDOW;
         if (sp_json_get_int(o, "window", false, 4096, PR_AGENT_MAX_CREDIT, &window, err) < 0)
                 goto fail;
@@ -378,6 +388,7 @@ void pr_agent_request_free(pr_agent_request *r)
         sp_strv_freep(&r->env);
         free(r->cwd);
         free(r->user);
+        free(r->owner);
         free(r->path);
         free(r->to);
         memset(r, 0, sizeof(*r));
@@ -411,6 +422,8 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
                 json_object_object_add(o, "cwd", json_object_new_string(r->cwd));
         if (r->user)
                 json_object_object_add(o, "user", json_object_new_string(r->user));
+        if (r->owner)
+                json_object_object_add(o, "owner", json_object_new_string(r->owner));
         if (r->pty) {
                 json_object *p = json_object_new_object();
                 json_object_object_add(p, "rows", json_object_new_int(r->rows));

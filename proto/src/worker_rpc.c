@@ -134,7 +134,8 @@ const pr_schema pr_wk_connect_port_schema = PR_SCHEMA("ConnectPort", connect_por
 #define R pr_wk_file
 #define F_SANDBOX PR_F_STRING(R, "sandbox_id", sandbox_id, true, PR_WK_ID_MAX)
 #define F_PATH PR_F_STRING(R, "path", path, true, PR_AGENT_MAX_PATH)
-#define F_USER PR_F_STRING(R, "user", user, false, PR_WK_USER_MAX)
+#define F_USER \
+        PR_F_STRING(R, "user", user, false, PR_WK_USER_MAX), PR_F_STRING(R, "owner", owner, false, PR_WK_USER_MAX)
 #define F_MODE(req) PR_F_INT(R, "mode", mode, req, 0, 07777, -1)
 static const pr_field stat_file_fields[] = {F_SANDBOX, F_PATH, F_USER, PR_F_BOOL(R, "follow", follow, false)};
 static const pr_field list_dir_fields[] = {F_SANDBOX, F_PATH, F_USER, PR_F_INT(R, "limit", limit, false, 1, 100000, 0)};
@@ -180,7 +181,12 @@ void pr_wk_file_init(pr_wk_file *f)
 int pr_wk_file_decode(const pr_schema *s, json_object *obj, pr_wk_file *out, sp_error **err)
 {
         pr_wk_file_init(out);
-        return pr_msg_decode(s, obj, out, err);
+        int r = pr_msg_decode(s, obj, out, err);
+        if (r < 0)
+                return r;
+        if (out->user && out->owner)
+                return sp_error_set(err, SP_E_INVALID, "%s: fields 'user' and 'owner' are mutually exclusive", s->name);
+        return 0;
 }
 
 #define R pr_wk_import_template

@@ -218,25 +218,36 @@ for (const pkg of versions) {
       await sbx.files.remove(`/tmp/${top}`)
     })
 
-    test("files as user where the user may not write: the SDK's error, and nothing is made", async () => {
-      const denied = (err) =>
-        err instanceof SandboxError && /permission denied/i.test(err.message) && /403/.test(err.message)
-      await assert.rejects(sbx.files.write('/root/planted.txt', 'x'), denied)
-      await assert.rejects(sbx.files.write('/root/deep/er/planted.txt', 'x'), denied)
-      await assert.rejects(
-        sbx.files.write([
-          { path: 'fine.txt', data: 'fine' },
-          { path: '/etc/planted.txt', data: 'x' },
-        ]),
-        denied,
+    test("files as user go where root's can, as on E2B: what is made is the user's", async () => {
+      // envd's file calls act as root and give the user what they make.
+      const etc = await sbx.files.write('/etc/e2b-x', 'x')
+      assert.equal(etc.path, '/etc/e2b-x')
+      await sbx.files.write('/root/nested/dir/f', 'f')
+      assert.equal(await sbx.files.read('/root/nested/dir/f'), 'f')
+      const w = await sbx.files.write([
+        { path: 'fine.txt', data: 'fine' },
+        { path: '/etc/e2b-y', data: 'y' },
+      ])
+      assert.deepEqual(w.map((e) => e.path), ['/home/user/fine.txt', '/etc/e2b-y'])
+      assert.equal(await sbx.files.makeDir('/srv/a/b'), true)
+      const st = await sbx.commands.run(
+        'stat -c %U:%G /etc/e2b-x /etc/e2b-y /root/nested /root/nested/dir /root/nested/dir/f /srv/a /srv/a/b /root /etc',
+        { user: 'root' },
       )
-      await assert.rejects(sbx.files.makeDir('/srv-planted'), (err) => /permission denied/i.test(err.message))
-      assert.equal((await sbx.commands.run('ls /root /etc | grep -c planted || true', { user: 'root' })).stdout, '0\n')
-      assert.equal((await sbx.commands.run('test -e /srv-planted || echo none')).stdout, 'none\n')
-      // A command as user cannot either; as root both can.
+      assert.equal(st.stdout, 'user:user\n'.repeat(7) + 'root:root\n'.repeat(2))
+      // A root file it overwrites is the user's after, as envd chowns it.
+      await sbx.commands.run('echo r > /etc/e2b-root && chmod 644 /etc/e2b-root', { user: 'root' })
+      await sbx.files.write('/etc/e2b-root', 'u')
+      assert.equal((await sbx.commands.run('stat -c %U:%G /etc/e2b-root; cat /etc/e2b-root')).stdout, 'user:user\nu')
+      // A rename moves without chowning; the directory it makes is the user's.
+      await sbx.commands.run('echo m > /etc/e2b-move', { user: 'root' })
+      await sbx.files.rename('/etc/e2b-move', '/srv/m/n/moved')
+      assert.equal((await sbx.commands.run('stat -c %U:%G /srv/m/n /srv/m/n/moved')).stdout, 'user:user\nroot:root\n')
+      // A command of the user still has the user's rights only; root's too.
       await assert.rejects(sbx.commands.run('touch /root/planted.txt'), (err) => err instanceof CommandExitError)
       await sbx.files.write('/root/planted-by-root.txt', 'ok', { user: 'root' })
-      assert.equal(await sbx.files.read('/root/planted-by-root.txt', { user: 'root' }), 'ok')
+      assert.equal((await sbx.commands.run('stat -c %U /root/planted-by-root.txt', { user: 'root' })).stdout, 'root\n')
+      await sbx.commands.run('rm -rf /etc/e2b-x /etc/e2b-y /etc/e2b-root /root/nested /srv/a /srv/m /home/user/fine.txt', { user: 'root' })
     })
 
     test("Sandbox.connect gives a sandbox without E2B's user one (uid 1000, /home/user)", async () => {
@@ -255,20 +266,21 @@ for (const pkg of versions) {
       }
     })
 
-    test("files: act with the requested user's rights", async () => {
+    test("files: as on envd, root's rights for any user; the user decides relative paths and what it owns", async () => {
       await sbx.commands.run('echo secret > /root/secret.txt && chmod 600 /root/secret.txt', { user: 'root' })
-      // As root (explicitly): allowed.
       assert.equal(await sbx.files.read('/root/secret.txt', { user: 'root' }), 'secret\n')
-      // As user: neither reading root's file nor writing into /root, nor listing it.
-      await assert.rejects(sbx.files.read('/root/secret.txt', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
-      await assert.rejects(sbx.files.write('/root/planted.txt', 'x', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
-      await assert.rejects(sbx.files.list('/root', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
-      await assert.rejects(sbx.files.remove('/root/secret.txt', { user: 'user' }), (err) => /permission|denied|forbidden/i.test(`${err.name} ${err.message}`))
-      assert.equal((await sbx.commands.run('ls /root/secret.txt', { user: 'root' })).stdout, '/root/secret.txt\n', 'nothing removed')
+      // As user too: envd reads, lists and removes as root.
+      assert.equal(await sbx.files.read('/root/secret.txt', { user: 'user' }), 'secret\n')
+      assert.ok((await sbx.files.list('/root', { user: 'user' })).some((e) => e.name === 'secret.txt'))
+      await sbx.files.remove('/root/secret.txt', { user: 'user' })
+      assert.equal((await sbx.commands.run('test -e /root/secret.txt || echo gone', { user: 'root' })).stdout, 'gone\n')
       // A file written as user belongs to user, and a relative path is from its home.
       await sbx.files.write('mine.txt', 'mine', { user: 'user' })
       assert.equal((await sbx.commands.run('stat -c %U:%G /home/user/mine.txt')).stdout, 'user:user\n')
       assert.equal(await sbx.files.read('/home/user/mine.txt', { user: 'user' }), 'mine')
+      // As root: root's.
+      await sbx.files.write('/tmp/roots.txt', 'r', { user: 'root' })
+      assert.equal((await sbx.commands.run('stat -c %U:%G /tmp/roots.txt')).stdout, 'root:root\n')
     })
 
     test('files.watchDir: create, write, rename and remove arrive as events (polled)', async () => {

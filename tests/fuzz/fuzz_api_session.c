@@ -140,6 +140,7 @@ static void files_body(const char *b, size_t n, int sel)
                 check(f.mode >= -1 && f.mode <= 07777 && (sel == SEL_MKDIR || f.mode == -1));
                 check(sel == SEL_MKDIR || !f.parents);
                 check(sel == SEL_REMOVE || !f.recursive);
+                check(!strpbrk(f.owner, " :\t\n") && !(f.user[0] && f.owner[0]));
                 cp_files_req_free(&f);
         }
         sp_error_free(e);
@@ -156,18 +157,21 @@ static void split2(char *s, char **a, char **b)
 
 static void files_query(char *s)
 {
-        char *path, *limit, *user = NULL;
+        char *path, *limit, *user = NULL, *owner = NULL;
         split2(s, &path, &limit);
         if (limit)
                 split2(limit, &limit, &user);
+        if (user)
+                split2(user, &user, &owner);
         cp_files_req f;
         sp_error *e = NULL;
-        int ret = cp_req_files_query(path, limit, user, &f, &e);
+        int ret = cp_req_files_query(path, limit, user, owner, &f, &e);
         check_outcome(ret, e);
         if (ret < 0) {
                 check(zeroed(&f, sizeof(f)));
         } else {
-                check(path_ok(f.path) && f.limit >= 1 && f.limit <= CP_FILES_MAX_LIST && !strpbrk(f.user, " :\t\n"));
+                check(path_ok(f.path) && f.limit >= 1 && f.limit <= CP_FILES_MAX_LIST && !strpbrk(f.user, " :\t\n") &&
+                      !strpbrk(f.owner, " :\t\n") && !(f.user[0] && f.owner[0]));
                 cp_files_req_free(&f);
         }
         sp_error_free(e);

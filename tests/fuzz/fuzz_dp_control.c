@@ -38,8 +38,10 @@ static void query(int which, const uint8_t *data, size_t size)
                 } else {
                         dp_file_request f;
                         r = which == 3 ? dp_request_file_get(p, &f, &e) : dp_request_file_put(p, &f, &e);
-                        if (r == 0 && (!f.path || !*f.path || strlen(f.path) > DP_PATH_MAX || f.mode > 07777 ||
-                                       f.offset > DP_OFFSET_MAX || f.length > DP_OFFSET_MAX))
+                        if (r == 0 &&
+                            (!f.path || !*f.path || strlen(f.path) > DP_PATH_MAX || f.mode > 07777 ||
+                             f.offset > DP_OFFSET_MAX || f.length > DP_OFFSET_MAX ||
+                             (f.owner && (!*f.owner || strlen(f.owner) > DP_OWNER_MAX || strpbrk(f.owner, " :")))))
                                 abort();
                 }
                 refused(r, e);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,10 +588,190 @@ START_TEST(runs_as_user)
 }
 END_TEST
 
+/* uid and gid of path (lstat: a link's own), -1 when missing. */
+static void owner_of(const char *path, long *uid, long *gid)
+{
+        struct stat st;
+        *uid = *gid = -1;
+        if (lstat(path, &st) == 0) {
+                *uid = st.st_uid;
+                *gid = st.st_gid;
+        }
+}
+
+#define CK_OWNER(path, u, g) \
+        do { \
+                long ou_, og_; \
+                owner_of(path, &ou_, &og_); \
+                ck_assert_msg(ou_ == (long)(u) && og_ == (long)(g), "%s is %ld:%ld, not %ld:%ld", path, ou_, og_, \
+                              (long)(u), (long)(g)); \
+        } while (0)
+
+/* owner: root's rights, and what the call makes is the owner's (envd's
+ * semantics) — never through a symlink a process of the sandbox planted. */
+START_TEST(owner_gets_what_the_call_makes)
+{
+        if (!sp_test_is_root())
+                return; /* reported by main() as a skip of this case */
+        struct passwd *pw = getpwnam("nobody");
+        ck_assert_ptr_nonnull(pw);
+        uid_t nu = pw->pw_uid;
+        gid_t ng = pw->pw_gid;
+        sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
+        char json[1024], path[600], other[700];
+        chmod(dir, 0755);
+
+        /* with user: refused */
+        snprintf(json, sizeof(json), "{\"op\":\"stat\",\"path\":\"%s\",\"user\":\"nobody\",\"owner\":\"nobody\"}", dir);
+        json_object *o = simple(c, 1, json);
+        ck_assert_str_eq(err_code(o), "invalid_argument");
+        json_object_put(o);
+
+        /* into a root-only directory (as user it would be refused): the file
+         * and each directory made are the owner's, the existing one is not */
+        snprintf(json, sizeof(json),
+                 "{\"op\":\"write\",\"path\":\"%s/own/a/b/f\",\"owner\":\"nobody\",\"parents\":true}", dir);
+        o = write_small(c, 2, json, "envd");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        CK_OWNER(dir, 0, 0);
+        snprintf(path, sizeof(path), "%s/own", dir);
+        CK_OWNER(path, nu, ng);
+        snprintf(path, sizeof(path), "%s/own/a/b", dir);
+        CK_OWNER(path, nu, ng);
+        snprintf(path, sizeof(path), "%s/own/a/b/f", dir);
+        CK_OWNER(path, nu, ng);
+
+        /* an existing file of root's it overwrites is the owner's after (envd
+         * chowns it too), with the mode asked */
+        snprintf(path, sizeof(path), "%s/rootfile", dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s\",\"owner\":\"nobody\",\"mode\":416}", path);
+        o = write_small(c, 3, json, "x");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        CK_OWNER(path, nu, ng);
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0640);
+
+        /* mkdir, with and without parents */
+        snprintf(json, sizeof(json), "{\"op\":\"mkdir\",\"path\":\"%s/m1/m2\",\"owner\":\"nobody\",\"parents\":true}",
+                 dir);
+        o = simple(c, 4, json);
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/m1", dir);
+        CK_OWNER(path, nu, ng);
+        snprintf(path, sizeof(path), "%s/m1/m2", dir);
+        CK_OWNER(path, nu, ng);
+        snprintf(json, sizeof(json), "{\"op\":\"mkdir\",\"path\":\"%s/m3\",\"owner\":\"nobody\"}", dir);
+        o = simple(c, 5, json);
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/m3", dir);
+        CK_OWNER(path, nu, ng);
+
+        /* a move moves, it does not chown (envd's Move) */
+        snprintf(path, sizeof(path), "%s/rootfile2", dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        snprintf(json, sizeof(json), "{\"op\":\"move\",\"from\":\"%s\",\"to\":\"%s/m3/moved\",\"owner\":\"nobody\"}",
+                 path, dir);
+        o = simple(c, 6, json);
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/m3/moved", dir);
+        CK_OWNER(path, 0, 0);
+
+        /* an append chowns only a file it created */
+        snprintf(path, sizeof(path), "%s/rootlog", dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s\",\"owner\":\"nobody\",\"append\":true}", path);
+        o = write_small(c, 7, json, "a");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        CK_OWNER(path, 0, 0);
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s/newlog\",\"owner\":\"nobody\",\"append\":true}",
+                 dir);
+        o = write_small(c, 8, json, "a");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        snprintf(path, sizeof(path), "%s/newlog", dir);
+        CK_OWNER(path, nu, ng);
+
+        /* Symlinks a process of the sandbox (nobody, in a directory it may
+         * write) plants between calls toward root's things: a root-only
+         * directory with a file. */
+        char victim[600], secret[700];
+        snprintf(victim, sizeof(victim), "%s/victim", dir);
+        ck_assert_int_eq(mkdir(victim, 0755), 0);
+        snprintf(secret, sizeof(secret), "%s/secret", victim);
+        fd = open(secret, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "root", 4), 4);
+        close(fd);
+        snprintf(path, sizeof(path), "%s/open", dir);
+        ck_assert_int_eq(mkdir(path, 0777), 0);
+        ck_assert_int_eq(chmod(path, 0777), 0);
+
+        /* the file's own name a link to root's file: the link is replaced by
+         * the new file, the file it named keeps its owner and bytes */
+        snprintf(path, sizeof(path), "%s/open/f", dir);
+        ck_assert_int_eq(symlink(secret, path), 0);
+        snprintf(json, sizeof(json), "{\"op\":\"write\",\"path\":\"%s\",\"owner\":\"nobody\"}", path);
+        o = write_small(c, 9, json, "new");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        CK_OWNER(path, nu, ng);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        CK_OWNER(secret, 0, 0);
+        ck_assert_int_eq(stat(secret, &st), 0);
+        ck_assert_int_eq(st.st_size, 4);
+
+        /* a parent that was the owner's directory, now a link to root's: the
+         * directory the call makes in it is the owner's, the one it names is
+         * not chowned */
+        snprintf(path, sizeof(path), "%s/open/d", dir);
+        ck_assert_int_eq(symlink(victim, path), 0);
+        snprintf(json, sizeof(json),
+                 "{\"op\":\"write\",\"path\":\"%s/open/d/sub/g\",\"owner\":\"nobody\",\"parents\":true}", dir);
+        o = write_small(c, 10, json, "g");
+        ck_assert_msg(!err_code(o), "%s", json_object_to_json_string(o));
+        json_object_put(o);
+        CK_OWNER(victim, 0, 0);
+        CK_OWNER(secret, 0, 0);
+        snprintf(other, sizeof(other), "%s/sub", victim);
+        CK_OWNER(other, nu, ng);
+
+        /* a dangling link where a directory is to be made: nothing is made
+         * through it, nothing chowned */
+        snprintf(path, sizeof(path), "%s/open/dl", dir);
+        snprintf(other, sizeof(other), "%s/made-through-link", victim);
+        ck_assert_int_eq(symlink(other, path), 0);
+        snprintf(json, sizeof(json),
+                 "{\"op\":\"write\",\"path\":\"%s/open/dl/h\",\"owner\":\"nobody\",\"parents\":true}", dir);
+        o = simple(c, 11, json);
+        ck_assert_ptr_nonnull(err_code(o));
+        json_object_put(o);
+        ck_assert_int_lt(lstat(other, &st), 0);
+        CK_OWNER(path, 0, 0);
+        CK_OWNER(victim, 0, 0);
+        sp_test_agent_close(c);
+}
+END_TEST
+
 int main(void)
 {
         if (!sp_test_is_root())
-                fprintf(stderr, "note: runs_as_user needs root and checks nothing without it\n");
+                fprintf(stderr, "note: runs_as_user and owner_gets_what_the_call_makes need root and check nothing "
+                                "without it\n");
         Suite *s = suite_create("agent");
         TCase *tc = tcase_create("agent");
         tcase_set_timeout(tc, 60);
@@ -604,8 +785,10 @@ int main(void)
         tcase_add_test(tc, kill_takes_the_whole_tree);
         tcase_add_test(tc, files);
         tcase_add_test(tc, write_makes_parents);
-        if (sp_test_is_root())
+        if (sp_test_is_root()) {
                 tcase_add_test(tc, runs_as_user);
+                tcase_add_test(tc, owner_gets_what_the_call_makes);
+        }
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

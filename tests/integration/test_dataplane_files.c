@@ -419,6 +419,63 @@ START_TEST(parents_relative_paths_and_the_users_rights)
 }
 END_TEST
 
+/* owner=NAME: E2B's semantics — root's rights, relative paths from the
+ * owner's home, and what the write makes (the file, each missing parent) is
+ * the owner's; only with a token acting as root, never with a user's. */
+START_TEST(owner_acts_as_root_and_gives_what_it_makes)
+{
+        _cleanup_free_ char *tr = files_token("write", NULL);
+        _cleanup_free_ char *tu = user_token("write", "user");
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        int64_t uid = -1, mode = -1;
+        ck_assert_int_eq(http_put(tr, "path=%2Fetc%2Fowned%2Fdir%2Ff.txt&parents=true&owner=user", "e2b", &b), 200);
+        ck_assert_str_eq(b.data, "{\"size\":3,\"path\":\"/etc/owned/dir/f.txt\"}");
+        stat_of("/etc/owned/dir/f.txt", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        ck_assert_int_eq(mode & 07777, 0644);
+        stat_of("/etc/owned/dir", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        ck_assert_int_eq(mode & 07777, 0755);
+        stat_of("/etc/owned", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        stat_of("/etc", &uid, &mode);
+        ck_assert_int_eq(uid, 0);
+        /* A root file it overwrites is the owner's after, as on envd. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=%2Froot%2Fby-root.txt", "r", &b), 200);
+        stat_of("/root/by-root.txt", &uid, &mode);
+        ck_assert_int_eq(uid, 0);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=%2Froot%2Fby-root.txt&owner=user", "u", &b), 200);
+        stat_of("/root/by-root.txt", &uid, &mode);
+        ck_assert_int_eq(uid, 1000);
+        /* Relative paths from the owner's home, for a write and a read. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=rel%2Fo.txt&parents=true&owner=user", "o", &b), 200);
+        ck_assert_str_eq(b.data, "{\"size\":1,\"path\":\"/home/user/rel/o.txt\"}");
+        _cleanup_free_ char *trr = files_token("read", NULL);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", trr, "path=rel%2Fo.txt&owner=user", &b), 200);
+        ck_assert_str_eq(b.data, "o");
+        /* With a token acting as a user: refused, saying why, and nothing made. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tu, "path=%2Fetc%2Fnot-made.txt&owner=user", "x", &b), 400);
+        ck_assert_msg(strstr(b.data, "mutually exclusive"), "%s", b.data);
+        _cleanup_free_ char *tur = user_token("read", "user");
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", tur, "path=%2Fetc%2Fowned%2Fdir%2Ff.txt&owner=user", &b), 400);
+        ck_assert_msg(strstr(b.data, "mutually exclusive"), "%s", b.data);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", trr, "path=%2Fetc%2Fnot-made.txt", &b), 404);
+        /* Not a user name; no such user. */
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=%2Ftmp%2Fx&owner=a%20b", "x", &b), 400);
+        ck_assert_msg(strstr(b.data, "'owner'"), "%s", b.data);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_put(tr, "path=%2Ftmp%2Fx&owner=nosuchuser", "x", &b), 404);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("the worker needs btrfs, namespaces and cgroups");
@@ -428,6 +485,7 @@ int main(void)
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_test(tc, ranges_head_append_mode_and_refusals);
         tcase_add_test(tc, parents_relative_paths_and_the_users_rights);
+        tcase_add_test(tc, owner_acts_as_root_and_gives_what_it_makes);
         tcase_add_test(tc, two_gib_in_and_out_with_flat_memory);
         suite_add_tcase(s, tc);
         return sp_test_main(s);

@@ -107,6 +107,7 @@ typedef struct pr_agent_request {
         char **env; /* NULL-terminated "KEY=VALUE" */
         char *cwd;
         char *user;
+        char *owner; /* file ops: act as root, give what is created to this user (excludes user) */
         bool pty;
         uint16_t rows, cols;
         bool stdin_open;

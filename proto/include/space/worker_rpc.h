@@ -152,6 +152,7 @@ typedef struct pr_wk_connect_port {
 typedef struct pr_wk_file {
         const char *sandbox_id;
         const char *path, *from, *to, *user;
+        const char *owner; /* act as root, give what is created to this user (excludes user) */
         int64_t limit, mode, offset, length, window;
         bool follow, parents, recursive, append;
 } pr_wk_file;

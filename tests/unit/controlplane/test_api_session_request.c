@@ -312,20 +312,37 @@ START_TEST(files)
         ck_assert_int_eq(cp_req_files_remove(b, strlen(b), &f, &e), 0);
         ck_assert(f.recursive);
         cp_files_req_free(&f);
-        ck_assert_int_eq(cp_req_files_query("/etc", NULL, NULL, &f, &e), 0);
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, NULL, NULL, &f, &e), 0);
         ck_assert_int_eq(f.limit, CP_FILES_DEFAULT_LIST);
         cp_files_req_free(&f);
-        ck_assert_int_eq(cp_req_files_query("/etc", "10000", NULL, &f, &e), 0);
+        ck_assert_int_eq(cp_req_files_query("/etc", "10000", NULL, NULL, &f, &e), 0);
         ck_assert_int_eq(f.limit, CP_FILES_MAX_LIST);
         ck_assert_str_eq(f.user, "");
         cp_files_req_free(&f);
-        ck_assert_int_eq(cp_req_files_query("/etc", NULL, "user", &f, &e), 0);
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, "user", NULL, &f, &e), 0);
         ck_assert_str_eq(f.user, "user");
         cp_files_req_free(&f);
         b = "{\"path\":\"/a\",\"user\":\"1000\"}";
         ck_assert_int_eq(cp_req_files_remove(b, strlen(b), &f, &e), 0);
         ck_assert_str_eq(f.user, "1000");
         cp_files_req_free(&f);
+        /* owner: E2B's semantics, never with user */
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, NULL, "user", &f, &e), 0);
+        ck_assert_str_eq(f.owner, "user");
+        ck_assert_str_eq(f.user, "");
+        cp_files_req_free(&f);
+        ck_assert_int_eq(cp_req_files_query("/etc", NULL, "user", "user", &f, &e), -SP_E_INVALID);
+        ck_assert_ptr_nonnull(strstr(e->message, "not both"));
+        sp_error_free(e);
+        e = NULL;
+        b = "{\"path\":\"/srv/a\",\"parents\":true,\"owner\":\"user\"}";
+        ck_assert_int_eq(cp_req_files_mkdir(b, strlen(b), &f, &e), 0);
+        ck_assert_str_eq(f.owner, "user");
+        cp_files_req_free(&f);
+        b = "{\"from\":\"a\",\"to\":\"b\",\"owner\":\"user\",\"user\":\"user\"}";
+        ck_assert_int_eq(cp_req_files_move(b, strlen(b), &f, &e), -SP_E_INVALID);
+        sp_error_free(e);
+        e = NULL;
 
         typedef int (*dec)(const char *, size_t, cp_files_req *, sp_error **);
         static const struct {
@@ -376,13 +393,13 @@ START_TEST(files)
                 sp_error_freep(&e);
                 memset(&f, 0xa5, sizeof(f));
                 ck_assert_int_eq(
-                        cp_req_files_query(bad_query[i].path, bad_query[i].limit, i == 5 ? "x y" : NULL, &f, &e),
+                        cp_req_files_query(bad_query[i].path, bad_query[i].limit, i == 5 ? "x y" : NULL, NULL, &f, &e),
                         -SP_E_INVALID);
                 ck_assert_msg(strstr(e->message, bad_query[i].want), "'%s'", e->message);
                 ck_assert(all_zero(&f, sizeof(f)));
         }
         sp_error_freep(&e);
-        ck_assert_int_eq(cp_req_files_query(p4097, NULL, NULL, &f, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_req_files_query(p4097, NULL, NULL, NULL, &f, &e), -SP_E_INVALID);
         ck_assert(strstr(e->message, "longer than 4096"));
 }
 END_TEST

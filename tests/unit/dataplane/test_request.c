@@ -106,12 +106,23 @@ START_TEST(stdin_and_files_queries)
         ck_assert_int_eq(dp_request_file_put(pa, &f, NULL), 0);
         ck_assert_str_eq(f.path, "a/b/c");
         ck_assert(f.parents);
+        ck_assert_ptr_null(f.owner);
+        _cleanup_(sp_http_parser_freep) sp_http_parser *ow = head("/f?path=%2Fetc%2Fx&parents=true&owner=user", NULL);
+        ck_assert_int_eq(dp_request_file_put(ow, &f, NULL), 0);
+        ck_assert_str_eq(f.owner, "user");
+        _cleanup_(sp_http_parser_freep) sp_http_parser *og = head("/f?path=x&owner=1000", NULL);
+        ck_assert_int_eq(dp_request_file_get(og, &f, NULL), 0);
+        ck_assert_str_eq(f.owner, "1000");
         const char *bad_get[] = {"/f",
                                  "/f?path=",
                                  "/f?path=x&mode=0644",
                                  "/f?path=x&offset=-1",
                                  "/f?path=x&length=a",
-                                 "/f?path=x&path=y"};
+                                 "/f?path=x&path=y",
+                                 "/f?path=x&owner=",
+                                 "/f?path=x&owner=a%20b",
+                                 "/f?path=x&owner=a:b",
+                                 "/f?path=x&owner=u&owner=v"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad_get); i++) {
                 _cleanup_(sp_http_parser_freep) sp_http_parser *p = head(bad_get[i], NULL);
                 ck_assert_msg(dp_request_file_get(p, &f, NULL) < 0, "GET %s accepted", bad_get[i]);

@@ -445,7 +445,7 @@ START_TEST(file_requests_start_and_decode_absent)
                 }
                 named += seen;
         }
-        ck_assert_uint_eq(named, 14); /* every member of pr_wk_file */
+        ck_assert_uint_eq(named, 15); /* every member of pr_wk_file */
 
         /* Each method's request from PR_WK_FILE_INIT sends only what was set
          * (and ChmodPath's mode, required: -1 there is refused, not absent). */
@@ -485,6 +485,7 @@ START_TEST(file_requests_start_and_decode_absent)
         ck_assert_str_eq(q.path, "/b");
         ck_assert(q.follow);
         ck_assert_ptr_null(q.user);
+        ck_assert_ptr_null(q.owner);
         ck_assert_ptr_null(q.from);
         ck_assert_ptr_null(q.to);
         ck_assert_int_eq(q.mode, -1);
@@ -505,6 +506,30 @@ START_TEST(file_requests_start_and_decode_absent)
         ck_assert_ptr_nonnull(e);
         sp_error_free(e);
         ck_assert_int_eq(q.limit, 0);
+        e = NULL;
+
+        /* owner (E2B's semantics: root's rights, created things given to it)
+         * goes through every file method, never with user. */
+        _cleanup_json_ json_object *own =
+                json_tokener_parse("{\"sandbox_id\":\"s\",\"path\":\"a\",\"owner\":\"user\",\"parents\":true}");
+        _cleanup_json_ json_object *both =
+                json_tokener_parse("{\"sandbox_id\":\"s\",\"path\":\"a\",\"owner\":\"user\",\"user\":\"user\"}");
+        ck_assert_int_eq(pr_wk_file_decode(&pr_wk_write_file_schema, own, &q, &e), 0);
+        ck_assert_str_eq(q.owner, "user");
+        ck_assert_ptr_null(q.user);
+        _cleanup_json_ json_object *own_back = pr_msg_encode(&pr_wk_write_file_schema, &q);
+        ck_assert_str_eq(sp_json_str(own_back), sp_json_str(own));
+        for (size_t k = 0; k < nfiles; k++) {
+                if (files[k] == &pr_wk_move_path_schema)
+                        continue;
+                _cleanup_json_ json_object *b = json_tokener_parse(sp_json_str(both));
+                if (files[k] == &pr_wk_chmod_path_schema)
+                        json_object_object_add(b, "mode", json_object_new_int(0644));
+                ck_assert_int_lt(pr_wk_file_decode(files[k], b, &q, &e), 0);
+                ck_assert_msg(strstr(e->message, "mutually exclusive"), "%s: %s", files[k]->name, e->message);
+                sp_error_free(e);
+                e = NULL;
+        }
 }
 END_TEST
 
