@@ -107,6 +107,44 @@ for (const pkg of versions) {
       assert.equal(r.stderr, 'err\n')
     })
 
+    test('isRunning: false once paused, killed or timed out (envd /health answers 502)', async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'alive' } })
+      const health = () =>
+        fetch(`${process.env.E2B_SANDBOX_URL}/health`, {
+          headers: { 'E2b-Sandbox-Id': s.sandboxId, 'X-Access-Token': s.envdAccessToken },
+        })
+      try {
+        assert.equal(await s.isRunning(), true)
+        assert.equal((await health()).status, 204)
+        if (typeof s.pause === 'function') await s.pause()
+        else await s.betaPause()
+        assert.equal(await s.isRunning(), false, 'paused')
+        const res = await health()
+        assert.equal(res.status, 502)
+        assert.deepEqual(await res.json(), {
+          sandboxId: s.sandboxId,
+          message: 'The sandbox is not running (it is suspended)',
+          code: 502,
+        })
+        await Sandbox.connect(s.sandboxId)
+        assert.equal(await s.isRunning(), true, 'woken')
+      } finally {
+        await s.kill()
+      }
+      assert.equal(await s.isRunning(), false, 'killed')
+      const gone = await health()
+      assert.equal(gone.status, 502)
+      assert.equal((await gone.json()).message, 'The sandbox was not found')
+      const short = await Sandbox.create({ metadata: { suite: tag, kind: 'short' }, timeoutMs: 2000 })
+      assert.equal(await short.isRunning(), true)
+      let running = true
+      for (let i = 0; i < 120 && running; i++) {
+        await new Promise((r) => setTimeout(r, 500))
+        running = await short.isRunning()
+      }
+      assert.equal(running, false, 'timed out')
+    })
+
     test('commands.run: a failing command throws CommandExitError with its code and output', async () => {
       await assert.rejects(sbx.commands.run('echo partial; exit 3'), (err) => {
         assert.ok(err instanceof CommandExitError, `got ${err}`)
@@ -376,3 +414,42 @@ for (const pkg of versions) {
     })
   })
 }
+
+// The wrapper's own routes, once: health, readiness (it reaches the public API) and its metrics.
+describe('space-e2b: /healthz, /readyz, /health and /metrics', () => {
+  const get = (path, headers = {}) => fetch(`${process.env.E2B_API_URL}${path}`, { headers })
+
+  test('liveness, readiness and a probe of envd without a sandbox', async () => {
+    const z = await get('/healthz')
+    assert.equal(z.status, 200)
+    assert.deepEqual(await z.json(), { status: 'ok' })
+    const r = await get('/readyz')
+    assert.equal(r.status, 200)
+    assert.deepEqual(await r.json(), { status: 'ok', checks: { api: 'ok' } })
+    assert.equal((await get('/health')).status, 204)
+    // A token that does not open: no answer about the sandbox.
+    const bad = await get('/health', { 'E2b-Sandbox-Id': 'sbx_nothing', 'X-Access-Token': 'e2b1.AAAA' })
+    assert.equal(bad.status, 401)
+  })
+
+  test('metrics: requests by route and status, calls and upstream calls', async () => {
+    const res = await get('/metrics')
+    assert.equal(res.status, 200)
+    assert.match(res.headers.get('content-type'), /^text\/plain/)
+    const text = await res.text()
+    const value = (line) => {
+      const m = text.match(new RegExp(`^${line.replace(/[{}"/.?]/g, '\\$&')} (\\d+)$`, 'm'))
+      return m ? Number(m[1]) : -1
+    }
+    // The SDK suites above created sandboxes (2.51.0 with /v2) and ran commands.
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/v2/sandboxes",status="201"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/sandboxes",status="201"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/process.Process/Start",status="200"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="GET",route="/health",status="502"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="GET",route="/readyz",status="200"}') > 0, text)
+    assert.ok(value('space_e2b_upstream_requests_total{upstream="api"}') > 0, text)
+    assert.ok(value('space_e2b_upstream_requests_total{upstream="dataplane"}') > 0, text)
+    assert.equal(value('space_e2b_upstream_errors_total{upstream="api",reason="unreachable"}'), 0, text)
+    assert.ok(value('space_e2b_calls') >= 0 && value('space_e2b_watchers') >= 0, text)
+  })
+})
