@@ -46,7 +46,7 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
         if (ret)
                 *ret = NULL;
         const char *headers[] = {a->auth, body ? "Content-Type: application/json" : NULL, NULL};
-        const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+        const char *text = body ? sp_json_str(body) : NULL;
         sp_http_client_request rq = {.method = method,
                                      .target = target,
                                      .headers = headers,

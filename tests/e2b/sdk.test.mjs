@@ -107,6 +107,21 @@ for (const pkg of versions) {
       assert.equal(r.stderr, 'err\n')
     })
 
+    test('commands.run: a 1 MiB command runs whole (its script moves into the environment)', async () => {
+      const mib = 1 << 20
+      const r = await sbx.commands.run(`echo ${'x'.repeat(mib)} | wc -c`)
+      assert.equal(r.stdout, `${mib + 1}\n`)
+      // Cut between UTF-8 characters; $0 and the arguments as from -c; no piece left in the environment.
+      const u = '\u00e9'.repeat(300_000)
+      const r2 = await sbx.commands.run(`printf %s '${u}' | wc -c; echo "$0 $#"; env | grep -c _SPACE_E2B_CMD_ || true`)
+      assert.equal(r2.stdout, '600000\n/bin/bash 0\n0\n')
+      // Past what Linux passes a program: refused before anything runs.
+      await assert.rejects(sbx.commands.run(`echo ${'x'.repeat(2 * mib)}`), (err) => {
+        assert.match(String(err.message), /the command is longer than 1966080 bytes/)
+        return true
+      })
+    })
+
     test('isRunning: false once paused, killed or timed out (envd /health answers 502)', async () => {
       const s = await Sandbox.create({ metadata: { suite: tag, kind: 'alive' } })
       const health = () =>
