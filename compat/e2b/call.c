@@ -65,6 +65,7 @@ static void req_free(e2b_req *r)
                            &r->q_state,
                            &r->q_limit,
                            &r->q_next_token,
+                           &r->q_start,
                            &r->body};
         for (size_t i = 0; i < SP_ARRAY_SIZE(fields); i++) {
                 free(*fields[i]);
@@ -300,6 +301,7 @@ static void req_copy(e2b_req *r, sp_http_request *req)
         r->q_state = dup_or_null(sp_http_request_query(req, "state"));
         r->q_limit = dup_or_null(sp_http_request_query(req, "limit"));
         r->q_next_token = dup_or_null(sp_http_request_query(req, "nextToken"));
+        r->q_start = dup_or_null(sp_http_request_query(req, "start"));
         size_t len = 0;
         const char *body = sp_http_request_body(req, &len);
         r->body = malloc(len + 1);

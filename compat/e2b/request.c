@@ -525,6 +525,29 @@ int e2b_request_list(const char *limit, const char *next_token, const char *meta
         return 0;
 }
 
+int e2b_request_logs(const char *start, const char *limit, size_t max, int64_t *ret_start_ms, size_t *ret_limit,
+                     sp_error **err)
+{
+        int64_t s = 0;
+        if (start && *start) {
+                if (strspn(start, "0123456789") != strlen(start) || strlen(start) > 15)
+                        return sp_error_set(err, SP_E_INVALID, "start must be milliseconds since the epoch");
+                s = strtoll(start, NULL, 10);
+        }
+        size_t n = max;
+        if (limit && *limit) {
+                unsigned long long v = strspn(limit, "0123456789") == strlen(limit) && strlen(limit) <= 15
+                                               ? strtoull(limit, NULL, 10)
+                                               : 0;
+                if (v < 1 || v > max)
+                        return sp_error_set(err, SP_E_INVALID, "limit must be 1 to %zu", max);
+                n = (size_t)v;
+        }
+        *ret_start_ms = s;
+        *ret_limit = n;
+        return 0;
+}
+
 /* ---- the public API's answers ---- */
 
 bool e2b_ingress_domain(const char *url, char *out, size_t n)

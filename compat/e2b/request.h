@@ -120,6 +120,11 @@ int e2b_request_timeout(json_object *in, bool required, int64_t *ret, sp_error *
 int e2b_request_list(const char *limit, const char *next_token, const char *metadata, const char *state, sp_buf *target,
                      bool *ret_running, bool *ret_paused, sp_error **err);
 
+/* GET /sandboxes/{id}/logs: start, milliseconds since the epoch (digits;
+ * absent: 0, everything), and limit, 1 to max (absent: max). */
+int e2b_request_logs(const char *start, const char *limit, size_t max, int64_t *ret_start_ms, size_t *ret_limit,
+                     sp_error **err);
+
 /* ---- the public API's answers ---- */
 
 #define E2B_DOMAIN_MAX 256

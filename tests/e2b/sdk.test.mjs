@@ -3,8 +3,13 @@
 // and sets E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. See docs/e2b.md.
 import { test, describe, before, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
 import http from 'node:http'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 
 // *.localhost is loopback (RFC 6761), but Node resolves names with the system's
 // resolver, and glibc without nss-myhostname does not know *.localhost: resolve
@@ -466,5 +471,88 @@ describe('space-e2b: /healthz, /readyz, /health and /metrics', () => {
     assert.ok(value('space_e2b_upstream_requests_total{upstream="dataplane"}') > 0, text)
     assert.equal(value('space_e2b_upstream_errors_total{upstream="api",reason="unreachable"}'), 0, text)
     assert.ok(value('space_e2b_calls') >= 0 && value('space_e2b_watchers') >= 0, text)
+  })
+})
+
+// The E2B CLI (@e2b/cli, pinned in package.json), unmodified: `e2b sandbox logs` and
+// `e2b template list` against the wrapper.
+describe('e2b CLI: sandbox logs and template list', () => {
+  const require = createRequire(import.meta.url)
+  const cli = join(dirname(require.resolve('@e2b/cli/package.json')), 'dist', 'index.js')
+  const home = mkdtempSync(join(tmpdir(), 'e2b-cli-home-'))
+  // Its config and update check live under HOME; stdout is not a terminal, so it checks nothing.
+  const e2b = (...args) =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [cli, ...args],
+        {
+          env: { PATH: process.env.PATH, HOME: home, E2B_API_URL: process.env.E2B_API_URL, E2B_API_KEY: process.env.E2B_API_KEY },
+          timeout: 60_000,
+        },
+        (err, stdout, stderr) => resolve({ code: err ? err.code ?? 1 : 0, stdout, stderr }),
+      )
+    })
+  let Sandbox
+
+  before(async () => {
+    ;({ Sandbox } = await import('e2b-latest'))
+  })
+
+  test('e2b sandbox logs: lifecycle and process events', async () => {
+    const s = await Sandbox.create({ metadata: { kind: 'cli-logs' } })
+    try {
+      await s.commands.run('echo hi')
+      await assert.rejects(s.commands.run('exit 7'))
+      await s.pause()
+      const r = await e2b('sandbox', 'logs', s.sandboxId, '--format', 'json')
+      assert.equal(r.code, 0, r.stderr)
+      const lines = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+      const events = lines.map((l) => `${l.level} ${l.message}${l.exitCode !== undefined ? ` ${l.exitCode}` : ''}`)
+      assert.deepEqual(events, [
+        'info sandbox created',
+        'info process started',
+        'info process exited 0',
+        'info process started',
+        'warn process exited 7',
+        'info sandbox suspended',
+      ])
+      assert.equal(lines[1].cmd, '/bin/bash -l -c echo hi')
+      assert.equal(lines[0].template, 'base')
+      const times = lines.map((l) => Date.parse(l.timestamp))
+      assert.deepEqual([...times].sort((a, b) => a - b), times, 'oldest first')
+      // --level filters, as on E2B.
+      const warn = await e2b('sandbox', 'logs', s.sandboxId, '--format', 'json', '--level', 'WARN')
+      assert.deepEqual(warn.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l).message), ['process exited'])
+      // The wire: start (ms) and limit.
+      const wire = (q) => fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}/logs${q}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })
+      const two = await (await wire('?limit=2')).json()
+      assert.equal(two.logs.length, 2)
+      assert.equal(two.logEntries.length, 2)
+      assert.equal(two.logEntries[0].message, 'sandbox created')
+      assert.equal(two.logEntries[0].fields.template, 'base')
+      const after = await (await wire(`?start=${times[5]}`)).json()
+      assert.deepEqual(after.logEntries.map((e) => e.message), ['sandbox suspended'])
+      assert.equal((await wire('?start=soon')).status, 400)
+    } finally {
+      await s.kill()
+    }
+    const gone = await e2b('sandbox', 'logs', s.sandboxId)
+    assert.notEqual(gone.code, 0, 'a killed sandbox has no logs here')
+  })
+
+  test('e2b template list: the templates the key may use', async () => {
+    const r = await e2b('template', 'list', '--format', 'json')
+    assert.equal(r.code, 0, r.stderr)
+    const list = JSON.parse(r.stdout)
+    const base = list.find((t) => t.templateID === 'base')
+    assert.ok(base, r.stdout)
+    assert.equal(base.public, true)
+    assert.deepEqual(base.aliases, ['base'])
+    assert.equal(base.buildStatus, 'ready')
+    assert.equal(base.envdVersion, '0.5.7')
+    const pretty = await e2b('template', 'list')
+    assert.equal(pretty.code, 0, pretty.stderr)
+    assert.match(pretty.stdout, /Public\s+base\s+base/)
   })
 })
