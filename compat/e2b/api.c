@@ -46,7 +46,7 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
         if (ret)
                 *ret = NULL;
         const char *headers[] = {a->auth, body ? "Content-Type: application/json" : NULL, NULL};
-        const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+        const char *text = body ? sp_json_str(body) : NULL;
         sp_http_client_request rq = {.method = method,
                                      .target = target,
                                      .headers = headers,
@@ -54,6 +54,7 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
                                      .body_len = text ? strlen(text) : 0};
         _cleanup_buf_ sp_buf answer = SP_BUF_INIT;
         int status = sp_http_client_do(a->client, &rq, MAX_ANSWER, &answer, err);
+        e2b_metrics_upstream(a->ctx->metrics, E2B_UPSTREAM_API, status, err ? *err : NULL);
         if (status < 0)
                 return sp_error_wrap(err, "the public API");
         static const char bearer[] = "Authorization: Bearer ";
@@ -153,6 +154,7 @@ int e2b_dp_send(const e2b_ctx *ctx, const char *url, const char *method, const c
                                      .body_source = source,
                                      .body_userdata = source_userdata};
         int status = sp_http_client_send(c, &rq, err);
+        e2b_metrics_upstream(ctx->metrics, E2B_UPSTREAM_DATAPLANE, status, err ? *err : NULL);
         if (status < 0) {
                 sp_http_client_free(c);
                 return sp_error_wrap(err, "the data plane");

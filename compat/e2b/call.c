@@ -42,7 +42,9 @@ struct e2b_call {
         bool in_eof, in_paused;
         /* lifetime */
         bool gone, thread_done;
+        int answered; /* the status sent to the client; 0: none yet */
         e2b_caps *caps; /* gives back the call's unit when it is freed */
+        e2b_call_count count;
 };
 
 static void req_free(e2b_req *r)
@@ -63,6 +65,7 @@ static void req_free(e2b_req *r)
                            &r->q_state,
                            &r->q_limit,
                            &r->q_next_token,
+                           &r->q_start,
                            &r->body};
         for (size_t i = 0; i < SP_ARRAY_SIZE(fields); i++) {
                 free(*fields[i]);
@@ -109,6 +112,7 @@ static void call_free(e2b_call *c)
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
         e2b_caps_give(c->caps, E2B_CAP_CALLS, c->r.caller);
+        e2b_metrics_request(c->count.metrics, c->count.route, c->answered ? c->answered : E2B_METRICS_CLIENT_GONE);
         free(c);
 }
 
@@ -147,6 +151,7 @@ static void pump_locked(e2b_call *c)
                         sp_http_response_header(c->req, c->headers[i], v);
                         *colon = ':';
                 }
+                c->answered = c->status;
                 if (c->whole) {
                         sp_http_reply(c->req, c->status, c->content_type, c->out.data ? c->out.data : "", c->out.len);
                         sp_buf_clear(&c->out);
@@ -193,6 +198,7 @@ static void service(e2b_call *c)
                 sp_http_request_resume_body(c->req);
         }
         if (c->thread_done && !c->finished && !c->head_ready && !c->gone) {
+                c->answered = 500;
                 sp_http_reply_errorf(c->req, SP_E_INTERNAL, "the request was not answered");
                 finish_locked(c);
         }
@@ -295,6 +301,7 @@ static void req_copy(e2b_req *r, sp_http_request *req)
         r->q_state = dup_or_null(sp_http_request_query(req, "state"));
         r->q_limit = dup_or_null(sp_http_request_query(req, "limit"));
         r->q_next_token = dup_or_null(sp_http_request_query(req, "nextToken"));
+        r->q_start = dup_or_null(sp_http_request_query(req, "start"));
         size_t len = 0;
         const char *body = sp_http_request_body(req, &len);
         r->body = malloc(len + 1);
@@ -306,7 +313,7 @@ static void req_copy(e2b_req *r, sp_http_request *req)
 }
 
 int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps, const char *caller, bool stream_body,
-                   e2b_call_fn fn, void *userdata, sp_error **err)
+                   e2b_call_count count, e2b_call_fn fn, void *userdata, sp_error **err)
 {
         if (e2b_caps_take(caps, E2B_CAP_CALLS, caller, err) < 0)
                 return -1;
@@ -347,6 +354,9 @@ int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps
                 call_free(c);
                 return sp_error_set_errno(err, SP_E_LIMIT, r, "cannot start a thread");
         }
+        /* Only a call that started is counted here (the caller counts a
+         * refusal); the loop frees it, so no one reads this before we return. */
+        c->count = count;
         return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "caps.h"
+#include "metrics.h"
 #include "space/error.h"
 #include "space/http.h"
 
@@ -40,7 +41,7 @@ typedef struct e2b_req {
         char *authorization; /* Authorization */
         char *connect_timeout_ms; /* Connect-Timeout-Ms */
         char *content_type, *content_encoding;
-        char *q_path, *q_username, *q_metadata, *q_state, *q_limit, *q_next_token; /* query parameters */
+        char *q_path, *q_username, *q_metadata, *q_state, *q_limit, *q_next_token, *q_start; /* query parameters */
         char *body; /* buffered body (routes without a streamed body); "" when empty */
         size_t body_len;
         char caller[E2B_CAPS_CALLER_LEN + 1]; /* whose share the call holds (caps.h); "" anonymous */
@@ -50,13 +51,22 @@ typedef struct e2b_req {
  * e2b_call_end()). Returning without an answer answers 500. */
 typedef void (*e2b_call_fn)(e2b_call *call, void *userdata);
 
+/* How a call is counted: the route it came by, in metrics (metrics.h; NULL
+ * or route < 0: not counted). */
+typedef struct e2b_call_count {
+        e2b_metrics *metrics;
+        int route;
+} e2b_call_count;
+
 /* Starts fn(call, userdata) on a new thread for req, holding one unit of
  * caps' E2B_CAP_CALLS for caller (caps.h) until the call is freed. With
- * stream_body the route's body is read through e2b_call_read(). Errors (the
- * caller answers): SP_E_LIMIT (caller at its share), SP_E_UNAVAILABLE (the
- * total reached), SP_E_IO. */
+ * stream_body the route's body is read through e2b_call_read(). When the
+ * call is freed, the status it was answered with (E2B_METRICS_CLIENT_GONE
+ * when the client left before any answer) is counted as count says. Errors
+ * (the caller answers): SP_E_LIMIT (caller at its share), SP_E_UNAVAILABLE
+ * (the total reached), SP_E_IO. */
 int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps, const char *caller, bool stream_body,
-                   e2b_call_fn fn, void *userdata, sp_error **err);
+                   e2b_call_count count, e2b_call_fn fn, void *userdata, sp_error **err);
 
 /* ---- the call's thread ---- */
 

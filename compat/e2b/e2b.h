@@ -17,6 +17,7 @@
 
 #include "call.h"
 #include "caps.h"
+#include "metrics.h"
 #include "space/http.h"
 #include "token.h"
 
@@ -31,6 +32,8 @@ typedef struct e2b_ctx {
         unsigned api_timeout_ms;
         e2b_token_key key;
         e2b_caps *caps; /* calls and watchers, shared out per caller (caps.h) */
+        e2b_metrics *metrics; /* requests and upstream calls counted (metrics.h); may be NULL */
+        struct e2b_health *health; /* /readyz's probe of the public API (health.c) */
 } e2b_ctx;
 
 /* One route of the daemon: fn runs on a call thread with the e2b_ctx as its
@@ -44,9 +47,21 @@ typedef struct e2b_route {
 
 /* Registers routes (the table must outlive the server). by_api_key: the
  * routes act with X-API-KEY (the REST API), else with the key sealed in
- * X-Access-Token (envd); a call holds that key's share (caps.h). */
+ * X-Access-Token (envd); a call holds that key's share (caps.h). Each
+ * request's answer is counted by route and status (metrics.h). Routes are
+ * registered on the loop before serving (router.c). */
 int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, bool by_api_key,
                    sp_error **err);
+
+/* A route bound to the daemon without a server route of its own: for a
+ * handler on the loop that answers some requests itself and hands the
+ * others to e2b_route_dispatch(). The route must outlive the server; the
+ * binding lives as long as the process. NULL past 64 routes. */
+typedef struct e2b_binding e2b_binding;
+const e2b_binding *e2b_route_bind(e2b_ctx *ctx, const e2b_route *route, bool by_api_key, sp_error **err);
+/* Runs req as a call of b's route (its caller's share held), or answers the
+ * refusal: 429 (the caller's share) or 503 (the total). On the loop. */
+void e2b_route_dispatch(sp_http_request *req, const e2b_binding *b);
 
 /* Answers an E2B REST error: status with {"code": status, "message": msg}. */
 void e2b_rest_error(e2b_call *call, int status, const char *msg);
@@ -62,8 +77,13 @@ int e2b_process_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
 int e2b_filesystem_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
 /* Registers envd's GET/POST /files (files.c). */
 int e2b_files_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
-/* Registers GET /health (envd's), /healthz, /readyz and /metrics, answered on
- * the event loop without taking a call (health.c). */
+/* Registers GET /health (envd's), /healthz, /readyz and /metrics (health.c)
+ * and sets ctx->health; free it with e2b_health_free() after the server.
+ * All but envd's /health for a sandbox are answered on the loop without a
+ * call, so no bound refuses them. */
 int e2b_health_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err);
+/* Waits for a /readyz probe in flight and frees what e2b_health_register()
+ * made; accepts ctx->health NULL. */
+void e2b_health_free(e2b_ctx *ctx);
 
 #endif

@@ -13,15 +13,12 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "connect.h"
 #include "e2b.h"
 #include "space/cleanup.h"
 #include "space/config.h"
 #include "space/daemon.h"
 #include "space/http.h"
-#include "space/json.h"
 #include "space/log.h"
 
 typedef struct e2b_cfg {
@@ -59,66 +56,6 @@ static const sp_config_def defs[] = {
         SP_CONFIG_END,
 };
 
-typedef struct binding {
-        e2b_ctx *ctx;
-        const e2b_route *route;
-        bool by_api_key;
-} binding;
-
-#define MAX_ROUTES 64
-
-/* Every route's binding (the server keeps pointers to them). */
-static binding bindings[MAX_ROUTES];
-static size_t nbindings;
-
-/* Answers a call that could not start: the REST shape {"code": status,
- * "message"} or, on envd's Connect routes, {"code": "<connect code>",
- * "message"}. */
-static void refuse(sp_http_request *req, const binding *b, const char *caller, const sp_error *e)
-{
-        int status = e->code == SP_E_LIMIT ? 429 : e->code == SP_E_UNAVAILABLE ? 503 : 500;
-        const char *msg = status == 500 ? "cannot start the request" : e->message;
-        /* Connect's routes are /<package>.<Service>/<Method>. */
-        const char *p = b->route->pattern + 1;
-        bool connect = memchr(p, '.', strcspn(p, "/")) != NULL;
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "code",
-                               connect ? json_object_new_string(e2b_connect_code(e->code, NULL))
-                                       : json_object_new_int(status));
-        json_object_object_add(o, "message", json_object_new_string(msg));
-        sp_log_warn_kv(SP_KV("request_id", sp_http_request_id(req), "route", b->route->pattern, "caller",
-                             *caller ? caller : "anonymous"),
-                       "request refused: %s", e->message);
-        sp_http_reply_json(req, status, o);
-}
-
-static void handle(sp_http_request *req, void *userdata)
-{
-        const binding *b = userdata;
-        _cleanup_error_ sp_error *e = NULL;
-        char caller[E2B_CAPS_CALLER_LEN + 1];
-        e2b_caps_caller(b->ctx->caps, &b->ctx->key, req, b->by_api_key, caller);
-        if (e2b_call_start(b->ctx->base, req, b->ctx->caps, caller, b->route->stream_body, b->route->fn, b->ctx, &e) <
-            0)
-                refuse(req, b, caller, e);
-}
-
-int e2b_routes_add(e2b_ctx *ctx, sp_http_server *srv, const e2b_route *routes, size_t n, bool by_api_key,
-                   sp_error **err)
-{
-        for (size_t i = 0; i < n; i++) {
-                if (nbindings == MAX_ROUTES)
-                        return sp_error_set(err, SP_E_LIMIT, "more than %d routes", MAX_ROUTES);
-                binding *b = &bindings[nbindings++];
-                *b = (binding){ctx, &routes[i], by_api_key};
-                sp_http_route_opts o = {.max_body = routes[i].max_body,
-                                        .flags = routes[i].stream_body ? SP_HTTP_ROUTE_STREAM_BODY : 0};
-                if (sp_http_route_ex(srv, routes[i].method, routes[i].pattern, &o, handle, b, err) < 0)
-                        return -1;
-        }
-        return 0;
-}
-
 static void cfg_freep(e2b_cfg *c)
 {
         sp_config_free(defs, c);
@@ -155,6 +92,7 @@ int main(int argc, char **argv)
                 sp_log_error("%s", e->message);
                 return 1;
         }
+        ctx.metrics = e2b_metrics_new();
         sp_daemon d = {0};
         ctx.base = sp_daemon_loop_new(&d, &e) == 0 ? d.base : NULL;
         sp_http_config hc = {.max_connections = (unsigned)c.max_connections};
@@ -174,8 +112,10 @@ int main(int argc, char **argv)
         r = 0;
 out:
         sp_http_server_free(http);
+        e2b_health_free(&ctx);
         sp_daemon_loop_free(&d);
         e2b_caps_free(ctx.caps);
+        e2b_metrics_free(ctx.metrics);
         sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
         return r;
 }

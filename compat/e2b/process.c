@@ -451,7 +451,7 @@ METHOD(rpc_update, false, update)
 METHOD(rpc_send_signal, false, send_signal)
 
 static const e2b_route routes[] = {
-        {"POST", "/process.Process/Start", rpc_start, false, 0},
+        {"POST", "/process.Process/Start", rpc_start, false, E2B_REQUEST_MAX_START},
         {"POST", "/process.Process/Connect", rpc_connect, false, 0},
         {"POST", "/process.Process/List", rpc_list, false, 0},
         {"POST", "/process.Process/SendInput", rpc_send_input, false, 24 * 1024 * 1024},

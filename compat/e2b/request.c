@@ -85,6 +85,74 @@ int e2b_request_user(const char *authorization, char **ret_user, sp_error **err)
         return 0;
 }
 
+/* Whether cmd is a shell that runs `eval "$V"` as it runs a "-c" script. */
+static bool is_shell(const char *cmd)
+{
+        static const char *const shells[] = {"sh", "bash", "dash", "ash", "ksh", "zsh"};
+        const char *base = strrchr(cmd, '/');
+        base = base ? base + 1 : cmd;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(shells); i++)
+                if (strcmp(base, shells[i]) == 0)
+                        return true;
+        return false;
+}
+
+/* Linux takes at most 128 KiB in one argument (MAX_ARG_STRLEN) but 2 MiB of
+ * arguments and environment together (a quarter of the 8 MiB stack limit),
+ * and the agent at most 64 KiB in one string. So a shell's "-c" script longer
+ * than E2B_REQUEST_MAX_ARG goes into the environment in pieces of at most
+ * that size, E2B_REQUEST_SCRIPT_VAR0, 1, ..., cut between UTF-8 characters,
+ * and the argument becomes
+ *   eval "unset V0 V1 ...;$V0$V1..."
+ * which the shell expands before running it: the script runs as it would
+ * from "-c" (same $0 and arguments), without the pieces in its environment.
+ * env is the session's environment (a new object it owns). */
+static int move_script(json_object *argv, json_object *env, sp_error **err)
+{
+        size_t n = json_object_array_length(argv), at = 0;
+        if (n < 3 || !is_shell(json_object_get_string(json_object_array_get_idx(argv, 0))))
+                return 0;
+        for (size_t i = 1; i + 1 < n && !at; i++) {
+                json_object *a = json_object_array_get_idx(argv, i);
+                if (json_object_is_type(a, json_type_string) && strcmp(json_object_get_string(a), "-c") == 0)
+                        at = i + 1;
+        }
+        json_object *script = at ? json_object_array_get_idx(argv, at) : NULL;
+        if (!script || !json_object_is_type(script, json_type_string))
+                return 0;
+        const char *text = json_object_get_string(script);
+        size_t len = (size_t)json_object_get_string_len(script);
+        if (len <= E2B_REQUEST_MAX_ARG)
+                return 0;
+        if (len > E2B_REQUEST_MAX_COMMAND)
+                return sp_error_set(err, SP_E_INVALID, "the command is longer than %d bytes", E2B_REQUEST_MAX_COMMAND);
+        if (memchr(text, '\0', len))
+                return sp_error_set(err, SP_E_INVALID, "the command contains a NUL byte");
+        _cleanup_buf_ sp_buf names = SP_BUF_INIT, refs = SP_BUF_INIT, boot = SP_BUF_INIT;
+        size_t k = 0;
+        for (size_t off = 0; off < len; k++) {
+                size_t piece = len - off < E2B_REQUEST_MAX_ARG ? len - off : E2B_REQUEST_MAX_ARG;
+                if (off + piece < len) {
+                        /* End between characters: the next piece does not start with a
+                         * continuation byte (10xxxxxx), unless the text is not UTF-8. */
+                        size_t cut = piece;
+                        while (cut + 3 > piece && cut > 1 && ((unsigned char)text[off + cut] & 0xC0) == 0x80)
+                                cut--;
+                        if (((unsigned char)text[off + cut] & 0xC0) != 0x80)
+                                piece = cut;
+                }
+                char name[64];
+                snprintf(name, sizeof(name), "%s%zu", E2B_REQUEST_SCRIPT_VAR, k);
+                json_object_object_add(env, name, json_object_new_string_len(text + off, (int)piece));
+                sp_buf_appendf(&names, NULL, " %s", name);
+                sp_buf_appendf(&refs, NULL, "$%s", name);
+                off += piece;
+        }
+        sp_buf_appendf(&boot, NULL, "eval \"unset%s;%s\"", names.data, refs.data);
+        json_object_array_put_idx(argv, at, json_object_new_string_len(boot.data, (int)boot.len));
+        return 0;
+}
+
 int e2b_request_start(json_object *req, const char *user, const char *connect_timeout_ms, json_object **ret_body,
                       bool *ret_pty, sp_error **err)
 {
@@ -99,8 +167,21 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
                 for (size_t i = 0; i < json_object_array_length(v); i++)
                         json_object_array_add(argv, json_object_get(json_object_array_get_idx(v, i)));
         json_object_object_add(body, "argv", argv);
-        if (json_object_object_get_ex(proc, "envs", &v) && json_object_is_type(v, json_type_object))
-                json_object_object_add(body, "env", json_object_get(v));
+        json_object *envs = NULL;
+        bool has_envs = json_object_object_get_ex(proc, "envs", &envs) && json_object_is_type(envs, json_type_object);
+        json_object *env = json_object_new_object();
+        if (has_envs) {
+                json_object_object_foreach (envs, name, value)
+                        json_object_object_add(env, name, json_object_get(value));
+        }
+        if (move_script(argv, env, err) < 0) {
+                json_object_put(env);
+                return -SP_E_INVALID;
+        }
+        if (has_envs || json_object_object_length(env) > 0)
+                json_object_object_add(body, "env", env);
+        else
+                json_object_put(env);
         /* envd starts in the template's workdir, else the user's home: ours
          * is the home (the agent resolves ~, and a relative cwd from there). */
         const char *cwd = str_field(proc, "cwd");
@@ -443,6 +524,29 @@ int e2b_request_list(const char *limit, const char *next_token, const char *meta
         }
         *ret_running = want_running;
         *ret_paused = want_paused;
+        return 0;
+}
+
+int e2b_request_logs(const char *start, const char *limit, size_t max, int64_t *ret_start_ms, size_t *ret_limit,
+                     sp_error **err)
+{
+        int64_t s = 0;
+        if (start && *start) {
+                if (strspn(start, "0123456789") != strlen(start) || strlen(start) > 15)
+                        return sp_error_set(err, SP_E_INVALID, "start must be milliseconds since the epoch");
+                s = strtoll(start, NULL, 10);
+        }
+        size_t n = max;
+        if (limit && *limit) {
+                unsigned long long v = strspn(limit, "0123456789") == strlen(limit) && strlen(limit) <= 15
+                                               ? strtoull(limit, NULL, 10)
+                                               : 0;
+                if (v < 1 || v > max)
+                        return sp_error_set(err, SP_E_INVALID, "limit must be 1 to %zu", max);
+                n = (size_t)v;
+        }
+        *ret_start_ms = s;
+        *ret_limit = n;
         return 0;
 }
 

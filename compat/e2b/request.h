@@ -28,6 +28,15 @@
 #define E2B_REQUEST_MAX_PATH 4096
 #define E2B_REQUEST_MAX_DEPTH 16
 #define E2B_REQUEST_MAX_INPUT (16 * 1024 * 1024) /* base64 of one SendInput */
+#define E2B_REQUEST_MAX_START (8 * 1024 * 1024) /* a Start request's body */
+/* A shell's "-c" script longer than this moves into the environment, in
+ * pieces of at most this size (the agent's bound on one string). */
+#define E2B_REQUEST_MAX_ARG (64 * 1024)
+/* The longest such script: Linux passes a program 2 MiB of arguments and
+ * environment at most (with the usual 8 MiB stack); 128 KiB are left to the
+ * rest of the environment. */
+#define E2B_REQUEST_MAX_COMMAND (2 * 1024 * 1024 - 128 * 1024)
+#define E2B_REQUEST_SCRIPT_VAR "_SPACE_E2B_CMD_" /* the pieces' names, numbered from 0 */
 #define E2B_REQUEST_MAX_TIMEOUT_S 2592000
 #define E2B_REQUEST_DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */
 #define E2B_REQUEST_MAX_LIST 1000
@@ -49,8 +58,11 @@ int e2b_request_user(const char *authorization, char **ret_user, sp_error **err)
 /* process.Process/Start: the public API's session body for it (argv from
  * process.cmd and args, env, cwd — E2B_REQUEST_DEFAULT_CWD when left out or
  * empty —, user, stdin, pty, and the Connect-Timeout-Ms header as
- * timeout_s; user and connect_timeout_ms may be NULL). *ret_body is new;
- * *ret_pty says whether a PTY was asked for. */
+ * timeout_s; user and connect_timeout_ms may be NULL). A shell's "-c" script
+ * over E2B_REQUEST_MAX_ARG bytes is moved into the environment
+ * (E2B_REQUEST_SCRIPT_VAR0, 1, ...) and run from there by `eval`; one over
+ * E2B_REQUEST_MAX_COMMAND is refused. *ret_body is new; *ret_pty says whether
+ * a PTY was asked for. */
 int e2b_request_start(json_object *req, const char *user, const char *connect_timeout_ms, json_object **ret_body,
                       bool *ret_pty, sp_error **err);
 
@@ -110,6 +122,11 @@ int e2b_request_timeout(json_object *in, bool required, int64_t *ret, sp_error *
  * wanted. */
 int e2b_request_list(const char *limit, const char *next_token, const char *metadata, const char *state, sp_buf *target,
                      bool *ret_running, bool *ret_paused, sp_error **err);
+
+/* GET /sandboxes/{id}/logs: start, milliseconds since the epoch (digits;
+ * absent: 0, everything), and limit, 1 to max (absent: max). */
+int e2b_request_logs(const char *start, const char *limit, size_t max, int64_t *ret_start_ms, size_t *ret_limit,
+                     sp_error **err);
 
 /* ---- the public API's answers ---- */
 

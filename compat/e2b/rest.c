@@ -11,6 +11,7 @@
 #include "api.h"
 #include "e2b.h"
 #include "request.h"
+#include "view.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -18,6 +19,7 @@
 #include "user.h"
 
 #define CREATE_WAIT_S 300
+#define SESSION_PAGES 20 /* pages of 1000 sessions read for a sandbox's logs */
 #define OP_WAIT_S 120
 /* The public API's bounds on an ingress token's lifetime. */
 #define TRAFFIC_TOKEN_MIN_S 60
@@ -581,6 +583,95 @@ static void list(e2b_call *call, void *userdata)
         e2b_api_close(&a);
 }
 
+/* GET /sandboxes/{id}/logs?start=&limit=: the sandbox's history as the
+ * public API tells it — its record (created; its state when it does not
+ * run) and its sessions (each process started, exited or failed). The API
+ * keeps no log of a sandbox's pauses and wakes that it lists. */
+static void logs(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        const e2b_req *r = e2b_call_req(call);
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t start = 0;
+        size_t limit = 0;
+        if (e2b_request_logs(r->q_start, r->q_limit, E2B_VIEW_LOGS_MAX, &start, &limit, &e) < 0) {
+                e2b_rest_error(call, 400, e->message);
+                return;
+        }
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        e2b_view_logs l;
+        e2b_view_logs_init(&l);
+        char target[512];
+        sandbox_target(target, sizeof(target), r->id, "");
+        _cleanup_json_ json_object *sb = NULL, *out = NULL;
+        _cleanup_free_ char *cursor = NULL;
+        if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0)
+                goto failed;
+        e2b_view_logs_sandbox(&l, sb);
+        for (int page = 0; page < SESSION_PAGES; page++) {
+                _cleanup_buf_ sp_buf t = SP_BUF_INIT;
+                sandbox_target(target, sizeof(target), r->id, "/sessions?limit=1000");
+                sp_buf_append_str(&t, target, NULL);
+                if (cursor) {
+                        sp_buf_append_str(&t, "&cursor=", NULL);
+                        e2b_url_escape(&t, cursor);
+                }
+                _cleanup_json_ json_object *list = NULL;
+                json_object *items = NULL, *next = NULL;
+                if (e2b_api_json(&a, "GET", t.data, NULL, &list, &e) < 0)
+                        goto failed;
+                if (json_object_object_get_ex(list, "sessions", &items) && json_object_is_type(items, json_type_array))
+                        for (size_t i = 0; i < json_object_array_length(items); i++)
+                                e2b_view_logs_session(&l, json_object_array_get_idx(items, i));
+                free(cursor);
+                cursor = NULL;
+                if (!json_object_object_get_ex(list, "next_cursor", &next) ||
+                    !json_object_is_type(next, json_type_string))
+                        break;
+                if (!(cursor = strdup(json_object_get_string(next))))
+                        abort();
+        }
+        out = e2b_view_logs_answer(&l, start, limit);
+        reply_json(call, 200, out, NULL);
+        e2b_view_logs_free(&l);
+        e2b_api_close(&a);
+        return;
+failed:
+        fail(call, e);
+        e2b_view_logs_free(&l);
+        e2b_api_close(&a);
+}
+
+/* GET /templates (?teamID= is ignored: a key belongs to one tenant): the
+ * tenant's templates and the public ones, as E2B's Template list. */
+static void templates(e2b_call *call, void *userdata)
+{
+        const e2b_ctx *ctx = userdata;
+        e2b_api a;
+        if (open_api(call, ctx, &a) < 0)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        _cleanup_json_ json_object *list = NULL, *out = json_object_new_array();
+        json_object *items = NULL;
+        if (e2b_api_json(&a, "GET", "/v1/templates", NULL, &list, &e) < 0 ||
+            !json_object_object_get_ex(list, "templates", &items) || !json_object_is_type(items, json_type_array)) {
+                if (!e)
+                        sp_error_set(&e, SP_E_INTERNAL, "the public API answered no template list");
+                fail(call, e);
+                e2b_api_close(&a);
+                return;
+        }
+        for (size_t i = 0; i < json_object_array_length(items); i++) {
+                json_object *t = e2b_view_template(json_object_array_get_idx(items, i), ctx->envd_version);
+                if (t)
+                        json_object_array_add(out, t);
+        }
+        reply_json(call, 200, out, NULL);
+        e2b_api_close(&a);
+}
+
 static const e2b_route routes[] = {
         {"POST", "/sandboxes", create, false, 0},
         {"POST", "/v2/sandboxes", create, false, 0},
@@ -593,6 +684,8 @@ static const e2b_route routes[] = {
         {"POST", "/sandboxes/{id}/connect", connect_sandbox, false, 0},
         {"POST", "/v2/sandboxes/{id}/connect", connect_sandbox, false, 0},
         {"GET", "/sandboxes/{id}/metrics", metrics, false, 0},
+        {"GET", "/sandboxes/{id}/logs", logs, false, 0},
+        {"GET", "/templates", templates, false, 0},
 };
 
 int e2b_rest_register(e2b_ctx *ctx, sp_http_server *srv, sp_error **err)

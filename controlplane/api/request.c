@@ -82,8 +82,13 @@ static int refuse_not_in(const char *path, const char *const *list, sp_error **e
 
 int cp_req_body_object(const char *body, size_t len, json_object **ret, sp_error **err)
 {
-        if (len > MAX_BODY)
-                return sp_error_set(err, SP_E_TOO_LARGE, "request body is larger than %d bytes", MAX_BODY);
+        return cp_req_body_object_max(body, len, MAX_BODY, ret, err);
+}
+
+int cp_req_body_object_max(const char *body, size_t len, size_t max, json_object **ret, sp_error **err)
+{
+        if (len > max)
+                return sp_error_set(err, SP_E_TOO_LARGE, "request body is larger than %zu bytes", max);
         json_object *o = NULL;
         if (len == 0) {
                 o = json_object_new_object();

@@ -43,6 +43,9 @@
 /* The body as a JSON object (a new reference in *ret): at most 1 MiB
  * (SP_E_TOO_LARGE), strict JSON, an object; an empty body is {}. */
 int cp_req_body_object(const char *body, size_t len, json_object **ret, sp_error **err);
+/* The same with a bound of max bytes instead of 1 MiB (a route that takes
+ * more, as its HTTP route allows). */
+int cp_req_body_object_max(const char *body, size_t len, size_t max, json_object **ret, sp_error **err);
 
 /* Resources of a sandbox; zero fields of a request are given the defaults. */
 typedef struct cp_resources {

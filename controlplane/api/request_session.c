@@ -186,7 +186,7 @@ int cp_req_session_create(const char *body, size_t len, cp_session_create_req *r
 {
         memset(ret, 0, sizeof(*ret));
         _cleanup_json_ json_object *o = NULL;
-        int r = cp_req_body_object(body, len, &o, err);
+        int r = cp_req_body_object_max(body, len, CP_SESSION_MAX_BODY, &o, err);
         if (r < 0)
                 return r;
         cp_session_create_req q = {0};

@@ -8,8 +8,8 @@
  * failure, with *ret zeroed. On success the caller frees *ret with the
  * matching _free() (types without one own nothing). Thread-safe.
  *
- * The bounds keep a whole Exec request well inside what the worker and the
- * agent accept (proto/spec/agent.md: at most 1 MiB per message).
+ * The bounds keep a whole Exec request inside what the worker and the agent
+ * accept (proto/spec/agent.md: at most 4 MiB per message).
  */
 #ifndef CP_API_REQUEST_SESSION_H
 #define CP_API_REQUEST_SESSION_H
@@ -25,7 +25,12 @@
 #define CP_SESSION_MAX_ARGV_BYTES (256 * 1024) /* all of argv, or the shell command */
 #define CP_SESSION_MAX_ENV 1024 /* entries */
 #define CP_SESSION_MAX_ENV_KEY 256
-#define CP_SESSION_MAX_ENV_BYTES (256 * 1024) /* all names and values */
+/* All names and values: room for the 2 MiB of arguments and environment
+ * that Linux passes to a program (with the usual 8 MiB stack limit); the
+ * E2B wrapper moves a long shell script into the environment. */
+#define CP_SESSION_MAX_ENV_BYTES (2 * 1024 * 1024)
+/* A create request's body: argv and env at their bounds, with JSON's escapes. */
+#define CP_SESSION_MAX_BODY (8 * 1024 * 1024)
 #define CP_SESSION_MAX_PATH 4096 /* cwd and file paths */
 #define CP_SESSION_MAX_USER 64
 #define CP_SESSION_MAX_PTY 10000 /* rows and columns */

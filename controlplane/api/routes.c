@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "api/api_internal.h"
+#include "api/request_session.h"
 #include "api/routes.h"
 
 #define SMALL (64 * 1024)
@@ -28,7 +29,7 @@ const cp_route cp_api_routes[] = {
         {"PUT", "/v1/sandboxes/{id}/ingress", cp__h_sandbox_ingress, CP_AUTH_TENANT, SMALL},
         {"POST", "/v1/sandboxes/{id}/ingress/tokens", cp__h_sandbox_ingress_token, CP_AUTH_TENANT, SMALL},
 
-        {"POST", "/v1/sandboxes/{id}/sessions", cp__h_session_create, CP_AUTH_TENANT, 0},
+        {"POST", "/v1/sandboxes/{id}/sessions", cp__h_session_create, CP_AUTH_TENANT, CP_SESSION_MAX_BODY},
         {"GET", "/v1/sandboxes/{id}/sessions", cp__h_session_list, CP_AUTH_TENANT, 0},
         {"GET", "/v1/sessions/{id}", cp__h_session_get, CP_AUTH_TENANT, 0},
         {"POST", "/v1/sessions/{id}/signal", cp__h_session_signal, CP_AUTH_TENANT, SMALL},

@@ -3,8 +3,13 @@
 // and sets E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. See docs/e2b.md.
 import { test, describe, before, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
 import http from 'node:http'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 
 // *.localhost is loopback (RFC 6761), but Node resolves names with the system's
 // resolver, and glibc without nss-myhostname does not know *.localhost: resolve
@@ -105,6 +110,59 @@ for (const pkg of versions) {
       assert.equal(r.exitCode, 0)
       assert.equal(r.stdout, 'out\n/tmp\nyes 1\n')
       assert.equal(r.stderr, 'err\n')
+    })
+
+    test('commands.run: a 1 MiB command runs whole (its script moves into the environment)', async () => {
+      const mib = 1 << 20
+      const r = await sbx.commands.run(`echo ${'x'.repeat(mib)} | wc -c`)
+      assert.equal(r.stdout, `${mib + 1}\n`)
+      // Cut between UTF-8 characters; $0 and the arguments as from -c; no piece left in the environment.
+      const u = '\u00e9'.repeat(300_000)
+      const r2 = await sbx.commands.run(`printf %s '${u}' | wc -c; echo "$0 $#"; env | grep -c _SPACE_E2B_CMD_ || true`)
+      assert.equal(r2.stdout, '600000\n/bin/bash 0\n0\n')
+      // Past what Linux passes a program: refused before anything runs.
+      await assert.rejects(sbx.commands.run(`echo ${'x'.repeat(2 * mib)}`), (err) => {
+        assert.match(String(err.message), /the command is longer than 1966080 bytes/)
+        return true
+      })
+    })
+
+    test('isRunning: false once paused, killed or timed out (envd /health answers 502)', async () => {
+      const s = await Sandbox.create({ metadata: { suite: tag, kind: 'alive' } })
+      const health = () =>
+        fetch(`${process.env.E2B_SANDBOX_URL}/health`, {
+          headers: { 'E2b-Sandbox-Id': s.sandboxId, 'X-Access-Token': s.envdAccessToken },
+        })
+      try {
+        assert.equal(await s.isRunning(), true)
+        assert.equal((await health()).status, 204)
+        if (typeof s.pause === 'function') await s.pause()
+        else await s.betaPause()
+        assert.equal(await s.isRunning(), false, 'paused')
+        const res = await health()
+        assert.equal(res.status, 502)
+        assert.deepEqual(await res.json(), {
+          sandboxId: s.sandboxId,
+          message: 'The sandbox is not running (it is suspended)',
+          code: 502,
+        })
+        await Sandbox.connect(s.sandboxId)
+        assert.equal(await s.isRunning(), true, 'woken')
+      } finally {
+        await s.kill()
+      }
+      assert.equal(await s.isRunning(), false, 'killed')
+      const gone = await health()
+      assert.equal(gone.status, 502)
+      assert.equal((await gone.json()).message, 'The sandbox was not found')
+      const short = await Sandbox.create({ metadata: { suite: tag, kind: 'short' }, timeoutMs: 2000 })
+      assert.equal(await short.isRunning(), true)
+      let running = true
+      for (let i = 0; i < 120 && running; i++) {
+        await new Promise((r) => setTimeout(r, 500))
+        running = await short.isRunning()
+      }
+      assert.equal(running, false, 'timed out')
     })
 
     test('commands.run: a failing command throws CommandExitError with its code and output', async () => {
@@ -487,3 +545,125 @@ for (const pkg of versions) {
     })
   })
 }
+
+// The wrapper's own routes, once: health, readiness (it reaches the public API) and its metrics.
+describe('space-e2b: /healthz, /readyz, /health and /metrics', () => {
+  const get = (path, headers = {}) => fetch(`${process.env.E2B_API_URL}${path}`, { headers })
+
+  test('liveness, readiness and a probe of envd without a sandbox', async () => {
+    const z = await get('/healthz')
+    assert.equal(z.status, 200)
+    assert.deepEqual(await z.json(), { status: 'ok' })
+    const r = await get('/readyz')
+    assert.equal(r.status, 200)
+    assert.deepEqual(await r.json(), { status: 'ok', checks: { api: 'ok' } })
+    assert.equal((await get('/health')).status, 204)
+    // A token that does not open: no answer about the sandbox.
+    const bad = await get('/health', { 'E2b-Sandbox-Id': 'sbx_nothing', 'X-Access-Token': 'e2b1.AAAA' })
+    assert.equal(bad.status, 401)
+  })
+
+  test('metrics: requests by route and status, calls and upstream calls', async () => {
+    const res = await get('/metrics')
+    assert.equal(res.status, 200)
+    assert.match(res.headers.get('content-type'), /^text\/plain/)
+    const text = await res.text()
+    const value = (line) => {
+      const m = text.match(new RegExp(`^${line.replace(/[{}"/.?]/g, '\\$&')} (\\d+)$`, 'm'))
+      return m ? Number(m[1]) : -1
+    }
+    // The SDK suites above created sandboxes (2.51.0 with /v2) and ran commands.
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/v2/sandboxes",status="201"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/sandboxes",status="201"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="POST",route="/process.Process/Start",status="200"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="GET",route="/health",status="502"}') > 0, text)
+    assert.ok(value('space_e2b_requests_total{method="GET",route="/readyz",status="200"}') > 0, text)
+    assert.ok(value('space_e2b_upstream_requests_total{upstream="api"}') > 0, text)
+    assert.ok(value('space_e2b_upstream_requests_total{upstream="dataplane"}') > 0, text)
+    assert.equal(value('space_e2b_upstream_errors_total{upstream="api",reason="unreachable"}'), 0, text)
+    assert.ok(value('space_e2b_calls') >= 0 && value('space_e2b_watchers') >= 0, text)
+  })
+})
+
+// The E2B CLI (@e2b/cli, pinned in package.json), unmodified: `e2b sandbox logs` and
+// `e2b template list` against the wrapper.
+describe('e2b CLI: sandbox logs and template list', () => {
+  const require = createRequire(import.meta.url)
+  const cli = join(dirname(require.resolve('@e2b/cli/package.json')), 'dist', 'index.js')
+  const home = mkdtempSync(join(tmpdir(), 'e2b-cli-home-'))
+  // Its config and update check live under HOME; stdout is not a terminal, so it checks nothing.
+  const e2b = (...args) =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [cli, ...args],
+        {
+          env: { PATH: process.env.PATH, HOME: home, E2B_API_URL: process.env.E2B_API_URL, E2B_API_KEY: process.env.E2B_API_KEY },
+          timeout: 60_000,
+        },
+        (err, stdout, stderr) => resolve({ code: err ? err.code ?? 1 : 0, stdout, stderr }),
+      )
+    })
+  let Sandbox
+
+  before(async () => {
+    ;({ Sandbox } = await import('e2b-latest'))
+  })
+
+  test('e2b sandbox logs: lifecycle and process events', async () => {
+    const s = await Sandbox.create({ metadata: { kind: 'cli-logs' } })
+    try {
+      await s.commands.run('echo hi')
+      await assert.rejects(s.commands.run('exit 7'))
+      await s.pause()
+      const r = await e2b('sandbox', 'logs', s.sandboxId, '--format', 'json')
+      assert.equal(r.code, 0, r.stderr)
+      const lines = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+      const events = lines.map((l) => `${l.level} ${l.message}${l.exitCode !== undefined ? ` ${l.exitCode}` : ''}`)
+      assert.deepEqual(events, [
+        'info sandbox created',
+        'info process started',
+        'info process exited 0',
+        'info process started',
+        'warn process exited 7',
+        'info sandbox suspended',
+      ])
+      assert.equal(lines[1].cmd, '/bin/bash -l -c echo hi')
+      assert.equal(lines[0].template, 'base')
+      const times = lines.map((l) => Date.parse(l.timestamp))
+      assert.deepEqual([...times].sort((a, b) => a - b), times, 'oldest first')
+      // --level filters, as on E2B.
+      const warn = await e2b('sandbox', 'logs', s.sandboxId, '--format', 'json', '--level', 'WARN')
+      assert.deepEqual(warn.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l).message), ['process exited'])
+      // The wire: start (ms) and limit.
+      const wire = (q) => fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}/logs${q}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })
+      const two = await (await wire('?limit=2')).json()
+      assert.equal(two.logs.length, 2)
+      assert.equal(two.logEntries.length, 2)
+      assert.equal(two.logEntries[0].message, 'sandbox created')
+      assert.equal(two.logEntries[0].fields.template, 'base')
+      const after = await (await wire(`?start=${times[5]}`)).json()
+      assert.deepEqual(after.logEntries.map((e) => e.message), ['sandbox suspended'])
+      assert.equal((await wire('?start=soon')).status, 400)
+    } finally {
+      await s.kill()
+    }
+    const gone = await e2b('sandbox', 'logs', s.sandboxId)
+    assert.notEqual(gone.code, 0, 'a killed sandbox has no logs here')
+  })
+
+  test('e2b template list: the templates the key may use', async () => {
+    const r = await e2b('template', 'list', '--format', 'json')
+    assert.equal(r.code, 0, r.stderr)
+    const list = JSON.parse(r.stdout)
+    const base = list.find((t) => t.templateID === 'base')
+    assert.ok(base, r.stdout)
+    assert.equal(base.public, true)
+    assert.deepEqual(base.aliases, ['base'])
+    assert.equal(base.buildStatus, 'ready')
+    assert.equal(base.envdVersion, '0.5.7')
+    const pretty = await e2b('template', 'list')
+    assert.equal(pretty.code, 0, pretty.stderr)
+    assert.match(pretty.stdout, /Public\s+base\s+base/)
+  })
+})

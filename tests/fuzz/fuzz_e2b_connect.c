@@ -7,10 +7,12 @@
  * through every process.Process and filesystem.Filesystem decoder, and
  * whatever they accept keeps its bounds: argv starts with a command, a
  * timeout is 0 to 30 days, a cwd is never empty, a pid 1 to INT32_MAX, a path 1 to 4096 bytes, a
- * depth 1 to 16, a user at most 64 bytes. Refusals are SP_E_INVALID (a
+ * depth 1 to 16, a user at most 64 bytes, and an argument that Start moved
+ * into the environment comes back whole from pieces of at most 64 KiB. Refusals are SP_E_INVALID (a
  * selector by tag: SP_E_NOT_FOUND).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +56,34 @@ static void check_start(json_object *req, const char *user, const char *header)
         if (!json_object_object_get_ex(body, "cwd", &v) || !json_object_is_type(v, json_type_string) ||
             !*json_object_get_string(v))
                 abort();
+        /* An argument changed on the way is a script moved into the environment:
+         * its pieces, in order, are the script. */
+        json_object *proc = NULL, *args = NULL, *env = NULL;
+        json_object_object_get_ex(req, "process", &proc);
+        json_object_object_get_ex(proc, "args", &args);
+        for (size_t i = 1; i < json_object_array_length(argv); i++) {
+                json_object *in = json_object_array_get_idx(args, i - 1), *out = json_object_array_get_idx(argv, i);
+                if (in == out)
+                        continue;
+                if (!json_object_is_type(in, json_type_string) || !json_object_object_get_ex(body, "env", &env))
+                        abort();
+                sp_buf joined = SP_BUF_INIT;
+                for (size_t k = 0;; k++) {
+                        char name[64];
+                        snprintf(name, sizeof(name), "%s%zu", E2B_REQUEST_SCRIPT_VAR, k);
+                        json_object *piece = json_object_object_get(env, name);
+                        if (!piece)
+                                break;
+                        if (json_object_get_string_len(piece) > E2B_REQUEST_MAX_ARG)
+                                abort();
+                        sp_buf_append(&joined, json_object_get_string(piece), (size_t)json_object_get_string_len(piece),
+                                      NULL);
+                }
+                if (joined.len != (size_t)json_object_get_string_len(in) ||
+                    memcmp(joined.data, json_object_get_string(in), joined.len) != 0)
+                        abort();
+                sp_buf_free(&joined);
+        }
         /* What goes to the public API serialises. */
         if (!json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN))
                 abort();

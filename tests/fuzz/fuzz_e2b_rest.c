@@ -8,9 +8,14 @@
  * most 8 metadata pairs — and want at least one state. Any other input is
  * a JSON body, decoded for create and for both timeouts: the create body
  * names a template, a timeout of 0 to 30 days and an end action, and the
- * ingress mode is "public" or "token". Every input is also read as an
- * ingress URL template: a domain found is non-empty, fits, is made of host
- * characters only and ends the URL's host.
+ * ingress mode is "public" or "token"; the body is also read as the public
+ * API's template, sandbox and session (compat/e2b/view.h): a template's view
+ * names it, and the logs answer serialises with at most its limit of
+ * entries. An input starting with '!' is a logs query: lines start and
+ * limit; what is accepted is a start of 0 or more and a limit of 1 to the
+ * bound. Every input is also read as an ingress URL template: a domain
+ * found is non-empty, fits, is made of host characters only and ends the
+ * URL's host.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +23,7 @@
 
 #include "request.h"
 #include "space/json.h"
+#include "view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -65,6 +71,47 @@ static void list(char *text)
         sp_buf_free(&target);
 }
 
+static void logs_query(char *text)
+{
+        char *start = text + 1, *limit = strchr(start, '\n');
+        if (limit)
+                *limit++ = '\0';
+        int64_t s = -1;
+        size_t n = 0;
+        sp_error *e = NULL;
+        if (e2b_request_logs(start, limit, E2B_VIEW_LOGS_MAX, &s, &n, &e) == 0) {
+                if (s < 0 || n < 1 || n > E2B_VIEW_LOGS_MAX)
+                        abort();
+        } else {
+                refused(e);
+        }
+}
+
+/* in read as what the public API answers: E2B's views of it. */
+static void views(json_object *in)
+{
+        json_object *t = e2b_view_template(in, "0.5.7"), *id = NULL;
+        if (t && (!json_object_object_get_ex(t, "templateID", &id) || !json_object_is_type(id, json_type_string) ||
+                  !json_object_to_json_string_ext(t, JSON_C_TO_STRING_PLAIN)))
+                abort();
+        json_object_put(t);
+        e2b_view_logs l;
+        e2b_view_logs_init(&l);
+        e2b_view_logs_sandbox(&l, in);
+        e2b_view_logs_session(&l, in);
+        for (size_t limit = 1; limit <= 4; limit += 3) {
+                json_object *out = e2b_view_logs_answer(&l, 0, limit), *logs = NULL, *entries = NULL;
+                if (!json_object_object_get_ex(out, "logs", &logs) ||
+                    !json_object_object_get_ex(out, "logEntries", &entries) ||
+                    json_object_array_length(logs) != json_object_array_length(entries) ||
+                    json_object_array_length(logs) > limit ||
+                    !json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN))
+                        abort();
+                json_object_put(out);
+        }
+        e2b_view_logs_free(&l);
+}
+
 static void body(const char *text, size_t size)
 {
         json_object *in = NULL;
@@ -75,6 +122,7 @@ static void body(const char *text, size_t size)
         }
         if (!json_object_is_type(in, json_type_object))
                 abort();
+        views(in);
         json_object *out = NULL, *v = NULL;
         if (e2b_request_create(in, "base-template", &out, &e) == 0) {
                 if (!json_object_object_get_ex(out, "template", &v) || !*json_object_get_string(v) ||
@@ -141,6 +189,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         text[size] = '\0';
         if (size > 0 && text[0] == '?')
                 list(text);
+        else if (size > 0 && text[0] == '!')
+                logs_query(text);
         else
                 body(text, size);
         domain(text);

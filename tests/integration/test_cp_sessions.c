@@ -605,9 +605,11 @@ START_TEST(bad_input_is_named_and_leaves_nothing)
         sp_buf_appendf(&big, NULL, "{\"argv\":[\"echo\",\"%s\",\"%s\",\"%s\"]}", chunk, chunk, chunk);
         expect_error(t.key, "POST", sp, big.data, 400, "'argv' is longer than 262144 bytes in all");
         sp_buf_clear(&big);
-        sp_buf_appendf(&big, NULL, "{\"argv\":[\"env\"],\"env\":{\"A\":\"%s\",\"B\":\"%s\",\"C\":\"%s\"}}", chunk,
-                       chunk, chunk);
-        expect_error(t.key, "POST", sp, big.data, 400, "'env' is longer than 262144 bytes in all");
+        sp_buf_appendf(&big, NULL, "{\"argv\":[\"env\"],\"env\":{");
+        for (int i = 0; i < 21; i++) /* 2.1 MB: a body over 1 MiB is taken, the env is not */
+                sp_buf_appendf(&big, NULL, "%s\"E%d\":\"%s\"", i ? "," : "", i, chunk);
+        sp_buf_appendf(&big, NULL, "}}");
+        expect_error(t.key, "POST", sp, big.data, 400, "'env' is longer than 2097152 bytes in all");
         sp_buf_clear(&big);
         sp_buf_appendf(&big, NULL, "{\"argv\":[\"x\"");
         for (int i = 0; i < 4096; i++)
@@ -615,7 +617,7 @@ START_TEST(bad_input_is_named_and_leaves_nothing)
         sp_buf_appendf(&big, NULL, "]}");
         expect_error(t.key, "POST", sp, big.data, 400, "'argv' has more than 4096 items");
         sp_buf_clear(&big);
-        for (int i = 0; i < 12; i++)
+        for (int i = 0; i < 85; i++) /* a body over the route's 8 MiB */
                 sp_buf_appendf(&big, NULL, "%s", chunk);
         _cleanup_free_ char *huge = NULL;
         ck_assert_int_ge(asprintf(&huge, "{\"command\":\"%s\"}", big.data), 0);

@@ -10,6 +10,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
+#include "space/agent_proto.h"
 #include "space/json.h"
 #include "space/time.h"
 #include "space/worker_rpc.h"
@@ -448,7 +449,9 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *b
         snprintf(path, sizeof(path), "%s/session.json", dir);
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
         _cleanup_json_ json_object *o = NULL;
-        if (sp_file_read(path, 1 << 20, &text, err) < 0 || sp_json_parse(text.data, text.len, &o, err) < 0)
+        /* The record holds the exec request, up to an agent message, and its state. */
+        if (sp_file_read(path, 2 * PR_AGENT_MAX_PAYLOAD, &text, err) < 0 ||
+            sp_json_parse(text.data, text.len, &o, err) < 0)
                 return sp_error_wrap(err, "load session %s", dir);
         wk_session *s = session_new(dir, err);
         if (!s)

@@ -17,7 +17,7 @@
 
 #define PR_AGENT_VERSION 1
 #define PR_AGENT_HEADER_SIZE 12
-#define PR_AGENT_MAX_PAYLOAD (1u << 20)
+#define PR_AGENT_MAX_PAYLOAD (4u << 20) /* an exec with 2 MiB of argv and env, escaped */
 #define PR_AGENT_MAX_CREDIT (16u << 20)
 #define PR_AGENT_DEFAULT_WINDOW (256u << 10)
 #define PR_AGENT_MAX_ARGV 4096

@@ -153,10 +153,10 @@ START_TEST(session_create_refuses)
         create_fails(b.data, "'command' is longer than 262144");
         sp_buf_clear(&b);
         sp_buf_appendf(&b, NULL, "{\"argv\":[\"x\"],\"env\":{");
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i <= CP_SESSION_MAX_ENV_BYTES / 70000; i++)
                 sp_buf_appendf(&b, NULL, "%s\"E%d\":\"%s\"", i ? "," : "", i, big);
         sp_buf_appendf(&b, NULL, "}}");
-        create_fails(b.data, "'env' is longer than 262144 bytes in all");
+        create_fails(b.data, "'env' is longer than 2097152 bytes in all");
         sp_buf_clear(&b);
         sp_buf_appendf(&b, NULL, "{\"argv\":[\"x\"],\"env\":{");
         for (int i = 0; i <= CP_SESSION_MAX_ENV; i++)
@@ -175,8 +175,8 @@ START_TEST(session_create_refuses)
         ck_assert_uint_eq(json_object_array_length(r.argv), CP_SESSION_MAX_ARGV);
         cp_session_create_req_free(&r);
 
-        /* A body over 1 MiB is too large, whatever it holds. */
-        _cleanup_free_ char *huge = repeat(' ', 1024 * 1024 + 1);
+        /* A body over 8 MiB is too large, whatever it holds. */
+        _cleanup_free_ char *huge = repeat(' ', CP_SESSION_MAX_BODY + 1);
         create_fails_at(huge, strlen(huge), SP_E_TOO_LARGE, "larger than", __LINE__);
 }
 END_TEST

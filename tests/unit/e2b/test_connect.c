@@ -5,7 +5,9 @@
  * length matches; the user of Authorization: Basic; and what each
  * process.Process and filesystem.Filesystem method reads from its request —
  * Start's session body (argv, env, cwd, user, stdin, PTY size, the
- * Connect-Timeout-Ms bounds), a selector's pid bounds, SendInput's base64
+ * Connect-Timeout-Ms bounds; a shell's "-c" script over 64 KiB moved into
+ * the environment, whole, in pieces cut between UTF-8 characters), a
+ * selector's pid bounds, SendInput's base64
  * and its bound, Update's size, SendSignal's names, paths of 1 to 4096
  * bytes and ListDir's depth of 1 to 16.
  */
@@ -257,6 +259,130 @@ START_TEST(start_refused)
 }
 END_TEST
 
+/* Start for `cmd args...` where the script is text: its session body. */
+static json_object *start_script(const char *cmd, const char *pre, const char *text, const char *envs)
+{
+        _cleanup_json_ json_object *req = json_object_new_object(), *proc = json_object_new_object();
+        json_object *args = json_object_new_array();
+        if (pre)
+                json_object_array_add(args, json_object_new_string(pre));
+        json_object_array_add(args, json_object_new_string("-c"));
+        json_object_array_add(args, json_object_new_string(text));
+        json_object_array_add(args, json_object_new_string("arg0"));
+        json_object_object_add(proc, "cmd", json_object_new_string(cmd));
+        json_object_object_add(proc, "args", args);
+        if (envs)
+                json_object_object_add(proc, "envs", parse(envs));
+        json_object_object_add(req, "process", json_object_get(proc));
+        _cleanup_error_ sp_error *e = NULL;
+        json_object *body = NULL;
+        bool pty = false;
+        ck_assert_msg(e2b_request_start(req, NULL, NULL, &body, &pty, &e) == 0, "%s", e ? e->message : "");
+        return body;
+}
+
+/* A text of n bytes: lines of ASCII, with a two-byte character where a
+ * piece would end (the cut must move before it) when utf8. */
+static char *script(size_t n, bool utf8)
+{
+        char *s = malloc(n + 1);
+        ck_assert_ptr_nonnull(s);
+        for (size_t i = 0; i < n; i++)
+                s[i] = i % 80 == 79 ? '\n' : (char)('a' + i % 26);
+        for (size_t at = E2B_REQUEST_MAX_ARG - 1; utf8 && at + 1 < n; at += E2B_REQUEST_MAX_ARG) {
+                s[at] = (char)0xC3; /* é straddles the piece's end */
+                s[at + 1] = (char)0xA9;
+        }
+        s[n] = '\0';
+        return s;
+}
+
+START_TEST(long_scripts_move_into_the_environment)
+{
+        /* At the bound: an argument as it is. */
+        _cleanup_free_ char *small = script(E2B_REQUEST_MAX_ARG, false);
+        _cleanup_json_ json_object *b = start_script("/bin/bash", "-l", small, NULL);
+        json_object *argv = NULL, *env = NULL;
+        ck_assert(json_object_object_get_ex(b, "argv", &argv));
+        ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 3)), small);
+        ck_assert(!json_object_object_get_ex(b, "env", NULL));
+        sp_json_putp(&b);
+
+        /* 1 MiB and more, ASCII or not: pieces of at most 64 KiB, whole once joined, the user's envs kept. */
+        for (int utf8 = 0; utf8 < 2; utf8++) {
+                size_t n = (1 << 20) + 12345;
+                _cleanup_free_ char *text = script(n, utf8);
+                b = start_script("/bin/bash", "-l", text, "{\"ONE\":\"1\"}");
+                ck_assert(json_object_object_get_ex(b, "argv", &argv));
+                ck_assert(json_object_object_get_ex(b, "env", &env));
+                ck_assert_uint_eq(json_object_array_length(argv), 5);
+                ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 0)), "/bin/bash");
+                ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 1)), "-l");
+                ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 2)), "-c");
+                ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 4)), "arg0");
+                ck_assert_str_eq(json_object_get_string(json_object_object_get(env, "ONE")), "1");
+                _cleanup_buf_ sp_buf joined = SP_BUF_INIT, names = SP_BUF_INIT, refs = SP_BUF_INIT;
+                size_t k = 0;
+                for (;; k++) {
+                        char name[64];
+                        snprintf(name, sizeof(name), "%s%zu", E2B_REQUEST_SCRIPT_VAR, k);
+                        json_object *v = json_object_object_get(env, name);
+                        if (!v)
+                                break;
+                        size_t len = (size_t)json_object_get_string_len(v);
+                        const unsigned char *p = (const unsigned char *)json_object_get_string(v);
+                        ck_assert_uint_le(len, E2B_REQUEST_MAX_ARG);
+                        /* Full pieces but the last: a cut moves back at most 3 bytes. */
+                        ck_assert(joined.len + len == n || len > E2B_REQUEST_MAX_ARG - 4);
+                        ck_assert_msg((p[0] & 0xC0) != 0x80, "piece %zu starts inside a character", k);
+                        sp_buf_append(&joined, p, len, NULL);
+                        sp_buf_appendf(&names, NULL, " %s", name);
+                        sp_buf_appendf(&refs, NULL, "$%s", name);
+                }
+                ck_assert_uint_eq(k, n / E2B_REQUEST_MAX_ARG + 1);
+                ck_assert_uint_eq(json_object_object_length(env), k + 1);
+                ck_assert_uint_eq(joined.len, n);
+                ck_assert(memcmp(joined.data, text, n) == 0);
+                _cleanup_free_ char *boot = NULL;
+                ck_assert_int_ge(asprintf(&boot, "eval \"unset%s;%s\"", names.data, refs.data), 0);
+                ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 3)), boot);
+                sp_json_putp(&b);
+        }
+
+        /* sh too, found by its name; not a program that is not a shell, nor a script that is no "-c"'s. */
+        _cleanup_free_ char *text = script(100000, false);
+        b = start_script("sh", NULL, text, NULL);
+        ck_assert(json_object_object_get_ex(b, "argv", &argv));
+        ck_assert_ptr_nonnull(strstr(json_object_get_string(json_object_array_get_idx(argv, 2)), "eval"));
+        sp_json_putp(&b);
+        b = start_script("/usr/bin/python3", NULL, text, NULL);
+        ck_assert(json_object_object_get_ex(b, "argv", &argv));
+        ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(argv, 2)), text);
+        sp_json_putp(&b);
+
+        /* Past the bound, or with a NUL: refused. */
+        _cleanup_free_ char *huge = script(E2B_REQUEST_MAX_COMMAND + 1, false);
+        _cleanup_json_ json_object *req = json_object_new_object(), *proc = json_object_new_object();
+        json_object *args = json_object_new_array();
+        json_object_array_add(args, json_object_new_string("-c"));
+        json_object_array_add(args, json_object_new_string(huge));
+        json_object_object_add(proc, "cmd", json_object_new_string("/bin/bash"));
+        json_object_object_add(proc, "args", args);
+        json_object_object_add(req, "process", json_object_get(proc));
+        _cleanup_error_ sp_error *e = NULL;
+        bool pty = false;
+        ck_assert_int_lt(e2b_request_start(req, NULL, NULL, &b, &pty, &e), 0);
+        ck_assert_int_eq(e->code, SP_E_INVALID);
+        ck_assert_str_eq(e->message, "the command is longer than 1966080 bytes");
+        ck_assert_ptr_null(b);
+        sp_error_free(TAKE_PTR(e));
+        text[70000] = '\0';
+        json_object_array_put_idx(args, 1, json_object_new_string_len(text, 100000));
+        ck_assert_int_lt(e2b_request_start(req, NULL, NULL, &b, &pty, &e), 0);
+        ck_assert_str_eq(e->message, "the command contains a NUL byte");
+}
+END_TEST
+
 START_TEST(selectors)
 {
         struct {
@@ -455,6 +581,7 @@ int main(void)
         tcase_add_test(tc, basic_user_bounds);
         tcase_add_test(tc, start_bodies);
         tcase_add_test(tc, start_refused);
+        tcase_add_test(tc, long_scripts_move_into_the_environment);
         tcase_add_test(tc, selectors);
         tcase_add_test(tc, inputs);
         tcase_add_test(tc, resize_and_signal);

@@ -6,7 +6,8 @@
  * timeout of 0 to 30 days defaulting to 300 s, autoPause as suspend);
  * timeouts are bounded, required for POST …/timeout and optional for
  * connect; the list query bounds its limit (1 to 1000), metadata pairs (8)
- * and states, and every value lands percent-encoded in the API's target.
+ * and states, and every value lands percent-encoded in the API's target;
+ * the logs query takes start in milliseconds and a limit of 1 to its bound.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,47 @@ START_TEST(ports)
 }
 END_TEST
 
+START_TEST(logs_query)
+{
+        static const struct {
+                const char *start, *limit;
+                int64_t want_start;
+                size_t want_limit; /* 0: refused */
+        } cases[] = {
+                {NULL, NULL, 0, 1000},
+                {"", "", 0, 1000},
+                {"1764763658038", NULL, 1764763658038, 1000},
+                {"0", "1", 0, 1},
+                {NULL, "1000", 0, 1000},
+                {NULL, "1001", 0, 0},
+                {NULL, "0", 0, 0},
+                {NULL, "-1", 0, 0},
+                {NULL, " 5", 0, 0},
+                {NULL, "5x", 0, 0},
+                {"-5", NULL, 0, 0},
+                {"1.5", NULL, 0, 0},
+                {"soon", NULL, 0, 0},
+                {"1234567890123456", NULL, 0, 0}, /* past the year 33000 */
+                {NULL, "99999999999999999999", 0, 0},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                int64_t start = -7;
+                size_t limit = 7;
+                _cleanup_error_ sp_error *e = NULL;
+                int rc = e2b_request_logs(cases[i].start, cases[i].limit, 1000, &start, &limit, &e);
+                if (cases[i].want_limit) {
+                        ck_assert_msg(rc == 0, "case %zu: %s", i, e ? e->message : "");
+                        ck_assert_int_eq(start, cases[i].want_start);
+                        ck_assert_uint_eq(limit, cases[i].want_limit);
+                } else {
+                        ck_assert_msg(rc < 0 && e && e->code == SP_E_INVALID, "case %zu accepted", i);
+                        ck_assert_int_eq(start, -7);
+                        ck_assert_uint_eq(limit, 7);
+                }
+        }
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("e2b_rest");
@@ -301,6 +343,7 @@ int main(void)
         tcase_add_test(tc, timeouts);
         tcase_add_test(tc, lists);
         tcase_add_test(tc, ports);
+        tcase_add_test(tc, logs_query);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

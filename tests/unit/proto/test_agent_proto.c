@@ -63,7 +63,7 @@ START_TEST(frames_rejected)
                 uint8_t bytes[12];
                 const char *want;
         } cases[] = {
-                {{0, 0x20, 0, 0, 4, 1, 0, 0, 0, 0, 0, 1}, "payload of 2097152 bytes exceeds"},
+                {{0, 0x50, 0, 0, 4, 1, 0, 0, 0, 0, 0, 1}, "payload of 5242880 bytes exceeds"},
                 {{0, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 1}, "unknown type 42"},
                 {{0, 0, 0, 0, 4, 9, 0, 0, 0, 0, 0, 1}, "unknown stream 9"},
                 {{0, 0, 0, 0, 4, 0, 1, 0, 0, 0, 0, 1}, "reserved bits set"},
