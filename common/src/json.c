@@ -426,6 +426,15 @@ const char *sp_json_str(json_object *obj)
         return json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
+const char *sp_json_member_str(json_object *obj, const char *key)
+{
+        json_object *v = NULL;
+        return json_object_is_type(obj, json_type_object) && json_object_object_get_ex(obj, key, &v) &&
+                               json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
 /* Looks the field up; returns 1 if present (and not null), 0 if absent, <0 on error. */
 static int lookup(json_object *obj, const char *field, bool required, json_object **ret, sp_error **err)
 {

@@ -76,14 +76,6 @@ void e2b_attach_free(e2b_attach *a)
         a->event[0] = '\0';
 }
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 /* {"end": …} for an exit event's data. */
 static int end_event(const char *data, size_t len, json_object **ret, sp_error **err)
 {
@@ -93,7 +85,7 @@ static int end_event(const char *data, size_t len, json_object **ret, sp_error *
         json_object *v = NULL;
         int64_t code = json_object_object_get_ex(x, "code", &v) ? json_object_get_int64(v) : -1;
         int64_t sig = json_object_object_get_ex(x, "signal", &v) ? json_object_get_int64(v) : 0;
-        const char *reason = str_field(x, "reason");
+        const char *reason = sp_json_member_str(x, "reason");
         char status[96];
         if (sig > 0)
                 snprintf(status, sizeof(status), "signal: %s", sig == 9 ? "killed" : "terminated");
@@ -141,8 +133,8 @@ int e2b_attach_event(const char *event, const char *data, size_t len, bool pty, 
                 const char *msg = NULL;
                 json_object *er = NULL;
                 if (sp_json_parse(data, len, &x, NULL) == 0)
-                        msg = json_object_object_get_ex(x, "error", &er) ? str_field(er, "message")
-                                                                         : str_field(x, "message");
+                        msg = json_object_object_get_ex(x, "error", &er) ? sp_json_member_str(er, "message")
+                                                                         : sp_json_member_str(x, "message");
                 return sp_error_set(err, SP_E_UNAVAILABLE, "%s", msg ? msg : "the output stream broke off");
         }
         return 0; /* start and anything newer: nothing to say */

@@ -31,14 +31,6 @@
 #define MAX_WATCHER_EVENTS 10000 /* per GetWatcherEvents answer; the oldest beyond are dropped */
 #define WATCHER_IDLE_S 600
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static void target_for(sp_buf *b, const char *sandbox, const char *route)
 {
         sp_buf_append_str(b, "/v1/sandboxes/", NULL);
@@ -67,15 +59,19 @@ static void user_body(json_object *body, const e2b_envd *ev)
 static json_object *entry_info(json_object *st)
 {
         json_object *o = json_object_new_object(), *v = NULL;
-        const char *type = str_field(st, "type");
+        const char *type = sp_json_member_str(st, "type");
         const char *t = !type                          ? "FILE_TYPE_UNSPECIFIED"
                         : strcmp(type, "file") == 0    ? "FILE_TYPE_FILE"
                         : strcmp(type, "dir") == 0     ? "FILE_TYPE_DIRECTORY"
                         : strcmp(type, "symlink") == 0 ? "FILE_TYPE_SYMLINK"
                                                        : "FILE_TYPE_UNSPECIFIED";
-        json_object_object_add(o, "name", json_object_new_string(str_field(st, "name") ? str_field(st, "name") : ""));
+        json_object_object_add(
+                o, "name",
+                json_object_new_string(sp_json_member_str(st, "name") ? sp_json_member_str(st, "name") : ""));
         json_object_object_add(o, "type", json_object_new_string(t));
-        json_object_object_add(o, "path", json_object_new_string(str_field(st, "path") ? str_field(st, "path") : ""));
+        json_object_object_add(
+                o, "path",
+                json_object_new_string(sp_json_member_str(st, "path") ? sp_json_member_str(st, "path") : ""));
         int64_t size = json_object_object_get_ex(st, "size", &v) ? json_object_get_int64(v) : 0;
         char num[32];
         snprintf(num, sizeof(num), "%lld", (long long)size);
@@ -94,14 +90,14 @@ static json_object *entry_info(json_object *st)
         int64_t uid = json_object_object_get_ex(st, "uid", &v) ? json_object_get_int64(v) : 0;
         int64_t gid = json_object_object_get_ex(st, "gid", &v) ? json_object_get_int64(v) : 0;
         snprintf(num, sizeof(num), "%lld", (long long)uid);
-        const char *owner = str_field(st, "owner"), *group = str_field(st, "group");
+        const char *owner = sp_json_member_str(st, "owner"), *group = sp_json_member_str(st, "group");
         json_object_object_add(o, "owner", json_object_new_string(owner ? owner : uid == 0 ? "root" : num));
         snprintf(num, sizeof(num), "%lld", (long long)gid);
         json_object_object_add(o, "group", json_object_new_string(group ? group : gid == 0 ? "root" : num));
-        if (str_field(st, "mtime"))
-                json_object_object_add(o, "modifiedTime", json_object_new_string(str_field(st, "mtime")));
-        if (str_field(st, "target"))
-                json_object_object_add(o, "symlinkTarget", json_object_new_string(str_field(st, "target")));
+        if (sp_json_member_str(st, "mtime"))
+                json_object_object_add(o, "modifiedTime", json_object_new_string(sp_json_member_str(st, "mtime")));
+        if (sp_json_member_str(st, "target"))
+                json_object_object_add(o, "symlinkTarget", json_object_new_string(sp_json_member_str(st, "target")));
         return o;
 }
 
@@ -156,7 +152,7 @@ static int list_into(e2b_envd *ev, const char *dir, int depth, json_object *entr
                         return sp_error_set(err, SP_E_LIMIT, "more than %d entries", MAX_ENTRIES);
                 json_object *st = json_object_array_get_idx(items, i);
                 json_object_array_add(entries, entry_info(st));
-                const char *type = str_field(st, "type"), *p = str_field(st, "path");
+                const char *type = sp_json_member_str(st, "type"), *p = sp_json_member_str(st, "path");
                 if (depth > 1 && type && p && strcmp(type, "dir") == 0 && list_into(ev, p, depth - 1, entries, err) < 0)
                         return -1;
         }
@@ -300,7 +296,8 @@ static int snapshot_into(e2b_envd *ev, const char *dir, const char *prefix, int 
                 return sp_error_set(err, SP_E_INTERNAL, "the public API answered no entries");
         for (size_t i = 0; i < json_object_array_length(items); i++) {
                 json_object *st = json_object_array_get_idx(items, i);
-                const char *name = str_field(st, "name"), *type = str_field(st, "type"), *p = str_field(st, "path");
+                const char *name = sp_json_member_str(st, "name"), *type = sp_json_member_str(st, "type"),
+                           *p = sp_json_member_str(st, "path");
                 if (!name || !*name)
                         continue;
                 if (json_object_object_length(snap) >= MAX_ENTRIES)
@@ -323,7 +320,7 @@ static int snapshot(e2b_envd *ev, const char *path, bool recursive, json_object 
         _cleanup_json_ json_object *st = NULL, *snap = json_object_new_object();
         if (stat_path(ev, path, &st, err) < 0)
                 return -1;
-        const char *type = str_field(st, "type");
+        const char *type = sp_json_member_str(st, "type");
         if (!type || strcmp(type, "dir") != 0)
                 return sp_error_set(err, SP_E_INVALID, "path %s is not a directory", path);
         if (snapshot_into(ev, path, "", recursive ? E2B_REQUEST_MAX_DEPTH : 1, snap, err) < 0)
@@ -367,7 +364,7 @@ static void diff(json_object *old, json_object *cur, bool include_entry, json_ob
                         add_event(events, name, "EVENT_TYPE_CREATE", entry);
                         continue;
                 }
-                if (strcmp(str_field(c, "type"), "FILE_TYPE_DIRECTORY") != 0 &&
+                if (strcmp(sp_json_member_str(c, "type"), "FILE_TYPE_DIRECTORY") != 0 &&
                     (field_differs(o, c, "size") || field_differs(o, c, "modifiedTime")))
                         add_event(events, name, "EVENT_TYPE_WRITE", entry);
                 if (field_differs(o, c, "mode"))
@@ -545,7 +542,7 @@ static void fs_create_watcher(e2b_call *call, e2b_envd *ev, json_object *req)
 
 static int watcher_id(json_object *req, const char **ret, sp_error **err)
 {
-        *ret = str_field(req, "watcherId");
+        *ret = sp_json_member_str(req, "watcherId");
         if (!*ret || !**ret || strlen(*ret) >= SP_ID_MAX)
                 return sp_error_set(err, SP_E_INVALID, "missing or malformed watcherId");
         return 0;

@@ -23,14 +23,6 @@
 
 #define SESSION_PAGES 20 /* pages of 1000 sessions searched for a pid */
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static void target_for(sp_buf *b, const char *prefix, const char *id, const char *suffix)
 {
         sp_buf_append_str(b, prefix, NULL);
@@ -140,7 +132,7 @@ static int find_session(e2b_envd *ev, int64_t pid, bool unfinished_only, json_ob
                         if (!json_object_object_get_ex(s, "pid", &p) || !json_object_is_type(p, json_type_int) ||
                             json_object_get_int64(p) != pid)
                                 continue;
-                        const char *st = str_field(s, "state");
+                        const char *st = sp_json_member_str(s, "state");
                         bool live = st && (strcmp(st, "running") == 0 || strcmp(st, "starting") == 0);
                         if (live || !best_live) { /* later entries are newer */
                                 json_object_put(best);
@@ -173,7 +165,7 @@ static int write_token(e2b_envd *ev, const char *id, char **ret_base, char **ret
         json_object_object_add(body, "ttl_s", json_object_new_int(60));
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, err) < 0)
                 return -1;
-        const char *url = str_field(out, "attach_url"), *tok = str_field(out, "attach_token");
+        const char *url = sp_json_member_str(out, "attach_url"), *tok = sp_json_member_str(out, "attach_token");
         size_t ul = url ? strlen(url) : 0;
         if (!tok || ul < 7 || strcmp(url + ul - 7, "/attach") != 0)
                 return sp_error_set(err, SP_E_INTERNAL, "the public API answered a malformed token");
@@ -243,7 +235,7 @@ static void start(e2b_call *call, e2b_envd *ev, json_object *req)
         json_object *session = NULL, *pid = NULL;
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0 ||
             !json_object_object_get_ex(out, "session", &session) || !json_object_object_get_ex(session, "pid", &pid) ||
-            !str_field(out, "attach_url") || !str_field(out, "attach_token")) {
+            !sp_json_member_str(out, "attach_url") || !sp_json_member_str(out, "attach_token")) {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no session");
                 e2b_connect_stream_end(call, e);
@@ -251,7 +243,8 @@ static void start(e2b_call *call, e2b_envd *ev, json_object *req)
         }
         if (send_start(call, json_object_get_int64(pid)) < 0)
                 return;
-        relay_session(call, ev->api.ctx, str_field(out, "attach_url"), str_field(out, "attach_token"), is_pty);
+        relay_session(call, ev->api.ctx, sp_json_member_str(out, "attach_url"), sp_json_member_str(out, "attach_token"),
+                      is_pty);
 }
 
 static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
@@ -266,12 +259,12 @@ static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
                 e2b_connect_stream_end(call, e);
                 return;
         }
-        target_for(&t, "/v1/sessions/", str_field(s, "id"), "/token");
+        target_for(&t, "/v1/sessions/", sp_json_member_str(s, "id"), "/token");
         _cleanup_json_ json_object *body = json_object_new_object();
         json_object_object_add(body, "scope", json_object_new_string("read"));
         json_object *pty = NULL;
-        if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0 || !str_field(out, "attach_url") ||
-            !str_field(out, "attach_token")) {
+        if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0 || !sp_json_member_str(out, "attach_url") ||
+            !sp_json_member_str(out, "attach_token")) {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no token");
                 e2b_connect_stream_end(call, e);
@@ -280,7 +273,8 @@ static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
         if (send_start(call, pid) < 0)
                 return;
         bool is_pty = json_object_object_get_ex(s, "pty", &pty) && pty && json_object_is_type(pty, json_type_object);
-        relay_session(call, ev->api.ctx, str_field(out, "attach_url"), str_field(out, "attach_token"), is_pty);
+        relay_session(call, ev->api.ctx, sp_json_member_str(out, "attach_url"), sp_json_member_str(out, "attach_token"),
+                      is_pty);
 }
 
 static void list(e2b_call *call, e2b_envd *ev, json_object *req)
@@ -307,7 +301,7 @@ static void list(e2b_call *call, e2b_envd *ev, json_object *req)
                 json_object_object_get_ex(l, "sessions", &items);
                 for (size_t i = 0; items && i < json_object_array_length(items); i++) {
                         json_object *s = json_object_array_get_idx(items, i), *argv = NULL, *pid = NULL;
-                        const char *st = str_field(s, "state");
+                        const char *st = sp_json_member_str(s, "state");
                         if (!st || (strcmp(st, "running") != 0 && strcmp(st, "starting") != 0) ||
                             !json_object_object_get_ex(s, "pid", &pid) || !json_object_is_type(pid, json_type_int) ||
                             !json_object_object_get_ex(s, "argv", &argv) || json_object_array_length(argv) == 0)
@@ -320,7 +314,7 @@ static void list(e2b_call *call, e2b_envd *ev, json_object *req)
                         json_object_object_add(cfg, "args", args);
                         json_object_object_add(cfg, "envs", json_object_new_object());
                         /* The home Start put in for a Start without cwd is no cwd of the caller's. */
-                        const char *cwd = str_field(s, "cwd");
+                        const char *cwd = sp_json_member_str(s, "cwd");
                         if (cwd && strcmp(cwd, E2B_REQUEST_DEFAULT_CWD) != 0)
                                 json_object_object_add(cfg, "cwd", json_object_new_string(cwd));
                         json_object_object_add(p, "config", cfg);
@@ -369,7 +363,7 @@ static void send_input(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_json_ json_object *s = target_session(call, ev, req);
         if (!s)
                 return;
-        if (dp_post(ev, str_field(s, "id"), "stdin", "application/octet-stream", bytes.data ? bytes.data : "",
+        if (dp_post(ev, sp_json_member_str(s, "id"), "stdin", "application/octet-stream", bytes.data ? bytes.data : "",
                     bytes.len, &e) < 0) {
                 action_error(call, e);
                 return;
@@ -383,7 +377,7 @@ static void close_stdin(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_json_ json_object *s = target_session(call, ev, req);
         if (!s)
                 return;
-        if (dp_post(ev, str_field(s, "id"), "close-stdin", "application/json", "", 0, &e) < 0) {
+        if (dp_post(ev, sp_json_member_str(s, "id"), "close-stdin", "application/json", "", 0, &e) < 0) {
                 action_error(call, e);
                 return;
         }
@@ -403,7 +397,7 @@ static void update(e2b_call *call, e2b_envd *ev, json_object *req)
                 return;
         char body[96];
         int n = snprintf(body, sizeof(body), "{\"rows\":%lld,\"cols\":%lld}", (long long)rows, (long long)cols);
-        if (dp_post(ev, str_field(s, "id"), "resize", "application/json", body, (size_t)n, &e) < 0) {
+        if (dp_post(ev, sp_json_member_str(s, "id"), "resize", "application/json", body, (size_t)n, &e) < 0) {
                 action_error(call, e);
                 return;
         }
@@ -424,9 +418,9 @@ static void send_signal(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_buf_ sp_buf t = SP_BUF_INIT;
         _cleanup_json_ json_object *body = NULL, *out = NULL;
         if (strcmp(sig, "KILL") == 0) {
-                target_for(&t, "/v1/sessions/", str_field(s, "id"), "/kill");
+                target_for(&t, "/v1/sessions/", sp_json_member_str(s, "id"), "/kill");
         } else {
-                target_for(&t, "/v1/sessions/", str_field(s, "id"), "/signal");
+                target_for(&t, "/v1/sessions/", sp_json_member_str(s, "id"), "/signal");
                 body = json_object_new_object();
                 json_object_object_add(body, "signal", json_object_new_string(sig));
         }

@@ -12,14 +12,6 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static int64_t int_field(json_object *o, const char *k, int64_t def)
 {
         json_object *v = NULL;
@@ -158,7 +150,7 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
 {
         json_object *proc = NULL, *v = NULL, *pty = NULL;
         const char *cmd = NULL;
-        if (!json_object_object_get_ex(req, "process", &proc) || !(cmd = str_field(proc, "cmd")) || !*cmd)
+        if (!json_object_object_get_ex(req, "process", &proc) || !(cmd = sp_json_member_str(proc, "cmd")) || !*cmd)
                 return sp_error_set(err, SP_E_INVALID, "process.cmd is required");
         _cleanup_json_ json_object *body = json_object_new_object();
         json_object *argv = json_object_new_array();
@@ -184,7 +176,7 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
                 json_object_put(env);
         /* envd starts in the template's workdir, else the user's home: ours
          * is the home (the agent resolves ~, and a relative cwd from there). */
-        const char *cwd = str_field(proc, "cwd");
+        const char *cwd = sp_json_member_str(proc, "cwd");
         json_object_object_add(body, "cwd", json_object_new_string(cwd && *cwd ? cwd : E2B_REQUEST_DEFAULT_CWD));
         if (user)
                 json_object_object_add(body, "user", json_object_new_string(user));
@@ -270,7 +262,7 @@ int e2b_request_signal(json_object *req, const char **ret_name, sp_error **err)
 
 int e2b_request_path(json_object *req, const char *key, const char **ret, sp_error **err)
 {
-        const char *p = str_field(req, key);
+        const char *p = sp_json_member_str(req, key);
         if (!p || !*p || strlen(p) > E2B_REQUEST_MAX_PATH)
                 return sp_error_set(err, SP_E_INVALID, "%s: a path of 1 to 4096 bytes is required", key);
         *ret = p;
@@ -377,7 +369,7 @@ int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error
 
 int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err)
 {
-        const char *tpl = str_field(in, "templateID");
+        const char *tpl = sp_json_member_str(in, "templateID");
         if (!tpl || !*tpl || strcmp(tpl, "base") == 0)
                 tpl = template_default;
         int64_t timeout = int_field(in, "timeout", E2B_REQUEST_DEFAULT_TIMEOUT_S);

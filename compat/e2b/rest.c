@@ -55,14 +55,6 @@ static void reply_json(e2b_call *call, int status, json_object *o, const char *c
         e2b_call_reply(call, status, "application/json", headers, s, strlen(s));
 }
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static int64_t int_field(json_object *o, const char *k, int64_t def)
 {
         json_object *v = NULL;
@@ -89,13 +81,13 @@ static const char *e2b_state(const char *state)
 static const char *ingress_mode(json_object *sb)
 {
         json_object *ing = NULL;
-        return json_object_object_get_ex(sb, "ingress", &ing) ? str_field(ing, "mode") : NULL;
+        return json_object_object_get_ex(sb, "ingress", &ing) ? sp_json_member_str(ing, "mode") : NULL;
 }
 
 /* The E2B view of our sandbox sb: Sandbox, ListedSandbox and SandboxDetail in one. */
 static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char *api_key, sp_error **err)
 {
-        const char *id = str_field(sb, "id");
+        const char *id = sp_json_member_str(sb, "id");
         if (!id) {
                 sp_error_set(err, SP_E_INTERNAL, "the public API answered a sandbox without an id");
                 return NULL;
@@ -105,7 +97,7 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
                 return NULL;
         json_object *o = json_object_new_object();
         json_object_object_add(o, "sandboxID", json_object_new_string(id));
-        const char *tpl = str_field(sb, "template");
+        const char *tpl = sp_json_member_str(sb, "template");
         json_object_object_add(o, "templateID", json_object_new_string(tpl ? tpl : ""));
         json_object_object_add(o, "alias", json_object_new_string(tpl ? tpl : ""));
         json_object_object_add(o, "clientID", json_object_new_string("space"));
@@ -116,7 +108,7 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
         json_object *ing = NULL;
         char domain[E2B_DOMAIN_MAX];
         if (json_object_object_get_ex(sb, "ingress", &ing) &&
-            e2b_ingress_domain(str_field(ing, "url"), domain, sizeof(domain)))
+            e2b_ingress_domain(sp_json_member_str(ing, "url"), domain, sizeof(domain)))
                 json_object_object_add(o, "domain", json_object_new_string(domain));
         else
                 json_object_object_add(o, "domain", NULL);
@@ -126,11 +118,11 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
                 json_object_object_add(net, "allowPublicTraffic", json_object_new_boolean(strcmp(mode, "public") == 0));
                 json_object_object_add(o, "network", net);
         }
-        const char *created = str_field(sb, "created_at"), *end = str_field(sb, "end_at");
+        const char *created = sp_json_member_str(sb, "created_at"), *end = sp_json_member_str(sb, "end_at");
         json_object_object_add(o, "startedAt", json_object_new_string(created ? created : ""));
         /* No timeout: E2B always has an end; report the far future. */
         json_object_object_add(o, "endAt", json_object_new_string(end ? end : "9999-12-31T23:59:59Z"));
-        const char *st = e2b_state(str_field(sb, "state"));
+        const char *st = e2b_state(sp_json_member_str(sb, "state"));
         json_object_object_add(o, "state", json_object_new_string(st ? st : "paused"));
         json_object *res = NULL, *md = NULL;
         int64_t cpu = 1000, mem = 0, disk = 0;
@@ -145,7 +137,7 @@ static json_object *sandbox_json(const e2b_ctx *ctx, json_object *sb, const char
         json_object_object_add(o, "metadata",
                                json_object_object_get_ex(sb, "metadata", &md) ? json_object_get(md)
                                                                               : json_object_new_object());
-        const char *action = str_field(sb, "end_action");
+        const char *action = sp_json_member_str(sb, "end_action");
         json_object *lc = json_object_new_object();
         json_object_object_add(lc, "onTimeout",
                                json_object_new_string(action && strcmp(action, "suspend") == 0 ? "pause" : "kill"));
@@ -208,7 +200,7 @@ static int traffic_token(e2b_api *a, const char *id, int64_t ttl_s, char **ret, 
         json_object_object_add(body, "ttl_s", json_object_new_int64(ttl_s));
         if (e2b_api_json(a, "POST", target, body, &out, err) < 0)
                 return -1;
-        const char *tok = str_field(out, "token");
+        const char *tok = sp_json_member_str(out, "token");
         if (!tok)
                 return sp_error_set(err, SP_E_INTERNAL, "the public API answered no ingress token");
         *ret = strdup(tok);
@@ -221,7 +213,7 @@ static int traffic_token(e2b_api *a, const char *id, int64_t ttl_s, char **ret, 
  * (0, the most there is, when it has none or it has passed). */
 static int64_t lifetime_left_s(json_object *sb)
 {
-        const char *end = str_field(sb, "end_at");
+        const char *end = sp_json_member_str(sb, "end_at");
         int64_t end_us = 0;
         if (!end || sp_time_parse_rfc3339(end, &end_us, NULL) < 0)
                 return 0;
@@ -294,21 +286,21 @@ static void create(e2b_call *call, void *userdata)
         json_object *sb = NULL;
         if (e2b_api_json(&a, "POST", "/v1/sandboxes", body, &env, &e) < 0 ||
             e2b_api_wait(&a, env, CREATE_WAIT_S, &e) < 0 || !json_object_object_get_ex(env, "sandbox", &sb) ||
-            !str_field(sb, "id")) {
+            !sp_json_member_str(sb, "id")) {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no sandbox");
                 fail(call, e);
                 e2b_api_close(&a);
                 return;
         }
-        ensure_user(&a, str_field(sb, "id"));
-        if (reply_sandbox(call, ctx, &a, str_field(sb, "id"), 201, true, timeout) < 0) {
+        ensure_user(&a, sp_json_member_str(sb, "id"));
+        if (reply_sandbox(call, ctx, &a, sp_json_member_str(sb, "id"), 201, true, timeout) < 0) {
                 /* The caller was told the create failed: do not leave the
                  * sandbox running (best effort, not waited for). */
                 char target[512];
                 _cleanup_json_ json_object *gone = NULL;
                 _cleanup_error_ sp_error *de = NULL;
-                sandbox_target(target, sizeof(target), str_field(sb, "id"), "");
+                sandbox_target(target, sizeof(target), sp_json_member_str(sb, "id"), "");
                 (void)e2b_api_json(&a, "DELETE", target, NULL, &gone, &de);
         }
         e2b_api_close(&a);
@@ -412,7 +404,7 @@ static void pause_sandbox(e2b_call *call, void *userdata)
         _cleanup_json_ json_object *sb = NULL, *env = NULL;
         if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0) {
                 fail(call, e);
-        } else if (!str_field(sb, "state") || strcmp(str_field(sb, "state"), "running") != 0) {
+        } else if (!sp_json_member_str(sb, "state") || strcmp(sp_json_member_str(sb, "state"), "running") != 0) {
                 e2b_rest_error(call, 409, "the sandbox is already paused");
         } else {
                 sandbox_target(target, sizeof(target), id, "/suspend");
@@ -448,11 +440,11 @@ static void connect_sandbox(e2b_call *call, void *userdata)
         int status = 200;
         if (e2b_api_json(&a, "GET", target, NULL, &sb, &e) < 0)
                 goto failed;
-        if (!e2b_state(str_field(sb, "state"))) {
-                sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s is %s", id, str_field(sb, "state"));
+        if (!e2b_state(sp_json_member_str(sb, "state"))) {
+                sp_error_set(&e, SP_E_NOT_FOUND, "sandbox %s is %s", id, sp_json_member_str(sb, "state"));
                 goto failed;
         }
-        if (strcmp(str_field(sb, "state"), "running") != 0) {
+        if (strcmp(sp_json_member_str(sb, "state"), "running") != 0) {
                 status = 201;
                 sandbox_target(target, sizeof(target), id, "/wake");
                 if (e2b_api_json(&a, "POST", target, NULL, &env, &e) < 0 || e2b_api_wait(&a, env, OP_WAIT_S, &e) < 0)
@@ -509,10 +501,12 @@ static void metrics(e2b_call *call, void *userdata)
         const int64_t mib = 1024 * 1024;
         int64_t cpus = (int_field(res, "cpu_millis", 1000) + 999) / 1000;
         int64_t sampled = 0, created = 0;
-        const char *sampled_at = str_field(st, "sampled_at");
+        const char *sampled_at = sp_json_member_str(st, "sampled_at");
         double pct = 0;
-        if (sampled_at && sp_time_parse_rfc3339(sampled_at, &sampled, NULL) == 0 && str_field(sb, "created_at") &&
-            sp_time_parse_rfc3339(str_field(sb, "created_at"), &created, NULL) == 0 && sampled > created && cpus > 0) {
+        if (sampled_at && sp_time_parse_rfc3339(sampled_at, &sampled, NULL) == 0 &&
+            sp_json_member_str(sb, "created_at") &&
+            sp_time_parse_rfc3339(sp_json_member_str(sb, "created_at"), &created, NULL) == 0 && sampled > created &&
+            cpus > 0) {
                 /* cpu_ns / (wall µs * 1000 * cpus) * 100 */
                 pct = (double)int_field(st, "cpu_ns", 0) / ((double)(sampled - created) * 10.0 * (double)cpus);
                 if (pct > 100)
@@ -562,7 +556,7 @@ static void list(e2b_call *call, void *userdata)
         }
         for (size_t i = 0; i < json_object_array_length(items); i++) {
                 json_object *sb = json_object_array_get_idx(items, i);
-                const char *st = e2b_state(str_field(sb, "state"));
+                const char *st = e2b_state(sp_json_member_str(sb, "state"));
                 if (!st || (strcmp(st, "running") == 0 && !want_running) || (strcmp(st, "paused") == 0 && !want_paused))
                         continue;
                 json_object *o = sandbox_json(ctx, sb, r->api_key, &e);

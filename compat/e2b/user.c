@@ -61,14 +61,6 @@ static const char script[] =
         "  chown -R \"$uid:$gid\" \"$home\"\n"
         "fi\n";
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static void target_for(sp_buf *b, const char *id, const char *suffix)
 {
         sp_buf_append_str(b, "/v1/sandboxes/", NULL);
@@ -179,7 +171,7 @@ int e2b_user_ensure(e2b_api *a, const char *sandbox_id, sp_error **err)
         target_for(&t, sandbox_id, "/sessions");
         if (e2b_api_json(a, "POST", t.data, body, &out, err) < 0)
                 return sp_error_wrap(err, "make the user '%s'", E2B_REQUEST_DEFAULT_USER);
-        const char *url = str_field(out, "attach_url"), *token = str_field(out, "attach_token");
+        const char *url = sp_json_member_str(out, "attach_url"), *token = sp_json_member_str(out, "attach_token");
         if (!url || !token)
                 return sp_error_set(err, SP_E_INTERNAL, "the public API answered no session");
         run r = {.output = SP_BUF_INIT};

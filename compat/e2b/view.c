@@ -17,14 +17,6 @@
 
 #define CMD_MAX 256 /* bytes of a command shown in a log entry */
 
-static const char *str_field(json_object *o, const char *k)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 /* ---- templates ---- */
 
 /* E2B's build status for our template state. */
@@ -43,8 +35,9 @@ static const char *build_status(const char *state)
 
 json_object *e2b_view_template(json_object *tpl, const char *envd_version)
 {
-        const char *name = str_field(tpl, "name"), *id = str_field(tpl, "id"), *state = str_field(tpl, "state");
-        const char *created = str_field(tpl, "created_at");
+        const char *name = sp_json_member_str(tpl, "name"), *id = sp_json_member_str(tpl, "id"),
+                   *state = sp_json_member_str(tpl, "state");
+        const char *created = sp_json_member_str(tpl, "created_at");
         if (!name)
                 return NULL;
         json_object *o = json_object_new_object(), *aliases = json_object_new_array(), *names = json_object_new_array(),
@@ -117,8 +110,8 @@ void e2b_view_logs_sandbox(e2b_view_logs *l, json_object *sandbox)
 {
         json_object *f = json_object_new_object();
         copy(f, "template", sandbox, "template");
-        add(l, str_field(sandbox, "created_at"), "info", "space.sandbox", "sandbox created", f);
-        const char *state = str_field(sandbox, "state");
+        add(l, sp_json_member_str(sandbox, "created_at"), "info", "space.sandbox", "sandbox created", f);
+        const char *state = sp_json_member_str(sandbox, "state");
         if (!state || strcmp(state, "running") == 0)
                 return;
         char msg[64];
@@ -127,8 +120,8 @@ void e2b_view_logs_sandbox(e2b_view_logs *l, json_object *sandbox)
         copy(f, "state", sandbox, "state");
         copy(f, "desiredState", sandbox, "desired_state");
         copy(f, "status", sandbox, "status_message");
-        add(l, str_field(sandbox, "updated_at"), strcmp(state, "failed") == 0 ? "error" : "info", "space.sandbox", msg,
-            f);
+        add(l, sp_json_member_str(sandbox, "updated_at"), strcmp(state, "failed") == 0 ? "error" : "info",
+            "space.sandbox", msg, f);
 }
 
 /* The session's command, its argv joined by spaces, cut at CMD_MAX bytes. */
@@ -158,16 +151,17 @@ static json_object *command(json_object *session)
 
 void e2b_view_logs_session(e2b_view_logs *l, json_object *session)
 {
-        const char *started = str_field(session, "started_at");
+        const char *started = sp_json_member_str(session, "started_at");
         json_object *f = json_object_new_object(), *cmd = command(session);
         copy(f, "pid", session, "pid");
         copy(f, "sessionID", session, "id");
         if (cmd)
                 json_object_object_add(f, "cmd", cmd);
         copy(f, "user", session, "user");
-        add(l, started ? started : str_field(session, "created_at"), "info", "space.process", "process started", f);
+        add(l, started ? started : sp_json_member_str(session, "created_at"), "info", "space.process",
+            "process started", f);
 
-        const char *state = str_field(session, "state"), *ended = str_field(session, "ended_at");
+        const char *state = sp_json_member_str(session, "state"), *ended = sp_json_member_str(session, "ended_at");
         if (!state || !ended)
                 return;
         json_object *ex = NULL, *code = NULL, *v = NULL;
@@ -246,10 +240,10 @@ json_object *e2b_view_logs_answer(const e2b_view_logs *l, int64_t start_ms, size
                 char ts[32];
                 sp_time_format_rfc3339(s[i].us, ts);
                 json_object_object_get_ex(e, "fields", &fields);
-                const char *level = str_field(e, "level"), *message = str_field(e, "message");
+                const char *level = sp_json_member_str(e, "level"), *message = sp_json_member_str(e, "message");
                 _cleanup_json_ json_object *line = json_object_new_object();
                 json_object_object_add(line, "level", json_object_new_string(level));
-                json_object_object_add(line, "logger", json_object_new_string(str_field(e, "logger")));
+                json_object_object_add(line, "logger", json_object_new_string(sp_json_member_str(e, "logger")));
                 json_object_object_add(line, "message", json_object_new_string(message));
                 json_object_object_foreach (fields, k, v)
                         json_object_object_add(line, k, json_object_get(v));

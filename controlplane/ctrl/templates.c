@@ -176,15 +176,6 @@ static int artifact_holder(cp_ctrl *c, const char *tpl_id, const char *worker_id
         return 0;
 }
 
-/* The string spec.key, or NULL. */
-static const char *spec_string(json_object *spec, const char *key)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(spec, key, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, json_object *spec,
                          void (*done)(void *userdata, const sp_error *err), void *userdata)
 {
@@ -197,7 +188,7 @@ static int template_copy(cp_ctrl *c, const char *worker_id, const char *tpl_id, 
                 return -SP_E_LIMIT;
         r->done = done;
         r->userdata = userdata;
-        const char *fmt = spec_string(spec, "format");
+        const char *fmt = sp_json_member_str(spec, "format");
         _cleanup_json_ json_object *up = pr_msg_encode(
                 &pr_wk_upload_template_schema, &(pr_wk_upload_template){.name = tpl_id, .format = fmt ? fmt : "tar"});
         _cleanup_json_ json_object *rd =
@@ -232,10 +223,10 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
         json_object *max = NULL;
         pr_wk_import_template q = {
                 .name = tpl_id,
-                .source = spec_string(spec, "source"),
-                .path = spec_string(spec, "path"),
-                .suite = spec_string(spec, "suite"),
-                .mirror = spec_string(spec, "mirror"),
+                .source = sp_json_member_str(spec, "source"),
+                .path = sp_json_member_str(spec, "path"),
+                .suite = sp_json_member_str(spec, "suite"),
+                .mirror = sp_json_member_str(spec, "mirror"),
                 .max_bytes = json_object_object_get_ex(spec, "max_bytes", &max) ? json_object_get_int64(max) : 0,
         };
         _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_import_template_schema, &q);

@@ -127,14 +127,6 @@ static int str_cmp(const void *a, const void *b)
         return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static const char *member(json_object *o, const char *key)
-{
-        json_object *v;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 /* Borrows strings from sandboxes and templates (arrays, or NULL); entries
  * that are not well-formed (an old row) are skipped. */
 static int view_of(json_object *sandboxes, json_object *templates, view *ret, sp_error **err)
@@ -149,7 +141,7 @@ static int view_of(json_object *sandboxes, json_object *templates, view *ret, sp
         for (size_t i = 0; i < ns; i++) {
                 json_object *sb = json_object_array_get_idx(sandboxes, i);
                 json_object *m = NULL;
-                pair p = {member(sb, "id"), member(sb, "state"),
+                pair p = {sp_json_member_str(sb, "id"), sp_json_member_str(sb, "state"),
                           json_object_object_get_ex(sb, "secrets_missing", &m) && json_object_get_boolean(m)};
                 if (p.id && p.state)
                         ret->sandboxes[ret->nsandboxes++] = p;

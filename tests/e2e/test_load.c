@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -29,6 +28,7 @@
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
+#include "space/time.h"
 #include "space_cluster.h"
 
 #define CLIENTS 16
@@ -65,13 +65,6 @@ static void cluster_down(void)
 
 /* ---- in the client processes: no assertions, a message and exit 1 ---- */
 
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void die(int k, const char *what, const sp_test_http_response *r)
 {
         fprintf(stderr, "client %d: %s (status %d: %.300s)\n", k, what, r ? r->status : 0, r && r->body ? r->body : "");
@@ -97,19 +90,14 @@ static json_object *api(int k, const char *method, const char *path, const char 
         return o;
 }
 
-static const char *jstr(json_object *o, const char *path)
-{
-        return sp_test_jstr(o, path);
-}
-
 /* Waits for an operation to succeed. */
 static void wait_op(int k, const char *op)
 {
         char path[128];
         snprintf(path, sizeof(path), "/v1/operations/%s?wait=30", op);
-        for (int64_t deadline = mono_ms() + 300000; mono_ms() < deadline;) {
+        for (int64_t deadline = sp_now_mono_us() + 300 * SP_USEC_PER_SEC; sp_now_mono_us() < deadline;) {
                 _cleanup_json_ json_object *o = api(k, "GET", path, NULL, 200);
-                const char *st = jstr(o, "state");
+                const char *st = sp_test_jstr(o, "state");
                 if (st && strcmp(st, "succeeded") == 0)
                         return;
                 if (st && strcmp(st, "failed") == 0) {
@@ -130,7 +118,7 @@ static void exec_and_read(int k, int round, const char *sbx)
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/sessions", sbx);
         snprintf(body, sizeof(body), "{\"argv\":[\"sh\",\"-c\",\"echo load-%d-%d; exit %d\"]}", k, round, k % 7);
         _cleanup_json_ json_object *s = api(k, "POST", path, body, 201);
-        const char *url = jstr(s, "attach_url"), *token = jstr(s, "attach_token");
+        const char *url = sp_test_jstr(s, "attach_url"), *token = sp_test_jstr(s, "attach_token");
         const char *rest = url ? strstr(url, "/v1/") : NULL;
         if (!rest || !token)
                 die(k, "no attach_url or attach_token", NULL);
@@ -160,12 +148,12 @@ static void create_exec_delete(int k)
         snprintf(body, sizeof(body), SANDBOX, "churn");
         _cleanup_json_ json_object *c = api(k, "POST", "/v1/sandboxes", body, 202);
         char sbx[64], path[128];
-        snprintf(sbx, sizeof(sbx), "%s", jstr(c, "sandbox.id"));
-        wait_op(k, jstr(c, "operation.id"));
+        snprintf(sbx, sizeof(sbx), "%s", sp_test_jstr(c, "sandbox.id"));
+        wait_op(k, sp_test_jstr(c, "operation.id"));
         exec_and_read(k, 0, sbx);
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
         _cleanup_json_ json_object *d = api(k, "DELETE", path, NULL, 202);
-        wait_op(k, jstr(d, "operation.id"));
+        wait_op(k, sp_test_jstr(d, "operation.id"));
         _exit(0);
 }
 

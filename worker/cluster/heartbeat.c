@@ -57,14 +57,6 @@ static json_object *copy_field(json_object *from, const char *field, json_type t
         return type == json_type_array ? json_object_new_array() : json_object_new_object();
 }
 
-static const char *string_member(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
-}
-
 /* The Heartbeat request (space/controlplane_rpc.h): what the node holds now. */
 static json_object *heartbeat_body(wk_cluster *c)
 {
@@ -79,13 +71,13 @@ static json_object *heartbeat_body(wk_cluster *c)
         json_object_object_get_ex(list, "sandboxes", &all);
         for (size_t i = 0; all && i < json_object_array_length(all); i++) {
                 json_object *sb = json_object_array_get_idx(all, i);
-                pr_cp_sandbox s = {.id = string_member(sb, "id"),
-                                   .state = string_member(sb, "state"),
-                                   .template_name = string_member(sb, "template")};
+                pr_cp_sandbox s = {.id = sp_json_member_str(sb, "id"),
+                                   .state = sp_json_member_str(sb, "state"),
+                                   .template_name = sp_json_member_str(sb, "template")};
                 s.secrets_missing = s.id && wk_node_sandbox_secrets_missing(c->node, s.id);
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
-        const char *backend = string_member(info, "backend");
+        const char *backend = sp_json_member_str(info, "backend");
         pr_cp_heartbeat m = {
                 .address = c->advertise,
                 .backend = backend ? backend : "jail",

@@ -42,6 +42,11 @@ int sp_json_parse(const char *s, size_t len, json_object **ret, sp_error **err);
 /* Compact serialisation (borrowed from obj, valid until obj changes). */
 const char *sp_json_str(json_object *obj);
 
+/* The string member key of obj (borrowed), or NULL when obj is not an
+ * object, has no such member, or it is not a string. For reading answers
+ * leniently; the sp_json_get_* below check and say why. */
+const char *sp_json_member_str(json_object *obj, const char *key);
+
 int sp_json_get_string(json_object *obj, const char *field, bool required, size_t max_len, const char **ret,
                        sp_error **err);
 int sp_json_get_int(json_object *obj, const char *field, bool required, int64_t min, int64_t max, int64_t *ret,

@@ -134,6 +134,22 @@ START_TEST(json_fields_name_the_problem)
 }
 END_TEST
 
+START_TEST(json_member_str_is_lenient)
+{
+        json_object *o = NULL;
+        const char *doc = "{\"s\":\"x\",\"n\":1,\"z\":null,\"a\":[\"y\"]}";
+        ck_assert_int_eq(sp_json_parse(doc, strlen(doc), &o, NULL), 0);
+        ck_assert_str_eq(sp_json_member_str(o, "s"), "x");
+        ck_assert_ptr_null(sp_json_member_str(o, "n"));
+        ck_assert_ptr_null(sp_json_member_str(o, "z"));
+        ck_assert_ptr_null(sp_json_member_str(o, "a"));
+        ck_assert_ptr_null(sp_json_member_str(o, "missing"));
+        ck_assert_ptr_null(sp_json_member_str(json_object_object_get(o, "a"), "s")); /* not an object */
+        ck_assert_ptr_null(sp_json_member_str(NULL, "s"));
+        json_object_put(o);
+}
+END_TEST
+
 START_TEST(json_big_numbers)
 {
         _cleanup_json_ json_object *o = NULL;
@@ -248,6 +264,7 @@ int main(void)
         Suite *s = suite_create("json_config");
         TCase *tc = tcase_create("all");
         tcase_add_test(tc, json_strict);
+        tcase_add_test(tc, json_member_str_is_lenient);
         tcase_add_test(tc, json_keys_unique_and_without_nul);
         tcase_add_test(tc, json_fields_name_the_problem);
         tcase_add_test(tc, json_big_numbers);
