@@ -26,27 +26,43 @@ static void count_rule(gw *g, const char *kind, const gw_decision *d)
 
 /* Refusal records (and their log lines) per sandbox and second: a flood a
  * limit refuses must not become a flood of records in the worker's logs.
- * DNS and TCP have a budget each.
+ * DNS and TCP have a budget each. Over the budget, the first refusal of a
+ * rule not yet recorded in that second is recorded all the same (rules are
+ * hashed to 32 bits: at most 32 more a second), so that a flood of one kind
+ * of refusal does not hide that another rule fired (a sandbox at its bound
+ * of undecided connections while its earlier ones time out).
  * Allowed decisions are bounded by the rate limits already. */
 #define REFUSALS_PER_S 50
 
-static bool refusal_recorded(gw *g, gw_sandbox *sb, int kind, int64_t now_s, uint32_t *suppressed)
+static uint32_t rule_bit(const char *rule)
+{
+        uint32_t h = 2166136261u;
+        for (const char *p = rule ? rule : ""; *p; p++)
+                h = (h ^ (uint8_t)*p) * 16777619u;
+        return 1u << (h % 32);
+}
+
+static bool refusal_recorded(gw *g, gw_sandbox *sb, int kind, const char *rule, int64_t now_s, uint32_t *suppressed)
 {
         static int64_t window[2];
-        static uint32_t n[2], left_out[2]; /* records of no sandbox (unknown sources) */
+        static uint32_t n[2], left_out[2], rules[2]; /* records of no sandbox (unknown sources) */
         int64_t *w = sb ? &sb->audit_window[kind] : &window[kind];
         uint32_t *count = sb ? &sb->audit_n[kind] : &n[kind];
         uint32_t *skipped = sb ? &sb->audit_suppressed[kind] : &left_out[kind];
+        uint32_t *seen = sb ? &sb->audit_rules[kind] : &rules[kind];
+        uint32_t bit = rule_bit(rule);
         if (*w != now_s) {
                 *w = now_s;
                 *count = 0;
+                *seen = 0;
         }
-        if (*count >= REFUSALS_PER_S) {
+        if (*count >= REFUSALS_PER_S && (*seen & bit)) {
                 (*skipped)++;
                 g->counters.audit_suppressed++;
                 return false;
         }
         (*count)++;
+        *seen |= bit;
         *suppressed = *skipped;
         *skipped = 0;
         return true;
@@ -76,7 +92,7 @@ void gw_audit(gw *g, const gw_audit_rec *r)
         }
         uint32_t suppressed = 0;
         if ((!r->d.allow || r->d.would_refuse) &&
-            !refusal_recorded(g, (gw_sandbox *)r->sb, dns ? 0 : 1, sp_now_mono_us() / 1000000, &suppressed))
+            !refusal_recorded(g, (gw_sandbox *)r->sb, dns ? 0 : 1, r->d.rule, sp_now_mono_us() / 1000000, &suppressed))
                 return;
         char src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
         struct in_addr a = {.s_addr = htonl(r->src)};

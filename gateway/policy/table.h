@@ -70,7 +70,7 @@ typedef struct gw_sandbox {
          * last one written, per kind (0 DNS, 1 TCP: a flood of one does not
          * hide the other). */
         int64_t audit_window[2];
-        uint32_t audit_n[2], audit_suppressed[2];
+        uint32_t audit_n[2], audit_suppressed[2], audit_rules[2]; /* audit.c */
         gw_bucket conn_bucket, dns_bucket;
         /* Four times the rates: refused in every mode (audit mode must not
          * let one sandbox flood what every sandbox shares). */
