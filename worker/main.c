@@ -42,7 +42,7 @@ typedef struct {
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
         char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
-        int64_t storage_size, slots, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
+        int64_t storage_size, slots, jobs, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         int64_t gw_tcp_port, gw_dns_port, gw_log_group, max_port_conns;
         bool insecure, base_template, purge, network;
@@ -115,6 +115,9 @@ static const sp_config_def defs[] = {
         {"max-port-connections", SP_CONFIG_INT, "4096", offsetof(worker_cfg, max_port_conns), 1, 1000000,
          "connections to ports inside sandboxes (ingress, ConnectPort) open at once on this node"},
         {"slots", SP_CONFIG_INT, "256", offsetof(worker_cfg, slots), 1, 100000, "most sandboxes on this node"},
+        {"jobs", SP_CONFIG_INT, "4", offsetof(worker_cfg, jobs), 1, 256,
+         "threads that make and remove sandboxes, off the event loop (beyond them, creates and deletes wait in a "
+         "queue: space_worker_jobs_queued); warm-pool refills never take the last free one"},
         {"cpu-millis", SP_CONFIG_INT, "0", offsetof(worker_cfg, cpu_millis), 0, INT64_C(1) << 40,
          "CPU capacity reported to the scheduler (0: all CPUs)"},
         {"memory", SP_CONFIG_SIZE, "0", offsetof(worker_cfg, memory), 0, INT64_C(1) << 50,
@@ -492,6 +495,7 @@ int main(int argc, char **argv)
                 .storage = storage,
                 .node_id = cc.name,
                 .slots = c.slots,
+                .jobs = (unsigned)c.jobs,
                 .cpu_millis = c.cpu_millis ? c.cpu_millis : ncpu * 1000,
                 .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
                 .session_log_bytes = c.session_log,

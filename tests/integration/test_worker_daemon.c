@@ -971,6 +971,97 @@ START_TEST(limits_hold_and_the_exit_says_why)
 END_TEST
 
 /* A plain HTTP/1.1 GET on loopback; returns the status, body in out. */
+/* Creates and deletes run on the worker's job threads (4 by default): while eight creates are
+ * made, the loop answers other calls at once, and calls on one sandbox keep their order — a
+ * delete sent right behind its create removes what the create made, a GetSandbox behind a
+ * create sees it running. */
+typedef struct jobs_state {
+        struct event_base *base;
+        int pending, answered;
+        int order[16]; /* answer position of each call */
+        sp_errc code[16];
+        char state[16][16];
+} jobs_state;
+
+typedef struct jobs_tag {
+        jobs_state *st;
+        int i;
+} jobs_tag;
+
+static void jobs_answer(json_object *resp, const sp_error *err, void *ud)
+{
+        jobs_tag *t = ud;
+        t->st->order[t->i] = t->st->answered++;
+        t->st->code[t->i] = err ? err->code : SP_OK;
+        const char *state = resp ? sp_json_member_str(resp, "state") : NULL;
+        snprintf(t->st->state[t->i], sizeof(t->st->state[t->i]), "%s", state ? state : "");
+        if (--t->st->pending == 0)
+                event_base_loopbreak(t->st->base);
+}
+
+START_TEST(jobs_run_off_the_loop_in_order)
+{
+        enum { CREATES = 8, DELETE0 = 8, GET1 = 9, INFO = 10, CALLS = 11 };
+        jobs_state st = {.base = event_base_new()};
+        ck_assert_ptr_nonnull(st.base);
+        sp_error *e = NULL;
+        sp_rpc_client *cli = sp_rpc_client_new(st.base, addr, NULL, &e);
+        sp_test_ok(cli ? 0 : -1, &e);
+        jobs_tag tags[CALLS];
+        char ids[CREATES][32];
+        for (int i = 0; i < CALLS; i++) {
+                tags[i] = (jobs_tag){.st = &st, .i = i};
+                const char *method = i < CREATES    ? "CreateSandbox"
+                                     : i == DELETE0 ? "DeleteSandbox"
+                                     : i == GET1    ? "GetSandbox"
+                                                    : "NodeInfo";
+                char text[256];
+                if (i < CREATES) {
+                        snprintf(ids[i], sizeof(ids[i]), "sbx_jbsq000000000000000%d", i);
+                        snprintf(text, sizeof(text), "{\"id\":\"%s\",\"template\":\"base\"}", ids[i]);
+                } else if (i == DELETE0 || i == GET1) {
+                        snprintf(text, sizeof(text), "{\"id\":\"%s\"}", ids[i == DELETE0 ? 0 : 1]);
+                } else {
+                        snprintf(text, sizeof(text), "{}");
+                }
+                _cleanup_json_ json_object *req = NULL;
+                ck_assert_int_eq(sp_json_parse(text, strlen(text), &req, NULL), 0);
+                sp_test_ok(sp_rpc_client_call(cli, method, req, 120000, jobs_answer, &tags[i], &e), &e);
+                st.pending++;
+        }
+        event_base_dispatch(st.base);
+        sp_rpc_client_free(cli);
+        event_base_free(st.base);
+        for (int i = 0; i < CALLS; i++)
+                ck_assert_msg(st.code[i] == SP_OK, "call %d failed (%d)", i, (int)st.code[i]);
+        /* The loop was free: NodeInfo came back before the creates waiting for a thread. */
+        int last_create = 0;
+        for (int i = 0; i < CREATES; i++)
+                if (st.order[i] > last_create)
+                        last_create = st.order[i];
+        ck_assert_msg(st.order[INFO] < last_create, "NodeInfo answered at %d, the last create at %d", st.order[INFO],
+                      last_create);
+        /* Per-sandbox order: the delete ran after its create (answered in a later turn), and the
+         * GetSandbox waited for its create (answered in the same turn: either may arrive first). */
+        ck_assert_int_gt(st.order[DELETE0], st.order[0]);
+        ck_assert_str_eq(st.state[GET1], "running");
+        ck_assert_ptr_null(call("GetSandbox", &e, "{\"id\":\"%s\"}", ids[0]));
+        ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
+        e = sp_error_free(e);
+        char path[700];
+        snprintf(path, sizeof(path), "%s/state/sandboxes", dir);
+        ck_assert_int_eq(count_dir(path), CREATES - 1);
+        _cleanup_buf_ sp_buf body = SP_BUF_INIT;
+        ck_assert_int_eq(http_get(http_port, "/metrics", &body), 200);
+        ck_assert_msg(strstr(body.data, "space_worker_jobs_total{kind=\"create\"} 8\n"), "%s", body.data);
+        ck_assert_msg(strstr(body.data, "space_worker_jobs_total{kind=\"delete\"} 1\n"), "%s", body.data);
+        ck_assert_msg(strstr(body.data, "space_worker_jobs_queued{priority=\"user\"} 0\n"), "%s", body.data);
+        for (int i = 1; i < CREATES; i++)
+                json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", ids[i], ""));
+        ck_assert_int_eq(count_dir(path), 0);
+}
+END_TEST
+
 START_TEST(health_and_metrics)
 {
         _cleanup_buf_ sp_buf body = SP_BUF_INIT;
@@ -1006,6 +1097,7 @@ int main(void)
         tcase_add_test(tc, bad_requests_are_refused_clearly);
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);
         tcase_add_test(tc, health_and_metrics);
+        tcase_add_test(tc, jobs_run_off_the_loop_in_order);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

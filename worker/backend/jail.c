@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <linux/filter.h>
 #include <linux/mount.h>
 #include <net/if.h>
 #include <sched.h>
@@ -99,7 +100,10 @@ static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
         if (*ret_fd < 0)
                 r = sp_error_set_errno(err, SP_E_IO, errno, "open user namespace");
 out:
-        close(go[1]); /* lets the holder exit; the fd keeps the namespace */
+        /* Lets the holder exit (the fd keeps the namespace): a byte, not the
+         * pipe's end, which a child another thread forks meanwhile may hold. */
+        (void)!write(go[1], "x", 1);
+        close(go[1]);
         close(ready[0]);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
@@ -113,6 +117,7 @@ typedef struct {
         int sync_fd;
         int tree_fd;
         int userns_fd;
+        const struct sock_fprog *seccomp;
 } child_ctx;
 
 __attribute__((noreturn, format(printf, 3, 4))) static void child_die(int sync_fd, int e, const char *fmt, ...)
@@ -239,9 +244,9 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         /* The seccomp filter binds the agent and everything it starts. It is
          * loaded here, as host root, because the agent below is executed before
          * it enters the sandbox's user namespace. */
-        sp_error *e = NULL;
-        if (wk_jail_seccomp_load(&e) < 0)
-                child_die(x->sync_fd, 0, "seccomp: %s", e->message);
+        int sr = wk_jail_seccomp_apply(x->seccomp);
+        if (sr < 0)
+                child_die(x->sync_fd, -sr, "seccomp");
         /* Only lowered: a host without CAP_SYS_RESOURCE keeps its own hard limit. */
         struct rlimit nofile;
         CHECK(getrlimit(RLIMIT_NOFILE, &nofile), "read the open-files limit");
@@ -329,10 +334,13 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
                                           "jail %s: idmapped mount of %s (needs Linux 5.15+ and btrfs/ext4/xfs)",
                                           cfg->id, cfg->rootfs);
 
+        struct sock_fprog seccomp;
+        if (wk_jail_seccomp_program(&seccomp, err) < 0)
+                return sp_error_wrap(err, "jail %s", cfg->id);
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "socketpair");
-        child_ctx x = {.cfg = cfg, .sync_fd = sp[1], .tree_fd = tree_fd, .userns_fd = userns_fd};
+        child_ctx x = {.cfg = cfg, .sync_fd = sp[1], .tree_fd = tree_fd, .userns_fd = userns_fd, .seccomp = &seccomp};
         pid_t pid = (pid_t)syscall(SYS_clone,
                                    CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
                                    NULL, NULL, NULL, NULL);

@@ -73,6 +73,14 @@ typedef struct wk_jail_config {
  * (or it is reparented if the daemon restarts). */
 int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
 
+/* The seccomp filter as a BPF program, built once per process (the caller
+ * must not free it): wk_jail_start takes it before the clone, so that the
+ * child, cloned from a process with other threads, never allocates. */
+struct sock_fprog;
+int wk_jail_seccomp_program(struct sock_fprog *ret, sp_error **err);
+/* Applies prog to the calling thread: no new privileges, then the filter
+ * (async-signal-safe); -errno on failure. */
+int wk_jail_seccomp_apply(const struct sock_fprog *prog);
 /* Loads the seccomp filter into the calling process. */
 int wk_jail_seccomp_load(sp_error **err);
 

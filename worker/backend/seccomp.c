@@ -5,9 +5,18 @@
  * bad-arch action. */
 #include <errno.h>
 #include <linux/btrfs.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "backend/jail.h"
@@ -69,7 +78,7 @@ static void seccomp_releasep(scmp_filter_ctx *c)
                 seccomp_release(*c);
 }
 
-int wk_jail_seccomp_load(sp_error **err)
+static int build(scmp_filter_ctx *ret_ctx, sp_error **err)
 {
         __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
@@ -122,8 +131,79 @@ int wk_jail_seccomp_load(sp_error **err)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
         if (r < 0)
                 return sp_error_set_errno(err, SP_E_INTERNAL, -r, "seccomp rule for namespaces");
-        r = seccomp_load(ctx);
+        *ret_ctx = ctx;
+        ctx = NULL;
+        return 0;
+}
+
+/* The program, built once per process (libseccomp allocates: never in a
+ * child cloned from a process with other threads). */
+static struct {
+        pthread_once_t once;
+        struct sock_filter *insns;
+        unsigned short len;
+        char error[256];
+} program = {.once = PTHREAD_ONCE_INIT};
+
+static void build_once(void)
+{
+        sp_error *e = NULL;
+        scmp_filter_ctx ctx = NULL;
+        if (build(&ctx, &e) < 0) {
+                snprintf(program.error, sizeof(program.error), "%s", e->message);
+                sp_error_free(e);
+                return;
+        }
+        int fd = memfd_create("seccomp", MFD_CLOEXEC);
+        int r = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
+        seccomp_release(ctx);
+        off_t size = r < 0 ? -1 : lseek(fd, 0, SEEK_END);
+        struct sock_filter *insns =
+                size > 0 && size % (off_t)sizeof(*insns) == 0 && size / (off_t)sizeof(*insns) < 65536
+                        ? malloc((size_t)size)
+                        : NULL;
+        if (!insns || pread(fd, insns, (size_t)size, 0) != size) {
+                snprintf(program.error, sizeof(program.error), "export the seccomp filter: %s",
+                         strerror(r < 0   ? -r
+                                  : errno ? errno
+                                          : EIO));
+                free(insns);
+        } else {
+                program.insns = insns;
+                program.len = (unsigned short)(size / (off_t)sizeof(*insns));
+        }
+        if (fd >= 0)
+                close(fd);
+}
+
+int wk_jail_seccomp_program(struct sock_fprog *ret, sp_error **err)
+{
+        pthread_once(&program.once, build_once);
+        if (!program.insns)
+                return sp_error_set(err, SP_E_INTERNAL, "seccomp: %s", program.error[0] ? program.error : "no filter");
+        ret->len = program.len;
+        ret->filter = program.insns;
+        return 0;
+}
+
+int wk_jail_seccomp_apply(const struct sock_fprog *prog)
+{
+        /* As libseccomp's seccomp_load does by default: no new privileges
+         * through exec, then the filter. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+int wk_jail_seccomp_load(sp_error **err)
+{
+        struct sock_fprog prog;
+        if (wk_jail_seccomp_program(&prog, err) < 0)
+                return -SP_E_INTERNAL;
+        int r = wk_jail_seccomp_apply(&prog);
         if (r < 0)
-                return sp_error_set_errno(err, SP_E_INTERNAL, -r, "seccomp_load");
+                return sp_error_set_errno(err, SP_E_INTERNAL, -r, "load the seccomp filter");
         return 0;
 }

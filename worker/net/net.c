@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/netfilter.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,9 @@
  * counted, and the next record says how many were left out. */
 #define PACKET_RECORDS_PER_S 20
 #define RATE_SLOTS 1024 /* links tracked at once (by hash of the name) */
-/* Deleted sandboxes' firewall elements go in one commit this long after the
- * first of them (a commit takes milliseconds, on the worker's loop). */
+/* Deleted sandboxes' firewall elements go in one commit at most this long
+ * after the first of them (a commit takes milliseconds, on the worker's loop;
+ * the timer runs all the time, as job threads add to the list). */
 #define ELEMENT_GC_US (500 * 1000)
 
 typedef struct rate {
@@ -37,6 +39,9 @@ typedef struct rate {
 } rate;
 
 struct wk_net {
+        /* Held over the firewall's elements and the slots' state: sandboxes
+         * are made and removed on the worker's job threads (node/jobs.c). */
+        pthread_mutex_t mu;
         wk_net_pool pool;
         char table[WK_NFT_TABLE_MAX + 1];
         wk_nft_config nft;
@@ -168,7 +173,10 @@ static void on_gc(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
         (void)what;
-        gc_run(ud);
+        wk_net *n = ud;
+        pthread_mutex_lock(&n->mu);
+        gc_run(n);
+        pthread_mutex_unlock(&n->mu);
 }
 
 static void on_nflog(evutil_socket_t fd, short what, void *ud)
@@ -195,6 +203,7 @@ int wk_net_new(const wk_net_config *cfg, wk_net **ret, sp_error **err)
         wk_net *n = calloc(1, sizeof(*n));
         if (!n)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        pthread_mutex_init(&n->mu, NULL);
         n->pool = pool;
         n->on_audit = cfg->on_audit;
         n->ud = cfg->ud;
@@ -217,8 +226,9 @@ int wk_net_new(const wk_net_config *cfg, wk_net **ret, sp_error **err)
         n->nslots = pool.prefix_len >= 31 ? 1 : 1u << (31 - pool.prefix_len);
         n->up = calloc(n->nslots / 8 + 1, 1);
         n->rates = calloc(RATE_SLOTS, sizeof(*n->rates));
-        n->gc_ev = evtimer_new(cfg->base, on_gc, n);
-        if (!n->up || !n->rates || !n->gc_ev) {
+        n->gc_ev = event_new(cfg->base, -1, EV_PERSIST, on_gc, n);
+        struct timeval every = {.tv_sec = 0, .tv_usec = ELEMENT_GC_US};
+        if (!n->up || !n->rates || !n->gc_ev || event_add(n->gc_ev, &every) < 0) {
                 wk_net_free(n);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
@@ -254,6 +264,7 @@ void wk_net_free(wk_net *n)
         gc_run(n);
         if (n->gc_ev)
                 event_free(n->gc_ev);
+        pthread_mutex_destroy(&n->mu);
         free(n->gc);
         free(n->up);
         free(n->rates);
@@ -305,10 +316,12 @@ static int firewall_add(wk_net *n, uint32_t slot, const wk_net_link *l, sp_error
 {
         if (!n->firewall)
                 return 0;
-        if (wk_nft_sandbox_add(&n->nft, l->host_if, l->sandbox_addr, err) < 0)
-                return -SP_E_IO;
-        slot_set_up(n, slot, true);
-        return 0;
+        pthread_mutex_lock(&n->mu);
+        int r = wk_nft_sandbox_add(&n->nft, l->host_if, l->sandbox_addr, err);
+        if (r >= 0)
+                slot_set_up(n, slot, true);
+        pthread_mutex_unlock(&n->mu);
+        return r < 0 ? -SP_E_IO : 0;
 }
 
 int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
@@ -358,6 +371,7 @@ void wk_net_sandbox_down(wk_net *n, uint32_t slot)
         /* Its element (its link's name and address) goes with others in one
          * commit, unless the slot is up again by then. Until then it lets
          * nothing through: no link of that name exists. */
+        pthread_mutex_lock(&n->mu);
         slot_set_up(n, slot, false);
         if (n->ngc == n->gc_cap) {
                 size_t cap = n->gc_cap ? n->gc_cap * 2 : 64;
@@ -365,16 +379,14 @@ void wk_net_sandbox_down(wk_net *n, uint32_t slot)
                 if (!g) {
                         if (wk_nft_sandbox_del(&n->nft, l.host_if, l.sandbox_addr, &e) < 0)
                                 sp_log_warn("sandbox firewall %s: %s", l.host_if, e->message);
+                        pthread_mutex_unlock(&n->mu);
                         return;
                 }
                 n->gc = g;
                 n->gc_cap = cap;
         }
         n->gc[n->ngc++] = slot;
-        if (n->ngc == 1) {
-                struct timeval tv = {.tv_sec = 0, .tv_usec = ELEMENT_GC_US};
-                evtimer_add(n->gc_ev, &tv);
-        }
+        pthread_mutex_unlock(&n->mu);
 }
 
 void wk_net_sandbox_policy(wk_net *n, uint32_t slot, const char *sandbox_id, const char *tenant_id,

@@ -55,9 +55,15 @@ int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err)
         wk_net *net = sb->node->cfg.net;
         if (!net)
                 return 0;
-        char host[16], text[64];
+        char host[16];
         wk_net_host_address(net, sb->slot, host);
-        int len = snprintf(text, sizeof(text), "nameserver %s\n", host);
+        return wk__resolv_conf_write(rootfs, host, err);
+}
+
+int wk__resolv_conf_write(const char *rootfs, const char *nameserver, sp_error **err)
+{
+        char text[64];
+        int len = snprintf(text, sizeof(text), "nameserver %s\n", nameserver);
         /* The tree is the template's: never follow a link it holds out of it. */
         _cleanup_close_ int root = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_close_ int etc = root < 0 ? -1 : openat(root, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

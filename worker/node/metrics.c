@@ -48,7 +48,8 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
         for (wk_template *t = n->templates; t; t = t->next) {
                 int64_t c = 0;
                 for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                        c += sb->warm && sb->state == WK_SB_RUNNING && strcmp(sb->template_name, t->name) == 0;
+                        c += sb->warm && !sb->busy && sb->state == WK_SB_RUNNING &&
+                             strcmp(sb->template_name, t->name) == 0;
                 sp_buf_append_str(out, "space_worker_warm_sandboxes{template=\"", NULL);
                 label_escape(out, t->name);
                 sp_buf_appendf(out, err, "\"} %lld\n", (long long)c);
@@ -63,6 +64,8 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                        "# HELP space_worker_slots Sandbox slots.\n# TYPE space_worker_slots gauge\n"
                        "space_worker_slots{kind=\"total\"} %lld\nspace_worker_slots{kind=\"used\"} %lld\n",
                        (long long)n->cfg.slots, (long long)live);
+        if (n->jobs)
+                wk_jobs_metrics(n->jobs, out);
         if (n->cfg.net)
                 wk_net_metrics(n->cfg.net, out);
         return 0;

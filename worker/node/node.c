@@ -231,7 +231,8 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
                 if (sp_mkdir_p(p, 0700, err) < 0)
                         goto fail;
         }
-        if (templates_load(n, err) < 0 || wk__sandbox_load_all(n, err) < 0)
+        if (wk_jobs_new(base, cfg->jobs ? cfg->jobs : 4, &n->jobs, err) < 0 || templates_load(n, err) < 0 ||
+            wk__sandbox_load_all(n, err) < 0)
                 goto fail;
         wk__templates_sweep(n);
         wk__artifacts_recover(n);
@@ -250,6 +251,10 @@ void wk_node_free(wk_node *n)
                 return;
         wk__imports_cancel_all(n);
         wk__uploads_abort_all(n);
+        /* The jobs under way end first (their sandboxes then are what they
+         * made, or nothing); those not started are cancelled. */
+        wk_jobs_free(n->jobs);
+        n->jobs = NULL;
         while (n->sandboxes) {
                 wk_sandbox *sb = n->sandboxes;
                 n->sandboxes = sb->next;
@@ -507,7 +512,7 @@ int wk_node_template_delete(wk_node *n, const char *name, wk_node_deleted_fn don
         for (wk_sandbox *sb = n->sandboxes, *next; sb; sb = next) {
                 next = sb->next;
                 if (sb->warm && strcmp(sb->template_name, name) == 0)
-                        wk_node_sandbox_delete(n, sb->id, NULL);
+                        wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
         }
         if (wk_storage_template_delete(n->storage, name, err) < 0)
                 return sp_error_wrap(err, "delete template %s", name);
@@ -596,7 +601,7 @@ json_object *wk_node_info_json(wk_node *n)
                 a.used.slots++;
                 a.used.cpu_millis += sb->cpu_millis;
                 a.used.memory_bytes += sb->memory_bytes;
-                if (sb->warm && sb->state == WK_SB_RUNNING) {
+                if (sb->warm && !sb->busy && sb->state == WK_SB_RUNNING) {
                         json_object *c = NULL;
                         int64_t have =
                                 json_object_object_get_ex(warm, sb->template_name, &c) ? json_object_get_int64(c) : 0;

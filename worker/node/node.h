@@ -69,6 +69,9 @@ typedef struct wk_node_config {
         const char *debootstrap_program;
         const char *debootstrap_mirror;
         const char *agent_path; /* for base imports (copied) */
+        /* Threads that make and remove sandboxes (jobs.h; 0: 4): creates and
+         * deletes beyond them wait in a queue (/metrics). */
+        unsigned jobs;
 } wk_node_config;
 
 typedef enum wk_sandbox_state {
@@ -243,13 +246,34 @@ json_object *wk_node_artifacts_json(wk_node *n);
  * artifact not included). */
 json_object *wk_node_template_bytes_json(wk_node *n);
 
-/* Sandboxes. */
-int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err);
+/* Sandboxes.
+ *
+ * Creates and deletes run their blocking steps (snapshot, cgroups,
+ * namespaces, links, firewall elements, the agent's start; and their undoing)
+ * on the node's job threads (jobs.h), so the loop keeps serving meanwhile.
+ * While such a job runs the sandbox is busy: it is listed (creating, or as it
+ * was while deleted), another create of its id is SP_E_CONFLICT, and calls
+ * that must see it whole wait (wk_node_sandbox_after) in the order they came. */
+typedef void (*wk_node_sandbox_done_fn)(wk_sandbox *sb, const sp_error *err, void *userdata);
+typedef void (*wk_node_done_fn)(const sp_error *err, void *userdata);
+/* 0: made now (a warm sandbox claimed), *ret set, done not called; 1: being
+ * made, done follows on the loop (sb NULL and err set on failure, when
+ * nothing of it is left); < 0: refused at once, nothing done. */
+int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sandbox_done_fn done, void *userdata,
+                           wk_sandbox **ret, sp_error **err);
 wk_sandbox *wk_node_sandbox_find(wk_node *n, const char *id);
+/* Whether a job is making or removing sandbox id (warm ones included). */
+bool wk_node_sandbox_busy(wk_node *n, const char *id);
+/* Calls fn(ud) on the loop once the job on sandbox id has ended (after the
+ * ones queued before it); -1 when it is not busy (fn is not called). */
+int wk_node_sandbox_after(wk_node *n, const char *id, void (*fn)(void *ud), void *userdata);
 /* Counts connections to a sandbox's ports and their bytes (in: to the
  * sandbox), for SandboxStats; a sandbox that is gone is not counted. */
 void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections, int64_t bytes_in, int64_t bytes_out);
-int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err);
+/* 1: being deleted, done (may be NULL) follows on the loop with err NULL once
+ * nothing of it is left (or why its box could not be destroyed: it stays,
+ * failed); < 0: refused at once (SP_E_NOT_FOUND), done not called. */
+int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err);

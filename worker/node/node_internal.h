@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 
+#include "node/jobs.h"
 #include "node/node.h"
 #include "rootfs/rootfs.h"
 #include "space/id.h"
@@ -30,6 +31,13 @@ typedef struct wk_template {
         struct wk_template *next;
 } wk_template;
 
+/* A call waiting for a sandbox's job to end (per-sandbox order). */
+typedef struct wk_waiter {
+        void (*fn)(void *ud);
+        void *ud;
+        struct wk_waiter *next;
+} wk_waiter;
+
 typedef struct wk_exec_slot {
         wk_session *session;
         uint64_t oom_kills_before; /* the sandbox's OOM kills when the command started */
@@ -47,6 +55,10 @@ struct wk_sandbox {
         wk_sandbox_state state;
         char *failure;
         bool warm; /* in the pool, not yet claimed */
+        /* A job (jobs.h) is making or removing it: calls on it wait (waiters,
+         * in order); deleting: the job removes it. */
+        bool busy, deleting;
+        wk_waiter *waiters, **waiters_tail;
         int64_t cpu_millis, memory_bytes, pids_max, disk_bytes;
         json_object *env;
         char tenant_id[WK_NAME_MAX + 1];
@@ -80,7 +92,8 @@ struct wk_node {
         wk_sandbox *sandboxes;
         uint8_t *slots_used; /* by id slot */
         struct event *warm_timer;
-        bool warm_busy;
+        bool warm_busy; /* a refill is scheduled or making a sandbox */
+        wk_jobs *jobs; /* the blocking steps of creates and deletes */
         wk_upload *uploads; /* under way (upload.c) */
         wk_import *imports; /* under way (import.c) */
         char *debootstrap_program, *debootstrap_mirror, *agent_path;
@@ -94,7 +107,11 @@ size_t wk__live_count(const wk_node *n);
 /* paths */
 void wk__path(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* sandbox.c */
+/* sandbox.json's object; and written */
+json_object *wk__sandbox_record(const wk_sandbox *sb);
 int wk__sandbox_persist(wk_sandbox *sb, sp_error **err);
+/* By public id, warm ones too. */
+wk_sandbox *wk__sandbox_find_any(wk_node *n, const char *id);
 int wk__sandbox_load_all(wk_node *n, sp_error **err);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
@@ -105,8 +122,15 @@ void wk__egress_forget(wk_sandbox *sb);
 /* Points the sandbox's /etc/resolv.conf at its gateway (its host end), in the
  * root filesystem at rootfs before it starts; nothing without a network. */
 int wk__egress_resolv_conf(wk_sandbox *sb, const char *rootfs, sp_error **err);
+/* The same, on any thread: the file at rootfs/etc/resolv.conf names nameserver. */
+int wk__resolv_conf_write(const char *rootfs, const char *nameserver, sp_error **err);
 /* secrets.c */
 bool wk__secrets_any(const wk_sandbox *sb);
+/* Adds the variables that point runtimes at the sandbox's CA to its env. */
+void wk__secrets_env(wk_sandbox *sb);
+/* Makes the CA of sandbox key (named id) and installs it in its root
+ * filesystem at rootfs, unless made already (then 0): on any thread. */
+int wk__secrets_make_ca(const char *state_dir, const char *key, const char *id, const char *rootfs, sp_error **err);
 /* Takes the bindings (checked; NULL or empty: none). */
 int wk__secrets_set(wk_sandbox *sb, json_object *secrets, sp_error **err);
 /* With secrets: makes the sandbox's CA and installs it in its trust store
@@ -231,6 +255,8 @@ bool wk__upload_cancel(wk_node *n, const char *name);
 void wk__uploads_abort_all(wk_node *n);
 /* warm.c */
 void wk__warm_schedule(wk_node *n);
+/* Starts making a pool member of template_name in the background (sandbox.c). */
+int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn done, void *ud, sp_error **err);
 wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name);
 
 #endif

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "net/net.h"
 #include "node/node_internal.h"
 #include "policy/secret.h"
 #include "space/cleanup.h"
@@ -82,9 +83,9 @@ json_object *wk_sandbox_to_json(const wk_sandbox *sb)
         return pr_msg_encode(&pr_wk_sandbox_schema, &a);
 }
 
-int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
+json_object *wk__sandbox_record(const wk_sandbox *sb)
 {
-        _cleanup_json_ json_object *o = wk_sandbox_to_json(sb);
+        json_object *o = wk_sandbox_to_json(sb);
         json_object_object_add(o, "key", json_object_new_string(sb->key));
         json_object_object_add(o, "warm", json_object_new_boolean(sb->warm));
         json_object_object_add(o, "slot", json_object_new_int64(sb->slot));
@@ -104,6 +105,12 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
                 json_object_object_add(o, "egress_generation", json_object_new_int64(sb->egress_generation));
         if (sb->box && sb->node->backend->ops->save)
                 json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
+        return o;
+}
+
+int wk__sandbox_persist(wk_sandbox *sb, sp_error **err)
+{
+        _cleanup_json_ json_object *o = wk__sandbox_record(sb);
         const char *text = sp_json_str(o);
         char path[PATH_MAX];
         wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", sb->node->state_dir, sb->key);
@@ -265,48 +272,91 @@ static int alloc_slot(wk_node *n, uint32_t *ret, sp_error **err)
         return sp_error_set(err, SP_E_LIMIT, "no free sandbox slot on this node");
 }
 
-static int start_box(wk_sandbox *sb, sp_error **err)
+/* What a sandbox leaves on disk, removed (any thread). */
+static void release_files(const char *state_dir, const struct wk_storage *storage, const char *key)
 {
-        wk_box_spec spec;
-        char rootfs[PATH_MAX], runtime[PATH_MAX];
-        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
-        if (sp_mkdir_p(runtime, 0700, err) < 0)
-                return -SP_E_IO;
-        if (sb->node->backend->ops->create(sb->node->backend, &spec, &sb->box, err) < 0)
-                return -SP_E_INTERNAL;
-        if (wk__sandbox_connect_agent(sb, err) < 0) {
-                agent_log_unwatch(sb);
-                sb->node->backend->ops->destroy(sb->box, NULL);
-                sb->box = NULL;
-                return -SP_E_UNAVAILABLE;
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_storage_sandbox_delete(storage, key, &e) < 0)
+                sp_log_error_kv(SP_KV("sandbox_id", key), "cannot remove the root filesystem: %s", e->message);
+        static const char *const files[] = {"sandbox.json", "egress.log", "egress.log.1"};
+        static const char *const dirs[] = {"run/root", "run", "sessions"};
+        char path[PATH_MAX];
+        for (size_t i = 0; i < SP_ARRAY_SIZE(dirs); i++) {
+                wk__path(path, sizeof(path), "%s/sandboxes/%s/%s", state_dir, key, dirs[i]);
+                rmdir(path);
         }
-        return 0;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(files); i++) {
+                wk__path(path, sizeof(path), "%s/sandboxes/%s/%s", state_dir, key, files[i]);
+                unlink(path);
+        }
+        wk__path(path, sizeof(path), "%s/sandboxes/%s", state_dir, key);
+        rmdir(path);
+}
+
+static void release_slot(wk_sandbox *sb)
+{
+        wk_node *n = sb->node;
+        if (sb->slot < wk__slot_capacity(n))
+                n->slots_used[sb->slot] = 0;
 }
 
 static void release(wk_sandbox *sb)
 {
-        wk_node *n = sb->node;
-        _cleanup_error_ sp_error *e = NULL;
-        if (wk_storage_sandbox_delete(n->storage, sb->key, &e) < 0)
-                sp_log_error_kv(SP_KV("sandbox_id", sb->id), "cannot remove the root filesystem: %s", e->message);
-        char path[PATH_MAX];
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/run/root", n->state_dir, sb->key);
-        rmdir(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/run", n->state_dir, sb->key);
-        rmdir(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/sessions", n->state_dir, sb->key);
-        rmdir(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", n->state_dir, sb->key);
-        unlink(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log", n->state_dir, sb->key);
-        unlink(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s/egress.log.1", n->state_dir, sb->key);
-        unlink(path);
-        wk__path(path, sizeof(path), "%s/sandboxes/%s", n->state_dir, sb->key);
-        rmdir(path);
-        size_t cap = wk__slot_capacity(n);
-        if (sb->slot < cap)
-                n->slots_used[sb->slot] = 0;
+        release_files(sb->node->state_dir, sb->node->storage, sb->key);
+        release_slot(sb);
+}
+
+static void unlink_sandbox(wk_sandbox *sb)
+{
+        for (wk_sandbox **p = &sb->node->sandboxes; *p; p = &(*p)->next)
+                if (*p == sb) {
+                        *p = sb->next;
+                        break;
+                }
+}
+
+/* --- per-sandbox order: calls wait for its job --- */
+
+bool wk_node_sandbox_busy(wk_node *n, const char *id)
+{
+        wk_sandbox *sb = wk__sandbox_find_any(n, id);
+        return sb && sb->busy;
+}
+
+int wk_node_sandbox_after(wk_node *n, const char *id, void (*fn)(void *ud), void *ud)
+{
+        wk_sandbox *sb = wk__sandbox_find_any(n, id);
+        if (!sb || !sb->busy)
+                return -1;
+        wk_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -1;
+        w->fn = fn;
+        w->ud = ud;
+        if (!sb->waiters_tail)
+                sb->waiters_tail = &sb->waiters;
+        *sb->waiters_tail = w;
+        sb->waiters_tail = &w->next;
+        return 0;
+}
+
+static wk_waiter *take_waiters(wk_sandbox *sb)
+{
+        wk_waiter *w = sb->waiters;
+        sb->waiters = NULL;
+        sb->waiters_tail = &sb->waiters;
+        return w;
+}
+
+/* In order; each one checks again (the first may have started another job). */
+static void run_waiters(wk_waiter *w)
+{
+        while (w) {
+                wk_waiter *next = w->next;
+                w->fn(w->ud);
+                free(w);
+                w = next;
+        }
 }
 
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err)
@@ -320,46 +370,215 @@ wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **e
         snprintf(sb->template_name, sizeof(sb->template_name), "%s", template_name);
         sb->created_us = sp_now_real_us();
         sb->state = WK_SB_CREATING;
+        sb->waiters_tail = &sb->waiters;
         return sb;
 }
 
-static int make_and_start(wk_node *n, wk_sandbox *sb, sp_error **err)
+/* --- creation: the blocking steps on a job thread (jobs.h) --- */
+
+typedef struct make_job {
+        wk_job job;
+        wk_sandbox *sb; /* the loop's: the thread never touches it */
+        wk_node_sandbox_done_fn done;
+        void *ud;
+        /* the thread's copies */
+        const char *state_dir;
+        const struct wk_storage *storage;
+        wk_backend *backend;
+        char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1], template_name[WK_NAME_MAX + 1], hostname[64];
+        char rootfs[PATH_MAX], runtime[PATH_MAX];
+        wk_box_spec spec;
+        uint64_t disk_bytes;
+        char nameserver[16]; /* "": no network */
+        bool ca;
+        char *record; /* sandbox.json while it is being made */
+        /* what the thread made */
+        wk_box *box;
+        int agent_fd;
+        sp_error *err;
+} make_job;
+
+static int connect_unix(const char *path, int *ret, sp_error **err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (!path || strlen(path) >= sizeof(sa.sun_path))
+                return sp_error_set(err, SP_E_INTERNAL, "agent socket path too long");
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                sp_close(fd);
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to the agent");
+        }
+        *ret = fd;
+        return 0;
+}
+
+static int write_record(const char *state_dir, const char *key, const char *text, sp_error **err)
+{
+        char path[PATH_MAX];
+        wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", state_dir, key);
+        return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+}
+
+/* The record once running: the one written before, with its state and box. */
+static int write_running_record(make_job *m, sp_error **err)
+{
+        _cleanup_json_ json_object *o = NULL;
+        if (sp_json_parse(m->record, strlen(m->record), &o, err) < 0)
+                return -SP_E_INTERNAL;
+        json_object_object_add(o, "state", json_object_new_string(wk_sandbox_state_name(WK_SB_RUNNING)));
+        if (m->backend->ops->save)
+                json_object_object_add(o, "box", m->backend->ops->save(m->box));
+        return write_record(m->state_dir, m->key, sp_json_str(o), err);
+}
+
+static void make_run(wk_job *j)
+{
+        make_job *m = (make_job *)j;
+        sp_error **err = &m->err;
+        char dir[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions", m->state_dir, m->key);
+        if (sp_mkdir_p(dir, 0700, err) < 0 ||
+            wk_storage_sandbox_create(m->storage, m->template_name, m->key, m->disk_bytes, NULL, err) < 0 ||
+            (m->nameserver[0] && wk__resolv_conf_write(m->rootfs, m->nameserver, err) < 0) ||
+            (m->ca && wk__secrets_make_ca(m->state_dir, m->key, m->id, m->rootfs, err) < 0) ||
+            write_record(m->state_dir, m->key, m->record, err) < 0 || sp_mkdir_p(m->runtime, 0700, err) < 0)
+                goto fail;
+        if (m->backend->ops->create(m->backend, &m->spec, &m->box, err) < 0) {
+                m->box = NULL;
+                goto fail;
+        }
+        if (connect_unix(m->backend->ops->agent_socket(m->box), &m->agent_fd, err) < 0 ||
+            write_running_record(m, err) < 0)
+                goto fail;
+        return;
+fail:
+        sp_close(m->agent_fd);
+        m->agent_fd = -1;
+        if (m->box) {
+                m->backend->ops->destroy(m->box, NULL);
+                m->box = NULL;
+        }
+        release_files(m->state_dir, m->storage, m->key);
+        sp_error_wrap(err, "create sandbox %s", m->id);
+}
+
+static void make_done(wk_job *j)
+{
+        make_job *m = (make_job *)j;
+        wk_sandbox *sb = m->sb;
+        wk_node *n = sb->node;
+        free(m->record);
+        if (j->cancelled && !m->err)
+                sp_error_set(&m->err, SP_E_UNAVAILABLE, "create sandbox %s: the worker is shutting down", m->id);
+        sb->busy = false;
+        if (m->err) {
+                release_slot(sb);
+                unlink_sandbox(sb);
+                wk_waiter *w = take_waiters(sb);
+                if (m->done)
+                        m->done(NULL, m->err, m->ud);
+                wk__sandbox_free(sb);
+                sp_error_free(m->err);
+                free(m);
+                run_waiters(w);
+                return;
+        }
+        sb->box = m->box;
+        agent_log_watch(sb);
+        _cleanup_error_ sp_error *e = NULL;
+        sb->link = wk_agent_link_new_fd(n->base, m->agent_fd, &link_ops, sb, &e);
+        if (sb->link) {
+                wk__sessions_attach(sb);
+        } else {
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
+                struct timeval tv = {0, 200000};
+                event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+        }
+        sb->state = WK_SB_RUNNING;
+        wk__egress_apply(sb, NULL, NULL);
+        if (!sb->warm)
+                sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "sandbox running");
+        wk_waiter *w = take_waiters(sb);
+        if (m->done)
+                m->done(sb, NULL, m->ud);
+        free(m);
+        run_waiters(w);
+}
+
+/* Starts making sb (linked into the node, busy until done). */
+static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandbox_done_fn done, void *ud,
+                      sp_error **err)
 {
         if (wk__live_count(n) >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full (%lld sandboxes)", n->node_id,
                                     (long long)n->cfg.slots);
-        if (alloc_slot(n, &sb->slot, err) < 0)
+        make_job *m = calloc(1, sizeof(*m));
+        if (!m)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        _cleanup_free_ char *rootfs = wk_storage_sandbox_rootfs(n->storage, sb->key, err);
+        if (!rootfs || alloc_slot(n, &sb->slot, err) < 0) {
+                free(m);
                 return -SP_E_LIMIT;
-        char dir[PATH_MAX];
-        wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions", n->state_dir, sb->key);
-        if (sp_mkdir_p(dir, 0700, err) < 0 ||
-            wk_storage_sandbox_create(n->storage, sb->template_name, sb->key, (uint64_t)sb->disk_bytes, NULL, err) < 0)
-                goto fail;
-        wk_box_spec spec;
-        char rootfs[PATH_MAX], runtime[PATH_MAX];
-        spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
-        if (wk__egress_resolv_conf(sb, rootfs, err) < 0 || wk__secrets_ready(sb, err) < 0 ||
-            wk__sandbox_persist(sb, err) < 0 || start_box(sb, err) < 0)
-                goto fail;
-        sb->state = WK_SB_RUNNING;
-        if (wk__sandbox_persist(sb, err) < 0) {
-                agent_log_unwatch(sb);
-                n->backend->ops->destroy(sb->box, NULL);
-                sb->box = NULL;
-                goto fail;
         }
-        wk__egress_apply(sb, NULL, NULL);
+        m->job = (wk_job){
+                .kind = background ? "warm" : "create", .run = make_run, .done = make_done, .background = background};
+        m->sb = sb;
+        m->done = done;
+        m->ud = ud;
+        m->state_dir = n->state_dir;
+        m->storage = n->storage;
+        m->backend = n->backend;
+        m->agent_fd = -1;
+        snprintf(m->key, sizeof(m->key), "%s", sb->key);
+        snprintf(m->id, sizeof(m->id), "%s", sb->id);
+        snprintf(m->template_name, sizeof(m->template_name), "%s", sb->template_name);
+        snprintf(m->hostname, sizeof(m->hostname), "%s", sb->hostname);
+        wk__path(m->rootfs, sizeof(m->rootfs), "%s", rootfs);
+        wk__path(m->runtime, sizeof(m->runtime), "%s/sandboxes/%s/run", n->state_dir, sb->key);
+        m->spec = (wk_box_spec){
+                .id = m->key,
+                .rootfs = m->rootfs,
+                .runtime_dir = m->runtime,
+                .hostname = m->hostname,
+                .cpu_millis = sb->cpu_millis,
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .id_slot = sb->slot,
+        };
+        m->disk_bytes = (uint64_t)sb->disk_bytes;
+        if (n->cfg.net)
+                wk_net_host_address(n->cfg.net, sb->slot, m->nameserver);
+        m->ca = wk__secrets_any(sb);
+        if (m->ca)
+                wk__secrets_env(sb);
+        _cleanup_json_ json_object *rec = wk__sandbox_record(sb);
+        m->record = strdup(sp_json_str(rec));
+        if (!m->record) {
+                release_slot(sb);
+                free(m);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        sb->busy = true;
+        sb->next = n->sandboxes;
+        n->sandboxes = sb;
+        wk_jobs_submit(n->jobs, &m->job);
         return 0;
-fail:
-        if (sb->link) {
-                wk_agent_link_free(sb->link);
-                sb->link = NULL;
-        }
-        release(sb);
-        return sp_error_wrap(err, "create sandbox %s", sb->id);
 }
 
-int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox **ret, sp_error **err)
+static void request_free(wk_sandbox *sb)
+{
+        if (sb->env)
+                json_object_put(sb->env);
+        if (sb->egress)
+                json_object_put(sb->egress);
+        json_object_put(sb->secrets);
+        free(sb);
+}
+
+int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sandbox_done_fn done, void *ud,
+                           wk_sandbox **ret, sp_error **err)
 {
         if (!sp_id_valid(req->id, NULL) || strlen(req->id) > WK_NAME_MAX)
                 return sp_error_set(err, SP_E_INVALID, "invalid sandbox id '%.64s'", req->id);
@@ -410,12 +629,12 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                         char rootfs[PATH_MAX], runtime[PATH_MAX];
                         spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
                         if (n->backend->ops->update(sb->box, &spec, err) < 0) {
-                                wk_node_sandbox_delete(n, sb->id, NULL);
+                                wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
                                 return sp_error_wrap(err, "claim a warm sandbox for %s", req->id);
                         }
                 }
                 if (wk__secrets_ready(sb, err) < 0 || wk__sandbox_persist(sb, err) < 0) {
-                        wk_node_sandbox_delete(n, sb->id, NULL);
+                        wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
                         return -SP_E_IO;
                 }
                 wk__egress_apply(sb, NULL, NULL);
@@ -425,25 +644,17 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_sandbox
                 *ret = sb;
                 return 0;
         }
-        if (make_and_start(n, sb, err) < 0) {
-                if (sb->env)
-                        json_object_put(sb->env);
-                if (sb->egress)
-                        json_object_put(sb->egress);
-                json_object_put(sb->secrets);
-                free(sb);
-                return -SP_E_INTERNAL;
+        if (make_start(n, sb, false, done, ud, err) < 0) {
+                request_free(sb);
+                return sp_error_wrap(err, "create sandbox %s", req->id);
         }
-        sb->next = n->sandboxes;
-        n->sandboxes = sb;
-        sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "sandbox running");
-        *ret = sb;
-        return 0;
+        *ret = NULL;
+        return 1;
 }
 
-/* Creates a pool member (warm.c); the sandbox is linked into the node on success. */
-int wk__warm_make(wk_node *n, const char *template_name, sp_error **err);
-int wk__warm_make(wk_node *n, const char *template_name, sp_error **err)
+/* Creates a pool member (warm.c): linked into the node at once, made in the
+ * background; done follows. */
+int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = wk__sandbox_make(n, template_name, err);
         if (!sb)
@@ -460,12 +671,10 @@ int wk__warm_make(wk_node *n, const char *template_name, sp_error **err)
                 if (*c == '_')
                         *c = '-';
         sb->warm = true;
-        if (make_and_start(n, sb, err) < 0) {
+        if (make_start(n, sb, true, done, ud, err) < 0) {
                 free(sb);
                 return -SP_E_INTERNAL;
         }
-        sb->next = n->sandboxes;
-        n->sandboxes = sb;
         return 0;
 }
 
@@ -489,6 +698,10 @@ void wk__sandbox_free(wk_sandbox *sb)
                 wk_agent_link_free(sb->link);
         if (sb->box && sb->node->backend->ops->forget)
                 sb->node->backend->ops->forget(sb->box);
+        for (wk_waiter *w = sb->waiters, *next; w; w = next) {
+                next = w->next;
+                free(w);
+        }
         if (sb->env)
                 json_object_put(sb->env);
         if (sb->egress)
@@ -498,7 +711,7 @@ void wk__sandbox_free(wk_sandbox *sb)
         free(sb);
 }
 
-static wk_sandbox *find_any(wk_node *n, const char *id)
+wk_sandbox *wk__sandbox_find_any(wk_node *n, const char *id)
 {
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (strcmp(sb->id, id) == 0)
@@ -506,11 +719,103 @@ static wk_sandbox *find_any(wk_node *n, const char *id)
         return NULL;
 }
 
-int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err)
+/* --- deletion: the blocking steps on a job thread --- */
+
+typedef struct delete_job {
+        wk_job job;
+        wk_sandbox *sb;
+        wk_node_done_fn done;
+        void *ud;
+        const char *state_dir;
+        const struct wk_storage *storage;
+        wk_backend *backend;
+        wk_box *box;
+        char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1];
+        sp_error *err;
+} delete_job;
+
+static void delete_run(wk_job *j)
 {
-        wk_sandbox *sb = find_any(n, id);
+        delete_job *d = (delete_job *)j;
+        if (d->box && d->backend->ops->destroy(d->box, &d->err) < 0)
+                return; /* the record stays, so that a retry (or reconciliation) finishes the job */
+        d->box = NULL;
+        release_files(d->state_dir, d->storage, d->key);
+}
+
+static void delete_done(wk_job *j)
+{
+        delete_job *d = (delete_job *)j;
+        wk_sandbox *sb = d->sb;
+        wk_node *n = sb->node;
+        sb->busy = sb->deleting = false;
+        if (j->cancelled) {
+                /* Never started: the sandbox stays as it was (a restart re-adopts it). */
+                sb->box = d->box;
+                sp_error_set(&d->err, SP_E_UNAVAILABLE, "delete sandbox %s: the worker is shutting down", d->id);
+        } else if (d->err) {
+                set_failed(sb, "delete: %s", d->err->message);
+                sp_error_wrap(&d->err, "delete sandbox %s", d->id);
+        }
+        wk_waiter *w = take_waiters(sb);
+        if (d->err) {
+                if (d->done)
+                        d->done(d->err, d->ud);
+                sp_error_free(d->err);
+                free(d);
+                run_waiters(w);
+                return;
+        }
+        release_slot(sb);
+        unlink_sandbox(sb);
+        if (!sb->warm)
+                sp_log_info_kv(SP_KV("sandbox_id", d->id), "sandbox deleted");
+        wk__sandbox_free(sb);
+        if (d->done)
+                d->done(NULL, d->ud);
+        free(d);
+        run_waiters(w);
+        wk__warm_schedule(n);
+}
+
+typedef struct delete_later {
+        wk_node *n;
+        char id[WK_NAME_MAX + 1];
+        wk_node_done_fn done;
+        void *ud;
+} delete_later;
+
+static void delete_again(void *ud)
+{
+        delete_later *l = ud;
+        _cleanup_error_ sp_error *e = NULL;
+        int r = wk_node_sandbox_delete(l->n, l->id, l->done, l->ud, &e);
+        if (r < 0 && l->done)
+                l->done(e->code == SP_E_NOT_FOUND ? NULL : e, l->ud);
+        free(l);
+}
+
+int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        wk_sandbox *sb = wk__sandbox_find_any(n, id);
         if (!sb)
                 return sp_error_set(err, SP_E_NOT_FOUND, "sandbox %s not found", id);
+        if (sb->busy) {
+                /* After the job under way (a delete under way: it is gone then). */
+                delete_later *l = calloc(1, sizeof(*l));
+                if (!l)
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                *l = (delete_later){.n = n, .done = done, .ud = ud};
+                snprintf(l->id, sizeof(l->id), "%s", id);
+                if (wk_node_sandbox_after(n, id, delete_again, l) < 0) {
+                        free(l);
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
+                }
+                return 1;
+        }
+        delete_job *d = calloc(1, sizeof(*d));
+        if (!d)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
         wk__sessions_remove_all(sb);
         wk__egress_forget(sb);
         if (sb->link) {
@@ -518,27 +823,20 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, sp_error **err)
                 sb->link = NULL;
         }
         agent_log_unwatch(sb);
-        if (sb->box) {
-                _cleanup_error_ sp_error *e = NULL;
-                if (n->backend->ops->destroy(sb->box, &e) < 0) {
-                        /* Keep the record so that a retry (or reconciliation) finishes the job. */
-                        sb->box = NULL;
-                        set_failed(sb, "delete: %s", e->message);
-                        sp_error_move(err, &e);
-                        return sp_error_wrap(err, "delete sandbox %s", id);
-                }
-                sb->box = NULL;
-        }
-        release(sb);
-        for (wk_sandbox **p = &n->sandboxes; *p; p = &(*p)->next)
-                if (*p == sb) {
-                        *p = sb->next;
-                        break;
-                }
-        sp_log_info_kv(SP_KV("sandbox_id", id), "sandbox deleted");
-        wk__sandbox_free(sb);
-        wk__warm_schedule(n);
-        return 0;
+        *d = (delete_job){.job = {.kind = "delete", .run = delete_run, .done = delete_done, .background = sb->warm},
+                          .sb = sb,
+                          .done = done,
+                          .ud = ud,
+                          .state_dir = n->state_dir,
+                          .storage = n->storage,
+                          .backend = n->backend,
+                          .box = sb->box};
+        snprintf(d->key, sizeof(d->key), "%s", sb->key);
+        snprintf(d->id, sizeof(d->id), "%s", sb->id);
+        sb->box = NULL;
+        sb->busy = sb->deleting = true;
+        wk_jobs_submit(n->jobs, &d->job);
+        return 1;
 }
 
 static wk_sandbox *need(wk_node *n, const char *id, sp_error **err)

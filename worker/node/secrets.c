@@ -116,24 +116,24 @@ static void add_env(wk_sandbox *sb)
         sb->env = env;
 }
 
-int wk__secrets_ready(wk_sandbox *sb, sp_error **err)
+void wk__secrets_env(wk_sandbox *sb)
 {
-        if (!wk__secrets_any(sb))
-                return 0;
+        add_env(sb);
+}
+
+int wk__secrets_make_ca(const char *state_dir, const char *key, const char *id, const char *rootfs, sp_error **err)
+{
         char cert_path[PATH_MAX], key_path[PATH_MAX];
-        wk__path(cert_path, sizeof(cert_path), "%s/sandboxes/%s/ca.pem", sb->node->state_dir, sb->key);
-        wk__path(key_path, sizeof(key_path), "%s/sandboxes/%s/ca.key", sb->node->state_dir, sb->key);
+        wk__path(cert_path, sizeof(cert_path), "%s/sandboxes/%s/ca.pem", state_dir, key);
+        wk__path(key_path, sizeof(key_path), "%s/sandboxes/%s/ca.key", state_dir, key);
         if (access(cert_path, F_OK) == 0 && access(key_path, F_OK) == 0)
                 return 0;
-        _cleanup_free_ char *rootfs = wk_storage_sandbox_rootfs(sb->node->storage, sb->key, err);
-        if (!rootfs)
-                return -SP_E_IO;
-        char *cert = NULL, *key = NULL;
-        if (gw_ca_generate(sb->id, &cert, &key, err) < 0)
+        char *cert = NULL, *ckey = NULL;
+        if (gw_ca_generate(id, &cert, &ckey, err) < 0)
                 return -SP_E_INTERNAL;
-        int r = sp_file_write_atomic(key_path, key, strlen(key), 0600, err);
-        explicit_bzero(key, strlen(key));
-        free(key);
+        int r = sp_file_write_atomic(key_path, ckey, strlen(ckey), 0600, err);
+        explicit_bzero(ckey, strlen(ckey));
+        free(ckey);
         if (r == 0)
                 r = install_ca(rootfs, cert, err);
         /* Last: its presence says the CA is made and installed. */
@@ -142,8 +142,22 @@ int wk__secrets_ready(wk_sandbox *sb, sp_error **err)
         free(cert);
         if (r < 0)
                 return sp_error_wrap(err, "the sandbox's CA");
-        add_env(sb);
-        sp_log_info_kv(SP_KV("sandbox_id", sb->id), "made the sandbox's CA and put it in its trust store");
+        sp_log_info_kv(SP_KV("sandbox_id", id), "made the sandbox's CA and put it in its trust store");
+        return 1;
+}
+
+int wk__secrets_ready(wk_sandbox *sb, sp_error **err)
+{
+        if (!wk__secrets_any(sb))
+                return 0;
+        _cleanup_free_ char *rootfs = wk_storage_sandbox_rootfs(sb->node->storage, sb->key, err);
+        if (!rootfs)
+                return -SP_E_IO;
+        int r = wk__secrets_make_ca(sb->node->state_dir, sb->key, sb->id, rootfs, err);
+        if (r < 0)
+                return r;
+        if (r > 0)
+                add_env(sb);
         return 0;
 }
 

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The warm pool: ready sandboxes per template, claimed by a create in one
- * step and refilled in the background, one sandbox per loop turn so that
- * requests are never held up behind a refill. */
+ * step and refilled in the background, one sandbox at a time, on a job
+ * thread at background priority (jobs.h): a refill never holds up a request. */
 #include <stdio.h>
 #include <string.h>
 
 #include "node/node_internal.h"
 #include "space/cleanup.h"
 #include "space/log.h"
-
-int wk__warm_make(wk_node *n, const char *template_name, sp_error **err);
 
 static int64_t target_of(const wk_node *n, const wk_template *t)
 {
@@ -20,9 +18,33 @@ static int64_t warm_count(wk_node *n, const char *template_name)
 {
         int64_t c = 0;
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                if (sb->warm && strcmp(sb->template_name, template_name) == 0)
+                if (sb->warm && !sb->deleting && strcmp(sb->template_name, template_name) == 0)
                         c++;
         return c;
+}
+
+static void refill(evutil_socket_t fd, short what, void *ud);
+
+static void retry_later(wk_node *n)
+{
+        /* Try again later rather than spin on a persistent failure. */
+        struct timeval tv = {5, 0};
+        if (!n->warm_timer)
+                n->warm_timer = evtimer_new(n->base, refill, n);
+        evtimer_add(n->warm_timer, &tv);
+        n->warm_busy = true;
+}
+
+static void made(wk_sandbox *sb, const sp_error *err, void *ud)
+{
+        wk_node *n = ud;
+        n->warm_busy = false;
+        if (!sb) {
+                sp_log_warn("warm pool: %s", err->message);
+                retry_later(n);
+                return;
+        }
+        wk__warm_schedule(n);
 }
 
 static void refill(evutil_socket_t fd, short what, void *ud)
@@ -34,11 +56,11 @@ static void refill(evutil_socket_t fd, short what, void *ud)
         /* Trim pools above their target first (a lowered size, a deleted template). */
         for (wk_sandbox *sb = n->sandboxes, *next; sb; sb = next) {
                 next = sb->next;
-                if (!sb->warm)
+                if (!sb->warm || sb->busy)
                         continue;
                 wk_template *t = wk__template_find(n, sb->template_name);
                 if (!t || warm_count(n, sb->template_name) > target_of(n, t) || sb->state == WK_SB_FAILED) {
-                        wk_node_sandbox_delete(n, sb->id, NULL);
+                        wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
                         wk__warm_schedule(n);
                         return;
                 }
@@ -50,17 +72,12 @@ static void refill(evutil_socket_t fd, short what, void *ud)
                 if (warm_count(n, t->name) >= target_of(n, t))
                         continue;
                 _cleanup_error_ sp_error *e = NULL;
-                if (wk__warm_make(n, t->name, &e) < 0) {
+                if (wk__warm_make(n, t->name, made, n, &e) < 0) {
                         sp_log_warn_kv(SP_KV("template", t->name), "warm pool: %s", e->message);
-                        /* Try again later rather than spin on a persistent failure. */
-                        struct timeval tv = {5, 0};
-                        if (!n->warm_timer)
-                                n->warm_timer = evtimer_new(n->base, refill, n);
-                        evtimer_add(n->warm_timer, &tv);
-                        n->warm_busy = true;
+                        retry_later(n);
                         return;
                 }
-                wk__warm_schedule(n);
+                n->warm_busy = true; /* until made() */
                 return;
         }
 }
@@ -79,8 +96,8 @@ void wk__warm_schedule(wk_node *n)
 wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name)
 {
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                if (sb->warm && sb->state == WK_SB_RUNNING && strcmp(sb->template_name, template_name) == 0 &&
-                    wk_agent_link_ready(sb->link))
+                if (sb->warm && !sb->busy && sb->state == WK_SB_RUNNING &&
+                    strcmp(sb->template_name, template_name) == 0 && wk_agent_link_ready(sb->link))
                         return sb;
         return NULL;
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Sandboxes, templates and the node: the unary methods. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rpc/service.h"
@@ -61,6 +63,24 @@ static int egress_check(json_object *egress, sp_error **err)
         return 0;
 }
 
+/* A create's answer (now, or once its job is done). */
+static void created(wk_sandbox *sb, const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (!sb) {
+                sp_rpc_call_fail(call, err);
+        } else {
+                _cleanup_json_ json_object *o = wk_sandbox_to_json(sb);
+                sp_rpc_call_reply(call, o, NULL);
+        }
+}
+
+static void created_later(wk_sandbox *sb, const sp_error *err, void *ud)
+{
+        created(sb, err, ud);
+        sp_rpc_call_unref(ud);
+}
+
 static void h_create(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
@@ -86,13 +106,17 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
                 .memory_bytes = q.resources.memory_mb << 20,
                 .disk_bytes = q.resources.disk_mb << 20,
         };
-        wk_sandbox *sb;
-        if (wk_node_sandbox_create(wk__svc.node, &r, &sb, &e) < 0) {
+        wk_sandbox *sb = NULL;
+        sp_rpc_call_ref(call);
+        int rc = wk_node_sandbox_create(wk__svc.node, &r, created_later, call, &sb, &e);
+        if (rc != 1)
+                sp_rpc_call_unref(call);
+        if (rc < 0) {
                 wk__fail(call, e);
                 return;
         }
-        _cleanup_json_ json_object *o = wk_sandbox_to_json(sb);
-        sp_rpc_call_reply(call, o, NULL);
+        if (rc == 0)
+                created(sb, NULL, call);
 }
 
 typedef int (*id_op)(wk_node *n, const char *id, sp_error **err);
@@ -116,10 +140,30 @@ static void h_get(sp_rpc_call *call, json_object *req, void *ud)
         (void)ud;
         by_id(call, req, NULL, true);
 }
+static void deleted(const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (err)
+                sp_rpc_call_fail(call, err);
+        else
+                sp_rpc_call_reply(call, NULL, NULL);
+        sp_rpc_call_unref(call);
+}
+
 static void h_delete(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
-        by_id(call, req, wk_node_sandbox_delete, false);
+        sp_error *e = NULL;
+        pr_wk_sandbox_ref q = {0};
+        if (pr_msg_decode(&pr_wk_sandbox_ref_schema, req, &q, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        sp_rpc_call_ref(call);
+        if (wk_node_sandbox_delete(wk__svc.node, q.id, deleted, call, &e) < 0) {
+                sp_rpc_call_unref(call);
+                wk__fail(call, e);
+        }
 }
 static void h_pause(sp_rpc_call *call, json_object *req, void *ud)
 {
@@ -359,6 +403,62 @@ static void h_template_delete(sp_rpc_call *call, json_object *req, void *ud)
         sp_rpc_call_reply(call, NULL, NULL);
 }
 
+/* Per-sandbox order: a unary call on a sandbox a job is making or removing
+ * waits for the job (and the calls queued before it), then runs as if it had
+ * come then. */
+typedef struct gated_call {
+        sp_rpc_handler_fn fn;
+        void *ud;
+        sp_rpc_call *call;
+        json_object *req;
+} gated_call;
+
+#define GATED_MAX 24
+static struct {
+        sp_rpc_handler_fn fn;
+        void *ud;
+} gated[GATED_MAX];
+static size_t ngated;
+
+static void gate_run(sp_rpc_handler_fn fn, void *fn_ud, sp_rpc_call *call, json_object *req);
+
+static void gate_again(void *ud)
+{
+        gated_call *g = ud;
+        gate_run(g->fn, g->ud, g->call, g->req);
+        json_object_put(g->req);
+        sp_rpc_call_unref(g->call);
+        free(g);
+}
+
+static void gate_run(sp_rpc_handler_fn fn, void *fn_ud, sp_rpc_call *call, json_object *req)
+{
+        const char *id = sp_json_member_str(req, "sandbox_id");
+        if (!id)
+                id = sp_json_member_str(req, "id");
+        if (id && wk_node_sandbox_busy(wk__svc.node, id)) {
+                gated_call *g = calloc(1, sizeof(*g));
+                if (g) {
+                        *g = (gated_call){
+                                .fn = fn, .ud = fn_ud, .call = sp_rpc_call_ref(call), .req = json_object_get(req)};
+                        if (wk_node_sandbox_after(wk__svc.node, id, gate_again, g) == 0)
+                                return;
+                        json_object_put(g->req);
+                        sp_rpc_call_unref(g->call);
+                        free(g);
+                }
+                sp_rpc_call_failf(call, SP_E_UNAVAILABLE, "sandbox %s is busy", id);
+                return;
+        }
+        fn(call, req, fn_ud);
+}
+
+static void gate(sp_rpc_call *call, json_object *req, void *ud)
+{
+        size_t i = (size_t)(uintptr_t)ud;
+        gate_run(gated[i].fn, gated[i].ud, call, req);
+}
+
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err)
 {
         wk__svc.node = node;
@@ -404,8 +504,25 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"WriteFile", cpdp, true, wk__h_write_file, NULL},
                 {"ConnectPort", cpdp, true, wk__h_connect_port, NULL},
         };
-        for (size_t i = 0; i < SP_ARRAY_SIZE(methods); i++)
-                if (sp_rpc_server_register(srv, &methods[i], err) < 0)
-                        return sp_error_wrap(err, "register %s", methods[i].name);
+        /* Unary calls on one sandbox go through the gate (CreateSandbox too: a
+         * retried create of an id being made answers once it is). */
+        static const char *const on_a_sandbox[] = {"CreateSandbox", "GetSandbox",     "DeleteSandbox",  "PauseSandbox",
+                                                   "ResumeSandbox", "SuspendSandbox", "RestoreSandbox", "SandboxStats",
+                                                   "SetEgress",     "Exec",           "StatFile",       "ListDir",
+                                                   "MakeDir",       "MovePath",       "RemovePath",     "ChmodPath"};
+        ngated = 0;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(methods); i++) {
+                sp_rpc_method m = methods[i];
+                for (size_t k = 0; k < SP_ARRAY_SIZE(on_a_sandbox) && !m.streaming && ngated < GATED_MAX; k++)
+                        if (strcmp(m.name, on_a_sandbox[k]) == 0) {
+                                gated[ngated].fn = m.handler;
+                                gated[ngated].ud = m.userdata;
+                                m.handler = gate;
+                                m.userdata = (void *)(uintptr_t)ngated++;
+                                break;
+                        }
+                if (sp_rpc_server_register(srv, &m, err) < 0)
+                        return sp_error_wrap(err, "register %s", m.name);
+        }
         return 0;
 }
