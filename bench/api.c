@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "space/buf.h"
+#include "space/attach_frames.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/time.h"
@@ -184,6 +185,67 @@ static int dp_client(bn_api *a, const char *url, const char **ret_path, sp_error
         return a->dp ? 0 : sp_error_wrap(err, "data-plane client");
 }
 
+/* ---- the attach stream as raw frames ---- */
+
+/* One chunk of a raw frame; sets *ended at exit or error. */
+static int raw_chunk(bn_session *s, const sp_attach_chunk *c, bool *ended, sp_error **err)
+{
+        if (c->type == SP_ATTACH_FRAME_STDOUT || c->type == SP_ATTACH_FRAME_STDERR) {
+                if (!s->first_byte)
+                        s->first_byte = sp_now_mono_us();
+                s->bytes += c->len;
+        } else if (c->type == SP_ATTACH_FRAME_EXIT) {
+                s->exit_seen = sp_now_mono_us();
+                _cleanup_json_ json_object *o = NULL;
+                int64_t code = 0;
+                if (sp_json_parse((const char *)c->data, c->len, &o, err) < 0 ||
+                    sp_json_get_int(o, "code", true, -1, 255, &code, err) < 0)
+                        return sp_error_wrap(err, "the exit frame");
+                s->exit_code = (int)code;
+                *ended = true;
+        } else if (c->type == SP_ATTACH_FRAME_ERROR) {
+                *ended = true;
+                return sp_error_set(err, SP_E_INTERNAL, "attach: error frame: %.*s", (int)(c->len > 400 ? 400 : c->len),
+                                    (const char *)c->data);
+        }
+        return 0;
+}
+
+static int read_frames(bn_api *a, bn_session *s, sp_error **err)
+{
+        sp_attach_frames d;
+        sp_attach_frames_init(&d, 0);
+        char chunk[256 * 1024];
+        bool ended = false;
+        int r = 0;
+        while (!ended && r == 0) {
+                ssize_t got = sp_http_client_read(a->dp, chunk, sizeof(chunk), -1, err);
+                if (got < 0) {
+                        r = sp_error_wrap(err, "attach stream");
+                        break;
+                }
+                if (got == 0) {
+                        r = sp_error_set(err, SP_E_UNAVAILABLE, "attach stream ended without an exit frame");
+                        break;
+                }
+                for (size_t at = 0; at < (size_t)got && !ended && r == 0;) {
+                        size_t used = 0;
+                        sp_attach_chunk c;
+                        r = sp_attach_frames_next(&d, (const uint8_t *)chunk + at, (size_t)got - at, &used, &c, err);
+                        at += used;
+                        if (r == 1)
+                                r = raw_chunk(s, &c, &ended, err);
+                }
+        }
+        sp_attach_frames_free(&d);
+        if (r == 0) {
+                /* Drain the end of the response, so that the connection is kept. */
+                while (sp_http_client_read(a->dp, chunk, sizeof(chunk), -1, NULL) > 0)
+                        ;
+        }
+        return r < 0 ? r : 0;
+}
+
 static int attach(bn_api *a, const char *url, const char *token, bn_session *s, sp_error **err)
 {
         const char *path = NULL;
@@ -194,12 +256,16 @@ static int attach(bn_api *a, const char *url, const char *token, bn_session *s, 
                 return sp_error_set(err, SP_E_INVALID, "attach token too long");
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         const char *headers[] = {auth, NULL};
-        sp_http_client_request req = {.method = "GET", .target = path, .headers = headers};
+        char target[1024];
+        snprintf(target, sizeof(target), "%s%s", path, a->sse ? "" : strchr(path, '?') ? "&format=raw" : "?format=raw");
+        sp_http_client_request req = {.method = "GET", .target = target, .headers = headers};
         int status = sp_http_client_send(a->dp, &req, err);
         if (status < 0)
                 return sp_error_wrap(err, "attach");
         if (status != 200)
                 return sp_error_set(err, SP_E_INTERNAL, "attach: status %d", status);
+        if (!a->sse)
+                return read_frames(a, s, err);
         sse_state st = {.s = s, .data = SP_BUF_INIT, .decoded = SP_BUF_INIT};
         _cleanup_buf_ sp_buf in = SP_BUF_INIT;
         char chunk[64 * 1024];

@@ -14,6 +14,7 @@
 #define SPACE_BENCH_API_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "space/error.h"
@@ -27,6 +28,7 @@ typedef struct bn_api {
         sp_http_client *dp; /* the data plane, from the first attach URL on */
         char dp_origin[256]; /* "http://host:port" of dp */
         char auth[320]; /* "Authorization: Bearer <key>" */
+        bool sse; /* attach as server-sent events (base64) instead of raw frames (?format=raw) */
 } bn_api;
 
 /* Connects nothing yet: a client of the API at url with the given key. */
@@ -61,8 +63,8 @@ typedef struct bn_session {
 } bn_session;
 
 /* Runs a command in a running sandbox (argv_json a JSON array of strings)
- * and reads its output through the data plane until its exit event. Output
- * bytes are decoded and counted, not kept. An error event, or a stream that
+ * and reads its output through the data plane until its exit event, as raw
+ * frames (or events, a->sse). Output bytes are decoded and counted, not kept. An error event, or a stream that
  * ends without an exit, is an error. */
 int bn_api_run(bn_api *a, const char *sandbox, const char *argv_json, bn_session *ret, sp_error **err);
 

@@ -19,8 +19,9 @@
  *   exec          session round trip of `true` in one running sandbox (POST
  *                 session, attach, exit event);
  *   stream        `dd if=/dev/zero bs=65536 count=N` (busybox) through
- *                 agent → worker → data plane → this client (base64
- *                 decoded), and in the same run the floor: the same command
+ *                 agent → worker → data plane → this client, as raw frames
+ *                 (stream_mib_s) and as base64 server-sent events
+ *                 (stream_sse_mib_s), and in the same run the floor: the same command
  *                 on the host into a plain pipe, a loopback TCP socket, and
  *                 a pipe relayed into a socket, read by this process;
  *   ingress       HTTP to busybox httpd in a sandbox through the data plane
@@ -413,19 +414,26 @@ static void phase_stream(const char *id)
         snprintf(argv_json, sizeof(argv_json), "[\"sh\",\"-c\",\"dd if=/dev/zero bs=65536 count=%llu 2>/dev/null\"]",
                  (unsigned long long)(bytes / FLOOR_CHUNK));
         int n = opt.stream_runs;
-        double *st = samples_new(n), *fp = samples_new(n), *fs = samples_new(n), *fps = samples_new(n);
+        double *st = samples_new(n), *sse = samples_new(n), *fp = samples_new(n), *fs = samples_new(n),
+               *fps = samples_new(n);
         for (int i = 0; i < n; i++) {
-                bn_session s;
-                _cleanup_error_ sp_error *e = NULL;
-                int64_t t0 = sp_now_mono_us();
-                if (bn_api_run(&A, id, argv_json, &s, &e) < 0)
-                        fail("streaming", e);
-                if (s.bytes != bytes || s.exit_code != 0) {
-                        fprintf(stderr, "space-bench-api: the stream gave %llu of %llu bytes, exit %d\n",
-                                (unsigned long long)s.bytes, (unsigned long long)bytes, s.exit_code);
-                        exit(1);
+                /* Raw frames (what spacectl reads), then the same as server-sent events (what browsers read). */
+                for (int format = 0; format < 2; format++) {
+                        bn_session s;
+                        _cleanup_error_ sp_error *e = NULL;
+                        A.sse = format == 1;
+                        int64_t t0 = sp_now_mono_us();
+                        if (bn_api_run(&A, id, argv_json, &s, &e) < 0)
+                                fail("streaming", e);
+                        if (s.bytes != bytes || s.exit_code != 0) {
+                                fprintf(stderr, "space-bench-api: the stream (%s) gave %llu of %llu bytes, exit %d\n",
+                                        A.sse ? "events" : "raw", (unsigned long long)s.bytes,
+                                        (unsigned long long)bytes, s.exit_code);
+                                exit(1);
+                        }
+                        (format ? sse : st)[i] = (double)bytes / (1024.0 * 1024.0) / ((double)(s.exit_seen - t0) / 1e6);
                 }
-                st[i] = (double)bytes / (1024.0 * 1024.0) / ((double)(s.exit_seen - t0) / 1e6);
+                A.sse = false;
                 fp[i] = floor_once(FLOOR_PIPE, bytes);
                 fs[i] = floor_once(FLOOR_SOCKET, bytes);
                 fps[i] = floor_once(FLOOR_PIPE_SOCKET, bytes);
@@ -438,7 +446,11 @@ static void phase_stream(const char *id)
         add_double("floor_socket_mib_s", median(fs, n));
         add_double("floor_pipe_socket_mib_s", m_ps);
         add_double("stream_ratio_to_floor", m_ps > 0 ? m_st / m_ps : 0);
+        double m_sse = median(sse, n);
+        add_double("stream_sse_mib_s", m_sse);
+        add_double("stream_sse_ratio_to_floor", m_ps > 0 ? m_sse / m_ps : 0);
         free(st);
+        free(sse);
         free(fp);
         free(fs);
         free(fps);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A command session followed through the data plane (see exec.h): created
- * through the API, its output read as server-sent events and written to our
- * stdout and stderr, the stream reconnected where it broke off.
+ * through the API, its output read as raw frames (?format=raw, see
+ * space/attach_frames.h) and written to our stdout and stderr, the stream
+ * reconnected where it broke off. A data plane that does not know raw frames
+ * (it refuses the format with 400) is read as server-sent events instead.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "space/attach_frames.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/time.h"
@@ -146,6 +149,8 @@ typedef struct follow {
         sp_http_client *dp; /* the attach stream */
         sp_http_client *ctl; /* resizes, while dp streams */
         char *attach_target;
+        bool events; /* read server-sent events: the data plane refused raw frames */
+        sp_attach_frames frames;
         ctl_sse_parser sse;
         sp_buf decoded;
         uint64_t offset; /* output bytes received so far */
@@ -165,6 +170,7 @@ static void follow_free(follow *f)
         f->ctl = sp_http_client_free(f->ctl);
         free(f->attach_target);
         ctl_sse_free(&f->sse);
+        sp_attach_frames_free(&f->frames);
         sp_buf_free(&f->decoded);
 }
 
@@ -204,6 +210,20 @@ static int malformed(follow *f, const char *what, sp_error **err)
         return ctl_fail(f->ctx, CTL_EXIT_CONNECT, err, SP_E_INVALID, "the data plane sent a malformed %s event", what);
 }
 
+/* Writes output bytes to fd; they move our offset. */
+static int write_output(follow *f, int fd, const void *p, size_t n, sp_error **err)
+{
+        int r = write_all(fd, p, n);
+        if (r == -EPIPE) {
+                f->output_closed = true;
+                return ctl_fail(f->ctx, CTL_EXIT_API, err, SP_E_IO, "our %s was closed", fd == 1 ? "stdout" : "stderr");
+        }
+        if (r < 0)
+                return ctl_fail(f->ctx, CTL_EXIT_API, err, SP_E_IO, "writing the command's output: %s", strerror(-r));
+        f->offset += n;
+        return 0;
+}
+
 static int on_output(follow *f, const ctl_sse_event *ev, int fd, sp_error **err)
 {
         char *end;
@@ -218,24 +238,16 @@ static int on_output(follow *f, const ctl_sse_event *ev, int fd, sp_error **err)
                 return ctl_fail(f->ctx, CTL_EXIT_CONNECT, err, SP_E_INVALID,
                                 "the data plane's output offsets do not add up (%" PRIu64 " + %zu bytes, event id %s)",
                                 f->offset, f->decoded.len, ev->id);
-        int r = write_all(fd, f->decoded.data, f->decoded.len);
-        if (r == -EPIPE) {
-                f->output_closed = true;
-                return ctl_fail(f->ctx, CTL_EXIT_API, err, SP_E_IO, "our %s was closed", fd == 1 ? "stdout" : "stderr");
-        }
-        if (r < 0)
-                return ctl_fail(f->ctx, CTL_EXIT_API, err, SP_E_IO, "writing the command's output: %s", strerror(-r));
-        f->offset = id;
-        return 0;
+        return write_output(f, fd, f->decoded.data, f->decoded.len, err);
 }
 
-static int on_exit_event(follow *f, const ctl_sse_event *ev, sp_error **err)
+static int on_exit_event(follow *f, const char *data, size_t len, sp_error **err)
 {
         _cleanup_json_ json_object *o = NULL;
         int64_t code = 0, sig = 0;
         bool oom = false, killed = false;
         const char *reason = NULL;
-        if (sp_json_parse(ev->data, ev->data_len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object) ||
+        if (sp_json_parse(data, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object) ||
             sp_json_get_int(o, "code", true, INT32_MIN, INT32_MAX, &code, NULL) < 0 ||
             sp_json_get_int(o, "signal", false, 0, 64, &sig, NULL) < 0 ||
             sp_json_get_bool(o, "oom", false, &oom, NULL) < 0 ||
@@ -252,11 +264,11 @@ static int on_exit_event(follow *f, const ctl_sse_event *ev, sp_error **err)
         return 0;
 }
 
-static int on_error_event(follow *f, const ctl_sse_event *ev, sp_error **err)
+static int on_error_event(follow *f, const char *data, size_t len, sp_error **err)
 {
         _cleanup_json_ json_object *o = NULL;
         const char *code = NULL, *msg = NULL;
-        if (sp_json_parse(ev->data, ev->data_len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object) ||
+        if (sp_json_parse(data, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object) ||
             sp_json_get_string(o, "code", true, 64, &code, NULL) < 0 ||
             sp_json_get_string(o, "message", true, 4096, &msg, NULL) < 0)
                 return malformed(f, "error", err);
@@ -277,10 +289,60 @@ static int on_event(const ctl_sse_event *ev, void *userdata, sp_error **err)
         if (strcmp(ev->type, "stderr") == 0)
                 return on_output(f, ev, f->err_fd, err);
         if (strcmp(ev->type, "exit") == 0)
-                return on_exit_event(f, ev, err);
+                return on_exit_event(f, ev->data, ev->data_len, err);
         if (strcmp(ev->type, "error") == 0)
-                return on_error_event(f, ev, err);
+                return on_error_event(f, ev->data, ev->data_len, err);
         return 0; /* start, and events a later data plane may add */
+}
+
+/* One piece of a raw frame: output is written as it comes (its offset is ours plus what came before). */
+static int on_chunk(follow *f, const sp_attach_chunk *c, sp_error **err)
+{
+        if (f->done)
+                return 0;
+        switch (c->type) {
+        case SP_ATTACH_FRAME_STDOUT:
+                return write_output(f, f->out_fd, c->data, c->len, err);
+        case SP_ATTACH_FRAME_STDERR:
+                return write_output(f, f->err_fd, c->data, c->len, err);
+        case SP_ATTACH_FRAME_START: {
+                _cleanup_json_ json_object *o = NULL;
+                int64_t at = -1;
+                if (sp_json_parse((const char *)c->data, c->len, &o, NULL) < 0 ||
+                    !json_object_is_type(o, json_type_object) ||
+                    sp_json_get_int(o, "offset", true, 0, INT64_MAX, &at, NULL) < 0)
+                        return malformed(f, "start", err);
+                if ((uint64_t)at != f->offset)
+                        return ctl_fail(f->ctx, CTL_EXIT_CONNECT, err, SP_E_INVALID,
+                                        "the data plane started the output at offset %" PRId64 ", not %" PRIu64, at,
+                                        f->offset);
+                return 0;
+        }
+        case SP_ATTACH_FRAME_EXIT:
+                return on_exit_event(f, (const char *)c->data, c->len, err);
+        case SP_ATTACH_FRAME_ERROR:
+                return on_error_event(f, (const char *)c->data, c->len, err);
+        default:
+                return 0; /* keepalive, and frames a later data plane may add */
+        }
+}
+
+/* Feeds what was read to the parser of the stream's format. */
+static int feed(follow *f, const char *buf, size_t n, sp_error **err)
+{
+        if (f->events)
+                return ctl_sse_feed(&f->sse, buf, n, on_event, f, err);
+        for (size_t at = 0; at < n && !f->reconnect;) {
+                size_t used = 0;
+                sp_attach_chunk c;
+                int r = sp_attach_frames_next(&f->frames, (const uint8_t *)buf + at, n - at, &used, &c, err);
+                if (r < 0)
+                        return ctl_failed(f->ctx, CTL_EXIT_CONNECT, r);
+                at += used;
+                if (r == 1 && on_chunk(f, &c, err) < 0)
+                        return -1;
+        }
+        return 0;
 }
 
 /* Opens the attach stream from f->offset, retrying what may pass (the data
@@ -296,14 +358,28 @@ static int attach(follow *f, sp_error **err)
                 if (ctl_dp_auth(auth, sizeof(auth), f->s->token, err) < 0)
                         return ctl_failed(ctx, CTL_EXIT_CONNECT, -SP_E_INVALID);
                 snprintf(from, sizeof(from), "Last-Event-ID: %" PRIu64, f->offset);
-                const char *headers[] = {auth, "Accept: text/event-stream", f->attached ? from : NULL, NULL};
-                sp_http_client_request req = {.method = "GET", .target = f->attach_target, .headers = headers};
+                _cleanup_buf_ sp_buf target = SP_BUF_INIT;
+                sp_buf_append_str(&target, f->attach_target, NULL);
+                if (!f->events)
+                        sp_buf_append_str(&target, strchr(f->attach_target, '?') ? "&format=raw" : "?format=raw", NULL);
+                const char *headers[] = {
+                        auth, f->events ? "Accept: text/event-stream" : "Accept: " SP_ATTACH_FRAMES_CONTENT_TYPE,
+                        f->attached ? from : NULL, NULL};
+                sp_http_client_request req = {.method = "GET", .target = target.data, .headers = headers};
                 sp_error *e = NULL;
                 int status = sp_http_client_send(f->dp, &req, &e);
                 if (status == 200) {
                         ctl_sse_reset(&f->sse);
+                        sp_attach_frames_reset(&f->frames);
                         f->attached = f->connected = true;
                         return 0;
+                }
+                if (status == 400 && !f->events) {
+                        /* A data plane from before raw frames refuses the format: read events from it. (Any other
+                         * 400 is refused again, and reported, as events.) */
+                        sp_http_client_close(f->dp);
+                        f->events = true;
+                        continue;
                 }
                 if (status < 0 && e->code != SP_E_UNAVAILABLE && e->code != SP_E_TIMEOUT && e->code != SP_E_IO) {
                         sp_error_move(err, &e);
@@ -420,7 +496,7 @@ static int follow_run(follow *f, ctl_signals *sig, sp_error **err)
                 ssize_t n = sp_http_client_read(f->dp, buf, READ_CHUNK, 0, &e);
                 if (n > 0) {
                         last_byte = sp_now_mono_us();
-                        if (ctl_sse_feed(&f->sse, buf, (size_t)n, on_event, f, &e) < 0) {
+                        if (feed(f, buf, (size_t)n, &e) < 0) {
                                 if (!f->output_closed) {
                                         sp_error_move(err, &e);
                                         return -1;
@@ -524,6 +600,7 @@ int ctl_exec_session(ctl_ctx *ctx, const char *sandbox_id, const ctl_exec_spec *
                 .err_fd = STDERR_FILENO,
         };
         ctl_sse_init(&f.sse);
+        sp_attach_frames_init(&f.frames, 0);
         f.dp = ctl_dp_client(ctx, s.attach_url, &f.attach_target, err);
         if (!f.dp) {
                 /* Nobody could follow it, or give it input. */

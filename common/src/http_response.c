@@ -341,6 +341,39 @@ int sp_http_stream_write(sp_http_request *req, const void *data, size_t len)
         return 0;
 }
 
+int sp_http_stream_write_buffer(sp_http_request *req, struct evbuffer *buf)
+{
+        if (req->resp != SP__RESP_STREAM)
+                return req->resp == SP__RESP_DONE ? -SP_E_CONFLICT : -SP_E_INVALID;
+        if (!req->conn)
+                return -SP_E_UNAVAILABLE;
+        size_t len = buf ? evbuffer_get_length(buf) : 0;
+        if (len > SP_HTTP_WRITE_MAX || (req->has_length && len > req->length_left))
+                return -SP_E_INVALID;
+        sp__http_conn *c = req->conn;
+        struct evbuffer *out = sp__http_conn_output(c);
+        if (evbuffer_get_length(out) >= c->srv->cfg.high_watermark) {
+                req->want_writable = true;
+                return SP_HTTP_WOULD_BLOCK;
+        }
+        if (len == 0)
+                return 0;
+        if (req->no_body) {
+                evbuffer_drain(buf, len);
+                return 0;
+        }
+        sp__http_conn_api_enter(c);
+        if (req->chunked)
+                evbuffer_add_printf(out, "%zx\r\n", len);
+        evbuffer_add_buffer(out, buf);
+        if (req->chunked)
+                evbuffer_add(out, "\r\n", 2);
+        if (req->has_length)
+                req->length_left -= len;
+        sp__http_conn_api_leave(c);
+        return 0;
+}
+
 int sp_http_stream_end(sp_http_request *req)
 {
         if (req->resp != SP__RESP_STREAM)

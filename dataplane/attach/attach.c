@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* GET /v1/sessions/{id}/attach: GetSession, then AttachSession as events. */
+/* GET /v1/sessions/{id}/attach: GetSession, then AttachSession as events or raw frames. */
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "attach/attach.h"
 #include "route/request.h"
 #include "route/routes.h"
+#include "space/attach_frames.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -16,8 +17,9 @@
 
 typedef struct attach {
         dp *d;
-        sp_http_request *req; /* our reference, until the stream starts (then the SSE stream holds one) */
-        sp_sse *sse;
+        sp_http_request *req; /* our reference (the stream holds one more once it started) */
+        dp_attach_format format;
+        dp_attach_out *out; /* once the stream started */
         dp_claims claims;
         bool offset_given;
         uint64_t start; /* the offset the stream starts at */
@@ -27,8 +29,9 @@ typedef struct attach {
         bool paused; /* the worker stream is paused until the queue drains */
         bool last_queued; /* exit or error queued: the stream ends after the queue */
         bool get_pending, client_gone;
-        dp_sse_queue queue;
+        dp_attach_queue queue;
         struct event *keepalive;
+        struct event *flush; /* raw: sends what a burst of worker frames queued, coalesced */
 } attach;
 
 static void attach_free(attach *a)
@@ -37,10 +40,12 @@ static void attach_free(attach *a)
                 sp_rpc_stream_cancel(a->rpc);
         if (a->keepalive)
                 event_free(a->keepalive);
-        dp_sse_queue_clear(&a->queue);
-        if (a->sse) {
+        if (a->flush)
+                event_free(a->flush);
+        dp_attach_queue_clear(&a->queue);
+        if (a->out) {
                 a->d->metrics.attach_open--;
-                sp_sse_free(a->sse);
+                dp_attach_out_free(a->out);
         } else {
                 sp_http_request_on_close(a->req, NULL, NULL);
         }
@@ -69,20 +74,15 @@ static void keepalive_arm(attach *a)
 /* Sends queued events until the client's connection is full. */
 static void pump(attach *a)
 {
-        while (a->queue.head) {
-                dp_sse_event *ev = a->queue.head;
-                int r = sp_sse_send(a->sse, ev->id[0] ? ev->id : NULL, ev->name, ev->data.data, ev->data.len);
-                if (r == SP_HTTP_WOULD_BLOCK)
-                        break;
+        if (a->queue.head) {
+                uint64_t before[2] = {a->sent_bytes[0], a->sent_bytes[1]};
+                int r = dp_attach_out_send(a->out, &a->queue, a->sent_bytes);
+                for (int i = 0; i < 2; i++)
+                        a->d->metrics.output_bytes[i] += a->sent_bytes[i] - before[i];
                 if (r < 0) {
                         attach_end(a, "the client went away");
                         return;
                 }
-                if (ev->stream) {
-                        a->sent_bytes[ev->stream - 1] += ev->raw;
-                        a->d->metrics.output_bytes[ev->stream - 1] += ev->raw;
-                }
-                dp_sse_queue_pop(&a->queue);
                 keepalive_arm(a);
         }
         if (a->queue.head) {
@@ -119,7 +119,17 @@ static void on_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p,
         }
         if (r == 1)
                 a->last_queued = true;
+        /* Raw frames: what the rest of this burst of worker frames brings goes in the same frame, up to its size. */
+        if (a->format == DP_ATTACH_RAW && !a->last_queued && a->queue.bytes < DP_ATTACH_FRAME_MAX) {
+                event_active(a->flush, EV_TIMEOUT, 0);
+                return;
+        }
         pump(a);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *userdata)
+{
+        pump(userdata);
 }
 
 static void on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *userdata)
@@ -134,12 +144,12 @@ static void on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, 
         pump(a);
 }
 
-static void on_writable(sp_sse *sse, void *userdata)
+static void on_writable(void *userdata)
 {
         pump(userdata);
 }
 
-static void on_sse_close(sp_sse *sse, void *userdata)
+static void on_out_close(void *userdata)
 {
         attach_end(userdata, "the client went away");
 }
@@ -147,7 +157,7 @@ static void on_sse_close(sp_sse *sse, void *userdata)
 static void on_keepalive(evutil_socket_t fd, short what, void *userdata)
 {
         attach *a = userdata;
-        if (sp_sse_comment(a->sse, "keep-alive") < 0) {
+        if (dp_attach_out_keepalive(a->out) < 0) {
                 attach_end(a, "the client went away");
                 return;
         }
@@ -166,7 +176,8 @@ static void stream_start(attach *a)
 {
         _cleanup_error_ sp_error *e = NULL;
         sp_http_request_on_close(a->req, NULL, NULL);
-        if (!(a->keepalive = evtimer_new(a->d->base, on_keepalive, a))) {
+        if (!(a->keepalive = evtimer_new(a->d->base, on_keepalive, a)) ||
+            !(a->flush = event_new(a->d->base, -1, 0, on_flush, a))) {
                 sp_error_set(&e, SP_E_LIMIT, "out of memory");
                 dp__reply_error(a->d, a->req, DP_ROUTE_ATTACH, &a->claims, e);
                 attach_free(a);
@@ -184,18 +195,17 @@ static void stream_start(attach *a)
                 attach_free(a);
                 return;
         }
-        if (!(a->sse = sp_sse_start(a->req, &e))) {
+        if (!(a->out = dp_attach_out_start(a->req, a->format, on_writable, on_out_close, a, &e))) {
                 attach_free(a); /* the client left: nobody to answer */
                 return;
         }
         a->d->metrics.attach_open++;
-        sp_sse_on_writable(a->sse, on_writable, a);
-        sp_sse_on_close(a->sse, on_sse_close, a);
         keepalive_arm(a);
         char from[64];
         snprintf(from, sizeof(from), "%" PRIu64, a->start);
         sp_log_info_kv(SP_KV("request_id", sp_http_request_id(a->req), "route", "attach", "session_id",
-                             a->claims.session, "kid", a->claims.kid, "offset", from),
+                             a->claims.session, "kid", a->claims.kid, "offset", from, "format",
+                             a->format == DP_ATTACH_RAW ? "raw" : "sse"),
                        "attach started");
 }
 
@@ -242,7 +252,9 @@ static void session_done(json_object *resp, const sp_error *err, void *userdata)
                 /* The headers of the stream, without following it. */
                 sp_http_response_header(a->req, "Cache-Control", "no-store");
                 dp__answered(a->d, a->req, DP_ROUTE_ATTACH, &a->claims, 200, "attach headers");
-                sp_http_reply(a->req, 200, "text/event-stream", NULL, 0);
+                sp_http_reply(a->req, 200,
+                              a->format == DP_ATTACH_RAW ? SP_ATTACH_FRAMES_CONTENT_TYPE : "text/event-stream", NULL,
+                              0);
                 attach_free(a);
                 return;
         }
@@ -257,9 +269,9 @@ void dp_attach_handler(sp_http_request *req, void *userdata)
         if (dp__authenticate(d, req, DP_ROUTE_ATTACH, &want, &c) < 0)
                 return;
         _cleanup_error_ sp_error *e = NULL;
-        bool given = false;
+        bool given = false, raw = false;
         uint64_t offset = 0;
-        if (dp_request_attach(sp_http_request_parser(req), &given, &offset, &e) < 0) {
+        if (dp_request_attach(sp_http_request_parser(req), &given, &offset, &raw, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_ATTACH, &c, e);
                 return;
         }
@@ -272,7 +284,13 @@ void dp_attach_handler(sp_http_request *req, void *userdata)
                 dp__reply_error(d, req, DP_ROUTE_ATTACH, &c, e);
                 return;
         }
-        *a = (attach){.d = d, .req = sp_http_request_ref(req), .claims = c, .offset_given = given, .start = offset};
+        *a = (attach){.d = d,
+                      .req = sp_http_request_ref(req),
+                      .claims = c,
+                      .format = raw ? DP_ATTACH_RAW : DP_ATTACH_SSE,
+                      .offset_given = given,
+                      .start = offset,
+                      .queue = {.event_max = raw ? DP_ATTACH_FRAME_MAX : DP_ATTACH_EVENT_MAX}};
         _cleanup_json_ json_object *r =
                 pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = c.session});
         sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, &e);

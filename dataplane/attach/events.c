@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* AttachSession frames to server-sent events. */
+/* AttachSession frames to attach events (either format's; frames.c encodes them). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +10,9 @@
 #include "space/json.h"
 #include "space/rpc.h"
 
-void dp_sse_queue_pop(dp_sse_queue *q)
+void dp_attach_queue_pop(dp_attach_queue *q)
 {
-        dp_sse_event *ev = q->head;
+        dp_attach_event *ev = q->head;
         if (!ev)
                 return;
         q->head = ev->next;
@@ -23,21 +23,21 @@ void dp_sse_queue_pop(dp_sse_queue *q)
         free(ev);
 }
 
-void dp_sse_queue_clear(dp_sse_queue *q)
+void dp_attach_queue_clear(dp_attach_queue *q)
 {
         while (q->head)
-                dp_sse_queue_pop(q);
+                dp_attach_queue_pop(q);
 }
 
 /* A new event at the end of q (allocation failure aborts, as sp_buf does). */
-static dp_sse_event *push(dp_sse_queue *q, const char *name, uint64_t id, bool has_id)
+static dp_attach_event *push(dp_attach_queue *q, const char *name, uint64_t id, bool has_id)
 {
-        dp_sse_event *ev = calloc(1, sizeof(*ev));
+        dp_attach_event *ev = calloc(1, sizeof(*ev));
         if (!ev)
                 abort();
         ev->name = name;
-        if (has_id)
-                snprintf(ev->id, sizeof(ev->id), "%" PRIu64, id);
+        ev->id = id;
+        ev->has_id = has_id;
         if (q->tail)
                 q->tail->next = ev;
         else
@@ -46,14 +46,14 @@ static dp_sse_event *push(dp_sse_queue *q, const char *name, uint64_t id, bool h
         return ev;
 }
 
-static void push_json(dp_sse_queue *q, const char *name, uint64_t id, bool has_id, json_object *o)
+static void push_json(dp_attach_queue *q, const char *name, uint64_t id, bool has_id, json_object *o)
 {
-        dp_sse_event *ev = push(q, name, id, has_id);
+        dp_attach_event *ev = push(q, name, id, has_id);
         sp_buf_append_str(&ev->data, sp_json_str(o), NULL);
         q->bytes += ev->data.len;
 }
 
-void dp_attach_error_event(dp_sse_queue *q, sp_errc code, const char *message)
+void dp_attach_error_event(dp_attach_queue *q, sp_errc code, const char *message)
 {
         _cleanup_json_ json_object *o = json_object_new_object();
         json_object_object_add(o, "code", json_object_new_string(sp_errc_name(code)));
@@ -61,7 +61,7 @@ void dp_attach_error_event(dp_sse_queue *q, sp_errc code, const char *message)
         push_json(q, "error", 0, false, o);
 }
 
-static int decode_data(const uint8_t *p, size_t n, uint64_t *offset, dp_sse_queue *q, sp_error **err)
+static int decode_data(const uint8_t *p, size_t n, uint64_t *offset, dp_attach_queue *q, sp_error **err)
 {
         if (n < 9 || (p[0] != 1 && p[0] != 2))
                 return sp_error_set(err, SP_E_INTERNAL, "the worker sent a malformed output frame");
@@ -73,14 +73,13 @@ static int decode_data(const uint8_t *p, size_t n, uint64_t *offset, dp_sse_queu
                                     "the worker sent output at offset %" PRIu64 ", expected %" PRIu64, at, *offset);
         const char *name = p[0] == 1 ? "stdout" : "stderr";
         const uint8_t *bytes = p + 9;
-        size_t left = n - 9;
+        size_t left = n - 9, max = q->event_max ? q->event_max : DP_ATTACH_EVENT_MAX;
         while (left > 0) {
-                size_t k = left < DP_ATTACH_EVENT_MAX ? left : DP_ATTACH_EVENT_MAX;
+                size_t k = left < max ? left : max;
                 at += k;
-                dp_sse_event *ev = push(q, name, at, true);
+                dp_attach_event *ev = push(q, name, at, true);
                 ev->stream = p[0];
-                ev->raw = k;
-                sp_base64_encode(&ev->data, bytes, k, 0, NULL);
+                sp_buf_append(&ev->data, bytes, k, NULL);
                 q->bytes += ev->data.len;
                 bytes += k;
                 left -= k;
@@ -90,7 +89,7 @@ static int decode_data(const uint8_t *p, size_t n, uint64_t *offset, dp_sse_queu
 }
 
 static int decode_json(const uint8_t *p, size_t n, const char *session_id, uint64_t start, uint64_t offset,
-                       dp_sse_queue *q, sp_error **err)
+                       dp_attach_queue *q, sp_error **err)
 {
         _cleanup_json_ json_object *o = NULL;
         const char *event = NULL;
@@ -136,7 +135,7 @@ static int decode_json(const uint8_t *p, size_t n, const char *session_id, uint6
 }
 
 int dp_attach_decode(int frame_type, const uint8_t *p, size_t n, const char *session_id, uint64_t start,
-                     uint64_t *offset, dp_sse_queue *q, sp_error **err)
+                     uint64_t *offset, dp_attach_queue *q, sp_error **err)
 {
         if (frame_type == SP_RPC_FRAME_DATA)
                 return decode_data(p, n, offset, q, err);

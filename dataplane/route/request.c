@@ -56,12 +56,15 @@ static int parse_bool(const char *name, const char *s, bool *ret, sp_error **err
         return 0;
 }
 
-int dp_request_attach(const sp_http_parser *p, bool *ret_given, uint64_t *ret_offset, sp_error **err)
+int dp_request_attach(const sp_http_parser *p, bool *ret_given, uint64_t *ret_offset, bool *ret_raw, sp_error **err)
 {
-        static const char *const allowed[] = {"token", "offset", NULL};
+        static const char *const allowed[] = {"token", "offset", "format", NULL};
         int r = dp_request_check_query(p, allowed, err);
         if (r < 0)
                 return r;
+        const char *format = sp_http_parser_query(p, "format");
+        if (format && strcmp(format, "raw") != 0 && strcmp(format, "sse") != 0)
+                return sp_error_set(err, SP_E_INVALID, "query parameter 'format' must be sse or raw");
         const char *header = sp_http_parser_header(p, "Last-Event-ID");
         const char *query = sp_http_parser_query(p, "offset");
         uint64_t off = 0;
@@ -72,6 +75,7 @@ int dp_request_attach(const sp_http_parser *p, bool *ret_given, uint64_t *ret_of
                                     "query parameter 'offset' must be a byte offset (a decimal number)");
         *ret_given = header || query;
         *ret_offset = off;
+        *ret_raw = format && strcmp(format, "raw") == 0;
         return 0;
 }
 

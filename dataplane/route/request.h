@@ -37,9 +37,10 @@ int dp_request_check_query(const sp_http_parser *p, const char *const *allowed, 
 /* Where an attach starts: the Last-Event-ID header, else the query parameter
  * `offset` (the header wins when both are given), each a decimal byte offset
  * of at most 19 digits and DP_OFFSET_MAX. *ret_given is false (and
- * *ret_offset 0) when neither is given. Allowed query parameters: token,
- * offset. */
-int dp_request_attach(const sp_http_parser *p, bool *ret_given, uint64_t *ret_offset, sp_error **err);
+ * *ret_offset 0) when neither is given. And its format: `format` "sse" (the
+ * default) or "raw" (*ret_raw). Allowed query parameters: token, offset,
+ * format. Outputs are set only on success. */
+int dp_request_attach(const sp_http_parser *p, bool *ret_given, uint64_t *ret_offset, bool *ret_raw, sp_error **err);
 
 /* POST stdin: `close` ("true" or "false", default false). Allowed: token, close. */
 int dp_request_stdin(const sp_http_parser *p, bool *ret_close, sp_error **err);

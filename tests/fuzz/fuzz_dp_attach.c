@@ -7,8 +7,10 @@
  * of worker AttachSession frames (1 type byte, 2-byte length, payload) fed to
  * the event decoder: the offset only moves forward, by exactly the output
  * bytes queued, every event's id is an offset that was reached, a refusal
- * leaves the queue as it was, and nothing follows the last event.
+ * leaves the queue as it was, and nothing follows the last event; the same
+ * events encoded as raw frames decode to the same output bytes.
  */
+#include <event2/buffer.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "attach/attach.h"
 #include "auth/token.h"
 #include "route/request.h"
+#include "space/attach_frames.h"
 #include "space/http_parser.h"
 #include "space/rpc.h"
 
@@ -27,10 +30,10 @@ static void request(const uint8_t *data, size_t size)
         size_t used = 0, blen = 0;
         const char *body = NULL;
         if (sp_http_parser_feed(p, data, size, &used, &body, &blen) == SP_HTTP_PARSE_HEAD) {
-                bool given = false;
+                bool given = false, raw = false;
                 uint64_t off = 0;
                 sp_error *e = NULL;
-                if (dp_request_attach(p, &given, &off, &e) == 0) {
+                if (dp_request_attach(p, &given, &off, &raw, &e) == 0) {
                         if (e || off > DP_OFFSET_MAX || (!given && off != 0))
                                 abort();
                 } else if (!e || e->code != SP_E_INVALID) {
@@ -51,9 +54,46 @@ static void request(const uint8_t *data, size_t size)
         sp_http_parser_free(p);
 }
 
+/* Every event of q in the raw format, read back with the clients' decoder:
+ * the frames carry the same output bytes, in order, and end with q's last. */
+static void raw_roundtrip(const dp_attach_queue *q)
+{
+        struct evbuffer *out = evbuffer_new();
+        sp_buf want = SP_BUF_INIT, got = SP_BUF_INIT;
+        size_t events = 0;
+        for (dp_attach_event *ev = q->head; ev; ev = ev->next, events++) {
+                dp_attach_raw_encode(ev, out);
+                if (ev->stream)
+                        sp_buf_append(&want, ev->data.data, ev->data.len, NULL);
+        }
+        size_t len = evbuffer_get_length(out), at = 0, frames = 0;
+        const uint8_t *p = evbuffer_pullup(out, -1);
+        sp_attach_frames d;
+        sp_attach_frames_init(&d, 0);
+        while (at < len) {
+                size_t used = 0;
+                sp_attach_chunk c;
+                int r = sp_attach_frames_next(&d, p + at, len - at, &used, &c, NULL);
+                if (r < 0 || used == 0)
+                        abort();
+                at += used;
+                if (r == 1 && (c.type == SP_ATTACH_FRAME_STDOUT || c.type == SP_ATTACH_FRAME_STDERR))
+                        sp_buf_append(&got, c.data, c.len, NULL);
+                if (r == 1 && c.last)
+                        frames++;
+        }
+        if (sp_attach_frames_partial(&d) || frames != events || got.len != want.len ||
+            (want.len && memcmp(got.data, want.data, want.len) != 0))
+                abort();
+        sp_attach_frames_free(&d);
+        sp_buf_free(&want);
+        sp_buf_free(&got);
+        evbuffer_free(out);
+}
+
 static void frames(const uint8_t *data, size_t size)
 {
-        dp_sse_queue q = {0};
+        dp_attach_queue q = {0};
         uint64_t off = 1000, start = 1000;
         bool ended = false;
         size_t i = 0;
@@ -67,7 +107,7 @@ static void frames(const uint8_t *data, size_t size)
                 memcpy(copy, data + i, n);
                 i += n;
                 size_t events = 0;
-                for (dp_sse_event *ev = q.head; ev; ev = ev->next)
+                for (dp_attach_event *ev = q.head; ev; ev = ev->next)
                         events++;
                 size_t bytes = q.bytes;
                 uint64_t before = off;
@@ -76,9 +116,9 @@ static void frames(const uint8_t *data, size_t size)
                 free(copy);
                 size_t after = 0;
                 uint64_t raw = 0;
-                for (dp_sse_event *ev = q.head; ev; ev = ev->next, after++)
+                for (dp_attach_event *ev = q.head; ev; ev = ev->next, after++)
                         if (after >= events)
-                                raw += ev->raw;
+                                raw += ev->stream ? ev->data.len : 0;
                 if (r < 0) {
                         if (!e || after != events || q.bytes != bytes || off != before)
                                 abort();
@@ -89,13 +129,14 @@ static void frames(const uint8_t *data, size_t size)
                 }
                 sp_error_free(e);
         }
-        for (dp_sse_event *ev = q.head; ev; ev = ev->next) {
-                if (ev->stream && (ev->raw == 0 || ev->raw > DP_ATTACH_EVENT_MAX || !ev->id[0]))
+        for (dp_attach_event *ev = q.head; ev; ev = ev->next) {
+                if (ev->stream && (ev->data.len == 0 || ev->data.len > DP_ATTACH_EVENT_MAX || !ev->has_id))
                         abort();
-                if (ev->id[0] && strtoull(ev->id, NULL, 10) > off)
+                if (ev->has_id && ev->id > off)
                         abort();
         }
-        dp_sse_queue_clear(&q);
+        raw_roundtrip(&q);
+        dp_attach_queue_clear(&q);
         if (q.bytes != 0)
                 abort();
 }

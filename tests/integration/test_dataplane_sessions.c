@@ -13,6 +13,10 @@
  *   - two data-plane replicas serve one session at once;
  *   - events, ids, offsets (header and query), keep-alive comments, the
  *     refusals of offsets before and past the output, curl as a client;
+ *   - the same as raw frames (?format=raw): byte-exact through reconnects,
+ *     a slow reader and a data plane SIGKILLed mid-frame; frames, offsets,
+ *     keepalive frames, curl over chunked HTTP/1.1, and the refusals of the
+ *     event stream with the same statuses;
  *   - stdin through cat (whole bodies and chunked ones, close and
  *     close-stdin), a PTY that sees its resize, signals by name and number.
  */
@@ -32,6 +36,7 @@
 #include "launcher.h"
 #include "proc.h"
 #include "space/buf.h"
+#include "space/attach_frames.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 
@@ -113,6 +118,9 @@ typedef struct consumer {
         json_object *exit;
         char error[512]; /* the data of an error event */
         uint64_t start_id; /* the id of the last start event */
+        bool raw; /* attaches with ?format=raw and reads frames */
+        size_t frame; /* raw: output bytes of the frame being read */
+        size_t max_frame; /* raw: the largest output frame */
 } consumer;
 
 typedef struct conn {
@@ -124,6 +132,7 @@ typedef struct conn {
         bool has_id;
         sp_buf data;
         consumer *c;
+        sp_attach_frames frames; /* raw */
 } conn;
 
 static void consumer_init(consumer *c, size_t keep)
@@ -155,6 +164,64 @@ static int exit_field(const consumer *c, const char *name)
         return json_object_get_int(v);
 }
 
+/* Output bytes at the consumer's offset (either format). */
+static void output(consumer *c, int stream, const void *p, size_t n)
+{
+        c->offset += n;
+        c->bytes[stream] += n;
+        EVP_DigestUpdate(c->sha, p, n);
+        if (c->text.len + n <= c->keep)
+                sp_buf_append(&c->text, p, n, NULL);
+}
+
+/* Handles one raw chunk: output counts as it arrives (its offset is known
+ * without a frame's end), start and exit must be at the offset reached. */
+static void raw_chunk(consumer *c, const sp_attach_chunk *ch)
+{
+        _cleanup_json_ json_object *o = NULL;
+        int64_t at = -1;
+        switch (ch->type) {
+        case SP_ATTACH_FRAME_STDOUT:
+        case SP_ATTACH_FRAME_STDERR:
+                ck_assert_msg(!c->exited, "output after the exit frame");
+                output(c, ch->type - 1, ch->data, ch->len);
+                c->frame += ch->len;
+                if (ch->last) {
+                        ck_assert_msg(c->frame <= 256 * 1024, "a frame of %zu bytes", c->frame);
+                        if (c->frame > c->max_frame)
+                                c->max_frame = c->frame;
+                        c->frame = 0;
+                }
+                return;
+        case SP_ATTACH_FRAME_START:
+        case SP_ATTACH_FRAME_EXIT:
+                ck_assert_msg(sp_json_parse((const char *)ch->data, ch->len, &o, NULL) == 0, "frame %u: %.*s", ch->type,
+                              (int)ch->len, ch->data);
+                ck_assert_int_eq(sp_json_get_int(o, "offset", true, 0, INT64_MAX, &at, NULL), 0);
+                ck_assert_msg((uint64_t)at == c->offset, "frame %u at offset %lld, the output at %llu", ch->type,
+                              (long long)at, (unsigned long long)c->offset);
+                if (ch->type == SP_ATTACH_FRAME_START) {
+                        c->starts++;
+                        c->start_id = (uint64_t)at;
+                        ck_assert_msg(json_object_object_get_ex(o, "session_id", NULL) &&
+                                              json_object_object_get_ex(o, "pid", NULL),
+                                      "start: %.*s", (int)ch->len, ch->data);
+                } else {
+                        c->exit = TAKE_PTR(o);
+                        c->exited = true;
+                }
+                return;
+        case SP_ATTACH_FRAME_ERROR:
+                snprintf(c->error, sizeof(c->error), "%.*s", (int)ch->len, ch->data);
+                return;
+        case SP_ATTACH_FRAME_KEEPALIVE:
+                c->comments++;
+                return;
+        default:
+                ck_abort_msg("unexpected frame type %u", ch->type);
+        }
+}
+
 /* Handles one complete event. */
 static void dispatch(conn *k)
 {
@@ -168,11 +235,7 @@ static void dispatch(conn *k)
                 ck_assert_msg(raw.len > 0 && raw.len <= 48 * 1024, "an event of %zu bytes", raw.len);
                 ck_assert_msg(k->has_id && id == c->offset + raw.len, "event id %llu after offset %llu + %zu bytes",
                               (unsigned long long)id, (unsigned long long)c->offset, raw.len);
-                c->offset = id;
-                c->bytes[ev[3] == 'o' ? 0 : 1] += raw.len;
-                EVP_DigestUpdate(c->sha, raw.data, raw.len);
-                if (c->text.len + raw.len <= c->keep)
-                        sp_buf_append(&c->text, raw.data, raw.len, NULL);
+                output(c, ev[3] == 'o' ? 0 : 1, raw.data, raw.len);
         } else if (strcmp(ev, "start") == 0) {
                 c->starts++;
                 c->start_id = id;
@@ -210,6 +273,22 @@ static void parse(conn *k)
         }
         if (k->status != 200)
                 return;
+        if (k->c->raw) {
+                size_t at = 0;
+                while (at < k->in.len) {
+                        size_t used = 0;
+                        sp_attach_chunk ch;
+                        _cleanup_error_ sp_error *e = NULL;
+                        int r = sp_attach_frames_next(&k->frames, (const uint8_t *)k->in.data + at, k->in.len - at,
+                                                      &used, &ch, &e);
+                        ck_assert_msg(r >= 0, "bad frames: %s", e ? e->message : "");
+                        at += used;
+                        if (r == 1)
+                                raw_chunk(k->c, &ch);
+                }
+                sp_buf_clear(&k->in);
+                return;
+        }
         for (;;) {
                 char *nl = k->in.len ? memchr(k->in.data, '\n', k->in.len) : NULL;
                 if (!nl)
@@ -246,6 +325,8 @@ static void conn_open(conn *k, consumer *c, int port, const char *ses, const cha
 {
         memset(k, 0, sizeof(*k));
         k->c = c;
+        sp_attach_frames_init(&k->frames, 0);
+        c->frame = 0;
         k->fd = socket(AF_INET, SOCK_STREAM, 0);
         ck_assert_int_ge(k->fd, 0);
         if (rcvbuf > 0)
@@ -257,9 +338,10 @@ static void conn_open(conn *k, consumer *c, int port, const char *ses, const cha
         if (last_event_id >= 0)
                 snprintf(lei, sizeof(lei), "Last-Event-ID: %lld\r\n", (long long)last_event_id);
         int n = snprintf(req, sizeof(req),
-                         "GET /v1/sessions/%s/attach HTTP/1.0\r\nAuthorization: Bearer %s\r\n%s"
-                         "Accept: text/event-stream\r\n\r\n",
-                         ses, tok, lei);
+                         "GET /v1/sessions/%s/attach%s HTTP/1.0\r\nAuthorization: Bearer %s\r\n%s"
+                         "Accept: %s\r\n\r\n",
+                         ses, c->raw ? "?format=raw" : "", tok, lei,
+                         c->raw ? SP_ATTACH_FRAMES_CONTENT_TYPE : "text/event-stream");
         ck_assert_int_eq(write(k->fd, req, (size_t)n), n);
 }
 
@@ -286,6 +368,7 @@ static void conn_close(conn *k)
         k->fd = -1;
         sp_buf_free(&k->in);
         sp_buf_free(&k->data);
+        sp_attach_frames_free(&k->frames);
 }
 
 /* Reads until the stream ends (exit, error, or the connection closing). */
@@ -308,6 +391,50 @@ static int attach_all(int port, const char *ses, const char *tok, int64_t offset
         return status;
 }
 
+/* Reads the session (`seq 1 SEQ_N`, digest want) through a slow reader with a small socket buffer: the data
+ * plane's memory stays flat, and the command is held back by the worker's bounded log instead of running ahead. */
+static void slow_reader(const char *ses, bool raw, const unsigned char want[32])
+{
+        _cleanup_free_ char *t = token(ses, "read");
+        consumer s;
+        consumer_init(&s, 0);
+        s.raw = raw;
+        conn k;
+        conn_open(&k, &s, port_b, ses, t, -1, 64 * 1024);
+        int64_t base_rss = -1, max_rss = 0;
+        uint64_t max_ahead = 0, next_sample = 4 * MiB;
+        while (!k.eof && !s.exited) {
+                conn_read(&k, 16 * 1024);
+                usleep(700);
+                if (s.offset < next_sample)
+                        continue;
+                next_sample += 4 * MiB;
+                int64_t rss = dpt_rss(dp_b.pid);
+                ck_assert_int_gt(rss, 0);
+                if (base_rss < 0)
+                        base_rss = rss;
+                if (rss > max_rss)
+                        max_rss = rss;
+                _cleanup_json_ json_object *g = dpt_rpcf(&env, "GetSession", "{\"session_id\":\"%s\"}", ses);
+                int64_t end = 0;
+                ck_assert_int_eq(sp_json_get_int(g, "output_end", true, 0, INT64_MAX, &end, NULL), 0);
+                if ((uint64_t)end - s.offset > max_ahead)
+                        max_ahead = (uint64_t)end - s.offset;
+        }
+        conn_close(&k);
+        const char *what = raw ? "raw" : "events";
+        ck_assert_msg(s.exited, "the slow stream (%s) ended early: %s", what, s.error);
+        unsigned char got[32];
+        consumer_digest(&s, got);
+        ck_assert_msg(memcmp(got, want, 32) == 0, "the slow reader's output (%s) differs from seq's", what);
+        ck_assert_msg(max_rss - base_rss < 64 * MiB, "the data plane grew by %lld bytes (%s)",
+                      (long long)(max_rss - base_rss), what);
+        /* 16 MiB of log plus what is in flight; without backpressure seq would be ~80 MB ahead */
+        ck_assert_msg(max_ahead < 24 * MiB, "the command ran %llu bytes ahead of the reader (%s)",
+                      (unsigned long long)max_ahead, what);
+        consumer_free(&s);
+}
+
 /* ---- tests ---- */
 
 START_TEST(output_100mb_exact_through_reconnects_and_a_slow_reader)
@@ -319,8 +446,8 @@ START_TEST(output_100mb_exact_through_reconnects_and_a_slow_reader)
         snprintf(argv, sizeof(argv), "[\"seq\",\"1\",\"%d\"]", SEQ_N);
         exec("ses_dpt00000000000000a01", argv, "");
         exec("ses_dpt00000000000000a02", argv, "");
+        exec("ses_dpt00000000000000a03", argv, "");
         _cleanup_free_ char *t1 = token("ses_dpt00000000000000a01", "read");
-        _cleanup_free_ char *t2 = token("ses_dpt00000000000000a02", "read");
 
         /* A client that hangs up every ~20 MB and resumes where its last event left it. */
         consumer c;
@@ -347,44 +474,9 @@ START_TEST(output_100mb_exact_through_reconnects_and_a_slow_reader)
         ck_assert_int_eq(exit_field(&c, "code"), 0);
         consumer_free(&c);
 
-        /* The same through a slow reader with a small socket buffer: the data plane's memory stays flat, and the
-         * command is held back by the worker's bounded log instead of running ahead. */
-        consumer s;
-        consumer_init(&s, 0);
-        conn k;
-        conn_open(&k, &s, port_b, "ses_dpt00000000000000a02", t2, -1, 64 * 1024);
-        int64_t base_rss = -1, max_rss = 0;
-        uint64_t max_ahead = 0, next_sample = 4 * MiB;
-        while (!k.eof && !s.exited) {
-                conn_read(&k, 16 * 1024);
-                usleep(700);
-                if (s.offset < next_sample)
-                        continue;
-                next_sample += 4 * MiB;
-                int64_t rss = dpt_rss(dp_b.pid);
-                ck_assert_int_gt(rss, 0);
-                if (base_rss < 0)
-                        base_rss = rss;
-                if (rss > max_rss)
-                        max_rss = rss;
-                _cleanup_json_ json_object *g =
-                        dpt_rpcf(&env, "GetSession", "{\"session_id\":\"ses_dpt00000000000000a02\"}");
-                int64_t end = 0;
-                ck_assert_int_eq(sp_json_get_int(g, "output_end", true, 0, INT64_MAX, &end, NULL), 0);
-                if ((uint64_t)end - s.offset > max_ahead)
-                        max_ahead = (uint64_t)end - s.offset;
-        }
-        conn_close(&k);
-        ck_assert_msg(s.exited, "the slow stream ended early: %s", s.error);
-        consumer_digest(&s, got);
-        ck_assert_msg(memcmp(got, want, 32) == 0, "the slow reader's output differs from seq's");
-        ck_assert_uint_eq(s.bytes[0], want_len);
-        ck_assert_msg(max_rss - base_rss < 64 * MiB, "the data plane grew by %lld bytes",
-                      (long long)(max_rss - base_rss));
-        /* 16 MiB of log plus what is in flight; without backpressure seq would be ~80 MB ahead */
-        ck_assert_msg(max_ahead < 24 * MiB, "the command ran %llu bytes ahead of the reader",
-                      (unsigned long long)max_ahead);
-        consumer_free(&s);
+        /* The same through a slow reader with a small socket buffer, as events and as raw frames. */
+        slow_reader("ses_dpt00000000000000a02", false, want);
+        slow_reader("ses_dpt00000000000000a03", true, want);
 
         /* What the log no longer holds is 404 before the stream starts; past the end is 400. */
         char h[4200];
@@ -578,6 +670,176 @@ START_TEST(events_ids_offsets_and_keepalive)
 }
 END_TEST
 
+/* Reads what curl (HTTP/1.1, chunked) gets from target as raw frames into c. */
+static void curl_raw(int port, const char *target, const char *tok, consumer *c)
+{
+        char cmd[8192];
+        snprintf(cmd, sizeof(cmd), "curl -sS -N --max-time 20 -H 'Authorization: Bearer %s' 'http://127.0.0.1:%d%s'",
+                 tok, port, target);
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        sp_attach_frames d;
+        sp_attach_frames_init(&d, 0);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+                for (size_t at = 0; at < n;) {
+                        size_t used = 0;
+                        sp_attach_chunk ch;
+                        int r = sp_attach_frames_next(&d, (const uint8_t *)buf + at, n - at, &used, &ch, NULL);
+                        ck_assert_int_ge(r, 0);
+                        at += used;
+                        if (r == 1)
+                                raw_chunk(c, &ch);
+                }
+        }
+        ck_assert_int_eq(pclose(f), 0);
+        ck_assert(!sp_attach_frames_partial(&d));
+        sp_attach_frames_free(&d);
+}
+
+START_TEST(raw_frames_exact_resumable_and_refused_like_events)
+{
+        /* ~20 MB through raw frames, a client that hangs up every ~3 MB (mid-frame) and resumes from the bytes it
+         * has: every output byte counts as it arrives, so a partial frame is not lost nor repeated. */
+        const uint64_t n = 3000000;
+        unsigned char want[32], got[32];
+        uint64_t want_len = 0;
+        seq_digest(n, want, &want_len);
+        exec("ses_dpt00000000000000g01", "[\"seq\",\"1\",\"3000000\"]", "");
+        exec("ses_dpt00000000000000g02", "[\"seq\",\"1\",\"3000000\"]", "");
+        _cleanup_free_ char *t1 = token("ses_dpt00000000000000g01", "read");
+        _cleanup_free_ char *t2 = token("ses_dpt00000000000000g02", "read");
+        consumer c;
+        consumer_init(&c, 0);
+        c.raw = true;
+        int connects = 0;
+        while (!c.exited) {
+                conn k;
+                conn_open(&k, &c, port_a, "ses_dpt00000000000000g01", t1, connects ? (int64_t)c.offset : -1, 0);
+                connects++;
+                uint64_t stop_at = c.offset + 3 * MiB + (uint64_t)connects * 123457;
+                while (!k.eof && !c.exited && c.offset < stop_at)
+                        conn_read(&k, 1 << 16);
+                ck_assert_int_eq(k.status, 200);
+                conn_close(&k);
+                ck_assert_int_lt(connects, 30);
+        }
+        ck_assert_int_ge(connects, 4);
+        ck_assert_int_eq(c.starts, connects);
+        ck_assert_uint_eq(c.bytes[0], want_len);
+        ck_assert_uint_eq(c.offset, want_len);
+        consumer_digest(&c, got);
+        ck_assert_msg(memcmp(got, want, 32) == 0, "the raw output differs from seq's");
+        ck_assert_int_eq(exit_field(&c, "code"), 0);
+        consumer_free(&c);
+
+        /* The data plane SIGKILLed mid-stream and restarted: the client resumes from what it has. */
+        sp_test_proc mine = {0};
+        static const char *const extra[] = {"--keepalive-ms=1000", NULL};
+        int port = dpt_dataplane_start(&env, &mine, "dataplane-killed-raw", extra);
+        consumer_init(&c, 0);
+        c.raw = true;
+        conn k;
+        conn_open(&k, &c, port, "ses_dpt00000000000000g02", t2, -1, 0);
+        while (!k.eof && c.offset < 8 * MiB)
+                conn_read(&k, 1 << 16);
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_proc_kill(&mine, &e), &e);
+        while (!k.eof)
+                conn_read(&k, 1 << 16);
+        conn_close(&k);
+        ck_assert(!c.exited);
+        ck_assert_uint_gt(c.offset, 0);
+        sp_test_ok(sp_test_proc_restart(&mine, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_http(&mine, "127.0.0.1", port, "/healthz", 20000, &e), &e);
+        ck_assert_int_eq(attach_all(port, "ses_dpt00000000000000g02", t2, (int64_t)c.offset, &c), 200);
+        ck_assert_msg(c.exited, "no exit after the restart: %s", c.error);
+        ck_assert_uint_eq(c.bytes[0], want_len);
+        consumer_digest(&c, got);
+        ck_assert_msg(memcmp(got, want, 32) == 0, "bytes were lost or repeated across the restart");
+        consumer_free(&c);
+        ck_assert(dpt_dataplane_stop(&mine));
+
+        /* Frames and offsets: start (offset 0), stdout "out\n", stderr "err\n", exit (offset 8). */
+        exec("ses_dpt00000000000000g03", "[\"sh\",\"-c\",\"echo out; sleep 0.2; echo err >&2; exit 3\"]", "");
+        _cleanup_free_ char *t3 = token("ses_dpt00000000000000g03", "read");
+        consumer_init(&c, 1024);
+        c.raw = true;
+        ck_assert_int_eq(attach_all(port_a, "ses_dpt00000000000000g03", t3, -1, &c), 200);
+        ck_assert_int_eq(c.starts, 1);
+        ck_assert_uint_eq(c.start_id, 0);
+        ck_assert_uint_eq(c.bytes[0], 4);
+        ck_assert_uint_eq(c.bytes[1], 4);
+        ck_assert_str_eq(c.text.data, "out\nerr\n");
+        ck_assert_int_eq(exit_field(&c, "code"), 3);
+        ck_assert_int_eq(exit_field(&c, "offset"), 8);
+        consumer_free(&c);
+
+        /* curl over HTTP/1.1 (chunked), ?offset= and the format in the query: only what follows offset 4. */
+        consumer_init(&c, 1024);
+        c.raw = true;
+        c.offset = 4;
+        curl_raw(port_b, "/v1/sessions/ses_dpt00000000000000g03/attach?format=raw&offset=4", t3, &c);
+        ck_assert_uint_eq(c.start_id, 4);
+        ck_assert_str_eq(c.text.data, "err\n");
+        ck_assert(c.exited);
+        ck_assert_int_eq(exit_field(&c, "code"), 3);
+        consumer_free(&c);
+
+        /* A silent command: keepalive frames (every second here). */
+        exec("ses_dpt00000000000000g04", "[\"sleep\",\"3\"]", "");
+        _cleanup_free_ char *t4 = token("ses_dpt00000000000000g04", "read");
+        consumer_init(&c, 0);
+        c.raw = true;
+        ck_assert_int_eq(attach_all(port_a, "ses_dpt00000000000000g04", t4, -1, &c), 200);
+        ck_assert_int_ge(c.comments, 1);
+        ck_assert_int_eq(exit_field(&c, "code"), 0);
+        consumer_free(&c);
+
+        /* Refused as the event stream is, before anything streams: the same statuses and error codes. */
+        _cleanup_free_ char *t99 = token("ses_dpt00000000000000g99", "read");
+        char good[4200], unknown[4200];
+        snprintf(good, sizeof(good), "Authorization: Bearer %s", t3);
+        snprintf(unknown, sizeof(unknown), "Authorization: Bearer %s", t99);
+        const struct {
+                const char *ses, *auth, *query;
+                int status;
+                const char *code;
+        } cases[] = {
+                {"ses_dpt00000000000000g03", "Authorization: Bearer v1.not-a-token", "", 401, "unauthenticated"},
+                {"ses_dpt00000000000000g03", NULL, "", 401, "unauthenticated"},
+                {"ses_dpt00000000000000g99", unknown, "", 404, "not_found"},
+                {"ses_dpt00000000000000g99", good, "", 403, "permission_denied"},
+                {"ses_dpt00000000000000g03", good, "offset=9", 400, "invalid_argument"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
+                int status[2];
+                for (int raw = 0; raw < 2; raw++) {
+                        char target[256];
+                        const char *q = cases[i].query;
+                        snprintf(target, sizeof(target), "/v1/sessions/%s/attach%s%s%s%s", cases[i].ses,
+                                 raw || *q ? "?" : "", raw ? "format=raw" : "", raw && *q ? "&" : "", q);
+                        const char *hs[] = {cases[i].auth, NULL};
+                        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+                        status[raw] = dpt_http(port_a, "GET", target, hs, NULL, 0, &b);
+                        char want_code[64];
+                        snprintf(want_code, sizeof(want_code), "\"code\":\"%s\"", cases[i].code);
+                        ck_assert_msg(b.data && strstr(b.data, want_code), "case %zu (%s): %s", i, target,
+                                      b.data ? b.data : "");
+                }
+                ck_assert_int_eq(status[0], cases[i].status);
+                ck_assert_int_eq(status[1], cases[i].status);
+        }
+        const char *hs[] = {good, NULL};
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        ck_assert_int_eq(
+                dpt_http(port_a, "GET", "/v1/sessions/ses_dpt00000000000000g03/attach?format=base64", hs, NULL, 0, &b),
+                400);
+        ck_assert_msg(strstr(b.data, "'format' must be sse or raw"), "%s", b.data);
+}
+END_TEST
+
 /* POSTs len bytes of body to a session route (with a write token); returns the status and the answer in out. */
 static int post_n(int port, const char *ses, const char *what, const char *tok, const char *body, size_t len,
                   sp_buf *out)
@@ -723,6 +985,7 @@ int main(void)
         tcase_add_test(tc, dataplane_sigkill_mid_stream_loses_nothing);
         tcase_add_test(tc, two_replicas_serve_one_session_at_once);
         tcase_add_test(tc, events_ids_offsets_and_keepalive);
+        tcase_add_test(tc, raw_frames_exact_resumable_and_refused_like_events);
         tcase_add_test(tc, stdin_through_cat);
         tcase_add_test(tc, pty_resize_and_signals);
         suite_add_tcase(s, tc);

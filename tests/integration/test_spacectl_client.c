@@ -8,7 +8,8 @@
  * flags over the environment over the profile, an unreachable endpoint, and
  * the API client's behaviour: a retry after a dropped connection or a 503
  * carries the same Idempotency-Key, API errors come out in the API's words,
- * and --wait gives up with its own exit code.
+ * --wait gives up with its own exit code, and exec reads a data plane that
+ * refuses raw frames as server-sent events.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -204,6 +205,38 @@ static const char *never_done(int n, const seen_request *req)
                 return envelope();
         return json_resp(buf, sizeof(buf), "200 OK",
                          "{\"id\":\"op_1\",\"kind\":\"pause\",\"state\":\"running\",\"message\":\"pausing\"}");
+}
+
+/* The port of the fake that plays the API and a data plane from before raw frames. */
+static int old_dp_port;
+
+/* A session created, then a data plane that refuses ?format=raw (as one from before it does) and serves the
+ * output as server-sent events. */
+static const char *old_dataplane(int n, const seen_request *req)
+{
+        static char buf[2048];
+        if (strcmp(req->method, "POST") == 0) {
+                char body[1024];
+                snprintf(body, sizeof(body),
+                         "{\"attach_url\":\"http://127.0.0.1:%d/v1/sessions/ses_00000000000000000dp1/attach\","
+                         "\"attach_token\":\"v1.t\",\"token_expires_at\":\"2030-01-01T00:00:00.000Z\","
+                         "\"session\":{\"id\":\"ses_00000000000000000dp1\",\"state\":\"running\"}}",
+                         old_dp_port);
+                return json_resp(buf, sizeof(buf), "201 Created", body);
+        }
+        if (strstr(req->target, "format="))
+                return json_resp(buf, sizeof(buf), "400 Bad Request",
+                                 "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"unknown query parameter "
+                                 "'format'\"}}");
+        const char *events = "id: 0\nevent: start\ndata: {\"session_id\":\"ses_00000000000000000dp1\",\"pid\":2}\n\n"
+                             "id: 3\nevent: stdout\ndata: aGkK\n\n"
+                             "id: 7\nevent: stderr\ndata: ZXJyCg==\n\n"
+                             "id: 7\nevent: exit\ndata: {\"code\":3,\"signal\":0,\"oom\":false,\"killed\":false,"
+                             "\"reason\":\"\"}\n\n";
+        snprintf(buf, sizeof(buf),
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s", strlen(events),
+                 events);
+        return buf;
 }
 
 /* ---- tests ---- */
@@ -550,6 +583,25 @@ START_TEST(api_errors_and_wait_timeout)
 }
 END_TEST
 
+START_TEST(exec_reads_events_from_a_dataplane_without_raw_frames)
+{
+        fake_api f;
+        fake_start(&f, old_dataplane);
+        old_dp_port = f.port;
+        _cleanup_ctl_result_ ctl_result r = ctl_run(NULL, NULL, "--endpoint", endpoint_of(&f), "--api-key", "k1",
+                                                    "exec", "--no-stdin", "sbx_1", "--", "sh", "-c", "x", NULL);
+        fake_stop(&f);
+        ck_assert_msg(r.code == 3, "exit %d: %s", r.code, r.err.data);
+        ck_assert_msg(strcmp(r.out.data, "hi\n") == 0, "out '%s', err '%s'", r.out.data, r.err.data);
+        ck_assert_msg(strstr(r.err.data, "err\n"), "%s", r.err.data);
+        /* Raw frames asked for first, then the event stream, from the start both times. */
+        ck_assert_int_eq(atomic_load(&f.n), 3);
+        ck_assert_str_eq(f.seen[1].target, "/v1/sessions/ses_00000000000000000dp1/attach?format=raw");
+        ck_assert_str_eq(f.seen[2].target, "/v1/sessions/ses_00000000000000000dp1/attach");
+        ck_assert_str_eq(f.seen[2].auth, "Bearer v1.t");
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("spacectl_client");
@@ -563,6 +615,7 @@ static Suite *suite(void)
         tcase_add_test(tc, unreachable_endpoint_exit_3);
         tcase_add_test(tc, retries_keep_the_idempotency_key);
         tcase_add_test(tc, api_errors_and_wait_timeout);
+        tcase_add_test(tc, exec_reads_events_from_a_dataplane_without_raw_frames);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -48,6 +48,7 @@
 #include "space/http_parser.h"
 
 struct event_base;
+struct evbuffer;
 
 typedef struct sp_http_server sp_http_server;
 typedef struct sp_http_request sp_http_request;
@@ -268,6 +269,12 @@ int sp_http_stream_start(sp_http_request *req, int status, const char *content_t
  * drained below low_watermark; write again then. Writing more than the
  * declared Content-Length is -SP_E_INVALID. */
 int sp_http_stream_write(sp_http_request *req, const void *data, size_t len);
+/* As sp_http_stream_write() for the whole content of buf, moved into the
+ * connection's output without a copy (evbuffer_add_buffer(): bytes added to
+ * buf by reference stay by reference); buf is empty afterwards. On
+ * SP_HTTP_WOULD_BLOCK or an error buf is left as it was. A write of nothing
+ * (an empty buf, or len 0 above) only reports whether a write would block. */
+int sp_http_stream_write_buffer(sp_http_request *req, struct evbuffer *buf);
 /* Called from the loop once after each SP_HTTP_WOULD_BLOCK, when output has
  * drained below the low watermark. */
 typedef void (*sp_http_writable_cb)(sp_http_request *req, void *userdata);

@@ -4,15 +4,19 @@
  * (auth/token.h; session, files and template tokens), the key set's sources
  * (auth/keys.h), and the worker's AttachSession frames turned into events
  * (attach/attach.h): ids are the offset after each event's bytes, output is
- * cut at 48 KiB, a frame out of order is refused and leaves the queue as it
- * was.
+ * cut at 48 KiB (at 256 KiB for raw frames), a frame out of order is refused
+ * and leaves the queue as it was; and events as raw frames (start and exit
+ * carry their offset, output its bytes as they are).
  */
+#include <event2/buffer.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attach/attach.h"
 #include "auth/keys.h"
 #include "auth/token.h"
 #include "harness.h"
+#include "space/attach_frames.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/rpc.h"
@@ -310,7 +314,7 @@ static size_t data_frame(uint8_t *out, int stream, uint64_t offset, size_t n, ch
 START_TEST(frames_to_events)
 {
         static uint8_t f[9 + 100000];
-        dp_sse_queue q = {0};
+        dp_attach_queue q = {0};
         uint64_t off = 10;
         ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)"{\"event\":\"start\",\"pid\":42}", 26,
                                           "ses_1", 10, &off, &q, NULL),
@@ -329,17 +333,18 @@ START_TEST(frames_to_events)
                 size_t raw;
         } want[] = {{"start", "10", 0},         {"stdout", "49162", 49152}, {"stdout", "98314", 49152},
                     {"stdout", "100010", 1696}, {"stderr", "100013", 3},    {"exit", "100013", 0}};
-        dp_sse_event *ev = q.head;
+        dp_attach_event *ev = q.head;
         for (size_t i = 0; i < SP_ARRAY_SIZE(want); i++, ev = ev->next) {
                 ck_assert_ptr_nonnull(ev);
                 ck_assert_str_eq(ev->name, want[i].name);
-                ck_assert_str_eq(ev->id, want[i].id);
-                ck_assert_uint_eq(ev->raw, want[i].raw);
+                ck_assert_uint_eq(ev->id, strtoull(want[i].id, NULL, 10));
+                ck_assert(ev->has_id);
+                ck_assert_uint_eq(ev->stream ? ev->data.len : 0, want[i].raw);
         }
         ck_assert_ptr_null(ev);
         ck_assert_str_eq(q.head->data.data, "{\"session_id\":\"ses_1\",\"pid\":42}");
         ck_assert_str_eq(q.tail->data.data, "{\"code\":3,\"signal\":0,\"oom\":false,\"killed\":false,\"reason\":\"\"}");
-        ck_assert_str_eq(q.head->next->next->next->next->data.data, "ZWVl");
+        ck_assert_str_eq(q.head->next->next->next->next->data.data, "eee");
 
         /* Out of order, a bad stream byte, a short frame, garbage JSON: refused, the queue unchanged. */
         size_t bytes = q.bytes;
@@ -367,11 +372,81 @@ START_TEST(frames_to_events)
         ck_assert_int_eq(
                 dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)err, strlen(err), "ses_1", 10, &off, &q, NULL), 1);
         ck_assert_str_eq(q.tail->name, "error");
-        ck_assert_str_eq(q.tail->id, "");
+        ck_assert(!q.tail->has_id);
         ck_assert_str_eq(q.tail->data.data, "{\"code\":\"internal\",\"message\":\"agent lost\"}");
-        dp_sse_queue_clear(&q);
+        dp_attach_queue_clear(&q);
         ck_assert_ptr_null(q.head);
         ck_assert_uint_eq(q.bytes, 0);
+}
+END_TEST
+
+START_TEST(events_to_raw_frames)
+{
+        static uint8_t f[9 + 300000];
+        dp_attach_queue q = {.event_max = DP_ATTACH_FRAME_MAX};
+        uint64_t off = 7;
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)"{\"event\":\"start\",\"pid\":42}", 26,
+                                          "ses_1", 7, &off, &q, NULL),
+                         0);
+        size_t n = data_frame(f, 1, 7, 300000, 'x'); /* 256 KiB + the rest */
+        ck_assert_int_eq(dp_attach_decode(SP_RPC_FRAME_DATA, f, n, "ses_1", 7, &off, &q, NULL), 0);
+        const char *exit = "{\"event\":\"exit\",\"code\":0}";
+        ck_assert_int_eq(
+                dp_attach_decode(SP_RPC_FRAME_JSON, (const uint8_t *)exit, strlen(exit), "ses_1", 7, &off, &q, NULL),
+                1);
+        ck_assert_uint_eq(q.head->next->data.len, DP_ATTACH_FRAME_MAX);
+        ck_assert_uint_eq(q.head->next->next->data.len, 300000 - DP_ATTACH_FRAME_MAX);
+        dp_attach_error_event(&q, SP_E_UNAVAILABLE, "gone");
+
+        struct evbuffer *out = evbuffer_new();
+        for (dp_attach_event *ev = q.head; ev; ev = ev->next)
+                dp_attach_raw_encode(ev, out);
+        size_t len = evbuffer_get_length(out);
+        const uint8_t *p = evbuffer_pullup(out, -1);
+        const char *start = "{\"session_id\":\"ses_1\",\"pid\":42,\"offset\":7}";
+        ck_assert_uint_eq(p[0], SP_ATTACH_FRAME_START);
+        ck_assert_uint_eq((size_t)p[3] << 8 | p[4], strlen(start));
+        ck_assert(memcmp(p + 5, start, strlen(start)) == 0);
+
+        /* Decoded in one go and a byte at a time: the same frames, the same bytes. */
+        for (size_t step = len; step >= 1; step = step == len ? 1 : 0) {
+                sp_attach_frames d;
+                sp_attach_frames_init(&d, 0);
+                size_t at = 0, out_bytes = 0, jsons = 0;
+                int last_type = -1;
+                char exit_json[256] = "", err_json[256] = "";
+                while (at < len) {
+                        size_t used = 0, k = len - at < step ? len - at : step;
+                        sp_attach_chunk c;
+                        int r = sp_attach_frames_next(&d, p + at, k, &used, &c, NULL);
+                        ck_assert_int_ge(r, 0);
+                        at += used;
+                        if (r == 0)
+                                continue;
+                        if (c.type == SP_ATTACH_FRAME_STDOUT) {
+                                for (size_t i = 0; i < c.len; i++)
+                                        ck_assert_int_eq(c.data[i], 'x');
+                                out_bytes += c.len;
+                                continue;
+                        }
+                        jsons++;
+                        last_type = c.type;
+                        if (c.type == SP_ATTACH_FRAME_EXIT)
+                                snprintf(exit_json, sizeof(exit_json), "%.*s", (int)c.len, c.data);
+                        if (c.type == SP_ATTACH_FRAME_ERROR)
+                                snprintf(err_json, sizeof(err_json), "%.*s", (int)c.len, c.data);
+                }
+                ck_assert(!sp_attach_frames_partial(&d));
+                ck_assert_uint_eq(out_bytes, 300000);
+                ck_assert_uint_eq(jsons, 3);
+                ck_assert_int_eq(last_type, SP_ATTACH_FRAME_ERROR);
+                ck_assert_str_eq(exit_json, "{\"code\":0,\"signal\":0,\"oom\":false,\"killed\":false,\"reason\":\"\","
+                                            "\"offset\":300007}");
+                ck_assert_str_eq(err_json, "{\"code\":\"unavailable\",\"message\":\"gone\"}");
+                sp_attach_frames_free(&d);
+        }
+        evbuffer_free(out);
+        dp_attach_queue_clear(&q);
 }
 END_TEST
 
@@ -385,6 +460,7 @@ int main(void)
         tcase_add_test(tc, template_grant);
         tcase_add_test(tc, key_set_sources);
         tcase_add_test(tc, frames_to_events);
+        tcase_add_test(tc, events_to_raw_frames);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

@@ -37,34 +37,42 @@ START_TEST(attach_start_offsets)
                 bool given;
                 uint64_t offset;
                 const char *message;
+                bool raw;
         } cases[] = {
-                {"/a", NULL, 1, false, 0, NULL},
-                {"/a?offset=42", NULL, 1, true, 42, NULL},
-                {"/a?offset=0", NULL, 1, true, 0, NULL},
-                {"/a", "Last-Event-ID: 7\r\n", 1, true, 7, NULL},
-                {"/a?offset=42", "Last-Event-ID: 7\r\n", 1, true, 7, NULL},
-                {"/a?offset=9223372036854775807", NULL, 1, true, INT64_MAX, NULL},
-                {"/a?offset=9223372036854775808", NULL, 0, false, 0, "'offset'"},
-                {"/a?offset=-1", NULL, 0, false, 0, "'offset'"},
-                {"/a?offset=+1", NULL, 0, false, 0, "'offset'"},
-                {"/a?offset=1e3", NULL, 0, false, 0, "'offset'"},
-                {"/a?offset=", NULL, 0, false, 0, "'offset'"},
-                {"/a", "Last-Event-ID: x\r\n", 0, false, 0, "Last-Event-ID"},
-                {"/a?offset=1", "Last-Event-ID: \r\n", 0, false, 0, "Last-Event-ID"},
-                {"/a?offset=1&offset=2", NULL, 0, false, 0, "given twice"},
-                {"/a?since=1", NULL, 0, false, 0, "unknown query parameter 'since'"},
-                {"/a?token=abc&offset=3", NULL, 1, true, 3, NULL},
+                {"/a", NULL, 1, false, 0, NULL, false},
+                {"/a?format=raw", NULL, 1, false, 0, NULL, true},
+                {"/a?format=sse&offset=5", NULL, 1, true, 5, NULL, false},
+                {"/a?offset=5&format=raw", "Last-Event-ID: 6\r\n", 1, true, 6, NULL, true},
+                {"/a?format=RAW", NULL, 0, false, 0, "'format' must be sse or raw", false},
+                {"/a?format=", NULL, 0, false, 0, "'format' must be sse or raw", false},
+                {"/a?format=raw&format=raw", NULL, 0, false, 0, "given twice", false},
+                {"/a?offset=42", NULL, 1, true, 42, NULL, false},
+                {"/a?offset=0", NULL, 1, true, 0, NULL, false},
+                {"/a", "Last-Event-ID: 7\r\n", 1, true, 7, NULL, false},
+                {"/a?offset=42", "Last-Event-ID: 7\r\n", 1, true, 7, NULL, false},
+                {"/a?offset=9223372036854775807", NULL, 1, true, INT64_MAX, NULL, false},
+                {"/a?offset=9223372036854775808", NULL, 0, false, 0, "'offset'", false},
+                {"/a?offset=-1", NULL, 0, false, 0, "'offset'", false},
+                {"/a?offset=+1", NULL, 0, false, 0, "'offset'", false},
+                {"/a?offset=1e3", NULL, 0, false, 0, "'offset'", false},
+                {"/a?offset=", NULL, 0, false, 0, "'offset'", false},
+                {"/a", "Last-Event-ID: x\r\n", 0, false, 0, "Last-Event-ID", false},
+                {"/a?offset=1", "Last-Event-ID: \r\n", 0, false, 0, "Last-Event-ID", false},
+                {"/a?offset=1&offset=2", NULL, 0, false, 0, "given twice", false},
+                {"/a?since=1", NULL, 0, false, 0, "unknown query parameter 'since'", false},
+                {"/a?token=abc&offset=3", NULL, 1, true, 3, NULL, false},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {
                 _cleanup_(sp_http_parser_freep) sp_http_parser *p = head(cases[i].target, cases[i].headers);
-                bool given = true;
+                bool given = true, raw = !cases[i].raw;
                 uint64_t off = 99;
                 _cleanup_error_ sp_error *e = NULL;
-                int r = dp_request_attach(p, &given, &off, &e);
+                int r = dp_request_attach(p, &given, &off, &raw, &e);
                 if (cases[i].ok) {
                         ck_assert_msg(r == 0, "%s: %s", cases[i].target, e ? e->message : "");
                         ck_assert_int_eq(given, cases[i].given);
                         ck_assert_uint_eq(off, cases[i].offset);
+                        ck_assert_int_eq(raw, cases[i].raw);
                 } else {
                         ck_assert_msg(r < 0 && e->code == SP_E_INVALID, "%s accepted", cases[i].target);
                         ck_assert_msg(strstr(e->message, cases[i].message), "%s: %s", cases[i].target, e->message);
