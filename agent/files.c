@@ -231,8 +231,9 @@ static int op_list(const char *path, int64_t limit, json_object **ret, sp_error 
         for (size_t i = 0; i < n; i++) {
                 char full[PATH_MAX];
                 struct stat st;
-                snprintf(full, sizeof(full), "%s/%s", strcmp(path, "/") == 0 ? "" : path, names[i]);
-                if (names[i] && lstat(full, &st) == 0)
+                int k = snprintf(full, sizeof(full), "%s/%s", strcmp(path, "/") == 0 ? "" : path,
+                                 names[i] ? names[i] : "");
+                if (names[i] && k > 0 && (size_t)k < sizeof(full) && lstat(full, &st) == 0)
                         json_object_array_add(arr, stat_json(full, names[i], &st, &ids));
                 free(names[i]);
         }

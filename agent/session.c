@@ -185,7 +185,7 @@ static void stdin_pump(ag_session *s)
                 if (s->pty) {
                         /* A PTY has no half-close: send the EOF character instead. */
                         char eof = 4;
-                        (void)write(s->stdin_fd, &eof, 1);
+                        (void)!write(s->stdin_fd, &eof, 1);
                         ag_loop_del(&s->stdin_watch);
                         close(s->stdin_fd);
                         s->stdin_fd = -1;
@@ -208,7 +208,7 @@ static void on_stdin_writable(ag_watch *w, uint32_t events)
 static void child_fail(int errfd, int stage, int e)
 {
         int msg[2] = {stage, e};
-        (void)write(errfd, msg, sizeof(msg));
+        (void)!write(errfd, msg, sizeof(msg));
         _exit(127);
 }
 
@@ -328,7 +328,7 @@ static int spawn(ag_session *s, const pr_agent_request *req, const ag_user *u, c
                 if (chdir(cwd ? cwd : u->home) < 0) {
                         if (cwd)
                                 child_fail(status[1], STAGE_CWD, errno);
-                        (void)chdir("/");
+                        (void)!chdir("/");
                 }
                 environ = env;
                 execvp(req->argv[0], req->argv);

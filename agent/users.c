@@ -61,7 +61,7 @@ int ag_user_lookup(const char *name, ag_user *ret, sp_error **err)
 {
         ag_user u = {.uid = 0, .gid = 0};
         const char *want = name && *name ? name : "root";
-        unsigned long numeric;
+        unsigned long numeric = 0;
         bool by_id = parse_id(want, &numeric);
         bool found = false;
 

@@ -60,7 +60,7 @@ static int templates(ctl_ctx *ctx, json_object *o, const char **url, const char 
 
 int ctl_run_sandbox_url(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
-        int port;
+        int port = 0;
         int r = ctl_parse_port(ctx, a->pos[1], 1, "PORT", &port, err);
         if (r < 0)
                 return r;

@@ -890,7 +890,7 @@ static int forward(fwd *f, const ctl_args *a, sp_error **err)
         if (!f->base)
                 return ctl_fail(ctx, CTL_EXIT_API, err, SP_E_LIMIT, "event_base_new failed");
         char shown[INET6_ADDRSTRLEN + 2];
-        int port;
+        int port = 0;
         if (listen_local(f, address, local, shown, sizeof(shown), &port, err) < 0)
                 return -1;
         f->sigint = evsignal_new(f->base, SIGINT, on_signal, f);

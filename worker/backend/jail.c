@@ -71,8 +71,8 @@ static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
                 close(go[1]);
                 close(ready[0]);
                 char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'x';
-                (void)write(ready[1], &c, 1);
-                (void)read(go[0], &c, 1);
+                (void)!write(ready[1], &c, 1);
+                (void)!read(go[0], &c, 1);
                 _exit(0);
         }
         close(go[0]);
@@ -129,7 +129,7 @@ __attribute__((noreturn, format(printf, 3, 4))) static void child_die(int sync_f
         va_end(ap);
         if (e && n >= 0 && (size_t)n < sizeof(msg))
                 snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", strerror(e));
-        (void)write(sync_fd, msg, strlen(msg));
+        (void)!write(sync_fd, msg, strlen(msg));
         _exit(126);
 }
 
@@ -173,8 +173,8 @@ static void setup_dev(child_ctx *x, uid_t base)
         /* lchown so the sandbox's root owns what it sees as its own /dev entries */
         static const char *const links[] = {"dev/ptmx", "dev/fd", "dev/stdin", "dev/stdout", "dev/stderr"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++)
-                (void)lchown(links[i], base, base);
-        (void)chown("dev/pts", base, base);
+                (void)!lchown(links[i], base, base);
+        (void)!chown("dev/pts", base, base);
 }
 
 static void setup_proc(child_ctx *x)

@@ -130,7 +130,7 @@ int wk_quota_set_limit(const char *path, uint64_t max_exclusive, sp_error **err)
                 return fd;
         struct btrfs_ioctl_qgroup_limit_args a;
         memset(&a, 0, sizeof(a));
-        uint64_t qgroupid;
+        uint64_t qgroupid = 0;
         if (subvol_qgroup(fd, path, &qgroupid, err) < 0)
                 return -SP_E_IO;
         a.qgroupid = qgroupid;
@@ -150,7 +150,7 @@ int wk_quota_get(const char *path, wk_quota_usage *ret, sp_error **err)
         _cleanup_close_ int fd = open_dir(path, err);
         if (fd < 0)
                 return fd;
-        uint64_t qgroupid;
+        uint64_t qgroupid = 0;
         if (subvol_qgroup(fd, path, &qgroupid, err) < 0)
                 return -SP_E_IO;
 

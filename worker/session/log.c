@@ -340,7 +340,7 @@ int wk_log_append(wk_log *l, uint8_t stream, const void *p, size_t n, sp_error *
         if (w != (ssize_t)(HDR + n)) {
                 int e = w < 0 ? errno : ENOSPC;
                 /* Cut what a short write left, so the log stays well-formed. */
-                (void)ftruncate(s->fd, (off_t)s->file_size);
+                (void)!ftruncate(s->fd, (off_t)s->file_size);
                 return sp_error_set_errno(err, e == ENOSPC || e == EDQUOT ? SP_E_LIMIT : SP_E_IO, e,
                                           "append to the session log");
         }

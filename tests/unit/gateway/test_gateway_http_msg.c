@@ -333,7 +333,7 @@ static void check_chunked_n(const char *s, size_t n, int r, size_t used, const c
         if (o.r != r || o.used != used || (r < 0 && strcmp(o.reason, reason) != 0))
                 ck_abort_msg("\"%.*s\": %d used %zu (%s), wanted %d used %zu (%s)", (int)(n > 80 ? 80 : n), s, o.r,
                              o.used, o.r < 0 ? o.reason : "", r, used, reason ? reason : "");
-        size_t *all = malloc((n ? n : 1) * sizeof(*all));
+        size_t *all = calloc(n ? n : 1, sizeof(*all));
         ck_assert_ptr_nonnull(all);
         for (size_t i = 0; i < n; i++)
                 all[i] = i;
