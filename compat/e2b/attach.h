@@ -77,4 +77,9 @@ int e2b_attach_event(const char *event, const char *data, size_t len, bool pty, 
  * this event, once. */
 bool e2b_attach_start_pid(const char *event, const char *data, size_t len, int64_t *ret_pid);
 
+/* Whether the event is an error event saying the session failed (code
+ * "internal", proto/spec/dataplane.md) rather than that the stream broke
+ * off ("unavailable"). */
+bool e2b_attach_session_failed(const char *event, const char *data, size_t len);
+
 #endif

@@ -67,8 +67,14 @@ static int on_event(const char *event, const char *data, size_t len, void *userd
                 r->start_sent = true;
                 return send_start(r->call, pid) < 0 ? -1 : 0;
         }
-        if (e2b_attach_event(event, data, len, r->pty, &ev, &r->ended, &r->stream_error) < 0)
+        if (e2b_attach_event(event, data, len, r->pty, &ev, &r->ended, &r->stream_error) < 0) {
+                /* A session that failed before its start event never ran (a program,
+                 * cwd or user the sandbox lacks): envd refuses such a start as an
+                 * invalid argument, not as a sandbox gone. */
+                if (!r->start_sent && r->stream_error && e2b_attach_session_failed(event, data, len))
+                        r->stream_error->code = SP_E_INVALID;
                 return -1;
+        }
         if (ev && send_event(r, ev) < 0)
                 return -1;
         return r->ended;

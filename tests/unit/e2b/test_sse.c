@@ -218,6 +218,15 @@ START_TEST(start_pid)
         }
         ck_assert(!e2b_attach_start_pid("stdout", ok, strlen(ok), &pid));
         ck_assert(!e2b_attach_start_pid(NULL, ok, strlen(ok), &pid));
+        /* An error event: the session failed ("internal"), or the stream broke off. */
+        const char *failed = "{\"code\":\"internal\",\"message\":\"user 'user' not found\"}";
+        const char *nested = "{\"error\":{\"code\":\"internal\",\"message\":\"x\"}}";
+        const char *broke = "{\"code\":\"unavailable\",\"message\":\"worker gone\"}";
+        ck_assert(e2b_attach_session_failed("error", failed, strlen(failed)));
+        ck_assert(e2b_attach_session_failed("error", nested, strlen(nested)));
+        ck_assert(!e2b_attach_session_failed("error", broke, strlen(broke)));
+        ck_assert(!e2b_attach_session_failed("error", "not json", 8));
+        ck_assert(!e2b_attach_session_failed("exit", failed, strlen(failed)));
 }
 END_TEST
 
