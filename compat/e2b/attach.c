@@ -139,3 +139,32 @@ int e2b_attach_event(const char *event, const char *data, size_t len, bool pty, 
         }
         return 0; /* start and anything newer: nothing to say */
 }
+
+bool e2b_attach_start_pid(const char *event, const char *data, size_t len, int64_t *ret_pid)
+{
+        *ret_pid = 0;
+        if (!event || strcmp(event, "start") != 0)
+                return false;
+        _cleanup_json_ json_object *x = NULL;
+        json_object *pid = NULL;
+        if (sp_json_parse(data, len, &x, NULL) < 0 || !json_object_is_type(x, json_type_object) ||
+            !json_object_object_get_ex(x, "pid", &pid) || !json_object_is_type(pid, json_type_int) ||
+            json_object_get_int64(pid) <= 0)
+                return false;
+        *ret_pid = json_object_get_int64(pid);
+        return true;
+}
+
+bool e2b_attach_session_failed(const char *event, const char *data, size_t len)
+{
+        if (!event || strcmp(event, "error") != 0)
+                return false;
+        _cleanup_json_ json_object *x = NULL;
+        json_object *er = NULL;
+        if (sp_json_parse(data, len, &x, NULL) < 0 || !json_object_is_type(x, json_type_object))
+                return false;
+        const char *code = json_object_object_get_ex(x, "error", &er) && json_object_is_type(er, json_type_object)
+                                   ? sp_json_member_str(er, "code")
+                                   : sp_json_member_str(x, "code");
+        return code && strcmp(code, "internal") == 0;
+}

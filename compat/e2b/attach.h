@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "space/buf.h"
 #include "space/error.h"
@@ -69,5 +70,16 @@ void e2b_attach_free(e2b_attach *a);
  * SP_E_INTERNAL (an exit event whose data is not JSON). */
 int e2b_attach_event(const char *event, const char *data, size_t len, bool pty, json_object **ret, bool *ret_end,
                      sp_error **err);
+
+/* Whether the event is the data plane's start event ({"session_id","pid"})
+ * with a positive integer pid, which goes to *ret_pid. The session's POST
+ * answers before the command has started, so envd's start{pid} is sent from
+ * this event, once. */
+bool e2b_attach_start_pid(const char *event, const char *data, size_t len, int64_t *ret_pid);
+
+/* Whether the event is an error event saying the session failed (code
+ * "internal", proto/spec/dataplane.md) rather than that the stream broke
+ * off ("unavailable"). */
+bool e2b_attach_session_failed(const char *event, const char *data, size_t len);
 
 #endif

@@ -4,8 +4,9 @@
  *
  * Start creates a session (argv, env, cwd, user, stdin, PTY; the
  * Connect-Timeout-Ms header becomes its timeout) and relays its data-plane
- * attach stream as ProcessEvents: start{pid}, data{stdout|stderr|pty} (the
- * data plane's base64 passes through untouched), keepalive, end. A pid
+ * attach stream as ProcessEvents: start{pid} (from the stream's start event:
+ * the API answers before the command has started), data{stdout|stderr|pty}
+ * (the data plane's base64 passes through untouched), keepalive, end. A pid
  * names the session through the API: the sandbox's newest session with that
  * pid (unfinished ones first). Nothing is kept here.
  */
@@ -36,6 +37,7 @@ typedef struct relay {
         e2b_call *call;
         bool pty;
         bool ended;
+        bool start_sent; /* envd's start{pid} went out */
         sp_error *stream_error;
 } relay;
 
@@ -60,16 +62,29 @@ static int on_event(const char *event, const char *data, size_t len, void *userd
 {
         relay *r = userdata;
         json_object *ev = NULL;
-        if (e2b_attach_event(event, data, len, r->pty, &ev, &r->ended, &r->stream_error) < 0)
+        int64_t pid = 0;
+        if (!r->start_sent && e2b_attach_start_pid(event, data, len, &pid)) {
+                r->start_sent = true;
+                return send_start(r->call, pid) < 0 ? -1 : 0;
+        }
+        if (e2b_attach_event(event, data, len, r->pty, &ev, &r->ended, &r->stream_error) < 0) {
+                /* A session that failed before its start event never ran (a program,
+                 * cwd or user the sandbox lacks): envd refuses such a start as an
+                 * invalid argument, not as a sandbox gone. */
+                if (!r->start_sent && r->stream_error && e2b_attach_session_failed(event, data, len))
+                        r->stream_error->code = SP_E_INVALID;
                 return -1;
+        }
         if (ev && send_event(r, ev) < 0)
                 return -1;
         return r->ended;
 }
 
 /* Attaches to the session and relays until its end, the client's
- * departure or a broken stream. Then ends the Connect stream. */
-static void relay_session(e2b_call *call, const e2b_ctx *ctx, const char *url, const char *token, bool pty)
+ * departure or a broken stream (start_sent: envd's start event went out
+ * already). Then ends the Connect stream. */
+static void relay_session(e2b_call *call, const e2b_ctx *ctx, const char *url, const char *token, bool pty,
+                          bool start_sent)
 {
         _cleanup_error_ sp_error *e = NULL;
         sp_http_client *c = NULL;
@@ -82,7 +97,7 @@ static void relay_session(e2b_call *call, const e2b_ctx *ctx, const char *url, c
                 e2b_connect_stream_end(call, e);
                 return;
         }
-        relay r = {.call = call, .pty = pty};
+        relay r = {.call = call, .pty = pty, .start_sent = start_sent};
         e2b_attach sse = E2B_ATTACH_INIT;
         char buf[16384];
         int rc = 0;
@@ -234,17 +249,20 @@ static void start(e2b_call *call, e2b_envd *ev, json_object *req)
         _cleanup_json_ json_object *out = NULL;
         json_object *session = NULL, *pid = NULL;
         if (e2b_api_json(&ev->api, "POST", t.data, body, &out, &e) < 0 ||
-            !json_object_object_get_ex(out, "session", &session) || !json_object_object_get_ex(session, "pid", &pid) ||
-            !sp_json_member_str(out, "attach_url") || !sp_json_member_str(out, "attach_token")) {
+            !json_object_object_get_ex(out, "session", &session) || !sp_json_member_str(out, "attach_url") ||
+            !sp_json_member_str(out, "attach_token")) {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no session");
                 e2b_connect_stream_end(call, e);
                 return;
         }
-        if (send_start(call, json_object_get_int64(pid)) < 0)
+        /* The answer has the pid only when the session had started (a retry's): else it comes with the stream. */
+        bool started = json_object_object_get_ex(session, "pid", &pid) && json_object_is_type(pid, json_type_int) &&
+                       json_object_get_int64(pid) > 0;
+        if (started && send_start(call, json_object_get_int64(pid)) < 0)
                 return;
         relay_session(call, ev->api.ctx, sp_json_member_str(out, "attach_url"), sp_json_member_str(out, "attach_token"),
-                      is_pty);
+                      is_pty, started);
 }
 
 static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
@@ -274,7 +292,7 @@ static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
                 return;
         bool is_pty = json_object_object_get_ex(s, "pty", &pty) && pty && json_object_is_type(pty, json_type_object);
         relay_session(call, ev->api.ctx, sp_json_member_str(out, "attach_url"), sp_json_member_str(out, "attach_token"),
-                      is_pty);
+                      is_pty, true);
 }
 
 static void list(e2b_call *call, e2b_envd *ev, json_object *req)

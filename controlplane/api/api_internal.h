@@ -203,6 +203,23 @@ void cp__worker_call(cp_call *c, const char *worker_id, const char *address, con
 void cp__worker_call_within(cp_call *c, const char *worker_id, const char *address, const char *method,
                             json_object *req, int64_t timeout_ms, cp_worker_done_fn done, void *userdata);
 
+/* A streamed call to a worker started for request c that may outlive c's
+ * answer: its callbacks get the API, never c. on_frame gets each JSON frame
+ * (borrowed; frames that are not JSON are logged and skipped); on_end runs
+ * exactly once, last, with NULL after the trailer or the error worded as
+ * cp__worker_call()'s. */
+typedef struct cp_worker_stream cp_worker_stream;
+typedef struct cp_worker_stream_ops {
+        void (*on_frame)(cp_api *api, json_object *msg, void *userdata);
+        void (*on_end)(cp_api *api, const sp_error *err, void *userdata);
+} cp_worker_stream_ops;
+
+/* Starts method on worker worker_id at address as a stream whose first frame
+ * is req (borrowed), with the API's deadline for the whole stream. ops is
+ * borrowed (static). 0, or < 0 with err and no callback. */
+int cp__worker_stream(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
+                      const cp_worker_stream_ops *ops, void *userdata, sp_error **err);
+
 /* Answers c with a worker's error: a missed deadline is 504 (code timeout),
  * anything else as cp__fail(). */
 void cp__fail_worker(cp_call *c, const sp_error *e);

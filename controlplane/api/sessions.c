@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Command sessions (docs/api.md, proto/spec/dataplane.md). A session is recorded (state `starting`)
- * before its worker is asked to run it; the worker's answer is recorded
- * before the client hears of it, with an attachment token for the data
- * plane. A worker that refuses (program, cwd or user not found) leaves no
- * record; one that cannot be reached or does not answer in time leaves the
- * session `starting` — a GET asks the worker again, and a retry with the
- * same Idempotency-Key asks it to run the same session (it runs once).
- * Reads refresh unfinished sessions from their worker when it is reachable
- * and keep the last recorded state when it is not.
+ * Command sessions (docs/api.md, proto/spec/dataplane.md). A session is
+ * recorded (state `starting`) before its worker is asked to run it, and the
+ * client hears of it as soon as the worker accepted it (ExecStream's first
+ * frame, proto/spec/worker-rpc.md), with an attachment token for the data
+ * plane: the session is then on its worker, and its `start` (pid) comes
+ * through the attach stream. The agent's start report, the stream's second
+ * frame, is recorded when it arrives, after the answer; a program, cwd or
+ * user the sandbox lacks makes it `failed` with the agent's message (and the
+ * attach stream ends with an `error` event saying so). A worker that refuses
+ * before it accepts (no such sandbox, too many sessions) leaves no record;
+ * one that cannot be reached or does not accept in time leaves the session
+ * `starting` — a GET asks the worker again, and a retry with the same
+ * Idempotency-Key asks it to run the same session (it runs once). Reads
+ * refresh unfinished sessions from their worker when it is reachable (which
+ * also settles a start report that never arrived, as when this replica
+ * stopped after answering) and keep the last recorded state when it is not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,33 +170,61 @@ static int add_token(cp_call *c, const session_row *s, const char *scope, int64_
 
 /* ---- create ---- */
 
+/* One create, from the request to the worker's start report. The request's
+ * part (c) ends with the answer; the stream of ExecStream may go on after it
+ * to record the start, so the context is freed by whichever ends last. */
 typedef struct create_ctx {
+        cp_api *api;
+        cp_call *c; /* NULL once answered */
         cp_session_create_req r;
+        char tenant_id[SP_ID_MAX];
         char id[SP_ID_MAX];
         char sandbox_id[SP_ID_MAX];
         char worker_id[SP_ID_MAX];
         char address[272];
+        char request_id[64];
         bool replayed;
+        bool streaming; /* an ExecStream is open: its on_end frees the context */
+        json_object *recorded; /* api_session() of the new record, for the answer without reading it back */
         char conflict[512]; /* the worker's refusal, while we look whether it ran the session already */
 } create_ctx;
 
 static void create_free(create_ctx *x)
 {
         cp_session_create_req_free(&x->r);
+        sp_json_putp(&x->recorded);
         free(x);
 }
 
-/* Answers 201 with the session as recorded and a new token. */
+/* The request is answered: the context lives on while its stream does. */
+static void create_done(create_ctx *x)
+{
+        x->c = NULL;
+        if (!x->streaming)
+                create_free(x);
+}
+
+/* Answers 201 with the session (as recorded at x->recorded, else read now) and a new token. */
 static void create_answer(cp_call *c, create_ctx *x)
 {
         _cleanup_error_ sp_error *e = NULL;
         session_row s = {0};
         _cleanup_json_ json_object *out = json_object_new_object();
-        if (load(c->api, c->who.tenant_id, x->id, &s, &e) < 0 ||
+        int r = 0;
+        if (x->recorded) {
+                snprintf(s.id, sizeof(s.id), "%s", x->id);
+                snprintf(s.sandbox_id, sizeof(s.sandbox_id), "%s", x->sandbox_id);
+                snprintf(s.address, sizeof(s.address), "%s", x->address);
+                s.write_default = x->r.stdin_open || x->r.pty;
+                s.json = json_object_get(x->recorded);
+        } else {
+                r = load(c->api, c->who.tenant_id, x->id, &s, &e);
+        }
+        if (r < 0 ||
             add_token(c, &s, s.write_default ? "write" : "read", c->api->cfg.attach_token_ttl_s, out, &e) < 0) {
                 row_free(&s);
                 cp__fail(c, e);
-                create_free(x);
+                create_done(x);
                 return;
         }
         json_object_object_add(out, "session", json_object_get(s.json));
@@ -197,7 +232,7 @@ static void create_answer(cp_call *c, create_ctx *x)
         if (x->replayed)
                 sp_http_response_header(c->req, "Idempotent-Replayed", "true");
         cp__reply(c, 201, out);
-        create_free(x);
+        create_done(x);
 }
 
 /* The worker would not run it: nothing of it stays. */
@@ -211,57 +246,13 @@ static void create_refused(cp_call *c, create_ctx *x, const sp_error *err)
                 cp__failf(c, SP_E_CONFLICT, "sandbox %s is not running on its worker: %s", x->sandbox_id, err->message);
         else
                 cp__fail(c, err);
-        create_free(x);
+        create_done(x);
 }
 
-static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *userdata);
-
-static void on_existing(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+/* Whether it started is unknown: the record stays `starting` for a GET or a retry to settle. */
+static void create_unknown(cp_call *c, create_ctx *x, const sp_error *err)
 {
-        create_ctx *x = userdata;
-        if (err && (err->code == SP_E_NOT_FOUND || err->code == SP_E_CONFLICT)) {
-                /* The conflict was not about this session existing: report it. */
-                _cleanup_error_ sp_error *conflict = NULL;
-                sp_error_set(&conflict, SP_E_CONFLICT, "%s", x->conflict);
-                create_refused(c, x, conflict);
-                return;
-        }
-        on_exec(c, resp, err, x);
-}
-
-static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
-{
-        create_ctx *x = userdata;
         _cleanup_error_ sp_error *e = NULL;
-        if (!err) {
-                if (record(c->api, c->who.tenant_id, resp, &e) < 0) {
-                        cp__fail(c, e);
-                        create_free(x);
-                        return;
-                }
-                if (!x->replayed) {
-                        c->api->sessions_created_total++;
-                        sp_log_kv(SP_LOG_INFO,
-                                  SP_KV("session_id", x->id, "sandbox_id", x->sandbox_id, "request_id",
-                                        sp_http_request_id(c->req)),
-                                  "session started");
-                }
-                create_answer(c, x);
-                return;
-        }
-        if (err->code == SP_E_CONFLICT) {
-                /* An earlier attempt may have started it already: look. */
-                snprintf(x->conflict, sizeof(x->conflict), "%s", err->message);
-                _cleanup_json_ json_object *req =
-                        pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = x->id});
-                cp__worker_call(c, x->worker_id, x->address, "GetSession", req, on_existing, x);
-                return;
-        }
-        if (err->code != SP_E_UNAVAILABLE && err->code != SP_E_TIMEOUT) {
-                create_refused(c, x, err);
-                return;
-        }
-        /* Whether it started is unknown: the record stays `starting` for a GET or a retry to settle. */
         const char *params[] = {x->id, err->message};
         (void)cp_db_exec(c->api->db, "UPDATE sessions SET error = $2, updated_at = now() WHERE id = $1", 2, params,
                          NULL, NULL);
@@ -270,6 +261,108 @@ static void on_exec(cp_call *c, json_object *resp, const sp_error *err, void *us
                      "the same Idempotency-Key runs it at most once",
                      err->message, x->id, x->id);
         cp__fail_worker(c, e);
+        create_done(x);
+}
+
+/* The worker's Session (GetSession's answer, for a session an earlier
+ * attempt started): recorded, then answered. */
+static void on_recorded_session(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        create_ctx *x = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        if (err && (err->code == SP_E_NOT_FOUND || err->code == SP_E_CONFLICT)) {
+                /* The conflict was not about this session existing: report it. */
+                _cleanup_error_ sp_error *conflict = NULL;
+                sp_error_set(&conflict, SP_E_CONFLICT, "%s", x->conflict);
+                create_refused(c, x, conflict);
+                return;
+        }
+        if (err) {
+                create_unknown(c, x, err);
+                return;
+        }
+        if (record(c->api, c->who.tenant_id, resp, &e) < 0) {
+                cp__fail(c, e);
+                create_done(x);
+                return;
+        }
+        sp_json_putp(&x->recorded); /* answer what was recorded now */
+        create_answer(c, x);
+}
+
+/* The worker refused before it accepted, or could not be asked. */
+static void create_failed(cp_call *c, create_ctx *x, const sp_error *err)
+{
+        if (err->code == SP_E_CONFLICT) {
+                /* An earlier attempt may have started it already: look. */
+                snprintf(x->conflict, sizeof(x->conflict), "%s", err->message);
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = x->id});
+                cp__worker_call(c, x->worker_id, x->address, "GetSession", req, on_recorded_session, x);
+                return;
+        }
+        if (err->code != SP_E_UNAVAILABLE && err->code != SP_E_TIMEOUT)
+                create_refused(c, x, err);
+        else
+                create_unknown(c, x, err);
+}
+
+/* A Session frame of ExecStream: the first is the worker's acceptance, which
+ * is answered at once; one that is no longer `starting` is the agent's start
+ * report (or its refusal), recorded whenever it comes. */
+static void on_exec_frame(cp_api *api, json_object *msg, void *userdata)
+{
+        create_ctx *x = userdata;
+        _cleanup_error_ sp_error *e = NULL;
+        pr_wk_session ses;
+        if (pr_msg_decode(&pr_wk_session_schema, msg, &ses, &e) < 0) {
+                sp_log_kv(SP_LOG_WARN, SP_KV("session_id", x->id, "worker_id", x->worker_id), "ExecStream: %s",
+                          e->message);
+                return;
+        }
+        if (x->c) {
+                if (!x->replayed) {
+                        api->sessions_created_total++;
+                        sp_log_kv(SP_LOG_INFO,
+                                  SP_KV("session_id", x->id, "sandbox_id", x->sandbox_id, "request_id", x->request_id),
+                                  "session accepted");
+                }
+                create_answer(x->c, x);
+        }
+        if (strcmp(ses.state, "starting") == 0)
+                return;
+        if (record(api, x->tenant_id, msg, &e) < 0) {
+                sp_log_kv(SP_LOG_WARN, SP_KV("session_id", x->id, "request_id", x->request_id),
+                          "recording the session's start: %s", e->message);
+                return;
+        }
+        if (strcmp(ses.state, "failed") == 0)
+                sp_log_kv(SP_LOG_INFO,
+                          SP_KV("session_id", x->id, "sandbox_id", x->sandbox_id, "request_id", x->request_id),
+                          "session failed to start: %s", ses.error ? ses.error : "");
+        else
+                sp_log_kv(SP_LOG_INFO,
+                          SP_KV("session_id", x->id, "sandbox_id", x->sandbox_id, "request_id", x->request_id),
+                          "session started");
+}
+
+static void on_exec_end(cp_api *api, const sp_error *err, void *userdata)
+{
+        (void)api;
+        create_ctx *x = userdata;
+        x->streaming = false;
+        if (x->c) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (!err)
+                        sp_error_set(&e, SP_E_INTERNAL, "worker %s ended ExecStream without accepting the session",
+                                     x->worker_id);
+                create_failed(x->c, x, err ? err : e);
+                return;
+        }
+        if (err)
+                /* Answered, the start not recorded: a GET or a list asks the worker. */
+                sp_log_kv(SP_LOG_WARN, SP_KV("session_id", x->id, "request_id", x->request_id),
+                          "the session's start report did not arrive: %s", err->message);
         create_free(x);
 }
 
@@ -296,7 +389,13 @@ static void ask_worker(cp_call *c, create_ctx *x)
                 .stdin_open = stdin_open,
         };
         _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_exec_schema, &q);
-        cp__worker_call(c, x->worker_id, x->address, "Exec", req, on_exec, x);
+        static const cp_worker_stream_ops ops = {.on_frame = on_exec_frame, .on_end = on_exec_end};
+        _cleanup_error_ sp_error *e = NULL;
+        x->streaming = true;
+        if (cp__worker_stream(c, x->worker_id, x->address, "ExecStream", req, &ops, x, &e) < 0) {
+                x->streaming = false;
+                create_failed(c, x, e);
+        }
 }
 
 /* What the record keeps of the request: never the environment's values. */
@@ -352,6 +451,11 @@ void cp__h_session_create(cp_call *c)
                 cp__failf(c, SP_E_LIMIT, "out of memory");
                 return;
         }
+        x->api = c->api;
+        x->c = c;
+        snprintf(x->tenant_id, sizeof(x->tenant_id), "%s", c->who.tenant_id);
+        snprintf(x->request_id, sizeof(x->request_id), "%s",
+                 sp_http_request_id(c->req) ? sp_http_request_id(c->req) : "");
         if (cp_req_session_create(c->body, c->body_len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0) {
                 cp__fail(c, e);
                 create_free(x);
@@ -379,10 +483,14 @@ void cp__h_session_create(cp_call *c)
                 return;
         }
         const char *params[] = {x->id, c->who.tenant_id, loc.id, sp_json_str(spec), loc.worker_id};
+        _cleanup_pgresult_ PGresult *ins = NULL;
+        /* The record as the answer shows it, so that the answer needs no read after the worker's. */
         if (cp_db_exec(c->api->db,
                        "INSERT INTO sessions (id, tenant_id, sandbox_id, spec, state, worker_id) "
-                       "VALUES ($1, $2, $3, $4::jsonb, 'starting', $5)",
-                       5, params, NULL, &e) < 0 ||
+                       "VALUES ($1, $2, $3, $4::jsonb, 'starting', $5) RETURNING api_session(sessions)::text",
+                       5, params, &ins, &e) < 0 ||
+            (PQntuples(ins) != 1 && sp_error_set(&e, SP_E_INTERNAL, "the new session has no record") < 0) ||
+            sp_json_parse(PQgetvalue(ins, 0, 0), strlen(PQgetvalue(ins, 0, 0)), &x->recorded, &e) < 0 ||
             cp_db_exec(c->api->db, "UPDATE sandboxes SET last_active_at = now() WHERE id = $1", 1, params + 2, NULL,
                        &e) < 0 ||
             cp__audit(c, "session.create", x->id, detail, &e) < 0) {

@@ -67,30 +67,35 @@ typedef struct worker_call {
         int64_t timeout_ms;
 } worker_call;
 
+/* Counts a failed call and says which worker failed and how into *said. */
+static void worker_error(cp_api *api, const char *worker_id, const char *method, int64_t timeout_ms,
+                         const char *request_id, const sp_error *err, sp_error **said)
+{
+        int kind = err->code == SP_E_UNAVAILABLE                        ? CP_WORKER_UNREACHABLE
+                   : err->code == SP_E_TIMEOUT                          ? CP_WORKER_TIMEOUT
+                   : err->code == SP_E_INTERNAL || err->code == SP_E_IO ? CP_WORKER_ERROR
+                                                                        : -1;
+        if (kind >= 0) {
+                api->worker_failures_total[kind]++;
+                sp_log_kv(SP_LOG_WARN, SP_KV("worker_id", worker_id, "request_id", request_id), "%s: %s", method,
+                          err->message);
+        }
+        if (kind == CP_WORKER_UNREACHABLE)
+                sp_error_set(said, err->code, "worker %s is unreachable: %s", worker_id, err->message);
+        else if (kind == CP_WORKER_TIMEOUT)
+                sp_error_set(said, err->code, "worker %s did not answer %s within %lld ms", worker_id, method,
+                             (long long)timeout_ms);
+        else
+                sp_error_set(said, err->code, "%s", err->message);
+}
+
 static void on_answer(json_object *resp, const sp_error *err, void *userdata)
 {
         worker_call *w = userdata;
-        cp_api *api = w->c->api;
         _cleanup_error_ sp_error *said = NULL;
-        if (err) {
-                int kind = err->code == SP_E_UNAVAILABLE                        ? CP_WORKER_UNREACHABLE
-                           : err->code == SP_E_TIMEOUT                          ? CP_WORKER_TIMEOUT
-                           : err->code == SP_E_INTERNAL || err->code == SP_E_IO ? CP_WORKER_ERROR
-                                                                                : -1;
-                if (kind >= 0) {
-                        api->worker_failures_total[kind]++;
-                        sp_log_kv(SP_LOG_WARN,
-                                  SP_KV("worker_id", w->worker_id, "request_id", sp_http_request_id(w->c->req)),
-                                  "%s: %s", w->method, err->message);
-                }
-                if (kind == CP_WORKER_UNREACHABLE)
-                        sp_error_set(&said, err->code, "worker %s is unreachable: %s", w->worker_id, err->message);
-                else if (kind == CP_WORKER_TIMEOUT)
-                        sp_error_set(&said, err->code, "worker %s did not answer %s within %lld ms", w->worker_id,
-                                     w->method, (long long)w->timeout_ms);
-                else
-                        sp_error_set(&said, err->code, "%s", err->message);
-        }
+        if (err)
+                worker_error(w->c->api, w->worker_id, w->method, w->timeout_ms, sp_http_request_id(w->c->req), err,
+                             &said);
         w->done(w->c, err ? NULL : resp, said, w->userdata);
         free(w);
 }
@@ -127,6 +132,70 @@ void cp__worker_call_within(cp_call *c, const char *worker_id, const char *addre
                 sp_error_wrap(&e, "worker %s", worker_id);
                 done(c, NULL, e, userdata);
         }
+}
+
+struct cp_worker_stream {
+        cp_api *api;
+        const cp_worker_stream_ops *ops;
+        void *userdata;
+        char worker_id[SP_ID_MAX];
+        char method[32];
+        char request_id[64];
+        int64_t timeout_ms;
+};
+
+static void stream_on_frame(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *payload, size_t len, void *ud)
+{
+        (void)s;
+        cp_worker_stream *w = ud;
+        _cleanup_json_ json_object *msg = NULL;
+        _cleanup_error_ sp_error *e = NULL;
+        if (type != SP_RPC_FRAME_JSON)
+                return; /* none of the streams the API reads carries bytes */
+        if (sp_json_parse((const char *)payload, len, &msg, &e) < 0) {
+                sp_log_kv(SP_LOG_WARN, SP_KV("worker_id", w->worker_id, "request_id", w->request_id),
+                          "%s: a frame that is not JSON: %s", w->method, e->message);
+                return;
+        }
+        w->ops->on_frame(w->api, msg, w->userdata);
+}
+
+static void stream_on_end(sp_rpc_stream *s, json_object *trailer, const sp_error *err, void *ud)
+{
+        (void)s;
+        (void)trailer;
+        cp_worker_stream *w = ud;
+        _cleanup_error_ sp_error *said = NULL;
+        if (err)
+                worker_error(w->api, w->worker_id, w->method, w->timeout_ms, w->request_id, err, &said);
+        w->ops->on_end(w->api, said, w->userdata);
+        free(w);
+}
+
+int cp__worker_stream(cp_call *c, const char *worker_id, const char *address, const char *method, json_object *req,
+                      const cp_worker_stream_ops *ops, void *userdata, sp_error **err)
+{
+        cp_worker_stream *w = calloc(1, sizeof(*w));
+        if (!w)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        *w = (cp_worker_stream){
+                .api = c->api, .ops = ops, .userdata = userdata, .timeout_ms = c->api->cfg.worker_timeout_ms};
+        snprintf(w->worker_id, sizeof(w->worker_id), "%s", worker_id);
+        snprintf(w->method, sizeof(w->method), "%s", method);
+        snprintf(w->request_id, sizeof(w->request_id), "%s",
+                 sp_http_request_id(c->req) ? sp_http_request_id(c->req) : "");
+        c->api->worker_calls_total++;
+        static const sp_rpc_stream_ops sops = {.on_frame = stream_on_frame, .on_end = stream_on_end};
+        sp_rpc_client *cli = NULL;
+        if (!cp_fleet_address_ok(address))
+                sp_error_set(err, SP_E_INVALID, "worker %.64s has no usable address", worker_id);
+        else
+                cli = sp_rpc_pool_get(c->api->workers, worker_id, address, NULL, err);
+        if (!cli || !sp_rpc_client_stream(cli, method, req, w->timeout_ms, &sops, w, err)) {
+                free(w);
+                return sp_error_wrap(err, "worker %s", worker_id);
+        }
+        return 0;
 }
 
 void cp__fail_worker(cp_call *c, const sp_error *e)

@@ -466,6 +466,7 @@ const pr_method pr_worker_methods[] = {
         MR("SandboxStats", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_stats_schema,
            pr_wk_sandbox_stats),
         MR("Exec", pr_wk_exec_schema, pr_wk_exec, false, pr_wk_session_schema, pr_wk_session),
+        M("ExecStream", pr_wk_exec_schema, pr_wk_exec, true),
         MR("GetSession", pr_wk_session_ref_schema, pr_wk_session_ref, false, pr_wk_session_schema, pr_wk_session),
         MR("ListSessions", pr_wk_list_sessions_schema, pr_wk_list_sessions, false, pr_wk_session_list_schema,
            pr_wk_session_list),

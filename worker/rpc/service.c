@@ -486,6 +486,7 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"ReadTemplateArtifact", cp, true, wk__h_read_template_artifact, NULL},
                 {"DeleteTemplate", cp, false, h_template_delete, NULL},
                 {"Exec", cp, false, wk__h_exec, NULL},
+                {"ExecStream", cp, true, wk__h_exec, (void *)"stream"},
                 {"GetSession", cpdp, false, wk__h_get_session, NULL},
                 {"ListSessions", cp, false, wk__h_list_sessions, NULL},
                 {"SignalSession", cpdp, false, wk__h_signal, NULL},

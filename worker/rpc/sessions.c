@@ -28,13 +28,22 @@ static wk_session *need_session(const pr_schema *schema, json_object *req, void 
         return s;
 }
 
-/* --- Exec: answers once the command started (or could not) --- */
+/* --- Exec: answers once the command started (or could not) ---
+ * --- ExecStream: a Session frame once accepted, another once started --- */
 
 typedef struct {
         sp_rpc_call *call;
         wk_session *session; /* NULL once answered or gone */
         wk_session_watch watch;
+        bool streaming; /* ExecStream */
 } exec_wait;
+
+/* Sends the session as it is now as one JSON frame of an ExecStream. */
+static int exec_send(exec_wait *w, wk_session *s)
+{
+        _cleanup_json_ json_object *o = wk_session_to_json(s);
+        return sp_rpc_call_send_json(w->call, o, NULL) < 0 ? -1 : 0;
+}
 
 /* Answers once; the wait itself is freed by on_close, which always follows. */
 static void exec_finish(exec_wait *w)
@@ -44,7 +53,11 @@ static void exec_finish(exec_wait *w)
         wk_session *s = w->session;
         w->session = NULL;
         wk_session_watch_remove(s, &w->watch);
-        if (wk_session_get_state(s) == WK_SESSION_FAILED) {
+        if (w->streaming) {
+                /* The start report (running, exited, or failed with why). */
+                if (exec_send(w, s) == 0)
+                        sp_rpc_call_end(w->call, NULL, NULL);
+        } else if (wk_session_get_state(s) == WK_SESSION_FAILED) {
                 sp_rpc_call_failf(w->call, SP_E_INVALID, "%s",
                                   wk_session_failure(s) ? wk_session_failure(s) : "exec failed");
         } else {
@@ -80,9 +93,11 @@ static void exec_on_close(sp_rpc_call *call, const sp_error *reason, void *ud)
         free(w);
 }
 
+/* Exec (userdata NULL) and ExecStream (userdata non-NULL). A refusal before
+ * the session exists (bad request, no such sandbox, no agent, too many
+ * sessions, a session of that id already) is the call's error either way. */
 void wk__h_exec(sp_rpc_call *call, json_object *req, void *ud)
 {
-        (void)ud;
         sp_error *e = NULL;
         pr_wk_exec q = {0};
         if (pr_msg_decode(&pr_wk_exec_schema, req, &q, &e) < 0) {
@@ -111,12 +126,16 @@ void wk__h_exec(sp_rpc_call *call, json_object *req, void *ud)
         }
         w->call = sp_rpc_call_ref(call);
         w->session = s;
+        w->streaming = ud != NULL;
         w->watch.on_state = exec_on_state;
         w->watch.on_gone = exec_on_gone;
         w->watch.userdata = w;
         static const sp_rpc_call_ops ops = {.on_close = exec_on_close};
         sp_rpc_call_set_ops(call, &ops, w);
         wk_session_watch_add(s, &w->watch);
+        /* The acceptance: the session is recorded here and its exec is on its way to the agent. */
+        if (w->streaming && exec_send(w, s) < 0)
+                return; /* the caller left: on_close frees the wait; the command runs on */
         if (wk_session_get_state(s) != WK_SESSION_STARTING)
                 exec_finish(w);
 }

@@ -204,6 +204,32 @@ START_TEST(fields)
 }
 END_TEST
 
+/* The start event's pid: what envd's start{pid} is sent from. */
+START_TEST(start_pid)
+{
+        int64_t pid = -1;
+        const char *ok = "{\"session_id\":\"ses_x\",\"pid\":42}";
+        ck_assert(e2b_attach_start_pid("start", ok, strlen(ok), &pid));
+        ck_assert_int_eq(pid, 42);
+        const char *bad[] = {"{\"pid\":0}", "{\"pid\":-3}", "{\"pid\":\"42\"}", "{}", "[42]", "not json", ""};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                ck_assert_msg(!e2b_attach_start_pid("start", bad[i], strlen(bad[i]), &pid), "%s", bad[i]);
+                ck_assert_int_eq(pid, 0);
+        }
+        ck_assert(!e2b_attach_start_pid("stdout", ok, strlen(ok), &pid));
+        ck_assert(!e2b_attach_start_pid(NULL, ok, strlen(ok), &pid));
+        /* An error event: the session failed ("internal"), or the stream broke off. */
+        const char *failed = "{\"code\":\"internal\",\"message\":\"user 'user' not found\"}";
+        const char *nested = "{\"error\":{\"code\":\"internal\",\"message\":\"x\"}}";
+        const char *broke = "{\"code\":\"unavailable\",\"message\":\"worker gone\"}";
+        ck_assert(e2b_attach_session_failed("error", failed, strlen(failed)));
+        ck_assert(e2b_attach_session_failed("error", nested, strlen(nested)));
+        ck_assert(!e2b_attach_session_failed("error", broke, strlen(broke)));
+        ck_assert(!e2b_attach_session_failed("error", "not json", 8));
+        ck_assert(!e2b_attach_session_failed("exit", failed, strlen(failed)));
+}
+END_TEST
+
 START_TEST(bounds)
 {
         size_t n = E2B_ATTACH_MAX_LINE + 3 * E2B_ATTACH_MAX_DATA;
@@ -276,6 +302,7 @@ int main(void)
         tcase_add_test(tc, stream_errors);
         tcase_add_test(tc, fields);
         tcase_add_test(tc, bounds);
+        tcase_add_test(tc, start_pid);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
