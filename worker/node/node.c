@@ -43,7 +43,7 @@ size_t wk__live_count(const wk_node *n)
 {
         size_t c = 0;
         for (const wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                if (sb->state != WK_SB_SUSPENDED)
+                if (sb->state != WK_SB_SUSPENDED || sb->busy) /* busy: a restore may be starting it */
                         c++;
         return c;
 }

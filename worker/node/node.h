@@ -276,8 +276,11 @@ void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections
 int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);
-int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err);
-int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err);
+/* Suspend and restore stop and start the box on a job thread: 0 when it is
+ * so already (done not called), 1 when done follows on the loop (err NULL:
+ * it is suspended, or running again), < 0 refused at once. */
+int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
+int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err);
 json_object *wk_sandbox_to_json(const wk_sandbox *sb);
 json_object *wk_node_sandboxes_json(wk_node *n);

@@ -141,7 +141,7 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
         (void)fd;
         (void)what;
         wk_sandbox *sb = ud;
-        if (sb->link || (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED))
+        if (sb->link || sb->busy || (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED))
                 return;
         _cleanup_error_ sp_error *e = NULL;
         if (wk__sandbox_connect_agent(sb, &e) < 0) {
@@ -877,7 +877,83 @@ int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err)
         return wk__sandbox_persist(sb, err);
 }
 
-int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
+/* --- suspend and restore: the box's stop and start on a job thread --- */
+
+typedef struct box_job {
+        wk_job job;
+        wk_sandbox *sb;
+        wk_node_done_fn done;
+        void *ud;
+        wk_backend *backend;
+        wk_box *box; /* the thread's while the job runs */
+        const char *state_dir;
+        char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1];
+        char *record; /* restore: sandbox.json once running, without its box */
+        wk_suspend_info info; /* suspend: what it kept */
+        int agent_fd;
+        sp_error *err;
+} box_job;
+
+static box_job *box_job_new(wk_sandbox *sb, const char *kind, void (*run)(wk_job *), void (*done)(wk_job *),
+                            wk_node_done_fn cb, void *ud)
+{
+        box_job *b = calloc(1, sizeof(*b));
+        if (!b)
+                return NULL;
+        *b = (box_job){.job = {.kind = kind, .run = run, .done = done},
+                       .sb = sb,
+                       .done = cb,
+                       .ud = ud,
+                       .backend = sb->node->backend,
+                       .box = sb->box,
+                       .state_dir = sb->node->state_dir,
+                       .agent_fd = -1};
+        snprintf(b->key, sizeof(b->key), "%s", sb->key);
+        snprintf(b->id, sizeof(b->id), "%s", sb->id);
+        return b;
+}
+
+static void box_job_end(box_job *b)
+{
+        wk_sandbox *sb = b->sb;
+        sb->busy = false;
+        wk_waiter *w = take_waiters(sb);
+        if (b->done)
+                b->done(b->err, b->ud);
+        sp_error_free(b->err);
+        free(b->record);
+        free(b);
+        run_waiters(w);
+}
+
+static void suspend_run(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        if (b->backend->ops->suspend(b->box, &b->info, &b->err) < 0)
+                sp_error_wrap(&b->err, "suspend %s", b->id);
+}
+
+static void suspend_done(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        wk_sandbox *sb = b->sb;
+        if (j->cancelled)
+                sp_error_set(&b->err, SP_E_UNAVAILABLE, "suspend %s: the worker is shutting down", b->id);
+        if (!b->err) {
+                sb->suspended = b->info;
+                if (!sb->suspended.memory)
+                        wk__sessions_lose(sb, "the sandbox was stopped");
+                sb->state = WK_SB_SUSPENDED;
+                wk__sandbox_persist(sb, &b->err);
+        } else if (!j->cancelled) {
+                /* Its agent connection went with the attempt: connect again (reconnect_cb). */
+                struct timeval tv = {0, 100000};
+                event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+        }
+        box_job_end(b);
+}
+
+int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
         if (!sb)
@@ -886,20 +962,72 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, sp_error **err)
                 return 0;
         if (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED)
                 return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        box_job *b = box_job_new(sb, "suspend", suspend_run, suspend_done, done, ud);
+        if (!b)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
         if (sb->link) {
                 wk_agent_link_free(sb->link);
                 sb->link = NULL;
         }
         wk__egress_forget(sb);
-        if (n->backend->ops->suspend(sb->box, &sb->suspended, err) < 0)
-                return sp_error_wrap(err, "suspend %s", id);
-        if (!sb->suspended.memory)
-                wk__sessions_lose(sb, "the sandbox was stopped");
-        sb->state = WK_SB_SUSPENDED;
-        return wk__sandbox_persist(sb, err);
+        sb->busy = true;
+        wk_jobs_submit(n->jobs, &b->job);
+        return 1;
 }
 
-int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
+static void restore_run(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        if (b->backend->ops->restore(b->box, &b->err) < 0) {
+                sp_error_wrap(&b->err, "restore %s", b->id);
+                return;
+        }
+        _cleanup_json_ json_object *o = NULL;
+        if (connect_unix(b->backend->ops->agent_socket(b->box), &b->agent_fd, &b->err) < 0 ||
+            sp_json_parse(b->record, strlen(b->record), &o, &b->err) < 0) {
+                sp_error_wrap(&b->err, "restore %s", b->id);
+                return;
+        }
+        if (b->backend->ops->save)
+                json_object_object_add(o, "box", b->backend->ops->save(b->box));
+        /* A failed write leaves the record suspended: a restart starts it again from there. */
+        _cleanup_error_ sp_error *e = NULL;
+        if (write_record(b->state_dir, b->key, sp_json_str(o), &e) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", b->id), "its record: %s", e->message);
+}
+
+static void restore_done(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        wk_sandbox *sb = b->sb;
+        wk_node *n = sb->node;
+        if (j->cancelled)
+                sp_error_set(&b->err, SP_E_UNAVAILABLE, "restore %s: the worker is shutting down", b->id);
+        if (b->err) {
+                sp_close(b->agent_fd);
+                box_job_end(b);
+                return;
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        agent_log_watch(sb);
+        sb->link = wk_agent_link_new_fd(n->base, b->agent_fd, &link_ops, sb, &e);
+        if (sb->link) {
+                wk__sessions_attach(sb);
+        } else {
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
+                struct timeval tv = {0, 200000};
+                event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+        }
+        sb->state = WK_SB_RUNNING;
+        memset(&sb->suspended, 0, sizeof(sb->suspended));
+        _cleanup_error_ sp_error *ca = NULL;
+        if (wk__secrets_ready(sb, &ca) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its secrets cannot be used: %s", ca->message);
+        wk__egress_apply(sb, NULL, NULL);
+        box_job_end(b);
+}
+
+int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
         if (!sb)
@@ -910,17 +1038,25 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, sp_error **err)
                 return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
         if (wk__live_count(n) >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full", n->node_id);
-        if (n->backend->ops->restore(sb->box, err) < 0)
-                return sp_error_wrap(err, "restore %s", id);
-        if (wk__sandbox_connect_agent(sb, err) < 0)
-                return sp_error_wrap(err, "restore %s", id);
+        box_job *b = box_job_new(sb, "restore", restore_run, restore_done, done, ud);
+        if (!b)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        /* The record it will have once running (its box added by the thread). */
         sb->state = WK_SB_RUNNING;
-        memset(&sb->suspended, 0, sizeof(sb->suspended));
-        _cleanup_error_ sp_error *ca = NULL;
-        if (wk__secrets_ready(sb, &ca) < 0)
-                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its secrets cannot be used: %s", ca->message);
-        wk__egress_apply(sb, NULL, NULL);
-        return wk__sandbox_persist(sb, err);
+        wk_box *box = sb->box;
+        sb->box = NULL;
+        _cleanup_json_ json_object *rec = wk__sandbox_record(sb);
+        sb->box = box;
+        sb->state = WK_SB_SUSPENDED;
+        json_object_object_del(rec, "suspend");
+        b->record = strdup(sp_json_str(rec));
+        if (!b->record) {
+                free(b);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        sb->busy = true;
+        wk_jobs_submit(n->jobs, &b->job);
+        return 1;
 }
 
 void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections, int64_t bytes_in, int64_t bytes_out)

@@ -175,15 +175,60 @@ static void h_resume(sp_rpc_call *call, json_object *req, void *ud)
         (void)ud;
         by_id(call, req, wk_node_sandbox_resume, true);
 }
+typedef int (*id_job)(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err);
+
+typedef struct id_job_call {
+        sp_rpc_call *call;
+        char id[PR_WK_ID_MAX + 1];
+} id_job_call;
+
+static void id_job_done(const sp_error *err, void *ud)
+{
+        id_job_call *x = ud;
+        if (err)
+                sp_rpc_call_fail(x->call, err);
+        else
+                reply_sandbox(x->call, x->id);
+        sp_rpc_call_unref(x->call);
+        free(x);
+}
+
+/* A sandbox job: answered with the sandbox once it is done. */
+static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
+{
+        sp_error *e = NULL;
+        pr_wk_sandbox_ref q = {0};
+        if (pr_msg_decode(&pr_wk_sandbox_ref_schema, req, &q, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        id_job_call *x = calloc(1, sizeof(*x));
+        if (!x) {
+                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        x->call = sp_rpc_call_ref(call);
+        snprintf(x->id, sizeof(x->id), "%s", q.id);
+        int r = op(wk__svc.node, q.id, id_job_done, x, &e);
+        if (r == 1)
+                return;
+        sp_rpc_call_unref(call);
+        free(x);
+        if (r < 0)
+                wk__fail(call, e);
+        else
+                reply_sandbox(call, q.id);
+}
+
 static void h_suspend(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
-        by_id(call, req, wk_node_sandbox_suspend, true);
+        by_id_job(call, req, wk_node_sandbox_suspend);
 }
 static void h_restore(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
-        by_id(call, req, wk_node_sandbox_restore, true);
+        by_id_job(call, req, wk_node_sandbox_restore);
 }
 
 /* Decodes a request of no fields; fails the call if it has any. */
