@@ -136,6 +136,18 @@ static void set_failed(wk_sandbox *sb, const char *fmt, ...)
 static void link_closed(wk_agent_link *link, const sp_error *e, void *ud);
 static const wk_agent_link_ops link_ops = {.on_closed = link_closed};
 
+static void reconnect_cb(evutil_socket_t fd, short what, void *ud);
+
+/* Tries to connect to its agent again after a while (the timer goes with the sandbox). */
+static void reconnect_later(wk_sandbox *sb, long sec, long usec)
+{
+        if (!sb->reconnect)
+                sb->reconnect = evtimer_new(sb->node->base, reconnect_cb, sb);
+        struct timeval tv = {sec, usec};
+        if (sb->reconnect)
+                evtimer_add(sb->reconnect, &tv);
+}
+
 static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
 {
         (void)fd;
@@ -150,8 +162,7 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
                         wk__sessions_lose(sb, "the sandbox's init exited");
                         return;
                 }
-                struct timeval tv = {1, 0};
-                event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                reconnect_later(sb, 1, 0);
         }
 }
 
@@ -163,8 +174,7 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         sb->link = NULL;
         /* The link frees itself after this callback returns. */
         wk__sessions_detach(sb);
-        struct timeval tv = {0, 100000};
-        event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+        reconnect_later(sb, 0, 100000);
 }
 
 /* --- the agent's own log --- */
@@ -493,8 +503,7 @@ static void make_done(wk_job *j)
                 wk__sessions_attach(sb);
         } else {
                 sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
-                struct timeval tv = {0, 200000};
-                event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                reconnect_later(sb, 0, 200000);
         }
         sb->state = WK_SB_RUNNING;
         wk__egress_apply(sb, NULL, NULL);
@@ -693,6 +702,8 @@ void wk__sandbox_free(wk_sandbox *sb)
         free(sb->execs);
         if (sb->log_budget_kick)
                 event_free(sb->log_budget_kick);
+        if (sb->reconnect)
+                event_free(sb->reconnect);
         agent_log_unwatch(sb);
         if (sb->link)
                 wk_agent_link_free(sb->link);
@@ -947,8 +958,7 @@ static void suspend_done(wk_job *j)
                 wk__sandbox_persist(sb, &b->err);
         } else if (!j->cancelled) {
                 /* Its agent connection went with the attempt: connect again (reconnect_cb). */
-                struct timeval tv = {0, 100000};
-                event_base_once(sb->node->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                reconnect_later(sb, 0, 100000);
         }
         box_job_end(b);
 }
@@ -1015,8 +1025,7 @@ static void restore_done(wk_job *j)
                 wk__sessions_attach(sb);
         } else {
                 sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
-                struct timeval tv = {0, 200000};
-                event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                reconnect_later(sb, 0, 200000);
         }
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
@@ -1219,8 +1228,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                 }
                 _cleanup_error_ sp_error *e = NULL;
                 if (wk__sandbox_connect_agent(sb, &e) < 0) {
-                        struct timeval tv = {0, 200000};
-                        event_base_once(n->base, -1, EV_TIMEOUT, reconnect_cb, sb, &tv);
+                        reconnect_later(sb, 0, 200000);
                 }
                 wk__egress_apply(sb, NULL, NULL);
         }
