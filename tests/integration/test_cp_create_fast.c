@@ -13,7 +13,11 @@
  *   exactly the sandboxes the database places there (no duplicate, no
  *   orphan);
  * - without a warm sandbox the controller's path is taken (metric
- *   `fallback`) and works.
+ *   `fallback`) and works;
+ * - a replica killed after recording a one-hop create and before its
+ *   worker answered: the lease runs out, the controller sends the create
+ *   again, the worker's "already exists" counts as done, and the worker
+ *   holds the sandbox once.
  *
  * Needs root (the worker), btrfs and PostgreSQL.
  */
@@ -256,6 +260,49 @@ START_TEST(without_a_warm_sandbox_the_controller_creates_it)
 }
 END_TEST
 
+START_TEST(a_replica_killed_mid_create_leaves_it_to_the_controller)
+{
+        char key[256];
+        sp_test_new_tenant(&S, "crash", key);
+        warm_pool(1);
+        /* The worker holds the call unanswered while the replica dies. */
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGSTOP), 0);
+        sp_error *err = NULL;
+        int fd = sp_test_dial(S.api, &err);
+        sp_test_ok(fd, &err);
+        char req[1024];
+        int n = snprintf(req, sizeof(req),
+                         "POST /v1/sandboxes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         key, strlen(SANDBOX), SANDBOX);
+        ck_assert_int_eq(write(fd, req, (size_t)n), n);
+        _cleanup_free_ char *op = NULL;
+        int64_t until = sp_now_mono_us() + HANG_GUARD_MS * 1000LL;
+        while (!op || !*op) {
+                free(op);
+                op = sql_value("SELECT id FROM operations WHERE kind = 'create' AND state = 'running' "
+                               "AND message LIKE '%one hop%'",
+                               0, NULL);
+                ck_assert_msg(sp_now_mono_us() < until, "the create was never recorded");
+                if (!*op)
+                        usleep(20 * 1000);
+        }
+        sp_test_ok(sp_test_proc_kill(&S.cp[0], &err), &err);
+        close(fd);
+        ck_assert_int_eq(kill(S.workers[0].pid, SIGCONT), 0);
+        sp_test_ok(sp_test_space_start_cp(&S, 0, &err), &err);
+        _cleanup_json_ json_object *done = sp_test_wait_op(&S, key, op, true);
+        /* The controller sent it again once the lease ran out. */
+        ck_assert_int_ge(jint(done, "attempts"), 2);
+        const char *sbx = sp_test_jstr(done, "target_id");
+        ck_assert_ptr_nonnull(sbx);
+        _cleanup_json_ json_object *s = API(key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(s, "state"), "running");
+        runs_a_command(key, sbx);
+        worker_holds_exactly_the_database(sbx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_create_fast");
@@ -266,6 +313,7 @@ static Suite *suite(void)
         tcase_add_test(tc, turned_off_the_controller_creates_it);
         tcase_add_test(tc, a_worker_that_fails_the_call_hands_it_to_the_controller);
         tcase_add_test(tc, without_a_warm_sandbox_the_controller_creates_it);
+        tcase_add_test(tc, a_replica_killed_mid_create_leaves_it_to_the_controller); /* last: it restarts the replica */
         suite_add_tcase(s, tc);
         return s;
 }
