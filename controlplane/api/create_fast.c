@@ -31,6 +31,7 @@
 #include "space/worker_rpc.h"
 #include "store/create_req.h"
 #include "store/egress.h"
+#include "store/workers.h"
 
 /* The deadline of the call: well within the lease. */
 #define FAST_CALL_MS ((CP_CREATE_FAST_LEASE_S - 5) * 1000)
@@ -106,6 +107,11 @@ static void on_created(cp_call *c, json_object *resp, const sp_error *err, void 
         cp_api *api = c->api;
         if (err) {
                 api->create_fast_total[CP_CREATE_FAST_ERROR]++;
+                /* The worker's own fault counts towards its quarantine, as the controller counts it. */
+                if (err->code == SP_E_TIMEOUT || err->code == SP_E_INTERNAL || err->code == SP_E_IO ||
+                    err->code == SP_E_PERMISSION)
+                        (void)cp_worker_record_result(api->db, x->worker, false, CP_WORKER_QUARANTINE_THRESHOLD,
+                                                      err->message, NULL);
                 sp_log_kv(SP_LOG_WARN,
                           SP_KV("sandbox_id", x->sbx, "operation_id", x->op, "worker_id", x->worker, "request_id",
                                 sp_http_request_id(c->req)),
@@ -155,6 +161,8 @@ static void on_created(cp_call *c, json_object *resp, const sp_error *err, void 
                         ip, NULL, NULL);
         }
         cp__reply(c, 202, out);
+        /* A success resets the worker's failure count (after the answer: off its path). */
+        (void)cp_worker_record_result(api->db, x->worker, true, CP_WORKER_QUARANTINE_THRESHOLD, NULL, NULL);
         free(x);
 }
 
