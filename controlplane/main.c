@@ -38,7 +38,7 @@ typedef struct cp_cfg {
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
-        bool create_database;
+        bool create_database, create_fast_path;
 } cp_cfg;
 
 static const sp_config_def defs[] = {
@@ -47,6 +47,9 @@ static const sp_config_def defs[] = {
         {"create-database", SP_CONFIG_BOOL, "false", offsetof(cp_cfg, create_database), 0, 0,
          "create the database --database names when the server has none of that name (through its 'postgres' "
          "database; the user needs CREATEDB)"},
+        {"create-fast-path", SP_CONFIG_BOOL, "true", offsetof(cp_cfg, create_fast_path), 0, 0,
+         "one-hop creates: a create a worker's warm pool can serve is placed and sent to that worker by the request "
+         "itself and answered running (--no-create-fast-path: every create goes through the controller)"},
         {"listen", SP_CONFIG_STRING, "127.0.0.1:7070", offsetof(cp_cfg, listen), 0, 0, "the public API (HOST:PORT)"},
         {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, tls_cert), 0, 0,
          "serve the public API over HTTPS with this certificate (PEM file)"},
@@ -286,6 +289,7 @@ int main(int argc, char **argv)
                             .debootstrap_mirror = c.debootstrap_mirror,
                             .worker_tls = worker_tls,
                             .keyring = keyring,
+                            .create_fast_path = c.create_fast_path,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl};
         cp_api *api = http ? cp_api_new(d.base, http, &ac, &e) : NULL;

@@ -405,7 +405,9 @@ void cp__mutation_abort(cp_call *c, const sp_error *e)
         cp__fail(c, e);
 }
 
-void cp__mutation_commit(cp_call *c, int status, json_object *obj)
+/* Stores obj as the Idempotency-Key's answer (if any) and commits. Returns
+ * 0, or < 0 after answering c with the error. */
+static int commit_answer(cp_call *c, int status, json_object *obj)
 {
         _cleanup_error_ sp_error *e = NULL;
         if (c->idem_key) {
@@ -415,7 +417,7 @@ void cp__mutation_commit(cp_call *c, int status, json_object *obj)
                                           "this request already succeeded; the secret it created is shown only once",
                                           &e) < 0) {
                         cp__mutation_abort(c, e);
-                        return;
+                        return -1;
                 }
                 char st[16];
                 snprintf(st, sizeof(st), "%d", c->idem_secret ? sp_errc_http_status(SP_E_CONFLICT) : status);
@@ -428,15 +430,26 @@ void cp__mutation_commit(cp_call *c, int status, json_object *obj)
                                "WHERE tenant_id = $1 AND key = $2",
                                4, params, NULL, &e) < 0) {
                         cp__mutation_abort(c, e);
-                        return;
+                        return -1;
                 }
         }
         c->in_txn = false;
         if (cp_db_commit(c->api->db, &e) < 0) {
                 cp__fail(c, e);
-                return;
+                return -1;
         }
-        cp__reply(c, status, obj);
+        return 0;
+}
+
+void cp__mutation_commit(cp_call *c, int status, json_object *obj)
+{
+        if (commit_answer(c, status, obj) == 0)
+                cp__reply(c, status, obj);
+}
+
+int cp__mutation_commit_keep(cp_call *c, int status, json_object *obj)
+{
+        return commit_answer(c, status, obj);
 }
 
 int cp__mutation_commit_quiet(cp_call *c)

@@ -49,6 +49,11 @@ typedef struct cp_api_config {
         /* The cluster key ring that seals secrets' values (borrowed; outlives
          * the API). NULL: the secrets routes answer 503 naming the flag. */
         cp_keyring *keyring;
+        /* One-hop creates (docs/controlplane.md, "Creates"): a create that a
+         * worker's warm pool can serve is placed there and sent by the
+         * request itself, and answered running. false: every create goes
+         * through the controller. */
+        bool create_fast_path;
         /* Whether this replica holds the leader lock (the space_controlplane_leader
          * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */
         bool (*is_leader)(const void *leader_arg);

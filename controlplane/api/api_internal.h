@@ -12,6 +12,7 @@
 #include "api/routes.h"
 #include "fleet/fleet.h"
 #include "policy/profile.h"
+#include "sched/placement.h"
 #include "space/buf.h"
 #include "space/id.h"
 #include "space/rpc_pool.h"
@@ -26,6 +27,11 @@
 /* Why a call to a worker failed, for metrics: it could not be reached, it did
  * not answer in time, it answered with an internal error. */
 enum { CP_WORKER_UNREACHABLE, CP_WORKER_TIMEOUT, CP_WORKER_ERROR, CP_WORKER_FAILURE_KINDS };
+
+/* How a create went with the one-hop path on (api/create_fast.c): its worker
+ * claimed it in the request, no warm worker could take it (the controller's
+ * path), or its worker failed the call and the controller took it over. */
+enum { CP_CREATE_FAST_CLAIMED, CP_CREATE_FAST_FALLBACK, CP_CREATE_FAST_ERROR, CP_CREATE_FAST_RESULTS };
 
 typedef struct cp_route_stats {
         uint64_t count[6]; /* by status class: 1xx..5xx (index 1..5) */
@@ -67,6 +73,7 @@ struct cp_api {
         uint64_t sessions_created_total;
         uint64_t worker_calls_total;
         uint64_t worker_failures_total[CP_WORKER_FAILURE_KINDS];
+        uint64_t create_fast_total[CP_CREATE_FAST_RESULTS];
 };
 
 /* One request being served. */
@@ -128,6 +135,10 @@ int cp__mutation_begin_for(cp_call *c, const char *resource_id, char ret_first[s
 /* Commits without answering (the key keeps naming the resource). Returns 0,
  * or < 0 after answering c with the error. */
 int cp__mutation_commit_quiet(cp_call *c);
+/* Commits with obj (borrowed) as the Idempotency-Key's answer, like
+ * cp__mutation_commit(), without answering: the caller answers later.
+ * Returns 0, or < 0 after answering c with the error. */
+int cp__mutation_commit_keep(cp_call *c, int status, json_object *obj);
 /* Drops c's Idempotency-Key record of a resource that could not be made, so
  * that a retry starts afresh. No-op without a key. */
 void cp__mutation_forget(cp_call *c);
@@ -167,6 +178,28 @@ int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const 
  * long-polls (--max-waiters) or out of memory: the caller answers at once. */
 int cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us);
 void cp__waiters_check(cp_api *api, const char *op_id);
+
+/* ---- one-hop creates (create_fast.c) ---- */
+
+/* Inside the create's transaction, before the sandbox is recorded: a worker
+ * for it when the one-hop path is on and the scheduler's choice
+ * (sched/placement.h, the same rules as the controller's) has a warm sandbox
+ * of template_id in its last heartbeat. true and *ret; false (the
+ * controller's path, counted as a fallback) otherwise. */
+bool cp__create_fast_pick(cp_call *c, const char *template_id, const char *spec, const char *backend,
+                          cp_placement *ret);
+/* The lease of a one-hop create's operation, recorded `running` with its next
+ * attempt this far out so that the controller leaves it alone meanwhile. */
+#define CP_CREATE_FAST_LEASE_S 10
+/* After the create's transaction committed sandbox sbx_id on pl's worker and
+ * operation op_id (running, leased): sends CreateSandbox and answers c with
+ * the operation and sandbox — succeeded and running once the worker made it,
+ * else as the controller has them after the lease was handed back. */
+void cp__create_fast_send(cp_call *c, const char *op_id, const char *sbx_id, const cp_placement *pl);
+/* {"operation", "sandbox"} for op_id and sbx_id as they are now. */
+int cp__op_envelope(cp_call *c, const char *op_id, const char *sbx_id, json_object **ret, sp_error **err);
+/* Appends space_controlplane_create_fast_total (Prometheus text). */
+void cp__create_fast_metrics(cp_api *api, sp_buf *b);
 
 /* ---- calls to workers (workers.c) ---- */
 

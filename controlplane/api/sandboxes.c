@@ -2,7 +2,9 @@
 /*
  * Sandboxes: create, list, get, delete, the lifecycle actions and the
  * timeout. Mutations record the desired state and an operation in one
- * transaction and answer 202; the controllers carry them out.
+ * transaction and answer 202; the controllers carry them out — except a
+ * create a warm pool can serve, which the request carries out itself
+ * (api/create_fast.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,22 +18,34 @@
 
 #define NOT_FOUND_FMT "sandbox %.64s not found"
 
-static int insert_operation(cp_call *c, const char *kind, const char *target, const char *state, const char *message,
-                            char op_id[static SP_ID_MAX], sp_error **err)
+/* An operation; with lease_s > 0 it is being carried out by this request
+ * (a one-hop create: api/create_fast.c), one attempt made, and the
+ * controller leaves it alone for lease_s seconds. */
+static int insert_operation_leased(cp_call *c, const char *kind, const char *target, const char *state,
+                                   const char *message, int lease_s, char op_id[static SP_ID_MAX], sp_error **err)
 {
         if (sp_id_new("op", op_id, err) < 0)
                 return -SP_E_IO;
-        char deadline[32];
+        char deadline[32], lease[16];
         snprintf(deadline, sizeof(deadline), "%lld", (long long)c->api->cfg.operation_deadline_s);
-        const char *params[] = {op_id, c->who.tenant_id, kind, target, state, message, deadline};
+        snprintf(lease, sizeof(lease), "%d", lease_s > 0 ? lease_s : 0);
+        const char *params[] = {op_id, c->who.tenant_id, kind, target, state, message, deadline, lease};
         return cp_db_exec(c->api->db,
-                          "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at) "
-                          "VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7::integer))",
-                          7, params, NULL, err);
+                          "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at, "
+                          "attempts, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => "
+                          "$7::integer), CASE WHEN $8::integer > 0 THEN 1 ELSE 0 END, now() + make_interval(secs => "
+                          "$8::integer))",
+                          8, params, NULL, err);
+}
+
+static int insert_operation(cp_call *c, const char *kind, const char *target, const char *state, const char *message,
+                            char op_id[static SP_ID_MAX], sp_error **err)
+{
+        return insert_operation_leased(c, kind, target, state, message, 0, op_id, err);
 }
 
 /* {"operation":..., "sandbox":...} for op_id and sandbox id, inside the transaction. */
-static int envelope(cp_call *c, const char *op_id, const char *sbx_id, json_object **ret, sp_error **err)
+int cp__op_envelope(cp_call *c, const char *op_id, const char *sbx_id, json_object **ret, sp_error **err)
 {
         const char *params[] = {op_id, sbx_id};
         int r = cp__query_json(c->api,
@@ -200,6 +214,10 @@ void cp__h_sandbox_create(cp_call *c)
                 cp__mutation_abort(c, e);
                 return;
         }
+        /* One hop: a worker whose warm pool can serve it takes it now, from
+         * this request (api/create_fast.c). */
+        cp_placement pl;
+        bool fast = cp__create_fast_pick(c, PQgetvalue(tpl, 0, 0), sp_json_str(spec), r.backend, &pl);
         char id[SP_ID_MAX], op[SP_ID_MAX], timeout[32], idle[32];
         snprintf(timeout, sizeof(timeout), "%lld", (long long)r.timeout_s);
         snprintf(idle, sizeof(idle), "%lld", (long long)r.idle_timeout_s);
@@ -214,7 +232,8 @@ void cp__h_sandbox_create(cp_call *c)
                                 r.end_action,
                                 r.timeout_s > 0 ? timeout : NULL,
                                 r.ingress,
-                                r.auto_resume ? "true" : "false"};
+                                r.auto_resume ? "true" : "false",
+                                fast ? pl.worker_id : NULL};
         _cleanup_json_ json_object *out = NULL, *audit = NULL;
         if (r.nsecrets) {
                 /* The audit record names the secrets given, never a value (nor a placeholder). */
@@ -225,23 +244,30 @@ void cp__h_sandbox_create(cp_call *c)
                 json_object_object_add(audit, "secrets", names);
         }
         if (sp_id_new("sbx", id, &e) < 0 ||
-            cp_db_exec(
-                    c->api->db,
-                    "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
-                    "observed_state, metadata, backend, idle_timeout_s, end_action, end_at, ingress, auto_resume, "
-                    "timeout_s) VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, $7, $8::integer, "
-                    "$9, now() + make_interval(secs => $10::integer), $11, $12::boolean, $10::integer)",
-                    12, params, NULL, &e) < 0 ||
+            cp_db_exec(c->api->db,
+                       "INSERT INTO sandboxes (id, tenant_id, template, template_id, spec, desired_state, "
+                       "observed_state, metadata, backend, idle_timeout_s, end_action, end_at, ingress, auto_resume, "
+                       "timeout_s, worker_id) VALUES ($1, $2, $3, $4, $5::jsonb, 'running', 'creating', $6::jsonb, "
+                       "coalesce($7, (SELECT backend FROM workers WHERE id = $13)), $8::integer, $9, "
+                       "now() + make_interval(secs => $10::integer), $11, $12::boolean, $10::integer, $13)",
+                       13, params, NULL, &e) < 0 ||
             record_secrets(c, id, secrets, r.nsecrets, &e) < 0 ||
-            insert_operation(c, "create", id, "pending", NULL, op, &e) < 0 ||
-            cp__audit(c, "sandbox.create", id, audit, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
+            insert_operation_leased(c, "create", id, fast ? "running" : "pending",
+                                    fast ? "creating it on its worker from the request (one hop)" : NULL,
+                                    fast ? CP_CREATE_FAST_LEASE_S : 0, op, &e) < 0 ||
+            cp__audit(c, "sandbox.create", id, audit, &e) < 0 || cp__op_envelope(c, op, id, &out, &e) < 0) {
                 cp_sandbox_create_req_free(&r);
                 cp__mutation_abort(c, e);
                 return;
         }
         cp_sandbox_create_req_free(&r);
         sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", id, "request_id", sp_http_request_id(c->req)), "create requested");
-        cp__mutation_commit(c, 202, out);
+        if (!fast) {
+                cp__mutation_commit(c, 202, out);
+                return;
+        }
+        if (cp__mutation_commit_keep(c, 202, out) == 0)
+                cp__create_fast_send(c, op, id, &pl);
 }
 
 void cp__h_sandbox_get(cp_call *c)
@@ -369,7 +395,7 @@ static void lifecycle(cp_call *c, const action *a)
                                "SELECT id FROM operations WHERE target_id = $1 AND tenant_id = $2 AND kind = 'delete' "
                                "ORDER BY created_at DESC LIMIT 1",
                                2, params, &op, &e) < 0 ||
-                    PQntuples(op) != 1 || envelope(c, PQgetvalue(op, 0, 0), id, &out, &e) < 0) {
+                    PQntuples(op) != 1 || cp__op_envelope(c, PQgetvalue(op, 0, 0), id, &out, &e) < 0) {
                         if (!e)
                                 sp_error_set(&e, SP_E_NOT_FOUND, NOT_FOUND_FMT, id);
                         cp__mutation_abort(c, e);
@@ -411,7 +437,7 @@ static void lifecycle(cp_call *c, const action *a)
                        2, up, NULL, &e) < 0 ||
             insert_operation(c, noop ? "resume" : kind, id, noop ? "succeeded" : "pending",
                              noop ? "already running" : NULL, op, &e) < 0 ||
-            cp__audit(c, action_name, id, NULL, &e) < 0 || envelope(c, op, id, &out, &e) < 0) {
+            cp__audit(c, action_name, id, NULL, &e) < 0 || cp__op_envelope(c, op, id, &out, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }

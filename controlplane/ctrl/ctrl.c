@@ -317,7 +317,7 @@ cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_erro
         if (!c->cfg.unreachable_factor)
                 c->cfg.unreachable_factor = 3;
         if (!c->cfg.quarantine_threshold)
-                c->cfg.quarantine_threshold = 5;
+                c->cfg.quarantine_threshold = CP_WORKER_QUARANTINE_THRESHOLD;
         if (cfg->worker_tls)
                 SSL_CTX_up_ref(cfg->worker_tls);
         if (!(c->pool = sp_rpc_pool_new(base, cfg->worker_tls, CP_CTRL_MAX_WORKERS, err)))

@@ -22,13 +22,13 @@
 #include <string.h>
 
 #include "ctrl/ctrl_internal.h"
-#include "sched/sched.h"
+#include "sched/placement.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
 #include "space/worker_rpc.h"
+#include "store/create_req.h"
 #include "store/egress.h"
-#include "store/secrets.h"
 #include "store/workers.h"
 
 typedef struct kind_def {
@@ -258,89 +258,19 @@ enum {
         S_EGRESS_GEN
 };
 
-/* Loads the fleet and places the sandbox (a row of start_sandbox_op's query),
- * on another worker than `avoid` (NULL: any) if one fits, else on any. */
+/* Places the sandbox (a row of start_sandbox_op's query) with the fleet's
+ * scheduler (sched/placement.h), on another worker than `avoid` (NULL: any)
+ * if one fits, else on any. */
 static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[static SP_ID_MAX], sp_error **err)
 {
-        const char *template_id = PQgetvalue(sbx, 0, S_TEMPLATE);
-        _cleanup_pgresult_ PGresult *res = NULL;
-        const char *p[] = {template_id};
-        if (cp_db_exec(c->db,
-                       "SELECT w.id, coalesce(w.name, w.id), w.backend, w.state, w.admin_state, w.labels::text, "
-                       "coalesce((w.capacity->>'cpu_millis')::bigint, 0), coalesce((w.capacity->>'memory_mb')::bigint, "
-                       "0), coalesce((w.capacity->>'slots')::bigint, 0), coalesce(u.cpu, 0), coalesce(u.mem, 0), "
-                       "coalesce(u.n, 0), coalesce(w.observed->'templates', '[]'::jsonb) ? $1, "
-                       "coalesce((w.observed->'warm'->>$1)::bigint, 0), "
-                       "coalesce((w.capacity->>'disk_mb')::bigint, 0), "
-                       "coalesce((w.observed->'used'->>'disk_mb')::bigint, 0) "
-                       "FROM workers w LEFT JOIN (SELECT worker_id, sum((spec->'resources'->>'cpu_millis')::bigint) "
-                       "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n FROM sandboxes WHERE "
-                       "deleted_at IS NULL AND worker_id IS NOT NULL AND observed_state NOT IN ('suspended', "
-                       "'stopped', 'deleted', 'failed') GROUP BY worker_id) u ON u.worker_id = w.id ORDER BY 2",
-                       1, p, &res, err) < 0)
-                return -SP_E_UNAVAILABLE;
-        int n = PQntuples(res);
-        cp_sched_worker *ws = calloc(n ? (size_t)n : 1, sizeof(*ws));
-        json_object **labels = calloc(n ? (size_t)n : 1, sizeof(*labels));
-        if (!ws || !labels) {
-                free(ws);
-                free(labels);
-                return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        }
-        for (int i = 0; i < n; i++) {
-                const char *l = PQgetvalue(res, i, 5);
-                (void)sp_json_parse(l, strlen(l), &labels[i], NULL);
-                ws[i] = (cp_sched_worker){
-                        .id = PQgetvalue(res, i, 0),
-                        .name = PQgetvalue(res, i, 1),
-                        .backend = PQgetvalue(res, i, 2),
-                        .health = PQgetvalue(res, i, 3),
-                        .admin_state = PQgetvalue(res, i, 4),
-                        .labels = labels[i],
-                        .cpu_millis_capacity = strtoll(PQgetvalue(res, i, 6), NULL, 10),
-                        .memory_mb_capacity = strtoll(PQgetvalue(res, i, 7), NULL, 10),
-                        .slots_capacity = strtoll(PQgetvalue(res, i, 8), NULL, 10),
-                        .cpu_millis_used = strtoll(PQgetvalue(res, i, 9), NULL, 10),
-                        .memory_mb_used = strtoll(PQgetvalue(res, i, 10), NULL, 10),
-                        .slots_used = strtoll(PQgetvalue(res, i, 11), NULL, 10),
-                        .has_template = strcmp(PQgetvalue(res, i, 12), "t") == 0,
-                        .warm = strtoll(PQgetvalue(res, i, 13), NULL, 10),
-                        .disk_mb_capacity = strtoll(PQgetvalue(res, i, 14), NULL, 10),
-                        .disk_mb_used = strtoll(PQgetvalue(res, i, 15), NULL, 10),
-                };
-        }
-        _cleanup_json_ json_object *spec = NULL;
-        const char *s = PQgetvalue(sbx, 0, S_SPEC);
-        json_object *resources = NULL, *v = NULL;
-        cp_sched_request req = {.template_id = template_id,
-                                .backend = PQgetisnull(sbx, 0, S_BACKEND) ? NULL : PQgetvalue(sbx, 0, S_BACKEND)};
-        if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
-                if (json_object_object_get_ex(spec, "resources", &resources)) {
-                        if (json_object_object_get_ex(resources, "cpu_millis", &v))
-                                req.cpu_millis = json_object_get_int64(v);
-                        if (json_object_object_get_ex(resources, "memory_mb", &v))
-                                req.memory_mb = json_object_get_int64(v);
-                        if (json_object_object_get_ex(resources, "disk_mb", &v))
-                                req.disk_mb = json_object_get_int64(v);
-                }
-                if (json_object_object_get_ex(spec, "labels", &v))
-                        req.labels = v;
-        }
-        size_t idx = 0;
-        req.exclude_worker = avoid;
-        int r = cp_sched_place(&req, ws, (size_t)n, &idx, NULL);
-        if (r < 0) {
-                req.exclude_worker = NULL;
-                r = cp_sched_place(&req, ws, (size_t)n, &idx, err);
-        }
-        if (r == 0)
-                snprintf(worker_out, SP_ID_MAX, "%s", ws[idx].id);
-        for (int i = 0; i < n; i++)
-                if (labels[i])
-                        json_object_put(labels[i]);
-        free(labels);
-        free(ws);
-        return r;
+        cp_placement pl;
+        int r = cp_placement_choose(c->db, PQgetvalue(sbx, 0, S_TEMPLATE), PQgetvalue(sbx, 0, S_SPEC),
+                                    PQgetisnull(sbx, 0, S_BACKEND) ? NULL : PQgetvalue(sbx, 0, S_BACKEND), avoid, &pl,
+                                    err);
+        if (r < 0)
+                return r;
+        snprintf(worker_out, SP_ID_MAX, "%s", pl.worker_id);
+        return 0;
 }
 
 /* Deals with an operation whose worker cannot serve it now; returns false
@@ -387,13 +317,6 @@ static bool worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, c
                 return true;
         }
         return false;
-}
-
-/* The integer o.key of a sandbox's spec, 0 (the worker's default) when absent. */
-static int64_t spec_int(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, key, &v) && v ? json_object_get_int64(v) : 0;
 }
 
 static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts,
@@ -469,42 +392,16 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         if (k->during)
                 (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
                                  up + 1, NULL, NULL);
-        _cleanup_json_ json_object *req = NULL, *bindings = NULL;
+        _cleanup_json_ json_object *req = NULL;
         int64_t timeout_ms = 60000;
         if (strcmp(kind, "create") == 0) {
-                /* The resources and environment of the sandbox's spec (api/sandboxes.c). */
-                pr_wk_create_sandbox q = {.id = sbx_id, .template_name = PQgetvalue(sbx, 0, S_TEMPLATE), .warm = true};
-                _cleanup_json_ json_object *spec = NULL;
-                const char *s = PQgetvalue(sbx, 0, S_SPEC);
-                json_object *res = NULL, *env = NULL;
-                if (sp_json_parse(s, strlen(s), &spec, NULL) == 0) {
-                        if (json_object_object_get_ex(spec, "resources", &res) && res)
-                                q.resources = (pr_wk_resources){.cpu_millis = spec_int(res, "cpu_millis"),
-                                                                .memory_mb = spec_int(res, "memory_mb"),
-                                                                .pids = spec_int(res, "pids"),
-                                                                .disk_mb = spec_int(res, "disk_mb")};
-                        if (json_object_object_get_ex(spec, "env", &env) && json_object_is_type(env, json_type_object))
-                                q.env = env;
-                        /* The whole egress profile (api/egress.c); none when absent. */
-                        json_object *egress = NULL;
-                        if (json_object_object_get_ex(spec, "egress_profile", &egress) &&
-                            json_object_is_type(egress, json_type_object))
-                                q.egress = egress;
-                }
-                /* Its secrets, with their values, as its profile grants them
-                 * now (store/secrets.h); none: the field stays out. */
+                /* Its spec, egress profile and secrets (store/create_req.h). */
                 _cleanup_error_ sp_error *be = NULL;
-                if (cp_sandbox_secret_bindings(c->db, c->cfg.keyring, sbx_id, q.egress, &bindings, &be) < 0) {
+                if (cp_sandbox_create_request(c->db, c->cfg.keyring, sbx_id, &req, &x->egress_generation, &be) < 0) {
                         op_retry(c, op, backoff_s(attempts), be->message);
                         ctx_free(x);
                         return;
                 }
-                if (json_object_array_length(bindings) > 0)
-                        q.secrets = bindings;
-                q.tenant_id = PQgetvalue(sbx, 0, S_TENANT);
-                x->egress_generation = strtoll(PQgetvalue(sbx, 0, S_EGRESS_GEN), NULL, 10);
-                q.egress_generation = x->egress_generation;
-                req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);
                 timeout_ms = 120000;
         } else {
                 req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = sbx_id});

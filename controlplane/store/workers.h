@@ -34,6 +34,8 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
  * one) is older than `factor` (1..1000) of its heartbeat intervals as
  * unreachable; *ret_changed (may be NULL) gets how many changed. */
 int cp_worker_mark_unreachable(cp_db *db, int factor, int *ret_changed, sp_error **err);
+/* The consecutive failures that quarantine a worker unless configured otherwise. */
+#define CP_WORKER_QUARANTINE_THRESHOLD 5
 /* Counts a failed operation against a worker; at `threshold` (1..1000)
  * consecutive failures it is quarantined with reason (NULL: "repeated
  * failures"; control characters become spaces, at most 1024 bytes). A success
