@@ -205,7 +205,7 @@ START_TEST(turned_off_the_controller_creates_it)
         _cleanup_json_ json_object *r = API(key, "POST", "/v1/sandboxes", 202, SANDBOX);
         ck_assert_str_eq(sp_test_jstr(r, "operation.state"), "pending");
         ck_assert_str_eq(sp_test_jstr(r, "sandbox.state"), "creating");
-        _cleanup_json_ json_object *done = sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true));
         ck_assert_int_eq(fast_metric(S.api, "claimed") + fast_metric(S.api, "fallback") + fast_metric(S.api, "error"),
                          0);
         runs_a_command(key, sp_test_jstr(r, "sandbox.id"));
@@ -235,7 +235,7 @@ START_TEST(a_worker_that_fails_the_call_hands_it_to_the_controller)
         ck_assert_ptr_nonnull(r);
         ck_assert_str_eq(sp_test_jstr(r, "operation.state"), "pending");
         ck_assert_int_eq(fast_metric(S.api, "error"), errors + 1);
-        _cleanup_json_ json_object *done = sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true));
         const char *sbx = sp_test_jstr(r, "sandbox.id");
         _cleanup_json_ json_object *s = API(key, "GET", path_of("/v1/sandboxes/%s", sbx), 200, NULL);
         ck_assert_str_eq(sp_test_jstr(s, "state"), "running");
@@ -254,7 +254,7 @@ START_TEST(without_a_warm_sandbox_the_controller_creates_it)
         ck_assert_str_eq(sp_test_jstr(r, "operation.state"), "pending");
         ck_assert_int_eq(fast_metric(S.api, "fallback"), fallback + 1);
         ck_assert_int_eq(fast_metric(S.api, "claimed"), claimed);
-        _cleanup_json_ json_object *done = sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true));
         runs_a_command(key, sp_test_jstr(r, "sandbox.id"));
         worker_holds_exactly_the_database(sp_test_jstr(r, "sandbox.id"));
 }
