@@ -247,10 +247,8 @@ static void agent_log_unwatch(wk_sandbox *sb)
         sb->agent_log = NULL;
 }
 
-int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
+static int connect_unix(const char *path, int *ret, sp_error **err)
 {
-        agent_log_watch(sb);
-        const char *path = sb->node->backend->ops->agent_socket(sb->box);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (!path || strlen(path) >= sizeof(sa.sun_path))
                 return sp_error_set(err, SP_E_INTERNAL, "agent socket path too long");
@@ -259,13 +257,41 @@ int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 int e = errno;
                 sp_close(fd);
-                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to the agent of %s", sb->id);
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to the agent");
         }
+        *ret = fd;
+        return 0;
+}
+
+/* The agent's connection over fd (taken), its sessions attached to it. */
+static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
+{
         sb->link = wk_agent_link_new_fd(sb->node->base, fd, &link_ops, sb, err);
         if (!sb->link)
                 return -SP_E_UNAVAILABLE;
         wk__sessions_attach(sb);
         return 0;
+}
+
+/* After a job started the box and connected (fd): watch its log, take the
+ * connection, or try again soon. */
+static void agent_adopt_or_retry(wk_sandbox *sb, int fd)
+{
+        agent_log_watch(sb);
+        _cleanup_error_ sp_error *e = NULL;
+        if (agent_adopt_fd(sb, fd, &e) < 0) {
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
+                reconnect_later(sb, 0, 200000);
+        }
+}
+
+int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
+{
+        agent_log_watch(sb);
+        int fd = -1;
+        if (connect_unix(sb->node->backend->ops->agent_socket(sb->box), &fd, err) < 0)
+                return sp_error_wrap(err, "sandbox %s", sb->id);
+        return agent_adopt_fd(sb, fd, err);
 }
 
 /* --- creation --- */
@@ -408,22 +434,6 @@ typedef struct make_job {
         sp_error *err;
 } make_job;
 
-static int connect_unix(const char *path, int *ret, sp_error **err)
-{
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (!path || strlen(path) >= sizeof(sa.sun_path))
-                return sp_error_set(err, SP_E_INTERNAL, "agent socket path too long");
-        strcpy(sa.sun_path, path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                int e = errno;
-                sp_close(fd);
-                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to the agent");
-        }
-        *ret = fd;
-        return 0;
-}
-
 static int write_record(const char *state_dir, const char *key, const char *text, sp_error **err)
 {
         char path[PATH_MAX];
@@ -478,7 +488,6 @@ static void make_done(wk_job *j)
 {
         make_job *m = (make_job *)j;
         wk_sandbox *sb = m->sb;
-        wk_node *n = sb->node;
         free(m->record);
         if (j->cancelled && !m->err)
                 sp_error_set(&m->err, SP_E_UNAVAILABLE, "create sandbox %s: the worker is shutting down", m->id);
@@ -496,15 +505,7 @@ static void make_done(wk_job *j)
                 return;
         }
         sb->box = m->box;
-        agent_log_watch(sb);
-        _cleanup_error_ sp_error *e = NULL;
-        sb->link = wk_agent_link_new_fd(n->base, m->agent_fd, &link_ops, sb, &e);
-        if (sb->link) {
-                wk__sessions_attach(sb);
-        } else {
-                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
-                reconnect_later(sb, 0, 200000);
-        }
+        agent_adopt_or_retry(sb, m->agent_fd);
         sb->state = WK_SB_RUNNING;
         wk__egress_apply(sb, NULL, NULL);
         if (!sb->warm)
@@ -1010,7 +1011,6 @@ static void restore_done(wk_job *j)
 {
         box_job *b = (box_job *)j;
         wk_sandbox *sb = b->sb;
-        wk_node *n = sb->node;
         if (j->cancelled)
                 sp_error_set(&b->err, SP_E_UNAVAILABLE, "restore %s: the worker is shutting down", b->id);
         if (b->err) {
@@ -1018,15 +1018,7 @@ static void restore_done(wk_job *j)
                 box_job_end(b);
                 return;
         }
-        _cleanup_error_ sp_error *e = NULL;
-        agent_log_watch(sb);
-        sb->link = wk_agent_link_new_fd(n->base, b->agent_fd, &link_ops, sb, &e);
-        if (sb->link) {
-                wk__sessions_attach(sb);
-        } else {
-                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent: %s", e->message);
-                reconnect_later(sb, 0, 200000);
-        }
+        agent_adopt_or_retry(sb, b->agent_fd);
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
         _cleanup_error_ sp_error *ca = NULL;
