@@ -67,7 +67,7 @@ static int check_sandboxes(json_object *arr, sp_error **err)
 typedef struct heartbeat_req {
         pr_cp_heartbeat m; /* borrowed from the request */
         json_object *capacity; /* owned: the capacity as stored */
-        json_object *observed; /* owned: used, templates, artifacts, template_bytes, warm, sandboxes */
+        json_object *observed; /* owned: used, jobs, templates, artifacts, template_bytes, warm, sandboxes */
 } heartbeat_req;
 
 static json_object *or_empty(json_object *v, json_type type)
@@ -91,6 +91,8 @@ static int parse(json_object *req, heartbeat_req *r, sp_error **err)
         r->capacity = pr_msg_encode(&pr_cp_resources_schema, &m->capacity);
         r->observed = json_object_new_object();
         json_object_object_add(r->observed, "used", pr_msg_encode(&pr_cp_resources_schema, &m->used));
+        if (m->has_jobs)
+                json_object_object_add(r->observed, "jobs", pr_msg_encode(&pr_cp_jobs_schema, &m->jobs));
         json_object_object_add(r->observed, "templates", or_empty(m->templates, json_type_array));
         json_object_object_add(r->observed, "artifacts", or_empty(m->artifacts, json_type_object));
         json_object_object_add(r->observed, "template_bytes", or_empty(m->template_bytes, json_type_object));

@@ -20,9 +20,13 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
                        "coalesce(u.n, 0), coalesce(w.observed->'templates', '[]'::jsonb) ? $1, "
                        "coalesce((w.observed->'warm'->>$1)::bigint, 0), "
                        "coalesce((w.capacity->>'disk_mb')::bigint, 0), "
-                       "coalesce((w.observed->'used'->>'disk_mb')::bigint, 0), coalesce(w.address, '') "
+                       "coalesce((w.observed->'used'->>'disk_mb')::bigint, 0), coalesce(w.address, ''), "
+                       "coalesce((w.observed->'jobs'->>'threads')::bigint, 0), "
+                       "greatest(coalesce((w.observed->'jobs'->>'running')::bigint, 0) + "
+                       "coalesce((w.observed->'jobs'->>'queued')::bigint, 0), coalesce(u.creating, 0)) "
                        "FROM workers w LEFT JOIN (SELECT worker_id, sum((spec->'resources'->>'cpu_millis')::bigint) "
-                       "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n FROM sandboxes WHERE "
+                       "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n, "
+                       "count(*) FILTER (WHERE observed_state = 'creating') creating FROM sandboxes WHERE "
                        "deleted_at IS NULL AND worker_id IS NOT NULL AND observed_state NOT IN ('suspended', "
                        "'stopped', 'deleted', 'failed') GROUP BY worker_id) u ON u.worker_id = w.id ORDER BY 2",
                        1, p, &res, err) < 0)
@@ -55,6 +59,8 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
                         .warm = strtoll(PQgetvalue(res, i, 13), NULL, 10),
                         .disk_mb_capacity = strtoll(PQgetvalue(res, i, 14), NULL, 10),
                         .disk_mb_used = strtoll(PQgetvalue(res, i, 15), NULL, 10),
+                        .job_threads = strtoll(PQgetvalue(res, i, 17), NULL, 10),
+                        .jobs_pending = strtoll(PQgetvalue(res, i, 18), NULL, 10),
                 };
         }
         _cleanup_json_ json_object *sp = NULL;

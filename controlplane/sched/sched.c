@@ -186,12 +186,27 @@ static frac room_score(const cp_sched_request *req, const cp_sched_worker *w)
         return s;
 }
 
-/* Whether a is preferred over b: warm first, then more room, then the
- * smaller name, then the smaller id (an equal pair keeps the earlier one). */
+/* The jobs a worker has beyond its threads (< 0: a thread is free; a worker
+ * that does not report its threads counts as having one free). */
+static int64_t backlog(const cp_sched_worker *w)
+{
+        if (w->job_threads <= 0)
+                return -1;
+        return nonneg(w->jobs_pending) - w->job_threads;
+}
+
+/* Whether a is preferred over b: warm first, then a thread free (or else the
+ * shorter queue), then more room, then the smaller name, then the smaller id
+ * (an equal pair keeps the earlier one). */
 static bool better(const cp_sched_request *req, const cp_sched_worker *a, const cp_sched_worker *b)
 {
         if ((a->warm > 0) != (b->warm > 0))
                 return a->warm > 0;
+        int64_t qa = backlog(a), qb = backlog(b);
+        if ((qa < 0) != (qb < 0))
+                return qa < 0;
+        if (qa >= 0 && qa != qb)
+                return qa < qb;
         frac ra = room_score(req, a), rb = room_score(req, b);
         if (frac_less(rb, ra))
                 return true;

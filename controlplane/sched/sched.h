@@ -44,6 +44,13 @@ typedef struct cp_sched_worker {
         int64_t disk_mb_capacity, disk_mb_used;
         bool has_template; /* the requested template is imported on it */
         int64_t warm; /* warm sandboxes of the requested template ready on it */
+        /* Its job threads as it last reported them (0: not reported), and the
+         * jobs it has to do: the larger of what it reported running and
+         * waiting, and the creates placed there and not yet running. A
+         * worker with no thread free is chosen only when every other that
+         * fits has none either (then the shortest queue): a create there
+         * would wait behind the others. */
+        int64_t job_threads, jobs_pending;
 } cp_sched_worker;
 
 /* What a sandbox needs. Strings and labels are borrowed. */

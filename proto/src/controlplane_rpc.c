@@ -77,6 +77,15 @@ static const pr_field sandbox_fields[] = {
 #undef R
 const pr_schema pr_cp_sandbox_schema = PR_SCHEMA("Sandbox", sandbox_fields);
 
+#define R pr_cp_jobs
+static const pr_field jobs_fields[] = {
+        PR_F_INT(R, "threads", threads, true, 0, PR_CP_JOBS_MAX, 0),
+        PR_F_INT(R, "running", running, true, 0, PR_CP_JOBS_MAX, 0),
+        PR_F_INT(R, "queued", queued, true, 0, PR_CP_JOBS_MAX, 0),
+};
+#undef R
+const pr_schema pr_cp_jobs_schema = PR_SCHEMA("Jobs", jobs_fields);
+
 #define R pr_cp_heartbeat
 static const pr_field heartbeat_fields[] = {
         PR_F_STRING(R, "address", address, true, PR_CP_ADDRESS_MAX),
@@ -84,6 +93,7 @@ static const pr_field heartbeat_fields[] = {
         PR_F_STRING_MAP(R, "labels", labels, PR_CP_LABELS_MAX, PR_CP_LABEL_KEY_MAX, PR_CP_LABEL_VALUE_MAX),
         PR_F_OBJECT_REQ(R, "capacity", capacity, &pr_cp_resources_schema),
         PR_F_OBJECT_REQ(R, "used", used, &pr_cp_resources_schema),
+        PR_F_OBJECT_OPT(R, "jobs", jobs, has_jobs, &pr_cp_jobs_schema),
         PR_F_STRING_ARRAY(R, "templates", templates, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX),
         PR_F_INT_MAP(R, "artifacts", artifacts, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0, PR_CP_BYTES_MAX),
         PR_F_INT_MAP(R, "template_bytes", template_bytes, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0,

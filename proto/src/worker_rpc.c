@@ -331,6 +331,15 @@ static const pr_field node_resources_fields[] = {
 #undef R
 static const pr_schema node_resources_schema = PR_SCHEMA_OPEN("NodeResources", node_resources_fields);
 
+#define R pr_wk_node_jobs
+static const pr_field node_jobs_fields[] = {
+        PR_F_INT(R, "threads", threads, true, 0, INT32_MAX, 0),
+        PR_F_INT(R, "running", running, true, 0, INT32_MAX, 0),
+        PR_F_INT(R, "queued", queued, true, 0, INT32_MAX, 0),
+};
+#undef R
+static const pr_schema node_jobs_schema = PR_SCHEMA_OPEN("NodeJobs", node_jobs_fields);
+
 #define R pr_wk_node_info
 static const pr_field node_info_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
@@ -339,6 +348,7 @@ static const pr_field node_info_fields[] = {
         PR_F_OBJECT_REQ(R, "used", used, &node_resources_schema),
         PR_F_INT_MAP(R, "warm", warm, true, PR_WK_LIST_MAX, PR_WK_ID_MAX, 0, INT64_MAX),
         PR_F_STRING_ARRAY(R, "templates", templates, true, PR_WK_LIST_MAX, PR_WK_ID_MAX),
+        PR_F_OBJECT_OPT(R, "jobs", jobs, has_jobs, &node_jobs_schema),
 };
 #undef R
 const pr_schema pr_wk_node_info_schema = PR_SCHEMA_OPEN("NodeInfoAnswer", node_info_fields);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fleet/fleet.h"
+#include "sched/placement.h"
 #include "harness.h"
 #include "launcher.h"
 #include "pg.h"
@@ -617,6 +618,101 @@ START_TEST(heartbeat_artifacts_are_observed)
 }
 END_TEST
 
+#define BODY_JOBS_FMT \
+        "{\"address\":\"127.0.0.1:%d\",\"backend\":\"jail\"," \
+        "\"capacity\":{\"cpu_millis\":4000,\"memory_mb\":8192,\"slots\":16}," \
+        "\"used\":{\"cpu_millis\":0,\"memory_mb\":0,\"slots\":0},\"templates\":[\"base\"],\"jobs\":%s}"
+
+static void heartbeat_jobs(joined *w, int port, const char *jobs)
+{
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *req = parse(BODY_JOBS_FMT, port, jobs);
+        _cleanup_json_ json_object *r = rpc(w->ctx, "Heartbeat", req, &e);
+        ck_assert_msg(r, "%s", e ? e->message : "");
+}
+
+#define placed_on(w) placed_on_at(w, __LINE__)
+static void placed_on_at(const joined *want, int line)
+{
+        sp_error *e = NULL;
+        cp_placement pl;
+        sp_test_ok(cp_placement_choose(db, "base", "{\"resources\":{\"cpu_millis\":100,\"memory_mb\":64}}", NULL, NULL,
+                                       &pl, &e),
+                   &e);
+        ck_assert_msg(strcmp(pl.worker_id, want->id) == 0, "line %d: placed on %s, not %s", line, pl.worker_id,
+                      want->id);
+}
+
+/* A worker's job queue (issue 18) reaches the scheduler: a create goes to a
+ * worker with a job thread free, the queue being what the worker reported or
+ * the creates placed there and not yet running, whichever is more. */
+START_TEST(heartbeat_jobs_steer_placement)
+{
+        fleet_up();
+        sp_error *e = NULL;
+        char tid[SP_ID_MAX];
+        _cleanup_free_ char *token = new_token(0, tid);
+        joined a, b;
+        join_ok(token, "node-a", &a);
+        join_ok(token, "node-b", &b);
+
+        /* Both idle: equal room, the smaller name. */
+        heartbeat_jobs(&a, 7071, "{\"threads\":4,\"running\":0,\"queued\":0}");
+        heartbeat_jobs(&b, 7072, "{\"threads\":4,\"running\":0,\"queued\":0}");
+        _cleanup_free_ char *stored = query1("SELECT observed->'jobs' FROM workers WHERE id = $1", a.id);
+        ck_assert_str_eq(stored, "{\"queued\": 0, \"running\": 0, \"threads\": 4}");
+        placed_on(&a);
+
+        /* node-a's threads all taken, requests waiting: node-b. */
+        heartbeat_jobs(&a, 7071, "{\"threads\":4,\"running\":4,\"queued\":3}");
+        placed_on(&b);
+        /* Both full: the shorter queue. */
+        heartbeat_jobs(&b, 7072, "{\"threads\":4,\"running\":4,\"queued\":5}");
+        placed_on(&a);
+
+        /* node-a reports itself idle, but four creates placed on it are not
+         * running yet (its heartbeat is older than them): node-b. */
+        heartbeat_jobs(&a, 7071, "{\"threads\":4,\"running\":0,\"queued\":0}");
+        heartbeat_jobs(&b, 7072, "{\"threads\":4,\"running\":1,\"queued\":0}");
+        placed_on(&a);
+        const char *pab[] = {a.id, b.id};
+        /* (node-b gets four running ones, so that both have the same room) */
+        sp_test_ok(
+                cp_db_exec(
+                        db,
+                        "INSERT INTO sandboxes (id, tenant_id, template, spec, desired_state, observed_state, "
+                        "worker_id) SELECT 'sbx_jobsa' || g, 'ten_system', 'base', '{}'::jsonb, 'running', 'creating', "
+                        "$1 FROM generate_series(1, 4) g UNION ALL SELECT 'sbx_jobsb' || g, 'ten_system', "
+                        "'base', '{}'::jsonb, 'running', 'running', $2 FROM generate_series(1, 4) g",
+                        2, pab, NULL, &e),
+                &e);
+        placed_on(&b);
+        sp_test_ok(cp_db_exec(db, "UPDATE sandboxes SET observed_state = 'running' WHERE id LIKE 'sbx_jobs%'", 0, NULL,
+                              NULL, &e),
+                   &e);
+        placed_on(&a);
+
+        /* A heartbeat without jobs (an older worker) is taken, and not held against it. */
+        heartbeat_ok(b.ctx, "\"base\"", "");
+        _cleanup_free_ char *none =
+                query1("SELECT coalesce(observed->'jobs', 'null') FROM workers WHERE id = $1", b.id);
+        ck_assert_str_eq(none, "null");
+
+        const char *bad[] = {"[]", "{\"threads\":4,\"running\":0}", "{\"threads\":-1,\"running\":0,\"queued\":0}",
+                             "{\"threads\":4,\"running\":0,\"queued\":1000001}",
+                             "{\"threads\":4,\"running\":0,\"queued\":0,\"waiting\":1}"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
+                _cleanup_json_ json_object *req = parse(BODY_JOBS_FMT, 7071, bad[i]);
+                ck_assert_ptr_null(rpc(a.ctx, "Heartbeat", req, &e));
+                ck_assert_msg(e->code == SP_E_INVALID && strstr(e->message, "jobs"), "bad %zu: %s", i, e->message);
+                e = sp_error_free(e);
+        }
+        sp_test_ok(cp_db_exec(db, "DELETE FROM sandboxes WHERE id LIKE 'sbx_jobs%'", 0, NULL, NULL, &e), &e);
+        joined_free(&a);
+        joined_free(&b);
+}
+END_TEST
+
 /* ---- NOTIFY ---- */
 
 static PGconn *listener(void)
@@ -987,6 +1083,7 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         sp_test_ok(sp_test_proc_start(&worker, "worker", argv, &opts, &e), &e);
         sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 120000, &e), &e);
         wait_worker("node-a", "w.observed->'templates' ? 'base' AND w.capacity->>'slots' = '16' AND "
+                              "w.observed->'jobs'->>'threads' = '4' AND "
                               "w.last_heartbeat IS NOT NULL AND w.state = 'ready'");
         char want_addr[64];
         snprintf(want_addr, sizeof(want_addr), "127.0.0.1:%d", port);
@@ -1090,6 +1187,7 @@ int main(void)
         tcase_add_test(tc, join_tokens);
         tcase_add_test(tc, heartbeats_only_from_the_worker_named);
         tcase_add_test(tc, heartbeat_artifacts_are_observed);
+        tcase_add_test(tc, heartbeat_jobs_steer_placement);
         tcase_add_test(tc, notify_when_there_is_something_to_do);
         tcase_add_test(tc, unreachable_quarantine_and_admin_states);
         suite_add_tcase(s, tc);

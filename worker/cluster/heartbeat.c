@@ -78,12 +78,24 @@ static json_object *heartbeat_body(wk_cluster *c)
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
         const char *backend = sp_json_member_str(info, "backend");
+        json_object *jobs = NULL, *v = NULL;
+        json_object_object_get_ex(info, "jobs", &jobs);
+        pr_cp_jobs queue = {0};
+        bool has_jobs = jobs && json_object_is_type(jobs, json_type_object);
+        if (has_jobs) {
+                queue.threads = json_object_object_get_ex(jobs, "threads", &v) ? json_object_get_int64(v) : 0;
+                queue.running = json_object_object_get_ex(jobs, "running", &v) ? json_object_get_int64(v) : 0;
+                queue.queued = json_object_object_get_ex(jobs, "queued", &v) ? json_object_get_int64(v) : 0;
+        }
         pr_cp_heartbeat m = {
                 .address = c->advertise,
                 .backend = backend ? backend : "jail",
                 .labels = c->labels,
                 .capacity = resources(info, "capacity"),
                 .used = resources(info, "used"),
+                /* Its job queue: the scheduler prefers a worker with a thread free. */
+                .has_jobs = has_jobs,
+                .jobs = queue,
                 .templates = templates,
                 .warm = warm,
                 /* Only when there are some: a control plane without the field refuses it. */

@@ -193,9 +193,11 @@ void wk_jobs_submit(wk_jobs *js, wk_job *j)
         pthread_mutex_unlock(&js->mu);
 }
 
-void wk_jobs_counts(wk_jobs *js, unsigned *ret_user, unsigned *ret_background, unsigned *ret_running)
+void wk_jobs_counts(wk_jobs *js, unsigned *ret_threads, unsigned *ret_user, unsigned *ret_background,
+                    unsigned *ret_running)
 {
         pthread_mutex_lock(&js->mu);
+        *ret_threads = js->nthreads;
         *ret_user = js->nuser;
         *ret_background = js->nbg;
         *ret_running = js->running;

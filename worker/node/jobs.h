@@ -39,8 +39,9 @@ struct wk_job {
 int wk_jobs_new(struct event_base *base, unsigned threads, wk_jobs **ret, sp_error **err);
 /* Queues j (its fields above `the pool's own` set); done() follows on the loop. */
 void wk_jobs_submit(wk_jobs *js, wk_job *j);
-/* Jobs waiting for a thread (user, background) and running. */
-void wk_jobs_counts(wk_jobs *js, unsigned *ret_user, unsigned *ret_background, unsigned *ret_running);
+/* The threads, the jobs waiting for one (user, background) and those running. */
+void wk_jobs_counts(wk_jobs *js, unsigned *ret_threads, unsigned *ret_user, unsigned *ret_background,
+                    unsigned *ret_running);
 /* Prometheus lines (space_worker_jobs_*). */
 void wk_jobs_metrics(wk_jobs *js, sp_buf *out);
 /* Waits for the running jobs and calls every done() left: finished jobs as

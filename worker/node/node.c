@@ -621,5 +621,13 @@ json_object *wk_node_info_json(wk_node *n)
                 json_object_array_add(names, json_object_new_string(t->name));
         a.warm = warm;
         a.templates = names;
+        /* The job queue (requests waiting; warm refills yield to them): the
+         * control plane's scheduler avoids a worker whose threads are all taken. */
+        if (n->jobs) {
+                unsigned threads, user, background, running;
+                wk_jobs_counts(n->jobs, &threads, &user, &background, &running);
+                a.has_jobs = true;
+                a.jobs = (pr_wk_node_jobs){.threads = threads, .running = running, .queued = user};
+        }
         return pr_msg_encode(&pr_wk_node_info_schema, &a);
 }

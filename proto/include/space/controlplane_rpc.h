@@ -43,6 +43,7 @@
 #define PR_CP_RESOURCE_MAX (INT64_C(1) << 40)
 #define PR_CP_BYTES_MAX (INT64_C(1) << 50)
 #define PR_CP_WARM_MAX 100000
+#define PR_CP_JOBS_MAX 1000000 /* a job count or a number of job threads */
 #define PR_CP_HEARTBEAT_MS_MIN 100
 #define PR_CP_HEARTBEAT_MS_MAX 600000
 #define PR_CP_TOKEN_KEYS_MAX 16 /* SP_TOKEN_MAX_KEYS */
@@ -88,10 +89,18 @@ typedef struct pr_cp_sandbox {
         bool secrets_missing;
 } pr_cp_sandbox;
 
+/* Heartbeat's "jobs": the worker's job threads and the jobs under way and
+ * waiting for one (creates, deletes, suspends, restores, warm refills). */
+typedef struct pr_cp_jobs {
+        int64_t threads, running, queued;
+} pr_cp_jobs;
+
 typedef struct pr_cp_heartbeat {
         const char *address, *backend;
         json_object *labels; /* string map */
         pr_cp_resources capacity, used;
+        bool has_jobs;
+        pr_cp_jobs jobs;
         json_object *templates; /* strings */
         json_object *artifacts, *template_bytes, *warm; /* integer maps by template name */
         json_object *sandboxes; /* pr_cp_sandbox_schema messages */
@@ -154,6 +163,7 @@ extern const pr_schema pr_cp_join_dataplane_resp_schema;
 extern const pr_schema pr_cp_resources_schema;
 extern const pr_schema pr_cp_sandbox_schema;
 extern const pr_schema pr_cp_heartbeat_schema;
+extern const pr_schema pr_cp_jobs_schema;
 extern const pr_schema pr_cp_heartbeat_resp_schema;
 extern const pr_schema pr_cp_token_keys_resp_schema;
 extern const pr_schema pr_cp_revoked_req_schema;

@@ -277,9 +277,16 @@ typedef struct pr_wk_node_resources {
 } pr_wk_node_resources;
 
 /* NodeInfo */
+/* NodeInfo's "jobs": the worker's job threads and what waits for them. */
+typedef struct pr_wk_node_jobs {
+        int64_t threads, running, queued;
+} pr_wk_node_jobs;
+
 typedef struct pr_wk_node_info {
         const char *id, *backend;
         pr_wk_node_resources capacity, used;
+        bool has_jobs;
+        pr_wk_node_jobs jobs;
         json_object *warm; /* {template: count} */
         json_object *templates; /* [name…] */
 } pr_wk_node_info;

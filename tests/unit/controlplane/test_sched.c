@@ -21,6 +21,7 @@ typedef struct tw {
         int64_t cpu_cap, mem_cap, slots_cap, cpu_used, mem_used, slots_used;
         bool tpl;
         int64_t warm;
+        int64_t threads, pending; /* job threads and jobs to do (0, 0 unless given) */
 } tw;
 
 /* A request as a table row writes it; the template is always "tpl_x". */
@@ -32,12 +33,14 @@ typedef struct tr {
 
 /* Brace-list macros, kept on one line each. */
 /* clang-format off */
-#define W(n, h, a, be, lab, cc, mc, sc, cu, mu, su, tpl, warm) {n, h, a, be, lab, cc, mc, sc, cu, mu, su, tpl, warm}
+#define W(n, h, a, be, lab, cc, mc, sc, cu, mu, su, tpl, warm) {n, h, a, be, lab, cc, mc, sc, cu, mu, su, tpl, warm, 0, 0}
 /* A healthy, active, empty jail worker with 4 CPUs, 8 GiB and 10 slots. */
 #define OK(n) W(n, "ready", "active", "jail", NULL, 4000, 8192, 10, 0, 0, 0, true, 0)
 #define USED(n, cu, mu, su) W(n, "ready", "active", "jail", NULL, 4000, 8192, 10, cu, mu, su, true, 0)
 #define LAB(n, lab) W(n, "ready", "active", "jail", lab, 4000, 8192, 10, 0, 0, 0, true, 0)
 #define WARM(n, cu, warm) W(n, "ready", "active", "jail", NULL, 4000, 8192, 10, cu, 0, 0, true, warm)
+/* A worker with cu CPU used, t job threads and p jobs to do (w warm sandboxes). */
+#define JOBS(n, cu, w, t, p) {n, "ready", "active", "jail", NULL, 4000, 8192, 10, cu, 0, 0, true, w, t, p}
 /* A worker that differs from OK() in its health, admin state or backend. */
 #define STATE(n, h, a, be) W(n, h, a, be, NULL, 4000, 8192, 10, 0, 0, 0, true, 0)
 /* A worker that differs from OK() in its capacities. */
@@ -92,7 +95,9 @@ static void fleet_build(fleet *f, const tr *r, const tw *ws, size_t n)
                                             .memory_mb_used = t->mem_used,
                                             .slots_used = t->slots_used,
                                             .has_template = t->tpl,
-                                            .warm = t->warm};
+                                            .warm = t->warm,
+                                            .job_threads = t->threads,
+                                            .jobs_pending = t->pending};
         }
 }
 
@@ -219,6 +224,15 @@ static const row rows[] = {
         CHOOSE("slots count as room", REQ, 1,
                W("node-a", "ready", "active", "jail", NULL, 4000, 8192, 2, 0, 0, 1, true, 0), OK("node-b")),
         CHOOSE("tie: smaller name", REQ, 2, OK("node-b"), OK("node-c"), OK("node-a")),
+        /* Job queues (issue 18): a create waits on a worker whose threads are all taken. */
+        CHOOSE("a thread free before more room", REQ, 1, JOBS("node-a", 0, 0, 4, 4), JOBS("node-b", 3000, 0, 4, 1)),
+        CHOOSE("all threads taken: the shorter queue", REQ, 1, JOBS("node-a", 0, 0, 4, 9),
+               JOBS("node-b", 3000, 0, 2, 6)),
+        CHOOSE("threads free on both: room decides", REQ, 1, JOBS("node-a", 2000, 0, 4, 0), JOBS("node-b", 0, 0, 4, 3)),
+        CHOOSE("threads not reported: not held against it", REQ, 0, JOBS("node-a", 0, 0, 0, 50),
+               JOBS("node-b", 1000, 0, 4, 1)),
+        CHOOSE("warm before a free thread", REQ, 0, JOBS("node-a", 3000, 1, 4, 12), JOBS("node-b", 0, 0, 4, 0)),
+        CHOOSE("a long queue is no reason to refuse", REQ, 0, JOBS("node-a", 0, 0, 4, 400)),
 
         /* Huge numbers: no overflow, exact comparison. */
         CHOOSE("huge capacity, negative usage", RQ("jail", NULL, BIG, BIG, NULL), 0,
