@@ -35,6 +35,10 @@ struct wk_cluster {
         bool in_flight; /* a Heartbeat call is under way */
         bool again; /* the templates changed while it was: send another right after */
         bool closing;
+        /* The control plane refused "jobs" (one older than the field): sent
+         * without it from then on, so that a worker upgraded first keeps its
+         * heartbeats. */
+        bool no_jobs;
 };
 
 static pr_cp_resources resources(json_object *info, const char *field)
@@ -81,7 +85,7 @@ static json_object *heartbeat_body(wk_cluster *c)
         json_object *jobs = NULL, *v = NULL;
         json_object_object_get_ex(info, "jobs", &jobs);
         pr_cp_jobs queue = {0};
-        bool has_jobs = jobs && json_object_is_type(jobs, json_type_object);
+        bool has_jobs = !c->no_jobs && jobs && json_object_is_type(jobs, json_type_object);
         if (has_jobs) {
                 queue.threads = json_object_object_get_ex(jobs, "threads", &v) ? json_object_get_int64(v) : 0;
                 queue.running = json_object_object_get_ex(jobs, "running", &v) ? json_object_get_int64(v) : 0;
@@ -146,6 +150,15 @@ static void on_reply(json_object *resp, const sp_error *err, void *userdata)
         if (c->closing)
                 return;
         c->in_flight = false;
+        if (err && err->code == SP_E_INVALID && !c->no_jobs && strstr(err->message, "unknown field 'jobs'")) {
+                sp_log_warn_kv(SP_KV("control_plane", c->control_plane),
+                               "the control plane does not take the job queue in heartbeats (an older version): "
+                               "sent without it, so its scheduler does not see this worker's queue");
+                c->no_jobs = true;
+                c->again = true;
+                schedule(c);
+                return;
+        }
         if (err) {
                 link_down(c, err->message);
                 schedule(c);
