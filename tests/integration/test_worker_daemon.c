@@ -408,6 +408,64 @@ START_TEST(lifecycle_exec_files)
 }
 END_TEST
 
+/* A sandbox runs more commands than it keeps sessions with their output: the
+ * oldest ended ones nobody reads give their output up (their exit is still
+ * answered), and no command is refused for it. */
+START_TEST(more_sessions_than_the_live_limit)
+{
+        const char *sbx = "sbx_test000000000000000m";
+        create_sandbox(sbx);
+        stream_state st;
+        ck_assert_int_eq(exec_run(sbx, "ses_many0000000000000000", "echo first; exit 7", &st), 7);
+        ck_assert_str_eq(st.out.data, "first\n");
+        stream_free(&st);
+        int total = 1100; /* beyond the 1024 kept with their output */
+        for (int i = 1; i < total; i++) {
+                char id[64];
+                snprintf(id, sizeof(id), "ses_many%016d", i);
+                json_object *r = NULL;
+                /* A `true` just accepted may not have ended yet: such one is not retired,
+                 * and a new one waits for it (bounded). */
+                for (int tries = 0; !r && tries < 500; tries++) {
+                        sp_error *e = NULL;
+                        r = call("Exec", &e, "{\"sandbox_id\":\"%s\",\"session_id\":\"%s\",\"argv\":[\"true\"]}", sbx,
+                                 id);
+                        if (!r) {
+                                ck_assert_msg(e->code == SP_E_LIMIT, "Exec %d: %s", i, e->message);
+                                sp_error_free(e);
+                                usleep(10000);
+                        }
+                }
+                ck_assert_msg(r, "Exec %d refused for 5 s", i);
+                json_object_put(r);
+        }
+        /* The first: its exit is kept, its output given up (said so). */
+        _cleanup_json_ json_object *first =
+                must_call("GetSession", "{\"session_id\":\"%s\"%s}", "ses_many0000000000000000", "");
+        ck_assert_str_eq(field(first, "state"), "exited");
+        ck_assert_msg(strstr(sp_json_str(first), "\"code\":7"), "%s", sp_json_str(first));
+        memset(&st, 0, sizeof(st));
+        attach("ses_many0000000000000000", 0, 0, &st);
+        ck_assert_ptr_nonnull(st.error);
+        ck_assert_int_eq(st.error->code, SP_E_NOT_FOUND);
+        stream_free(&st);
+        /* The newest: whole. */
+        char last[64];
+        snprintf(last, sizeof(last), "ses_many%016d", total - 1);
+        memset(&st, 0, sizeof(st));
+        attach(last, 0, 0, &st);
+        ck_assert_msg(!st.error, "attach: %s", st.error ? st.error->message : "");
+        ck_assert_ptr_nonnull(st.exit_event);
+        stream_free(&st);
+        /* Every one is still listed. */
+        _cleanup_json_ json_object *list = must_call("ListSessions", "{\"sandbox_id\":\"%s\"%s}", sbx, "");
+        json_object *arr;
+        ck_assert(json_object_object_get_ex(list, "sessions", &arr));
+        ck_assert_int_eq((int)json_object_array_length(arr), total);
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", sbx, ""));
+}
+END_TEST
+
 static int count_dir(const char *path)
 {
         _cleanup_closedir_ DIR *d = opendir(path);
@@ -1105,6 +1163,7 @@ int main(void)
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);
         tcase_add_test(tc, health_and_metrics);
         tcase_add_test(tc, jobs_run_off_the_loop_in_order);
+        tcase_add_test(tc, more_sessions_than_the_live_limit);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

@@ -136,6 +136,67 @@ static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
         return 0;
 }
 
+/* Ended, and its output given up: only its record (and exit) is kept. */
+static bool retired(wk_session *s)
+{
+        return wk_session_get_state(s) >= WK_SESSION_EXITED && wk_session_output_complete(s) && wk_session_reclaimed(s);
+}
+
+/* Ended, its output all in, and nobody but the sandbox watches it (no attached reader, no call waiting). */
+static bool idle_ended(wk_session *s)
+{
+        return wk_session_get_state(s) >= WK_SESSION_EXITED && wk_session_output_complete(s) &&
+               wk_session_watch_count(s) == 1;
+}
+
+static void remove_slot(wk_sandbox *sb, size_t i)
+{
+        wk_exec_slot *x = sb->execs[i];
+        if (x->timeout)
+                event_free(x->timeout);
+        wk_session_watch_remove(x->session, &x->watch);
+        _cleanup_error_ sp_error *e = NULL;
+        if (wk_session_remove(x->session, &e) < 0)
+                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "removing a forgotten session's files: %s", e->message);
+        free(x);
+        memmove(&sb->execs[i], &sb->execs[i + 1], (sb->nexecs - i - 1) * sizeof(*sb->execs));
+        sb->nexecs--;
+}
+
+/* Room for one more session (see WK_MAX_SESSIONS_PER_SANDBOX): retires the
+ * oldest idle ended session with its output when the live ones are at their
+ * limit, forgets the oldest idle retired one when all are. */
+static int make_room(wk_sandbox *sb, sp_error **err)
+{
+        size_t live = 0;
+        for (size_t i = 0; i < sb->nexecs; i++)
+                live += !retired(sb->execs[i]->session);
+        for (size_t i = 0; live >= WK_MAX_SESSIONS_PER_SANDBOX && i < sb->nexecs; i++) {
+                wk_session *s = sb->execs[i]->session;
+                if (retired(s) || !idle_ended(s) || wk_session_reclaim(s, NULL) < 0)
+                        continue;
+                live--;
+                sp_log_info_kv(SP_KV("sandbox_id", sb->id, "session_id", wk_session_id(s)),
+                               "retired the oldest ended session: its output is given up (its exit is kept) to "
+                               "make room for a new one");
+        }
+        if (live >= WK_MAX_SESSIONS_PER_SANDBOX)
+                return sp_error_set(err, SP_E_LIMIT,
+                                    "sandbox %s has %d sessions running or being read; wait for some to end", sb->id,
+                                    WK_MAX_SESSIONS_PER_SANDBOX);
+        for (size_t i = 0; sb->nexecs >= WK_MAX_SESSIONS_KEPT && i < sb->nexecs; i++)
+                if (retired(sb->execs[i]->session) && idle_ended(sb->execs[i]->session)) {
+                        sp_log_info_kv(SP_KV("sandbox_id", sb->id, "session_id", wk_session_id(sb->execs[i]->session)),
+                                       "forgot the oldest retired session: the sandbox keeps %d", WK_MAX_SESSIONS_KEPT);
+                        remove_slot(sb, i);
+                        break;
+                }
+        if (sb->nexecs >= WK_MAX_SESSIONS_KEPT)
+                return sp_error_set(err, SP_E_LIMIT, "sandbox %s keeps %d sessions and none can be forgotten now",
+                                    sb->id, WK_MAX_SESSIONS_KEPT);
+        return 0;
+}
+
 static wk_exec_slot *find_slot(wk_node *n, const char *session_id, wk_sandbox **ret_sb)
 {
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
@@ -165,9 +226,8 @@ int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, jso
         if (!link)
                 return sp_error_wrap(err, "exec");
         wk_sandbox *sb = wk_node_sandbox_find(n, sandbox_id);
-        if (sb->nexecs >= WK_MAX_SESSIONS_PER_SANDBOX)
-                return sp_error_set(err, SP_E_LIMIT, "sandbox %s has %d sessions; delete some", sandbox_id,
-                                    WK_MAX_SESSIONS_PER_SANDBOX);
+        if (make_room(sb, err) < 0)
+                return -SP_E_LIMIT;
         /* The sandbox's env, then the template's, under the request's own. */
         _cleanup_json_ json_object *exec = json_object_new_object();
         json_object_object_foreach (req, k, v)

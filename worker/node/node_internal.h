@@ -14,7 +14,12 @@
 #include "template/template.h"
 
 #define WK_NAME_MAX 64
+/* Sessions a sandbox keeps: at most WK_MAX_SESSIONS_PER_SANDBOX running or
+ * with their output (the oldest ended one that nobody reads gives its output
+ * up to make room: it is "retired", its exit still answered), and at most
+ * WK_MAX_SESSIONS_KEPT in all (the oldest retired one is then forgotten). */
 #define WK_MAX_SESSIONS_PER_SANDBOX 1024
+#define WK_MAX_SESSIONS_KEPT 16384
 
 typedef struct wk_template {
         char name[WK_NAME_MAX + 1];

@@ -219,6 +219,14 @@ int wk_session_set_exit_reason(wk_session *s, const char *reason, bool oom, sp_e
         return persist(s, err);
 }
 
+size_t wk_session_watch_count(const wk_session *s)
+{
+        size_t n = 0;
+        for (const wk_session_watch *w = s->watches; w; w = w->next)
+                n++;
+        return n;
+}
+
 void wk_session_watch_remove(wk_session *s, wk_session_watch *w)
 {
         for (wk_session_watch **p = &s->watches; *p; p = &(*p)->next)

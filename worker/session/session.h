@@ -109,6 +109,8 @@ void wk_session_watch_add(wk_session *s, wk_session_watch *w);
  * owner from what encloses it; call from the owner's on_state. */
 int wk_session_set_exit_reason(wk_session *s, const char *reason, bool oom, sp_error **err);
 void wk_session_watch_remove(wk_session *s, wk_session_watch *w);
+/* How many watch it (its owner's included). */
+size_t wk_session_watch_count(const wk_session *s);
 
 const char *wk_session_id(const wk_session *s);
 const char *wk_session_sandbox(const wk_session *s);
