@@ -8,7 +8,9 @@
  * the API answers before the command has started), data{stdout|stderr|pty}
  * (the data plane's base64 passes through untouched), keepalive, end. A pid
  * names the session through the API: the sandbox's newest session with that
- * pid (unfinished ones first). Nothing is kept here.
+ * pid (unfinished ones first), a tag the newest running session with that
+ * tag (the session's tag, kept by the public API). Connect relays only the
+ * output produced after it. Nothing is kept here.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -119,11 +121,15 @@ static void relay_session(e2b_call *call, const e2b_ctx *ctx, const char *url, c
         sp_error_free(r.stream_error);
 }
 
-/* ---- finding a session by pid ---- */
+/* ---- finding a session by pid or tag ---- */
 
-/* The sandbox's session for pid: the newest unfinished one, else (when
- * unfinished_only is false) the newest. *ret is the Session object. */
-static int find_session(e2b_envd *ev, int64_t pid, bool unfinished_only, json_object **ret, sp_error **err)
+/* The sandbox's session for a selector (pid > 0, or tag): for a pid the
+ * newest unfinished session with it, else (when unfinished_only is false)
+ * the newest; for a tag the newest unfinished session with that tag that
+ * has a pid (envd keeps a process by its tag from its start to its end).
+ * *ret is the Session object. */
+static int find_session(e2b_envd *ev, int64_t pid, const char *tag, bool unfinished_only, json_object **ret,
+                        sp_error **err)
 {
         *ret = NULL;
         _cleanup_json_ json_object *best = NULL;
@@ -132,6 +138,10 @@ static int find_session(e2b_envd *ev, int64_t pid, bool unfinished_only, json_ob
         for (int page = 0; page < SESSION_PAGES; page++) {
                 _cleanup_buf_ sp_buf t = SP_BUF_INIT;
                 target_for(&t, "/v1/sandboxes/", ev->sandbox_id, "/sessions?limit=1000");
+                if (tag) {
+                        sp_buf_append_str(&t, "&tag=", NULL);
+                        e2b_url_escape(&t, tag);
+                }
                 if (cursor) {
                         sp_buf_append_str(&t, "&cursor=", NULL);
                         e2b_url_escape(&t, cursor);
@@ -145,10 +155,12 @@ static int find_session(e2b_envd *ev, int64_t pid, bool unfinished_only, json_ob
                 for (size_t i = 0; i < json_object_array_length(items); i++) {
                         json_object *s = json_object_array_get_idx(items, i), *p = NULL;
                         if (!json_object_object_get_ex(s, "pid", &p) || !json_object_is_type(p, json_type_int) ||
-                            json_object_get_int64(p) != pid)
+                            (tag ? json_object_get_int64(p) <= 0 : json_object_get_int64(p) != pid))
                                 continue;
                         const char *st = sp_json_member_str(s, "state");
                         bool live = st && (strcmp(st, "running") == 0 || strcmp(st, "starting") == 0);
+                        if (tag && !live)
+                                continue;
                         if (live || !best_live) { /* later entries are newer */
                                 json_object_put(best);
                                 best = json_object_get(s);
@@ -163,10 +175,24 @@ static int find_session(e2b_envd *ev, int64_t pid, bool unfinished_only, json_ob
                 if (!(cursor = strdup(json_object_get_string(next))))
                         abort();
         }
-        if (!best || (unfinished_only && !best_live))
+        if (!best || (unfinished_only && !best_live)) {
+                if (tag)
+                        return sp_error_set(err, SP_E_NOT_FOUND, "process with tag %s not found", tag);
                 return sp_error_set(err, SP_E_NOT_FOUND, "process with pid %lld not found", (long long)pid);
+        }
         *ret = TAKE_PTR(best);
         return 0;
+}
+
+/* The session a selector names (unfinished only), as find_session(). */
+static int select_session(e2b_envd *ev, json_object *req, json_object **ret, sp_error **err)
+{
+        int64_t pid = 0;
+        const char *tag = NULL;
+        *ret = NULL;
+        if (e2b_request_selector(req, &pid, &tag, err) < 0)
+                return -1;
+        return find_session(ev, pid, tag, true, ret, err);
 }
 
 /* Mints a write token for session id; *ret_base is its data-plane URL
@@ -265,19 +291,45 @@ static void start(e2b_call *call, e2b_envd *ev, json_object *req)
                       is_pty, started);
 }
 
+/* Connect: envd's start{pid}, then only the output produced after it —
+ * the attach starts at the session's output end as its worker reports it
+ * (GET /v1/sessions/{id}, asked before the start event goes out). */
 static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
 {
         _cleanup_error_ sp_error *e = NULL;
         if (e2b_connect_stream_begin(call) < 0)
                 return;
-        int64_t pid = 0;
-        _cleanup_json_ json_object *s = NULL, *out = NULL;
-        _cleanup_buf_ sp_buf t = SP_BUF_INIT;
-        if (e2b_request_selector(req, &pid, &e) < 0 || find_session(ev, pid, true, &s, &e) < 0) {
+        _cleanup_json_ json_object *found = NULL, *s = NULL, *out = NULL;
+        _cleanup_buf_ sp_buf t = SP_BUF_INIT, g = SP_BUF_INIT;
+        if (select_session(ev, req, &found, &e) < 0) {
                 e2b_connect_stream_end(call, e);
                 return;
         }
-        target_for(&t, "/v1/sessions/", sp_json_member_str(s, "id"), "/token");
+        /* Where the output is now: a session that has ended meanwhile is gone, as envd's. */
+        const char *id = sp_json_member_str(found, "id");
+        target_for(&g, "/v1/sessions/", id, "");
+        json_object *end = NULL, *pid = NULL, *found_pid = NULL;
+        const char *st = NULL;
+        if (e2b_api_json(&ev->api, "GET", g.data, NULL, &s, &e) < 0) {
+                e2b_connect_stream_end(call, e);
+                return;
+        }
+        st = sp_json_member_str(s, "state");
+        if (!st || (strcmp(st, "running") != 0 && strcmp(st, "starting") != 0) ||
+            !json_object_object_get_ex(s, "pid", &pid) || !json_object_is_type(pid, json_type_int)) {
+                json_object_object_get_ex(found, "pid", &found_pid);
+                sp_error_set(&e, SP_E_NOT_FOUND, "process with pid %lld not found",
+                             (long long)json_object_get_int64(found_pid));
+                e2b_connect_stream_end(call, e);
+                return;
+        }
+        if (!json_object_object_get_ex(s, "output_end", &end) || !json_object_is_type(end, json_type_int) ||
+            json_object_get_int64(end) < 0) {
+                sp_error_set(&e, SP_E_UNAVAILABLE, "the session's worker did not say where its output ends");
+                e2b_connect_stream_end(call, e);
+                return;
+        }
+        target_for(&t, "/v1/sessions/", id, "/token");
         _cleanup_json_ json_object *body = json_object_new_object();
         json_object_object_add(body, "scope", json_object_new_string("read"));
         json_object *pty = NULL;
@@ -288,11 +340,14 @@ static void connect_process(e2b_call *call, e2b_envd *ev, json_object *req)
                 e2b_connect_stream_end(call, e);
                 return;
         }
-        if (send_start(call, pid) < 0)
+        _cleanup_free_ char *url = NULL;
+        if (asprintf(&url, "%s?offset=%lld", sp_json_member_str(out, "attach_url"),
+                     (long long)json_object_get_int64(end)) < 0)
+                abort();
+        if (send_start(call, json_object_get_int64(pid)) < 0)
                 return;
         bool is_pty = json_object_object_get_ex(s, "pty", &pty) && pty && json_object_is_type(pty, json_type_object);
-        relay_session(call, ev->api.ctx, sp_json_member_str(out, "attach_url"), sp_json_member_str(out, "attach_token"),
-                      is_pty, true);
+        relay_session(call, ev->api.ctx, url, sp_json_member_str(out, "attach_token"), is_pty, true);
 }
 
 static void list(e2b_call *call, e2b_envd *ev, json_object *req)
@@ -337,6 +392,9 @@ static void list(e2b_call *call, e2b_envd *ev, json_object *req)
                                 json_object_object_add(cfg, "cwd", json_object_new_string(cwd));
                         json_object_object_add(p, "config", cfg);
                         json_object_object_add(p, "pid", json_object_get(pid));
+                        const char *tag = sp_json_member_str(s, "tag");
+                        if (tag)
+                                json_object_object_add(p, "tag", json_object_new_string(tag));
                         json_object_array_add(procs, p);
                 }
                 free(cursor);
@@ -353,9 +411,8 @@ static void list(e2b_call *call, e2b_envd *ev, json_object *req)
 static json_object *target_session(e2b_call *call, e2b_envd *ev, json_object *req)
 {
         _cleanup_error_ sp_error *e = NULL;
-        int64_t pid = 0;
         json_object *s = NULL;
-        if (e2b_request_selector(req, &pid, &e) < 0 || find_session(ev, pid, true, &s, &e) < 0) {
+        if (select_session(ev, req, &s, &e) < 0) {
                 e2b_connect_error(call, e);
                 return NULL;
         }

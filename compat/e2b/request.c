@@ -198,6 +198,13 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
                 is_pty = true;
         }
         json_object_object_add(body, "stdin", json_object_new_boolean(want_stdin || is_pty));
+        /* The tag goes to the session as it is: the public API refuses one it cannot keep. */
+        if (json_object_object_get_ex(req, "tag", &v) && v &&
+            !(json_object_is_type(v, json_type_string) && json_object_get_string_len(v) == 0)) {
+                if (!json_object_is_type(v, json_type_string))
+                        return sp_error_set(err, SP_E_INVALID, "tag must be a string");
+                json_object_object_add(body, "tag", json_object_get(v));
+        }
         if (connect_timeout_ms) {
                 char *end = NULL;
                 long long ms = strtoll(connect_timeout_ms, &end, 10);
@@ -210,20 +217,41 @@ int e2b_request_start(json_object *req, const char *user, const char *connect_ti
         return 0;
 }
 
-int e2b_request_selector(json_object *req, int64_t *ret_pid, sp_error **err)
+bool e2b_request_tag_ok(const char *tag)
 {
-        json_object *proc = NULL, *pid = NULL;
+        size_t n = strlen(tag);
+        if (n == 0 || n > E2B_REQUEST_MAX_TAG)
+                return false;
+        for (const unsigned char *c = (const unsigned char *)tag; *c; c++)
+                if (*c < 0x20 || *c == 0x7f)
+                        return false;
+        return true;
+}
+
+int e2b_request_selector(json_object *req, int64_t *ret_pid, const char **ret_tag, sp_error **err)
+{
+        json_object *proc = NULL, *pid = NULL, *tag = NULL;
         if (!json_object_object_get_ex(req, "process", &proc) || !json_object_is_type(proc, json_type_object))
                 return sp_error_set(err, SP_E_INVALID, "missing process selector");
         if (!json_object_object_get_ex(proc, "pid", &pid)) {
-                if (json_object_object_get_ex(proc, "tag", &pid))
-                        return sp_error_set(err, SP_E_NOT_FOUND, "process tags are not kept by this server");
-                return sp_error_set(err, SP_E_INVALID, "the process selector needs a pid");
+                if (!json_object_object_get_ex(proc, "tag", &tag))
+                        return sp_error_set(err, SP_E_INVALID, "the process selector needs a pid or a tag");
+                if (!json_object_is_type(tag, json_type_string))
+                        return sp_error_set(err, SP_E_INVALID, "the process selector's tag must be a string");
+                const char *t = json_object_get_string(tag);
+                /* envd answers not_found for a tag no process has: one no session can carry is such. */
+                if ((size_t)json_object_get_string_len(tag) != strlen(t) || !e2b_request_tag_ok(t))
+                        return sp_error_set(err, SP_E_NOT_FOUND, "process with tag %.*s not found", E2B_REQUEST_MAX_TAG,
+                                            t);
+                *ret_pid = 0;
+                *ret_tag = t;
+                return 0;
         }
         int64_t v = json_object_get_int64(pid);
         if (v <= 0 || v > INT32_MAX)
                 return sp_error_set(err, SP_E_INVALID, "invalid pid");
         *ret_pid = v;
+        *ret_tag = NULL;
         return 0;
 }
 

@@ -29,6 +29,7 @@
 #define E2B_REQUEST_MAX_DEPTH 16
 #define E2B_REQUEST_MAX_INPUT (16 * 1024 * 1024) /* base64 of one SendInput */
 #define E2B_REQUEST_MAX_START (8 * 1024 * 1024) /* a Start request's body */
+#define E2B_REQUEST_MAX_TAG 256 /* a process tag: the public API's session tag */
 /* A shell's "-c" script longer than this moves into the environment, in
  * pieces of at most this size (the agent's bound on one string). */
 #define E2B_REQUEST_MAX_ARG (64 * 1024)
@@ -58,7 +59,8 @@ int e2b_request_user(const char *authorization, char **ret_user, sp_error **err)
 /* process.Process/Start: the public API's session body for it (argv from
  * process.cmd and args, env, cwd — E2B_REQUEST_DEFAULT_CWD when left out or
  * empty —, user, stdin, pty, and the Connect-Timeout-Ms header as
- * timeout_s; user and connect_timeout_ms may be NULL). A shell's "-c" script
+ * timeout_s, tag — an empty one is none; user and connect_timeout_ms may be
+ * NULL). A shell's "-c" script
  * over E2B_REQUEST_MAX_ARG bytes is moved into the environment
  * (E2B_REQUEST_SCRIPT_VAR0, 1, ...) and run from there by `eval`; one over
  * E2B_REQUEST_MAX_COMMAND is refused. *ret_body is new; *ret_pty says whether
@@ -66,9 +68,15 @@ int e2b_request_user(const char *authorization, char **ret_user, sp_error **err)
 int e2b_request_start(json_object *req, const char *user, const char *connect_timeout_ms, json_object **ret_body,
                       bool *ret_pty, sp_error **err);
 
-/* A ProcessSelector's pid (1 to INT32_MAX). Errors: SP_E_INVALID, and
- * SP_E_NOT_FOUND for a selector by tag (tags are not kept). */
-int e2b_request_selector(json_object *req, int64_t *ret_pid, sp_error **err);
+/* A ProcessSelector: its pid (1 to INT32_MAX; *ret_tag NULL) or its tag
+ * (*ret_tag borrowed from req; *ret_pid 0). Errors: SP_E_INVALID, and
+ * SP_E_NOT_FOUND "process with tag … not found" (envd's answer) for a tag
+ * no session can carry (e2b_request_tag_ok()). */
+int e2b_request_selector(json_object *req, int64_t *ret_pid, const char **ret_tag, sp_error **err);
+
+/* Whether tag is one a session may carry: 1..E2B_REQUEST_MAX_TAG bytes
+ * without control characters (the public API's rule, docs/api.md). */
+bool e2b_request_tag_ok(const char *tag);
 
 /* SendInput's bytes (input.stdin or input.pty, base64) appended to out. */
 int e2b_request_input(json_object *req, sp_buf *out, sp_error **err);

@@ -159,15 +159,40 @@ static int get_pty(json_object *o, cp_session_create_req *r, sp_error **err)
         return 0;
 }
 
+bool cp_session_tag_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > CP_SESSION_MAX_TAG)
+                return false;
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+                if (*c < 0x20 || *c == 0x7f)
+                        return false;
+        return true;
+}
+
+#define TAG_RULE "1 to 256 bytes without control characters"
+
+static int get_tag(json_object *o, char *out, sp_error **err)
+{
+        const char *tag = NULL;
+        if (sp_json_get_string(o, "tag", false, CP_SESSION_MAX_TAG, &tag, err) < 0)
+                return -SP_E_INVALID;
+        if (tag && !cp_session_tag_ok(tag))
+                return sp_error_set(err, SP_E_INVALID, "field 'tag' must be " TAG_RULE);
+        snprintf(out, CP_SESSION_MAX_TAG + 1, "%s", tag ? tag : "");
+        return 0;
+}
+
 static int session_create(json_object *o, cp_session_create_req *r, sp_error **err)
 {
         static const char *const fields[] = {"argv", "command", "env",       "cwd", "user",
-                                             "pty",  "stdin",   "timeout_s", NULL};
+                                             "pty",  "stdin",   "timeout_s", "tag", NULL};
         if (sp_json_check_fields(o, fields, err) < 0 || get_argv(o, &r->argv, err) < 0 ||
             get_env(o, &r->env, err) < 0 || get_path(o, "cwd", false, &r->cwd, err) < 0 ||
             get_user(o, r->user, err) < 0 || get_pty(o, r, err) < 0 ||
             sp_json_get_bool(o, "stdin", false, &r->stdin_open, err) < 0 ||
-            sp_json_get_int(o, "timeout_s", false, 0, CP_MAX_TIMEOUT_S, &r->timeout_s, err) < 0)
+            sp_json_get_int(o, "timeout_s", false, 0, CP_MAX_TIMEOUT_S, &r->timeout_s, err) < 0 ||
+            get_tag(o, r->tag, err) < 0)
                 return -SP_E_INVALID;
         return 0;
 }
@@ -418,12 +443,18 @@ int cp_req_files_query(const char *path, const char *limit, const char *user, co
         return 0;
 }
 
-int cp_req_session_list_query(const char *limit, const char *cursor, cp_session_list_query *ret, sp_error **err)
+int cp_req_session_list_query(const char *limit, const char *cursor, const char *tag, cp_session_list_query *ret,
+                              sp_error **err)
 {
         memset(ret, 0, sizeof(*ret));
         cp_session_list_query q = {0};
         if (cp_req_count("limit", limit, 100, 1000, &q.limit, err) < 0)
                 return -SP_E_INVALID;
+        if (tag) {
+                if (!cp_session_tag_ok(tag))
+                        return sp_error_set(err, SP_E_INVALID, "query parameter 'tag' must be " TAG_RULE);
+                snprintf(q.tag, sizeof(q.tag), "%s", tag);
+        }
         if (cursor && cursor[0]) {
                 if (cp_cursor_decode_for("ses", cursor, q.cursor_created_at, sizeof(q.cursor_created_at), q.cursor_id,
                                          sizeof(q.cursor_id), err) < 0)

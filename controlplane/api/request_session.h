@@ -34,17 +34,20 @@
 #define CP_SESSION_MAX_PATH 4096 /* cwd and file paths */
 #define CP_SESSION_MAX_USER 64
 #define CP_SESSION_MAX_PTY 10000 /* rows and columns */
+#define CP_SESSION_MAX_TAG 256 /* bytes of a session's tag */
 #define CP_FILES_MAX_LIST 10000 /* entries of one listing */
 #define CP_FILES_DEFAULT_LIST 1000
 
 /* POST /v1/sandboxes/{id}/sessions
  * {"argv":["ls","-l"] | "command":"ls -l | wc -l", "env":{}, "cwd":"/srv",
- *  "user":"app", "pty":{"rows":24,"cols":80}, "stdin":false, "timeout_s":0}
+ *  "user":"app", "pty":{"rows":24,"cols":80}, "stdin":false, "timeout_s":0,
+ *  "tag":"web"}
  * Exactly one of argv (1..CP_SESSION_MAX_ARGV strings, the first not empty)
  * and command (a non-empty string, run as ["/bin/sh","-c",command]). env
  * names match [A-Za-z_][A-Za-z0-9_]*; cwd is a non-empty path; user is 1..64
  * printable characters without spaces or ':' (a name or a uid); timeout_s
- * 0 (none) .. 30 days. */
+ * 0 (none) .. 30 days; tag 1..CP_SESSION_MAX_TAG bytes without control
+ * characters (cp_session_tag_ok()). */
 typedef struct cp_session_create_req {
         json_object *argv; /* array of strings, never NULL on success */
         json_object *env; /* string map, never NULL (empty object) */
@@ -54,9 +57,14 @@ typedef struct cp_session_create_req {
         int64_t rows, cols; /* with pty: 1..CP_SESSION_MAX_PTY each [24, 80] */
         bool stdin_open;
         int64_t timeout_s;
+        char tag[CP_SESSION_MAX_TAG + 1]; /* "" when absent */
 } cp_session_create_req;
 int cp_req_session_create(const char *body, size_t len, cp_session_create_req *ret, sp_error **err);
 void cp_session_create_req_free(cp_session_create_req *r);
+
+/* Whether s is a session tag: 1..CP_SESSION_MAX_TAG bytes, none of them a
+ * control character (below 0x20, or 0x7f). */
+bool cp_session_tag_ok(const char *s);
 
 /* A signal by name (HUP INT QUIT KILL USR1 USR2 TERM CONT STOP TSTP WINCH,
  * with or without "SIG", upper case) or number (1..64, decimal digits).
@@ -110,14 +118,17 @@ int cp_req_files_query(const char *path, const char *limit, const char *user, co
                        sp_error **err);
 void cp_files_req_free(cp_files_req *r);
 
-/* Query of GET /v1/sandboxes/{id}/sessions: ?limit=N (1..1000 [100]) and
- * ?cursor= (a session cursor, see cp_cursor_decode_for()). */
+/* Query of GET /v1/sandboxes/{id}/sessions: ?limit=N (1..1000 [100]),
+ * ?cursor= (a session cursor, see cp_cursor_decode_for()) and ?tag= (only
+ * the sessions with that tag, as cp_session_tag_ok()). */
 typedef struct cp_session_list_query {
         int64_t limit;
         bool has_cursor;
         char cursor_created_at[40];
         char cursor_id[32];
+        char tag[CP_SESSION_MAX_TAG + 1]; /* "" when absent */
 } cp_session_list_query;
-int cp_req_session_list_query(const char *limit, const char *cursor, cp_session_list_query *ret, sp_error **err);
+int cp_req_session_list_query(const char *limit, const char *cursor, const char *tag, cp_session_list_query *ret,
+                              sp_error **err);
 
 #endif

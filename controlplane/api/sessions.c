@@ -482,13 +482,14 @@ void cp__h_session_create(cp_call *c)
                 create_free(x);
                 return;
         }
-        const char *params[] = {x->id, c->who.tenant_id, loc.id, sp_json_str(spec), loc.worker_id};
+        const char *params[] = {
+                x->id, c->who.tenant_id, loc.id, sp_json_str(spec), loc.worker_id, x->r.tag[0] ? x->r.tag : NULL};
         _cleanup_pgresult_ PGresult *ins = NULL;
         /* The record as the answer shows it, so that the answer needs no read after the worker's. */
         if (cp_db_exec(c->api->db,
-                       "INSERT INTO sessions (id, tenant_id, sandbox_id, spec, state, worker_id) "
-                       "VALUES ($1, $2, $3, $4::jsonb, 'starting', $5) RETURNING api_session(sessions)::text",
-                       5, params, &ins, &e) < 0 ||
+                       "INSERT INTO sessions (id, tenant_id, sandbox_id, spec, state, worker_id, tag) "
+                       "VALUES ($1, $2, $3, $4::jsonb, 'starting', $5, $6) RETURNING api_session(sessions)::text",
+                       6, params, &ins, &e) < 0 ||
             (PQntuples(ins) != 1 && sp_error_set(&e, SP_E_INTERNAL, "the new session has no record") < 0) ||
             sp_json_parse(PQgetvalue(ins, 0, 0), strlen(PQgetvalue(ins, 0, 0)), &x->recorded, &e) < 0 ||
             cp_db_exec(c->api->db, "UPDATE sandboxes SET last_active_at = now() WHERE id = $1", 1, params + 2, NULL,
@@ -516,8 +517,10 @@ typedef struct get_ctx {
         int64_t age_ms;
 } get_ctx;
 
-/* Answers with the session as recorded now. */
-static void get_answer(cp_call *c, const char *id)
+/* Answers with the session as recorded now, and with output_end when it
+ * is >= 0 (what its worker has just reported: the offset after the output
+ * produced so far). */
+static void get_answer(cp_call *c, const char *id, int64_t output_end)
 {
         _cleanup_error_ sp_error *e = NULL;
         session_row s = {0};
@@ -526,6 +529,8 @@ static void get_answer(cp_call *c, const char *id)
                 cp__fail(c, e);
                 return;
         }
+        if (output_end >= 0)
+                json_object_object_add(s.json, "output_end", json_object_new_int64(output_end));
         cp__reply(c, 200, s.json);
         row_free(&s);
 }
@@ -534,7 +539,11 @@ static void on_get(cp_call *c, json_object *resp, const sp_error *err, void *use
 {
         get_ctx *x = userdata;
         _cleanup_error_ sp_error *e = NULL;
+        int64_t output_end = -1;
         if (!err) {
+                json_object *end = NULL;
+                if (json_object_object_get_ex(resp, "output_end", &end) && json_object_is_type(end, json_type_int))
+                        output_end = json_object_get_int64(end);
                 if (record(c->api, c->who.tenant_id, resp, &e) < 0)
                         sp_log_warn_kv(SP_KV("session_id", x->id), "recording the worker's session: %s", e->message);
         } else if (err->code == SP_E_NOT_FOUND &&
@@ -543,7 +552,7 @@ static void on_get(cp_call *c, json_object *resp, const sp_error *err, void *use
                 mark_failed(c->api, x->id, "its worker no longer has it");
         }
         /* Otherwise (worker trouble) the last recorded state stands. */
-        get_answer(c, x->id);
+        get_answer(c, x->id, output_end);
         free(x);
 }
 
@@ -591,15 +600,20 @@ static void list_answer(cp_call *c, const list_ctx *x)
         _cleanup_error_ sp_error *e = NULL;
         char limit[24];
         snprintf(limit, sizeof(limit), "%lld", (long long)(x->q.limit + 1));
-        const char *params[] = {c->who.tenant_id, x->sandbox_id, x->q.has_cursor ? x->q.cursor_created_at : NULL,
-                                x->q.has_cursor ? x->q.cursor_id : NULL, limit};
+        const char *params[] = {c->who.tenant_id,
+                                x->sandbox_id,
+                                x->q.has_cursor ? x->q.cursor_created_at : NULL,
+                                x->q.has_cursor ? x->q.cursor_id : NULL,
+                                limit,
+                                x->q.tag[0] ? x->q.tag : NULL};
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(c->api->db,
                        "SELECT api_session(s)::text, api_ts(s.created_at), s.id FROM sessions s "
                        "WHERE s.tenant_id = $1 AND s.sandbox_id = $2 "
                        "AND ($3::text IS NULL OR (s.created_at, s.id) > ($3::timestamptz, $4::text)) "
+                       "AND ($6::text IS NULL OR s.tag = $6) "
                        "ORDER BY s.created_at, s.id LIMIT $5::integer",
-                       5, params, &res, &e) < 0) {
+                       6, params, &res, &e) < 0) {
                 cp__fail(c, e);
                 return;
         }
@@ -652,7 +666,7 @@ void cp__h_session_list(cp_call *c)
                 return;
         }
         if (cp_req_session_list_query(sp_http_request_query(c->req, "limit"), sp_http_request_query(c->req, "cursor"),
-                                      &x->q, &e) < 0 ||
+                                      sp_http_request_query(c->req, "tag"), &x->q, &e) < 0 ||
             cp__sandbox_locate(c, sp_http_request_param(c->req, "id"), false, &loc, &e) < 0) {
                 cp__fail(c, e);
                 free(x);
@@ -711,7 +725,7 @@ static void on_act(cp_call *c, json_object *resp, const sp_error *err, void *use
                 return;
         }
         cp__sandbox_touch(c->api, x->sandbox_id);
-        get_answer(c, x->id);
+        get_answer(c, x->id, -1);
         free(x);
 }
 

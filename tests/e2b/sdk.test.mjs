@@ -185,13 +185,70 @@ for (const pkg of versions) {
       assert.ok(h.pid > 0)
       const listed = await sbx.commands.list()
       assert.ok(listed.some((p) => p.pid === h.pid), 'the background command is listed')
-      await sbx.commands.sendStdin(h.pid, 'hello\n')
+      // Connect gives the output after it (as envd's): connect, then make the command write.
       const again = await sbx.commands.connect(h.pid)
+      await sbx.commands.sendStdin(h.pid, 'hello\n')
       for (let i = 0; i < 100 && !again.stdout.includes('got hello'); i++) await new Promise((r) => setTimeout(r, 100))
-      assert.match(again.stdout, /got hello/)
+      assert.equal(again.stdout, 'got hello\n')
+      assert.match(h.stdout, /got hello/, 'the handle of commands.run has it too')
       assert.equal(await sbx.commands.kill(h.pid), true)
       await assert.rejects(h.wait(), (err) => err instanceof CommandExitError)
       assert.equal(await sbx.commands.kill(h.pid), false, 'a second kill finds nothing')
+    })
+
+    test('process tags; commands.connect gives only the output after it (docs/e2b.md)', async () => {
+      // commands.run takes no tag: envd's Start does (StartRequest.tag), so it is called as the SDK calls it.
+      const rpc = sbx.commands.rpc
+      const ptag = `tag ${randomBytes(4).toString('hex')}`
+      const ac = new AbortController()
+      const started = rpc.start(
+        { process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo before; read x; echo "after $x"; sleep 600'] }, tag: ptag, stdin: true },
+        { signal: ac.signal },
+      )
+      const it = started[Symbol.asyncIterator]()
+      let pid = 0
+      let seen = ''
+      while (!seen.includes('before\n')) {
+        const { value, done } = await it.next()
+        assert.ok(!done, `the start stream ended early, after ${JSON.stringify(seen)}`)
+        const ev = value.event?.event
+        if (ev?.case === 'start') pid = ev.value.pid
+        else if (ev?.case === 'data' && ev.value.output.case === 'stdout') seen += new TextDecoder().decode(ev.value.output.value)
+      }
+      assert.ok(pid > 0)
+      assert.equal(seen, 'before\n', 'Start streams from the start')
+      ac.abort()
+      await it.return?.().catch(() => {})
+
+      const listed = (await sbx.commands.list()).find((p) => p.pid === pid)
+      assert.ok(listed, 'the tagged command is listed')
+      assert.equal(listed.tag, ptag)
+
+      // Connect after "before": the handle gets what comes after, not what came before.
+      const again = await sbx.commands.connect(pid)
+      await sbx.commands.sendStdin(pid, 'go\n')
+      for (let i = 0; i < 100 && !again.stdout.includes('after go'); i++) await new Promise((r) => setTimeout(r, 100))
+      assert.equal(again.stdout, 'after go\n')
+
+      // Connect by tag: the start event names the tagged process.
+      const ac2 = new AbortController()
+      const byTag = rpc.connect({ process: { selector: { case: 'tag', value: ptag } } }, { signal: ac2.signal })
+      const first = await byTag[Symbol.asyncIterator]().next()
+      assert.equal(first.value.event.event.case, 'start')
+      assert.equal(first.value.event.event.value.pid, pid)
+      ac2.abort()
+
+      // An unknown tag is not_found, as envd's; SendSignal by tag kills it, then the tag is gone.
+      const unknown = rpc.connect({ process: { selector: { case: 'tag', value: `${ptag}-none` } } })
+      await assert.rejects(unknown[Symbol.asyncIterator]().next(), (err) => err.code === 5, 'an unknown tag is not_found')
+      await rpc.sendSignal({ process: { selector: { case: 'tag', value: ptag } }, signal: 9 })
+      await assert.rejects(again.wait(), (err) => err instanceof CommandExitError)
+      await assert.rejects(
+        rpc.sendSignal({ process: { selector: { case: 'tag', value: ptag } }, signal: 9 }),
+        (err) => err.code === 5,
+        'a killed process has no tag any more',
+      )
+      assert.equal(await sbx.commands.kill(pid), false)
     })
 
     test('files: write, read, exists, list, makeDir, rename, remove', async () => {

@@ -25,7 +25,7 @@ enum {
         SEL_MOVE,
         SEL_REMOVE,
         SEL_FILES_QUERY, /* path \n limit; a missing part is NULL */
-        SEL_LIST_QUERY, /* limit \n cursor */
+        SEL_LIST_QUERY, /* limit \n cursor \n tag */
         SEL__MAX,
 };
 
@@ -82,6 +82,7 @@ static void session_create(const char *b, size_t n)
                 check(!r.pty ||
                       (r.rows >= 1 && r.rows <= CP_SESSION_MAX_PTY && r.cols >= 1 && r.cols <= CP_SESSION_MAX_PTY));
                 check(r.timeout_s >= 0 && r.timeout_s <= CP_MAX_TIMEOUT_S);
+                check(!r.tag[0] || cp_session_tag_ok(r.tag));
                 cp_session_create_req_free(&r);
         }
         sp_error_free(e);
@@ -179,16 +180,19 @@ static void files_query(char *s)
 
 static void list_query(char *s)
 {
-        char *limit, *cursor;
+        char *limit, *cursor, *tag = NULL;
         split2(s, &limit, &cursor);
+        if (cursor)
+                split2(cursor, &cursor, &tag);
         cp_session_list_query q;
         sp_error *e = NULL;
-        int ret = cp_req_session_list_query(limit, cursor, &q, &e);
+        int ret = cp_req_session_list_query(limit, cursor, tag, &q, &e);
         check_outcome(ret, e);
         if (ret < 0) {
                 check(zeroed(&q, sizeof(q)));
         } else {
                 check(q.limit >= 1 && q.limit <= 1000);
+                check(tag ? strcmp(q.tag, tag) == 0 && cp_session_tag_ok(q.tag) : !q.tag[0]);
                 if (q.has_cursor) {
                         char again[256];
                         check(cp_cursor_encode_for("ses", q.cursor_created_at, q.cursor_id, again, sizeof(again),

@@ -52,6 +52,10 @@ static void check_start(json_object *req, const char *user, const char *header)
                 abort();
         if (json_object_object_get_ex(body, "user", &v) != (user != NULL))
                 abort();
+        /* A tag is passed on only as a non-empty string. */
+        if (json_object_object_get_ex(body, "tag", &v) &&
+            (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0))
+                abort();
         /* Always a cwd (the user's home when the request names none). */
         if (!json_object_object_get_ex(body, "cwd", &v) || !json_object_is_type(v, json_type_string) ||
             !*json_object_get_string(v))
@@ -95,8 +99,9 @@ static void check_methods(json_object *req, const char *user, const char *header
         sp_error *e = NULL;
         check_start(req, user, header);
         int64_t pid = 0;
-        if (e2b_request_selector(req, &pid, &e) == 0) {
-                if (pid < 1 || pid > INT32_MAX)
+        const char *tag = NULL;
+        if (e2b_request_selector(req, &pid, &tag, &e) == 0) {
+                if (tag ? pid != 0 || !e2b_request_tag_ok(tag) : pid < 1 || pid > INT32_MAX)
                         abort();
         } else if (!e || (e->code != SP_E_INVALID && e->code != SP_E_NOT_FOUND)) {
                 abort();

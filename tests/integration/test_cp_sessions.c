@@ -660,6 +660,75 @@ START_TEST(bad_input_is_named_and_leaves_nothing)
 }
 END_TEST
 
+static json_object *all_pages(const char *key, const char *path, const char *field);
+
+/* A session's tag: kept with it, answered with it, filtered on by the list;
+ * a bad tag is a 400 that creates nothing. A live GET says where the output
+ * ends. */
+START_TEST(tags_label_sessions_and_filter_lists)
+{
+        tenant t;
+        new_tenant("tag", &t);
+        char sbx[64];
+        sp_test_create_sandbox(&S, t.key, SANDBOX, sbx);
+        char sp[128];
+        snprintf(sp, sizeof(sp), "/v1/sandboxes/%s/sessions", sbx);
+        _cleanup_free_ char *t257 = malloc(258);
+        memset(t257, 't', 257);
+        t257[257] = '\0';
+        _cleanup_free_ char *long_tag = NULL;
+        ck_assert_int_ge(asprintf(&long_tag, "{\"argv\":[\"true\"],\"tag\":\"%s\"}", t257), 0);
+        expect_error(t.key, "POST", sp, long_tag, 400, "'tag' is longer than 256 bytes");
+        expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":\"\"}", 400,
+                     "'tag' must be 1 to 256 bytes without control characters");
+        expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":\"a\\tb\"}", 400, "'tag' must be");
+        expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":1}", 400, "'tag' must be a string");
+        ck_assert_uint_eq(nsessions(&t, sbx), 0);
+
+        _cleanup_json_ json_object *w1 =
+                start(&t, sbx, "{\"command\":\"printf abc; sleep 600\",\"tag\":\"web server\"}");
+        _cleanup_json_ json_object *w2 = start(&t, sbx, "{\"argv\":[\"true\"],\"tag\":\"web server\"}");
+        _cleanup_json_ json_object *d = start(&t, sbx, "{\"argv\":[\"true\"],\"tag\":\"db\"}");
+        _cleanup_json_ json_object *none = start(&t, sbx, "{\"argv\":[\"true\"]}");
+        ck_assert_str_eq(sp_test_jstr(w1, "session.tag"), "web server");
+        ck_assert_str_eq(sp_test_jstr(d, "session.tag"), "db");
+        ck_assert_ptr_null(sp_test_jstr(none, "session.tag"));
+        ck_assert_uint_eq(nsessions(&t, sbx), 4);
+
+        /* The list by tag, oldest first; a tag no session has lists nothing. */
+        _cleanup_json_ json_object *web = API(t.key, "GET", path_of("%s?tag=web%%20server", sp, NULL), 200, NULL);
+        json_object *wa = sp_test_jarr(web, "sessions");
+        ck_assert_uint_eq(json_object_array_length(wa), 2);
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(wa, 0), "id"), sp_test_jstr(w1, "session.id"));
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(wa, 1), "id"), sp_test_jstr(w2, "session.id"));
+        ck_assert_str_eq(sp_test_jstr(json_object_array_get_idx(wa, 1), "tag"), "web server");
+        _cleanup_json_ json_object *paged = all_pages(t.key, path_of("%s?tag=web%%20server", sp, NULL), "sessions");
+        ck_assert_uint_eq(json_object_array_length(paged), 2);
+        _cleanup_json_ json_object *db = API(t.key, "GET", path_of("%s?tag=db", sp, NULL), 200, NULL);
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(db, "sessions")), 1);
+        _cleanup_json_ json_object *no = API(t.key, "GET", path_of("%s?tag=nothing", sp, NULL), 200, NULL);
+        ck_assert_uint_eq(json_object_array_length(sp_test_jarr(no, "sessions")), 0);
+        expect_error(t.key, "GET", path_of("%s?tag=", sp, NULL), NULL, 400,
+                     "query parameter 'tag' must be 1 to 256 bytes without control characters");
+
+        /* A finished session keeps its tag; a running one's GET says where its output ends. */
+        _cleanup_json_ json_object *de = wait_state(&t, sp_test_jstr(d, "session.id"), "exited");
+        ck_assert_str_eq(sp_test_jstr(de, "tag"), "db");
+        ck_assert_ptr_null(sp_test_jstr(de, "output_end")); /* not asked of the worker once ended */
+        const char *wid = sp_test_jstr(w1, "session.id");
+        int64_t deadline = sp_now_mono_us() + 60 * SP_USEC_PER_SEC;
+        for (;;) {
+                _cleanup_json_ json_object *g = API(t.key, "GET", path_of("/v1/sessions/%s", wid, NULL), 200, NULL);
+                ck_assert_str_eq(sp_test_jstr(g, "tag"), "web server");
+                if (sp_test_jstr(g, "output_end") && jint(g, "output_end") == 3)
+                        break;
+                ck_assert_msg(sp_now_mono_us() < deadline, "output_end never 3: %s", json_object_to_json_string(g));
+                usleep(100 * 1000);
+        }
+        json_object_put(API(t.key, "POST", path_of("/v1/sessions/%s/kill", wid, NULL), 200, NULL));
+}
+END_TEST
+
 START_TEST(idempotent_retries_answer_the_same_session)
 {
         tenant t;
@@ -1001,6 +1070,7 @@ static Suite *suite(void)
         tcase_add_test(tc, sessions_of_a_restarted_sandbox_settle);
         tcase_add_test(tc, tenants_cannot_touch_each_others_sessions);
         tcase_add_test(tc, bad_input_is_named_and_leaves_nothing);
+        tcase_add_test(tc, tags_label_sessions_and_filter_lists);
         tcase_add_test(tc, idempotent_retries_answer_the_same_session);
         tcase_add_test(tc, read_routes_list_scope_and_sample);
         tcase_add_test(tc, rotated_keys_sign_new_tokens_and_old_ones_verify); /* after the tests using the key file */

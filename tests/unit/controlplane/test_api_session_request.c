@@ -69,8 +69,13 @@ START_TEST(session_create_argv_and_defaults)
         ck_assert_str_eq(r.user, "");
         ck_assert(!r.pty && !r.stdin_open);
         ck_assert_int_eq(r.timeout_s, 0);
+        ck_assert_str_eq(r.tag, "");
         cp_session_create_req_free(&r);
         cp_session_create_req_free(&r); /* idempotent */
+
+        create_ok("{\"argv\":[\"ls\"],\"tag\":\"web server \u00e9\"}", &r);
+        ck_assert_str_eq(r.tag, "web server \xc3\xa9");
+        cp_session_create_req_free(&r);
 
         create_ok("{\"command\":\"echo hi; exit 3\",\"env\":{\"A_1\":\"x\",\"_b\":\"\"},\"cwd\":\"/srv\","
                   "\"user\":\"1000\",\"pty\":{},\"stdin\":true,\"timeout_s\":2592000,\"argv\":null}",
@@ -126,12 +131,20 @@ START_TEST(session_create_refuses)
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":-1}", "timeout_s");
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":2592001}", "timeout_s");
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":1.5}", "timeout_s");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":\"\"}", "'tag' must be 1 to 256 bytes without control characters");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":\"a\\nb\"}", "'tag' must be 1 to 256 bytes");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":\"a\\u0000b\"}", "'tag' contains a NUL");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":7}", "'tag' must be a string");
 
         /* Sizes: a user of 65 bytes, a cwd of 4097, argv and env beyond their counts and bytes. */
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
         _cleanup_free_ char *u65 = repeat('u', 65), *p4097 = repeat('p', 4097), *big = repeat('a', 70000);
         sp_buf_appendf(&b, NULL, "{\"argv\":[\"ls\"],\"user\":\"%s\"}", u65);
         create_fails(b.data, "'user' is longer than 64");
+        sp_buf_clear(&b);
+        _cleanup_free_ char *t257 = repeat('t', 257);
+        sp_buf_appendf(&b, NULL, "{\"argv\":[\"ls\"],\"tag\":\"%s\"}", t257);
+        create_fails(b.data, "'tag' is longer than 256");
         sp_buf_clear(&b);
         sp_buf_appendf(&b, NULL, "{\"argv\":[\"ls\"],\"cwd\":\"%s\"}", p4097);
         create_fails(b.data, "'cwd' is longer than 4096");
@@ -413,14 +426,21 @@ START_TEST(session_cursor)
         ck_assert_int_eq(cp_cursor_encode_for("ses", "2024-05-01T12:00:00.123456Z", ses, cursor, sizeof(cursor), &e),
                          0);
         cp_session_list_query q;
-        ck_assert_int_eq(cp_req_session_list_query("2", cursor, &q, &e), 0);
+        ck_assert_int_eq(cp_req_session_list_query("2", cursor, NULL, &q, &e), 0);
         ck_assert(q.has_cursor);
         ck_assert_int_eq(q.limit, 2);
         ck_assert_str_eq(q.cursor_id, ses);
         ck_assert_str_eq(q.cursor_created_at, "2024-05-01T12:00:00.123456Z");
-        ck_assert_int_eq(cp_req_session_list_query(NULL, "", &q, &e), 0);
+        ck_assert_str_eq(q.tag, "");
+        ck_assert_int_eq(cp_req_session_list_query(NULL, "", "web", &q, &e), 0);
         ck_assert(!q.has_cursor);
         ck_assert_int_eq(q.limit, 100);
+        ck_assert_str_eq(q.tag, "web");
+        memset(&q, 0xa5, sizeof(q));
+        ck_assert_int_eq(cp_req_session_list_query(NULL, NULL, "", &q, &e), -SP_E_INVALID);
+        ck_assert_str_eq(e->message, "query parameter 'tag' must be 1 to 256 bytes without control characters");
+        ck_assert(all_zero(&q, sizeof(q)));
+        sp_error_freep(&e);
         /* A sandbox cursor is not a session cursor, and the other way round. */
         ck_assert_int_eq(cp_cursor_encode_for("ses", "2024-05-01T12:00:00Z", sbx, cursor, sizeof(cursor), &e),
                          -SP_E_INVALID);
@@ -428,11 +448,11 @@ START_TEST(session_cursor)
         sp_error_freep(&e);
         ck_assert_int_eq(cp_cursor_encode("2024-05-01T12:00:00Z", sbx, cursor, sizeof(cursor), &e), 0);
         memset(&q, 0xa5, sizeof(q));
-        ck_assert_int_eq(cp_req_session_list_query(NULL, cursor, &q, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_req_session_list_query(NULL, cursor, NULL, &q, &e), -SP_E_INVALID);
         ck_assert_str_eq(e->message, "cursor is malformed");
         ck_assert(all_zero(&q, sizeof(q)));
         sp_error_freep(&e);
-        ck_assert_int_eq(cp_req_session_list_query("1001", NULL, &q, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_req_session_list_query("1001", NULL, NULL, &q, &e), -SP_E_INVALID);
         ck_assert_str_eq(e->message, "limit must be between 1 and 1000");
 }
 END_TEST

@@ -217,6 +217,13 @@ START_TEST(start_bodies)
         b = start_ok("{\"process\":{\"cmd\":\"sh\"},\"pty\":{}}", NULL, NULL, &pty);
         ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"cwd\":\"~\",\"pty\":{\"rows\":24,\"cols\":80},\"stdin\":true}");
         sp_json_putp(&b);
+        /* A tag goes to the session as it is (the public API checks it); an empty one is none. */
+        b = start_ok("{\"process\":{\"cmd\":\"sh\"},\"tag\":\"web\"}", NULL, NULL, &pty);
+        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"cwd\":\"~\",\"stdin\":true,\"tag\":\"web\"}");
+        sp_json_putp(&b);
+        b = start_ok("{\"process\":{\"cmd\":\"sh\"},\"tag\":\"\"}", NULL, NULL, &pty);
+        ck_assert_str_eq(str(b), "{\"argv\":[\"sh\"],\"cwd\":\"~\",\"stdin\":true}");
+        sp_json_putp(&b);
         /* Connect-Timeout-Ms rounds up to seconds, 0 to 30 days. */
         struct {
                 const char *ms;
@@ -395,7 +402,10 @@ START_TEST(selectors)
                 {"{\"process\":{\"pid\":0}}", SP_E_INVALID, 0},
                 {"{\"process\":{\"pid\":-4}}", SP_E_INVALID, 0},
                 {"{\"process\":{\"pid\":2147483648}}", SP_E_INVALID, 0},
-                {"{\"process\":{\"tag\":\"web\"}}", SP_E_NOT_FOUND, 0},
+                {"{\"process\":{\"tag\":\"web\"}}", 0, 0},
+                {"{\"process\":{\"tag\":\"\"}}", SP_E_NOT_FOUND, 0},
+                {"{\"process\":{\"tag\":\"a\\nb\"}}", SP_E_NOT_FOUND, 0},
+                {"{\"process\":{\"tag\":5}}", SP_E_INVALID, 0},
                 {"{\"process\":{}}", SP_E_INVALID, 0},
                 {"{\"process\":7}", SP_E_INVALID, 0},
                 {"{}", SP_E_INVALID, 0},
@@ -404,10 +414,15 @@ START_TEST(selectors)
                 _cleanup_json_ json_object *r = parse(cases[i].req);
                 _cleanup_error_ sp_error *e = NULL;
                 int64_t pid = 99;
-                int rc = e2b_request_selector(r, &pid, &e);
+                const char *tag = NULL;
+                int rc = e2b_request_selector(r, &pid, &tag, &e);
                 if (cases[i].code == 0) {
                         ck_assert_msg(rc == 0, "%s", cases[i].req);
                         ck_assert_int_eq(pid, cases[i].pid);
+                        if (pid == 0)
+                                ck_assert_str_eq(tag, "web");
+                        else
+                                ck_assert_ptr_null(tag);
                 } else {
                         ck_assert_msg(rc < 0, "%s accepted", cases[i].req);
                         ck_assert_int_eq(e->code, cases[i].code);
