@@ -28,7 +28,7 @@
 
 #define E2B_SIGN_LEN 46 /* "v1_" and 43 characters of base64 */
 #define E2B_SIGNERS_MAX 8192 /* tokens remembered in all */
-#define E2B_SIGNERS_PER_SANDBOX 4 /* of them, the newest of one sandbox */
+#define E2B_SIGNERS_PER_SANDBOX 16 /* of them, the newest of one sandbox */
 
 /* The signature of path, operation ("read" or "write"), user ("" for none)
  * and token, with the expiration when exp is not NULL, into out. */

@@ -411,6 +411,11 @@ for (const pkg of versions) {
       const d = await fetch(down)
       assert.equal(d.status, 200)
       assert.equal(await d.text(), 'signed upload\n')
+      // Sandbox.connect mints another token: its URLs work, and so do the first one's.
+      const again = await Sandbox.connect(sbx.sandboxId)
+      assert.notEqual(again.envdAccessToken, sbx.envdAccessToken)
+      assert.equal(await (await fetch(await again.downloadUrl(path))).text(), 'signed upload\n')
+      assert.equal(await (await fetch(down)).text(), 'signed upload\n')
       // A user named: the signature covers it; a relative path is from that user's home.
       const upRoot = await sbx.uploadUrl('signed-root.txt', { user: 'root' })
       assert.match(upRoot, /[?&]username=root/)
