@@ -66,6 +66,8 @@ static void req_free(e2b_req *r)
                            &r->q_limit,
                            &r->q_next_token,
                            &r->q_start,
+                           &r->q_signature,
+                           &r->q_signature_expiration,
                            &r->body};
         for (size_t i = 0; i < SP_ARRAY_SIZE(fields); i++) {
                 free(*fields[i]);
@@ -302,6 +304,8 @@ static void req_copy(e2b_req *r, sp_http_request *req)
         r->q_limit = dup_or_null(sp_http_request_query(req, "limit"));
         r->q_next_token = dup_or_null(sp_http_request_query(req, "nextToken"));
         r->q_start = dup_or_null(sp_http_request_query(req, "start"));
+        r->q_signature = dup_or_null(sp_http_request_query(req, "signature"));
+        r->q_signature_expiration = dup_or_null(sp_http_request_query(req, "signature_expiration"));
         size_t len = 0;
         const char *body = sp_http_request_body(req, &len);
         r->body = malloc(len + 1);

@@ -42,6 +42,7 @@ typedef struct e2b_req {
         char *connect_timeout_ms; /* Connect-Timeout-Ms */
         char *content_type, *content_encoding;
         char *q_path, *q_username, *q_metadata, *q_state, *q_limit, *q_next_token, *q_start; /* query parameters */
+        char *q_signature, *q_signature_expiration; /* a signed file URL's (sign.h) */
         char *body; /* buffered body (routes without a streamed body); "" when empty */
         size_t body_len;
         char caller[E2B_CAPS_CALLER_LEN + 1]; /* whose share the call holds (caps.h); "" anonymous */

@@ -13,19 +13,15 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 
-int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **err)
+/* Opens the API with the key token seals for sandbox_id, as *user (taken). */
+static int envd_open(const e2b_ctx *ctx, const char *sandbox_id, const char *token, char *user, e2b_envd *ret,
+                     sp_error **err)
 {
         memset(ret, 0, sizeof(*ret));
-        const e2b_req *r = e2b_call_req(call);
-        if (!r->sandbox_id || !*r->sandbox_id || strlen(r->sandbox_id) > 128)
-                return sp_error_set(err, SP_E_INVALID, "missing E2b-Sandbox-Id header");
-        if (!r->access_token)
-                return sp_error_set(err, SP_E_UNAUTHENTICATED, "missing X-Access-Token header");
-        _cleanup_free_ char *key = e2b_token_open(&ctx->key, r->sandbox_id, r->access_token, err);
-        if (!key)
-                return -1;
-        if (e2b_request_user(r->authorization, &ret->user, err) < 0) {
-                sp_explicit_bzero(key, strlen(key));
+        ret->user = user;
+        _cleanup_free_ char *key = e2b_token_open(&ctx->key, sandbox_id, token, err);
+        if (!key) {
+                e2b_envd_close(ret);
                 return -1;
         }
         /* envd acts as its default user when the SDK names none (as the SDK
@@ -34,12 +30,38 @@ int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **
         if (!ret->user && !(ret->user = strdup(E2B_REQUEST_DEFAULT_USER)))
                 abort();
         ret->ctx = ctx;
-        ret->sandbox_id = r->sandbox_id;
+        if (!(ret->sandbox_id = strdup(sandbox_id)))
+                abort();
         int rc = e2b_api_open(&ret->api, ctx, key, err);
         sp_explicit_bzero(key, strlen(key));
         if (rc < 0)
                 e2b_envd_close(ret);
+        else
+                e2b_signers_remember(ctx->signers, sandbox_id, token);
         return rc;
+}
+
+int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **err)
+{
+        memset(ret, 0, sizeof(*ret));
+        const e2b_req *r = e2b_call_req(call);
+        if (!r->sandbox_id || !*r->sandbox_id || strlen(r->sandbox_id) > 128)
+                return sp_error_set(err, SP_E_INVALID, "missing E2b-Sandbox-Id header");
+        if (!r->access_token)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "missing X-Access-Token header");
+        char *user = NULL;
+        if (e2b_request_user(r->authorization, &user, err) < 0)
+                return -1;
+        return envd_open(ctx, r->sandbox_id, r->access_token, user, ret, err);
+}
+
+int e2b_envd_open_token(const e2b_ctx *ctx, const char *sandbox_id, const char *token, const char *user, e2b_envd *ret,
+                        sp_error **err)
+{
+        char *u = NULL;
+        if (user && *user && !(u = strdup(user)))
+                abort();
+        return envd_open(ctx, sandbox_id, token, u, ret, err);
 }
 
 void e2b_envd_close(e2b_envd *e)
@@ -47,6 +69,8 @@ void e2b_envd_close(e2b_envd *e)
         e2b_api_close(&e->api);
         free(e->user);
         e->user = NULL;
+        free(e->sandbox_id);
+        e->sandbox_id = NULL;
 }
 
 /* E2B's own wire: Connect code names, each with the HTTP status the Connect

@@ -27,13 +27,19 @@
 typedef struct e2b_envd {
         e2b_api api;
         const e2b_ctx *ctx; /* the daemon's settings (borrowed) */
-        const char *sandbox_id;
+        char *sandbox_id; /* never NULL once open */
         char *user; /* never NULL once open */
 } e2b_envd;
 
 /* Checks E2b-Sandbox-Id and X-Access-Token and opens the API with the key
- * the token seals. Errors: SP_E_UNAUTHENTICATED, SP_E_INVALID. */
+ * the token seals; the token is remembered for signed file URLs (sign.h).
+ * Errors: SP_E_UNAUTHENTICATED, SP_E_INVALID. */
 int e2b_envd_open(e2b_call *call, const e2b_ctx *ctx, e2b_envd *ret, sp_error **err);
+
+/* The same for a sandbox and token found otherwise (a signed file URL's),
+ * acting as user (NULL or "": E2B's default user `user`). */
+int e2b_envd_open_token(const e2b_ctx *ctx, const char *sandbox_id, const char *token, const char *user, e2b_envd *ret,
+                        sp_error **err);
 void e2b_envd_close(e2b_envd *e);
 
 /* The Connect code name and HTTP status for an error code. */

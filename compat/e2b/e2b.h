@@ -5,9 +5,10 @@
  * The daemon serves the E2B control-plane REST API (rest.c) and the envd
  * protocol (process.c, filesystem.c, files.c over connect.c) on one
  * listener, translating each call onto the public API and the data plane
- * (api.c) on a thread of its own (call.c). It keeps no state: a sandbox's
- * E2B id is its id, its envd access token seals the caller's API key
- * (token.c), and a process's pid finds its session through the API.
+ * (api.c) on a thread of its own (call.c). It keeps no state but a table
+ * of the access tokens it has seen, for signed file URLs (sign.c): a
+ * sandbox's E2B id is its id, its envd access token seals the caller's API
+ * key (token.c), and a process's pid finds its session through the API.
  */
 #ifndef E2B_E2B_H
 #define E2B_E2B_H
@@ -19,6 +20,7 @@
 #include "caps.h"
 #include "metrics.h"
 #include "space/http.h"
+#include "sign.h"
 #include "token.h"
 
 /* The settings every handler reads; set up by main before serving, then
@@ -32,6 +34,7 @@ typedef struct e2b_ctx {
         unsigned api_timeout_ms;
         e2b_token_key key;
         e2b_caps *caps; /* calls and watchers, shared out per caller (caps.h) */
+        e2b_signers *signers; /* the tokens signed file URLs are checked against (sign.h) */
         e2b_metrics *metrics; /* requests and upstream calls counted (metrics.h); may be NULL */
         struct e2b_health *health; /* /readyz's probe of the public API (health.c) */
 } e2b_ctx;

@@ -4,12 +4,18 @@
  * body), on the data plane's file routes. Contents stream
  * both ways: the upload is parsed as it arrives and each part is sent on to
  * the data plane while it is read, the download is relayed as it comes.
+ *
+ * Either route is authenticated as every envd call is (E2b-Sandbox-Id and
+ * X-Access-Token), or, as envd's, by a signed URL's signature= (sign.h): the
+ * signature binds the path, the operation (read for GET, write for POST) and
+ * the user it names, so it grants that call only.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "api.h"
 #include "connect.h"
@@ -42,6 +48,38 @@ static int files_user(e2b_call *call, e2b_envd *ev, sp_error **err)
         if (!(ev->user = strdup(u)))
                 abort();
         return 0;
+}
+
+/* Opens a /files call for operation ("read" or "write"). With
+ * X-Access-Token, as every envd call (the header wins over a signature, as
+ * in envd). Without it, by signature=: the token that signed the path (""
+ * when the URL names none), the operation and ?username= ("" when none),
+ * among E2b-Sandbox-Id's when the request names a sandbox; the call then
+ * acts as ?username= or E2B's default user, never as Authorization names. */
+static int files_open(e2b_call *call, const e2b_ctx *ctx, const char *operation, e2b_envd *ev, sp_error **err)
+{
+        const e2b_req *r = e2b_call_req(call);
+        if (r->access_token || !r->q_signature) {
+                if (e2b_envd_open(call, ctx, ev, err) < 0)
+                        return -1;
+                if (files_user(call, ev, err) < 0) {
+                        e2b_envd_close(ev);
+                        return -1;
+                }
+                return 0;
+        }
+        memset(ev, 0, sizeof(*ev));
+        const char *user = r->q_username ? r->q_username : "";
+        if (strlen(user) > 64)
+                return sp_error_set(err, SP_E_INVALID, "user name too long");
+        _cleanup_free_ char *sandbox = NULL, *token = NULL;
+        const char *sandbox_id = r->sandbox_id && *r->sandbox_id ? r->sandbox_id : NULL;
+        if (e2b_signers_check(ctx->signers, sandbox_id, r->q_path ? r->q_path : "", operation, user, r->q_signature,
+                              r->q_signature_expiration, (int64_t)time(NULL), &sandbox, &token, err) < 0)
+                return -1;
+        int rc = e2b_envd_open_token(ctx, sandbox, token, user, ev, err);
+        sp_explicit_bzero(token, strlen(token));
+        return rc;
 }
 
 /* A files token for path, and *ret_url the data-plane URL with ?path= and
@@ -92,7 +130,7 @@ static void download(e2b_call *call, void *userdata)
         _cleanup_free_ char *url = NULL, *token = NULL;
         sp_http_client *c = NULL;
         const char *path = e2b_call_req(call)->q_path;
-        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || files_user(call, &ev, &e) < 0 || check_path(path, &e) < 0 ||
+        if (files_open(call, ctx, "read", &ev, &e) < 0 || check_path(path, &e) < 0 ||
             files_token(&ev, path, "read", &url, &token, &e) < 0) {
                 fail(call, e);
                 e2b_envd_close(&ev);
@@ -186,7 +224,7 @@ static void upload(e2b_call *call, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *out = json_object_new_array();
         e2b_envd ev;
-        if (e2b_envd_open(call, ctx, &ev, &e) < 0 || files_user(call, &ev, &e) < 0)
+        if (files_open(call, ctx, "write", &ev, &e) < 0)
                 goto failed;
         if (r->content_encoding && strcasecmp(r->content_encoding, "identity") != 0) {
                 sp_error_set(&e, SP_E_UNSUPPORTED, "Content-Encoding %s is not supported", r->content_encoding);

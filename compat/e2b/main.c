@@ -93,6 +93,11 @@ int main(int argc, char **argv)
                 return 1;
         }
         ctx.metrics = e2b_metrics_new();
+        if (!(ctx.signers = e2b_signers_new(E2B_SIGNERS_MAX, E2B_SIGNERS_PER_SANDBOX))) {
+                sp_log_error("out of memory");
+                e2b_caps_free(ctx.caps);
+                return 1;
+        }
         sp_daemon d = {0};
         ctx.base = sp_daemon_loop_new(&d, &e) == 0 ? d.base : NULL;
         sp_http_config hc = {.max_connections = (unsigned)c.max_connections};
@@ -116,6 +121,7 @@ out:
         sp_daemon_loop_free(&d);
         e2b_caps_free(ctx.caps);
         e2b_metrics_free(ctx.metrics);
+        e2b_signers_free(ctx.signers);
         sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
         return r;
 }

@@ -443,6 +443,92 @@ for (const pkg of versions) {
       assert.equal(r.stdout.trim(), String(big.length))
     })
 
+    test('signed URLs: uploadUrl and downloadUrl without headers, for their path, operation, user and sandbox', async () => {
+      const path = `/tmp/signed-${pkg}.txt`
+      const refused = async (res, message) => {
+        assert.equal(res.status, 401)
+        assert.deepEqual(await res.json(), { code: 401, message })
+      }
+      const form = (text) => {
+        const f = new FormData()
+        f.append('file', new Blob([text]), 'ignored-name.txt')
+        return f
+      }
+      // Upload: a plain multipart POST to the URL, no header at all.
+      const up = await sbx.uploadUrl(path)
+      assert.match(up, /[?&]signature=v1_/)
+      assert.doesNotMatch(up, /signature_expiration/)
+      const w = await fetch(up, { method: 'POST', body: form('signed upload\n') })
+      assert.equal(w.status, 200)
+      assert.equal((await w.json())[0].path, path)
+      assert.equal(await sbx.files.read(path), 'signed upload\n')
+      assert.equal((await sbx.commands.run(`stat -c %U ${path}`)).stdout, 'user\n')
+      // Download: the bytes, fetched without headers.
+      const down = await sbx.downloadUrl(path)
+      const d = await fetch(down)
+      assert.equal(d.status, 200)
+      assert.equal(await d.text(), 'signed upload\n')
+      // Sandbox.connect mints another token: its URLs work, and so do the first one's.
+      const again = await Sandbox.connect(sbx.sandboxId)
+      assert.notEqual(again.envdAccessToken, sbx.envdAccessToken)
+      assert.equal(await (await fetch(await again.downloadUrl(path))).text(), 'signed upload\n')
+      assert.equal(await (await fetch(down)).text(), 'signed upload\n')
+      // A user named: the signature covers it; a relative path is from that user's home.
+      const upRoot = await sbx.uploadUrl('signed-root.txt', { user: 'root' })
+      assert.match(upRoot, /[?&]username=root/)
+      const wr = await fetch(upRoot, { method: 'POST', body: form('as root\n') })
+      assert.equal(wr.status, 200)
+      assert.equal((await wr.json())[0].path, '/root/signed-root.txt')
+      assert.equal(await sbx.files.read('/root/signed-root.txt'), 'as root\n')
+
+      // An expiration in the future works; in the past it is refused (envd's message).
+      const later = await sbx.downloadUrl(path, { useSignatureExpiration: 60 })
+      assert.match(later, /[?&]signature_expiration=\d+/)
+      assert.equal(await (await fetch(later)).text(), 'signed upload\n')
+      const expired = await sbx.downloadUrl(path, { useSignatureExpiration: -10 })
+      await refused(await fetch(expired), 'signature is already expired')
+      const expiredUp = await sbx.uploadUrl(path, { useSignatureExpiration: -10 })
+      await refused(await fetch(expiredUp, { method: 'POST', body: form('late\n') }), 'signature is already expired')
+      // A later expiration forged onto it does not match its signature.
+      const forged = new URL(expired)
+      forged.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) + 3600))
+      await refused(await fetch(forged), 'invalid signature')
+      const junk = new URL(later)
+      junk.searchParams.set('signature_expiration', 'soon')
+      assert.equal((await fetch(junk)).status, 400)
+
+      // Tampered: another path, user or operation, a changed signature.
+      const other = new URL(down)
+      other.searchParams.set('path', '/etc/passwd')
+      await refused(await fetch(other), 'invalid signature')
+      const asRoot = new URL(down)
+      asRoot.searchParams.set('username', 'root')
+      await refused(await fetch(asRoot), 'invalid signature')
+      await refused(await fetch(down, { method: 'POST', body: form('written with a read URL\n') }), 'invalid signature')
+      await refused(await fetch(up), 'invalid signature')
+      const changed = new URL(down)
+      const sig = changed.searchParams.get('signature')
+      changed.searchParams.set('signature', sig.slice(0, -1) + (sig.endsWith('A') ? 'B' : 'A'))
+      await refused(await fetch(changed), 'invalid signature')
+      assert.equal(await sbx.files.read(path), 'signed upload\n', 'nothing refused was written')
+
+      // Another sandbox: its own URL reads its own file; this sandbox's URL named for it is refused.
+      const s2 = await Sandbox.create({ metadata: { suite: tag, kind: 'signed' } })
+      try {
+        await s2.files.write(path, 'the other sandbox\n')
+        assert.equal(await (await fetch(await s2.downloadUrl(path))).text(), 'the other sandbox\n')
+        await refused(await fetch(down, { headers: { 'E2b-Sandbox-Id': s2.sandboxId } }), 'invalid signature')
+        await refused(
+          await fetch(up, { method: 'POST', body: form('x\n'), headers: { 'E2b-Sandbox-Id': s2.sandboxId } }),
+          'invalid signature',
+        )
+        assert.equal(await s2.files.read(path), 'the other sandbox\n')
+        assert.equal(await (await fetch(down)).text(), 'signed upload\n')
+      } finally {
+        await s2.kill()
+      }
+    })
+
     test('list with a metadata filter, getInfo, setTimeout', async () => {
       const found = await Sandbox.list({ query: { metadata: { suite: tag, kind: 'main' } } }).nextItems()
       assert.deepEqual(found.map((s) => s.sandboxId), [sbx.sandboxId])

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Signed file URLs (see sign.h).
+ */
+#include "sign.h"
+
+#include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "space/buf.h"
+#include "space/cleanup.h"
+#include "token.h"
+
+#define MAX_SANDBOX_ID 128
+
+typedef struct signer {
+        char *sandbox_id, *token; /* NULL: a free slot */
+        uint64_t age; /* when last remembered: larger is newer */
+} signer;
+
+/* Checks hash every token (milliseconds for a full table) and may run side
+ * by side; remembering, on every envd call, is short and goes first, so a
+ * flood of signed requests delays it by one check at most. */
+struct e2b_signers {
+        pthread_rwlock_t mu;
+        signer *v;
+        size_t max, per_sandbox;
+        uint64_t clock;
+};
+
+void e2b_sign_compute(const char *path, const char *operation, const char *user, const char *token, const int64_t *exp,
+                      char out[static E2B_SIGN_LEN + 1])
+{
+        _cleanup_buf_ sp_buf raw = SP_BUF_INIT;
+        sp_buf_append_str(&raw, path, NULL);
+        const char *parts[] = {operation, user, token};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(parts); i++) {
+                sp_buf_append(&raw, ":", 1, NULL);
+                sp_buf_append_str(&raw, parts[i], NULL);
+        }
+        if (exp)
+                sp_buf_appendf(&raw, NULL, ":%" PRId64, *exp);
+        uint8_t md[32];
+        unsigned mdlen = 0;
+        if (EVP_Digest(raw.data ? raw.data : "", raw.len, md, &mdlen, EVP_sha256(), NULL) != 1)
+                abort();
+        sp_explicit_bzero(raw.data, raw.len);
+        sp_buf b = SP_BUF_INIT;
+        sp_buf_append_str(&b, "v1_", NULL);
+        sp_base64_encode(&b, md, sizeof(md), 0, NULL);
+        /* The SDK strips base64's padding: 32 bytes are 43 characters and "=". */
+        snprintf(out, E2B_SIGN_LEN + 1, "%.*s", E2B_SIGN_LEN, b.data ? b.data : "");
+        sp_buf_free(&b);
+}
+
+int e2b_sign_expiration(const char *s, int64_t *ret, sp_error **err)
+{
+        const char *p = s ? s : "";
+        bool neg = *p == '-';
+        if (*p == '-' || *p == '+')
+                p++;
+        size_t n = strspn(p, "0123456789");
+        if (n == 0 || n > 19 || p[n] != '\0')
+                return sp_error_set(err, SP_E_INVALID, "signature_expiration is not a number of seconds");
+        /* Accumulated as a negative number, which holds INT64_MIN too. */
+        int64_t v = 0;
+        for (size_t i = 0; i < n; i++) {
+                int d = p[i] - '0';
+                if (v < (INT64_MIN + d) / 10)
+                        return sp_error_set(err, SP_E_INVALID, "signature_expiration is out of range");
+                v = v * 10 - d;
+        }
+        if (!neg && v == INT64_MIN)
+                return sp_error_set(err, SP_E_INVALID, "signature_expiration is out of range");
+        *ret = neg ? v : -v;
+        return 0;
+}
+
+e2b_signers *e2b_signers_new(size_t max, size_t per_sandbox)
+{
+        if (max == 0 || per_sandbox == 0)
+                return NULL;
+        e2b_signers *s = calloc(1, sizeof(*s));
+        if (!s || !(s->v = calloc(max, sizeof(*s->v)))) {
+                free(s);
+                return NULL;
+        }
+        pthread_rwlockattr_t a;
+        pthread_rwlockattr_init(&a);
+        pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&s->mu, &a);
+        pthread_rwlockattr_destroy(&a);
+        s->max = max;
+        s->per_sandbox = per_sandbox;
+        return s;
+}
+
+static void forget(signer *g)
+{
+        if (g->token) {
+                sp_explicit_bzero(g->token, strlen(g->token));
+                free(g->token);
+        }
+        free(g->sandbox_id);
+        *g = (signer){0};
+}
+
+void e2b_signers_free(e2b_signers *s)
+{
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->max; i++)
+                forget(&s->v[i]);
+        free(s->v);
+        pthread_rwlock_destroy(&s->mu);
+        free(s);
+}
+
+void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *token)
+{
+        if (!s || !sandbox_id || !*sandbox_id || strlen(sandbox_id) > MAX_SANDBOX_ID || !token || !*token ||
+            strlen(token) > E2B_TOKEN_MAX_LEN)
+                return;
+        pthread_rwlock_wrlock(&s->mu);
+        signer *freeslot = NULL, *oldest = NULL, *oldest_own = NULL;
+        size_t own = 0;
+        for (size_t i = 0; i < s->max; i++) {
+                signer *g = &s->v[i];
+                if (!g->token) {
+                        if (!freeslot)
+                                freeslot = g;
+                        continue;
+                }
+                if (strcmp(g->sandbox_id, sandbox_id) == 0) {
+                        if (strcmp(g->token, token) == 0) {
+                                g->age = ++s->clock;
+                                pthread_rwlock_unlock(&s->mu);
+                                return;
+                        }
+                        own++;
+                        if (!oldest_own || g->age < oldest_own->age)
+                                oldest_own = g;
+                }
+                if (!oldest || g->age < oldest->age)
+                        oldest = g;
+        }
+        signer *slot = own >= s->per_sandbox ? oldest_own : freeslot ? freeslot : oldest;
+        forget(slot);
+        slot->sandbox_id = strdup(sandbox_id);
+        slot->token = strdup(token);
+        if (!slot->sandbox_id || !slot->token)
+                abort();
+        slot->age = ++s->clock;
+        pthread_rwlock_unlock(&s->mu);
+}
+
+int e2b_signers_check(e2b_signers *s, const char *sandbox_id, const char *path, const char *operation, const char *user,
+                      const char *signature, const char *expiration, int64_t now, char **ret_sandbox, char **ret_token,
+                      sp_error **err)
+{
+        int64_t exp = 0;
+        if (expiration && e2b_sign_expiration(expiration, &exp, err) < 0)
+                return -1;
+        if (!s || !signature || strlen(signature) != E2B_SIGN_LEN)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "invalid signature");
+        _cleanup_free_ char *sbx = NULL, *tok = NULL;
+        pthread_rwlock_rdlock(&s->mu);
+        for (size_t i = 0; i < s->max && !tok; i++) {
+                const signer *g = &s->v[i];
+                if (!g->token || (sandbox_id && strcmp(g->sandbox_id, sandbox_id) != 0))
+                        continue;
+                char want[E2B_SIGN_LEN + 1];
+                e2b_sign_compute(path, operation, user, g->token, expiration ? &exp : NULL, want);
+                if (CRYPTO_memcmp(want, signature, E2B_SIGN_LEN) == 0 &&
+                    (!(sbx = strdup(g->sandbox_id)) || !(tok = strdup(g->token))))
+                        abort();
+        }
+        pthread_rwlock_unlock(&s->mu);
+        if (!tok)
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "invalid signature");
+        if (expiration && exp < now) {
+                sp_explicit_bzero(tok, strlen(tok));
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "signature is already expired");
+        }
+        *ret_sandbox = TAKE_PTR(sbx);
+        *ret_token = TAKE_PTR(tok);
+        return 0;
+}
