@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -43,7 +44,7 @@ int sp_file_read(const char *path, size_t max, sp_buf *out, sp_error **err)
         return 0;
 }
 
-int sp_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode, sp_error **err)
+static int write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync, sp_error **err)
 {
         char tmp[PATH_MAX];
         if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
@@ -65,7 +66,7 @@ int sp_file_write_atomic(const char *path, const void *data, size_t len, mode_t 
                 p += n;
                 left -= (size_t)n;
         }
-        if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+        if (fchmod(fd, mode) < 0 || (sync && fsync(fd) < 0)) {
                 int e = errno;
                 unlink(tmp);
                 return sp_error_set_errno(err, SP_E_IO, e, "sync %s", tmp);
@@ -75,12 +76,24 @@ int sp_file_write_atomic(const char *path, const void *data, size_t len, mode_t 
                 unlink(tmp);
                 return sp_error_set_errno(err, sp_errc_from_errno(e), e, "rename %s", path);
         }
+        if (!sync)
+                return 0;
         char dir[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s", path);
         _cleanup_close_ int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0)
                 (void)fsync(dfd);
         return 0;
+}
+
+int sp_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode, sp_error **err)
+{
+        return write_atomic(path, data, len, mode, true, err);
+}
+
+int sp_file_replace(const char *path, const void *data, size_t len, mode_t mode, sp_error **err)
+{
+        return write_atomic(path, data, len, mode, false, err);
 }
 
 int sp_mkdir_p(const char *path, mode_t mode, sp_error **err)

@@ -173,7 +173,11 @@ static int persist(wk_session *s, sp_error **err)
         const char *text = sp_json_str(o);
         char path[4096];
         snprintf(path, sizeof(path), "%s/session.json", s->dir);
-        return sp_file_write_atomic(path, text, strlen(text), 0600, err);
+        /* Not synced, like the output log: the record must outlive the
+         * worker's crash, which the page cache does; a host's crash ends the
+         * session's process anyway (it is then lost, and said so). Two
+         * fsyncs here cost milliseconds of the event loop per change. */
+        return sp_file_replace(path, text, strlen(text), 0600, err);
 }
 
 static void notify(wk_session *s, int what)
