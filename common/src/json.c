@@ -607,3 +607,34 @@ int sp_json_check_fields(json_object *obj, const char *const *allowed, sp_error 
         }
         return 0;
 }
+
+bool sp_utf8_valid(const char *str, size_t len)
+{
+        const unsigned char *s = (const unsigned char *)str, *end = s + len;
+        while (s < end) {
+                unsigned c = *s, need, min;
+                if (c < 0x80) {
+                        s++;
+                        continue;
+                }
+                if ((c & 0xe0) == 0xc0)
+                        need = 1, min = 0x80, c &= 0x1f;
+                else if ((c & 0xf0) == 0xe0)
+                        need = 2, min = 0x800, c &= 0x0f;
+                else if ((c & 0xf8) == 0xf0)
+                        need = 3, min = 0x10000, c &= 0x07;
+                else
+                        return false;
+                if ((size_t)(end - s) <= need)
+                        return false;
+                for (unsigned i = 1; i <= need; i++) {
+                        if ((s[i] & 0xc0) != 0x80)
+                                return false;
+                        c = c << 6 | (s[i] & 0x3f);
+                }
+                if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+                        return false;
+                s += need + 1;
+        }
+        return true;
+}

@@ -225,7 +225,7 @@ bool e2b_request_tag_ok(const char *tag)
         for (const unsigned char *c = (const unsigned char *)tag; *c; c++)
                 if (*c < 0x20 || *c == 0x7f)
                         return false;
-        return true;
+        return sp_utf8_valid(tag, n);
 }
 
 int e2b_request_selector(json_object *req, int64_t *ret_pid, const char **ret_tag, sp_error **err)

@@ -167,7 +167,9 @@ int e2b_signers_check(e2b_signers *s, const char *sandbox_id, const char *path, 
         int64_t exp = 0;
         if (expiration && e2b_sign_expiration(expiration, &exp, err) < 0)
                 return -1;
-        if (!s || !signature || strlen(signature) != E2B_SIGN_LEN)
+        /* No user name holds ':' (envd's text joins the parts with it; see
+         * docs/threat-model.md for what that leaves). */
+        if (!s || !signature || strlen(signature) != E2B_SIGN_LEN || (user && strchr(user, ':')))
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "invalid signature");
         _cleanup_free_ char *sbx = NULL, *tok = NULL;
         pthread_rwlock_rdlock(&s->mu);

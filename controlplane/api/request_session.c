@@ -167,10 +167,10 @@ bool cp_session_tag_ok(const char *s)
         for (const unsigned char *c = (const unsigned char *)s; *c; c++)
                 if (*c < 0x20 || *c == 0x7f)
                         return false;
-        return true;
+        return sp_utf8_valid(s, n);
 }
 
-#define TAG_RULE "1 to 256 bytes without control characters"
+#define TAG_RULE "1 to 256 bytes of UTF-8 without control characters"
 
 static int get_tag(json_object *o, char *out, sp_error **err)
 {

@@ -680,7 +680,7 @@ START_TEST(tags_label_sessions_and_filter_lists)
         ck_assert_int_ge(asprintf(&long_tag, "{\"argv\":[\"true\"],\"tag\":\"%s\"}", t257), 0);
         expect_error(t.key, "POST", sp, long_tag, 400, "'tag' is longer than 256 bytes");
         expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":\"\"}", 400,
-                     "'tag' must be 1 to 256 bytes without control characters");
+                     "'tag' must be 1 to 256 bytes of UTF-8 without control characters");
         expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":\"a\\tb\"}", 400, "'tag' must be");
         expect_error(t.key, "POST", sp, "{\"argv\":[\"true\"],\"tag\":1}", 400, "'tag' must be a string");
         ck_assert_uint_eq(nsessions(&t, sbx), 0);
@@ -709,7 +709,7 @@ START_TEST(tags_label_sessions_and_filter_lists)
         _cleanup_json_ json_object *no = API(t.key, "GET", path_of("%s?tag=nothing", sp, NULL), 200, NULL);
         ck_assert_uint_eq(json_object_array_length(sp_test_jarr(no, "sessions")), 0);
         expect_error(t.key, "GET", path_of("%s?tag=", sp, NULL), NULL, 400,
-                     "query parameter 'tag' must be 1 to 256 bytes without control characters");
+                     "query parameter 'tag' must be 1 to 256 bytes of UTF-8 without control characters");
 
         /* A finished session keeps its tag; a running one's GET says where its output ends. */
         _cleanup_json_ json_object *de = wait_state(&t, sp_test_jstr(d, "session.id"), "exited");

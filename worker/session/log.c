@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,17 @@ typedef struct {
         size_t nindex, capindex;
 } segment;
 
+/* Where a record starts (its output offset and position in its segment), as
+ * a read left it: the next read from where one ended starts there instead of
+ * walking up to 64 KiB of short records from the index again — which made
+ * reading a log of short lines quadratic. A few, for readers side by side. */
+typedef struct {
+        uint64_t seg_start, rec_off, pos;
+        bool used;
+} read_hint;
+
+#define READ_HINTS 8
+
 struct wk_log {
         char *dir;
         uint64_t capacity;
@@ -42,6 +54,8 @@ struct wk_log {
         size_t nseg;
         uint64_t read_mark;
         uint64_t totals[3];
+        read_hint hints[READ_HINTS];
+        unsigned next_hint;
 };
 
 static void seg_close(segment *s)
@@ -273,6 +287,7 @@ static void drop_first(wk_log *l)
         seg_close(&l->seg[0]);
         memmove(l->seg, l->seg + 1, (l->nseg - 1) * sizeof(segment));
         l->nseg--;
+        memset(l->hints, 0, sizeof(l->hints));
 }
 
 uint64_t wk_log_disk_bytes(const wk_log *l)
@@ -383,6 +398,15 @@ int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_
                 rec_off = s->index[lo - 1].offset;
                 pos = s->index[lo - 1].pos;
         }
+        /* A read that ended nearer to offset in this segment starts closer. */
+        for (size_t k = 0; k < READ_HINTS; k++) {
+                const read_hint *h = &l->hints[k];
+                if (h->used && h->seg_start == s->start && h->rec_off <= offset && h->rec_off > rec_off &&
+                    h->pos < s->file_size) {
+                        rec_off = h->rec_off;
+                        pos = h->pos;
+                }
+        }
         for (;;) {
                 uint8_t h[HDR];
                 if (pread(s->fd, h, HDR, (off_t)pos) != HDR)
@@ -396,6 +420,14 @@ int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_
                                 return sp_error_set_errno(err, SP_E_IO, errno, "read the session log");
                         *ret_stream = h[0];
                         *ret_n = n;
+                        /* Where the next read (from offset + n) starts: this record
+                         * again, or the one after it. */
+                        bool whole = skip + n == len;
+                        l->hints[l->next_hint] = (read_hint){.seg_start = s->start,
+                                                             .rec_off = whole ? rec_off + len : rec_off,
+                                                             .pos = whole ? pos + HDR + len : pos,
+                                                             .used = true};
+                        l->next_hint = (l->next_hint + 1) % READ_HINTS;
                         return 0;
                 }
                 rec_off += len;

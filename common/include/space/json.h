@@ -67,4 +67,8 @@ int sp_json_get_string_map(json_object *obj, const char *field, bool required, s
  * "unknown field 'x'". */
 int sp_json_check_fields(json_object *obj, const char *const *allowed, sp_error **err);
 
+/* Whether the len bytes at s are well-formed UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF) — what PostgreSQL takes as text. */
+bool sp_utf8_valid(const char *s, size_t len);
+
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests: strict JSON parsing, field validation, and configuration. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,36 @@ static const sp_config_def defs[] = {
         SP_CONFIG_END,
 };
 
+START_TEST(utf8_validity)
+{
+        static const struct {
+                const char *s;
+                bool ok;
+        } cases[] = {
+                {"", true},
+                {"plain ascii", true},
+                {"caf\xc3\xa9", true},
+                {"\xe2\x82\xac", true}, /* U+20AC */
+                {"\xf0\x9f\x98\x80", true}, /* U+1F600 */
+                {"\xf4\x8f\xbf\xbf", true}, /* U+10FFFF */
+                {"\xff\xfe", false}, /* not a lead byte */
+                {"\x80", false}, /* a lone continuation */
+                {"\xc3", false}, /* cut */
+                {"\xe2\x82", false}, /* cut */
+                {"\xc0\xaf", false}, /* overlong '/' */
+                {"\xe0\x80\xaf", false}, /* overlong */
+                {"\xed\xa0\x80", false}, /* a surrogate */
+                {"\xf4\x90\x80\x80", false}, /* past U+10FFFF */
+                {"\xf8\x88\x80\x80\x80", false}, /* five bytes */
+                {"ok\xc3\xa9\xc3", false}, /* cut at the end */
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++)
+                ck_assert_msg(sp_utf8_valid(cases[i].s, strlen(cases[i].s)) == cases[i].ok, "case %zu", i);
+        /* The length is what counts, not a NUL. */
+        ck_assert(!sp_utf8_valid("\xc3\xa9", 1));
+}
+END_TEST
+
 START_TEST(config_layers)
 {
         char *dir = sp_test_tmpdir("config");
@@ -264,6 +295,7 @@ int main(void)
         Suite *s = suite_create("json_config");
         TCase *tc = tcase_create("all");
         tcase_add_test(tc, json_strict);
+        tcase_add_test(tc, utf8_validity);
         tcase_add_test(tc, json_member_str_is_lenient);
         tcase_add_test(tc, json_keys_unique_and_without_nul);
         tcase_add_test(tc, json_fields_name_the_problem);

@@ -131,10 +131,12 @@ START_TEST(session_create_refuses)
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":-1}", "timeout_s");
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":2592001}", "timeout_s");
         create_fails("{\"argv\":[\"ls\"],\"timeout_s\":1.5}", "timeout_s");
-        create_fails("{\"argv\":[\"ls\"],\"tag\":\"\"}", "'tag' must be 1 to 256 bytes without control characters");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":\"\"}",
+                     "'tag' must be 1 to 256 bytes of UTF-8 without control characters");
         create_fails("{\"argv\":[\"ls\"],\"tag\":\"a\\nb\"}", "'tag' must be 1 to 256 bytes");
         create_fails("{\"argv\":[\"ls\"],\"tag\":\"a\\u0000b\"}", "'tag' contains a NUL");
         create_fails("{\"argv\":[\"ls\"],\"tag\":7}", "'tag' must be a string");
+        create_fails("{\"argv\":[\"ls\"],\"tag\":\"\xff\xfe\"}", "invalid utf-8");
 
         /* Sizes: a user of 65 bytes, a cwd of 4097, argv and env beyond their counts and bytes. */
         _cleanup_buf_ sp_buf b = SP_BUF_INIT;
@@ -438,8 +440,11 @@ START_TEST(session_cursor)
         ck_assert_str_eq(q.tag, "web");
         memset(&q, 0xa5, sizeof(q));
         ck_assert_int_eq(cp_req_session_list_query(NULL, NULL, "", &q, &e), -SP_E_INVALID);
-        ck_assert_str_eq(e->message, "query parameter 'tag' must be 1 to 256 bytes without control characters");
+        ck_assert_str_eq(e->message,
+                         "query parameter 'tag' must be 1 to 256 bytes of UTF-8 without control characters");
         ck_assert(all_zero(&q, sizeof(q)));
+        sp_error_freep(&e);
+        ck_assert_int_eq(cp_req_session_list_query(NULL, NULL, "\xff\xfe", &q, &e), -SP_E_INVALID);
         sp_error_freep(&e);
         /* A sandbox cursor is not a session cursor, and the other way round. */
         ck_assert_int_eq(cp_cursor_encode_for("ses", "2024-05-01T12:00:00Z", sbx, cursor, sizeof(cursor), &e),

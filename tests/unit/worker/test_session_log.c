@@ -85,6 +85,59 @@ START_TEST(offsets_across_segments)
 }
 END_TEST
 
+/* Short records (lines of output) read by readers side by side, each in
+ * small pieces and resuming inside records: every byte in order, with its
+ * stream (the reads start from where the previous one of a reader ended). */
+START_TEST(short_records_read_by_interleaved_readers)
+{
+        wk_log *l;
+        ck_assert_int_eq(wk_log_open(logdir, 64 << 20, true, &l, NULL), 0);
+        unsigned char rec[16];
+        uint64_t at = 0;
+        for (int i = 0; i < 200000; i++) {
+                size_t n = 1 + (size_t)i % 11;
+                pattern(rec, n, at);
+                ck_assert_int_eq(wk_log_append(l, (uint8_t)(1 + (i / 3) % 2), rec, n, NULL), 0);
+                at += n;
+        }
+        /* Three readers: from the start in 4-byte pieces, from the start in whole
+         * records, and from inside a record in 7-byte pieces; interleaved. */
+        uint64_t off[3] = {0, 0, 123457};
+        size_t caps[3] = {4, 64, 7};
+        _cleanup_buf_ sp_buf got0 = SP_BUF_INIT, got1 = SP_BUF_INIT, got2 = SP_BUF_INIT;
+        sp_buf *got[3] = {&got0, &got1, &got2};
+        for (bool more = true; more;) {
+                more = false;
+                for (int r = 0; r < 3; r++) {
+                        if (off[r] >= at)
+                                continue;
+                        more = true;
+                        char buf[64];
+                        uint8_t stream;
+                        size_t n;
+                        ck_assert_int_eq(wk_log_read(l, off[r], buf, caps[r], &stream, &n, NULL), 0);
+                        ck_assert_uint_gt(n, 0);
+                        ck_assert(stream == 1 || stream == 2);
+                        sp_buf_append(got[r], buf, n, NULL);
+                        off[r] += n;
+                }
+        }
+        uint64_t starts[3] = {0, 0, 123457};
+        for (int r = 0; r < 3; r++) {
+                ck_assert_uint_eq(got[r]->len, at - starts[r]);
+                _cleanup_free_ unsigned char *want = malloc(got[r]->len);
+                pattern(want, got[r]->len, starts[r]);
+                ck_assert(memcmp(got[r]->data, want, got[r]->len) == 0);
+        }
+        /* And a reader that goes back to the start after all that. */
+        _cleanup_buf_ sp_buf again = SP_BUF_INIT;
+        read_all(l, 0, &again, NULL);
+        ck_assert_uint_eq(again.len, at);
+        ck_assert(memcmp(again.data, got0.data, at) == 0);
+        wk_log_close(l);
+}
+END_TEST
+
 START_TEST(full_log_applies_backpressure_and_drops_only_read_data)
 {
         wk_log *l;
@@ -190,6 +243,7 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, offsets_across_segments);
+        tcase_add_test(tc, short_records_read_by_interleaved_readers);
         tcase_add_test(tc, full_log_applies_backpressure_and_drops_only_read_data);
         tcase_add_test(tc, recovery_cuts_a_torn_record);
         tcase_add_test(tc, bad_records_refused);
