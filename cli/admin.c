@@ -99,18 +99,27 @@ static int run_worker_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         json_object_object_get_ex(resp, "workers", &list);
         _cleanup_table_ ctl_table t;
         ctl_table_init(&t, (const char *[]){"NAME", "ID", "STATE", "BACKEND", "ADDRESS", "SLOTS", "CPU", "MEMORY",
-                                            "HEARTBEAT", NULL});
+                                            "JOBS", "HEARTBEAT", NULL});
         for (size_t i = 0; list && i < json_object_array_length(list); i++) {
                 json_object *w = json_object_array_get_idx(list, i);
-                char slots[48], cpu[48], mem[48], hb[32];
+                char slots[48], cpu[48], mem[48], jobs[80], hb[32];
+                /* Jobs running / job threads, and "+N" requests waiting (its last heartbeat). */
+                if (strcmp(ctl_jstr(w, "observed.jobs.threads"), "-") == 0)
+                        snprintf(jobs, sizeof(jobs), "-");
+                else if (strcmp(ctl_jstr(w, "observed.jobs.queued"), "0") == 0)
+                        snprintf(jobs, sizeof(jobs), "%s/%s", ctl_jstr(w, "observed.jobs.running"),
+                                 ctl_jstr(w, "observed.jobs.threads"));
+                else
+                        snprintf(jobs, sizeof(jobs), "%s/%s +%s", ctl_jstr(w, "observed.jobs.running"),
+                                 ctl_jstr(w, "observed.jobs.threads"), ctl_jstr(w, "observed.jobs.queued"));
                 snprintf(slots, sizeof(slots), "%s/%s", ctl_jstr(w, "used.slots"), ctl_jstr(w, "capacity.slots"));
                 snprintf(cpu, sizeof(cpu), "%s/%sm", ctl_jstr(w, "used.cpu_millis"),
                          ctl_jstr(w, "capacity.cpu_millis"));
                 snprintf(mem, sizeof(mem), "%s/%sMi", ctl_jstr(w, "used.memory_mb"), ctl_jstr(w, "capacity.memory_mb"));
                 ctl_jage(w, "last_heartbeat", hb, sizeof(hb));
-                ctl_table_row(&t,
-                              (const char *[]){ctl_jstr(w, "name"), ctl_jstr(w, "id"), ctl_jstr(w, "state"),
-                                               ctl_jstr(w, "backend"), ctl_jstr(w, "address"), slots, cpu, mem, hb});
+                ctl_table_row(&t, (const char *[]){ctl_jstr(w, "name"), ctl_jstr(w, "id"), ctl_jstr(w, "state"),
+                                                   ctl_jstr(w, "backend"), ctl_jstr(w, "address"), slots, cpu, mem,
+                                                   jobs, hb});
         }
         ctl_table_print(ctx, &t);
         return 0;

@@ -336,6 +336,12 @@ START_TEST(workers_and_join_tokens)
         _cleanup_json_ json_object *lo = ctl_json(&lj);
         json_object *w0 = json_object_array_get_idx(sp_test_jarr(lo, "workers"), 0);
         ck_assert_str_eq(sp_test_jstr(w0, "name"), "node-0");
+        /* Its job queue, as its heartbeats say (the column JOBS). */
+        ck_assert_msg(strstr(ls.out.data, " JOBS "), "%s", ls.out.data);
+        json_object *obs = NULL, *jobs = NULL, *threads = NULL;
+        ck_assert(json_object_object_get_ex(w0, "observed", &obs) && json_object_object_get_ex(obs, "jobs", &jobs) &&
+                  json_object_object_get_ex(jobs, "threads", &threads));
+        ck_assert_int_gt(json_object_get_int(threads), 0);
         char wid[64], path[128];
         snprintf(wid, sizeof(wid), "%s", sp_test_jstr(w0, "id"));
         snprintf(path, sizeof(path), "/v1/workers/%s", wid);
