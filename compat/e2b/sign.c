@@ -34,29 +34,51 @@ struct e2b_signers {
         uint64_t clock;
 };
 
+/* The signed text is "path:operation:user:" (hashed once, the prefix), then
+ * the token and ":exp" when there is an expiration. */
+static EVP_MD_CTX *prefix_new(const char *path, const char *operation, const char *user)
+{
+        EVP_MD_CTX *c = EVP_MD_CTX_new();
+        if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(c, path, strlen(path)) != 1 ||
+            EVP_DigestUpdate(c, ":", 1) != 1 || EVP_DigestUpdate(c, operation, strlen(operation)) != 1 ||
+            EVP_DigestUpdate(c, ":", 1) != 1 || EVP_DigestUpdate(c, user, strlen(user)) != 1 ||
+            EVP_DigestUpdate(c, ":", 1) != 1)
+                abort();
+        return c;
+}
+
+/* The signature's base64 after "v1_" for token: 43 characters and "=" (the
+ * SDK strips the padding), NUL-terminated. one is scratch. */
+static void sign_token(EVP_MD_CTX *one, const EVP_MD_CTX *prefix, const char *token, const char *expbuf,
+                       unsigned char b64[static 48])
+{
+        uint8_t md[32];
+        if (EVP_MD_CTX_copy_ex(one, prefix) != 1 || EVP_DigestUpdate(one, token, strlen(token)) != 1 ||
+            EVP_DigestUpdate(one, expbuf, strlen(expbuf)) != 1 || EVP_DigestFinal_ex(one, md, NULL) != 1)
+                abort();
+        EVP_EncodeBlock(b64, md, sizeof(md));
+}
+
+static void exp_text(const int64_t *exp, char out[static 32])
+{
+        out[0] = '\0';
+        if (exp)
+                snprintf(out, 32, ":%" PRId64, *exp);
+}
+
 void e2b_sign_compute(const char *path, const char *operation, const char *user, const char *token, const int64_t *exp,
                       char out[static E2B_SIGN_LEN + 1])
 {
-        _cleanup_buf_ sp_buf raw = SP_BUF_INIT;
-        sp_buf_append_str(&raw, path, NULL);
-        const char *parts[] = {operation, user, token};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(parts); i++) {
-                sp_buf_append(&raw, ":", 1, NULL);
-                sp_buf_append_str(&raw, parts[i], NULL);
-        }
-        if (exp)
-                sp_buf_appendf(&raw, NULL, ":%" PRId64, *exp);
-        uint8_t md[32];
-        unsigned mdlen = 0;
-        if (EVP_Digest(raw.data ? raw.data : "", raw.len, md, &mdlen, EVP_sha256(), NULL) != 1)
+        char expbuf[32];
+        exp_text(exp, expbuf);
+        EVP_MD_CTX *prefix = prefix_new(path, operation, user), *one = EVP_MD_CTX_new();
+        if (!one)
                 abort();
-        sp_explicit_bzero(raw.data, raw.len);
-        sp_buf b = SP_BUF_INIT;
-        sp_buf_append_str(&b, "v1_", NULL);
-        sp_base64_encode(&b, md, sizeof(md), 0, NULL);
-        /* The SDK strips base64's padding: 32 bytes are 43 characters and "=". */
-        snprintf(out, E2B_SIGN_LEN + 1, "%.*s", E2B_SIGN_LEN, b.data ? b.data : "");
-        sp_buf_free(&b);
+        unsigned char b64[48];
+        sign_token(one, prefix, token, expbuf, b64);
+        snprintf(out, E2B_SIGN_LEN + 1, "v1_%.*s", E2B_SIGN_LEN - 3, (const char *)b64);
+        EVP_MD_CTX_free(prefix);
+        EVP_MD_CTX_free(one);
 }
 
 int e2b_sign_expiration(const char *s, int64_t *ret, sp_error **err)
@@ -175,17 +197,13 @@ int e2b_signers_check(e2b_signers *s, const char *sandbox_id, const char *path, 
         user = user ? user : "";
         if (strncmp(signature, "v1_", 3) != 0)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "invalid signature");
-        /* What e2b_sign_compute does, with the part before the token hashed once:
-         * a check hashes every token in the table, and is made before anything
-         * says who asks (docs/threat-model.md). */
-        char expbuf[32] = "";
-        if (expiration)
-                snprintf(expbuf, sizeof(expbuf), ":%" PRId64, exp);
-        EVP_MD_CTX *prefix = EVP_MD_CTX_new(), *one = EVP_MD_CTX_new();
-        if (!prefix || !one || EVP_DigestInit_ex(prefix, EVP_sha256(), NULL) != 1 ||
-            EVP_DigestUpdate(prefix, path, strlen(path)) != 1 || EVP_DigestUpdate(prefix, ":", 1) != 1 ||
-            EVP_DigestUpdate(prefix, operation, strlen(operation)) != 1 || EVP_DigestUpdate(prefix, ":", 1) != 1 ||
-            EVP_DigestUpdate(prefix, user, strlen(user)) != 1 || EVP_DigestUpdate(prefix, ":", 1) != 1)
+        /* The part before the token is hashed once: a check hashes every token in
+         * the table, and is made before anything says who asks
+         * (docs/threat-model.md). */
+        char expbuf[32];
+        exp_text(expiration ? &exp : NULL, expbuf);
+        EVP_MD_CTX *prefix = prefix_new(path, operation, user), *one = EVP_MD_CTX_new();
+        if (!one)
                 abort();
         _cleanup_free_ char *sbx = NULL, *tok = NULL;
         pthread_rwlock_rdlock(&s->mu);
@@ -193,12 +211,8 @@ int e2b_signers_check(e2b_signers *s, const char *sandbox_id, const char *path, 
                 const signer *g = &s->v[i];
                 if (!g->token || (sandbox_id && strcmp(g->sandbox_id, sandbox_id) != 0))
                         continue;
-                uint8_t md[32];
                 unsigned char b64[48];
-                if (EVP_MD_CTX_copy_ex(one, prefix) != 1 || EVP_DigestUpdate(one, g->token, strlen(g->token)) != 1 ||
-                    EVP_DigestUpdate(one, expbuf, strlen(expbuf)) != 1 || EVP_DigestFinal_ex(one, md, NULL) != 1)
-                        abort();
-                EVP_EncodeBlock(b64, md, sizeof(md)); /* 43 characters and "=" */
+                sign_token(one, prefix, g->token, expbuf, b64);
                 if (CRYPTO_memcmp(b64, signature + 3, E2B_SIGN_LEN - 3) == 0 &&
                     (!(sbx = strdup(g->sandbox_id)) || !(tok = strdup(g->token))))
                         abort();
