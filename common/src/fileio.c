@@ -101,6 +101,12 @@ int sp_mkdir_p(const char *path, mode_t mode, sp_error **err)
         char p[PATH_MAX];
         if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
                 return sp_error_set(err, SP_E_INVALID, "path too long: %s", path);
+        /* Most calls make one directory in a parent that exists: try that
+         * first, and walk from the root only when a parent is missing. */
+        if (mkdir(p, mode) == 0 || errno == EEXIST)
+                return 0;
+        if (errno != ENOENT)
+                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "mkdir %s", p);
         for (char *s = p + 1; *s; s++) {
                 if (*s != '/')
                         continue;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,25 @@
 #define MIGRATE_LOCK_KEY "736275617465"
 #define CONNECT_TIMEOUT_S "5"
 
+/* Statements prepared on the connection, by their text: PostgreSQL parses
+ * and plans a statement sent with PQexecParams on every call, which was
+ * most of its CPU on an exec (docs/performance.md); a prepared one is parsed
+ * once per connection and its plan kept. Bounded: past the limit a new text
+ * runs unprepared (there is no eviction, which would cost a round trip). */
+#define STMT_SLOTS 1024 /* a power of two, twice the statements the control plane has */
+#define STMT_MAX (STMT_SLOTS / 2)
+
+typedef struct stmt_slot {
+        char *sql; /* NULL: empty */
+        uint64_t hash;
+        unsigned id; /* prepared as "s<id>" */
+} stmt_slot;
+
 struct cp_db {
         char *conninfo;
         PGconn *conn;
+        stmt_slot *stmts; /* STMT_SLOTS, for the current connection */
+        unsigned nstmts;
         bool in_txn; /* between BEGIN and COMMIT/ROLLBACK: a lost connection must not be silently replaced */
         bool txn_lost; /* the connection died inside the transaction: fail until ROLLBACK */
         unsigned generation; /* counts (re)connections */
@@ -40,6 +57,64 @@ static bool conn_alive(PGconn *conn)
         return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* Prepared statements live and die with their connection. */
+static void stmts_forget(cp_db *db)
+{
+        if (db->stmts)
+                for (size_t i = 0; i < STMT_SLOTS; i++) {
+                        free(db->stmts[i].sql);
+                        db->stmts[i].sql = NULL;
+                }
+        db->nstmts = 0;
+}
+
+static uint64_t sql_hash(const char *s)
+{
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return h;
+}
+
+/* The slot of sql's text: its own, or the empty one where it would go. */
+static stmt_slot *stmt_find(cp_db *db, const char *sql, uint64_t h)
+{
+        for (size_t i = h & (STMT_SLOTS - 1);; i = (i + 1) & (STMT_SLOTS - 1)) {
+                stmt_slot *s = &db->stmts[i];
+                if (!s->sql || (s->hash == h && strcmp(s->sql, sql) == 0))
+                        return s;
+        }
+}
+
+/* The name sql is prepared under on this connection, preparing it the
+ * first time (one more round trip, once); NULL to run it unprepared, when
+ * there is no room or it cannot be prepared (the unprepared run then
+ * reports why). */
+static const char *stmt_prepared(cp_db *db, const char *sql, int nparams, char name[static 16])
+{
+        if (!db->stmts && !(db->stmts = calloc(STMT_SLOTS, sizeof(*db->stmts))))
+                return NULL;
+        uint64_t h = sql_hash(sql);
+        stmt_slot *s = stmt_find(db, sql, h);
+        if (s->sql) {
+                snprintf(name, 16, "s%u", s->id);
+                return name;
+        }
+        if (db->nstmts >= STMT_MAX)
+                return NULL;
+        unsigned id = db->nstmts;
+        snprintf(name, 16, "s%u", id);
+        PGresult *res = PQprepare(db->conn, name, sql, nparams, NULL);
+        bool ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!ok || !(s->sql = strdup(sql)))
+                return NULL;
+        s->hash = h;
+        s->id = id;
+        db->nstmts++;
+        return name;
+}
+
 static int connect_db(cp_db *db, sp_error **err)
 {
         if (conn_alive(db->conn) && !db->txn_lost)
@@ -52,6 +127,8 @@ static int connect_db(cp_db *db, sp_error **err)
         }
         if (db->conn)
                 PQfinish(db->conn);
+        db->conn = NULL;
+        stmts_forget(db);
         /* Keepalives and a statement timeout turn a stalled database into
          * errors within seconds instead of hung requests. */
         static const char *const keys[] = {"dbname",
@@ -210,6 +287,8 @@ void cp_db_close(cp_db *db)
                 return;
         if (db->conn)
                 PQfinish(db->conn);
+        stmts_forget(db);
+        free(db->stmts);
         free(db->conninfo);
         free(db);
 }
@@ -263,7 +342,10 @@ int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *param
                         log_dropped(sql, dropped);
                 return -SP_E_UNAVAILABLE;
         }
-        PGresult *res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        char name[16];
+        const char *prepared = stmt_prepared(db, sql, nparams, name);
+        PGresult *res = prepared ? PQexecPrepared(db->conn, prepared, nparams, params, NULL, NULL, 0)
+                                 : PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
         ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
                 int r = map_error(db, res, err);

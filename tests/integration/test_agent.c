@@ -133,6 +133,72 @@ START_TEST(exec_errors_are_clear)
 }
 END_TEST
 
+static void write_text(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A command is found as execvp finds it, with the command's PATH: each
+ * directory in turn past ones where the file is not executable, a file
+ * without "#!" runs under /bin/sh, and a file that is nowhere executable is
+ * refused as such. */
+START_TEST(exec_searches_the_commands_path)
+{
+        char d0[1100], d1[1100], f[1200];
+        snprintf(d0, sizeof(d0), "%s/d0", dir);
+        snprintf(d1, sizeof(d1), "%s/d1", dir);
+        ck_assert_int_eq(mkdir(d0, 0755), 0);
+        ck_assert_int_eq(mkdir(d1, 0755), 0);
+        snprintf(f, sizeof(f), "%s/hello", d0);
+        write_text(f, "echo not me\n");
+        ck_assert_int_eq(chmod(f, 0644), 0);
+        snprintf(f, sizeof(f), "%s/hello", d1);
+        write_text(f, "echo from-script \"$1\" \"$2\"\n");
+        ck_assert_int_eq(chmod(f, 0755), 0);
+        snprintf(f, sizeof(f), "%s/only-readable", d1);
+        write_text(f, "echo no\n");
+        ck_assert_int_eq(chmod(f, 0644), 0);
+
+        sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
+        char req[4096];
+        snprintf(req, sizeof(req),
+                 "{\"op\":\"exec\",\"session\":\"p1\",\"argv\":[\"hello\",\"a b\",\"c\"],"
+                 "\"env\":{\"PATH\":\"/no/such/dir:%s:%s:/bin\"}}",
+                 d0, d1);
+        sp_test_agent_open(c, 1, req);
+        sp_test_result r = {0};
+        sp_test_agent_run_to_exit(c, 1, &r, true);
+        ck_assert_str_eq(r.out.data, "from-script a b c\n");
+        ck_assert_int_eq(sp_test_result_int(&r, "code"), 0);
+        sp_test_result_free(&r);
+
+        snprintf(req, sizeof(req),
+                 "{\"op\":\"exec\",\"session\":\"p2\",\"argv\":[\"only-readable\"],"
+                 "\"env\":{\"PATH\":\"%s\"}}",
+                 d1);
+        sp_test_agent_open(c, 2, req);
+        sp_test_result r2 = {0};
+        sp_test_agent_run_to_exit(c, 2, &r2, true);
+        ck_assert_str_eq(sp_test_result_error(&r2), "permission_denied");
+        sp_test_result_free(&r2);
+
+        /* By path, the search is not made. */
+        snprintf(req, sizeof(req),
+                 "{\"op\":\"exec\",\"session\":\"p3\",\"argv\":[\"%s/hello\",\"x\"],"
+                 "\"env\":{\"PATH\":\"/no/such/dir\"}}",
+                 d1);
+        sp_test_agent_open(c, 3, req);
+        sp_test_result r3 = {0};
+        sp_test_agent_run_to_exit(c, 3, &r3, true);
+        ck_assert_str_eq(r3.out.data, "from-script x \n");
+        sp_test_result_free(&r3);
+        sp_test_agent_close(c);
+}
+END_TEST
+
 START_TEST(stdin_roundtrip)
 {
         sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
@@ -778,6 +844,7 @@ int main(void)
         tcase_add_checked_fixture(tc, agent_start, agent_stop);
         tcase_add_test(tc, exec_streams_and_exit_code);
         tcase_add_test(tc, exec_errors_are_clear);
+        tcase_add_test(tc, exec_searches_the_commands_path);
         tcase_add_test(tc, stdin_roundtrip);
         tcase_add_test(tc, pty_sees_window_size);
         tcase_add_test(tc, flow_control_holds_at_credit);

@@ -4,12 +4,14 @@
  * stops the command instead of dropping output, and a session survives the
  * loss of the worker's state in memory (reloaded from disk, re-attached).
  */
+#include <dirent.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include "harness.h"
 #include "session/session.h"
 #include "space/buf.h"
+#include "space/fileio.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 
@@ -239,6 +242,91 @@ START_TEST(survives_losing_the_worker_state)
 }
 END_TEST
 
+/* session.json is a journal of records: a reload takes the last whole one
+ * (a torn last line is skipped), with the first line's request; a session
+ * stored the earlier way (one record, its log in log/) loads too; removing a
+ * session leaves nothing of it. */
+START_TEST(record_journal_reloads_the_last_state)
+{
+        wk_agent_link *l = connect_link();
+        char sdir[600], path[1024];
+        snprintf(sdir, sizeof(sdir), "%s/ses_4", dir);
+        _cleanup_json_ json_object *req = exec_req("echo hello; exit 7");
+        wk_session *s;
+        ck_assert_int_eq(wk_session_start(l, sdir, "ses_4", "sbx_1", req, 64 << 20, NULL, &s, NULL), 0);
+        watch_state ws = {0};
+        wk_session_watch w = {.on_state = on_state, .userdata = &ws};
+        wk_session_watch_add(s, &w);
+        for (int i = 0; i < 100 && !wk_session_output_complete(s); i++)
+                spin(100);
+        ck_assert(wk_session_output_complete(s));
+        wk_session_watch_remove(s, &w);
+        wk_session_free(s);
+
+        /* Several records, one per change; the last says it exited 7. */
+        snprintf(path, sizeof(path), "%s/session.json", sdir);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(path, 1 << 20, &text, NULL), 0);
+        int lines = 0;
+        for (size_t i = 0; i < text.len; i++)
+                lines += text.data[i] == '\n';
+        ck_assert_int_ge(lines, 3); /* started, running, exited */
+        ck_assert_ptr_nonnull(memmem(text.data, text.len, "\"request\"", 9));
+
+        /* A torn record at the end (a write cut short) is skipped. */
+        FILE *f = fopen(path, "a");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"id\":\"ses_4\",\"state\":\"runn", f);
+        fclose(f);
+        ck_assert_int_eq(wk_session_load(sdir, 64 << 20, NULL, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_get_state(s), WK_SESSION_EXITED);
+        ck_assert_int_eq(wk_session_get_exit(s)->code, 7);
+        _cleanup_buf_ sp_buf got = SP_BUF_INIT;
+        read_all(s, &got, false);
+        ck_assert_uint_eq(got.len, 6);
+        ck_assert(memcmp(got.data, "hello\n", 6) == 0);
+        wk_session_free(s);
+
+        /* The earlier layout: one record without a newline, the log's segments in log/. */
+        char old[700], seg[1400];
+        snprintf(old, sizeof(old), "%s/ses_5", dir);
+        snprintf(path, sizeof(path), "%s/log", old);
+        ck_assert_int_eq(mkdir(old, 0700), 0);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        DIR *d = opendir(sdir);
+        ck_assert_ptr_nonnull(d);
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strstr(de->d_name, ".seg")) {
+                        char from[1024];
+                        snprintf(from, sizeof(from), "%s/%s", sdir, de->d_name);
+                        snprintf(seg, sizeof(seg), "%s/%s", path, de->d_name);
+                        ck_assert_int_eq(link(from, seg), 0);
+                }
+        closedir(d);
+        snprintf(path, sizeof(path), "%s/session.json", old);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"id\":\"ses_5\",\"sandbox_id\":\"sbx_1\",\"state\":\"exited\",\"request\":{\"op\":\"exec\"},"
+              "\"exit\":{\"code\":9}}",
+              f);
+        fclose(f);
+        ck_assert_int_eq(wk_session_load(old, 64 << 20, NULL, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_get_state(s), WK_SESSION_EXITED);
+        ck_assert_int_eq(wk_session_get_exit(s)->code, 9);
+        sp_buf_clear(&got);
+        read_all(s, &got, false);
+        ck_assert_uint_eq(got.len, 6);
+        ck_assert_int_eq(wk_session_remove(s, NULL), 0);
+        ck_assert_int_eq(access(old, F_OK), -1);
+
+        ck_assert_int_eq(wk_session_load(sdir, 64 << 20, NULL, &s, NULL), 0);
+        ck_assert_int_eq(wk_session_remove(s, NULL), 0);
+        ck_assert_int_eq(access(sdir, F_OK), -1);
+        wk_agent_link_free(l);
+}
+END_TEST
+
 int main(void)
 {
         Suite *su = suite_create("worker_session");
@@ -248,6 +336,7 @@ int main(void)
         tcase_add_test(tc, output_is_stored_exactly);
         tcase_add_test(tc, full_log_blocks_the_command);
         tcase_add_test(tc, survives_losing_the_worker_state);
+        tcase_add_test(tc, record_journal_reloads_the_last_state);
         suite_add_tcase(su, tc);
         return sp_test_main(su);
 }

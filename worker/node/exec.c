@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/linkhash.h>
+
 #include "node/node_internal.h"
 #include "space/cleanup.h"
 #include "space/json.h"
@@ -111,17 +113,43 @@ static wk_session_budget *budget_of(wk_sandbox *sb)
         return &sb->log_budget;
 }
 
+/* Sessions by id, over every sandbox: a lookup walked every kept session
+ * (up to WK_MAX_SESSIONS_KEPT per sandbox) with strcmp on each exec, read
+ * and attach. Keys are the sessions' own ids, which live as long as their
+ * slots. */
+static struct lh_table *session_index(wk_node *n)
+{
+        if (!n->session_index)
+                n->session_index = lh_kchar_table_new(1024, NULL);
+        return n->session_index;
+}
+
+void wk__session_unindex(wk_exec_slot *x)
+{
+        wk_node *n = x->sb->node;
+        void *v = NULL;
+        if (n->session_index && lh_table_lookup_ex(n->session_index, wk_session_id(x->session), &v) && v == x)
+                lh_table_delete(n->session_index, wk_session_id(x->session));
+}
+
 static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
 {
-        wk_exec_slot **grown = realloc(sb->execs, (sb->nexecs + 1) * sizeof(*grown));
+        struct lh_table *index = session_index(sb->node);
+        if (!index)
+                return -1;
+        if (sb->nexecs == sb->cap_execs) {
+                size_t cap = sb->cap_execs ? 2 * sb->cap_execs : 16;
+                wk_exec_slot **grown = realloc(sb->execs, cap * sizeof(*grown));
+                if (!grown)
+                        return -1;
+                sb->execs = grown;
+                sb->cap_execs = cap;
+        }
         wk_exec_slot *x = calloc(1, sizeof(*x));
-        if (!grown || !x) {
+        if (!x || lh_table_insert(index, wk_session_id(s), x) != 0) {
                 free(x);
-                if (grown)
-                        sb->execs = grown;
                 return -1;
         }
-        sb->execs = grown;
         x->session = s;
         x->sb = sb;
         x->watch.on_state = on_state;
@@ -152,6 +180,7 @@ static bool idle_ended(wk_session *s)
 static void remove_slot(wk_sandbox *sb, size_t i)
 {
         wk_exec_slot *x = sb->execs[i];
+        wk__session_unindex(x);
         if (x->timeout)
                 event_free(x->timeout);
         wk_session_watch_remove(x->session, &x->watch);
@@ -199,14 +228,13 @@ static int make_room(wk_sandbox *sb, sp_error **err)
 
 static wk_exec_slot *find_slot(wk_node *n, const char *session_id, wk_sandbox **ret_sb)
 {
-        for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                for (size_t i = 0; i < sb->nexecs; i++)
-                        if (strcmp(wk_session_id(sb->execs[i]->session), session_id) == 0) {
-                                if (ret_sb)
-                                        *ret_sb = sb;
-                                return sb->execs[i];
-                        }
-        return NULL;
+        void *v = NULL;
+        if (!n->session_index || !lh_table_lookup_ex(n->session_index, session_id, &v))
+                return NULL;
+        wk_exec_slot *x = v;
+        if (ret_sb)
+                *ret_sb = x->sb;
+        return x;
 }
 
 wk_session *wk_node_session_find(wk_node *n, const char *session_id)
@@ -334,6 +362,7 @@ void wk__sessions_remove_all(wk_sandbox *sb)
 {
         for (size_t i = 0; i < sb->nexecs; i++) {
                 wk_exec_slot *x = sb->execs[i];
+                wk__session_unindex(x);
                 if (x->timeout)
                         event_free(x->timeout);
                 wk_session_watch_remove(x->session, &x->watch);
@@ -343,4 +372,5 @@ void wk__sessions_remove_all(wk_sandbox *sb)
         free(sb->execs);
         sb->execs = NULL;
         sb->nexecs = 0;
+        sb->cap_execs = 0;
 }

@@ -10,6 +10,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <json-c/linkhash.h>
+
 #include "node/node_internal.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
@@ -266,6 +268,8 @@ void wk_node_free(wk_node *n)
                 wk_template_meta_free(t->meta);
                 free(t);
         }
+        if (n->session_index)
+                lh_table_free(n->session_index);
         if (n->warm_timer)
                 event_free(n->warm_timer);
         free(n->slots_used);

@@ -80,7 +80,7 @@ struct wk_sandbox {
         int64_t agent_log_window_ms; /* start of the current rate window */
         uint32_t agent_log_lines, agent_log_dropped; /* in that window */
         wk_exec_slot **execs;
-        size_t nexecs;
+        size_t nexecs, cap_execs;
         wk_session_budget log_budget; /* its sessions' logs together (exec.c) */
         struct event *log_budget_kick; /* lets held-back sessions go on once bytes were freed */
         /* Connections to its ports (ConnectPort: ingress) since the worker started, and their bytes. */
@@ -96,6 +96,7 @@ struct wk_node {
         wk_backend *backend;
         wk_template *templates;
         wk_sandbox *sandboxes;
+        struct lh_table *session_index; /* session id -> wk_exec_slot, every sandbox's (exec.c) */
         uint8_t *slots_used; /* by id slot */
         struct event *warm_timer;
         bool warm_busy; /* a refill is scheduled or making a sandbox */
@@ -107,6 +108,8 @@ struct wk_node {
         void *templates_changed_ud;
 };
 
+/* exec.c: a slot leaves the session index before it is freed */
+void wk__session_unindex(wk_exec_slot *x);
 /* node.c: the size of the id-slot table, and sandboxes holding resources (not suspended) */
 size_t wk__slot_capacity(const wk_node *n);
 size_t wk__live_count(const wk_node *n);

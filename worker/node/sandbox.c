@@ -694,6 +694,7 @@ void wk__sandbox_free(wk_sandbox *sb)
                 return;
         for (size_t i = 0; i < sb->nexecs; i++) {
                 wk_exec_slot *x = sb->execs[i];
+                wk__session_unindex(x);
                 if (x->timeout)
                         event_free(x->timeout);
                 wk_session_watch_remove(x->session, &x->watch);

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "session/log.h"
 #include "session/session.h"
@@ -39,6 +42,7 @@ struct wk_session {
          * the channel stays open until the agent's EXIT. */
         bool draining;
         bool reclaimed; /* its log was discarded for the sandbox's budget */
+        bool recorded; /* session.json holds its first record: later ones are appended */
         wk_session_budget *budget;
         uint64_t charged; /* what this session counts in budget->used */
         wk_session_watch *watches;
@@ -156,10 +160,22 @@ static bool budget_allows(wk_session *s, uint64_t more)
         return b->used + more <= b->limit;
 }
 
+/* session.json is a journal: the first line is the whole record with the
+ * exec request, each later line the record again without it (a state
+ * change), and the last line that parses is the state. Appending costs no
+ * new file: a replace (write a temporary, rename it over) made two inodes per
+ * change, and on ext4 the allocator's search past recently deleted inodes
+ * was most of the worker's CPU on an exec (docs/performance.md). Not
+ * synced, like the output log: the record must outlive the worker's crash,
+ * which the page cache does; a host's crash ends the session's process
+ * anyway (it is then lost, and said so). A line torn by a full disk is
+ * skipped when the journal is read; past JOURNAL_COMPACT bytes it is
+ * rewritten as one line. */
+#define JOURNAL_COMPACT (64 * 1024)
+
 static int persist(wk_session *s, sp_error **err)
 {
         _cleanup_json_ json_object *o = wk_session_to_json(s);
-        json_object_object_add(o, "request", json_object_get(s->request));
         json_object_object_del(o, "output_start");
         json_object_object_del(o, "output_reclaimed");
         if (s->reclaimed)
@@ -170,14 +186,38 @@ static int persist(wk_session *s, sp_error **err)
         if (s->draining)
                 json_object_object_add(o, "draining", json_object_new_boolean(true));
         json_object_object_del(o, "output_end");
-        const char *text = sp_json_str(o);
         char path[4096];
         snprintf(path, sizeof(path), "%s/session.json", s->dir);
-        /* Not synced, like the output log: the record must outlive the
-         * worker's crash, which the page cache does; a host's crash ends the
-         * session's process anyway (it is then lost, and said so). Two
-         * fsyncs here cost milliseconds of the event loop per change. */
-        return sp_file_replace(path, text, strlen(text), 0600, err);
+        struct stat st;
+        bool first = !s->recorded || (stat(path, &st) == 0 && st.st_size > JOURNAL_COMPACT);
+        if (first)
+                json_object_object_add(o, "request", json_object_get(s->request));
+        _cleanup_buf_ sp_buf line = SP_BUF_INIT;
+        if (sp_buf_appendf(&line, err, "%s\n", sp_json_str(o)) < 0)
+                return -SP_E_LIMIT;
+        if (first && s->recorded) {
+                /* Compacted: the whole record, as one line, replacing the journal. */
+                if (sp_file_replace(path, line.data, line.len, 0600, err) < 0)
+                        return -SP_E_IO;
+                return 0;
+        }
+        /* A new session's record is written where it stays: until its first
+         * line is whole nothing has reached the agent, and a record that does
+         * not parse is not loaded. */
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (first ? O_TRUNC : 0), 0600);
+        if (fd < 0)
+                return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "open %s", path);
+        for (size_t off = 0; off < line.len;) {
+                ssize_t n = write(fd, line.data + off, line.len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return sp_error_set_errno(err, sp_errc_from_errno(errno ? errno : EIO), errno ? errno : EIO,
+                                                  "write %s", path);
+                off += (size_t)n;
+        }
+        s->recorded = true;
+        return 0;
 }
 
 static void notify(wk_session *s, int what)
@@ -440,9 +480,10 @@ int wk_session_start(wk_agent_link *link, const char *dir, const char *id, const
         json_object_object_add(s->request, "session", json_object_new_string(id));
         json_object_object_add(s->request, "window", json_object_new_int64(SESSION_WINDOW));
         s->created_us = sp_now_real_us();
-        char logdir[4096];
-        snprintf(logdir, sizeof(logdir), "%s/log", dir);
-        if (sp_mkdir_p(dir, 0700, err) < 0 || wk_log_open(logdir, log_capacity, true, &s->log, err) < 0 ||
+        /* The output log's segments sit beside session.json (sessions from
+         * before kept them in log/, which a load still reads): one directory
+         * fewer to make per command. */
+        if (sp_mkdir_p(dir, 0700, err) < 0 || wk_log_open(dir, log_capacity, true, &s->log, err) < 0 ||
             persist(s, err) < 0)
                 goto fail;
         s->link = link;
@@ -455,6 +496,39 @@ fail:
         return -SP_E_IO;
 }
 
+/* The record a journal (persist()) holds: its last line that parses, with
+ * the first line's request. A record from before the journal is one line. */
+static int journal_read(const char *text, size_t len, json_object **ret, sp_error **err)
+{
+        const char *nl = memchr(text, '\n', len);
+        size_t first_len = nl ? (size_t)(nl - text) : len;
+        _cleanup_json_ json_object *first = NULL;
+        if (sp_json_parse(text, first_len, &first, err) < 0)
+                return -SP_E_INVALID;
+        json_object *req = NULL;
+        if (!json_object_object_get_ex(first, "request", &req))
+                return sp_error_set(err, SP_E_INVALID, "the session's first record has no request");
+        json_object *last = NULL;
+        for (const char *p = nl ? nl + 1 : text + len; p < text + len;) {
+                const char *e = memchr(p, '\n', (size_t)(text + len - p));
+                if (!e) /* torn: its write did not end */
+                        break;
+                json_object *o = NULL;
+                if ((size_t)(e - p) > 0 && sp_json_parse(p, (size_t)(e - p), &o, NULL) == 0) {
+                        sp_json_putp(&last);
+                        last = o;
+                }
+                p = e + 1;
+        }
+        if (last) {
+                json_object_object_add(last, "request", json_object_get(req));
+                *ret = last;
+        } else {
+                *ret = json_object_get(first);
+        }
+        return 0;
+}
+
 int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *budget, wk_session **ret, sp_error **err)
 {
         char path[4096];
@@ -462,12 +536,13 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *b
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
         _cleanup_json_ json_object *o = NULL;
         /* The record holds the exec request, up to an agent message, and its state. */
-        if (sp_file_read(path, 2 * PR_AGENT_MAX_PAYLOAD, &text, err) < 0 ||
-            sp_json_parse(text.data, text.len, &o, err) < 0)
+        if (sp_file_read(path, 2 * PR_AGENT_MAX_PAYLOAD + JOURNAL_COMPACT, &text, err) < 0 ||
+            journal_read(text.data, text.len, &o, err) < 0)
                 return sp_error_wrap(err, "load session %s", dir);
         wk_session *s = session_new(dir, err);
         if (!s)
                 return -SP_E_LIMIT;
+        s->recorded = true;
         const char *id = NULL, *sb = NULL, *state = NULL, *error = NULL;
         json_object *req = NULL, *ex = NULL;
         int64_t pid = 0;
@@ -514,8 +589,11 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *b
                         snprintf(s->exit.reason, sizeof(s->exit.reason), "%s", reason);
         }
         char logdir[4096];
+        struct stat st;
         snprintf(logdir, sizeof(logdir), "%s/log", dir);
-        if (wk_log_open(logdir, log_capacity, true, &s->log, err) < 0) {
+        if (stat(logdir, &st) < 0 || !S_ISDIR(st.st_mode))
+                snprintf(logdir, sizeof(logdir), "%s", dir);
+        if (wk_log_open(logdir, log_capacity, false, &s->log, err) < 0) {
                 wk_session_free(s);
                 return sp_error_wrap(err, "load session %s", dir);
         }
@@ -598,9 +676,9 @@ int wk_session_remove(wk_session *s, sp_error **err)
         s->log = NULL;
         snprintf(path, sizeof(path), "%s/log", s->dir);
         int r = wk_log_remove(path, err);
-        snprintf(path, sizeof(path), "%s/session.json", s->dir);
-        unlink(path);
-        rmdir(s->dir);
+        /* The log's segments (if not in log/), session.json and the directory. */
+        if (r == 0)
+                r = wk_log_remove(s->dir, err);
         wk_session_free(s);
         return r;
 }
