@@ -3,9 +3,12 @@
  * a timeout, find, list, reload and re-attach after a restart. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <json-c/linkhash.h>
 
@@ -243,6 +246,60 @@ wk_session *wk_node_session_find(wk_node *n, const char *session_id)
         return x && !x->sb->warm ? x->session : NULL;
 }
 
+/* A session's directory and its empty record, made ahead in the sandbox's
+ * sessions/ as .spare and renamed into place by the next exec: making a
+ * directory and a file is an inode allocation each, which on ext4 searches
+ * past recently deleted inodes and was the worker's largest step between a
+ * session's request and its acceptance (docs/performance.md). Made on the
+ * loop a moment after an exec was answered; an exec that finds none makes
+ * its own. Dot names are not sessions: the reload skips them. */
+#define SPARE ".spare"
+#define SPARE_DELAY_US 1000
+
+static void spare_path(const wk_sandbox *sb, const char *name, char *out, size_t n)
+{
+        wk__path(out, n, "%s/sandboxes/%s/sessions/%s", sb->node->state_dir, sb->key, name);
+}
+
+static void spare_remove(const wk_sandbox *sb, const char *name)
+{
+        char dir[PATH_MAX], file[PATH_MAX];
+        spare_path(sb, name, dir, sizeof(dir));
+        wk__path(file, sizeof(file), "%s/session.json", dir);
+        unlink(file);
+        rmdir(dir);
+}
+
+static void make_spare(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        wk_sandbox *sb = ud;
+        char dir[PATH_MAX], tmp[PATH_MAX], file[PATH_MAX];
+        spare_path(sb, SPARE, dir, sizeof(dir));
+        if (access(dir, F_OK) == 0)
+                return;
+        spare_path(sb, SPARE ".tmp", tmp, sizeof(tmp));
+        wk__path(file, sizeof(file), "%s/session.json", tmp);
+        int f = -1;
+        if ((mkdir(tmp, 0700) < 0 && errno != EEXIST) || (f = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 ||
+            close(f) < 0 || rename(tmp, dir) < 0)
+                spare_remove(sb, SPARE ".tmp");
+}
+
+/* Takes the spare as dir, when there is one; then asks for the next. */
+static void take_spare(wk_sandbox *sb, const char *dir)
+{
+        char spare[PATH_MAX];
+        spare_path(sb, SPARE, spare, sizeof(spare));
+        (void)rename(spare, dir);
+        if (!sb->spare_timer)
+                sb->spare_timer = evtimer_new(sb->node->base, make_spare, sb);
+        struct timeval tv = {0, SPARE_DELAY_US};
+        if (sb->spare_timer)
+                evtimer_add(sb->spare_timer, &tv);
+}
+
 int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, json_object *req, int64_t timeout_ms,
                  wk_session **ret, sp_error **err)
 {
@@ -285,6 +342,7 @@ int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, jso
 
         char dir[PATH_MAX];
         wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions/%s", n->state_dir, sb->key, session_id);
+        take_spare(sb, dir);
         wk_session *s;
         if (wk_session_start(link, dir, session_id, sb->id, exec, (uint64_t)n->cfg.session_log_bytes, budget_of(sb), &s,
                              err) < 0)
@@ -373,4 +431,8 @@ void wk__sessions_remove_all(wk_sandbox *sb)
         sb->execs = NULL;
         sb->nexecs = 0;
         sb->cap_execs = 0;
+        if (sb->spare_timer)
+                evtimer_del(sb->spare_timer);
+        spare_remove(sb, SPARE);
+        spare_remove(sb, SPARE ".tmp");
 }

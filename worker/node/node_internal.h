@@ -83,6 +83,7 @@ struct wk_sandbox {
         size_t nexecs, cap_execs;
         wk_session_budget log_budget; /* its sessions' logs together (exec.c) */
         struct event *log_budget_kick; /* lets held-back sessions go on once bytes were freed */
+        struct event *spare_timer; /* makes the next session's directory ahead (exec.c) */
         /* Connections to its ports (ConnectPort: ingress) since the worker started, and their bytes. */
         int64_t port_connections, port_bytes_in, port_bytes_out;
         struct wk_sandbox *next;

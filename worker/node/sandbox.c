@@ -315,6 +315,15 @@ static void release_files(const char *state_dir, const struct wk_storage *storag
         if (wk_storage_sandbox_delete(storage, key, &e) < 0)
                 sp_log_error_kv(SP_KV("sandbox_id", key), "cannot remove the root filesystem: %s", e->message);
         static const char *const files[] = {"sandbox.json", "egress.log", "egress.log.1"};
+        /* sessions/ holds at most a spare session directory by now (exec.c). */
+        static const char *const spare[] = {"sessions/.spare/session.json", "sessions/.spare.tmp/session.json",
+                                            "sessions/.spare", "sessions/.spare.tmp"};
+        char sp[PATH_MAX];
+        for (size_t i = 0; i < SP_ARRAY_SIZE(spare); i++) {
+                wk__path(sp, sizeof(sp), "%s/sandboxes/%s/%s", state_dir, key, spare[i]);
+                if (unlink(sp) < 0)
+                        rmdir(sp);
+        }
         static const char *const dirs[] = {"run/root", "run", "sessions"};
         char path[PATH_MAX];
         for (size_t i = 0; i < SP_ARRAY_SIZE(dirs); i++) {
@@ -704,6 +713,8 @@ void wk__sandbox_free(wk_sandbox *sb)
         free(sb->execs);
         if (sb->log_budget_kick)
                 event_free(sb->log_budget_kick);
+        if (sb->spare_timer)
+                event_free(sb->spare_timer);
         if (sb->reconnect)
                 event_free(sb->reconnect);
         agent_log_unwatch(sb);
