@@ -148,6 +148,9 @@ static int add_slot(wk_sandbox *sb, wk_session *s, int64_t timeout_ms)
                 sb->execs = grown;
                 sb->cap_execs = cap;
         }
+        /* An id is in the index once (an exec of a known id is refused before this). */
+        if (lh_table_lookup_entry(index, wk_session_id(s)))
+                return -1;
         wk_exec_slot *x = calloc(1, sizeof(*x));
         if (!x || lh_table_insert(index, wk_session_id(s), x) != 0) {
                 free(x);
