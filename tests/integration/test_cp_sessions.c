@@ -712,7 +712,7 @@ START_TEST(tags_label_sessions_and_filter_lists)
                      "query parameter 'tag' must be 1 to 256 bytes of UTF-8 without control characters");
 
         /* A finished session keeps its tag; a running one's GET says where its output ends. */
-        _cleanup_json_ json_object *de0 = wait_state(&t, sp_test_jstr(d, "session.id"), "exited");
+        json_object_put(wait_state(&t, sp_test_jstr(d, "session.id"), "exited"));
         /* The GET that saw it end may have asked the worker (and says where
          * the output ends); the record is finished now, and the next is not. */
         _cleanup_json_ json_object *de =
