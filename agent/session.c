@@ -289,10 +289,10 @@ static int exec_search(const char *file, char **argv, char **env, const char *pa
 {
         char buf[PATH_MAX];
         size_t flen = strlen(file);
-        bool eacces = false;
+        bool eacces = false, direct = strchr(file, '/') != NULL;
         for (const char *p = path;; p++) {
                 const char *cand = file;
-                if (!strchr(file, '/')) {
+                if (!direct) {
                         const char *end = strchr(p, ':');
                         size_t dlen = end ? (size_t)(end - p) : strlen(p);
                         if (dlen + 1 + flen + 1 > sizeof(buf)) {
@@ -328,7 +328,7 @@ static int exec_search(const char *file, char **argv, char **env, const char *pa
                 else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV && e != ETIMEDOUT &&
                          e != ENAMETOOLONG && e != ELOOP)
                         return e;
-                if (strchr(file, '/') || !*p)
+                if (direct || !*p)
                         break;
         }
         return eacces ? EACCES : ENOENT;

@@ -141,6 +141,16 @@ static void write_text(const char *path, const char *text)
         ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Runs argv (a JSON list) on channel ch with PATH set to path, to its exit. */
+static void exec_with_path(sp_test_agent *c, uint32_t ch, const char *argv, const char *path, sp_test_result *r)
+{
+        char req[4096];
+        snprintf(req, sizeof(req), "{\"op\":\"exec\",\"session\":\"p%u\",\"argv\":%s,\"env\":{\"PATH\":\"%s\"}}",
+                 (unsigned)ch, argv, path);
+        sp_test_agent_open(c, ch, req);
+        sp_test_agent_run_to_exit(c, ch, r, true);
+}
+
 /* A command is found as execvp finds it, with the command's PATH: each
  * directory in turn past ones where the file is not executable, a file
  * without "#!" runs under /bin/sh, and a file that is nowhere executable is
@@ -163,36 +173,24 @@ START_TEST(exec_searches_the_commands_path)
         ck_assert_int_eq(chmod(f, 0644), 0);
 
         sp_test_agent *c = sp_test_agent_connect(sock_path, 5000);
-        char req[4096];
-        snprintf(req, sizeof(req),
-                 "{\"op\":\"exec\",\"session\":\"p1\",\"argv\":[\"hello\",\"a b\",\"c\"],"
-                 "\"env\":{\"PATH\":\"/no/such/dir:%s:%s:/bin\"}}",
-                 d0, d1);
-        sp_test_agent_open(c, 1, req);
+        char path[2400];
+        snprintf(path, sizeof(path), "/no/such/dir:%s:%s:/bin", d0, d1);
         sp_test_result r = {0};
-        sp_test_agent_run_to_exit(c, 1, &r, true);
+        exec_with_path(c, 1, "[\"hello\",\"a b\",\"c\"]", path, &r);
         ck_assert_str_eq(r.out.data, "from-script a b c\n");
         ck_assert_int_eq(sp_test_result_int(&r, "code"), 0);
         sp_test_result_free(&r);
 
-        snprintf(req, sizeof(req),
-                 "{\"op\":\"exec\",\"session\":\"p2\",\"argv\":[\"only-readable\"],"
-                 "\"env\":{\"PATH\":\"%s\"}}",
-                 d1);
-        sp_test_agent_open(c, 2, req);
         sp_test_result r2 = {0};
-        sp_test_agent_run_to_exit(c, 2, &r2, true);
+        exec_with_path(c, 2, "[\"only-readable\"]", d1, &r2);
         ck_assert_str_eq(sp_test_result_error(&r2), "permission_denied");
         sp_test_result_free(&r2);
 
         /* By path, the search is not made. */
-        snprintf(req, sizeof(req),
-                 "{\"op\":\"exec\",\"session\":\"p3\",\"argv\":[\"%s/hello\",\"x\"],"
-                 "\"env\":{\"PATH\":\"/no/such/dir\"}}",
-                 d1);
-        sp_test_agent_open(c, 3, req);
+        char argv[1200];
+        snprintf(argv, sizeof(argv), "[\"%s/hello\",\"x\"]", d1);
         sp_test_result r3 = {0};
-        sp_test_agent_run_to_exit(c, 3, &r3, true);
+        exec_with_path(c, 3, argv, "/no/such/dir", &r3);
         ck_assert_str_eq(r3.out.data, "from-script x \n");
         sp_test_result_free(&r3);
         sp_test_agent_close(c);

@@ -256,7 +256,6 @@ wk_session *wk_node_session_find(wk_node *n, const char *session_id)
  * session's request and its acceptance (docs/performance.md). Made on the
  * loop a moment after an exec was answered; an exec that finds none makes
  * its own. Dot names are not sessions: the reload skips them. */
-#define SPARE ".spare"
 #define SPARE_DELAY_US 1000
 
 static void spare_path(const wk_sandbox *sb, const char *name, char *out, size_t n)
@@ -279,22 +278,22 @@ static void make_spare(evutil_socket_t fd, short what, void *ud)
         (void)what;
         wk_sandbox *sb = ud;
         char dir[PATH_MAX], tmp[PATH_MAX], file[PATH_MAX];
-        spare_path(sb, SPARE, dir, sizeof(dir));
+        spare_path(sb, WK_SESSION_SPARE, dir, sizeof(dir));
         if (access(dir, F_OK) == 0)
                 return;
-        spare_path(sb, SPARE ".tmp", tmp, sizeof(tmp));
+        spare_path(sb, WK_SESSION_SPARE_TMP, tmp, sizeof(tmp));
         wk__path(file, sizeof(file), "%s/session.json", tmp);
         int f = -1;
         if ((mkdir(tmp, 0700) < 0 && errno != EEXIST) || (f = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 ||
             close(f) < 0 || rename(tmp, dir) < 0)
-                spare_remove(sb, SPARE ".tmp");
+                spare_remove(sb, WK_SESSION_SPARE_TMP);
 }
 
 /* Takes the spare as dir, when there is one; then asks for the next. */
 static void take_spare(wk_sandbox *sb, const char *dir)
 {
         char spare[PATH_MAX];
-        spare_path(sb, SPARE, spare, sizeof(spare));
+        spare_path(sb, WK_SESSION_SPARE, spare, sizeof(spare));
         (void)rename(spare, dir);
         if (!sb->spare_timer)
                 sb->spare_timer = evtimer_new(sb->node->base, make_spare, sb);
@@ -434,8 +433,7 @@ void wk__sessions_remove_all(wk_sandbox *sb)
         sb->execs = NULL;
         sb->nexecs = 0;
         sb->cap_execs = 0;
+        /* No spare is made any more; the sandbox's files go with the spare (release_files). */
         if (sb->spare_timer)
                 evtimer_del(sb->spare_timer);
-        spare_remove(sb, SPARE);
-        spare_remove(sb, SPARE ".tmp");
 }

@@ -109,6 +109,10 @@ struct wk_node {
         void *templates_changed_ud;
 };
 
+/* exec.c: the next session's directory, made ahead in sessions/ (and
+ * its temporary name); removed with the sandbox's files (sandbox.c) */
+#define WK_SESSION_SPARE ".spare"
+#define WK_SESSION_SPARE_TMP ".spare.tmp"
 /* exec.c: a slot leaves the session index before it is freed */
 void wk__session_unindex(wk_exec_slot *x);
 /* node.c: the size of the id-slot table, and sandboxes holding resources (not suspended) */

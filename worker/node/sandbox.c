@@ -316,8 +316,9 @@ static void release_files(const char *state_dir, const struct wk_storage *storag
                 sp_log_error_kv(SP_KV("sandbox_id", key), "cannot remove the root filesystem: %s", e->message);
         static const char *const files[] = {"sandbox.json", "egress.log", "egress.log.1"};
         /* sessions/ holds at most a spare session directory by now (exec.c). */
-        static const char *const spare[] = {"sessions/.spare/session.json", "sessions/.spare.tmp/session.json",
-                                            "sessions/.spare", "sessions/.spare.tmp"};
+        static const char *const spare[] = {"sessions/" WK_SESSION_SPARE "/session.json",
+                                            "sessions/" WK_SESSION_SPARE_TMP "/session.json",
+                                            "sessions/" WK_SESSION_SPARE, "sessions/" WK_SESSION_SPARE_TMP};
         char sp[PATH_MAX];
         for (size_t i = 0; i < SP_ARRAY_SIZE(spare); i++) {
                 wk__path(sp, sizeof(sp), "%s/sandboxes/%s/%s", state_dir, key, spare[i]);

@@ -43,6 +43,7 @@ struct wk_session {
         bool draining;
         bool reclaimed; /* its log was discarded for the sandbox's budget */
         bool recorded; /* session.json holds its first record: later ones are appended */
+        uint64_t journal_bytes; /* session.json's size, as written or read */
         wk_session_budget *budget;
         uint64_t charged; /* what this session counts in budget->used */
         wk_session_watch *watches;
@@ -188,8 +189,7 @@ static int persist(wk_session *s, sp_error **err)
         json_object_object_del(o, "output_end");
         char path[4096];
         snprintf(path, sizeof(path), "%s/session.json", s->dir);
-        struct stat st;
-        bool first = !s->recorded || (stat(path, &st) == 0 && st.st_size > JOURNAL_COMPACT);
+        bool first = !s->recorded || s->journal_bytes > JOURNAL_COMPACT;
         if (first)
                 json_object_object_add(o, "request", json_object_get(s->request));
         _cleanup_buf_ sp_buf line = SP_BUF_INIT;
@@ -199,6 +199,7 @@ static int persist(wk_session *s, sp_error **err)
                 /* Compacted: the whole record, as one line, replacing the journal. */
                 if (sp_file_replace(path, line.data, line.len, 0600, err) < 0)
                         return -SP_E_IO;
+                s->journal_bytes = line.len;
                 return 0;
         }
         /* A new session's record is written where it stays: until its first
@@ -216,6 +217,7 @@ static int persist(wk_session *s, sp_error **err)
                                                   "write %s", path);
                 off += (size_t)n;
         }
+        s->journal_bytes = (first ? 0 : s->journal_bytes) + line.len;
         s->recorded = true;
         return 0;
 }
@@ -543,6 +545,7 @@ int wk_session_load(const char *dir, uint64_t log_capacity, wk_session_budget *b
         if (!s)
                 return -SP_E_LIMIT;
         s->recorded = true;
+        s->journal_bytes = text.len;
         const char *id = NULL, *sb = NULL, *state = NULL, *error = NULL;
         json_object *req = NULL, *ex = NULL;
         int64_t pid = 0;
