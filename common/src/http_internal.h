@@ -24,6 +24,8 @@
 #define SP_HTTP_REQUEST_ID_MAX 65
 #define SP_HTTP_EXTRA_HEADERS_MAX (8 * 1024)
 #define SP_HTTP_WRITE_MAX (16u * 1024 * 1024)
+/* The most one write to a client's socket takes (libevent's default: 16 KiB). */
+#define SP_HTTP_MAX_SINGLE_WRITE (256 * 1024)
 /* The head of a 101 answer: status line and headers. */
 #define SP_HTTP_UPGRADE_HEAD_MAX (64 * 1024)
 /* Requests answered per read callback before yielding to other connections. */

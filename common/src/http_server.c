@@ -631,6 +631,9 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
                         return;
                 }
         }
+        /* libevent writes at most 16 KiB per call by default: a stream to a
+         * client (a session's output, a download) took a writev per 16 KiB. */
+        bufferevent_set_max_single_write(bev, SP_HTTP_MAX_SINGLE_WRITE);
 
         sp__http_conn *c = calloc(1, sizeof(*c));
         if (!c)

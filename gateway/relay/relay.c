@@ -16,7 +16,6 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <linux/netfilter_ipv4.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,14 +523,7 @@ int gw_relay_new(gw *g, int listen_fd, gw_relay **ret, sp_error **err)
         if (!r)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         r->g = g;
-        /* The relayed bytes live in evbuffer chains of up to RELAY_CHUNK that
-         * come and go with every read: glibc's defaults give the freed memory
-         * back to the kernel (trim) and fault it in again for the next read,
-         * which cost half the speed of a download (bench/run net). Keep up to
-         * 32 MiB of it instead, and the chains on the heap. Process-wide: the
-         * relay's buffers are nearly all the gateway allocates. */
-        mallopt(M_MMAP_THRESHOLD, 1 << 20);
-        mallopt(M_TRIM_THRESHOLD, 32 << 20);
+        /* The heap keeps the relay's freed buffers (sp_daemon_setup's malloc settings). */
         r->listener = evconnlistener_new(g->base, on_accept, r, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
         if (!r->listener) {
                 free(r);

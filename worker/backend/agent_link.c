@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "backend/agent_link.h"
 #include "space/buf.h"
@@ -14,6 +15,11 @@
 #include "space/json.h"
 
 #define MAX_CHANNELS 4096
+/* One read of the agent's connection. libevent's socket bufferevents read at
+ * most 4 KiB per call (each with an ioctl and a trip through the loop): a
+ * session's output came in 16 pieces per 64 KiB frame. The link reads itself,
+ * into this much, and the decoder takes whole frames from it without a copy. */
+#define READ_BYTES (256u << 10)
 
 typedef struct link_channel {
         uint32_t id;
@@ -23,7 +29,9 @@ typedef struct link_channel {
 } link_channel;
 
 struct wk_agent_link {
-        struct bufferevent *bev;
+        struct bufferevent *bev; /* connects and writes; its fd is read by rd */
+        struct event *rd; /* readable: on_readable */
+        uint8_t *rbuf; /* READ_BYTES */
         pr_agent_decoder dec;
         const wk_agent_link_ops *ops;
         void *userdata;
@@ -68,20 +76,31 @@ static void fail_all(wk_agent_link *l, const sp_error *e)
         }
 }
 
+/* Stops reading and writing (the read event is freed with the link: this may
+ * run inside its callback). */
+static void release_socket(wk_agent_link *l)
+{
+        if (l->rd)
+                event_del(l->rd);
+        if (l->bev) {
+                bufferevent_free(l->bev);
+                l->bev = NULL;
+        }
+}
+
 static void link_destroy(wk_agent_link *l)
 {
-        if (l->bev)
-                bufferevent_free(l->bev);
+        release_socket(l);
+        if (l->rd)
+                event_free(l->rd);
+        free(l->rbuf);
         pr_agent_decoder_free(&l->dec);
         free(l);
 }
 
 static void close_link(wk_agent_link *l, const sp_error *e)
 {
-        if (l->bev) {
-                bufferevent_free(l->bev);
-                l->bev = NULL;
-        }
+        release_socket(l);
         l->ready = false;
         fail_all(l, e);
         if (l->ops && l->ops->on_closed)
@@ -151,42 +170,57 @@ static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
         }
 }
 
-static void on_read(struct bufferevent *bev, void *ud)
+static void on_readable(evutil_socket_t fd, short what, void *ud)
 {
+        (void)what;
         wk_agent_link *l = ud;
-        struct evbuffer *in = bufferevent_get_input(bev);
+        if (!l->bev)
+                return;
+        ssize_t n = read(fd, l->rbuf, READ_BYTES);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                return;
+        _cleanup_error_ sp_error *e = NULL;
         l->dispatching = true;
-        while (evbuffer_get_length(in) > 0 && !l->dead && l->bev) {
-                struct evbuffer_iovec v;
-                if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-                        break;
-                size_t n = v.iov_len;
-                _cleanup_error_ sp_error *e = NULL;
-                int r = pr_agent_decoder_feed(&l->dec, v.iov_base, n, on_frame, l, &e);
-                if (l->bev)
-                        evbuffer_drain(in, n);
-                if (r < 0 && !l->dead) {
-                        sp_error_wrap(&e, "agent protocol");
-                        close_link(l, e);
-                        break;
-                }
+        if (n == 0) {
+                sp_error_set(&e, SP_E_UNAVAILABLE, "the agent closed the connection");
+                close_link(l, e);
+        } else if (n < 0) {
+                sp_error_set_errno(&e, SP_E_UNAVAILABLE, errno, "agent connection");
+                close_link(l, e);
+        } else if (pr_agent_decoder_feed(&l->dec, l->rbuf, (size_t)n, on_frame, l, &e) < 0 && !l->dead && l->bev) {
+                sp_error_wrap(&e, "agent protocol");
+                close_link(l, e);
         }
         l->dispatching = false;
         if (l->dead)
                 link_destroy(l);
 }
 
+/* Starts reading the connection (once it is connected). */
+static int start_reading(wk_agent_link *l, sp_error **err)
+{
+        if (l->rd)
+                return 0;
+        l->rd = event_new(bufferevent_get_base(l->bev), bufferevent_getfd(l->bev), EV_READ | EV_PERSIST, on_readable,
+                          l);
+        if (!l->rd || event_add(l->rd, NULL) < 0)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        return 0;
+}
+
 static void on_event(struct bufferevent *bev, short what, void *ud)
 {
         wk_agent_link *l = ud;
         (void)bev;
-        if (what & BEV_EVENT_CONNECTED)
-                return;
         _cleanup_error_ sp_error *e = NULL;
-        if (what & BEV_EVENT_EOF)
+        if (what & BEV_EVENT_CONNECTED) {
+                if (start_reading(l, &e) == 0)
+                        return;
+        } else if (what & BEV_EVENT_EOF) {
                 sp_error_set(&e, SP_E_UNAVAILABLE, "the agent closed the connection");
-        else
+        } else {
                 sp_error_set_errno(&e, SP_E_UNAVAILABLE, EVUTIL_SOCKET_ERROR(), "agent connection");
+        }
         l->dispatching = true;
         close_link(l, e);
         l->dispatching = false;
@@ -215,15 +249,20 @@ wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_ag
         l->userdata = userdata;
         l->next_id = 1;
         evutil_make_socket_nonblocking(fd);
-        l->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+        l->rbuf = malloc(READ_BYTES);
+        l->bev = l->rbuf ? bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
         if (!l->bev) {
                 sp_close(fd);
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 link_destroy(l);
                 return NULL;
         }
-        bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
-        bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+        bufferevent_setcb(l->bev, NULL, NULL, on_event, l);
+        bufferevent_enable(l->bev, EV_WRITE);
+        if (start_reading(l, err) < 0) {
+                link_destroy(l);
+                return NULL;
+        }
         send_hello(l);
         l->ready = true;
         return l;
@@ -246,7 +285,8 @@ wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_pat
         l->ops = ops;
         l->userdata = userdata;
         l->next_id = 1;
-        l->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+        l->rbuf = malloc(READ_BYTES);
+        l->bev = l->rbuf ? bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE) : NULL;
         if (!l->bev || bufferevent_socket_connect(l->bev, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 sp_error_set_errno(err, SP_E_UNAVAILABLE, EVUTIL_SOCKET_ERROR(), "connect to the agent at %s",
                                    socket_path);
@@ -254,8 +294,8 @@ wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_pat
                 return NULL;
         }
         evutil_make_socket_closeonexec(bufferevent_getfd(l->bev)); /* libevent's socket is inherited otherwise */
-        bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
-        bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+        bufferevent_setcb(l->bev, NULL, NULL, on_event, l); /* reading starts once connected */
+        bufferevent_enable(l->bev, EV_WRITE);
         send_hello(l);
         return l;
 }
@@ -267,10 +307,7 @@ void wk_agent_link_free(wk_agent_link *l)
         l->ops = NULL; /* no on_closed for a deliberate close */
         _cleanup_error_ sp_error *e = NULL;
         sp_error_set(&e, SP_E_UNAVAILABLE, "agent connection closed");
-        if (l->bev) {
-                bufferevent_free(l->bev);
-                l->bev = NULL;
-        }
+        release_socket(l);
         fail_all(l, e);
         if (l->dispatching)
                 l->dead = true;

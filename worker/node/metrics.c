@@ -6,6 +6,7 @@
 
 #include "net/net.h"
 #include "node/node_internal.h"
+#include "session/log.h"
 
 static void label_escape(sp_buf *out, const char *s)
 {
@@ -60,6 +61,15 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
         for (int st = WK_SESSION_STARTING; st <= WK_SESSION_FAILED; st++)
                 sp_buf_appendf(out, err, "space_worker_sessions{state=\"%s\"} %lld\n",
                                wk_session_state_name((wk_session_state)st), (long long)sessions[st]);
+        uint64_t from_memory = 0, from_file = 0;
+        wk_log_read_counts(&from_memory, &from_file);
+        sp_buf_appendf(out, err,
+                       "# HELP space_worker_session_log_reads_total Reads of session output by attached readers: "
+                       "from the in-memory copies of the newest records, or from the log's files.\n"
+                       "# TYPE space_worker_session_log_reads_total counter\n"
+                       "space_worker_session_log_reads_total{from=\"memory\"} %llu\n"
+                       "space_worker_session_log_reads_total{from=\"file\"} %llu\n",
+                       (unsigned long long)from_memory, (unsigned long long)from_file);
         sp_buf_appendf(out, err,
                        "# HELP space_worker_slots Sandbox slots.\n# TYPE space_worker_slots gauge\n"
                        "space_worker_slots{kind=\"total\"} %lld\nspace_worker_slots{kind=\"used\"} %lld\n",

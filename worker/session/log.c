@@ -46,6 +46,26 @@ typedef struct {
 
 #define READ_HINTS 8
 
+/* The newest records are kept in memory as well while a reader keeps within
+ * TAIL_NEAR bytes of the end: a reader right behind the writer (an attached
+ * stream of a command's output as it comes) is served from them instead of
+ * two preads of the file. A reader that falls further behind (the process
+ * writes faster than the client takes) reads the file, and the copies stop
+ * until one comes near again. The file stays the record; the copies only
+ * answer reads. */
+#define TAIL_SLOTS 4
+#define TAIL_NEAR (256u << 10)
+
+/* Reads of every log in the process, by where they were served from. */
+static uint64_t reads_from_memory, reads_from_file;
+
+typedef struct {
+        uint64_t offset; /* output offset of the record's first byte */
+        uint8_t *data;
+        size_t len, cap; /* len 0: empty */
+        uint8_t stream;
+} tail_slot;
+
 struct wk_log {
         char *dir;
         uint64_t capacity;
@@ -56,6 +76,10 @@ struct wk_log {
         uint64_t totals[3];
         read_hint hints[READ_HINTS];
         unsigned next_hint;
+        bool tail_on; /* appends are copied into tail */
+        tail_slot tail[TAIL_SLOTS];
+        unsigned tail_next;
+        uint64_t tail_hits, tail_misses;
 };
 
 static void seg_close(segment *s)
@@ -208,9 +232,65 @@ void wk_log_close(wk_log *l)
                 return;
         for (size_t i = 0; i < l->nseg; i++)
                 seg_close(&l->seg[i]);
+        wk_log_release_tail(l);
         free(l->seg);
         free(l->dir);
         free(l);
+}
+
+void wk_log_release_tail(wk_log *l)
+{
+        for (size_t i = 0; i < TAIL_SLOTS; i++) {
+                free(l->tail[i].data);
+                l->tail[i] = (tail_slot){0};
+        }
+        l->tail_on = false;
+        l->tail_next = 0;
+}
+
+/* Keeps a copy of the record just appended (best effort: without memory it is only in the file). */
+static void tail_add(wk_log *l, uint64_t offset, uint8_t stream, const void *p, size_t n)
+{
+        tail_slot *t = &l->tail[l->tail_next];
+        l->tail_next = (l->tail_next + 1) % TAIL_SLOTS;
+        t->len = 0;
+        if (t->cap < n) {
+                uint8_t *grown = realloc(t->data, n);
+                if (!grown)
+                        return;
+                t->data = grown;
+                t->cap = n;
+        }
+        memcpy(t->data, p, n);
+        *t = (tail_slot){.offset = offset, .data = t->data, .len = n, .cap = t->cap, .stream = stream};
+}
+
+/* Serves a read from the copies if one holds offset. */
+static bool tail_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_stream, size_t *ret_n)
+{
+        for (size_t i = 0; i < TAIL_SLOTS; i++) {
+                const tail_slot *t = &l->tail[i];
+                if (t->len && t->offset <= offset && offset < t->offset + t->len) {
+                        size_t skip = (size_t)(offset - t->offset), n = t->len - skip < cap ? t->len - skip : cap;
+                        memcpy(buf, t->data + skip, n);
+                        *ret_stream = t->stream;
+                        *ret_n = n;
+                        return true;
+                }
+        }
+        return false;
+}
+
+void wk_log_tail_stats(const wk_log *l, uint64_t *ret_hits, uint64_t *ret_misses)
+{
+        *ret_hits = l->tail_hits;
+        *ret_misses = l->tail_misses;
+}
+
+void wk_log_read_counts(uint64_t *ret_memory, uint64_t *ret_file)
+{
+        *ret_memory = reads_from_memory;
+        *ret_file = reads_from_file;
 }
 
 int wk_log_remove(const char *dir, sp_error **err)
@@ -280,7 +360,8 @@ static void drop_first(wk_log *l)
                         dropped[i] -= l->seg[k].stream_bytes[i];
         snprintf(base, sizeof(base), "%s/dropped", l->dir);
         int n = snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 "\n", dropped[1], dropped[2]);
-        (void)sp_file_write_atomic(base, text, (size_t)n, 0600, NULL);
+        /* Not synced: the segment's unlink is not either, and this runs on the loop every segment. */
+        (void)sp_file_replace(base, text, (size_t)n, 0600, NULL);
         char path[4096];
         seg_path(l, l->seg[0].start, path, sizeof(path));
         unlink(path);
@@ -309,6 +390,7 @@ void wk_log_discard(wk_log *l)
         l->read_mark = wk_log_end(l);
         while (l->nseg > 0)
                 drop_first(l);
+        wk_log_release_tail(l);
 }
 
 void wk_log_mark_read(wk_log *l, uint64_t offset)
@@ -360,6 +442,8 @@ int wk_log_append(wk_log *l, uint8_t stream, const void *p, size_t n, sp_error *
                                           "append to the session log");
         }
         index_add(s, s->start + s->bytes, s->file_size);
+        if (l->tail_on)
+                tail_add(l, s->start + s->bytes, stream, p, n);
         s->file_size += HDR + n;
         s->bytes += n;
         s->stream_bytes[stream] += n;
@@ -380,6 +464,14 @@ int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_
                 *ret_n = 0;
                 return 0;
         }
+        if (l->tail_on && tail_read(l, offset, buf, cap, ret_stream, ret_n)) {
+                l->tail_hits++;
+                reads_from_memory++;
+                return 0;
+        }
+        l->tail_misses++;
+        reads_from_file++;
+        l->tail_on = wk_log_end(l) - offset <= TAIL_NEAR;
         size_t i = 0;
         while (i + 1 < l->nseg && l->seg[i + 1].start <= offset)
                 i++;

@@ -63,7 +63,18 @@ void wk_log_mark_read(wk_log *l, uint64_t offset);
 
 /* Reads up to cap bytes of one record starting at offset (which may fall inside
  * a record). Sets *ret_stream and *ret_n; *ret_n == 0 at the end. Fails with
- * SP_E_NOT_FOUND if offset was dropped (before start) and SP_E_INVALID past end. */
+ * SP_E_NOT_FOUND if offset was dropped (before start) and SP_E_INVALID past end.
+ * While a reader keeps within 256 KiB of the end, the log keeps copies of its
+ * newest records (up to 4) in memory and serves reads from them: an attached
+ * stream right behind the process reads no file. */
 int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_stream, size_t *ret_n, sp_error **err);
+
+/* Frees the in-memory copies of the newest records (the output has ended;
+ * a later read near the end keeps copies again). */
+void wk_log_release_tail(wk_log *l);
+/* This log's reads served from the in-memory copies, and from its files. */
+void wk_log_tail_stats(const wk_log *l, uint64_t *ret_hits, uint64_t *ret_misses);
+/* The same over every log of the process (one thread: the worker's loop). */
+void wk_log_read_counts(uint64_t *ret_memory, uint64_t *ret_file);
 
 #endif

@@ -244,6 +244,9 @@ static void notify(wk_session *s, int what)
                 else if (what == 2 && w->on_stdin_credit)
                         w->on_stdin_credit(s, w->userdata);
         }
+        /* No more output: the log's in-memory copies of its newest records go. */
+        if (what == 1 && s->log && wk_session_output_complete(s))
+                wk_log_release_tail(s->log);
 }
 
 void wk_session_watch_add(wk_session *s, wk_session_watch *w)

@@ -191,6 +191,86 @@ START_TEST(full_log_applies_backpressure_and_drops_only_read_data)
 }
 END_TEST
 
+/* A reader right behind the writer (an attached stream) is served from the
+ * in-memory copies of the newest records: no file read once it is near the
+ * end; what it gets is what the file holds, with each record's stream, also
+ * from inside a record and after the copies are released. */
+START_TEST(a_reader_behind_the_writer_is_served_from_memory)
+{
+        wk_log *l;
+        ck_assert_int_eq(wk_log_open(logdir, 64 << 20, true, &l, NULL), 0);
+        static unsigned char chunk[70000];
+        static char buf[70000];
+        uint64_t at = 0, off = 0, hits = 0, misses = 0;
+        _cleanup_buf_ sp_buf got = SP_BUF_INIT, streams = SP_BUF_INIT;
+        for (int i = 0; i < 400; i++) {
+                size_t n = 1 + (size_t)(i * 7919) % sizeof(chunk);
+                pattern(chunk, n, at);
+                ck_assert_int_eq(wk_log_append(l, (uint8_t)(1 + i % 2), chunk, n, NULL), 0);
+                at += n;
+                /* The reader takes what came, in pieces of up to 50,000 bytes (some records in two). */
+                while (off < at) {
+                        uint8_t stream;
+                        size_t got_n;
+                        ck_assert_int_eq(wk_log_read(l, off, buf, 50000, &stream, &got_n, NULL), 0);
+                        ck_assert_uint_gt(got_n, 0);
+                        sp_buf_append(&got, buf, got_n, NULL);
+                        for (size_t k = 0; k < got_n; k++)
+                                sp_buf_append(&streams, &(char){(char)('0' + stream)}, 1, NULL);
+                        off += got_n;
+                }
+        }
+        wk_log_tail_stats(l, &hits, &misses);
+        ck_assert_msg(misses == 1, "%llu reads went to the file", (unsigned long long)misses);
+        ck_assert_uint_gt(hits, 400);
+        ck_assert_uint_eq(got.len, at);
+        _cleanup_free_ unsigned char *want = malloc(at);
+        pattern(want, at, 0);
+        ck_assert(memcmp(got.data, want, at) == 0);
+        /* The same bytes and streams from the file, by a reader from the start. */
+        _cleanup_buf_ sp_buf again = SP_BUF_INIT, again_streams = SP_BUF_INIT;
+        read_all(l, 0, &again, &again_streams);
+        ck_assert(again.len == at && memcmp(again.data, got.data, at) == 0);
+        ck_assert(again_streams.len == at && memcmp(again_streams.data, streams.data, at) == 0);
+        /* A read far behind the end: appends are no longer copied (the next read of a new record
+         * goes to the file) until a reader comes near the end again (then it is). */
+        {
+                uint8_t st;
+                size_t k;
+                ck_assert_int_eq(wk_log_read(l, 0, buf, 100, &st, &k, NULL), 0);
+                ck_assert(k >= 1 && memcmp(buf, want, k) == 0);
+        }
+        wk_log_tail_stats(l, &hits, &misses);
+        for (int i = 0; i < 2; i++) {
+                pattern(chunk, 1000, at);
+                ck_assert_int_eq(wk_log_append(l, 1, chunk, 1000, NULL), 0);
+                uint64_t h0 = hits, m0 = misses;
+                uint8_t st;
+                size_t k;
+                ck_assert_int_eq(wk_log_read(l, at, buf, sizeof(buf), &st, &k, NULL), 0);
+                ck_assert(k == 1000 && st == 1 && memcmp(buf, chunk, 1000) == 0);
+                at += 1000;
+                wk_log_tail_stats(l, &hits, &misses);
+                ck_assert_msg(i == 0 ? misses == m0 + 1 : hits == h0 + 1, "read %d after a far reader", i);
+        }
+        free(want);
+        want = malloc(at);
+        pattern(want, at, 0);
+        /* Released (the output ended): reads go to the file again, and still answer. */
+        wk_log_release_tail(l);
+        uint64_t hits_before = 0, misses_before = 0;
+        wk_log_tail_stats(l, &hits_before, &misses_before);
+        uint8_t stream;
+        size_t n;
+        ck_assert_int_eq(wk_log_read(l, at - 10, buf, sizeof(buf), &stream, &n, NULL), 0);
+        ck_assert(n == 10 && memcmp(buf, want + at - 10, 10) == 0);
+        wk_log_tail_stats(l, &hits, &misses);
+        ck_assert_uint_eq(hits, hits_before);
+        ck_assert_uint_eq(misses, misses_before + 1);
+        wk_log_close(l);
+}
+END_TEST
+
 START_TEST(recovery_cuts_a_torn_record)
 {
         wk_log *l;
@@ -245,6 +325,7 @@ int main(void)
         tcase_add_test(tc, offsets_across_segments);
         tcase_add_test(tc, short_records_read_by_interleaved_readers);
         tcase_add_test(tc, full_log_applies_backpressure_and_drops_only_read_data);
+        tcase_add_test(tc, a_reader_behind_the_writer_is_served_from_memory);
         tcase_add_test(tc, recovery_cuts_a_torn_record);
         tcase_add_test(tc, bad_records_refused);
         suite_add_tcase(s, tc);
