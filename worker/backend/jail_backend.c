@@ -33,8 +33,36 @@ typedef struct jail_backend {
         uid_t uid_base;
         uint32_t uid_count;
         wk_cgroup_host *host;
+        wk_cgroup *anchor; /* kept frozen (cgroup v1 freezer), or NULL */
         wk_net *net; /* NULL: loopback only */
 } jail_backend;
+
+/* The v1 freezer turns a kernel static key on when the first group starts
+ * freezing and off when the last thaws, and each turn patches the kernel's
+ * text on every CPU. A delete freezes the sandbox's group to kill it and
+ * thaws it after: two patches per sandbox, 11% of the worker's CPU under a
+ * load of creates and deletes. An empty group kept frozen while the backend
+ * lives holds the key on, so the sandboxes' freezes only count. */
+#define FREEZER_ANCHOR "freezer-anchor"
+
+static void anchor_freezer(jail_backend *b)
+{
+        if (wk_cgroup_host_version(b->host) != WK_CGROUP_V1)
+                return;
+        _cleanup_error_ sp_error *e = NULL;
+        int r = wk_cgroup_create(b->host, b->cgroup_parent, FREEZER_ANCHOR, &b->anchor, &e);
+        if (r < 0 && e->code == SP_E_CONFLICT) {
+                sp_error_free(e);
+                e = NULL;
+                r = wk_cgroup_open(b->host, b->cgroup_parent, FREEZER_ANCHOR, &b->anchor, &e);
+        }
+        if (r < 0 || wk_cgroup_freeze(b->anchor, &e) < 0) {
+                sp_log_debug("no frozen anchor group: %s", e ? e->message : "?");
+                if (b->anchor)
+                        (void)wk_cgroup_remove(b->anchor, NULL);
+                b->anchor = wk_cgroup_free(b->anchor);
+        }
+}
 
 struct wk_box {
         jail_backend *b;
@@ -465,6 +493,11 @@ static void op_free(wk_backend *base)
         jail_backend *b = (jail_backend *)base;
         if (!b)
                 return;
+        if (b->anchor) {
+                (void)wk_cgroup_thaw(b->anchor, NULL);
+                (void)wk_cgroup_remove(b->anchor, NULL);
+                wk_cgroup_free(b->anchor);
+        }
         wk_cgroup_host_free(b->host);
         free(b->agent_path);
         free(b->cgroup_parent);
@@ -508,6 +541,7 @@ int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
                 op_free(&b->base);
                 return sp_error_wrap(err, "jail backend");
         }
+        anchor_freezer(b);
         sp_log_debug("jail backend on %s", wk_cgroup_host_describe(b->host));
         *ret = &b->base;
         return 0;
