@@ -72,6 +72,24 @@ static void ctx_free(op_ctx *x)
         free(x);
 }
 
+/* A slot came free (a sandbox deleted, suspended or stopped): the operations
+ * waiting for one ("cannot place", retried every 2 s) try again now. Under a
+ * load of creates and deletes they waited out the back-off: creates took 2-4 s
+ * at p99 with 8 clients while slots were free. */
+static void wake_waiting_for_a_slot(cp_ctrl *c)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->db,
+                       "UPDATE operations SET next_attempt_at = now() WHERE state = 'pending' "
+                       "AND message LIKE 'cannot place%' AND next_attempt_at > now()",
+                       0, NULL, &res, NULL) < 0)
+                return;
+        if (strcmp(PQcmdTuples(res), "0") != 0) {
+                struct timeval now = {0, 0};
+                event_add(c->kick_ev, &now);
+        }
+}
+
 static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
 {
         const char *p[] = {op, sbx, k ? k->after : NULL};
@@ -92,6 +110,9 @@ static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_d
                 return;
         }
         sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx, "operation_id", op), "%s done", k ? k->kind : "operation");
+        if (k && (strcmp(k->after, "deleted") == 0 || strcmp(k->after, "suspended") == 0 ||
+                  strcmp(k->after, "stopped") == 0))
+                wake_waiting_for_a_slot(c);
 }
 
 /* Fails the operation for good; a failed create leaves a failed sandbox. */
