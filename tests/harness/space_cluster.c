@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,4 +394,18 @@ void sp_test_space_start_dataplane(sp_test_space *s, sp_test_proc *dp, int port,
         sp_test_proc_opts po = {.log_path = logp};
         sp_test_ok(sp_test_proc_start(dp, "dataplane", argv, &po, &err), &err);
         sp_test_ok(sp_test_proc_wait_http(dp, "127.0.0.1", port, "/readyz", 30000, &err), &err);
+}
+
+char *sp_test_space_sql(sp_test_space *s, const char *sql, int nparams, const char *const *params)
+{
+        PGconn *c = PQconnectdb(s->conninfo);
+        ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect to the cluster's database: %s", PQerrorMessage(c));
+        PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+        ExecStatusType st = PQresultStatus(r);
+        ck_assert_msg(st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+        char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+        PQclear(r);
+        PQfinish(c);
+        ck_assert_ptr_nonnull(v);
+        return v;
 }

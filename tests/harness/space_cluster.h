@@ -97,6 +97,10 @@ void sp_test_space_wait_workers(sp_test_space *s, int n, int64_t timeout_ms);
  * the workers' cgroups, unmounts, removes the directory, frees s. */
 void sp_test_space_down(sp_test_space *s);
 
+/* The first row's first column of sql run on the cluster's database, as a new
+ * string ("" when there is no row). Asserts that it runs. */
+char *sp_test_space_sql(sp_test_space *s, const char *sql, int nparams, const char *const *params);
+
 /* Starts a data plane named `name` on 127.0.0.1:port, joined to the cluster
  * with a join token from the admin API, with extra options (NULL-terminated,
  * may be NULL; they come last), logging to <dir>/dataplane.log, and waits for

@@ -20,7 +20,6 @@
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
-#include "store/db.h"
 
 #define SANDBOX "{\"template\":\"base\",\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
 #define HANG_GUARD_MS 60000 /* only against a hang (an hour's wait): no test asserts a duration */
@@ -37,19 +36,6 @@ static void cluster_up(void)
 static void cluster_down(void)
 {
         sp_test_space_down(&S);
-}
-
-/* The first row's first column of q as a string (a copy), or "" without a row. */
-static char *sql_value(const char *q, int n, const char *const *params)
-{
-        cp_db *db = NULL;
-        sp_error *e = NULL;
-        sp_test_ok(cp_db_open(S.conninfo, &db, &e), &e);
-        _cleanup_pgresult_ PGresult *r = NULL;
-        sp_test_ok(cp_db_exec(db, q, n, params, &r, &e), &e);
-        char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
-        cp_db_close(db);
-        return v;
 }
 
 /* Waits until the operation has ended; its state ("succeeded", "failed") and the sandbox's state. */
@@ -83,7 +69,7 @@ START_TEST(a_freed_slot_places_a_waiting_create_at_once)
         ck_assert(b && b_op);
         const char *p[] = {b_op};
         for (int64_t until = sp_now_mono_us() + HANG_GUARD_MS * 1000LL;;) {
-                _cleanup_free_ char *m = sql_value("SELECT message FROM operations WHERE id = $1", 1, p);
+                _cleanup_free_ char *m = sp_test_space_sql(&S, "SELECT message FROM operations WHERE id = $1", 1, p);
                 if (strncmp(m, "cannot place", 12) == 0)
                         break;
                 ck_assert_msg(sp_now_mono_us() < until, "the second create never waited for a slot: '%s'", m);
@@ -92,14 +78,17 @@ START_TEST(a_freed_slot_places_a_waiting_create_at_once)
         /* Its next attempt an hour away (again, should an attempt under way have set it back to 2 s). */
         bool far = false;
         for (int i = 0; i < 5 && !far; i++) {
-                _cleanup_free_ char *u = sql_value("UPDATE operations SET next_attempt_at = now() + interval '1 hour' "
-                                                   "WHERE id = $1 AND state = 'pending' RETURNING id",
-                                                   1, p);
+                _cleanup_free_ char *u =
+                        sp_test_space_sql(&S,
+                                          "UPDATE operations SET next_attempt_at = now() + interval '1 hour' "
+                                          "WHERE id = $1 AND state = 'pending' RETURNING id",
+                                          1, p);
                 ck_assert_str_eq(u, b_op);
                 usleep(2500 * 1000);
-                _cleanup_free_ char *f = sql_value("SELECT next_attempt_at > now() + interval '30 minutes' AND "
-                                                   "state = 'pending' FROM operations WHERE id = $1",
-                                                   1, p);
+                _cleanup_free_ char *f = sp_test_space_sql(&S,
+                                                           "SELECT next_attempt_at > now() + interval '30 minutes' AND "
+                                                           "state = 'pending' FROM operations WHERE id = $1",
+                                                           1, p);
                 far = strcmp(f, "t") == 0;
         }
         ck_assert_msg(far, "the waiting create's next attempt could not be moved away");
@@ -113,9 +102,10 @@ START_TEST(a_freed_slot_places_a_waiting_create_at_once)
         wait_op(b_op, state, result);
         ck_assert_str_eq(state, "succeeded");
         ck_assert_str_eq(result, "running");
-        _cleanup_free_ char *woken = sql_value("SELECT next_attempt_at < now() + interval '30 minutes' "
-                                               "FROM operations WHERE id = $1",
-                                               1, p);
+        _cleanup_free_ char *woken = sp_test_space_sql(&S,
+                                                       "SELECT next_attempt_at < now() + interval '30 minutes' "
+                                                       "FROM operations WHERE id = $1",
+                                                       1, p);
         ck_assert_str_eq(woken, "t");
 
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", b);

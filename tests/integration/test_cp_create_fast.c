@@ -35,7 +35,6 @@
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
-#include "store/db.h"
 
 #define SANDBOX "{\"template\":\"base\",\"resources\":{\"memory_mb\":64,\"cpu_millis\":100}}"
 #define HANG_GUARD_MS 120000 /* only against a hang: no test asserts a duration */
@@ -73,19 +72,6 @@ static int64_t jint(json_object *o, const char *path)
         return strtoll(s, NULL, 10);
 }
 
-/* The first row's first column of q as a string (a copy), or "" without a row. */
-static char *sql_value(const char *q, int n, const char *const *params)
-{
-        cp_db *db = NULL;
-        sp_error *e = NULL;
-        sp_test_ok(cp_db_open(S.conninfo, &db, &e), &e);
-        _cleanup_pgresult_ PGresult *r = NULL;
-        sp_test_ok(cp_db_exec(db, q, n, params, &r, &e), &e);
-        char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
-        cp_db_close(db);
-        return v;
-}
-
 /* The counter space_controlplane_create_fast_total{result} on API port. */
 static int64_t fast_metric(int port, const char *result)
 {
@@ -113,8 +99,8 @@ static void warm_pool(int64_t want)
         ck_assert_ptr_nonnull(p[0]);
         int64_t until = sp_now_mono_us() + HANG_GUARD_MS * 1000LL;
         for (;;) {
-                _cleanup_free_ char *v =
-                        sql_value("SELECT coalesce((observed->'warm'->>$1)::bigint, 0) FROM workers LIMIT 1", 1, p);
+                _cleanup_free_ char *v = sp_test_space_sql(
+                        &S, "SELECT coalesce((observed->'warm'->>$1)::bigint, 0) FROM workers LIMIT 1", 1, p);
                 int64_t have = strtoll(v, NULL, 10);
                 if (want > 0 ? have >= want : have == 0)
                         return;
@@ -152,7 +138,8 @@ static void worker_holds_exactly_the_database(const char *sbx)
         const char *p[] = {sbx};
         int64_t until = sp_now_mono_us() + HANG_GUARD_MS * 1000LL;
         for (;;) {
-                _cleanup_free_ char *v = sql_value(
+                _cleanup_free_ char *v = sp_test_space_sql(
+                        &S,
                         "WITH w AS (SELECT id, observed FROM workers LIMIT 1), "
                         "on_worker AS (SELECT o->>'id' id FROM w, jsonb_array_elements(coalesce(w.observed->"
                         "'sandboxes', '[]'::jsonb)) o WHERE NOT coalesce((o->>'warm')::boolean, false)), "
@@ -280,9 +267,10 @@ START_TEST(a_replica_killed_mid_create_leaves_it_to_the_controller)
         int64_t until = sp_now_mono_us() + HANG_GUARD_MS * 1000LL;
         while (!op || !*op) {
                 free(op);
-                op = sql_value("SELECT id FROM operations WHERE kind = 'create' AND state = 'running' "
-                               "AND message LIKE '%one hop%'",
-                               0, NULL);
+                op = sp_test_space_sql(&S,
+                                       "SELECT id FROM operations WHERE kind = 'create' AND state = 'running' "
+                                       "AND message LIKE '%one hop%'",
+                                       0, NULL);
                 ck_assert_msg(sp_now_mono_us() < until, "the create was never recorded");
                 if (!*op)
                         usleep(20 * 1000);

@@ -79,7 +79,6 @@ struct wk_log {
         bool tail_on; /* appends are copied into tail */
         tail_slot tail[TAIL_SLOTS];
         unsigned tail_next;
-        uint64_t tail_hits, tail_misses;
 };
 
 static void seg_close(segment *s)
@@ -262,7 +261,9 @@ static void tail_add(wk_log *l, uint64_t offset, uint8_t stream, const void *p, 
                 t->cap = n;
         }
         memcpy(t->data, p, n);
-        *t = (tail_slot){.offset = offset, .data = t->data, .len = n, .cap = t->cap, .stream = stream};
+        t->offset = offset;
+        t->len = n;
+        t->stream = stream;
 }
 
 /* Serves a read from the copies if one holds offset. */
@@ -279,12 +280,6 @@ static bool tail_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t
                 }
         }
         return false;
-}
-
-void wk_log_tail_stats(const wk_log *l, uint64_t *ret_hits, uint64_t *ret_misses)
-{
-        *ret_hits = l->tail_hits;
-        *ret_misses = l->tail_misses;
 }
 
 void wk_log_read_counts(uint64_t *ret_memory, uint64_t *ret_file)
@@ -465,11 +460,9 @@ int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_
                 return 0;
         }
         if (l->tail_on && tail_read(l, offset, buf, cap, ret_stream, ret_n)) {
-                l->tail_hits++;
                 reads_from_memory++;
                 return 0;
         }
-        l->tail_misses++;
         reads_from_file++;
         l->tail_on = wk_log_end(l) - offset <= TAIL_NEAR;
         size_t i = 0;

@@ -72,9 +72,8 @@ int wk_log_read(wk_log *l, uint64_t offset, void *buf, size_t cap, uint8_t *ret_
 /* Frees the in-memory copies of the newest records (the output has ended;
  * a later read near the end keeps copies again). */
 void wk_log_release_tail(wk_log *l);
-/* This log's reads served from the in-memory copies, and from its files. */
-void wk_log_tail_stats(const wk_log *l, uint64_t *ret_hits, uint64_t *ret_misses);
-/* The same over every log of the process (one thread: the worker's loop). */
+/* Reads of every log of the process served from the in-memory copies, and
+ * from the files (one thread: the worker's loop). */
 void wk_log_read_counts(uint64_t *ret_memory, uint64_t *ret_file);
 
 #endif
