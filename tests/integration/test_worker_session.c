@@ -150,9 +150,12 @@ START_TEST(output_is_stored_exactly)
         watch_state ws = {0};
         wk_session_watch w = {.on_state = on_state, .userdata = &ws};
         wk_session_watch_add(s, &w);
-        for (int i = 0; i < 100 && !ws.ended; i++)
+        /* Ended is not complete: the process may end while the agent still
+         * holds output (REPLY "ended"); the rest follows, then EXIT. */
+        for (int i = 0; i < 100 && !wk_session_output_complete(s); i++)
                 spin(300);
         ck_assert(ws.ended);
+        ck_assert(wk_session_output_complete(s));
         ck_assert_int_eq(wk_session_get_state(s), WK_SESSION_EXITED);
         ck_assert_int_eq(wk_session_get_exit(s)->code, 7);
         _cleanup_buf_ sp_buf got = SP_BUF_INIT, want = SP_BUF_INIT;
@@ -227,9 +230,12 @@ START_TEST(survives_losing_the_worker_state)
         watch_state ws = {0};
         wk_session_watch w = {.on_state = on_state, .userdata = &ws};
         wk_session_watch_add(s, &w);
-        for (int i = 0; i < 100 && !ws.ended; i++)
+        /* The command may have ended while the worker was gone: the agent then
+         * says so at once (REPLY "ended") and resends what was not stored. */
+        for (int i = 0; i < 100 && !wk_session_output_complete(s); i++)
                 spin(300);
         ck_assert(ws.ended);
+        ck_assert(wk_session_output_complete(s));
         _cleanup_buf_ sp_buf got = SP_BUF_INIT, want = SP_BUF_INIT;
         read_all(s, &got, false);
         expected(&want, 200000);
