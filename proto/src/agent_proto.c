@@ -146,6 +146,23 @@ void pr_agent_decoder_free(pr_agent_decoder *d)
         sp_buf_free(&d->buf);
 }
 
+size_t pr_agent_sync_feed(pr_agent_sync *s, const void *data, size_t n)
+{
+        static const uint8_t magic[] = PR_AGENT_SYNC_MAGIC;
+        const uint8_t *p = data;
+        for (size_t i = 0; i < n && !s->done; i++) {
+                if (p[i] == magic[s->matched])
+                        s->matched++;
+                else
+                        s->matched = p[i] == magic[0] ? 1 : 0;
+                if (s->matched == PR_AGENT_SYNC_LEN) {
+                        s->done = true;
+                        return i + 1;
+                }
+        }
+        return s->done ? 0 : n;
+}
+
 int pr_agent_window_decode(const pr_agent_frame *f, uint32_t *ret, sp_error **err)
 {
         if (f->type != PR_AGENT_WINDOW || f->length != 4)

@@ -79,6 +79,26 @@ int pr_agent_decoder_feed(pr_agent_decoder *d, const void *data, size_t len, pr_
                           sp_error **err);
 void pr_agent_decoder_free(pr_agent_decoder *d);
 
+/* A byte stream that outlives its connections (a VM's virtio-serial port:
+ * the guest's side stays open while the host's side reconnects) may hold the
+ * tail of an earlier connection's frames. Over such a transport each side
+ * starts a connection by sending PR_AGENT_SYNC_MAGIC, and the receiving side
+ * discards everything up to and including the first magic before it decodes
+ * frames. The magic's first byte occurs nowhere else in it, so a scan needs
+ * no backtracking. */
+#define PR_AGENT_SYNC_MAGIC "\xf5SPACE-AGENT-SYNC1"
+#define PR_AGENT_SYNC_LEN 18
+
+typedef struct pr_agent_sync {
+        size_t matched; /* bytes of the magic seen so far */
+        bool done;
+} pr_agent_sync;
+
+/* Scans n bytes for the magic: returns how many bytes it consumed (all of
+ * them, or up to and including the magic, which sets s->done). Once done it
+ * consumes nothing. */
+size_t pr_agent_sync_feed(pr_agent_sync *s, const void *data, size_t n);
+
 /* The 4-byte credit of a WINDOW frame. */
 int pr_agent_window_decode(const pr_agent_frame *f, uint32_t *ret, sp_error **err);
 
