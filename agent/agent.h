@@ -19,6 +19,7 @@
 #include "space/agent_proto.h"
 #include "space/buf.h"
 #include "space/error.h"
+#include "space/log.h"
 
 typedef struct ag_session ag_session;
 typedef struct ag_transfer ag_transfer;
@@ -32,6 +33,13 @@ typedef struct ag_port ag_port;
  * agent non-dumpable, then closes sync_fd. On failure it writes why on
  * sync_fd and exits with status 126. */
 void ag_enter_jail(int userns_fd, int sync_fd);
+
+/* --- a VM's init (vm.c) --- */
+/* As /init of a VM: mounts /dev, /proc and /sys, loads the initramfs's
+ * modules, makes the sandbox's disk the root, sets the hostname and brings
+ * the loopback up; returns the agent's virtio-serial port (non-blocking) and
+ * sets *level from space.log=. Exits (ending the VM) on failure. */
+int ag_vm_init(sp_log_level *level);
 
 /* --- process trees (proc.c) --- */
 /* Opens the /proc the agent sees now, for every later reading of process

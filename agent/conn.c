@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -24,8 +27,22 @@ struct ag_conn {
         sp_buf out;
         bool hello;
         bool closing;
+        bool serial; /* over the serial port: the port stays open when this ends */
+        pr_agent_sync sync; /* serial: the worker's magic not seen yet */
         ag_conn *next;
 };
+
+/* A VM's agent port (virtio-serial): one byte stream that the host's side
+ * connects to and disconnects from while the guest's side stays open. A
+ * disconnected host shows as POLLHUP; the port is then polled on a timer
+ * until the host is back. Bytes of an earlier connection may still be in the
+ * port either way: each connection starts with PR_AGENT_SYNC_MAGIC. */
+static struct {
+        int fd;
+        ag_watch timer; /* timerfd: polls the port while the host is away */
+} serial = {.fd = -1, .timer = {.fd = -1}};
+
+static void serial_wait(void);
 
 static ag_watch listen_watch;
 static const ag_conn_handlers *handlers;
@@ -36,7 +53,8 @@ static void conn_free(ag_conn *c)
 {
         handlers->closed(c);
         ag_loop_del(&c->watch);
-        close(c->watch.fd);
+        if (!c->serial)
+                close(c->watch.fd);
         pr_agent_decoder_free(&c->dec);
         sp_buf_free(&c->out);
         for (ag_conn **p = &conns; *p; p = &(*p)->next)
@@ -45,7 +63,10 @@ static void conn_free(ag_conn *c)
                         break;
                 }
         nconns--;
+        bool was_serial = c->serial;
         ag_loop_free_later(c);
+        if (was_serial)
+                serial_wait();
 }
 
 bool ag_conn_can_send(const ag_conn *c)
@@ -113,8 +134,14 @@ static void conn_io(ag_watch *w, uint32_t events)
                                 conn_free(c);
                                 return;
                         }
+                        size_t skip = 0;
+                        if (c->serial && !c->sync.done) {
+                                skip = pr_agent_sync_feed(&c->sync, buf, (size_t)n);
+                                if (!c->sync.done)
+                                        continue; /* an earlier connection's bytes */
+                        }
                         _cleanup_error_ sp_error *e = NULL;
-                        if (pr_agent_decoder_feed(&c->dec, buf, (size_t)n, on_frame, c, &e) < 0) {
+                        if (pr_agent_decoder_feed(&c->dec, buf + skip, (size_t)n - skip, on_frame, c, &e) < 0) {
                                 sp_log_warn("closing worker connection: %s", e ? e->message : "protocol error");
                                 conn_free(c);
                                 return;
@@ -140,6 +167,35 @@ static void conn_io(ag_watch *w, uint32_t events)
         ag_loop_mod(&c->watch, EPOLLIN | (c->out.len ? EPOLLOUT : 0));
 }
 
+/* Takes fd as a new connection and queues HELLO (and the magic first, on the serial port). */
+static int conn_new(int fd, bool is_serial)
+{
+        ag_conn *c = calloc(1, sizeof(*c));
+        if (!c) {
+                if (!is_serial)
+                        close(fd);
+                return -1;
+        }
+        c->watch.fd = fd;
+        c->watch.fn = conn_io;
+        c->serial = is_serial;
+        c->next = conns;
+        conns = c;
+        nconns++;
+        if (is_serial)
+                sp_buf_append(&c->out, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN, NULL);
+        _cleanup_json_ json_object *hello = json_object_new_object();
+        json_object_object_add(hello, "version", json_object_new_int(PR_AGENT_VERSION));
+        json_object_object_add(hello, "agent", json_object_new_string("space-agent/" SPACE_VERSION));
+        const char *s = sp_json_str(hello);
+        pr_agent_frame_append(&c->out, PR_AGENT_HELLO, 0, 0, s, strlen(s), NULL);
+        if (ag_loop_add(&c->watch, EPOLLIN | EPOLLOUT) < 0) {
+                conn_free(c);
+                return -1;
+        }
+        return 0;
+}
+
 static void on_accept(ag_watch *w, uint32_t events)
 {
         (void)events;
@@ -147,28 +203,58 @@ static void on_accept(ag_watch *w, uint32_t events)
                 int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0)
                         return;
-                if (nconns >= MAX_CONNS) {
+                if (nconns >= MAX_CONNS)
                         close(fd);
-                        continue;
-                }
-                ag_conn *c = calloc(1, sizeof(*c));
-                if (!c) {
-                        close(fd);
-                        continue;
-                }
-                c->watch.fd = fd;
-                c->watch.fn = conn_io;
-                c->next = conns;
-                conns = c;
-                nconns++;
-                _cleanup_json_ json_object *hello = json_object_new_object();
-                json_object_object_add(hello, "version", json_object_new_int(PR_AGENT_VERSION));
-                json_object_object_add(hello, "agent", json_object_new_string("space-agent/" SPACE_VERSION));
-                const char *s = sp_json_str(hello);
-                pr_agent_frame_append(&c->out, PR_AGENT_HELLO, 0, 0, s, strlen(s), NULL);
-                if (ag_loop_add(&c->watch, EPOLLIN | EPOLLOUT) < 0)
-                        conn_free(c);
+                else
+                        (void)conn_new(fd, false); /* closes fd if it fails */
         }
+}
+
+/* The host is connected to the port when it does not show POLLHUP. */
+static bool serial_host_connected(void)
+{
+        struct pollfd p = {.fd = serial.fd, .events = POLLIN};
+        return poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR));
+}
+
+static void serial_arm(int ms)
+{
+        struct itimerspec t = {.it_interval = {0, ms * 1000000L}, .it_value = {0, ms * 1000000L}};
+        timerfd_settime(serial.timer.fd, 0, &t, NULL);
+}
+
+static void serial_check(ag_watch *w, uint32_t events)
+{
+        (void)events;
+        uint64_t ticks;
+        (void)!read(w->fd, &ticks, sizeof(ticks));
+        if (!serial_host_connected())
+                return;
+        serial_arm(0);
+        if (conn_new(serial.fd, true) < 0) {
+                sp_log_warn("cannot take the host's connection on the agent port: out of memory");
+                serial_wait();
+        }
+}
+
+/* Polls the port every 10 ms until the host connects. */
+static void serial_wait(void)
+{
+        serial_arm(10);
+}
+
+int ag_conn_serial_add(int fd, const ag_conn_handlers *h)
+{
+        handlers = h;
+        serial.fd = fd;
+        serial.timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        serial.timer.fn = serial_check;
+        if (serial.timer.fd < 0 || ag_loop_add(&serial.timer, EPOLLIN) < 0)
+                return -1;
+        if (serial_host_connected())
+                return conn_new(fd, true);
+        serial_wait();
+        return 0;
 }
 
 int ag_conn_listen_add(int listen_fd, const ag_conn_handlers *h)

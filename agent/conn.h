@@ -30,6 +30,10 @@ typedef struct ag_conn_handlers {
 
 /* Accepts worker connections on listen_fd, handing them to h (kept). */
 int ag_conn_listen_add(int listen_fd, const ag_conn_handlers *h);
+/* Serves the agent protocol over a VM's serial port (fd, non-blocking, kept
+ * open for the agent's life): one connection at a time, each started with
+ * PR_AGENT_SYNC_MAGIC both ways, a new one whenever the host reconnects. */
+int ag_conn_serial_add(int fd, const ag_conn_handlers *h);
 /* Queues a frame; the connection flushes when writable. */
 void ag_conn_send(ag_conn *c, uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n);
 void ag_conn_send_json(ag_conn *c, uint8_t type, uint32_t channel, json_object *obj);

@@ -43,7 +43,7 @@
 #define SHUTDOWN_GRACE_MS 10000
 
 static bool shutting_down;
-static bool in_jail; /* entered a jail: signals from inside the sandbox do not stop the agent */
+static bool in_jail; /* in a jail or a VM: signals from inside the sandbox do not stop the agent */
 static int64_t shutdown_deadline;
 
 /* A child the loop reaped: a session's command, or an orphan. */
@@ -114,7 +114,8 @@ static void usage(FILE *f)
 {
         fprintf(f, "usage: space-agent (--listen-fd N | --listen PATH) [--log-level LEVEL]\n"
                    "                   [--jail-userns-fd N --jail-sync-fd N]\n"
-                   "PID 1 of a sandbox: runs commands and file operations for the worker.\n");
+                   "PID 1 of a sandbox: runs commands and file operations for the worker.\n"
+                   "Run as /init by a VM's kernel, it sets the VM up and serves its virtio-serial port.\n");
 }
 
 int main(int argc, char **argv)
@@ -123,6 +124,13 @@ int main(int argc, char **argv)
         sp_log_level level = SP_LOG_INFO;
         ag_loop_clock_start();
 
+        int port = -1;
+        /* A VM's kernel runs the initramfs's /init as PID 1 (with no options). */
+        if (getpid() == 1 && strcmp(argv[0], "/init") == 0) {
+                port = ag_vm_init(&level);
+                in_jail = true;
+                argc = 1;
+        }
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--listen-fd") == 0 && i + 1 < argc) {
                         lfd = atoi(argv[++i]);
@@ -160,7 +168,7 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
-        if (lfd < 0 || (userns_fd < 0) != (sync_fd < 0)) {
+        if ((lfd < 0 && port < 0) || (userns_fd < 0) != (sync_fd < 0)) {
                 usage(stderr);
                 return 2;
         }
@@ -177,7 +185,7 @@ int main(int argc, char **argv)
         int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
         signal(SIGPIPE, SIG_IGN);
         if (ag_loop_init() < 0 || ag_loop_signals(sigs, SP_ARRAY_SIZE(sigs), on_signal, on_child) < 0 ||
-            ag_conn_listen_add(lfd, &ag_dispatch) < 0) {
+            (port >= 0 ? ag_conn_serial_add(port, &ag_dispatch) : ag_conn_listen_add(lfd, &ag_dispatch)) < 0) {
                 sp_log_error("cannot set up the event loop: %s", strerror(errno));
                 return 1;
         }
