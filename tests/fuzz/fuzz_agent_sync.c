@@ -2,7 +2,6 @@
 /* Fuzz target: the resynchronising scan of a reconnected agent transport —
  * over any split of the stream it must stop exactly after the first magic
  * (as memmem finds it), or consume everything when there is none. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
