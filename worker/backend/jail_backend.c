@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/jail.h"
+#include "backend/proc.h"
 #include "cgroup/cgroup.h"
 #include "net/net.h"
 #include "space/cleanup.h"
@@ -81,57 +82,14 @@ struct wk_box {
         int log_rfd; /* read end of the agent's log FIFO, or -1 */
 };
 
-static unsigned long long proc_starttime(pid_t pid)
-{
-        char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f || !fgets(buf, sizeof(buf), f))
-                return 0;
-        char *p = strrchr(buf, ')');
-        if (!p)
-                return 0;
-        /* field 22 is starttime; after ')' comes field 3 */
-        unsigned long long v = 0;
-        int field = 2;
-        for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
-                if (++field == 22) {
-                        v = strtoull(tok, NULL, 10);
-                        break;
-                }
-        return v;
-}
-
 static bool box_alive(const wk_box *box)
 {
-        if (box->pid <= 0)
-                return false;
-        int status;
-        /* Our own child: reap it if it died. Adopted (not our child): ECHILD. */
-        pid_t r = waitpid(box->pid, &status, WNOHANG);
-        if (r == box->pid) {
-                ((wk_box *)box)->pid = 0;
-                return false;
-        }
-        return kill(box->pid, 0) == 0 && proc_starttime(box->pid) == box->starttime;
+        return wk_proc_alive((pid_t *)&box->pid, box->starttime);
 }
 
 static void wait_gone(wk_box *box)
 {
-        struct timespec start;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        while (box->pid > 0) {
-                if (waitpid(box->pid, NULL, WNOHANG) == box->pid)
-                        break;
-                if (kill(box->pid, 0) < 0 || proc_starttime(box->pid) != box->starttime)
-                        break;
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > GONE_TIMEOUT_MS)
-                        break;
-                usleep(2000);
-        }
-        box->pid = 0;
+        wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
 }
 
 static wk_cgroup_limits limits_of(const wk_box_spec *s)
@@ -258,7 +216,7 @@ static int box_start(wk_box *box, sp_error **err)
         };
         if (wk_jail_start(&jc, &box->pid, err) < 0)
                 return -SP_E_INTERNAL;
-        box->starttime = proc_starttime(box->pid);
+        box->starttime = wk_proc_starttime(box->pid);
         box->suspended = false;
         return 0;
 }

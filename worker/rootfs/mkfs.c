@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mkfs.btrfs: the one program the storage runs (libbtrfsutil cannot make a
- * filesystem). fork/execve with an argv and a fixed environment, never a
- * shell; output captured (its tail quoted on failure); bounded in time.
+ * The programs the storage runs: mkfs.btrfs (libbtrfsutil cannot make a
+ * filesystem) and mkfs.ext4 (a VM's disk, filled from a directory).
+ * fork/execve with an argv and a fixed environment, never a shell; output
+ * captured (its tail quoted on failure); bounded in time.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,10 +21,11 @@
 #include "space/time.h"
 
 #include "rootfs/internal.h"
+#include "rootfs/rootfs.h"
 
 #define MKFS_OUTPUT_TAIL 2048
 
-static int find_mkfs(char out[static PATH_MAX])
+static int find_tool(const char *tool, char out[static PATH_MAX])
 {
         const char *path = getenv("PATH");
         _cleanup_free_ char *dirs = NULL;
@@ -33,7 +35,7 @@ static int find_mkfs(char out[static PATH_MAX])
         for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
                 if (d[0] != '/')
                         continue; /* never a relative PATH entry for a root daemon */
-                int n = snprintf(out, PATH_MAX, "%s/mkfs.btrfs", d);
+                int n = snprintf(out, PATH_MAX, "%s/%s", d, tool);
                 if (n > 0 && n < PATH_MAX && access(out, X_OK) == 0)
                         return 0;
         }
@@ -57,11 +59,19 @@ static void tail_append(char *tail, size_t *len, const char *p, size_t n)
         *len += n;
 }
 
-int wk__mkfs_btrfs(const char *image, int64_t timeout_ms, sp_error **err)
+/* Runs tool (found on PATH or in the system directories) with args (argv[1..],
+ * NULL-terminated); what names the run in errors. */
+static int run_tool(const char *tool, const char *package, const char *const *args, const char *what,
+                    int64_t timeout_ms, sp_error **err)
 {
         char mkfs[PATH_MAX];
-        if (find_mkfs(mkfs) < 0)
-                return sp_error_set(err, SP_E_UNAVAILABLE, "mkfs.btrfs (btrfs-progs) not found");
+        if (find_tool(tool, mkfs) < 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "%s (%s) not found", tool, package);
+        char *argv[16] = {mkfs};
+        size_t argc = 1;
+        for (; args[argc - 1] && argc < 15; argc++)
+                argv[argc] = (char *)args[argc - 1];
+        argv[argc] = NULL;
 
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -72,7 +82,6 @@ int wk__mkfs_btrfs(const char *image, int64_t timeout_ms, sp_error **err)
         if (devnull < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "open /dev/null");
 
-        char *const argv[] = {mkfs, (char *)"-q", (char *)"-f", (char *)"-K", (char *)image, NULL};
         char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)"LC_ALL=C", NULL};
         pid_t pid = fork();
         if (pid < 0)
@@ -120,7 +129,7 @@ int wk__mkfs_btrfs(const char *image, int64_t timeout_ms, sp_error **err)
                 kill(pid, SIGKILL);
                 while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                         ;
-                return sp_error_set(err, SP_E_TIMEOUT, "mkfs.btrfs %s took longer than %lld ms", image,
+                return sp_error_set(err, SP_E_TIMEOUT, "%s %s took longer than %lld ms", tool, what,
                                     (long long)timeout_ms);
         }
         /* Output closed: the process is exiting; reap it, still bounded. */
@@ -135,15 +144,43 @@ int wk__mkfs_btrfs(const char *image, int64_t timeout_ms, sp_error **err)
         }
         while (waitpid(pid, &status, 0) < 0) {
                 if (errno != EINTR)
-                        return sp_error_set_errno(err, SP_E_IO, errno, "waitpid mkfs.btrfs");
+                        return sp_error_set_errno(err, SP_E_IO, errno, "waitpid %s", tool);
         }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 char *t = tail;
                 while (*t == '\n')
                         t++;
-                return sp_error_set(err, SP_E_IO, "mkfs.btrfs %s failed (%s %d): %s", image,
+                return sp_error_set(err, SP_E_IO, "%s %s failed (%s %d): %s", tool, what,
                                     WIFEXITED(status) ? "exit status" : "signal",
                                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), t);
+        }
+        return 0;
+}
+
+int wk__mkfs_btrfs(const char *image, int64_t timeout_ms, sp_error **err)
+{
+        const char *const args[] = {"-q", "-f", "-K", image, NULL};
+        return run_tool("mkfs.btrfs", "btrfs-progs", args, image, timeout_ms, err);
+}
+
+int wk_rootfs_make_ext4(const char *dir, const char *image, uint64_t size, int64_t timeout_ms, sp_error **err)
+{
+        if (size < WK_EXT4_MIN_SIZE || size > WK_STORAGE_IMAGE_MAX_SIZE)
+                return sp_error_set(err, SP_E_INVALID, "a disk of %llu bytes is outside [%llu, %llu]",
+                                    (unsigned long long)size, (unsigned long long)WK_EXT4_MIN_SIZE,
+                                    (unsigned long long)WK_STORAGE_IMAGE_MAX_SIZE);
+        char blocks[32];
+        snprintf(blocks, sizeof(blocks), "%lluk", (unsigned long long)(size >> 10));
+        /* Sparse; the files' owners and modes as they are in dir; no reserved
+         * blocks (the sandbox's root may use the whole disk, as in a jail). */
+        int fd = open(image, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "create %s", image);
+        close(fd);
+        const char *const args[] = {"-q", "-F", "-m", "0", "-d", dir, "-E", "lazy_itable_init=1", image, blocks, NULL};
+        if (run_tool("mkfs.ext4", "e2fsprogs", args, image, timeout_ms, err) < 0) {
+                unlink(image);
+                return -SP_E_IO;
         }
         return 0;
 }

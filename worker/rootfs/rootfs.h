@@ -161,6 +161,17 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
  * once the sandbox's processes are gone. */
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err);
 
+/* ---- VM disks ------------------------------------------------------------ */
+
+#define WK_EXT4_MIN_SIZE (UINT64_C(16) << 20)
+
+/* Makes image (created or replaced, mode 0600, sparse) an ext4 filesystem of
+ * size bytes holding a copy of dir's tree, owners and modes kept (mkfs.ext4
+ * -d, e2fsprogs), bounded by timeout_ms. SP_E_UNAVAILABLE without mkfs.ext4,
+ * SP_E_INVALID for a size out of bounds, SP_E_IO when it fails (the image is
+ * removed). */
+int wk_rootfs_make_ext4(const char *dir, const char *image, uint64_t size, int64_t timeout_ms, sp_error **err);
+
 #define WK_STORAGE_LIST_MAX 100000
 
 /* The path of artifacts/<entry> (malloc'd, caller frees); entry is a
