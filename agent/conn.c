@@ -28,7 +28,9 @@ struct ag_conn {
         bool hello;
         bool closing;
         bool serial; /* over the serial port: the port stays open when this ends */
-        pr_agent_sync sync; /* serial: the worker's magic not seen yet */
+        bool synced; /* serial: a worker's magic was seen, frames follow */
+        bool fresh; /* serial: nothing of a worker's taken yet (the greeting queued is for the next) */
+        pr_agent_sync scan; /* serial: every byte from the worker goes through it */
         ag_conn *next;
 };
 
@@ -119,6 +121,60 @@ static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
         return handlers->frame(c, f, err);
 }
 
+/* Queues what a connection starts with: the magic on the serial port, HELLO. */
+static void conn_greet(ag_conn *c)
+{
+        if (c->serial)
+                sp_buf_append(&c->out, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN, NULL);
+        _cleanup_json_ json_object *hello = json_object_new_object();
+        json_object_object_add(hello, "version", json_object_new_int(PR_AGENT_VERSION));
+        json_object_object_add(hello, "agent", json_object_new_string("space-agent/" SPACE_VERSION));
+        const char *s = sp_json_str(hello);
+        pr_agent_frame_append(&c->out, PR_AGENT_HELLO, 0, 0, s, strlen(s), NULL);
+}
+
+/* A worker's magic in the middle of a connection on the serial port: the host
+ * went away and came back before the port showed it. Everything of the old
+ * connection ends (as if it had closed) and a new one starts in its place. */
+static void serial_restart(ag_conn *c)
+{
+        handlers->closed(c);
+        pr_agent_decoder_free(&c->dec);
+        c->dec = (pr_agent_decoder){0};
+        sp_buf_clear(&c->out);
+        c->hello = false;
+        conn_greet(c);
+        ag_conn_kick(c);
+}
+
+/* Bytes from the serial port: whatever comes before a worker's magic is an
+ * earlier connection's; each magic starts a connection. A frame that does not
+ * decode drops the connection's bytes until the next magic (the port is not
+ * closed: a worker that reconnects starts with one). */
+static void serial_input(ag_conn *c, const char *p, size_t n)
+{
+        while (n > 0) {
+                size_t used = pr_agent_sync_feed(&c->scan, p, n);
+                if (c->scan.done) {
+                        c->scan = (pr_agent_sync){0};
+                        if (!c->fresh)
+                                serial_restart(c);
+                        c->fresh = false;
+                        c->synced = true;
+                        p += used;
+                        n -= used;
+                        continue;
+                }
+                _cleanup_error_ sp_error *e = NULL;
+                if (c->synced && pr_agent_decoder_feed(&c->dec, p, n, on_frame, c, &e) < 0) {
+                        sp_log_warn("worker connection on the serial port: %s; waiting for the next one",
+                                    e ? e->message : "protocol error");
+                        c->synced = false;
+                }
+                break;
+        }
+}
+
 static void conn_io(ag_watch *w, uint32_t events)
 {
         ag_conn *c = (ag_conn *)w;
@@ -134,14 +190,12 @@ static void conn_io(ag_watch *w, uint32_t events)
                                 conn_free(c);
                                 return;
                         }
-                        size_t skip = 0;
-                        if (c->serial && !c->sync.done) {
-                                skip = pr_agent_sync_feed(&c->sync, buf, (size_t)n);
-                                if (!c->sync.done)
-                                        continue; /* an earlier connection's bytes */
+                        if (c->serial) {
+                                serial_input(c, buf, (size_t)n);
+                                continue;
                         }
                         _cleanup_error_ sp_error *e = NULL;
-                        if (pr_agent_decoder_feed(&c->dec, buf + skip, (size_t)n - skip, on_frame, c, &e) < 0) {
+                        if (pr_agent_decoder_feed(&c->dec, buf, (size_t)n, on_frame, c, &e) < 0) {
                                 sp_log_warn("closing worker connection: %s", e ? e->message : "protocol error");
                                 conn_free(c);
                                 return;
@@ -179,16 +233,11 @@ static int conn_new(int fd, bool is_serial)
         c->watch.fd = fd;
         c->watch.fn = conn_io;
         c->serial = is_serial;
+        c->fresh = is_serial;
         c->next = conns;
         conns = c;
         nconns++;
-        if (is_serial)
-                sp_buf_append(&c->out, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN, NULL);
-        _cleanup_json_ json_object *hello = json_object_new_object();
-        json_object_object_add(hello, "version", json_object_new_int(PR_AGENT_VERSION));
-        json_object_object_add(hello, "agent", json_object_new_string("space-agent/" SPACE_VERSION));
-        const char *s = sp_json_str(hello);
-        pr_agent_frame_append(&c->out, PR_AGENT_HELLO, 0, 0, s, strlen(s), NULL);
+        conn_greet(c);
         if (ag_loop_add(&c->watch, EPOLLIN | EPOLLOUT) < 0) {
                 conn_free(c);
                 return -1;

@@ -38,7 +38,7 @@
 
 typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
-        char *log_level, *log_format, *backend, *cgroup_parent, *http_listen;
+        char *log_level, *log_format, *backend, *cgroup_parent, *http_listen, *vm_kernel_dir, *accel, *qemu;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
         char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
@@ -80,7 +80,14 @@ static const sp_config_def defs[] = {
          "serve cleartext HTTP/2 without authentication (loopback or unix socket only; development and tests)"},
         {"agent", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, agent), 0, 0,
          "path of the static space-agent (default: next to this binary)"},
-        {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0, "isolation backend: jail"},
+        {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0,
+         "isolation backend: jail (namespaces) or qemu (a microvm per sandbox; docs/backends.md)"},
+        {"vm-kernel-dir", SP_CONFIG_STRING, "/var/lib/space/vm-kernel", offsetof(worker_cfg, vm_kernel_dir), 0, 0,
+         "qemu: the guest kernel and its modules (scripts/vm-kernel installs them)"},
+        {"accel", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, accel), 0, 0,
+         "qemu: auto (KVM when a probe guest answers, else TCG), kvm or tcg"},
+        {"qemu", SP_CONFIG_STRING, "/usr/bin/qemu-system-x86_64", offsetof(worker_cfg, qemu), 0, 0,
+         "qemu: the QEMU binary"},
         {"cgroup-parent", SP_CONFIG_STRING, "space", offsetof(worker_cfg, cgroup_parent), 0, 0,
          "cgroup under which every sandbox gets its own group"},
         {"sandbox-network", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, network), 0, 0,
@@ -346,8 +353,17 @@ int main(int argc, char **argv)
                 }
                 return 0;
         }
-        if (strcmp(c.backend, "jail") != 0) {
-                sp_log_error("unknown backend '%s' (available: jail)", c.backend);
+        if (strcmp(c.backend, "jail") != 0 && strcmp(c.backend, "qemu") != 0) {
+                sp_log_error("unknown backend '%s' (available: jail, qemu)", c.backend);
+                return 2;
+        }
+        if (strcmp(c.backend, "qemu") == 0 && c.network) {
+                sp_log_error("the qemu backend gives its VMs no network yet: run it without --sandbox-network "
+                             "(docs/backends.md)");
+                return 2;
+        }
+        if (strcmp(c.accel, "auto") != 0 && strcmp(c.accel, "kvm") != 0 && strcmp(c.accel, "tcg") != 0) {
+                sp_log_error("--accel is auto, kvm or tcg, not '%s'", c.accel);
                 return 2;
         }
         if (c.insecure && !loopback_only(c.listen)) {
@@ -477,12 +493,19 @@ int main(int argc, char **argv)
                 }
         }
         wk_backend *backend = NULL;
+        char vm_state[PATH_MAX];
+        snprintf(vm_state, sizeof(vm_state), "%s/vm", c.state_dir);
         wk_backend_config bc = {.agent_path = agent,
                                 .cgroup_parent = c.cgroup_parent,
                                 .uid_base = (uid_t)c.uid_base,
                                 .uid_count = 65536,
-                                .net = net};
-        if (wk_backend_jail_new(&bc, &backend, &e) < 0) {
+                                .net = net,
+                                .qemu_path = c.qemu,
+                                .vm_kernel_dir = c.vm_kernel_dir,
+                                .vm_state_dir = vm_state,
+                                .accel = c.accel};
+        if ((strcmp(c.backend, "qemu") == 0 ? wk_backend_qemu_new(&bc, &backend, &e)
+                                            : wk_backend_jail_new(&bc, &backend, &e)) < 0) {
                 sp_log_error("backend: %s", e->message);
                 return 1;
         }

@@ -344,6 +344,7 @@ static const pr_schema node_jobs_schema = PR_SCHEMA_OPEN("NodeJobs", node_jobs_f
 static const pr_field node_info_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
         PR_F_STRING(R, "backend", backend, true, 16),
+        PR_F_STRING(R, "accel", accel, false, 8),
         PR_F_OBJECT_REQ(R, "capacity", capacity, &node_resources_schema),
         PR_F_OBJECT_REQ(R, "used", used, &node_resources_schema),
         PR_F_INT_MAP(R, "warm", warm, true, PR_WK_LIST_MAX, PR_WK_ID_MAX, 0, INT64_MAX),

@@ -38,6 +38,7 @@ typedef struct wk_box_spec {
         int64_t memory_bytes; /* 0 = unlimited */
         int64_t pids_max; /* 0 = unlimited */
         uint32_t id_slot; /* distinct per live box: picks its host uid range */
+        uint64_t disk_bytes; /* VMs: the size of the disk made from rootfs (0: the backend's default) */
 } wk_box_spec;
 
 typedef struct wk_box_stats {
@@ -78,6 +79,11 @@ typedef struct wk_backend_ops {
         int (*log_fd)(const wk_box *box);
         /* The unix socket path on which the box's agent listens (borrowed). */
         const char *(*agent_socket)(const wk_box *box);
+        /* Optional: a connection to the agent, ready for HELLO (*ret owned by the
+         * caller). For a transport that outlives its connections (a VM's serial
+         * port), which needs more than a connect to the socket; may block for a
+         * few seconds. Without it, callers connect to agent_socket. */
+        int (*agent_connect)(wk_box *box, int *ret, sp_error **err);
         int (*stats)(wk_box *box, wk_box_stats *ret, sp_error **err);
         /* True while the box's init is alive. */
         bool (*alive)(const wk_box *box);
@@ -86,6 +92,8 @@ typedef struct wk_backend_ops {
         int (*adopt)(wk_backend *b, const wk_box_spec *spec, json_object *saved, wk_box **ret, sp_error **err);
         /* Frees the in-memory box without touching what runs (daemon shutdown). */
         void (*forget)(wk_box *box);
+        /* Optional: how its VMs are accelerated ("kvm", "tcg"). */
+        const char *(*accel)(const wk_backend *b);
 } wk_backend_ops;
 
 struct wk_backend {
@@ -98,9 +106,21 @@ typedef struct wk_backend_config {
         uid_t uid_base; /* first host uid of the ranges handed to boxes */
         uint32_t uid_count; /* ids per box (65536) */
         struct wk_net *net; /* the sandboxes' network (borrowed; NULL: loopback only) */
+        /* qemu: */
+        const char *qemu_path; /* NULL: /usr/bin/qemu-system-x86_64 */
+        const char *vm_kernel_dir; /* vmlinuz and modules/ (scripts/vm-kernel) */
+        const char *vm_state_dir; /* where the backend writes the initramfs */
+        const char *accel; /* "auto" (KVM when a probe guest answers, else TCG), "kvm" or "tcg" */
+        bool die_with_parent; /* tests: boxes end with the process that made them */
 } wk_backend_config;
 
 /* The jail backend (backend/jail_backend.c). */
 int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err);
+
+/* The qemu backend (backend/qemu_backend.c): writes the initramfs, finds out
+ * whether KVM works (a probe guest with a deadline), else uses TCG.
+ * SP_E_UNAVAILABLE without QEMU or the kernel, or when "kvm" was asked for and
+ * does not work. */
+int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err);
 
 #endif

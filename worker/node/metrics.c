@@ -36,7 +36,8 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                        "# HELP space_worker_info The worker node.\n# TYPE space_worker_info gauge\n"
                        "space_worker_info{node=\"");
         label_escape(out, n->node_id);
-        sp_buf_appendf(out, err, "\",backend=\"%s\",version=\"%s\"} 1\n", n->backend->ops->name, SPACE_VERSION);
+        sp_buf_appendf(out, err, "\",backend=\"%s\",accel=\"%s\",version=\"%s\"} 1\n", n->backend->ops->name,
+                       n->backend->ops->accel ? n->backend->ops->accel(n->backend) : "none", SPACE_VERSION);
         sp_buf_appendf(out, err,
                        "# HELP space_worker_sandboxes Sandboxes on this node by state (warm ones not counted).\n"
                        "# TYPE space_worker_sandboxes gauge\n");

@@ -592,6 +592,7 @@ json_object *wk_node_info_json(wk_node *n)
         pr_wk_node_info a = {
                 .id = n->node_id,
                 .backend = n->backend->ops->name,
+                .accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL,
                 .capacity = {.cpu_millis = n->cfg.cpu_millis,
                              .memory_bytes = n->cfg.memory_bytes,
                              .slots = n->cfg.slots,

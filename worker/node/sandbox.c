@@ -55,6 +55,7 @@ static void spec_of(const wk_sandbox *sb, wk_box_spec *spec, char *rootfs, char 
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
                 .id_slot = sb->slot,
+                .disk_bytes = (uint64_t)sb->disk_bytes,
         };
 }
 
@@ -263,6 +264,14 @@ static int connect_unix(const char *path, int *ret, sp_error **err)
         return 0;
 }
 
+/* A connection to box's agent: the backend's own way where it has one. */
+static int box_connect_agent(wk_backend *b, wk_box *box, int *ret, sp_error **err)
+{
+        if (b->ops->agent_connect)
+                return b->ops->agent_connect(box, ret, err);
+        return connect_unix(b->ops->agent_socket(box), ret, err);
+}
+
 /* The agent's connection over fd (taken), its sessions attached to it. */
 static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
 {
@@ -289,7 +298,7 @@ int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
 {
         agent_log_watch(sb);
         int fd = -1;
-        if (connect_unix(sb->node->backend->ops->agent_socket(sb->box), &fd, err) < 0)
+        if (box_connect_agent(sb->node->backend, sb->box, &fd, err) < 0)
                 return sp_error_wrap(err, "sandbox %s", sb->id);
         return agent_adopt_fd(sb, fd, err);
 }
@@ -479,8 +488,7 @@ static void make_run(wk_job *j)
                 m->box = NULL;
                 goto fail;
         }
-        if (connect_unix(m->backend->ops->agent_socket(m->box), &m->agent_fd, err) < 0 ||
-            write_running_record(m, err) < 0)
+        if (box_connect_agent(m->backend, m->box, &m->agent_fd, err) < 0 || write_running_record(m, err) < 0)
                 goto fail;
         return;
 fail:
@@ -566,6 +574,7 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
                 .id_slot = sb->slot,
+                .disk_bytes = (uint64_t)sb->disk_bytes,
         };
         m->disk_bytes = (uint64_t)sb->disk_bytes;
         if (n->cfg.net)
@@ -1007,7 +1016,7 @@ static void restore_run(wk_job *j)
                 return;
         }
         _cleanup_json_ json_object *o = NULL;
-        if (connect_unix(b->backend->ops->agent_socket(b->box), &b->agent_fd, &b->err) < 0 ||
+        if (box_connect_agent(b->backend, b->box, &b->agent_fd, &b->err) < 0 ||
             sp_json_parse(b->record, strlen(b->record), &o, &b->err) < 0) {
                 sp_error_wrap(&b->err, "restore %s", b->id);
                 return;

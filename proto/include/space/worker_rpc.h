@@ -284,6 +284,7 @@ typedef struct pr_wk_node_jobs {
 
 typedef struct pr_wk_node_info {
         const char *id, *backend;
+        const char *accel; /* a VM backend's: "kvm" or "tcg"; NULL for the jail */
         pr_wk_node_resources capacity, used;
         bool has_jobs;
         pr_wk_node_jobs jobs;

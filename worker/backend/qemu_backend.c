@@ -1,0 +1,1000 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The qemu backend (docs/backends.md): each sandbox a QEMU `microvm` with its
+ * own kernel, behind the ops table of backend/backend.h.
+ *
+ * The guest is Debian's cloud kernel (scripts/vm-kernel puts it and the
+ * virtio modules in the kernel directory), an initramfs this backend writes
+ * at start (the static space-agent as /init and those modules), and the
+ * sandbox's disk: an ext4 image made from the root filesystem the node
+ * prepared. The agent speaks its protocol over a virtio-serial port whose
+ * host side is a unix socket in the box's runtime directory; a connection
+ * starts with PR_AGENT_SYNC_MAGIC both ways (the port outlives connections).
+ *
+ * QEMU runs as the first host uid of the box's range, with no supplementary
+ * group but kvm's, under `-sandbox on` with everything it may not need
+ * denied, in the box's cgroup (memory: the guest's plus QEMU's own). It
+ * opens nothing by path: the worker hands it the kernel, the initramfs, the
+ * disk and both listening sockets as descriptors, so the runtime directory
+ * and the storage stay root's alone. QMP (on a socket beside the agent's)
+ * pauses, resumes and ends it; a restarted worker finds the VM again by pid
+ * and start time and talks to it through the same sockets.
+ *
+ * Suspend here keeps the disk and ends the VM (restore boots it again):
+ * saving memory and device state is the next step (docs/backends.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/initramfs.h"
+#include "backend/proc.h"
+#include "backend/qmp.h"
+#include "cgroup/cgroup.h"
+#include "rootfs/rootfs.h"
+#include "space/agent_proto.h"
+#include "space/cleanup.h"
+#include "space/fileio.h"
+#include "space/json.h"
+#include "space/log.h"
+#include "space/time.h"
+
+#define GONE_TIMEOUT_MS 10000
+#define QMP_TIMEOUT_MS 10000
+#define BOOT_TIMEOUT_KVM_MS 30000
+#define BOOT_TIMEOUT_TCG_MS 120000
+#define PROBE_TIMEOUT_MS 20000
+#define MKFS_TIMEOUT_MS 300000
+#define DEFAULT_MEMORY (UINT64_C(256) << 20)
+#define DEFAULT_DISK (UINT64_C(1) << 30)
+/* QEMU's own memory beside the guest's: its code and devices, and under
+ * TCG the translation cache (bounded to 64 MiB by tb-size). */
+#define OVERHEAD_KVM (UINT64_C(96) << 20)
+#define OVERHEAD_TCG (UINT64_C(192) << 20)
+#define QEMU_PIDS 256
+#define MODULES_MAX 32
+
+/* The descriptors the QEMU child gets, at these numbers. */
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK_RW, FD_DISK_RO, FD_AGENT, FD_QMP, FD_COUNT };
+
+typedef struct qemu_backend {
+        wk_backend base;
+        char *qemu;
+        char *kernel; /* vmlinuz */
+        char *initramfs; /* written at start */
+        char *cgroup_parent;
+        char accel[8]; /* "kvm" or "tcg" */
+        char accel_why[160];
+        unsigned long tsc_khz; /* the host's, for a TCG guest that cannot calibrate its own */
+        uid_t uid_base;
+        uint32_t uid_count;
+        gid_t kvm_gid; /* (gid_t)-1: none */
+        bool die_with_parent;
+        wk_cgroup_host *host;
+} qemu_backend;
+
+struct wk_box {
+        qemu_backend *b;
+        char id[WK_CGROUP_NAME_MAX + 1];
+        char rootfs[PATH_MAX];
+        char disk[PATH_MAX];
+        char runtime[PATH_MAX];
+        char socket[108];
+        char qmp[108];
+        char hostname[64];
+        wk_box_spec limits;
+        uint64_t disk_bytes;
+        uint32_t slot;
+        wk_cgroup *cg;
+        pid_t pid;
+        unsigned long long starttime;
+        bool suspended;
+        int log_rfd; /* read end of the console FIFO (the guest's console and QEMU's messages) */
+        int agent_fd; /* the first connection, synchronised by create: handed to the node */
+};
+
+static uint64_t guest_memory(const wk_box *box)
+{
+        uint64_t m = box->limits.memory_bytes > 0 ? (uint64_t)box->limits.memory_bytes : DEFAULT_MEMORY;
+        return (m + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+}
+
+static unsigned guest_cpus(const wk_box *box)
+{
+        int64_t c = box->limits.cpu_millis;
+        unsigned n = c > 0 ? (unsigned)((c + 999) / 1000) : 1;
+        return n > 32 ? 32 : n;
+}
+
+static wk_cgroup_limits limits_of(const wk_box *box)
+{
+        bool kvm = strcmp(box->b->accel, "kvm") == 0;
+        return (wk_cgroup_limits){
+                .cpu_millicores = (uint32_t)box->limits.cpu_millis,
+                .memory_bytes = guest_memory(box) + (kvm ? OVERHEAD_KVM : OVERHEAD_TCG),
+                .pids_max = QEMU_PIDS,
+        };
+}
+
+/* --- the console FIFO (as the jail's agent log: a restarted worker opens it again) --- */
+
+static void log_path(const wk_box *box, char *out, size_t n)
+{
+        snprintf(out, n, "%s/console.fifo", box->runtime);
+}
+
+static int log_open_reader(wk_box *box)
+{
+        if (box->log_rfd >= 0)
+                return 0;
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        box->log_rfd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        return box->log_rfd < 0 ? -1 : 0;
+}
+
+static int log_open(wk_box *box, int *ret_wfd, sp_error **err)
+{
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        struct stat st;
+        if (lstat(p, &st) == 0 && !S_ISFIFO(st.st_mode))
+                unlink(p);
+        if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
+        if (log_open_reader(box) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
+        *ret_wfd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (*ret_wfd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
+        return 0;
+}
+
+static void log_close(wk_box *box)
+{
+        sp_close(box->log_rfd);
+        box->log_rfd = -1;
+        char p[PATH_MAX + 32];
+        log_path(box, p, sizeof(p));
+        unlink(p);
+}
+
+/* What the console holds now (for an error message), its last line kept. */
+static void console_tail(wk_box *box, char *out, size_t n)
+{
+        out[0] = '\0';
+        if (box->log_rfd < 0)
+                return;
+        char buf[8192];
+        size_t len = 0;
+        ssize_t r;
+        while ((r = read(box->log_rfd, buf + len, sizeof(buf) - 1 - len)) > 0) {
+                len += (size_t)r;
+                if (len == sizeof(buf) - 1) {
+                        memmove(buf, buf + len / 2, len - len / 2);
+                        len -= len / 2;
+                }
+        }
+        buf[len] = '\0';
+        while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+                buf[--len] = '\0';
+        char *last = strrchr(buf, '\n');
+        snprintf(out, n, "%s", last ? last + 1 : buf);
+}
+
+/* --- sockets --- */
+
+static int listen_at(const char *path, int *ret, sp_error **err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        unlink(path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 || listen(fd, 4) < 0) {
+                int e = errno;
+                sp_close(fd);
+                return sp_error_set_errno(err, SP_E_IO, e, "listen on %s", path);
+        }
+        *ret = fd;
+        return 0;
+}
+
+static int connect_to(const char *path, int *ret, sp_error **err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        /* Non-blocking: QEMU takes one connection at a time, and a connect
+         * beyond its backlog would wait until the one before it ends. */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                sp_close(fd);
+                if (e == EAGAIN)
+                        return sp_error_set(err, SP_E_CONFLICT, "%s is busy: another connection holds it", path);
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, e, "connect to %s", path);
+        }
+        *ret = fd;
+        return 0;
+}
+
+/* One attempt: connects, sends the worker's magic and waits up to wait_ms
+ * for the agent's. 1: synchronised (*ret set); 0: no magic in time; <0: an
+ * error (the VM ended, or the port refused). */
+static int agent_sync_once(wk_box *box, int64_t wait_ms, int *ret, sp_error **err)
+{
+        int fd = -1;
+        if (connect_to(box->socket, &fd, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: agent port", box->id);
+        _cleanup_close_ int c = fd;
+        if (write(c, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN) != PR_AGENT_SYNC_LEN)
+                return sp_error_set_errno(err, SP_E_UNAVAILABLE, errno, "sandbox %s: agent port", box->id);
+        int64_t deadline = sp_now_mono_us() + wait_ms * 1000;
+        pr_agent_sync sync = {0};
+        while (!sync.done) {
+                int64_t left = (deadline - sp_now_mono_us()) / 1000;
+                if (left <= 0)
+                        return 0;
+                struct pollfd p = {.fd = c, .events = POLLIN};
+                int r = poll(&p, 1, left > 200 ? 200 : (int)left);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r == 0) {
+                        if (!wk_proc_alive(&box->pid, box->starttime)) {
+                                char tail[256];
+                                console_tail(box, tail, sizeof(tail));
+                                return sp_error_set(err, SP_E_UNAVAILABLE, "sandbox %s: the VM ended%s%s", box->id,
+                                                    tail[0] ? ": " : "", tail);
+                        }
+                        continue;
+                }
+                /* One byte at a time: nothing after the magic may be taken from the node's link. */
+                uint8_t byte;
+                ssize_t n = r > 0 ? read(c, &byte, 1) : -1;
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                        return 0; /* QEMU let go of the connection: try again */
+                if (n == 1)
+                        pr_agent_sync_feed(&sync, &byte, 1);
+        }
+        *ret = c;
+        c = -1;
+        return 1;
+}
+
+/* Connects to the agent's port and waits (bounded) for its magic: the agent
+ * is up, and what follows on the connection is its HELLO. The worker's own
+ * magic goes first, so the agent drops whatever an earlier connection left.
+ * An attempt that gets no answer within a second is closed and made again:
+ * QEMU 7.2 holds back for good what the guest writes between a connection's
+ * end and the guest learning of it (the port stays throttled with nothing to
+ * release it) until the next connection ends, and a reconnect both clears
+ * that and makes the agent greet again (each worker magic starts a new
+ * connection on its side). */
+static int agent_sync(wk_box *box, int timeout_ms, int *ret, sp_error **err)
+{
+        int64_t deadline = sp_now_mono_us() + (int64_t)timeout_ms * 1000;
+        for (int attempt = 0;; attempt++) {
+                int64_t left = (deadline - sp_now_mono_us()) / 1000;
+                if (left <= 0)
+                        break;
+                int r = agent_sync_once(box, left < 1000 ? left : 1000, ret, err);
+                if (r < 0 && (!err || !*err || (*err)->code != SP_E_CONFLICT))
+                        return r;
+                if (r == 1) {
+                        if (attempt > 0)
+                                sp_log_debug_kv(SP_KV("sandbox_id", box->id),
+                                                "agent port: synchronised after %d attempts", attempt + 1);
+                        return 0;
+                }
+                if (r < 0) {
+                        /* Busy: another connection holds the port; wait for it a little. */
+                        sp_error_free(*err);
+                        *err = NULL;
+                        usleep(50000);
+                }
+        }
+        char tail[256];
+        console_tail(box, tail, sizeof(tail));
+        return sp_error_set(err, SP_E_TIMEOUT, "sandbox %s: the VM's agent did not answer within %d ms%s%s", box->id,
+                            timeout_ms, tail[0] ? "; its console: " : "", tail);
+}
+
+/* --- QEMU --- */
+
+static int qmp_run(wk_box *box, const char *command, sp_error **err)
+{
+        _cleanup_qmp_ wk_qmp *q = NULL;
+        if (wk_qmp_connect(box->qmp, QMP_TIMEOUT_MS, &q, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: QMP", box->id);
+        _cleanup_json_ json_object *r = NULL;
+        if (wk_qmp_execute(q, command, NULL, QMP_TIMEOUT_MS, &r, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: %s", box->id, command);
+        return 0;
+}
+
+static void append_arg(char **argv, size_t *n, size_t cap, char *s)
+{
+        if (*n + 1 < cap)
+                argv[(*n)++] = s;
+        argv[*n] = NULL;
+}
+
+/* Starts QEMU for box (its cgroup made), returning once its agent answers. */
+static int box_boot(wk_box *box, sp_error **err)
+{
+        qemu_backend *b = box->b;
+        bool kvm = strcmp(b->accel, "kvm") == 0;
+        int fds[FD_COUNT];
+        for (int i = 0; i < FD_COUNT; i++)
+                fds[i] = -1;
+        int logfd = -1, sync[2] = {-1, -1};
+        int r = -SP_E_IO;
+        fds[FD_KERNEL] = open(b->kernel, O_RDONLY | O_CLOEXEC);
+        fds[FD_INITRD] = open(b->initramfs, O_RDONLY | O_CLOEXEC);
+        fds[FD_DISK_RW] = open(box->disk, O_RDWR | O_CLOEXEC);
+        fds[FD_DISK_RO] = open(box->disk, O_RDONLY | O_CLOEXEC);
+        if (fds[FD_KERNEL] < 0 || fds[FD_INITRD] < 0 || fds[FD_DISK_RW] < 0 || fds[FD_DISK_RO] < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: open the kernel, initramfs or disk", box->id);
+                goto out;
+        }
+        if (listen_at(box->socket, &fds[FD_AGENT], err) < 0 || listen_at(box->qmp, &fds[FD_QMP], err) < 0 ||
+            log_open(box, &logfd, err) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
+                if (err && !*err)
+                        sp_error_set_errno(err, SP_E_IO, errno, "pipe");
+                goto out;
+        }
+
+        char mem[32], smp[16], append[512], agent_dev[96], qmp_dev[96], add_rw[32], add_ro[32], kernel[32], initrd[32],
+                name[160];
+        snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(guest_memory(box) >> 20));
+        snprintf(smp, sizeof(smp), "%u", guest_cpus(box));
+        char tsc[64] = "";
+        if (!kvm)
+                snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", b->tsc_khz);
+        snprintf(append, sizeof(append), "console=ttyS0 quiet panic=-1 pci=off%s space.hostname=%s space.log=warn", tsc,
+                 box->hostname);
+        snprintf(agent_dev, sizeof(agent_dev), "socket,id=agent,fd=%d,server=on,wait=off", FD_AGENT);
+        snprintf(qmp_dev, sizeof(qmp_dev), "socket,id=qmp,fd=%d,server=on,wait=off", FD_QMP);
+        snprintf(add_rw, sizeof(add_rw), "fd=%d,set=1", FD_DISK_RW);
+        snprintf(add_ro, sizeof(add_ro), "fd=%d,set=1", FD_DISK_RO);
+        snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", FD_KERNEL);
+        snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", FD_INITRD);
+        snprintf(name, sizeof(name), "space-%s", box->id);
+        char *argv[64];
+        size_t n = 0;
+#define A(s) append_arg(argv, &n, sizeof(argv) / sizeof(argv[0]), (char *)(s))
+        A(b->qemu);
+        A("-name");
+        A(name);
+        A("-M");
+        A("microvm,acpi=on");
+        A("-accel");
+        A(kvm ? "kvm" : "tcg,tb-size=64");
+        if (kvm) {
+                A("-cpu");
+                A("host");
+        }
+        A("-m");
+        A(mem);
+        A("-smp");
+        A(smp);
+        A("-nodefaults");
+        A("-no-user-config");
+        A("-display");
+        A("none");
+        A("-no-reboot");
+        A("-kernel");
+        A(kernel);
+        A("-initrd");
+        A(initrd);
+        A("-append");
+        A(append);
+        A("-serial");
+        A("stdio");
+        A("-device");
+        A("virtio-serial-device");
+        A("-chardev");
+        A(agent_dev);
+        A("-device");
+        A("virtserialport,chardev=agent,name=space.agent");
+        A("-add-fd");
+        A(add_rw);
+        A("-add-fd");
+        A(add_ro);
+        A("-drive");
+        A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap");
+        A("-device");
+        A("virtio-blk-device,drive=disk");
+        A("-chardev");
+        A(qmp_dev);
+        A("-mon");
+        A("chardev=qmp,mode=control");
+        A("-sandbox");
+        A("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+#undef A
+        char *const envp[] = {(char *)"PATH=/usr/bin:/bin", (char *)"LC_ALL=C", NULL};
+        uid_t uid = b->uid_base + box->slot * b->uid_count;
+        gid_t groups[1] = {b->kvm_gid};
+        size_t ngroups = kvm && b->kvm_gid != (gid_t)-1 ? 1 : 0;
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        pid_t pid = fork();
+        if (pid < 0) {
+                sp_close(devnull);
+                sp_error_set_errno(err, SP_E_LIMIT, errno, "sandbox %s: fork", box->id);
+                goto out;
+        }
+        if (pid == 0) {
+                /* Only async-signal-safe calls until execve. Its own session: the VM
+                 * outlives the worker (which finds it again after a restart). */
+                setsid();
+                if (b->die_with_parent)
+                        prctl(PR_SET_PDEATHSIG, SIGKILL);
+                char go;
+                close(sync[1]);
+                if (read(sync[0], &go, 1) != 1)
+                        _exit(126); /* the worker did not put it in its cgroup */
+                /* Move every descriptor above the targets first, then into place. */
+                int high[FD_COUNT];
+                for (int i = FD_KERNEL; i < FD_COUNT; i++)
+                        if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
+                                _exit(127);
+                int io0 = fcntl(devnull, F_DUPFD_CLOEXEC, 64), io1 = fcntl(logfd, F_DUPFD_CLOEXEC, 64);
+                if (io0 < 0 || io1 < 0 || dup2(io0, 0) < 0 || dup2(io1, 1) < 0 || dup2(io1, 2) < 0)
+                        _exit(127);
+                for (int i = FD_KERNEL; i < FD_COUNT; i++)
+                        if (dup2(high[i], i) < 0)
+                                _exit(127);
+                syscall(SYS_close_range, FD_COUNT, ~0U, 0);
+                if (setgroups(ngroups, groups) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+                        _exit(127);
+                sigset_t all;
+                sigemptyset(&all);
+                sigprocmask(SIG_SETMASK, &all, NULL);
+                execve(b->qemu, argv, envp);
+                _exit(127);
+        }
+        sp_close(devnull);
+        close(sync[0]);
+        sync[0] = -1;
+        box->pid = pid;
+        box->starttime = wk_proc_starttime(pid);
+        if (wk_cgroup_attach(box->cg, pid, err) < 0) {
+                kill(pid, SIGKILL);
+                wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                sp_error_wrap(err, "sandbox %s: cgroup", box->id);
+                goto out;
+        }
+        if (write(sync[1], "g", 1) != 1) {
+                sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: start QEMU", box->id);
+                kill(pid, SIGKILL);
+                wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                goto out;
+        }
+        r = 0;
+out:
+        for (int i = FD_KERNEL; i < FD_COUNT; i++)
+                sp_close(fds[i]);
+        sp_close(logfd);
+        sp_close(sync[0]);
+        sp_close(sync[1]);
+        if (r < 0)
+                return r;
+        if (agent_sync(box, kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, &box->agent_fd, err) < 0) {
+                kill(box->pid, SIGKILL);
+                wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                return -SP_E_UNAVAILABLE;
+        }
+        box->suspended = false;
+        return 0;
+}
+
+/* Makes (or takes over a leftover) cgroup with the box's limits. */
+static int box_cgroup(wk_box *box, sp_error **err)
+{
+        qemu_backend *b = box->b;
+        if (!box->cg) {
+                int r = wk_cgroup_create(b->host, b->cgroup_parent, box->id, &box->cg, err);
+                if (r == -SP_E_CONFLICT) {
+                        sp_error_free(*err);
+                        *err = NULL;
+                        if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, err) < 0 ||
+                            wk_cgroup_kill_all(box->cg, err) < 0)
+                                return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
+                } else if (r < 0) {
+                        return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
+                }
+        }
+        wk_cgroup_limits l = limits_of(box);
+        if (wk_cgroup_set_limits(box->cg, &l, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: limits", box->id);
+        return 0;
+}
+
+static void box_stop(wk_box *box)
+{
+        sp_close(box->agent_fd);
+        box->agent_fd = -1;
+        if (box->pid > 0 && wk_proc_alive(&box->pid, box->starttime)) {
+                /* quit ends it at once; a QEMU that does not answer is killed. */
+                _cleanup_error_ sp_error *e = NULL;
+                if (qmp_run(box, "quit", &e) == 0)
+                        wk_proc_wait_gone(&box->pid, box->starttime, 2000);
+        }
+        if (box->cg)
+                (void)wk_cgroup_kill_all(box->cg, NULL);
+        if (box->pid > 0) {
+                kill(box->pid, SIGKILL);
+                wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+        }
+        unlink(box->socket);
+        unlink(box->qmp);
+}
+
+static wk_box *box_new(qemu_backend *b, const wk_box_spec *spec, sp_error **err)
+{
+        if (strlen(spec->id) > WK_CGROUP_NAME_MAX || strlen(spec->hostname) > 63) {
+                sp_error_set(err, SP_E_INVALID, "sandbox id or hostname too long");
+                return NULL;
+        }
+        for (const char *p = spec->hostname; *p; p++)
+                if (!(*p == '-' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= 'A' && *p <= 'Z'))) {
+                        sp_error_set(err, SP_E_INVALID, "hostname %s is not a host name", spec->hostname);
+                        return NULL;
+                }
+        wk_box *box = calloc(1, sizeof(*box));
+        if (!box) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                return NULL;
+        }
+        box->b = b;
+        box->log_rfd = -1;
+        box->agent_fd = -1;
+        snprintf(box->id, sizeof(box->id), "%s", spec->id);
+        snprintf(box->rootfs, sizeof(box->rootfs), "%s", spec->rootfs);
+        snprintf(box->runtime, sizeof(box->runtime), "%s", spec->runtime_dir);
+        snprintf(box->hostname, sizeof(box->hostname), "%s", spec->hostname);
+        /* The disk lives beside the root filesystem it is made from, in the sandbox's storage. */
+        const char *slash = strrchr(spec->rootfs, '/');
+        int dl = slash ? (int)(slash - spec->rootfs) : 0;
+        if (!slash ||
+            snprintf(box->disk, sizeof(box->disk), "%.*s/disk.ext4", dl, spec->rootfs) >= (int)sizeof(box->disk) ||
+            snprintf(box->socket, sizeof(box->socket), "%s/agent.sock", spec->runtime_dir) >=
+                    (int)sizeof(box->socket) ||
+            snprintf(box->qmp, sizeof(box->qmp), "%s/qmp.sock", spec->runtime_dir) >= (int)sizeof(box->qmp)) {
+                sp_error_set(err, SP_E_INVALID, "paths too long for sandbox %s", spec->id);
+                free(box);
+                return NULL;
+        }
+        box->limits = *spec;
+        box->disk_bytes = spec->disk_bytes ? spec->disk_bytes : DEFAULT_DISK;
+        box->slot = spec->id_slot;
+        return box;
+}
+
+static void box_free(wk_box *box)
+{
+        if (!box)
+                return;
+        wk_cgroup_free(box->cg);
+        sp_close(box->log_rfd);
+        sp_close(box->agent_fd);
+        free(box);
+}
+
+static void box_release(wk_box *box)
+{
+        box_stop(box);
+        if (box->cg) {
+                (void)wk_cgroup_remove(box->cg, NULL);
+                box->cg = wk_cgroup_free(box->cg);
+        }
+        log_close(box);
+}
+
+static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp_error **err)
+{
+        qemu_backend *b = (qemu_backend *)base;
+        wk_box *box = box_new(b, spec, err);
+        if (!box)
+                return -SP_E_INVALID;
+        int64_t t0 = sp_now_mono_us();
+        if (wk_rootfs_make_ext4(box->rootfs, box->disk, box->disk_bytes, MKFS_TIMEOUT_MS, err) < 0) {
+                sp_error_wrap(err, "sandbox %s: disk", box->id);
+                box_free(box);
+                return -SP_E_IO;
+        }
+        int64_t t1 = sp_now_mono_us();
+        if (box_cgroup(box, err) < 0 || box_boot(box, err) < 0) {
+                box_release(box);
+                unlink(box->disk);
+                box_free(box);
+                return -SP_E_UNAVAILABLE;
+        }
+        sp_log_debug_kv(SP_KV("sandbox_id", box->id), "VM up (%s): disk %lld ms, boot %lld ms", b->accel,
+                        (long long)(t1 - t0) / 1000, (long long)(sp_now_mono_us() - t1) / 1000);
+        *ret = box;
+        return 0;
+}
+
+static int op_update(wk_box *box, const wk_box_spec *spec, sp_error **err)
+{
+        /* A running VM's memory and CPUs are fixed; its cgroup's CPU share is not. */
+        box->limits.cpu_millis = spec->cpu_millis;
+        box->limits.pids_max = spec->pids_max;
+        wk_cgroup_limits l = limits_of(box);
+        return box->cg ? wk_cgroup_set_limits(box->cg, &l, err) : 0;
+}
+
+static int op_pause(wk_box *box, sp_error **err)
+{
+        return qmp_run(box, "stop", err);
+}
+
+static int op_resume(wk_box *box, sp_error **err)
+{
+        return qmp_run(box, "cont", err);
+}
+
+static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+{
+        (void)err;
+        box_stop(box);
+        box->suspended = true;
+        *ret = (wk_suspend_info){.memory = false, .filesystem = true};
+        return 0;
+}
+
+static int op_restore(wk_box *box, sp_error **err)
+{
+        if (box_cgroup(box, err) < 0 || box_boot(box, err) < 0) {
+                box_stop(box);
+                return -SP_E_UNAVAILABLE;
+        }
+        return 0;
+}
+
+static int op_destroy(wk_box *box, sp_error **err)
+{
+        (void)err;
+        box_release(box);
+        unlink(box->disk);
+        box_free(box);
+        return 0;
+}
+
+static int op_log_fd(const wk_box *box)
+{
+        return box->log_rfd;
+}
+
+static const char *op_agent_socket(const wk_box *box)
+{
+        return box->socket;
+}
+
+static int op_agent_connect(wk_box *box, int *ret, sp_error **err)
+{
+        if (box->agent_fd >= 0) {
+                *ret = box->agent_fd;
+                box->agent_fd = -1;
+                return 0;
+        }
+        return agent_sync(box, 5000, ret, err);
+}
+
+static int op_stats(wk_box *box, wk_box_stats *ret, sp_error **err)
+{
+        wk_cgroup_stats st = {0};
+        if (!box->cg)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is not running", box->id);
+        if (wk_cgroup_stats_read(box->cg, &st, err) < 0)
+                return -SP_E_IO;
+        *ret = (wk_box_stats){
+                .cpu_ns = st.cpu_usage_ns,
+                .memory_bytes = st.memory_current,
+                .memory_peak_bytes = st.memory_peak,
+                .pids = st.pids_current,
+                .oom_kills = st.oom_kills,
+        };
+        return 0;
+}
+
+static bool op_alive(const wk_box *box)
+{
+        return !box->suspended && wk_proc_alive((pid_t *)&box->pid, box->starttime);
+}
+
+static json_object *op_save(const wk_box *box)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "pid", json_object_new_int(box->pid));
+        json_object_object_add(o, "starttime", json_object_new_int64((int64_t)box->starttime));
+        json_object_object_add(o, "suspended", json_object_new_boolean(box->suspended));
+        json_object_object_add(o, "accel", json_object_new_string(box->b->accel));
+        return o;
+}
+
+static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *saved, wk_box **ret, sp_error **err)
+{
+        qemu_backend *b = (qemu_backend *)base;
+        wk_box *box = box_new(b, spec, err);
+        if (!box)
+                return -SP_E_INVALID;
+        int64_t pid = 0, starttime = 0;
+        bool suspended = false;
+        if (sp_json_get_int(saved, "pid", false, 0, INT32_MAX, &pid, err) < 0 ||
+            sp_json_get_int(saved, "starttime", false, 0, INT64_MAX, &starttime, err) < 0 ||
+            sp_json_get_bool(saved, "suspended", false, &suspended, err) < 0) {
+                box_free(box);
+                return sp_error_wrap(err, "sandbox %s: saved state", spec->id);
+        }
+        box->pid = (pid_t)pid;
+        box->starttime = (unsigned long long)starttime;
+        box->suspended = suspended;
+        if (!suspended) {
+                (void)log_open_reader(box);
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, &e) < 0)
+                        box->cg = NULL;
+        }
+        *ret = box;
+        return 0;
+}
+
+static void op_forget(wk_box *box)
+{
+        box_free(box);
+}
+
+static const char *op_accel(const wk_backend *base)
+{
+        return ((const qemu_backend *)base)->accel;
+}
+
+static void op_free(wk_backend *base)
+{
+        qemu_backend *b = (qemu_backend *)base;
+        if (!b)
+                return;
+        wk_cgroup_host_free(b->host);
+        free(b->qemu);
+        free(b->kernel);
+        free(b->initramfs);
+        free(b->cgroup_parent);
+        free(b);
+}
+
+static const wk_backend_ops qemu_ops = {
+        .name = "qemu",
+        .free = op_free,
+        .create = op_create,
+        .update = op_update,
+        .pause = op_pause,
+        .resume = op_resume,
+        .suspend = op_suspend,
+        .restore = op_restore,
+        .destroy = op_destroy,
+        .log_fd = op_log_fd,
+        .agent_socket = op_agent_socket,
+        .agent_connect = op_agent_connect,
+        .stats = op_stats,
+        .alive = op_alive,
+        .save = op_save,
+        .adopt = op_adopt,
+        .forget = op_forget,
+        .accel = op_accel,
+};
+
+/* --- start: the initramfs, the accelerator --- */
+
+/* The initramfs: the agent as /init and the modules the kernel directory
+ * lists in modules/order, loaded in that order. */
+static int write_initramfs(qemu_backend *b, const char *agent, const char *kernel_dir, sp_error **err)
+{
+        char order_path[PATH_MAX];
+        snprintf(order_path, sizeof(order_path), "%s/modules/order", kernel_dir);
+        _cleanup_buf_ sp_buf order = SP_BUF_INIT;
+        if (sp_file_read(order_path, 4096, &order, NULL) < 0)
+                sp_buf_clear(&order); /* a kernel with the drivers built in */
+        static char paths[MODULES_MAX][PATH_MAX], names[MODULES_MAX][96];
+        wk_cpio_entry e[16 + MODULES_MAX];
+        size_t n = 0;
+        static const char *const dirs[] = {"dev", "proc", "sys", "newroot", "lib", "lib/space", "lib/space/modules"};
+        for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+                e[n++] = (wk_cpio_entry){.name = dirs[i], .mode = 040755};
+        e[n++] = (wk_cpio_entry){.name = "init", .src = agent, .mode = 0100755};
+        size_t nmod = 0;
+        char *save = NULL;
+        for (char *line = order.len ? strtok_r(order.data, "\n", &save) : NULL; line;
+             line = strtok_r(NULL, "\n", &save)) {
+                if (!line[0])
+                        continue;
+                if (nmod == MODULES_MAX || strchr(line, '/') || strlen(line) > 64)
+                        return sp_error_set(err, SP_E_INVALID, "%s: too many modules or a bad name", order_path);
+                snprintf(paths[nmod], sizeof(paths[nmod]), "%s/modules/%s", kernel_dir, line);
+                snprintf(names[nmod], sizeof(names[nmod]), "lib/space/modules/%s", line);
+                e[n++] = (wk_cpio_entry){.name = names[nmod], .src = paths[nmod], .mode = 0100644};
+                nmod++;
+        }
+        /* The order file as the agent reads it (rebuilt: strtok_r cut it). */
+        _cleanup_buf_ sp_buf listing = SP_BUF_INIT;
+        for (size_t i = 0; i < nmod; i++)
+                sp_buf_appendf(&listing, NULL, "%s\n", names[i] + strlen("lib/space/modules/"));
+        e[n++] = (wk_cpio_entry){
+                .name = "lib/space/modules/order", .mode = 0100644, .data = listing.data, .len = listing.len};
+        return wk_initramfs_write(b->initramfs, e, n, err);
+}
+
+static unsigned long host_tsc_khz(void)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+        char line[256];
+        while (f && fgets(line, sizeof(line), f)) {
+                double mhz;
+                if (sscanf(line, "cpu MHz : %lf", &mhz) == 1 && mhz > 100)
+                        return (unsigned long)(mhz * 1000);
+        }
+        return 2000000;
+}
+
+/* KVM only when a guest really runs under it: /dev/kvm may exist where a
+ * nested guest hangs early in boot. The probe boots the kernel and the
+ * initramfs (space.probe=1: the agent prints a line and powers off) with a
+ * deadline. */
+static bool probe_kvm(qemu_backend *b, char *why, size_t whysz)
+{
+        int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+                snprintf(why, whysz, "/dev/kvm: %s", strerror(errno));
+                return false;
+        }
+        close(fd);
+        int out[2];
+        if (pipe2(out, O_CLOEXEC) < 0) {
+                snprintf(why, whysz, "pipe: %s", strerror(errno));
+                return false;
+        }
+        char *const argv[] = {b->qemu,
+                              (char *)"-M",
+                              (char *)"microvm,acpi=on",
+                              (char *)"-accel",
+                              (char *)"kvm",
+                              (char *)"-cpu",
+                              (char *)"host",
+                              (char *)"-m",
+                              (char *)"128",
+                              (char *)"-nodefaults",
+                              (char *)"-no-user-config",
+                              (char *)"-display",
+                              (char *)"none",
+                              (char *)"-no-reboot",
+                              (char *)"-kernel",
+                              b->kernel,
+                              (char *)"-initrd",
+                              b->initramfs,
+                              (char *)"-append",
+                              (char *)"console=ttyS0 quiet panic=-1 pci=off space.probe=1",
+                              (char *)"-serial",
+                              (char *)"stdio",
+                              NULL};
+        char *const envp[] = {(char *)"PATH=/usr/bin:/bin", (char *)"LC_ALL=C", NULL};
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        pid_t pid = fork();
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0)
+                        _exit(127);
+                execve(b->qemu, argv, envp);
+                _exit(127);
+        }
+        sp_close(devnull);
+        close(out[1]);
+        bool ok = false;
+        char buf[4096];
+        size_t len = 0;
+        int64_t deadline = sp_now_mono_us() + PROBE_TIMEOUT_MS * 1000;
+        while (pid > 0 && !ok) {
+                int64_t left = (deadline - sp_now_mono_us()) / 1000;
+                if (left <= 0)
+                        break;
+                struct pollfd p = {.fd = out[0], .events = POLLIN};
+                if (poll(&p, 1, (int)left) <= 0)
+                        continue;
+                ssize_t r = read(out[0], buf + len, sizeof(buf) - 1 - len);
+                if (r <= 0)
+                        break;
+                len += (size_t)r;
+                buf[len] = '\0';
+                ok = strstr(buf, "space-probe-ok") != NULL;
+                if (len > sizeof(buf) / 2) {
+                        memmove(buf, buf + len - 64, 64);
+                        len = 64;
+                }
+        }
+        close(out[0]);
+        if (pid > 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+        }
+        if (!ok)
+                snprintf(why, whysz, "a probe guest under KVM did not answer within %d ms", PROBE_TIMEOUT_MS);
+        return ok;
+}
+
+int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err)
+{
+        if (!cfg->agent_path || access(cfg->agent_path, X_OK) < 0)
+                return sp_error_set(err, SP_E_INVALID, "the qemu backend needs the space-agent binary (%s)",
+                                    cfg->agent_path ? cfg->agent_path : "unset");
+        if (!cfg->vm_kernel_dir || !cfg->vm_state_dir)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "the qemu backend needs a kernel directory and a state directory");
+        qemu_backend *b = calloc(1, sizeof(*b));
+        if (!b)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        b->base.ops = &qemu_ops;
+        b->uid_base = cfg->uid_base;
+        b->uid_count = cfg->uid_count ? cfg->uid_count : 65536;
+        b->die_with_parent = cfg->die_with_parent;
+        b->tsc_khz = host_tsc_khz();
+        struct group *g = getgrnam("kvm");
+        b->kvm_gid = g ? g->gr_gid : (gid_t)-1;
+        if (asprintf(&b->kernel, "%s/vmlinuz", cfg->vm_kernel_dir) < 0 ||
+            asprintf(&b->initramfs, "%s/initramfs.cpio", cfg->vm_state_dir) < 0)
+                b->kernel = b->initramfs = NULL;
+        b->qemu = strdup(cfg->qemu_path ? cfg->qemu_path : "/usr/bin/qemu-system-x86_64");
+        b->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "space");
+        if (!b->kernel || !b->initramfs || !b->qemu || !b->cgroup_parent) {
+                op_free(&b->base);
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        }
+        if (access(b->qemu, X_OK) < 0) {
+                sp_error_set_errno(err, SP_E_UNAVAILABLE, errno, "QEMU at %s (Debian: qemu-system-x86)", b->qemu);
+                op_free(&b->base);
+                return -SP_E_UNAVAILABLE;
+        }
+        if (access(b->kernel, R_OK) < 0) {
+                sp_error_set_errno(err, SP_E_UNAVAILABLE, errno, "the VM kernel at %s (scripts/vm-kernel installs it)",
+                                   b->kernel);
+                op_free(&b->base);
+                return -SP_E_UNAVAILABLE;
+        }
+        if (sp_mkdir_p(cfg->vm_state_dir, 0755, err) < 0 ||
+            write_initramfs(b, cfg->agent_path, cfg->vm_kernel_dir, err) < 0 ||
+            wk_cgroup_host_detect(&b->host, err) < 0) {
+                op_free(&b->base);
+                return sp_error_wrap(err, "qemu backend");
+        }
+        const char *want = cfg->accel && *cfg->accel ? cfg->accel : "auto";
+        if (strcmp(want, "tcg") == 0) {
+                snprintf(b->accel, sizeof(b->accel), "tcg");
+                snprintf(b->accel_why, sizeof(b->accel_why), "asked for");
+        } else if (probe_kvm(b, b->accel_why, sizeof(b->accel_why))) {
+                snprintf(b->accel, sizeof(b->accel), "kvm");
+                snprintf(b->accel_why, sizeof(b->accel_why), "a probe guest answered");
+        } else if (strcmp(want, "kvm") == 0) {
+                sp_error_set(err, SP_E_UNAVAILABLE, "KVM was asked for and is not usable: %s", b->accel_why);
+                op_free(&b->base);
+                return -SP_E_UNAVAILABLE;
+        } else {
+                snprintf(b->accel, sizeof(b->accel), "tcg");
+        }
+        sp_log_info("qemu backend: %s (%s), kernel %s", b->accel, b->accel_why, b->kernel);
+        *ret = &b->base;
+        return 0;
+}
