@@ -986,6 +986,62 @@ static void suspend_done(wk_job *j)
         box_job_end(b);
 }
 
+/* How long a suspend waits for the agent to sync its filesystems. */
+#define SUSPEND_SYNC_WAIT_MS 10000
+
+typedef struct suspend_sync {
+        box_job *b;
+        struct event *timer;
+        bool gone;
+} suspend_sync;
+
+/* The suspend proper: the agent's connection goes, the job runs the backend's. */
+static void suspend_submit(box_job *b)
+{
+        wk_sandbox *sb = b->sb;
+        if (sb->link) {
+                wk_agent_link_free(sb->link);
+                sb->link = NULL;
+        }
+        wk__egress_forget(sb);
+        wk_jobs_submit(sb->node->jobs, &b->job);
+}
+
+/* Once: the agent answered, its connection was lost, or the wait is over.
+ * Freeing the link ends the channel (its on_lost comes here again, ignored). */
+static void suspend_go(suspend_sync *ss)
+{
+        if (ss->gone)
+                return;
+        ss->gone = true;
+        if (ss->timer)
+                event_free(ss->timer);
+        suspend_submit(ss->b);
+        free(ss);
+}
+
+static void suspend_synced(json_object *result, void *ud)
+{
+        (void)result;
+        suspend_go(ud);
+}
+
+static void suspend_sync_lost(const sp_error *e, void *ud)
+{
+        (void)e;
+        suspend_go(ud);
+}
+
+static void suspend_sync_timeout(evutil_socket_t fd, short what, void *ud)
+{
+        (void)fd;
+        (void)what;
+        suspend_sync *ss = ud;
+        sp_log_warn_kv(SP_KV("sandbox_id", ss->b->id), "its agent did not sync its filesystems within %d ms",
+                       SUSPEND_SYNC_WAIT_MS);
+        suspend_go(ss);
+}
+
 int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
@@ -998,13 +1054,30 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, vo
         box_job *b = box_job_new(sb, "suspend", suspend_run, suspend_done, done, ud);
         if (!b)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        if (sb->link) {
-                wk_agent_link_free(sb->link);
-                sb->link = NULL;
-        }
-        wk__egress_forget(sb);
         sb->busy = true;
-        wk_jobs_submit(n->jobs, &b->job);
+        suspend_sync *ss = calloc(1, sizeof(*ss));
+        if (ss && sb->link && wk_agent_link_ready(sb->link)) {
+                /* The agent syncs first: a VM's page cache dies with it. */
+                ss->b = b;
+                ss->timer = evtimer_new(n->base, suspend_sync_timeout, ss);
+                struct timeval tv = {SUSPEND_SYNC_WAIT_MS / 1000, (SUSPEND_SYNC_WAIT_MS % 1000) * 1000};
+                _cleanup_json_ json_object *req = json_object_new_object();
+                json_object_object_add(req, "op", json_object_new_string("ping"));
+                json_object_object_add(req, "sync", json_object_new_boolean(true));
+                static const wk_agent_channel_ops sync_ops = {.on_exit = suspend_synced, .on_lost = suspend_sync_lost};
+                if (ss->timer && evtimer_add(ss->timer, &tv) == 0 &&
+                    wk_agent_open(sb->link, req, &sync_ops, ss, NULL) != 0)
+                        return 1;
+                if (ss->timer)
+                        event_free(ss->timer);
+                ss->timer = NULL;
+        }
+        if (ss) {
+                ss->b = b;
+                suspend_go(ss);
+        } else {
+                suspend_submit(b);
+        }
         return 1;
 }
 

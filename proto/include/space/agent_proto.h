@@ -141,6 +141,7 @@ typedef struct pr_agent_request {
         bool append, parents, recursive;
         bool follow; /* stat: of a symlink's target, not the link */
         uint16_t port; /* connect: 1-65535 */
+        bool sync; /* ping: flush every filesystem first (before a VM's suspend) */
 } pr_agent_request;
 
 int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, sp_error **err);
