@@ -5,8 +5,9 @@
  * sandbox is a VM with its own kernel whose agent answers over the virtio
  * serial port, QEMU runs unprivileged, confined and in the box's cgroup,
  * pause stops the guest, a lost connection is taken up again (the port
- * resynchronises), a restarted worker adopts the VM, suspend keeps the disk,
- * and destroy leaves nothing running.
+ * resynchronises), a restarted worker adopts the VM, suspend keeps memory and
+ * disk (processes go on after the restore), and destroy leaves nothing
+ * running.
  *
  * One VM is booted for the whole suite (booting takes seconds under TCG)
  * and the checks run against it in order.
@@ -319,24 +320,46 @@ START_TEST(a_restarted_worker_adopts_the_vm)
 }
 END_TEST
 
-START_TEST(suspend_keeps_the_disk_and_restore_boots_it)
+/* Suspend saves memory and devices with the disk: a process started before
+ * goes on counting after the restore, its /dev/shm intact, and a file written
+ * without sync is there. */
+START_TEST(suspend_keeps_memory_and_restore_resumes_it)
 {
         wk_agent_link *l = connect_agent();
-        _cleanup_free_ char *o1 = run(l, "echo kept > /root/file; sync; echo ok", NULL);
-        ck_assert_str_eq(o1, "ok\n");
+        _cleanup_free_ char *pid = run(l,
+                                       "(i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.05; done) "
+                                       ">/dev/null 2>&1 & echo $!; echo unsynced > /root/file",
+                                       NULL);
+        spin(1000);
+        _cleanup_free_ char *c1 = run(l, "cat /dev/shm/count", NULL);
         link_close(l);
-        pid_t pid = qemu_pid();
+        pid_t qpid = qemu_pid();
         wk_suspend_info info;
         _cleanup_error_ sp_error *e = NULL;
         ck_assert_msg(backend->ops->suspend(box, &info, &e) == 0, "suspend: %s", e ? e->message : "?");
         ck_assert(info.filesystem);
+        ck_assert_msg(info.memory, "the suspend kept no memory");
         ck_assert(!backend->ops->alive(box));
-        ck_assert_int_lt(kill(pid, 0), 0);
+        ck_assert_int_lt(kill(qpid, 0), 0);
+        char state[700];
+        snprintf(state, sizeof(state), "%s/sbx/memory.state", dir);
+        struct stat st;
+        ck_assert_int_eq(stat(state, &st), 0);
+        ck_assert_int_eq(st.st_uid, 0);
+        ck_assert_int_eq(st.st_mode & 077, 0);
         ck_assert_msg(backend->ops->restore(box, &e) == 0, "restore: %s", e ? e->message : "?");
         ck_assert(backend->ops->alive(box));
+        ck_assert_int_lt(access(state, F_OK), 0); /* spent: the disk goes on from here */
         l = connect_agent();
-        _cleanup_free_ char *o2 = run(l, "cat /root/file", NULL);
-        ck_assert_str_eq(o2, "kept\n");
+        char script[256];
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(script, sizeof(script), "kill -0 %s && echo alive; cat /root/file; sleep 0.5; cat /dev/shm/count",
+                 pid);
+        _cleanup_free_ char *o2 = run(l, script, NULL);
+        long before = strtol(c1, NULL, 10), after = 0;
+        ck_assert_msg(strncmp(o2, "alive\nunsynced\n", 15) == 0, "after the restore: %s", o2);
+        after = strtol(o2 + 15, NULL, 10);
+        ck_assert_msg(after > before, "the counter went from %ld to %ld (%s)", before, after, o2);
         link_close(l);
 }
 END_TEST
@@ -344,6 +367,7 @@ END_TEST
 START_TEST(destroy_leaves_nothing_running)
 {
         pid_t pid = qemu_pid();
+        ck_assert_int_gt(pid, 0);
         _cleanup_error_ sp_error *e = NULL;
         ck_assert_msg(backend->ops->destroy(box, &e) == 0, "destroy: %s", e ? e->message : "?");
         box = NULL;
@@ -421,7 +445,7 @@ int main(void)
         tcase_add_test(tc, pause_stops_the_guest_and_resume_continues_it);
         tcase_add_test(tc, a_new_connection_resynchronises_the_port);
         tcase_add_test(tc, a_restarted_worker_adopts_the_vm);
-        tcase_add_test(tc, suspend_keeps_the_disk_and_restore_boots_it);
+        tcase_add_test(tc, suspend_keeps_memory_and_restore_resumes_it);
         tcase_add_test(tc, destroy_leaves_nothing_running);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

@@ -20,8 +20,9 @@
  * pauses, resumes and ends it; a restarted worker finds the VM again by pid
  * and start time and talks to it through the same sockets.
  *
- * Suspend here keeps the disk and ends the VM (restore boots it again):
- * saving memory and device state is the next step (docs/backends.md).
+ * Suspend saves the VM's memory and device state beside its disk (QMP
+ * migrate to a descriptor) and ends it; restore starts QEMU from that state,
+ * so processes, open files and /dev/shm go on (docs/backends.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,7 @@
 #define BOOT_TIMEOUT_TCG_MS 120000
 #define PROBE_TIMEOUT_MS 20000
 #define MKFS_TIMEOUT_MS 300000
+#define MIGRATE_TIMEOUT_MS 300000
 #define DEFAULT_MEMORY (UINT64_C(256) << 20)
 #define DEFAULT_DISK (UINT64_C(1) << 30)
 /* QEMU's own memory beside the guest's: its code and devices, and under
@@ -69,7 +71,7 @@
 #define MODULES_MAX 32
 
 /* The descriptors the QEMU child gets, at these numbers. */
-enum { FD_KERNEL = 3, FD_INITRD, FD_DISK_RW, FD_DISK_RO, FD_AGENT, FD_QMP, FD_COUNT };
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK_RW, FD_DISK_RO, FD_AGENT, FD_QMP, FD_STATE, FD_COUNT };
 
 typedef struct qemu_backend {
         wk_backend base;
@@ -92,11 +94,15 @@ struct wk_box {
         char id[WK_CGROUP_NAME_MAX + 1];
         char rootfs[PATH_MAX];
         char disk[PATH_MAX];
+        char state[PATH_MAX]; /* the memory and device state a suspend saved, beside the disk */
         char runtime[PATH_MAX];
         char socket[108];
         char qmp[108];
         char hostname[64];
         wk_box_spec limits;
+        /* The machine: fixed for the VM's life (a restore from memory must match it). */
+        uint64_t guest_bytes;
+        unsigned vcpus;
         uint64_t disk_bytes;
         uint32_t slot;
         wk_cgroup *cg;
@@ -107,17 +113,27 @@ struct wk_box {
         int agent_fd; /* the first connection, synchronised by create: handed to the node */
 };
 
+static uint64_t guest_memory_of(const wk_box_spec *spec)
+{
+        uint64_t m = spec->memory_bytes > 0 ? (uint64_t)spec->memory_bytes : DEFAULT_MEMORY;
+        return (m + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+}
+
+static unsigned vcpus_of(const wk_box_spec *spec)
+{
+        int64_t c = spec->cpu_millis;
+        unsigned n = c > 0 ? (unsigned)((c + 999) / 1000) : 1;
+        return n > 32 ? 32 : n;
+}
+
 static uint64_t guest_memory(const wk_box *box)
 {
-        uint64_t m = box->limits.memory_bytes > 0 ? (uint64_t)box->limits.memory_bytes : DEFAULT_MEMORY;
-        return (m + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+        return box->guest_bytes;
 }
 
 static unsigned guest_cpus(const wk_box *box)
 {
-        int64_t c = box->limits.cpu_millis;
-        unsigned n = c > 0 ? (unsigned)((c + 999) / 1000) : 1;
-        return n > 32 ? 32 : n;
+        return box->vcpus;
 }
 
 static wk_cgroup_limits limits_of(const wk_box *box)
@@ -325,6 +341,89 @@ static int qmp_run(wk_box *box, const char *command, sp_error **err)
         return 0;
 }
 
+/* After a restore from memory state: waits until QEMU has loaded it (the VM
+ * then stands paused, as it was saved) and lets it run. The state is spent:
+ * the disk goes on from here, and an old state must never meet a newer disk. */
+static int resume_incoming(wk_box *box, sp_error **err)
+{
+        _cleanup_qmp_ wk_qmp *q = NULL;
+        if (wk_qmp_connect(box->qmp, QMP_TIMEOUT_MS, &q, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: QMP", box->id);
+        int64_t deadline = sp_now_mono_us() + (int64_t)MIGRATE_TIMEOUT_MS * 1000;
+        char status[32] = "";
+        for (;;) {
+                if (wk_qmp_status(q, QMP_TIMEOUT_MS, status, sizeof(status), err) < 0)
+                        return sp_error_wrap(err, "sandbox %s: restore", box->id);
+                if (strcmp(status, "inmigrate") != 0)
+                        break;
+                if (sp_now_mono_us() > deadline)
+                        return sp_error_set(err, SP_E_TIMEOUT, "sandbox %s: its memory state took over %d ms to load",
+                                            box->id, MIGRATE_TIMEOUT_MS);
+                usleep(20000);
+        }
+        if (strcmp(status, "paused") != 0 && strcmp(status, "running") != 0)
+                return sp_error_set(err, SP_E_IO, "sandbox %s: its memory state did not load (QEMU is %s)", box->id,
+                                    status);
+        _cleanup_json_ json_object *r = NULL;
+        if (strcmp(status, "paused") == 0 && wk_qmp_execute(q, "cont", NULL, QMP_TIMEOUT_MS, &r, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: restore", box->id);
+        unlink(box->state);
+        return 0;
+}
+
+/* Stops the VM and saves its memory and device state to box->state (through
+ * a descriptor: QEMU may not open files), then ends it. */
+static int save_memory(wk_box *box, sp_error **err)
+{
+        char tmp[PATH_MAX + 8];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", box->state);
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: create %s", box->id, tmp);
+        _cleanup_qmp_ wk_qmp *q = NULL;
+        _cleanup_json_ json_object *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+        _cleanup_json_ json_object *fdargs = json_object_new_object(), *migargs = json_object_new_object(),
+                                   *params = json_object_new_object();
+        json_object_object_add(fdargs, "fdname", json_object_new_string("state"));
+        json_object_object_add(migargs, "uri", json_object_new_string("fd:state"));
+        /* QEMU's default rate limit (32 MiB/s) is for live migration over a network. */
+        json_object_object_add(params, "max-bandwidth", json_object_new_int64(INT64_C(1) << 40));
+        if (wk_qmp_connect(box->qmp, QMP_TIMEOUT_MS, &q, err) < 0 ||
+            wk_qmp_execute(q, "stop", NULL, QMP_TIMEOUT_MS, &r1, err) < 0 ||
+            wk_qmp_execute(q, "migrate-set-parameters", params, QMP_TIMEOUT_MS, &r2, err) < 0 ||
+            wk_qmp_execute_fd(q, "getfd", fdargs, fd, QMP_TIMEOUT_MS, &r3, err) < 0 ||
+            wk_qmp_execute(q, "migrate", migargs, QMP_TIMEOUT_MS, &r4, err) < 0)
+                goto fail;
+        int64_t deadline = sp_now_mono_us() + (int64_t)MIGRATE_TIMEOUT_MS * 1000;
+        for (;;) {
+                _cleanup_json_ json_object *m = NULL;
+                if (wk_qmp_execute(q, "query-migrate", NULL, QMP_TIMEOUT_MS, &m, err) < 0)
+                        goto fail;
+                const char *st = sp_json_member_str(m, "status");
+                if (st && strcmp(st, "completed") == 0)
+                        break;
+                if (st && (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)) {
+                        const char *why = sp_json_member_str(m, "error-desc");
+                        sp_error_set(err, SP_E_IO, "saving its memory %s%s%s", st, why ? ": " : "", why ? why : "");
+                        goto fail;
+                }
+                if (sp_now_mono_us() > deadline) {
+                        sp_error_set(err, SP_E_TIMEOUT, "saving its memory took over %d ms", MIGRATE_TIMEOUT_MS);
+                        goto fail;
+                }
+                usleep(20000);
+        }
+        if (fsync(fd) < 0 || rename(tmp, box->state) < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "store %s", box->state);
+                goto fail;
+        }
+        return 0;
+fail:
+        unlink(tmp);
+        /* The VM stays stopped; the caller ends it. */
+        return sp_error_wrap(err, "sandbox %s: suspend with memory", box->id);
+}
+
 static void append_arg(char **argv, size_t *n, size_t cap, char *s)
 {
         if (*n + 1 < cap)
@@ -332,7 +431,9 @@ static void append_arg(char **argv, size_t *n, size_t cap, char *s)
         argv[*n] = NULL;
 }
 
-/* Starts QEMU for box (its cgroup made), returning once its agent answers. */
+/* Starts QEMU for box (its cgroup made), returning once its agent answers:
+ * from its memory state when it has one (restore after a suspend that saved
+ * it), else a cold boot. */
 static int box_boot(wk_box *box, sp_error **err)
 {
         qemu_backend *b = box->b;
@@ -346,7 +447,12 @@ static int box_boot(wk_box *box, sp_error **err)
         fds[FD_INITRD] = open(b->initramfs, O_RDONLY | O_CLOEXEC);
         fds[FD_DISK_RW] = open(box->disk, O_RDWR | O_CLOEXEC);
         fds[FD_DISK_RO] = open(box->disk, O_RDONLY | O_CLOEXEC);
-        if (fds[FD_KERNEL] < 0 || fds[FD_INITRD] < 0 || fds[FD_DISK_RW] < 0 || fds[FD_DISK_RO] < 0) {
+        fds[FD_STATE] = open(box->state, O_RDONLY | O_CLOEXEC);
+        bool incoming = fds[FD_STATE] >= 0;
+        if (!incoming)
+                fds[FD_STATE] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fds[FD_KERNEL] < 0 || fds[FD_INITRD] < 0 || fds[FD_DISK_RW] < 0 || fds[FD_DISK_RO] < 0 ||
+            fds[FD_STATE] < 0) {
                 sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: open the kernel, initramfs or disk", box->id);
                 goto out;
         }
@@ -357,6 +463,8 @@ static int box_boot(wk_box *box, sp_error **err)
                 goto out;
         }
 
+        char incoming_uri[32];
+        snprintf(incoming_uri, sizeof(incoming_uri), "fd:%d", FD_STATE);
         char mem[32], smp[16], append[512], agent_dev[96], qmp_dev[96], add_rw[32], add_ro[32], kernel[32], initrd[32],
                 name[160];
         snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(guest_memory(box) >> 20));
@@ -424,6 +532,10 @@ static int box_boot(wk_box *box, sp_error **err)
         A("chardev=qmp,mode=control");
         A("-sandbox");
         A("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        if (incoming) {
+                A("-incoming");
+                A(incoming_uri);
+        }
 #undef A
         char *const envp[] = {(char *)"PATH=/usr/bin:/bin", (char *)"LC_ALL=C", NULL};
         uid_t uid = b->uid_base + box->slot * b->uid_count;
@@ -493,6 +605,11 @@ out:
         sp_close(sync[1]);
         if (r < 0)
                 return r;
+        if (incoming && resume_incoming(box, err) < 0) {
+                kill(box->pid, SIGKILL);
+                wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                return -SP_E_UNAVAILABLE;
+        }
         if (agent_sync(box, kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, &box->agent_fd, err) < 0) {
                 kill(box->pid, SIGKILL);
                 wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
@@ -573,6 +690,8 @@ static wk_box *box_new(qemu_backend *b, const wk_box_spec *spec, sp_error **err)
         int dl = slash ? (int)(slash - spec->rootfs) : 0;
         if (!slash ||
             snprintf(box->disk, sizeof(box->disk), "%.*s/disk.ext4", dl, spec->rootfs) >= (int)sizeof(box->disk) ||
+            snprintf(box->state, sizeof(box->state), "%.*s/memory.state", dl, spec->rootfs) >=
+                    (int)sizeof(box->state) ||
             snprintf(box->socket, sizeof(box->socket), "%s/agent.sock", spec->runtime_dir) >=
                     (int)sizeof(box->socket) ||
             snprintf(box->qmp, sizeof(box->qmp), "%s/qmp.sock", spec->runtime_dir) >= (int)sizeof(box->qmp)) {
@@ -581,6 +700,8 @@ static wk_box *box_new(qemu_backend *b, const wk_box_spec *spec, sp_error **err)
                 return NULL;
         }
         box->limits = *spec;
+        box->guest_bytes = guest_memory_of(spec);
+        box->vcpus = vcpus_of(spec);
         box->disk_bytes = spec->disk_bytes ? spec->disk_bytes : DEFAULT_DISK;
         box->slot = spec->id_slot;
         return box;
@@ -633,7 +754,7 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
 
 static int op_update(wk_box *box, const wk_box_spec *spec, sp_error **err)
 {
-        /* A running VM's memory and CPUs are fixed; its cgroup's CPU share is not. */
+        /* A VM's memory and vCPUs are fixed for its life; its cgroup's CPU share is not. */
         box->limits.cpu_millis = spec->cpu_millis;
         box->limits.pids_max = spec->pids_max;
         wk_cgroup_limits l = limits_of(box);
@@ -650,12 +771,20 @@ static int op_resume(wk_box *box, sp_error **err)
         return qmp_run(box, "cont", err);
 }
 
+/* Saves memory and devices with the disk; where that fails, the disk alone,
+ * and says so (the node reports what was kept). */
 static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
 {
         (void)err;
+        _cleanup_error_ sp_error *e = NULL;
+        bool memory = save_memory(box, &e) == 0;
+        if (!memory) {
+                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "suspending with its disk only: %s", e->message);
+                unlink(box->state);
+        }
         box_stop(box);
         box->suspended = true;
-        *ret = (wk_suspend_info){.memory = false, .filesystem = true};
+        *ret = (wk_suspend_info){.memory = memory, .filesystem = true};
         return 0;
 }
 
@@ -673,6 +802,7 @@ static int op_destroy(wk_box *box, sp_error **err)
         (void)err;
         box_release(box);
         unlink(box->disk);
+        unlink(box->state);
         box_free(box);
         return 0;
 }
@@ -726,6 +856,8 @@ static json_object *op_save(const wk_box *box)
         json_object_object_add(o, "starttime", json_object_new_int64((int64_t)box->starttime));
         json_object_object_add(o, "suspended", json_object_new_boolean(box->suspended));
         json_object_object_add(o, "accel", json_object_new_string(box->b->accel));
+        json_object_object_add(o, "memory_bytes", json_object_new_int64((int64_t)box->guest_bytes));
+        json_object_object_add(o, "vcpus", json_object_new_int((int)box->vcpus));
         return o;
 }
 
@@ -743,6 +875,16 @@ static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *save
                 box_free(box);
                 return sp_error_wrap(err, "sandbox %s: saved state", spec->id);
         }
+        int64_t mem = 0, vcpus = 0;
+        if (sp_json_get_int(saved, "memory_bytes", false, 0, INT64_MAX, &mem, err) < 0 ||
+            sp_json_get_int(saved, "vcpus", false, 0, 32, &vcpus, err) < 0) {
+                box_free(box);
+                return sp_error_wrap(err, "sandbox %s: saved state", spec->id);
+        }
+        if (mem > 0)
+                box->guest_bytes = (uint64_t)mem;
+        if (vcpus > 0)
+                box->vcpus = (unsigned)vcpus;
         box->pid = (pid_t)pid;
         box->starttime = (unsigned long long)starttime;
         box->suspended = suspended;

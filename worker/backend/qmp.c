@@ -238,7 +238,9 @@ static int read_message(wk_qmp *q, int64_t deadline, const char *timeout_msg, wk
         }
 }
 
-static int write_all(wk_qmp *q, const char *what, const char *p, size_t n, int64_t deadline, sp_error **err)
+/* Writes p; pass_fd (>= 0) rides along the first bytes as SCM_RIGHTS. */
+static int write_all(wk_qmp *q, const char *what, const char *p, size_t n, int pass_fd, int64_t deadline,
+                     sp_error **err)
 {
         size_t done = 0;
         while (done < n) {
@@ -255,7 +257,29 @@ static int write_all(wk_qmp *q, const char *what, const char *p, size_t n, int64
                         return broken(q, err, "poll: %s", strerror(errno));
                 if (r <= 0)
                         continue;
-                ssize_t w = send(q->fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t w;
+                if (pass_fd >= 0) {
+                        union {
+                                char buf[CMSG_SPACE(sizeof(int))];
+                                struct cmsghdr align;
+                        } u;
+                        memset(&u, 0, sizeof(u));
+                        struct iovec iov = {.iov_base = (void *)(p + done), .iov_len = n - done};
+                        struct msghdr msg = {.msg_iov = &iov,
+                                             .msg_iovlen = 1,
+                                             .msg_control = u.buf,
+                                             .msg_controllen = sizeof(u.buf)};
+                        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                        cm->cmsg_level = SOL_SOCKET;
+                        cm->cmsg_type = SCM_RIGHTS;
+                        cm->cmsg_len = CMSG_LEN(sizeof(int));
+                        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+                        w = sendmsg(q->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        if (w > 0)
+                                pass_fd = -1;
+                } else {
+                        w = send(q->fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+                }
                 if (w < 0) {
                         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
                                 continue;
@@ -320,8 +344,8 @@ static sp_errc code_of_class(const char *class)
         return SP_E_INTERNAL;
 }
 
-static int execute_until(wk_qmp *q, const char *command, json_object *args, int64_t deadline, int64_t timeout_ms,
-                         json_object **ret, sp_error **err)
+static int execute_until(wk_qmp *q, const char *command, json_object *args, int pass_fd, int64_t deadline,
+                         int64_t timeout_ms, json_object **ret, sp_error **err)
 {
         if (check_alive(q, err) < 0)
                 return -SP_E_UNAVAILABLE;
@@ -339,7 +363,7 @@ static int execute_until(wk_qmp *q, const char *command, json_object *args, int6
         _cleanup_buf_ sp_buf line = SP_BUF_INIT;
         if (sp_buf_appendf(&line, err, "%s\n", sp_json_str(cmd)) < 0)
                 return -SP_E_INTERNAL;
-        int r = write_all(q, command, line.data, line.len, deadline, err);
+        int r = write_all(q, command, line.data, line.len, pass_fd, deadline, err);
         if (r < 0)
                 return r;
 
@@ -386,7 +410,15 @@ static int execute_until(wk_qmp *q, const char *command, json_object *args, int6
 int wk_qmp_execute(wk_qmp *q, const char *command, json_object *args, int64_t timeout_ms, json_object **ret,
                    sp_error **err)
 {
-        return execute_until(q, command, args, deadline_after(timeout_ms), timeout_ms, ret, err);
+        return execute_until(q, command, args, -1, deadline_after(timeout_ms), timeout_ms, ret, err);
+}
+
+int wk_qmp_execute_fd(wk_qmp *q, const char *command, json_object *args, int fd, int64_t timeout_ms, json_object **ret,
+                      sp_error **err)
+{
+        if (fd < 0)
+                return sp_error_set(err, SP_E_INVALID, "QMP %s: no descriptor to pass", command ? command : "?");
+        return execute_until(q, command, args, fd, deadline_after(timeout_ms), timeout_ms, ret, err);
 }
 
 int wk_qmp_wait_event(wk_qmp *q, const char *name, int64_t timeout_ms, json_object **ret_data, sp_error **err)
@@ -459,7 +491,7 @@ static int handshake(wk_qmp *q, int64_t deadline, int64_t timeout_ms, sp_error *
         wk_qmp_msg_clear(&m);
         if (kind != WK_QMP_GREETING)
                 return broken(q, err, "the first message is not the greeting");
-        return execute_until(q, "qmp_capabilities", NULL, deadline, timeout_ms, NULL, err);
+        return execute_until(q, "qmp_capabilities", NULL, -1, deadline, timeout_ms, NULL, err);
 }
 
 static int connect_fd_until(int fd, int64_t deadline, int64_t timeout_ms, wk_qmp **ret, sp_error **err)

@@ -95,6 +95,11 @@ static inline void wk_qmp_closep(wk_qmp **q)
 int wk_qmp_execute(wk_qmp *q, const char *command, json_object *args, int64_t timeout_ms, json_object **ret,
                    sp_error **err);
 
+/* As wk_qmp_execute, passing fd (borrowed) with the command as SCM_RIGHTS:
+ * for getfd, whose descriptor a later command names (migrate to "fd:NAME"). */
+int wk_qmp_execute_fd(wk_qmp *q, const char *command, json_object *args, int fd, int64_t timeout_ms, json_object **ret,
+                      sp_error **err);
+
 /* Waits at most timeout_ms for an event called name ("STOP", "RESUME",
  * "SHUTDOWN", "MIGRATION" ...), taking the oldest one kept if there is one.
  * The event is consumed: it is not kept for a second wait. On success
