@@ -77,6 +77,8 @@ struct wk_sandbox {
         wk_agent_link *link;
         struct event *agent_log; /* reads the agent's own log (backend log_fd) */
         struct event *reconnect; /* connects to its agent again (sandbox.c) */
+        int64_t link_since_us; /* when its agent connection was taken (monotonic) */
+        unsigned link_failures; /* connections in a row that lasted under LINK_STEADY_US: the next waits longer */
         int64_t agent_log_window_ms; /* start of the current rate window */
         uint32_t agent_log_lines, agent_log_dropped; /* in that window */
         wk_exec_slot **execs;

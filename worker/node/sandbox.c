@@ -138,6 +138,10 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud);
 static const wk_agent_link_ops link_ops = {.on_closed = link_closed};
 
 static void reconnect_cb(evutil_socket_t fd, short what, void *ud);
+static void connect_job_start(wk_sandbox *sb);
+
+/* A connection that lasts this long resets the back-off of the next. */
+#define LINK_STEADY_US (5 * SP_USEC_PER_SEC)
 
 /* Tries to connect to its agent again after a while (the timer goes with the sandbox). */
 static void reconnect_later(wk_sandbox *sb, long sec, long usec)
@@ -156,6 +160,12 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
         wk_sandbox *sb = ud;
         if (sb->link || sb->busy || (sb->state != WK_SB_RUNNING && sb->state != WK_SB_PAUSED))
                 return;
+        /* A connection that takes more than a connect (a VM's port waits for the
+         * agent's answer) is made on a job thread, never on the loop. */
+        if (sb->node->backend->ops->agent_connect) {
+                connect_job_start(sb);
+                return;
+        }
         _cleanup_error_ sp_error *e = NULL;
         if (wk__sandbox_connect_agent(sb, &e) < 0) {
                 if (sb->box && !sb->node->backend->ops->alive(sb->box)) {
@@ -175,7 +185,17 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         sb->link = NULL;
         /* The link frees itself after this callback returns. */
         wk__sessions_detach(sb);
-        reconnect_later(sb, 0, 100000);
+        /* An agent that keeps breaking its connections (a hostile sandbox can
+         * write garbage on its port) is reconnected ever more slowly: 0.1 s,
+         * doubling up to 25.6 s. */
+        if (sp_now_mono_us() - sb->link_since_us < LINK_STEADY_US) {
+                if (sb->link_failures < 8)
+                        sb->link_failures++;
+        } else {
+                sb->link_failures = 0;
+        }
+        long us = 100000L << sb->link_failures;
+        reconnect_later(sb, us / 1000000, us % 1000000);
 }
 
 /* --- the agent's own log --- */
@@ -278,6 +298,7 @@ static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
         sb->link = wk_agent_link_new_fd(sb->node->base, fd, &link_ops, sb, err);
         if (!sb->link)
                 return -SP_E_UNAVAILABLE;
+        sb->link_since_us = sp_now_mono_us();
         wk__sessions_attach(sb);
         return 0;
 }
@@ -958,6 +979,52 @@ static void box_job_end(box_job *b)
         free(b->record);
         free(b);
         run_waiters(w);
+}
+
+/* Reconnecting to an agent whose backend connects slowly (agent_connect). */
+static void connect_run(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        if (b->backend->ops->agent_connect(b->box, &b->agent_fd, &b->err) < 0)
+                sp_error_wrap(&b->err, "sandbox %s: its agent", b->id);
+}
+
+static void connect_done(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        wk_sandbox *sb = b->sb;
+        int fd = b->agent_fd;
+        b->agent_fd = -1;
+        if (!j->cancelled) {
+                if (!b->err && !sb->link && (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)) {
+                        agent_adopt_or_retry(sb, fd);
+                        fd = -1;
+                } else if (b->err) {
+                        if (sb->box && !b->backend->ops->alive(sb->box)) {
+                                set_failed(sb, "the sandbox's init exited");
+                                wk__sessions_lose(sb, "the sandbox's init exited");
+                        } else {
+                                sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "%s", b->err->message);
+                                reconnect_later(sb, 1, 0);
+                        }
+                }
+        }
+        sp_close(fd);
+        sp_error_free(b->err);
+        b->err = NULL; /* not the waiters' business */
+        box_job_end(b);
+}
+
+static void connect_job_start(wk_sandbox *sb)
+{
+        box_job *b = box_job_new(sb, "connect", connect_run, connect_done, NULL, NULL);
+        if (!b) {
+                reconnect_later(sb, 1, 0);
+                return;
+        }
+        agent_log_watch(sb);
+        sb->busy = true;
+        wk_jobs_submit(sb->node->jobs, &b->job);
 }
 
 static void suspend_run(wk_job *j)
