@@ -1381,9 +1381,10 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
                         (void)wk__sandbox_persist(sb, NULL);
                 }
                 _cleanup_error_ sp_error *e = NULL;
-                if (wk__sandbox_connect_agent(sb, &e) < 0) {
+                if (n->backend->ops->agent_connect)
+                        reconnect_later(sb, 0, 0); /* on a job thread (reconnect_cb) */
+                else if (wk__sandbox_connect_agent(sb, &e) < 0)
                         reconnect_later(sb, 0, 200000);
-                }
                 wk__egress_apply(sb, NULL, NULL);
         }
         sp_log_info_kv(SP_KV("sandbox_id", sb->id), "re-adopted sandbox (%s)", wk_sandbox_state_name(sb->state));
