@@ -30,7 +30,12 @@ struct ag_conn {
         bool serial; /* over the serial port: the port stays open when this ends */
         bool synced; /* serial: a worker's magic was seen, frames follow */
         bool fresh; /* serial: nothing of a worker's taken yet (the greeting queued is for the next) */
-        pr_agent_sync scan; /* serial: every byte from the worker goes through it */
+        pr_agent_sync scan; /* serial, not synced: looks for a magic anywhere */
+        /* serial, synced: where the stream stands between frames (a magic is
+         * looked for only where a frame would start, never in a payload) */
+        uint8_t hdr[PR_AGENT_HEADER_SIZE];
+        size_t hdr_have, magic_have;
+        uint64_t body_left;
         ag_conn *next;
 };
 
@@ -147,31 +152,74 @@ static void serial_restart(ag_conn *c)
         ag_conn_kick(c);
 }
 
-/* Bytes from the serial port: whatever comes before a worker's magic is an
- * earlier connection's; each magic starts a connection. A frame that does not
- * decode drops the connection's bytes until the next magic (the port is not
- * closed: a worker that reconnects starts with one). */
+/* Bytes from the serial port. Until a worker's magic is seen, everything is
+ * an earlier connection's and dropped. Then frames follow, and a magic is
+ * recognised only where a frame would start: a frame's first byte is the top
+ * byte of a length of at most 4 MiB (0x00), the magic's is 0xf5 — so nothing
+ * in a payload (a file, stdin, a port's bytes: what outsiders may send) can
+ * pass for one. A magic there is a worker that reconnected before the port
+ * showed the hang-up: a new connection starts. A frame that does not decode
+ * drops the connection's bytes until the next magic, looked for anywhere
+ * again (the worker's next attempt sends one). */
 static void serial_input(ag_conn *c, const char *p, size_t n)
 {
+        static const uint8_t magic[] = PR_AGENT_SYNC_MAGIC;
         while (n > 0) {
-                size_t used = pr_agent_sync_feed(&c->scan, p, n);
-                if (c->scan.done) {
+                if (!c->synced) {
+                        size_t used = pr_agent_sync_feed(&c->scan, p, n);
+                        if (!c->scan.done)
+                                return;
                         c->scan = (pr_agent_sync){0};
                         if (!c->fresh)
                                 serial_restart(c);
                         c->fresh = false;
                         c->synced = true;
+                        c->hdr_have = c->magic_have = 0;
+                        c->body_left = 0;
                         p += used;
                         n -= used;
                         continue;
                 }
+                size_t take;
+                if (c->body_left > 0) {
+                        take = n < c->body_left ? n : (size_t)c->body_left;
+                        c->body_left -= take;
+                } else if (c->magic_have > 0 || (c->hdr_have == 0 && (uint8_t)p[0] == magic[0])) {
+                        if ((uint8_t)p[0] != magic[c->magic_have]) {
+                                sp_log_warn("worker connection on the serial port: a broken magic; waiting for the "
+                                            "next one");
+                                c->synced = false;
+                                c->magic_have = 0;
+                                continue;
+                        }
+                        p++;
+                        n--;
+                        if (++c->magic_have == PR_AGENT_SYNC_LEN) {
+                                c->magic_have = 0;
+                                serial_restart(c);
+                        }
+                        continue;
+                } else {
+                        take = PR_AGENT_HEADER_SIZE - c->hdr_have;
+                        if (take > n)
+                                take = n;
+                        memcpy(c->hdr + c->hdr_have, p, take);
+                        c->hdr_have += take;
+                        if (c->hdr_have == PR_AGENT_HEADER_SIZE) {
+                                c->body_left = (uint64_t)c->hdr[0] << 24 | (uint64_t)c->hdr[1] << 16 |
+                                               (uint64_t)c->hdr[2] << 8 | c->hdr[3];
+                                c->hdr_have = 0;
+                        }
+                }
                 _cleanup_error_ sp_error *e = NULL;
-                if (c->synced && pr_agent_decoder_feed(&c->dec, p, n, on_frame, c, &e) < 0) {
+                if (pr_agent_decoder_feed(&c->dec, p, take, on_frame, c, &e) < 0) {
                         sp_log_warn("worker connection on the serial port: %s; waiting for the next one",
                                     e ? e->message : "protocol error");
                         c->synced = false;
+                        c->scan = (pr_agent_sync){0};
                 }
-                break;
+                p += take;
+                n -= take;
         }
 }
 

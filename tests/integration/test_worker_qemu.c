@@ -29,6 +29,7 @@
 #include "guard.h"
 #include "harness.h"
 #include "session/session.h"
+#include "space/agent_proto.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 
@@ -301,6 +302,63 @@ START_TEST(a_new_connection_resynchronises_the_port)
 }
 END_TEST
 
+/* Bytes that outsiders choose (a command's stdin here; an upload or a port's
+ * traffic alike) that hold the port's magic followed by frames are data: they
+ * arrive byte-exact and start nothing. The agent looks for a magic only where
+ * a frame would start. */
+START_TEST(a_magic_in_a_payload_is_only_data)
+{
+        wk_agent_link *l = connect_agent();
+        /* The payload: a prefix, the magic, a HELLO and an OPEN exec frame that would touch /root/injected. */
+        sp_buf payload = SP_BUF_INIT;
+        sp_buf_append_str(&payload, "innocent prefix\n", NULL);
+        sp_buf_append(&payload, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN, NULL);
+        const char *hello = "{\"version\":1,\"worker\":\"x\"}";
+        pr_agent_frame_append(&payload, PR_AGENT_HELLO, 0, 0, hello, strlen(hello), NULL);
+        const char *op = "{\"op\":\"exec\",\"session\":\"inj\",\"argv\":[\"/bin/sh\",\"-c\",\"touch /root/injected\"]}";
+        pr_agent_frame_append(&payload, PR_AGENT_OPEN, 0, 7777, op, strlen(op), NULL);
+        sp_buf_append_str(&payload, "suffix\n", NULL);
+
+        json_object *req = json_object_new_object();
+        json_object *argv = json_object_new_array();
+        json_object_array_add(argv, json_object_new_string("sh"));
+        json_object_array_add(argv, json_object_new_string("-c"));
+        json_object_array_add(argv, json_object_new_string("cat > /root/got; sync"));
+        json_object_object_add(req, "argv", argv);
+        json_object_object_add(req, "stdin", json_object_new_boolean(true));
+        char sdir[700];
+        snprintf(sdir, sizeof(sdir), "%s/ses_stdin", dir);
+        wk_session *s;
+        _cleanup_error_ sp_error *e = NULL;
+        ck_assert_msg(wk_session_start(l, sdir, "ses_stdin", "qemutest", req, 1 << 20, NULL, &s, &e) == 0, "exec: %s",
+                      e ? e->message : "?");
+        json_object_put(req);
+        size_t sent = 0;
+        for (int i = 0; i < 300 && sent < payload.len; i++) {
+                spin(20);
+                sent += wk_session_write_stdin(s, payload.data + sent, payload.len - sent);
+        }
+        ck_assert_uint_eq(sent, payload.len);
+        for (int i = 0; i < 50 && wk_session_close_stdin(s, NULL) < 0; i++)
+                spin(20);
+        for (int i = 0; i < 600 && !wk_session_output_complete(s); i++)
+                spin(100);
+        ck_assert(wk_session_output_complete(s));
+        ck_assert_int_eq(wk_session_get_exit(s)->code, 0);
+        wk_session_remove(s, NULL);
+        /* The same link still works, the bytes arrived whole, and nothing ran. */
+        _cleanup_free_ char *out =
+                run(l, "od -An -tx1 /root/got | tr -d ' \\n'; echo; ls /root/injected 2>&1 | grep -c 'No such'", NULL);
+        _cleanup_buf_ sp_buf want = SP_BUF_INIT;
+        for (size_t i = 0; i < payload.len; i++)
+                sp_buf_appendf(&want, NULL, "%02x", (uint8_t)payload.data[i]);
+        sp_buf_append_str(&want, "\n1\n", NULL);
+        ck_assert_str_eq(out, want.data);
+        sp_buf_free(&payload);
+        link_close(l);
+}
+END_TEST
+
 /* A restarted worker: the box is forgotten and adopted from what save() wrote. */
 START_TEST(a_restarted_worker_adopts_the_vm)
 {
@@ -444,6 +502,7 @@ int main(void)
         tcase_add_test(tc, qemu_runs_unprivileged_confined_and_in_its_cgroup);
         tcase_add_test(tc, pause_stops_the_guest_and_resume_continues_it);
         tcase_add_test(tc, a_new_connection_resynchronises_the_port);
+        tcase_add_test(tc, a_magic_in_a_payload_is_only_data);
         tcase_add_test(tc, a_restarted_worker_adopts_the_vm);
         tcase_add_test(tc, suspend_keeps_memory_and_restore_resumes_it);
         tcase_add_test(tc, destroy_leaves_nothing_running);

@@ -59,6 +59,8 @@
 #define BOOT_TIMEOUT_KVM_MS 30000
 #define BOOT_TIMEOUT_TCG_MS 120000
 #define PROBE_TIMEOUT_MS 20000
+#define AGENT_CONNECT_TIMEOUT_MS 3000
+#define RESTORE_AGENT_TIMEOUT_MS 15000
 #define MKFS_TIMEOUT_MS 300000
 #define MIGRATE_TIMEOUT_MS 300000
 #define DEFAULT_MEMORY (UINT64_C(256) << 20)
@@ -610,7 +612,9 @@ out:
                 wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
                 return -SP_E_UNAVAILABLE;
         }
-        if (agent_sync(box, kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, &box->agent_fd, err) < 0) {
+        /* A restored agent runs already: a boot's wait is not its. */
+        int wait_ms = incoming ? RESTORE_AGENT_TIMEOUT_MS : kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS;
+        if (agent_sync(box, wait_ms, &box->agent_fd, err) < 0) {
                 kill(box->pid, SIGKILL);
                 wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
                 return -SP_E_UNAVAILABLE;
@@ -824,7 +828,8 @@ static int op_agent_connect(wk_box *box, int *ret, sp_error **err)
                 box->agent_fd = -1;
                 return 0;
         }
-        return agent_sync(box, 5000, ret, err);
+        /* A running VM's agent answers within milliseconds; each attempt holds a job thread. */
+        return agent_sync(box, AGENT_CONNECT_TIMEOUT_MS, ret, err);
 }
 
 static int op_stats(wk_box *box, wk_box_stats *ret, sp_error **err)

@@ -1004,8 +1004,14 @@ static void connect_done(wk_job *j)
                                 set_failed(sb, "the sandbox's init exited");
                                 wk__sessions_lose(sb, "the sandbox's init exited");
                         } else {
+                                /* The same back-off as for connections that break: an agent that
+                                 * never answers (a hostile guest can stop its own) holds a job
+                                 * thread for each attempt. */
                                 sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "%s", b->err->message);
-                                reconnect_later(sb, 1, 0);
+                                if (sb->link_failures < 8)
+                                        sb->link_failures++;
+                                long us = 100000L << sb->link_failures;
+                                reconnect_later(sb, us / 1000000, us % 1000000);
                         }
                 }
         }
