@@ -6,6 +6,7 @@
  * transfer or port connection that owns the channel. It also tells sessions and transfers when
  * a connection ends or drains (ag_dispatch, the handlers conn.c calls).
  */
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -44,9 +45,16 @@ static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                 r = ag_port_connect(c, f->channel, &req, &e);
                 break;
         case PR_OP_PING: {
-                /* Blocks the loop for as long as the disk takes: only a suspend asks. */
-                if (req.sync)
-                        sync();
+                /* Blocks the loop for as long as the disk takes: only a suspend asks.
+                 * The sandbox's root filesystem only: in a jail, sync() would flush
+                 * every filesystem of the host. */
+                if (req.sync) {
+                        int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        if (root < 0 || syncfs(root) < 0)
+                                sync();
+                        if (root >= 0)
+                                close(root);
+                }
                 _cleanup_json_ json_object *o = json_object_new_object();
                 json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
                 json_object_object_add(o, "sessions", json_object_new_int64((int64_t)ag_session_count()));

@@ -111,6 +111,19 @@ static wk_agent_link *connect_agent(void)
         return l;
 }
 
+/* Appends everything s's log holds to out. */
+static void read_output(wk_session *s, sp_buf *out)
+{
+        char buf[65536];
+        for (uint64_t off = 0; off < wk_session_output_end(s);) {
+                uint8_t st;
+                size_t n;
+                ck_assert_int_eq(wk_session_read(s, off, buf, sizeof(buf), &st, &n, NULL), 0);
+                sp_buf_append(out, buf, n, NULL);
+                off += n;
+        }
+}
+
 /* Runs script in the VM over l and returns its output (stdout and stderr). */
 static char *run(wk_agent_link *l, const char *script, int *ret_code)
 {
@@ -132,14 +145,7 @@ static char *run(wk_agent_link *l, const char *script, int *ret_code)
                 spin(100);
         ck_assert_msg(wk_session_output_complete(s), "%s did not finish", script);
         sp_buf out = SP_BUF_INIT;
-        char buf[65536];
-        for (uint64_t off = 0; off < wk_session_output_end(s);) {
-                uint8_t st;
-                size_t n;
-                ck_assert_int_eq(wk_session_read(s, off, buf, sizeof(buf), &st, &n, NULL), 0);
-                sp_buf_append(&out, buf, n, NULL);
-                off += n;
-        }
+        read_output(s, &out);
         sp_buf_append(&out, "", 1, NULL);
         if (ret_code)
                 *ret_code = wk_session_get_state(s) == WK_SESSION_EXITED ? wk_session_get_exit(s)->code : -1;
@@ -282,14 +288,7 @@ START_TEST(a_new_connection_resynchronises_the_port)
                         spin(100);
                 ck_assert(wk_session_output_complete(s));
                 sp_buf got = SP_BUF_INIT, want = SP_BUF_INIT;
-                char buf[65536];
-                for (uint64_t off = 0; off < wk_session_output_end(s);) {
-                        uint8_t st;
-                        size_t n;
-                        ck_assert_int_eq(wk_session_read(s, off, buf, sizeof(buf), &st, &n, NULL), 0);
-                        sp_buf_append(&got, buf, n, NULL);
-                        off += n;
-                }
+                read_output(s, &got);
                 for (int i = 0; i < 20000; i++)
                         sp_buf_appendf(&want, NULL, "line %d\n", i);
                 ck_assert_uint_eq(got.len, want.len);

@@ -123,10 +123,6 @@ static void net_down(wk_box *box)
         box->linked = false;
 }
 
-/* The agent's log is a FIFO in the box's runtime directory (on the host,
- * out of the sandbox's reach), not a file: the worker reads it and applies
- * its own bounds, and a FIFO, unlike an anonymous pipe, can be opened again
- * by a restarted worker while the agent keeps writing. */
 static void log_path(const wk_box *box, char *out, size_t n)
 {
         snprintf(out, n, "%s/agent-log.fifo", box->runtime);
@@ -134,72 +130,34 @@ static void log_path(const wk_box *box, char *out, size_t n)
 
 static int log_open_reader(wk_box *box)
 {
-        if (box->log_rfd >= 0)
-                return 0;
         char p[PATH_MAX + 32];
         log_path(box, p, sizeof(p));
-        box->log_rfd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        return box->log_rfd < 0 ? -1 : 0;
-}
-
-/* Makes the FIFO if needed, holds its read end, returns a write end for the agent. */
-static int log_open(wk_box *box, int *ret_wfd, sp_error **err)
-{
-        char p[PATH_MAX + 32];
-        log_path(box, p, sizeof(p));
-        struct stat st;
-        if (lstat(p, &st) == 0 && !S_ISFIFO(st.st_mode))
-                unlink(p);
-        if (mkfifo(p, 0600) < 0 && errno != EEXIST)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
-        if (log_open_reader(box) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
-        *ret_wfd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (*ret_wfd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
-        return 0;
+        return wk_box_log_reader(p, &box->log_rfd);
 }
 
 static void log_close(wk_box *box)
 {
-        sp_close(box->log_rfd);
-        box->log_rfd = -1;
         char p[PATH_MAX + 32];
         log_path(box, p, sizeof(p));
-        unlink(p);
+        wk_box_log_close(p, &box->log_rfd);
 }
 
 /* Makes (or takes over a leftover) cgroup, starts the jail in it. */
 static int box_start(wk_box *box, sp_error **err)
 {
         jail_backend *b = box->b;
-        if (!box->cg) {
-                int r = wk_cgroup_create(b->host, b->cgroup_parent, box->id, &box->cg, err);
-                if (r == -SP_E_CONFLICT) {
-                        /* A leftover of a sandbox that died with the worker: empty it and reuse it. */
-                        sp_error_free(*err);
-                        *err = NULL;
-                        if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, err) < 0 ||
-                            wk_cgroup_kill_all(box->cg, err) < 0)
-                                return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
-                } else if (r < 0) {
-                        return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
-                }
-        }
         wk_cgroup_limits l = limits_of(&box->limits);
-        if (wk_cgroup_set_limits(box->cg, &l, err) < 0)
-                return sp_error_wrap(err, "sandbox %s: limits", box->id);
-
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", box->socket);
-        unlink(box->socket);
-        _cleanup_close_ int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(box->socket, 0600) < 0 ||
-            listen(lfd, 64) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent socket %s", box->id, box->socket);
-        _cleanup_close_ int logfd = -1;
-        if (log_open(box, &logfd, err) < 0)
+        if (wk_box_cgroup(b->host, b->cgroup_parent, box->id, &l, &box->cg, err) < 0)
                 return -SP_E_IO;
+        int fd = -1;
+        if (wk_box_listen(box->socket, 64, &fd, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: agent socket", box->id);
+        _cleanup_close_ int lfd = fd;
+        _cleanup_close_ int logfd = -1;
+        char logp[PATH_MAX + 32];
+        log_path(box, logp, sizeof(logp));
+        if (wk_box_log_open(logp, &box->log_rfd, &logfd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
 
         wk_jail_config jc = {
                 .id = box->id,

@@ -148,7 +148,7 @@ static wk_cgroup_limits limits_of(const wk_box *box)
         };
 }
 
-/* --- the console FIFO (as the jail's agent log: a restarted worker opens it again) --- */
+/* --- the console FIFO (the box's log: a restarted worker opens it again) --- */
 
 static void log_path(const wk_box *box, char *out, size_t n)
 {
@@ -157,38 +157,16 @@ static void log_path(const wk_box *box, char *out, size_t n)
 
 static int log_open_reader(wk_box *box)
 {
-        if (box->log_rfd >= 0)
-                return 0;
         char p[PATH_MAX + 32];
         log_path(box, p, sizeof(p));
-        box->log_rfd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        return box->log_rfd < 0 ? -1 : 0;
-}
-
-static int log_open(wk_box *box, int *ret_wfd, sp_error **err)
-{
-        char p[PATH_MAX + 32];
-        log_path(box, p, sizeof(p));
-        struct stat st;
-        if (lstat(p, &st) == 0 && !S_ISFIFO(st.st_mode))
-                unlink(p);
-        if (mkfifo(p, 0600) < 0 && errno != EEXIST)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
-        if (log_open_reader(box) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
-        *ret_wfd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (*ret_wfd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
-        return 0;
+        return wk_box_log_reader(p, &box->log_rfd);
 }
 
 static void log_close(wk_box *box)
 {
-        sp_close(box->log_rfd);
-        box->log_rfd = -1;
         char p[PATH_MAX + 32];
         log_path(box, p, sizeof(p));
-        unlink(p);
+        wk_box_log_close(p, &box->log_rfd);
 }
 
 /* What the console holds now (for an error message), its last line kept. */
@@ -215,21 +193,6 @@ static void console_tail(wk_box *box, char *out, size_t n)
 }
 
 /* --- sockets --- */
-
-static int listen_at(const char *path, int *ret, sp_error **err)
-{
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-        unlink(path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 || listen(fd, 4) < 0) {
-                int e = errno;
-                sp_close(fd);
-                return sp_error_set_errno(err, SP_E_IO, e, "listen on %s", path);
-        }
-        *ret = fd;
-        return 0;
-}
 
 static int connect_to(const char *path, int *ret, sp_error **err)
 {
@@ -458,10 +421,12 @@ static int box_boot(wk_box *box, sp_error **err)
                 sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: open the kernel, initramfs or disk", box->id);
                 goto out;
         }
-        if (listen_at(box->socket, &fds[FD_AGENT], err) < 0 || listen_at(box->qmp, &fds[FD_QMP], err) < 0 ||
-            log_open(box, &logfd, err) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
-                if (err && !*err)
-                        sp_error_set_errno(err, SP_E_IO, errno, "pipe");
+        char logp[PATH_MAX + 32];
+        log_path(box, logp, sizeof(logp));
+        if (wk_box_listen(box->socket, 4, &fds[FD_AGENT], err) < 0 || wk_box_listen(box->qmp, 4, &fds[FD_QMP], err) < 0)
+                goto out;
+        if (wk_box_log_open(logp, &box->log_rfd, &logfd) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: console pipe", box->id);
                 goto out;
         }
 
@@ -623,26 +588,10 @@ out:
         return 0;
 }
 
-/* Makes (or takes over a leftover) cgroup with the box's limits. */
 static int box_cgroup(wk_box *box, sp_error **err)
 {
-        qemu_backend *b = box->b;
-        if (!box->cg) {
-                int r = wk_cgroup_create(b->host, b->cgroup_parent, box->id, &box->cg, err);
-                if (r == -SP_E_CONFLICT) {
-                        sp_error_free(*err);
-                        *err = NULL;
-                        if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, err) < 0 ||
-                            wk_cgroup_kill_all(box->cg, err) < 0)
-                                return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
-                } else if (r < 0) {
-                        return sp_error_wrap(err, "sandbox %s: cgroup", box->id);
-                }
-        }
         wk_cgroup_limits l = limits_of(box);
-        if (wk_cgroup_set_limits(box->cg, &l, err) < 0)
-                return sp_error_wrap(err, "sandbox %s: limits", box->id);
-        return 0;
+        return wk_box_cgroup(box->b->host, box->b->cgroup_parent, box->id, &l, &box->cg, err);
 }
 
 static void box_stop(wk_box *box)
