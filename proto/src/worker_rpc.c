@@ -214,6 +214,40 @@ const pr_schema pr_wk_upload_template_schema = PR_SCHEMA("UploadTemplate", uploa
 static const pr_field template_ref_fields[] = {PR_F_STRING(pr_wk_template_ref, "name", name, true, PR_WK_ID_MAX)};
 const pr_schema pr_wk_template_ref_schema = PR_SCHEMA("TemplateRef", template_ref_fields);
 
+#define R pr_wk_export_sandbox
+static const pr_field export_sandbox_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "to", to, true, PR_WK_ID_MAX),
+};
+#undef R
+const pr_schema pr_wk_export_sandbox_schema = PR_SCHEMA("ExportSandbox", export_sandbox_fields);
+
+#define R pr_wk_read_sandbox_artifact
+static const pr_field read_sandbox_artifact_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "name", name, true, PR_WK_ARTIFACT_NAME_MAX),
+        PR_F_INT(R, "offset", offset, false, 0, INT64_MAX, 0),
+};
+#undef R
+const pr_schema pr_wk_read_sandbox_artifact_schema = PR_SCHEMA("ReadSandboxArtifact", read_sandbox_artifact_fields);
+
+#define R pr_wk_import_from
+static const pr_field import_from_fields[] = {
+        PR_F_STRING(R, "worker", worker, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "address", address, true, 300),
+};
+#undef R
+static const pr_schema import_from_schema = PR_SCHEMA("ImportFrom", import_from_fields);
+
+#define R pr_wk_import_sandbox
+static const pr_field import_sandbox_fields[] = {
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_OBJECT_REQ(R, "from", from, &import_from_schema),
+        PR_F_JSON(R, "manifest", manifest, true),
+};
+#undef R
+const pr_schema pr_wk_import_sandbox_schema = PR_SCHEMA("ImportSandbox", import_sandbox_fields);
+
 static const pr_field set_warm_pool_fields[] = {
         PR_F_STRING(pr_wk_set_warm_pool, "template", template_name, true, PR_WK_ID_MAX),
         PR_F_INT(pr_wk_set_warm_pool, "size", size, true, 0, 100000, 0),
@@ -423,6 +457,36 @@ static const pr_field artifact_trailer_fields[] = {
 };
 const pr_schema pr_wk_artifact_trailer_schema = PR_SCHEMA_OPEN("ArtifactTrailer", artifact_trailer_fields);
 
+#define R pr_wk_artifact_file
+static const pr_field artifact_file_fields[] = {
+        PR_F_STRING(R, "name", name, true, PR_WK_ARTIFACT_NAME_MAX),
+        PR_F_INT(R, "bytes", bytes, true, 0, INT64_MAX, 0),
+        PR_F_STRING(R, "digest", digest, true, PR_WK_DIGEST_MAX),
+};
+#undef R
+const pr_schema pr_wk_artifact_file_schema = PR_SCHEMA_OPEN("ArtifactFile", artifact_file_fields);
+
+#define R pr_wk_manifest
+static const pr_field manifest_fields[] = {
+        PR_F_INT(R, "version", version, true, 1, 1, 0),
+        PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "backend", backend, true, 16),
+        PR_F_STRING(R, "template", template_name, true, PR_WK_ID_MAX),
+        PR_F_STRING(R, "accel", accel, false, 16),
+        PR_F_BOOL_REQ(R, "memory", memory),
+        PR_F_INT(R, "bytes", bytes, true, 0, INT64_MAX, 0),
+        PR_F_ARRAY(R, "files", files, true, PR_WK_ARTIFACT_FILES_MAX, &pr_wk_artifact_file_schema),
+};
+#undef R
+const pr_schema pr_wk_manifest_schema = PR_SCHEMA_OPEN("Manifest", manifest_fields);
+
+static const pr_field sandbox_artifact_trailer_fields[] = {
+        PR_F_BOOL_REQ(pr_wk_sandbox_artifact_trailer, "ok", ok),
+        PR_F_INT(pr_wk_sandbox_artifact_trailer, "bytes", bytes, true, 0, INT64_MAX, 0),
+};
+const pr_schema pr_wk_sandbox_artifact_trailer_schema =
+        PR_SCHEMA_OPEN("SandboxArtifactTrailer", sandbox_artifact_trailer_fields);
+
 #define A(schema, type) \
         { \
                 &schema, sizeof(type) \
@@ -450,6 +514,9 @@ const pr_answer pr_worker_answers[] = {
         A(pr_wk_artifact_trailer_schema, pr_wk_artifact_trailer),
         A(pr_wk_egress_record_schema, pr_wk_egress_record),
         A(pr_wk_egress_log_schema, pr_wk_egress_log),
+        A(pr_wk_artifact_file_schema, pr_wk_artifact_file),
+        A(pr_wk_manifest_schema, pr_wk_manifest),
+        A(pr_wk_sandbox_artifact_trailer_schema, pr_wk_sandbox_artifact_trailer),
 };
 #undef A
 const size_t pr_worker_nanswers = sizeof(pr_worker_answers) / sizeof(pr_worker_answers[0]);
@@ -474,6 +541,12 @@ const pr_method pr_worker_methods[] = {
         MR("ResumeSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
         MR("SuspendSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
         MR("RestoreSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("ExportSandbox", pr_wk_export_sandbox_schema, pr_wk_export_sandbox, false, pr_wk_manifest_schema,
+           pr_wk_manifest),
+        MR("ReadSandboxArtifact", pr_wk_read_sandbox_artifact_schema, pr_wk_read_sandbox_artifact, true,
+           pr_wk_sandbox_artifact_trailer_schema, pr_wk_sandbox_artifact_trailer),
+        MR("ImportSandbox", pr_wk_import_sandbox_schema, pr_wk_import_sandbox, false, pr_wk_sandbox_schema,
+           pr_wk_sandbox),
         MR("SandboxStats", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_stats_schema,
            pr_wk_sandbox_stats),
         MR("Exec", pr_wk_exec_schema, pr_wk_exec, false, pr_wk_session_schema, pr_wk_session),

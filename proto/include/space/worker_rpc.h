@@ -188,6 +188,31 @@ typedef struct pr_wk_template_ref {
         const char *name;
 } pr_wk_template_ref;
 
+/* ExportSandbox: `to` is the name of the worker (its certificate's) that may
+ * then read the sandbox's artifacts with ReadSandboxArtifact. */
+typedef struct pr_wk_export_sandbox {
+        const char *id, *to;
+} pr_wk_export_sandbox;
+
+/* ReadSandboxArtifact */
+typedef struct pr_wk_read_sandbox_artifact {
+        const char *id, *name;
+        int64_t offset;
+} pr_wk_read_sandbox_artifact;
+
+/* ImportSandbox.from */
+typedef struct pr_wk_import_from {
+        const char *worker; /* the holder's name (its certificate's) */
+        const char *address; /* HOST:PORT of its worker RPC */
+} pr_wk_import_from;
+
+/* ImportSandbox: manifest is ExportSandbox's answer, as it came. */
+typedef struct pr_wk_import_sandbox {
+        const char *id;
+        pr_wk_import_from from;
+        json_object *manifest;
+} pr_wk_import_sandbox;
+
 typedef struct pr_wk_set_warm_pool {
         const char *template_name; /* "template" */
         int64_t size;
@@ -345,6 +370,30 @@ typedef struct pr_wk_template_trailer { /* ImportTemplate; UploadTemplate with b
         int64_t bytes; /* UploadTemplate: the archive's bytes */
 } pr_wk_template_trailer;
 
+/* Manifest.files[]: one file of a suspended sandbox's artifacts. */
+#define PR_WK_ARTIFACT_NAME_MAX 200
+#define PR_WK_DIGEST_MAX 80
+typedef struct pr_wk_artifact_file {
+        const char *name; /* "state/…" or "storage/…" */
+        int64_t bytes; /* its size (holes included) */
+        const char *digest; /* "sha256:<hex>" of its data (worker/node/artifact.c) */
+} pr_wk_artifact_file;
+
+/* Manifest: ExportSandbox's answer. */
+#define PR_WK_ARTIFACT_FILES_MAX 100000
+typedef struct pr_wk_manifest {
+        int64_t version; /* 1 */
+        const char *id, *backend, *template_name /* "template" */, *accel; /* accel: NULL for the jail */
+        bool memory; /* the artifacts hold the sandbox's memory */
+        int64_t bytes; /* the files' data, holes not counted */
+        json_object *files; /* array of pr_wk_artifact_file_schema */
+} pr_wk_manifest;
+
+typedef struct pr_wk_sandbox_artifact_trailer { /* ReadSandboxArtifact */
+        bool ok;
+        int64_t bytes; /* the file's size */
+} pr_wk_sandbox_artifact_trailer;
+
 typedef struct pr_wk_artifact_trailer { /* ReadTemplateArtifact */
         bool ok;
         int64_t bytes;
@@ -402,6 +451,12 @@ extern const pr_schema pr_wk_write_file_schema;
 extern const pr_schema pr_wk_import_template_schema;
 extern const pr_schema pr_wk_upload_template_schema;
 extern const pr_schema pr_wk_template_ref_schema;
+extern const pr_schema pr_wk_export_sandbox_schema;
+extern const pr_schema pr_wk_read_sandbox_artifact_schema;
+extern const pr_schema pr_wk_import_sandbox_schema;
+extern const pr_schema pr_wk_artifact_file_schema;
+extern const pr_schema pr_wk_manifest_schema;
+extern const pr_schema pr_wk_sandbox_artifact_trailer_schema;
 extern const pr_schema pr_wk_set_warm_pool_schema;
 extern const pr_schema pr_wk_set_egress_schema;
 extern const pr_schema pr_wk_get_egress_log_schema;

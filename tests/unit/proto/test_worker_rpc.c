@@ -402,7 +402,7 @@ START_TEST(spec_and_codecs_agree)
         }
         fclose(fp);
         ck_assert_uint_ge(rows, pr_worker_nmethods);
-        ck_assert_uint_eq(definitions, 4); /* EgressRecord, Sandbox, Session, Template */
+        ck_assert_uint_eq(definitions, 6); /* EgressRecord, Sandbox, Session, Template, Manifest, ArtifactFile */
         for (size_t m = 0; m < pr_worker_nmethods; m++)
                 ck_assert_msg(seen[m], "the codec's %s is not in the spec", pr_worker_methods[m].name);
 }
