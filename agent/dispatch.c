@@ -7,6 +7,7 @@
  * a connection ends or drains (ag_dispatch, the handlers conn.c calls).
  */
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -56,6 +57,13 @@ static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                                 close(root);
                 }
                 _cleanup_json_ json_object *o = json_object_new_object();
+                if (req.time_ns > 0) {
+                        /* A VM restored from its memory state: its clock stood still while it was saved. In
+                         * a jail the host's clock is not the sandbox's to set (EPERM), and it never stops. */
+                        struct timespec ts = {.tv_sec = req.time_ns / 1000000000, .tv_nsec = req.time_ns % 1000000000};
+                        json_object_object_add(o, "clock_set",
+                                               json_object_new_boolean(clock_settime(CLOCK_REALTIME, &ts) == 0));
+                }
                 json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
                 json_object_object_add(o, "sessions", json_object_new_int64((int64_t)ag_session_count()));
                 ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);

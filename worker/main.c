@@ -262,10 +262,25 @@ static SSL_CTX *make_tls(const sp_join_creds *creds, sp_error **err)
                 .ca_pem = creds->ca_pem,
                 .cert_pem = creds->cert_pem,
                 .key_pem = creds->key_pem,
-                .peer_roles = SP_ROLE_CONTROLPLANE | SP_ROLE_DATAPLANE,
+                /* Workers: only ReadSandboxArtifact takes them (what an export granted). */
+                .peer_roles = SP_ROLE_CONTROLPLANE | SP_ROLE_DATAPLANE | SP_ROLE_WORKER,
                 .alpn = alpn,
         };
         return sp_tls_server_ctx_new(&tc, err);
+}
+
+/* The client context toward other workers (fetching a sandbox that moves here). */
+static SSL_CTX *make_peer_tls(const sp_join_creds *creds, sp_error **err)
+{
+        static const char *const alpn[] = {"h2", NULL};
+        sp_tls_config tc = {
+                .ca_pem = creds->ca_pem,
+                .cert_pem = creds->cert_pem,
+                .key_pem = creds->key_pem,
+                .peer_roles = SP_ROLE_WORKER,
+                .alpn = alpn,
+        };
+        return sp_tls_client_ctx_new(&tc, err);
 }
 
 /* An address the control plane can dial: not a unix socket, not a wildcard. */
@@ -551,13 +566,14 @@ int main(int argc, char **argv)
                 }
         }
 
-        SSL_CTX *ctx = NULL;
-        if (!c.insecure && !(ctx = make_tls(&creds, &e))) {
+        SSL_CTX *ctx = NULL, *peer_ctx = NULL;
+        if (!c.insecure && (!(ctx = make_tls(&creds, &e)) || !(peer_ctx = make_peer_tls(&creds, &e)))) {
                 sp_log_error("tls: %s", e->message);
                 return 1;
         }
         srv = sp_rpc_server_new(d.base, ctx, &e);
-        wk_service_options so = {.allow_unauthenticated = c.insecure, .max_port_connections = c.max_port_conns};
+        wk_service_options so = {
+                .allow_unauthenticated = c.insecure, .max_port_connections = c.max_port_conns, .peer_ctx = peer_ctx};
         if (!srv || wk_service_register(srv, node, &so, &e) < 0 || sp_rpc_server_listen(srv, c.listen, &e) < 0) {
                 sp_log_error("rpc: %s", e->message);
                 return 1;
@@ -600,5 +616,7 @@ int main(int argc, char **argv)
         sp_daemon_loop_free(&d);
         if (ctx)
                 SSL_CTX_free(ctx);
+        if (peer_ctx)
+                SSL_CTX_free(peer_ctx);
         return 0;
 }

@@ -363,8 +363,9 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                 break;
         }
         case PR_OP_PING: {
-                static const char *const f[] = {"op", "sync", NULL};
-                if (sp_json_check_fields(o, f, err) < 0 || sp_json_get_bool(o, "sync", false, &r.sync, err) < 0)
+                static const char *const f[] = {"op", "sync", "time_ns", NULL};
+                if (sp_json_check_fields(o, f, err) < 0 || sp_json_get_bool(o, "sync", false, &r.sync, err) < 0 ||
+                    sp_json_get_int(o, "time_ns", false, 1, INT64_MAX, &r.time_ns, err) < 0)
                         goto fail;
                 break;
         }
@@ -470,6 +471,8 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
                 json_object_object_add(o, "port", json_object_new_int(r->port));
         if (r->op == PR_OP_PING && r->sync)
                 json_object_object_add(o, "sync", json_object_new_boolean(true));
+        if (r->op == PR_OP_PING && r->time_ns > 0)
+                json_object_object_add(o, "time_ns", json_object_new_int64(r->time_ns));
         if (r->op == PR_OP_LIST)
                 json_object_object_add(o, "limit", json_object_new_int64(r->limit));
         if (r->has_mode)

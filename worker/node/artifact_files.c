@@ -360,7 +360,10 @@ static int pack_entry(pack *p, struct archive_entry *e, sp_error **err)
         if (!rel)
                 return sp_error_set(err, SP_E_INTERNAL, "an entry outside the tree");
         mode_t type = archive_entry_filetype(e);
-        if (type == AE_IFSOCK)
+        /* Sockets mean nothing without their process; device nodes do nothing
+         * on the node's storage (nodev; a jail's /dev is mounted at its start)
+         * and the extractor would refuse them. */
+        if (type == AE_IFSOCK || type == AE_IFCHR || type == AE_IFBLK)
                 return 0;
         _cleanup_free_ char *name = NULL;
         if (asprintf(&name, "%s%s", *rel ? "./" : ".", rel) < 0)

@@ -95,12 +95,14 @@ int wk_artifact_digest_fd(int fd, uint64_t size, char out[PR_WK_DIGEST_MAX], sp_
  * (pax hdrcharset BINARY), whatever the locale.
  *
  * Kept: regular files (sparse ones with their holes), directories,
- * symlinks (never followed), hard links (within the tree), fifos and device
- * nodes; numeric owners only (no user or group names are looked up or
+ * symlinks (never followed), hard links (within the tree) and fifos; numeric owners only (no user or group names are looked up or
  * stored), modes with set-id bits, modification and access times, and
  * extended attributes (user.*, security.* including security.capability,
  * and trusted.* as root), POSIX ACLs and file flags as libarchive reads them.
- * Left out: sockets (meaningless without their process), and the contents
+ * Left out: sockets (meaningless without their process), device nodes
+ * (nothing on the node's storage honours them: it is mounted nodev, and a
+ * jail's /dev is mounted at its start; the extractor would refuse them),
+ * and the contents
  * of every other filesystem mounted below dir — which includes btrfs
  * subvolumes a sandbox created inside its root: their directories are
  * archived, empty. No external program is run.
@@ -130,8 +132,8 @@ int wk_artifact_pack_tree(const char *dir, int out_fd, uint64_t *ret_bytes, sp_e
  * Not restored: other extended attributes (security.selinux, trusted.*),
  * POSIX ACLs and file flags. Not run as root, files belong to the caller and
  * lose their set-id bits. An archive holding a device node is refused
- * (SP_E_UNSUPPORTED): the extractor makes none, so a tree packed with one
- * does not unpack. Other errors as wk_template_import_tar_fd()'s
+ * (SP_E_UNSUPPORTED: the extractor makes none; the packer leaves them out).
+ * Other errors as wk_template_import_tar_fd()'s
  * (SP_E_INVALID, SP_E_TOO_LARGE, SP_E_LIMIT, SP_E_IO, SP_E_TIMEOUT);
  * SP_E_CONFLICT when dest_dir is not empty. On failure dest_dir is left
  * partly filled: the caller removes it. */

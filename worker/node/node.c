@@ -238,6 +238,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
                 goto fail;
         wk__templates_sweep(n);
         wk__artifacts_recover(n);
+        wk__imports_stale_sweep(n);
         templates_measure_unknown(n);
         wk__warm_schedule(n);
         *ret = n;
@@ -245,6 +246,11 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
 fail:
         wk_node_free(n);
         return -SP_E_IO;
+}
+
+struct event_base *wk_node_event_base(wk_node *n)
+{
+        return n->base;
 }
 
 void wk_node_free(wk_node *n)

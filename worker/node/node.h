@@ -104,6 +104,8 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
                  sp_error **err);
 /* Frees the node's memory; sandboxes keep running (a restart re-adopts them). */
 void wk_node_free(wk_node *n);
+/* The loop the node runs on. */
+struct event_base *wk_node_event_base(wk_node *n);
 
 /* Templates. */
 /* Builds the base template synchronously, on the calling (loop) thread: for
@@ -282,6 +284,34 @@ int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);
 int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err);
+/* Moving a suspended sandbox (artifact.c; worker-rpc.md ExportSandbox,
+ * ReadSandboxArtifact, ImportSandbox). Export makes its artifacts on a job
+ * thread and lets worker `to` read them: done gets the Manifest (borrowed) or
+ * an error; returns 1 (done follows) or < 0. */
+typedef void (*wk_node_export_done_fn)(json_object *manifest, const sp_error *err, void *userdata);
+int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_export_done_fn done, void *userdata,
+                           sp_error **err);
+/* Whether the worker whose certificate is named peer may read id's artifacts. */
+bool wk_node_sandbox_export_allowed(wk_node *n, const char *id, const char *peer);
+/* Opens artifact `name` of suspended sandbox id (read-only) and its size. */
+int wk_node_artifact_file_open(wk_node *n, const char *id, const char *name, uint64_t *ret_size, sp_error **err);
+/* Checks an artifact's name: "storage/<file>" (*ret_storage) or "state/<path>"; *ret_rel the rest. */
+int wk_artifact_name_check(const char *name, bool *ret_storage, const char **ret_rel, sp_error **err);
+/* An import: begin checks the manifest against this worker and makes the
+ * staging area (1: the sandbox is here and suspended already, nothing to
+ * do); the caller fetches each file (wk_node_import_file: its name, size and
+ * staging path) and then finishes (done on the loop with the sandbox or an
+ * error; the import is freed) or aborts (what was fetched stays for the next
+ * attempt). */
+typedef struct wk_node_import wk_node_import;
+typedef void (*wk_node_import_done_fn)(wk_sandbox *sb, const sp_error *err, void *userdata);
+int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, wk_node_import **ret, sp_error **err);
+size_t wk_node_import_count(const wk_node_import *imp);
+int wk_node_import_file(wk_node_import *imp, size_t i, const char **ret_name, uint64_t *ret_bytes, char *path,
+                        size_t len, sp_error **err);
+void wk_node_import_finish(wk_node_import *imp, wk_node_import_done_fn done, void *userdata);
+void wk_node_import_abort(wk_node_import *imp);
+
 json_object *wk_sandbox_to_json(const wk_sandbox *sb);
 json_object *wk_node_sandboxes_json(wk_node *n);
 const char *wk_sandbox_state_name(wk_sandbox_state st);

@@ -88,6 +88,10 @@ struct wk_sandbox {
         struct event *spare_timer; /* makes the next session's directory ahead (exec.c) */
         /* Connections to its ports (ConnectPort: ingress) since the worker started, and their bytes. */
         int64_t port_connections, port_bytes_in, port_bytes_out;
+        /* The worker (its certificate's name) that may read its artifacts
+         * (ExportSandbox; artifact.c), "" for none. */
+        char export_to[WK_NAME_MAX + 1];
+        bool clock_stale; /* restored from memory: the agent sets its clock once connected */
         struct wk_sandbox *next;
 };
 
@@ -106,6 +110,7 @@ struct wk_node {
         wk_jobs *jobs; /* the blocking steps of creates and deletes */
         wk_upload *uploads; /* under way (upload.c) */
         wk_import *imports; /* under way (import.c) */
+        struct wk_node_import *moving_in; /* sandboxes being imported from other workers (artifact.c) */
         char *debootstrap_program, *debootstrap_mirror, *agent_path;
         wk_node_templates_changed_fn templates_changed;
         void *templates_changed_ud;
@@ -129,6 +134,18 @@ int wk__sandbox_persist(wk_sandbox *sb, sp_error **err);
 /* By public id, warm ones too. */
 wk_sandbox *wk__sandbox_find_any(wk_node *n, const char *id);
 int wk__sandbox_load_all(wk_node *n, sp_error **err);
+/* Loads (re-adopts) the sandbox whose state is <state>/sandboxes/<key>. */
+int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err);
+/* Its job is over: calls waiting on it go on. */
+void wk__sandbox_unbusy(wk_sandbox *sb);
+/* A free id slot, and one given back. */
+int wk__slot_take(wk_node *n, uint32_t *ret, sp_error **err);
+void wk__slot_give_back(wk_node *n, uint32_t slot);
+/* artifact.c: removes what an export made for the sandbox whose directory is
+ * key (a jail's packed root filesystem): it runs again, or is gone (any thread). */
+void wk__artifacts_drop(wk_node *n, const char *key);
+/* Removes imports abandoned over a day ago (their staging; after loading). */
+void wk__imports_stale_sweep(wk_node *n);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);

@@ -104,6 +104,8 @@ json_object *wk__sandbox_record(const wk_sandbox *sb)
                 json_object_object_add(o, "secrets", gw_secrets_strip_values(sb->secrets));
         if (sb->egress_generation)
                 json_object_object_add(o, "egress_generation", json_object_new_int64(sb->egress_generation));
+        if (sb->export_to[0])
+                json_object_object_add(o, "export_to", json_object_new_string(sb->export_to));
         if (sb->box && sb->node->backend->ops->save)
                 json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
         return o;
@@ -292,6 +294,34 @@ static int box_connect_agent(wk_backend *b, wk_box *box, int *ret, sp_error **er
         return connect_unix(b->ops->agent_socket(box), ret, err);
 }
 
+static void clock_answer(json_object *result, void *ud)
+{
+        json_object *set = NULL;
+        if (!json_object_object_get_ex(result, "clock_set", &set) || !json_object_get_boolean(set))
+                sp_log_warn_kv(SP_KV("sandbox_id", (const char *)ud), "its agent could not set the clock");
+        free(ud);
+}
+
+static void clock_lost(const sp_error *e, void *ud)
+{
+        (void)e;
+        free(ud);
+}
+
+/* A VM restored from its memory state: its clock stood still while it was
+ * saved, and the agent sets it to the host's (proto/spec/agent.md, ping). */
+static void clock_send(wk_sandbox *sb)
+{
+        sb->clock_stale = false;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "op", json_object_new_string("ping"));
+        json_object_object_add(req, "time_ns", json_object_new_int64(sp_now_real_us() * 1000));
+        static const wk_agent_channel_ops ops = {.on_exit = clock_answer, .on_lost = clock_lost};
+        char *id = strdup(sb->id);
+        if (id && wk_agent_open(sb->link, req, &ops, id, NULL) == 0)
+                free(id);
+}
+
 /* The agent's connection over fd (taken), its sessions attached to it. */
 static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
 {
@@ -299,6 +329,8 @@ static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
         if (!sb->link)
                 return -SP_E_UNAVAILABLE;
         sb->link_since_us = sp_now_mono_us();
+        if (sb->clock_stale)
+                clock_send(sb);
         wk__sessions_attach(sb);
         return 0;
 }
@@ -433,6 +465,23 @@ static void run_waiters(wk_waiter *w)
                 free(w);
                 w = next;
         }
+}
+
+void wk__sandbox_unbusy(wk_sandbox *sb)
+{
+        sb->busy = false;
+        run_waiters(take_waiters(sb));
+}
+
+int wk__slot_take(wk_node *n, uint32_t *ret, sp_error **err)
+{
+        return alloc_slot(n, ret, err);
+}
+
+void wk__slot_give_back(wk_node *n, uint32_t slot)
+{
+        if (slot < wk__slot_capacity(n))
+                n->slots_used[slot] = 0;
 }
 
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err)
@@ -1186,9 +1235,17 @@ static void restore_done(wk_job *j)
                 box_job_end(b);
                 return;
         }
+        /* Set before the link is taken, which sends it. */
+        sb->clock_stale = sb->suspended.memory;
         agent_adopt_or_retry(sb, b->agent_fd);
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
+        /* Running again: an export is out of date (its files change now). */
+        if (sb->export_to[0]) {
+                sb->export_to[0] = '\0';
+                (void)wk__sandbox_persist(sb, NULL);
+        }
+        wk__artifacts_drop(sb->node, sb->key);
         _cleanup_error_ sp_error *ca = NULL;
         if (wk__secrets_ready(sb, &ca) < 0)
                 sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its secrets cannot be used: %s", ca->message);
@@ -1286,7 +1343,7 @@ wk_agent_link *wk_node_agent(wk_node *n, const char *sandbox_id, sp_error **err)
 
 /* --- loading after a restart --- */
 
-static int load_one(wk_node *n, const char *key, sp_error **err)
+int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
 {
         char path[PATH_MAX];
         wk__path(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", n->state_dir, key);
@@ -1294,7 +1351,8 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         _cleanup_json_ json_object *o = NULL;
         if (sp_file_read(path, SANDBOX_JSON_MAX, &text, err) < 0 || sp_json_parse(text.data, text.len, &o, err) < 0)
                 return -SP_E_IO;
-        const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL, *tenant = NULL;
+        const char *id = NULL, *tpl = NULL, *state = NULL, *host = NULL, *failure = NULL, *tenant = NULL,
+                   *export_to = NULL;
         int64_t slot = 0;
         bool warm = false;
         json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL, *secrets = NULL;
@@ -1318,6 +1376,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_object(o, "egress", false, &egress, err) < 0 ||
             sp_json_get_array(o, "secrets", false, GW_SECRETS_MAX, &secrets, err) < 0 ||
             sp_json_get_int(o, "egress_generation", false, 0, INT64_MAX, &sb->egress_generation, err) < 0 ||
+            sp_json_get_string(o, "export_to", false, WK_NAME_MAX, &export_to, err) < 0 ||
             sp_json_get_object(o, "box", false, &box, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;
@@ -1340,6 +1399,7 @@ static int load_one(wk_node *n, const char *key, sp_error **err)
         sb->egress = egress ? json_object_get(egress) : NULL;
         sb->secrets = secrets ? json_object_get(secrets) : NULL;
         snprintf(sb->tenant_id, sizeof(sb->tenant_id), "%s", tenant ? tenant : "");
+        snprintf(sb->export_to, sizeof(sb->export_to), "%s", export_to ? export_to : "");
         if (failure)
                 sb->failure = strdup(failure);
         size_t cap = wk__slot_capacity(n);
@@ -1409,7 +1469,7 @@ int wk__sandbox_load_all(wk_node *n, sp_error **err)
                 if (de->d_name[0] == '.')
                         continue;
                 _cleanup_error_ sp_error *e = NULL;
-                if (load_one(n, de->d_name, &e) < 0)
+                if (wk__sandbox_load_one(n, de->d_name, &e) < 0)
                         sp_log_error_kv(SP_KV("sandbox_id", de->d_name), "cannot load sandbox state: %s",
                                         e ? e->message : "?");
         }

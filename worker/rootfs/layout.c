@@ -184,6 +184,24 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
         return 0;
 }
 
+int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, char **ret_rootfs, sp_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        int r = make_entry_dir(st, "sandboxes", "sandbox", id, &dir, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *rootfs = NULL;
+        if (asprintf(&rootfs, "%s/%s", dir, ROOTFS_NAME) < 0)
+                abort();
+        if (wk_subvol_create(rootfs, err) < 0) {
+                (void)remove_entry(st, "sandboxes", "sandbox", id, NULL);
+                return sp_error_wrap(err, "sandbox %s", id);
+        }
+        if (ret_rootfs)
+                *ret_rootfs = TAKE_PTR(rootfs);
+        return 0;
+}
+
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err)
 {
         return remove_entry(st, "sandboxes", "sandbox", id, err);

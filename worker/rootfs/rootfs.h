@@ -156,6 +156,11 @@ int wk_storage_template_delete(const wk_storage *st, const char *name, sp_error 
 int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, const char *id, uint64_t quota_bytes,
                               char **ret_rootfs, sp_error **err);
 
+/* Creates sandboxes/<id>/rootfs as an empty subvolume (a sandbox moved here
+ * from another worker, whose files are then unpacked into it). SP_E_CONFLICT
+ * when the sandbox's directory exists. */
+int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, char **ret_rootfs, sp_error **err);
+
 /* Deletes sandboxes/<id> with everything in it, including subvolumes the
  * sandbox nested inside its root. A missing sandbox is not an error. Call it
  * once the sandbox's processes are gone. */

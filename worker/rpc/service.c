@@ -507,6 +507,8 @@ static void gate(sp_rpc_call *call, json_object *req, void *ud)
 int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_options *opts, sp_error **err)
 {
         wk__svc.node = node;
+        wk__svc.allow_unauthenticated = opts && opts->allow_unauthenticated;
+        wk__svc.peer_ctx = opts ? opts->peer_ctx : NULL;
         wk__svc.max_port_connections =
                 opts && opts->max_port_connections > 0 ? opts->max_port_connections : WK_DEFAULT_MAX_PORT_CONNECTIONS;
         uint32_t cp = SP_ROLE_CONTROLPLANE | (opts->allow_unauthenticated ? SP_RPC_UNAUTHENTICATED : 0);
@@ -521,6 +523,9 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"SuspendSandbox", cp, false, h_suspend, NULL},
                 {"RestoreSandbox", cp, false, h_restore, NULL},
                 {"SandboxStats", cp, false, h_stats, NULL},
+                {"ExportSandbox", cp, false, wk__h_export_sandbox, NULL},
+                {"ReadSandboxArtifact", cp | SP_ROLE_WORKER, true, wk__h_read_sandbox_artifact, NULL},
+                {"ImportSandbox", cp, false, wk__h_import_sandbox, NULL},
                 {"NodeInfo", cp, false, h_node_info, NULL},
                 {"SetWarmPool", cp, false, h_set_warm, NULL},
                 {"SetEgress", cp, false, h_set_egress, NULL},
@@ -552,10 +557,10 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
         };
         /* Unary calls on one sandbox go through the gate (CreateSandbox too: a
          * retried create of an id being made answers once it is). */
-        static const char *const on_a_sandbox[] = {"CreateSandbox", "GetSandbox",     "DeleteSandbox",  "PauseSandbox",
-                                                   "ResumeSandbox", "SuspendSandbox", "RestoreSandbox", "SandboxStats",
-                                                   "SetEgress",     "Exec",           "StatFile",       "ListDir",
-                                                   "MakeDir",       "MovePath",       "RemovePath",     "ChmodPath"};
+        static const char *const on_a_sandbox[] = {
+                "CreateSandbox",  "GetSandbox",    "DeleteSandbox", "PauseSandbox", "ResumeSandbox", "SuspendSandbox",
+                "RestoreSandbox", "SandboxStats",  "SetEgress",     "Exec",         "StatFile",      "ListDir",
+                "ExportSandbox",  "ImportSandbox", "MakeDir",       "MovePath",     "RemovePath",    "ChmodPath"};
         ngated = 0;
         for (size_t i = 0; i < SP_ARRAY_SIZE(methods); i++) {
                 sp_rpc_method m = methods[i];

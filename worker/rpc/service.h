@@ -11,6 +11,7 @@
 
 #include "node/node.h"
 #include "space/rpc.h"
+#include <openssl/ssl.h>
 
 typedef struct wk_service_options {
         /* Methods accept peers without an identity (cleartext on loopback, for tests and
@@ -18,6 +19,10 @@ typedef struct wk_service_options {
         bool allow_unauthenticated;
         /* ConnectPort calls open at once (0: WK_DEFAULT_MAX_PORT_CONNECTIONS). */
         int64_t max_port_connections;
+        /* The worker's client context toward other workers (peer role worker):
+         * ImportSandbox fetches with it. NULL: imports only with
+         * allow_unauthenticated (cleartext), else refused. Borrowed. */
+        SSL_CTX *peer_ctx;
 } wk_service_options;
 
 #define WK_DEFAULT_MAX_PORT_CONNECTIONS 4096

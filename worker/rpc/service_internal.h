@@ -4,10 +4,13 @@
 
 #include "node/node.h"
 #include "space/rpc.h"
+#include <openssl/ssl.h>
 
 typedef struct wk_service_ctx {
         wk_node *node;
         int64_t max_port_connections; /* ConnectPort calls open at once */
+        bool allow_unauthenticated;
+        SSL_CTX *peer_ctx; /* the worker's client context toward other workers (NULL: none) */
 } wk_service_ctx;
 
 extern wk_service_ctx wk__svc;
@@ -38,6 +41,10 @@ void wk__h_read_template_artifact(sp_rpc_call *call, json_object *req, void *ud)
 void wk__h_file_simple(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_read_file(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_write_file(sp_rpc_call *call, json_object *req, void *ud);
+/* artifacts.c */
+void wk__h_export_sandbox(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_read_sandbox_artifact(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud);
 /* ports.c */
 void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud);
 

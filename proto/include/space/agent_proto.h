@@ -142,6 +142,7 @@ typedef struct pr_agent_request {
         bool follow; /* stat: of a symlink's target, not the link */
         uint16_t port; /* connect: 1-65535 */
         bool sync; /* ping: flush every filesystem first (before a VM's suspend) */
+        int64_t time_ns; /* ping: set the clock to this (Unix ns; a VM's, after a restore); 0: leave it */
 } pr_agent_request;
 
 int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, sp_error **err);
