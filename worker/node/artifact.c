@@ -592,6 +592,20 @@ static int rewrite_record(wk_node_import *imp, uint64_t disk_bytes_hint)
         json_object_object_add(o, "slot", json_object_new_int64(imp->slot));
         json_object_object_add(o, "warm", json_object_new_boolean(false));
         json_object_object_del(o, "export_to");
+        /* Its box as a suspended one of this worker: no process of the holder's (a pid and start time
+         * from another host must never name one here), its machine's shape kept (a VM's memory and
+         * vCPUs, which its memory state needs). */
+        json_object *box = NULL, *nb = json_object_new_object();
+        json_object_object_add(nb, "suspended", json_object_new_boolean(true));
+        if (json_object_object_get_ex(o, "box", &box) && json_object_is_type(box, json_type_object)) {
+                static const char *const keep[] = {"memory_bytes", "vcpus", "accel"};
+                for (size_t i = 0; i < SP_ARRAY_SIZE(keep); i++) {
+                        json_object *v = NULL;
+                        if (json_object_object_get_ex(box, keep[i], &v))
+                                json_object_object_add(nb, keep[i], json_object_get(v));
+                }
+        }
+        json_object_object_add(o, "box", nb);
         const char *s = sp_json_str(o);
         return sp_file_write_atomic(path, s, strlen(s), 0600, &imp->err);
 }
