@@ -59,8 +59,7 @@ static bool print_list_json(ctl_ctx *ctx, const char *field, json_object *list)
 
 /* ---- workers ---- */
 
-/* The id of a worker given by id or by name (looked up in the list). */
-static int worker_id(ctl_ctx *ctx, const char *arg, char *out, size_t len, sp_error **err)
+int ctl_worker_id(ctl_ctx *ctx, const char *arg, char *out, size_t len, sp_error **err)
 {
         _cleanup_json_ json_object *resp = NULL;
         int r = ctl_api(ctx, "GET", "/v1/workers", NULL, NULL, &resp, err);
@@ -98,8 +97,8 @@ static int run_worker_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         json_object *list = NULL;
         json_object_object_get_ex(resp, "workers", &list);
         _cleanup_table_ ctl_table t;
-        ctl_table_init(&t, (const char *[]){"NAME", "ID", "STATE", "BACKEND", "ADDRESS", "SLOTS", "CPU", "MEMORY",
-                                            "JOBS", "HEARTBEAT", NULL});
+        ctl_table_init(&t, (const char *[]){"NAME", "ID", "STATE", "BACKEND", "ADDRESS", "SANDBOXES", "SLOTS", "CPU",
+                                            "MEMORY", "JOBS", "HEARTBEAT", NULL});
         for (size_t i = 0; list && i < json_object_array_length(list); i++) {
                 json_object *w = json_object_array_get_idx(list, i);
                 char slots[48], cpu[48], mem[48], jobs[80], hb[32];
@@ -118,8 +117,8 @@ static int run_worker_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
                 snprintf(mem, sizeof(mem), "%s/%sMi", ctl_jstr(w, "used.memory_mb"), ctl_jstr(w, "capacity.memory_mb"));
                 ctl_jage(w, "last_heartbeat", hb, sizeof(hb));
                 ctl_table_row(&t, (const char *[]){ctl_jstr(w, "name"), ctl_jstr(w, "id"), ctl_jstr(w, "state"),
-                                                   ctl_jstr(w, "backend"), ctl_jstr(w, "address"), slots, cpu, mem,
-                                                   jobs, hb});
+                                                   ctl_jstr(w, "backend"), ctl_jstr(w, "address"),
+                                                   ctl_jstr(w, "sandboxes"), slots, cpu, mem, jobs, hb});
         }
         ctl_table_print(ctx, &t);
         return 0;
@@ -128,22 +127,47 @@ static int run_worker_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 static int run_worker_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         char id[128];
-        int r = worker_id(ctx, a->pos[0], id, sizeof(id), err);
+        int r = ctl_worker_id(ctx, a->pos[0], id, sizeof(id), err);
         if (r < 0)
                 return r;
         _cleanup_json_ json_object *w = NULL;
         r = ctl_api_on(ctx, "GET", "/v1/workers/", id, "", &w, err);
         if (r < 0)
                 return r;
-        ctl_print_any(ctx, w);
+        json_object *drain = NULL;
+        if (ctx->json || !json_object_object_get_ex(w, "drain", &drain) || !drain) {
+                ctl_print_any(ctx, w);
+                return 0;
+        }
+        /* A drain: the sandboxes left there with why, one a line, and where the others went. */
+        json_object_get(drain);
+        json_object_object_del(w, "drain");
+        ctl_print_object(ctx, w);
+        fprintf(ctx->out, "drain.started_at: %s\n", ctl_jstr(drain, "started_at"));
+        json_object *left = NULL, *moved = NULL;
+        json_object_object_get_ex(drain, "left", &left);
+        json_object_object_get_ex(drain, "moved", &moved);
+        for (size_t i = 0; left && i < json_object_array_length(left); i++) {
+                json_object *e = json_object_array_get_idx(left, i);
+                fprintf(ctx->out, "drain.left: %s %s (wanted %s): %s\n", ctl_jstr(e, "id"), ctl_jstr(e, "state"),
+                        ctl_jstr(e, "desired_state"), ctl_jstr(e, "message"));
+        }
+        for (size_t i = 0; moved && i < json_object_array_length(moved); i++) {
+                json_object *e = json_object_array_get_idx(moved, i);
+                char size[32];
+                ctl_human_bytes(size, strtoll(ctl_jstr(e, "bytes"), NULL, 10));
+                fprintf(ctx->out, "drain.moved: %s to %s (%s now), %s, at %s\n", ctl_jstr(e, "sandbox_id"),
+                        ctl_jstr(e, "to"), ctl_jstr(e, "state"), size, ctl_jstr(e, "at"));
+        }
+        json_object_put(drain);
         return 0;
 }
 
-/* cordon, uncordon, drain, unquarantine: the command's name is the route's. */
+/* cordon, uncordon, unquarantine: the command's name is the route's (drain: drain.c). */
 static int run_worker_action(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         char id[128];
-        int r = worker_id(ctx, a->pos[0], id, sizeof(id), err);
+        int r = ctl_worker_id(ctx, a->pos[0], id, sizeof(id), err);
         if (r < 0)
                 return r;
         _cleanup_buf_ sp_buf path = SP_BUF_INIT;
@@ -387,7 +411,16 @@ static const ctl_cmd worker_cmds[] = {
          .run = run_worker_get},
         WORKER_ACTION("cordon", "place no new sandboxes on a worker"),
         WORKER_ACTION("uncordon", "place sandboxes on a cordoned or draining worker again"),
-        WORKER_ACTION("drain", "cordon a worker and move its sandboxes away"),
+        {.name = "drain",
+         .usage = "WORKER",
+         .summary = "cordon a worker and move its sandboxes to other workers",
+         .min_args = 1,
+         .max_args = 1,
+         .opts = ctl_worker_drain_opts,
+         .run = ctl_run_worker_drain,
+         .help = "Suspended and stopped sandboxes are moved and stay so; running and paused ones are suspended,\n"
+                 "moved, and run (or are paused) again on the other worker. One that no other worker can take\n"
+                 "stays, and spacectl worker get says why."},
         WORKER_ACTION("unquarantine", "lift a worker's quarantine"),
         {.name = "join-token", .summary = "create, list and revoke join tokens", .group = &token_group},
         {0},

@@ -126,6 +126,11 @@ extern const ctl_opt ctl_down_opts[];
 int ctl_run_up(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 int ctl_run_status(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 int ctl_run_down(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+/* spacectl worker drain (drain.c); WORKER resolved by ctl_worker_id (admin.c). */
+extern const ctl_opt ctl_worker_drain_opts[];
+int ctl_run_worker_drain(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+/* The id of a worker given by id or by name (looked up in GET /v1/workers). */
+int ctl_worker_id(ctl_ctx *ctx, const char *arg, char *out, size_t len, sp_error **err);
 /* spacectl env (env.c). */
 extern const ctl_opt ctl_env_opts[];
 int ctl_run_env(ctl_ctx *ctx, const ctl_args *a, sp_error **err);

@@ -137,6 +137,13 @@ static bool ctrl_leads(const void *arg)
         return cp_ctrl_is_leader(*ctrl);
 }
 
+/* The controllers' metrics for /metrics: arg as ctrl_leads's. */
+static void ctrl_metrics(const void *arg, sp_buf *b)
+{
+        cp_ctrl *const *ctrl = arg;
+        cp_ctrl_metrics(*ctrl, b);
+}
+
 /* Splits "a,b,c" in place into at most SP_PKI_MAX_SANS names. */
 static void split_names(char *list, const char *out[static SP_PKI_MAX_SANS + 1])
 {
@@ -291,7 +298,8 @@ int main(int argc, char **argv)
                             .keyring = keyring,
                             .create_fast_path = c.create_fast_path,
                             .is_leader = ctrl_leads,
-                            .leader_arg = &ctrl};
+                            .leader_arg = &ctrl,
+                            .ctrl_metrics = ctrl_metrics};
         cp_api *api = http ? cp_api_new(d.base, http, &ac, &e) : NULL;
         if (!api || sp_http_server_listen(http, c.listen, api_tls, &e) < 0) {
                 sp_log_error("api: %s", e->message);

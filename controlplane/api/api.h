@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "space/buf.h"
 #include "space/error.h"
 #include "space/http.h"
 #include "store/db.h"
@@ -58,6 +59,9 @@ typedef struct cp_api_config {
          * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */
         bool (*is_leader)(const void *leader_arg);
         const void *leader_arg;
+        /* Appends the controllers' metrics (moves of suspended sandboxes) to
+         * /metrics; NULL: none. Called on the loop with leader_arg. */
+        void (*ctrl_metrics)(const void *leader_arg, sp_buf *b);
 } cp_api_config;
 
 typedef struct cp_api cp_api;

@@ -98,13 +98,15 @@ void cp__h_metrics(cp_call *c)
                        "# HELP space_controlplane_leader 1 while this replica holds the leader lock and runs the "
                        "controllers.\n# TYPE space_controlplane_leader gauge\nspace_controlplane_leader %d\n",
                        api->cfg.is_leader && api->cfg.is_leader(api->cfg.leader_arg) ? 1 : 0);
+        if (api->cfg.ctrl_metrics)
+                api->cfg.ctrl_metrics(api->cfg.leader_arg, &b);
         gauge_rows(api, &b, "space_sandboxes", "Sandboxes by observed state.", "state",
                    "SELECT observed_state, count(*) FROM sandboxes WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1");
         gauge_rows(api, &b, "space_operations", "Operations by state.", "state",
                    "SELECT state, count(*) FROM operations GROUP BY 1 ORDER BY 1");
         gauge_rows(api, &b, "space_operations_unplaced", "Operations waiting because no worker can place them.", "kind",
-                   "SELECT kind, count(*) FROM operations WHERE state = 'pending' AND message LIKE 'cannot place%' "
-                   "GROUP BY 1 ORDER BY 1");
+                   "SELECT kind, count(*) FROM operations WHERE state = 'pending' AND (message LIKE 'cannot place%' "
+                   "OR message LIKE 'cannot move%') GROUP BY 1 ORDER BY 1");
         gauge_rows(api, &b, "space_operation_seconds_avg",
                    "Mean duration of operations finished in the last hour, by kind.", "kind",
                    "SELECT kind, round(avg(extract(epoch FROM updated_at - created_at))::numeric, 6) FROM operations "

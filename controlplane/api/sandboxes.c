@@ -419,15 +419,24 @@ static void lifecycle(cp_call *c, const action *a)
         bool noop = strcmp(kind, "wake") == 0; /* already running: nothing to do */
         /* A create still waiting to be placed (not being carried out on a worker
          * now) is cancelled by a delete, which then has nothing to undo:
-         * otherwise the delete would wait behind it until its deadline. */
+         * otherwise the delete would wait behind it until its deadline. So is
+         * a wake or a move waiting for another worker to take the sandbox
+         * (ctrl/move.c): nothing of it has happened yet. */
         const char *ip[] = {id};
         if (strcmp(a->name, "delete") == 0 &&
-            cp_db_exec(c->api->db,
-                       "UPDATE operations SET state = 'failed', updated_at = now(), message = NULL, error = "
-                       "'{\"code\":\"conflict\",\"message\":\"cancelled: the sandbox was deleted before it was "
-                       "placed\"}' WHERE target_id = $1 AND kind = 'create' AND state = 'pending' "
-                       "AND NOT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND worker_id IS NOT NULL)",
-                       1, ip, NULL, &e) < 0) {
+            (cp_db_exec(c->api->db,
+                        "UPDATE operations SET state = 'failed', updated_at = now(), message = NULL, error = "
+                        "'{\"code\":\"conflict\",\"message\":\"cancelled: the sandbox was deleted before it was "
+                        "placed\"}' WHERE target_id = $1 AND kind = 'create' AND state = 'pending' "
+                        "AND NOT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND worker_id IS NOT NULL)",
+                        1, ip, NULL, &e) < 0 ||
+             cp_db_exec(
+                     c->api->db,
+                     "UPDATE operations SET state = 'failed', updated_at = now(), error = jsonb_build_object("
+                     "'code', 'conflict', 'message', 'cancelled: the sandbox was deleted while it waited for "
+                     "another worker (' || message || ')'), message = NULL WHERE target_id = $1 "
+                     "AND kind IN ('restore', 'start', 'move') AND state = 'pending' AND message LIKE 'cannot move%'",
+                     1, ip, NULL, &e) < 0)) {
                 cp__mutation_abort(c, e);
                 return;
         }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Leader election, wake-ups and the periodic backstop; worker clients; the
- * policies (timeouts, idle suspension, drains) and garbage collection.
+ * policies (timeouts, idle suspension; drains in drain.c), garbage
+ * collection and the controllers' metrics.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,16 +153,7 @@ void cp__policies_run(cp_ctrl *c)
                  "'running' AND s.observed_state = 'running' AND " IDLE_OF " > 0 AND s.last_active_at + "
                  "make_interval(secs => " IDLE_OF ") < now() AND " NO_ACTIVE_OP " LIMIT 100",
                  1, ip, "suspended", "suspend", "idle for longer than its idle timeout");
-        /* Draining: nothing stays running on the worker. The jail keeps a
-         * suspended sandbox's filesystem on its worker, so it wakes there once
-         * the worker is uncordoned (ops.c refuses to wake it before). */
-        make_ops(c,
-                 "SELECT s.id, s.tenant_id, 'suspended: its worker ' || coalesce(w.name, w.id) || ' is draining; "
-                 "a suspended ' || coalesce(s.backend, w.backend) || ' sandbox keeps its filesystem on its worker, "
-                 "so it wakes there once the worker is uncordoned' FROM sandboxes s JOIN workers w ON w.id = "
-                 "s.worker_id WHERE w.admin_state = 'draining' AND s.deleted_at IS NULL AND s.desired_state IN "
-                 "('running', 'paused') AND " NO_ACTIVE_OP " LIMIT 100",
-                 0, NULL, "suspended", "suspend", "its worker is draining");
+        cp__drain_run(c);
 }
 
 static void gc_run(cp_ctrl *c)
@@ -176,6 +168,7 @@ static void gc_run(cp_ctrl *c)
                          NULL, NULL);
         (void)cp_db_exec(c->db, "DELETE FROM join_tokens WHERE expires_at < now() - interval '7 days'", 0, NULL, NULL,
                          NULL);
+        (void)cp_db_exec(c->db, "DELETE FROM sandbox_moves WHERE at < now() - interval '30 days'", 0, NULL, NULL, NULL);
 }
 
 /* Expires operations that waited past their deadline without starting. */
@@ -186,7 +179,7 @@ static void expire_run(cp_ctrl *c)
                        "UPDATE operations SET state = 'failed', updated_at = now(), error = jsonb_build_object("
                        "'code', 'timeout', 'message', 'the operation could not finish in time' || "
                        "coalesce(': ' || message, '')) WHERE state = 'pending' AND deadline_at < now() "
-                       "RETURNING kind, target_id",
+                       "RETURNING kind, target_id, coalesce(message LIKE 'cannot move%', false), message",
                        0, NULL, &res, NULL) < 0)
                 return;
         for (int i = 0; i < PQntuples(res); i++) {
@@ -197,6 +190,13 @@ static void expire_run(cp_ctrl *c)
                                          "'it could not be placed or created in time', updated_at = now() "
                                          "WHERE id = $1 AND worker_id IS NULL",
                                          1, p, NULL, NULL);
+                if (strcmp(PQgetvalue(res, i, 2), "t") == 0) {
+                        /* It stays where it is, and says why (no other worker could take it). */
+                        const char *mp[] = {p[0], PQgetvalue(res, i, 3)};
+                        (void)cp_db_exec(c->db,
+                                         "UPDATE sandboxes SET status_message = $2, updated_at = now() WHERE id = $1",
+                                         2, mp, NULL, NULL);
+                }
                 if (strcmp(PQgetvalue(res, i, 0), "template_build") == 0)
                         (void)cp_db_exec(c->db,
                                          "UPDATE templates SET state = 'failed', error = 'the build could not "
@@ -336,6 +336,22 @@ cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_erro
 fail:
         cp_ctrl_free(c);
         return NULL;
+}
+
+void cp_ctrl_metrics(const cp_ctrl *c, sp_buf *b)
+{
+        sp_buf_appendf(b, NULL,
+                       "# HELP space_controlplane_sandbox_moves_total Suspended sandboxes moved to another worker "
+                       "(result moved), and attempts that failed (result failed; a retry may follow), by this "
+                       "replica's controllers.\n# TYPE space_controlplane_sandbox_moves_total counter\n"
+                       "space_controlplane_sandbox_moves_total{result=\"moved\"} %llu\n"
+                       "space_controlplane_sandbox_moves_total{result=\"failed\"} %llu\n"
+                       "# HELP space_controlplane_sandbox_move_bytes_total The artifacts' bytes of the sandboxes "
+                       "moved.\n# TYPE space_controlplane_sandbox_move_bytes_total counter\n"
+                       "space_controlplane_sandbox_move_bytes_total %llu\n",
+                       (unsigned long long)(c ? c->moves_total : 0),
+                       (unsigned long long)(c ? c->moves_failed_total : 0),
+                       (unsigned long long)(c ? c->move_bytes_total : 0));
 }
 
 bool cp_ctrl_is_leader(const cp_ctrl *c)

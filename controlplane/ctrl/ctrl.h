@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "space/buf.h"
 #include "space/error.h"
 #include "store/keyring.h"
 
@@ -46,6 +47,10 @@ typedef struct cp_ctrl cp_ctrl;
 cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_error **err);
 /* True while this replica holds the leader lock. */
 bool cp_ctrl_is_leader(const cp_ctrl *c);
+/* Appends the controllers' counters in the Prometheus text format
+ * (space_controlplane_sandbox_moves_total{result}, ..._move_bytes_total):
+ * what this replica did while it led, since it started. c may be NULL (0s). */
+void cp_ctrl_metrics(const cp_ctrl *c, sp_buf *b);
 /* Releases leadership (closing the lock connection) and frees. */
 cp_ctrl *cp_ctrl_free(cp_ctrl *c);
 

@@ -38,6 +38,9 @@ struct cp_ctrl {
         sp_rpc_pool *pool; /* clients to workers, by worker id */
         cp_wclient workers[CP_CTRL_MAX_WORKERS];
         size_t nworkers;
+        /* Moves of suspended sandboxes (move.c), since this replica started:
+         * done, attempts that failed, and the bytes moved. */
+        uint64_t moves_total, moves_failed_total, move_bytes_total;
 };
 
 /* In-flight bookkeeping: add returns false if key is already in flight. */
@@ -62,7 +65,47 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
                         void (*done)(void *userdata, const sp_error *err), void *userdata);
 /* Timeouts, idle suspension and drains: turns them into operations. */
 void cp__policies_run(cp_ctrl *c);
+/* Drains (drain.c): every sandbox on a draining worker gets the operation
+ * that takes it away (suspend and restore elsewhere, or move). */
+void cp__drain_run(cp_ctrl *c);
 /* Reconciles observed against desired on every reachable worker. */
 void cp__reconcile_run(cp_ctrl *c);
+
+/* ---- moving a suspended sandbox to another worker (move.c) ---- */
+
+/* Workers that may refuse one sandbox (failed_precondition) before its move fails. */
+#define CP_MOVE_MAX_REFUSALS 3
+
+typedef enum cp_move_outcome {
+        CP_MOVE_DONE, /* the sandbox is the new worker's (suspended there) */
+        CP_MOVE_NO_WORKER, /* no other worker can take it now; nothing changed */
+        CP_MOVE_RETRY, /* a step failed in a way that may pass; nothing changed */
+        CP_MOVE_FAILED, /* it cannot move (an old worker, a sandbox that is not there or not suspended) */
+} cp_move_outcome;
+
+typedef struct cp_move_result {
+        char to[SP_ID_MAX]; /* the new worker's id */
+        char to_name[72], from_name[72];
+        int64_t bytes; /* the artifacts' data */
+} cp_move_result;
+
+/* r: set with CP_MOVE_DONE only; err: why, for every other outcome. Both borrowed for the call. */
+typedef void (*cp_move_done_fn)(void *userdata, cp_move_outcome o, const cp_move_result *r, const sp_error *err);
+
+typedef struct cp_move cp_move;
+
+/* Step 1 of moving suspended sandbox sbx (move.c's top comment) on behalf of
+ * operation op, whose request keeps what a retry needs (move_to,
+ * move_avoid): reads where it is and chooses the worker it goes to. The
+ * move, ready to run (free it with cp__move_free if it is not run); or NULL
+ * with *ret (CP_MOVE_NO_WORKER, CP_MOVE_RETRY, CP_MOVE_FAILED) and *err
+ * saying why. Nothing is called or changed. */
+cp_move *cp__move_prepare(cp_ctrl *c, const char *op, const char *sbx, cp_move_outcome *ret, sp_error **err);
+/* The rest of the move; the operation's message says how far it got, and
+ * its request gets `moved` once it is done. done runs exactly once (from the
+ * loop, or before this returns); m is freed then. */
+void cp__move_run(cp_move *m, cp_move_done_fn done, void *userdata);
+/* Frees a move that was not run. Accepts NULL; returns NULL. */
+cp_move *cp__move_free(cp_move *m);
 
 #endif

@@ -14,8 +14,18 @@
  * removes the sandbox as an orphan if it returns) and a create, which is
  * placed again. A create that fails through the worker's fault is placed
  * again, on another worker if one fits, and the failure counts towards the
- * worker's quarantine. Waking a suspended sandbox whose worker is draining
- * fails at once: its filesystem stays on that worker.
+ * worker's quarantine.
+ *
+ * Moves (move.c): waking (restore, start) a suspended sandbox whose worker is
+ * draining first moves it to another worker, then wakes it there; a `move`
+ * (what a drain records for a sandbox that stays suspended or stopped) only
+ * moves it. While no other worker can take it, the operation waits ("cannot
+ * move it yet: …", tried again every 2 s and whenever a slot frees) until
+ * its deadline; a failed step is retried with the same back-off as any call.
+ * An operation may name the ones that follow it (request `then`, a drain's
+ * suspend followed by the restore elsewhere): they are recorded when it
+ * succeeds, while the sandbox is still wanted as it was (`want`) and nothing
+ * else was asked of it meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +45,7 @@ typedef struct kind_def {
         const char *kind;
         const char *method; /* worker RPC */
         const char *during; /* observed state while it runs, or NULL */
-        const char *after; /* observed state once done */
+        const char *after; /* observed state once done (NULL: as it was) */
         const char *worker_state; /* the worker's state once done */
 } kind_def;
 
@@ -48,6 +58,7 @@ static const kind_def KINDS[] = {
         {"restore", "RestoreSandbox", "restoring", "running", "running"},
         {"start", "RestoreSandbox", "restoring", "running", "running"},
         {"delete", "DeleteSandbox", "deleting", "deleted", NULL},
+        {"move", NULL, NULL, NULL, NULL}, /* move.c; it stays suspended or stopped */
         {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -81,7 +92,7 @@ static void wake_waiting_for_a_slot(cp_ctrl *c)
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(c->db,
                        "UPDATE operations SET next_attempt_at = now() WHERE state = 'pending' "
-                       "AND message LIKE 'cannot place%' AND next_attempt_at > now()",
+                       "AND (message LIKE 'cannot place%' OR message LIKE 'cannot move%') AND next_attempt_at > now()",
                        0, NULL, &res, NULL) < 0)
                 return;
         if (strcmp(PQcmdTuples(res), "0") != 0) {
@@ -90,28 +101,55 @@ static void wake_waiting_for_a_slot(cp_ctrl *c)
         }
 }
 
+/* The status a sandbox shows once operation o is done: the one it was made
+ * with (a policy's reason), after where it went if it moved. */
+#define DONE_STATUS \
+        "CASE WHEN o.request ? 'moved' THEN 'moved from ' || (o.request->'moved'->>'from') || ' to ' || " \
+        "(o.request->'moved'->>'to') || coalesce(': ' || (o.request->>'status_message'), '') " \
+        "ELSE o.request->>'status_message' END"
+
+/* The next operation of op $1's `then`, as $2 (see the top comment). */
+#define NEXT_OP \
+        "INSERT INTO operations (id, tenant_id, kind, target_id, state, message, deadline_at, request) " \
+        "SELECT $2, o.tenant_id, o.request->'then'->>0, o.target_id, 'pending', o.request->>'then_status_message', " \
+        "now() + interval '10 minutes', (o.request - 'then' - 'status_message' - 'then_status_message' - 'moved' " \
+        "- 'moved_message' - 'move_to' - 'move_avoid') || jsonb_build_object('then', (o.request->'then') - 0, " \
+        "'status_message', coalesce(o.request->>'then_status_message', s.status_message)) " \
+        "FROM operations o JOIN sandboxes s ON s.id = o.target_id WHERE o.id = $1 " \
+        "AND jsonb_typeof(o.request->'then') = 'array' AND jsonb_array_length(o.request->'then') > 0 " \
+        "AND s.deleted_at IS NULL AND s.desired_state = o.request->>'want' AND NOT EXISTS (SELECT 1 FROM " \
+        "operations x WHERE x.target_id = o.target_id AND x.id <> o.id AND x.state IN ('pending', 'running'))"
+
 static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
 {
+        char next[SP_ID_MAX];
+        if (sp_id_new("op", next, NULL) < 0)
+                return; /* retried on a later tick */
         const char *p[] = {op, sbx, k ? k->after : NULL};
+        const char *np[] = {op, next};
         _cleanup_error_ sp_error *e = NULL;
         /* The sandbox keeps the status the operation was made with (a policy's reason), if any. */
         const cp_db_stmt txn[] = {
-                {"UPDATE sandboxes SET observed_state = $3, status_message = (SELECT o.request->>"
-                 "'status_message' FROM operations o WHERE o.id = $1), updated_at = now(), "
-                 "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE deleted_at END WHERE id = $2",
+                {"UPDATE sandboxes s SET observed_state = coalesce($3, s.observed_state), status_message = "
+                 "(SELECT " DONE_STATUS " FROM operations o WHERE o.id = $1), updated_at = now(), "
+                 "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE s.deleted_at END WHERE s.id = $2",
                  3, p, false},
-                {"UPDATE operations SET state = 'succeeded', message = NULL, error = NULL, updated_at = now(), "
-                 "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) "
-                 "WHERE id = $1 AND state IN ('pending', 'running')",
+                {"UPDATE operations o SET state = 'succeeded', error = NULL, updated_at = now(), "
+                 "message = CASE WHEN o.request ? 'moved' THEN o.request->>'moved_message' END, "
+                 "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) || CASE WHEN o.request ? 'moved' "
+                 "THEN jsonb_build_object('moved', o.request->'moved') ELSE '{}'::jsonb END "
+                 "WHERE o.id = $1 AND o.state IN ('pending', 'running')",
                  2, p, false},
+                {NEXT_OP, 2, np, false},
         };
-        if (cp_db_txn(c->db, k ? txn : txn + 1, k ? 2 : 1, &e) < 0) {
+        if (cp_db_txn(c->db, k ? txn : txn + 1, k ? 3 : 1, &e) < 0) {
                 sp_log_warn("operation %s: recording success: %s", op, e ? e->message : "?");
                 return;
         }
         sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx, "operation_id", op), "%s done", k ? k->kind : "operation");
-        if (k && (strcmp(k->after, "deleted") == 0 || strcmp(k->after, "suspended") == 0 ||
-                  strcmp(k->after, "stopped") == 0))
+        if (k && k->after &&
+            (strcmp(k->after, "deleted") == 0 || strcmp(k->after, "suspended") == 0 ||
+             strcmp(k->after, "stopped") == 0))
                 wake_waiting_for_a_slot(c);
 }
 
@@ -294,13 +332,21 @@ static int place(cp_ctrl *c, PGresult *sbx, const char *avoid, char worker_out[s
         return 0;
 }
 
-/* Deals with an operation whose worker cannot serve it now; returns false
- * when the worker can. An unreachable worker: a delete completes without it
- * (it removes the sandbox as an orphan if it returns), a create is placed
- * again, anything else waits for it. A draining worker: waking a suspended
- * sandbox there fails, since its filesystem cannot leave the worker and the
- * worker must not run it. */
-static bool worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, const char *sbx_id, PGresult *sbx)
+/* What an operation does about its sandbox's worker. */
+typedef enum serve {
+        SERVE, /* call it */
+        HANDLED, /* waiting, done or failed already */
+        MOVE, /* move the sandbox to another worker first (move.c) */
+} serve;
+
+/* Deals with an operation whose worker cannot serve it now. An unreachable
+ * worker: a delete completes without it (it removes the sandbox as an orphan
+ * if it returns), a create is placed again, anything else waits for it. A
+ * draining worker: waking a suspended sandbox there moves it first (the
+ * worker must not run it); a drain's `move` whose worker is no longer
+ * draining has nothing to do. */
+static serve worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, const char *sbx_id, PGresult *sbx,
+                                 bool drain)
 {
         const char *worker = PQgetvalue(sbx, 0, S_WORKER), *name = PQgetvalue(sbx, 0, S_WNAME);
         char msg[512];
@@ -320,28 +366,118 @@ static bool worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, c
                                  name);
                         op_retry(c, op, 2, msg);
                 }
-                return true;
+                return HANDLED;
         }
-        if (strcmp(PQgetvalue(sbx, 0, S_ADMIN), "draining") == 0 &&
-            (strcmp(k->kind, "restore") == 0 || strcmp(k->kind, "start") == 0)) {
-                snprintf(msg, sizeof(msg),
-                         "its worker %s is draining: a suspended %s sandbox keeps its filesystem on its worker and "
-                         "can be restored only there; uncordon %s to wake it",
-                         name, PQgetvalue(sbx, 0, S_WBACKEND), name);
-                op_fail(c, op, sbx_id, k, PQgetvalue(sbx, 0, S_OBSERVED), SP_E_CONFLICT, msg);
-                /* It stays as it was, wanted so: the drain does not suspend it again. */
-                const char *p[] = {sbx_id};
-                (void)cp_db_exec(c->db,
-                                 "UPDATE sandboxes SET desired_state = observed_state, updated_at = now() "
-                                 "WHERE id = $1 AND observed_state IN ('suspended', 'stopped')",
-                                 1, p, NULL, NULL);
-                return true;
+        bool draining = strcmp(PQgetvalue(sbx, 0, S_ADMIN), "draining") == 0;
+        if (strcmp(k->kind, "move") == 0) {
+                const char *obs = PQgetvalue(sbx, 0, S_OBSERVED);
+                if (strcmp(obs, "suspended") != 0 && strcmp(obs, "stopped") != 0) {
+                        snprintf(msg, sizeof(msg), "only a suspended or stopped sandbox moves; it is %s", obs);
+                        op_fail(c, op, sbx_id, k, obs, SP_E_CONFLICT, msg);
+                        return HANDLED;
+                }
+                if (drain && !draining) {
+                        snprintf(msg, sizeof(msg), "not moved: its worker %s is no longer draining", name);
+                        op_fail(c, op, sbx_id, k, obs, SP_E_CONFLICT, msg);
+                        return HANDLED;
+                }
+                return MOVE;
         }
-        return false;
+        if (draining && (strcmp(k->kind, "restore") == 0 || strcmp(k->kind, "start") == 0))
+                return MOVE;
+        return SERVE;
+}
+
+/* Calls the operation's method on x->worker; on_result goes on. Frees x
+ * when the call cannot start. */
+static void call_worker(op_ctx *x)
+{
+        cp_ctrl *c = x->c;
+        sp_rpc_client *cli = cp__worker_client(c, x->worker);
+        if (!cli) {
+                op_retry(c, x->op, backoff_s(x->attempts), "waiting for the worker's address");
+                ctx_free(x);
+                return;
+        }
+        if (x->k->during) {
+                const char *up[] = {x->sbx, x->k->during};
+                (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
+                                 up, NULL, NULL);
+        }
+        _cleanup_json_ json_object *req = NULL;
+        int64_t timeout_ms = 60000;
+        if (strcmp(x->k->kind, "create") == 0) {
+                /* Its spec, egress profile and secrets (store/create_req.h). */
+                _cleanup_error_ sp_error *be = NULL;
+                if (cp_sandbox_create_request(c->db, c->cfg.keyring, x->sbx, &req, &x->egress_generation, &be) < 0) {
+                        op_retry(c, x->op, backoff_s(x->attempts - 1), be->message);
+                        ctx_free(x);
+                        return;
+                }
+                timeout_ms = 120000;
+        } else {
+                req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = x->sbx});
+        }
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_rpc_client_call(cli, x->k->method, req, timeout_ms, on_result, x, &e) < 0) {
+                op_retry(c, x->op, backoff_s(x->attempts - 1), e->message);
+                ctx_free(x);
+        }
+}
+
+/* A move that did not happen (move.c): the operation waits, retries or fails. */
+static void not_moved(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k, const char *prior, int attempts,
+                      cp_move_outcome o, const sp_error *err)
+{
+        char msg[1024];
+        switch (o) {
+        case CP_MOVE_NO_WORKER:
+                /* "cannot move": woken with the creates waiting for a slot. */
+                snprintf(msg, sizeof(msg), "cannot move it yet: %s", err->message);
+                op_retry(c, op, 2, msg);
+                break;
+        case CP_MOVE_RETRY:
+                snprintf(msg, sizeof(msg), "moving it: retrying: %s", err->message);
+                op_retry(c, op, backoff_s(attempts), msg);
+                break;
+        case CP_MOVE_FAILED:
+        case CP_MOVE_DONE: {
+                /* The step it was at is no longer under way: the error says what happened. */
+                const char *mp[] = {op};
+                (void)cp_db_exec(c->db, "UPDATE operations SET message = NULL WHERE id = $1", 1, mp, NULL, NULL);
+                snprintf(msg, sizeof(msg), "cannot move it: %s", err ? err->message : "?");
+                op_fail(c, op, sbx, k, prior, err ? err->code : SP_E_INTERNAL, msg);
+                if (k->method) {
+                        /* A wake that failed: it stays as it was, wanted so. */
+                        const char *p[] = {sbx};
+                        (void)cp_db_exec(c->db,
+                                         "UPDATE sandboxes SET desired_state = observed_state, updated_at = now() "
+                                         "WHERE id = $1 AND observed_state IN ('suspended', 'stopped')",
+                                         1, p, NULL, NULL);
+                }
+                break;
+        }
+        }
+}
+
+/* A move has ended: a `move` is done; a wake goes on on the new worker. */
+static void on_moved(void *userdata, cp_move_outcome o, const cp_move_result *r, const sp_error *err)
+{
+        op_ctx *x = userdata;
+        if (o == CP_MOVE_DONE && x->k->method) {
+                snprintf(x->worker, sizeof(x->worker), "%s", r->to);
+                call_worker(x);
+                return;
+        }
+        if (o == CP_MOVE_DONE)
+                op_succeed(x->c, x->op, x->sbx, x->k);
+        else
+                not_moved(x->c, x->op, x->sbx, x->k, x->prior_state, x->attempts, o, err);
+        ctx_free(x);
 }
 
 static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const char *sbx_id, int attempts,
-                             const char *avoid)
+                             const char *avoid, bool drain)
 {
         const kind_def *k = NULL;
         for (const kind_def *d = KINDS; d->kind; d++)
@@ -360,6 +496,7 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                 return;
         }
         char worker[SP_ID_MAX] = "";
+        serve how = SERVE;
         if (!PQgetisnull(sbx, 0, S_WORKER))
                 snprintf(worker, sizeof(worker), "%s", PQgetvalue(sbx, 0, S_WORKER));
         if (!worker[0]) {
@@ -385,17 +522,28 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
                                2, wp, NULL, NULL) < 0)
                         return;
                 sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", sbx_id, "worker_id", worker), "placed");
-        } else if (worker_cannot_serve(c, op, k, sbx_id, sbx)) {
+        } else if ((how = worker_cannot_serve(c, op, k, sbx_id, sbx, drain)) == HANDLED) {
                 return;
         }
-        sp_rpc_client *cli = cp__worker_client(c, worker);
-        if (!cli) {
+        if (how == SERVE && !cp__worker_client(c, worker)) {
                 op_retry(c, op, backoff_s(attempts), "waiting for the worker's address");
                 return;
+        }
+        /* A move first chooses where to: while it cannot, the operation waits
+         * as it is (never taken, so a delete can cancel it). */
+        cp_move *mv = NULL;
+        if (how == MOVE) {
+                cp_move_outcome o;
+                _cleanup_error_ sp_error *e = NULL;
+                if (!(mv = cp__move_prepare(c, op, sbx_id, &o, &e))) {
+                        not_moved(c, op, sbx_id, k, PQgetvalue(sbx, 0, S_OBSERVED), attempts + 1, o, e);
+                        return;
+                }
         }
         op_ctx *x = calloc(1, sizeof(*x));
         if (!x || !cp__inflight_add(c, op)) {
                 free(x);
+                cp__move_free(mv);
                 return;
         }
         x->c = c;
@@ -405,33 +553,21 @@ static void start_sandbox_op(cp_ctrl *c, const char *op, const char *kind, const
         snprintf(x->sbx, sizeof(x->sbx), "%s", sbx_id);
         snprintf(x->worker, sizeof(x->worker), "%s", worker);
         x->prior_state = strdup(PQgetvalue(sbx, 0, S_OBSERVED));
-        const char *up[] = {op, sbx_id, k->during};
-        (void)cp_db_exec(c->db,
-                         "UPDATE operations SET state = 'running', attempts = attempts + 1, updated_at = now() "
-                         "WHERE id = $1",
-                         1, up, NULL, NULL);
-        if (k->during)
-                (void)cp_db_exec(c->db, "UPDATE sandboxes SET observed_state = $2, updated_at = now() WHERE id = $1", 2,
-                                 up + 1, NULL, NULL);
-        _cleanup_json_ json_object *req = NULL;
-        int64_t timeout_ms = 60000;
-        if (strcmp(kind, "create") == 0) {
-                /* Its spec, egress profile and secrets (store/create_req.h). */
-                _cleanup_error_ sp_error *be = NULL;
-                if (cp_sandbox_create_request(c->db, c->cfg.keyring, sbx_id, &req, &x->egress_generation, &be) < 0) {
-                        op_retry(c, op, backoff_s(attempts), be->message);
-                        ctx_free(x);
-                        return;
-                }
-                timeout_ms = 120000;
-        } else {
-                req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = sbx_id});
+        const char *up[] = {op};
+        _cleanup_pgresult_ PGresult *taken = NULL;
+        if (cp_db_exec(c->db,
+                       "UPDATE operations SET state = 'running', attempts = attempts + 1, updated_at = now() "
+                       "WHERE id = $1 AND state IN ('pending', 'running') RETURNING id",
+                       1, up, &taken, NULL) < 0 ||
+            PQntuples(taken) != 1) {
+                ctx_free(x); /* finished meanwhile (a delete cancelled it), or no database */
+                cp__move_free(mv);
+                return;
         }
-        _cleanup_error_ sp_error *e = NULL;
-        if (sp_rpc_client_call(cli, k->method, req, timeout_ms, on_result, x, &e) < 0) {
-                op_retry(c, op, backoff_s(attempts), e->message);
-                ctx_free(x);
-        }
+        if (mv)
+                cp__move_run(mv, on_moved, x);
+        else
+                call_worker(x);
 }
 
 void cp__ops_run(cp_ctrl *c)
@@ -439,8 +575,9 @@ void cp__ops_run(cp_ctrl *c)
         _cleanup_pgresult_ PGresult *res = NULL;
         /* The oldest unfinished operation of each target, if it is due. */
         if (cp_db_exec(c->db,
-                       "SELECT id, kind, target_id, attempts, avoid FROM (SELECT DISTINCT ON (target_id) id, kind, "
-                       "target_id, attempts, next_attempt_at, created_at, request->>'avoid_worker' avoid "
+                       "SELECT id, kind, target_id, attempts, avoid, drain FROM (SELECT DISTINCT ON (target_id) id, "
+                       "kind, target_id, attempts, next_attempt_at, created_at, request->>'avoid_worker' avoid, "
+                       "coalesce((request->>'drain')::boolean, false) drain "
                        "FROM operations WHERE state IN ('pending', 'running') ORDER BY target_id, created_at) o "
                        "WHERE next_attempt_at <= now() "
                        "ORDER BY created_at LIMIT 500",
@@ -455,6 +592,7 @@ void cp__ops_run(cp_ctrl *c)
                         cp__template_op(c, op, kind, PQgetvalue(res, i, 2), attempts);
                 else
                         start_sandbox_op(c, op, kind, PQgetvalue(res, i, 2), attempts,
-                                         PQgetisnull(res, i, 4) ? NULL : PQgetvalue(res, i, 4));
+                                         PQgetisnull(res, i, 4) ? NULL : PQgetvalue(res, i, 4),
+                                         strcmp(PQgetvalue(res, i, 5), "t") == 0);
         }
 }

@@ -142,8 +142,8 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
  *     (the data plane's view of its mode may be seconds old);
  *   - its timeout passed and it is to be deleted then (end_action kill): a
  *     request must not keep it alive;
- *   - a wake of it failed in the last WAKE_RETRY_S seconds (its worker is
- *     draining, say): requests do not each write an operation.
+ *   - a wake of it failed in the last WAKE_RETRY_S seconds (on a draining
+ *     worker, it could not move, say): requests do not each write an operation.
  * A timeout that passed (end_action suspend) starts again from now, its
  * length the sandbox's timeout_s, or the controller would suspend it again
  * at once. Nothing happens otherwise: already running, on its way, stopped,

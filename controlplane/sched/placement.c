@@ -8,8 +8,16 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 
-int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const char *avoid,
-                        cp_placement *ret, sp_error **err)
+/* How to choose: avoid (fallback allowed) or exclude (never), and prefer. */
+typedef struct choice {
+        const char *avoid;
+        const char *const *exclude;
+        size_t nexclude;
+        const char *prefer;
+} choice;
+
+static int choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const choice *how,
+                  cp_placement *ret, sp_error **err)
 {
         _cleanup_pgresult_ PGresult *res = NULL;
         const char *p[] = {template_id};
@@ -79,14 +87,25 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
                         req.labels = v;
         }
         size_t idx = 0;
-        req.exclude_worker = avoid;
-        int r = cp_sched_place(&req, ws, (size_t)n, &idx, NULL);
+        int r = -SP_E_UNAVAILABLE;
+        req.exclude_workers = how->exclude;
+        req.nexclude_workers = how->nexclude;
+        for (int i = 0; how->prefer && i < n; i++)
+                if (strcmp(ws[i].id, how->prefer) == 0 && cp_sched_place(&req, &ws[i], 1, &idx, NULL) == 0) {
+                        idx = (size_t)i;
+                        r = 0;
+                }
         if (r < 0) {
+                req.exclude_worker = how->avoid;
+                r = cp_sched_place(&req, ws, (size_t)n, &idx, how->avoid ? NULL : err);
+        }
+        if (r < 0 && how->avoid) {
                 req.exclude_worker = NULL;
                 r = cp_sched_place(&req, ws, (size_t)n, &idx, err);
         }
         if (r == 0) {
                 snprintf(ret->worker_id, sizeof(ret->worker_id), "%s", ws[idx].id);
+                snprintf(ret->name, sizeof(ret->name), "%s", ws[idx].name);
                 snprintf(ret->address, sizeof(ret->address), "%s", PQgetvalue(res, (int)idx, 16));
                 ret->warm = ws[idx].warm;
         }
@@ -96,4 +115,18 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
         free(labels);
         free(ws);
         return r;
+}
+
+int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const char *avoid,
+                        cp_placement *ret, sp_error **err)
+{
+        return choose(db, template_id, spec, backend, &(choice){.avoid = avoid}, ret, err);
+}
+
+int cp_placement_choose_other(cp_db *db, const char *template_id, const char *spec, const char *backend,
+                              const char *const *exclude, size_t nexclude, const char *prefer, cp_placement *ret,
+                              sp_error **err)
+{
+        return choose(db, template_id, spec, backend,
+                      &(choice){.exclude = exclude, .nexclude = nexclude, .prefer = prefer}, ret, err);
 }

@@ -18,6 +18,7 @@
 /* The worker chosen. */
 typedef struct cp_placement {
         char worker_id[SP_ID_MAX];
+        char name[72]; /* its name (its certificate's), or its id when it has none */
         char address[272]; /* its RPC address ("" when it has none yet) */
         int64_t warm; /* warm sandboxes of the template its last heartbeat reported */
 } cp_placement;
@@ -30,5 +31,15 @@ typedef struct cp_placement {
  * when the store does not answer. *ret is left alone on failure. */
 int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const char *avoid,
                         cp_placement *ret, sp_error **err);
+
+/* Places a suspended sandbox that is to move (ctrl/move.c) as
+ * cp_placement_choose() does, but never on one of exclude[0..nexclude) (the
+ * worker it leaves and those that refused it) and with no fallback to them;
+ * prefer (NULL: none), the worker an earlier attempt chose (it may already
+ * hold part of the artifacts), is taken whenever it fits. Errors as
+ * cp_placement_choose()'s, the excluded workers explained as such. */
+int cp_placement_choose_other(cp_db *db, const char *template_id, const char *spec, const char *backend,
+                              const char *const *exclude, size_t nexclude, const char *prefer, cp_placement *ret,
+                              sp_error **err);
 
 #endif

@@ -83,9 +83,21 @@ static bool lacks_label(json_object *want, json_object *have, char *why, size_t 
 /* Decides whether w can take the sandbox now, later or never; on a refusal
  * writes the reason into why[]. Permanent reasons are checked before a lack
  * of free room, so NO_ROOM means room is the only thing missing. */
+static bool excluded(const cp_sched_request *req, const cp_sched_worker *w)
+{
+        if (!w->id)
+                return false;
+        if (req->exclude_worker && strcmp(req->exclude_worker, w->id) == 0)
+                return true;
+        for (size_t i = 0; req->exclude_workers && i < req->nexclude_workers; i++)
+                if (req->exclude_workers[i] && strcmp(req->exclude_workers[i], w->id) == 0)
+                        return true;
+        return false;
+}
+
 static verdict judge(const cp_sched_request *req, const cp_sched_worker *w, char *why, size_t whysz)
 {
-        if (req->exclude_worker && w->id && strcmp(req->exclude_worker, w->id) == 0) {
+        if (excluded(req, w)) {
                 snprintf(why, whysz, "excluded (moving the sandbox away from it)");
                 return NEVER;
         }

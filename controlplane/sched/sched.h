@@ -61,6 +61,10 @@ typedef struct cp_sched_request {
         int64_t cpu_millis, memory_mb;
         int64_t disk_mb; /* its disk quota */
         const char *exclude_worker; /* NULL, or a worker id never to choose (one that just failed the sandbox) */
+        /* More worker ids never to choose (a move: the worker it leaves and
+         * those that refused it); borrowed, may be NULL when n is 0. */
+        const char *const *exclude_workers;
+        size_t nexclude_workers;
 } cp_sched_request;
 
 /* Chooses a worker among ws[0..n). On success returns 0 and sets *ret_index.

@@ -20,6 +20,14 @@
 /* A quarantine lifted from a worker heard within this many intervals makes it ready at once. */
 #define RECENT_FACTOR "3"
 
+/* The sandboxes a worker holds, in any state but failed: a drain moves
+ * them all away (a failed one cannot move, and keeps no worker from being
+ * drained). */
+#define HELD_WHERE "deleted_at IS NULL AND observed_state NOT IN ('deleted', 'failed')"
+#define HELD_BY \
+        "SELECT worker_id, count(*) n FROM sandboxes WHERE worker_id IS NOT NULL AND " HELD_WHERE " GROUP BY " \
+        "worker_id"
+
 /* Columns of one worker and what its placed sandboxes use. Sandboxes that
  * hold no resources on it (suspended, stopped, failed, deleted) do not count. */
 #define WORKER_SELECT \
@@ -27,7 +35,8 @@
         "w.capacity::text, w.observed::text, w.failures, w.quarantine_reason, " \
         "(extract(epoch FROM w.last_heartbeat) * 1000000)::bigint, " \
         "(extract(epoch FROM w.created_at) * 1000000)::bigint, " \
-        "coalesce(u.cpu, 0), coalesce(u.mem, 0), coalesce(u.n, 0) " \
+        "coalesce(u.cpu, 0), coalesce(u.mem, 0), coalesce(u.n, 0), coalesce(h.n, 0), " \
+        "(extract(epoch FROM w.drain_started_at) * 1000000)::bigint " \
         "FROM workers w LEFT JOIN (" \
         "SELECT worker_id, " \
         "sum(CASE WHEN jsonb_typeof(spec->'resources'->'cpu_millis') = 'number' " \
@@ -36,7 +45,7 @@
         "THEN (spec->'resources'->>'memory_mb')::numeric ELSE 0 END)::bigint AS mem, " \
         "count(*) AS n FROM sandboxes WHERE worker_id IS NOT NULL AND deleted_at IS NULL " \
         "AND observed_state NOT IN ('suspended', 'deleted', 'failed', 'stopped') GROUP BY worker_id" \
-        ") u ON u.worker_id = w.id "
+        ") u ON u.worker_id = w.id LEFT JOIN (" HELD_BY ") h ON h.worker_id = w.id "
 
 enum {
         C_ID,
@@ -54,7 +63,9 @@ enum {
         C_CREATED,
         C_USED_CPU,
         C_USED_MEM,
-        C_USED_SLOTS
+        C_USED_SLOTS,
+        C_HELD,
+        C_DRAIN_STARTED
 };
 
 static json_object *parse_object(PGresult *res, int row, int col)
@@ -100,13 +111,13 @@ static int64_t member_int(json_object *o, const char *key)
                                                                                               : 0;
 }
 
-/* The one word for operators, by precedence; a draining worker on which no
- * sandbox holds resources any more (`live` is 0) is drained. */
-static const char *summary_state(const char *health, const char *admin, const char *live)
+/* The one word for operators, by precedence; a draining worker that holds
+ * no sandbox any more (`held` is 0) is drained. */
+static const char *summary_state(const char *health, const char *admin, const char *held)
 {
         if (strcmp(health, "quarantined") == 0 || strcmp(health, "unreachable") == 0)
                 return health;
-        if (strcmp(admin, "draining") == 0 && strcmp(live, "0") == 0)
+        if (strcmp(admin, "draining") == 0 && strcmp(held, "0") == 0)
                 return "drained";
         if (strcmp(admin, "draining") == 0 || strcmp(admin, "cordoned") == 0)
                 return admin;
@@ -123,7 +134,7 @@ static json_object *worker_json(PGresult *res, int i)
         json_object_object_add(o, "backend", json_object_new_string(PQgetvalue(res, i, C_BACKEND)));
         json_object_object_add(o, "labels", parse_object(res, i, C_LABELS));
         json_object_object_add(o, "state",
-                               json_object_new_string(summary_state(health, admin, PQgetvalue(res, i, C_USED_SLOTS))));
+                               json_object_new_string(summary_state(health, admin, PQgetvalue(res, i, C_HELD))));
         json_object_object_add(o, "admin_state", json_object_new_string(admin));
         json_object_object_add(o, "health", json_object_new_string(health));
         _cleanup_json_ json_object *cap = parse_object(res, i, C_CAPACITY);
@@ -143,7 +154,71 @@ static json_object *worker_json(PGresult *res, int i)
                                                              : json_object_new_string(PQgetvalue(res, i, C_REASON)));
         json_object_object_add(o, "last_heartbeat", time_of(res, i, C_HEARTBEAT));
         json_object_object_add(o, "created_at", time_of(res, i, C_CREATED));
+        json_object_object_add(o, "sandboxes", int_of(res, i, C_HELD));
         return o;
+}
+
+/* The sandboxes still on a draining worker, with why each is there. */
+#define LEFT_SQL \
+        "SELECT s.id, s.tenant_id, s.observed_state, s.desired_state, o.id, o.kind, " \
+        "coalesce(o.message, s.status_message) FROM sandboxes s LEFT JOIN LATERAL (SELECT id, kind, message " \
+        "FROM operations x WHERE x.target_id = s.id AND x.state IN ('pending', 'running') ORDER BY x.created_at " \
+        "LIMIT 1) o ON true WHERE s.worker_id = $1 AND s.deleted_at IS NULL " \
+        "AND s.observed_state NOT IN ('deleted', 'failed') ORDER BY s.created_at, s.id LIMIT " LIST_MAX
+
+/* The moves away from it since its drain began, with where each sandbox is now. */
+#define MOVED_SQL \
+        "SELECT m.sandbox_id, coalesce(w.name, m.to_worker), m.to_worker, m.bytes, " \
+        "(extract(epoch FROM m.at) * 1000000)::bigint, coalesce(s.observed_state, 'deleted'), " \
+        "coalesce(s.desired_state, 'deleted'), s.worker_id = m.to_worker FROM sandbox_moves m " \
+        "LEFT JOIN workers w ON w.id = m.to_worker LEFT JOIN sandboxes s ON s.id = m.sandbox_id " \
+        "WHERE m.from_worker = $1 AND m.at >= $2::timestamptz ORDER BY m.at, m.id LIMIT " LIST_MAX
+#define LIST_MAX "1000"
+
+static json_object *str_or_null(PGresult *res, int row, int col)
+{
+        return PQgetisnull(res, row, col) ? NULL : json_object_new_string(PQgetvalue(res, row, col));
+}
+
+/* {"started_at", "left": [...], "moved": [...]} of a draining worker (w, its row). */
+static int drain_json(cp_db *db, PGresult *w, json_object **ret, sp_error **err)
+{
+        char since[40];
+        sp_time_format_rfc3339(strtoll(PQgetvalue(w, 0, C_DRAIN_STARTED), NULL, 10), since);
+        const char *p[] = {PQgetvalue(w, 0, C_ID), since};
+        _cleanup_pgresult_ PGresult *left = NULL, *moved = NULL;
+        if (cp_db_exec(db, LEFT_SQL, 1, p, &left, err) < 0 || cp_db_exec(db, MOVED_SQL, 2, p, &moved, err) < 0)
+                return sp_error_wrap(err, "the worker's drain");
+        json_object *o = json_object_new_object(), *l = json_object_new_array(), *m = json_object_new_array();
+        json_object_object_add(o, "started_at", json_object_new_string(since));
+        json_object_object_add(o, "left", l);
+        json_object_object_add(o, "moved", m);
+        for (int i = 0; i < PQntuples(left); i++) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "id", str_or_null(left, i, 0));
+                json_object_object_add(e, "tenant_id", str_or_null(left, i, 1));
+                json_object_object_add(e, "state", str_or_null(left, i, 2));
+                json_object_object_add(e, "desired_state", str_or_null(left, i, 3));
+                json_object_object_add(e, "operation_id", str_or_null(left, i, 4));
+                json_object_object_add(e, "operation_kind", str_or_null(left, i, 5));
+                json_object_object_add(e, "message", str_or_null(left, i, 6));
+                json_object_array_add(l, e);
+        }
+        for (int i = 0; i < PQntuples(moved); i++) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "sandbox_id", str_or_null(moved, i, 0));
+                json_object_object_add(e, "to", str_or_null(moved, i, 1));
+                json_object_object_add(e, "to_worker_id", str_or_null(moved, i, 2));
+                json_object_object_add(e, "bytes", int_of(moved, i, 3));
+                json_object_object_add(e, "at", time_of(moved, i, 4));
+                json_object_object_add(e, "state", str_or_null(moved, i, 5));
+                json_object_object_add(e, "desired_state", str_or_null(moved, i, 6));
+                /* false: it has left that worker too since (another move, or deleted) */
+                json_object_object_add(e, "there", json_object_new_boolean(strcmp(PQgetvalue(moved, i, 7), "t") == 0));
+                json_object_array_add(m, e);
+        }
+        *ret = o;
+        return 0;
 }
 
 int cp_worker_list(cp_db *db, json_object **ret, sp_error **err)
@@ -173,7 +248,14 @@ int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err)
                 return sp_error_wrap(err, "get worker");
         if (PQntuples(res) != 1)
                 return not_found(id, err);
-        *ret = worker_json(res, 0);
+        json_object *w = worker_json(res, 0), *drain = NULL;
+        if (strcmp(PQgetvalue(res, 0, C_ADMIN), "draining") == 0 && !PQgetisnull(res, 0, C_DRAIN_STARTED) &&
+            drain_json(db, res, &drain, err) < 0) {
+                json_object_put(w);
+                return -SP_E_UNAVAILABLE;
+        }
+        json_object_object_add(w, "drain", drain);
+        *ret = w;
         return 0;
 }
 
@@ -188,7 +270,9 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
         const char *params[] = {id, admin_state};
         if (cp_db_exec(db,
                        "WITH old AS (SELECT id, admin_state FROM workers WHERE id = $1 FOR UPDATE), "
-                       "upd AS (UPDATE workers w SET admin_state = $2, updated_at = now() FROM old "
+                       "upd AS (UPDATE workers w SET admin_state = $2, updated_at = now(), drain_started_at = "
+                       "CASE WHEN $2 <> 'draining' THEN NULL WHEN old.admin_state = 'draining' "
+                       "THEN coalesce(w.drain_started_at, now()) ELSE now() END FROM old "
                        "WHERE w.id = old.id RETURNING w.id, old.admin_state <> $2 AS changed) "
                        "SELECT id, CASE WHEN changed THEN pg_notify('space_work', 'worker:' || id) END FROM upd",
                        2, params, &res, err) < 0)

@@ -2,7 +2,8 @@
 /*
  * Workers in the store. Health (`state`: ready, unreachable, quarantined) is
  * set by heartbeats and the controllers; admin_state (active, cordoned,
- * draining) by operators. Workers are cluster objects, visible to admins only.
+ * draining) by operators; a drain's start is kept (drain_started_at), and
+ * the moves since then are its own (sandbox_moves, ctrl/move.c). Workers are cluster objects, visible to admins only.
  * Every change of health or admin state sends NOTIFY space_work,
  * 'worker:<id>' with its commit, so the controllers react at once.
  */
@@ -20,12 +21,20 @@
  *    "capacity":{"cpu_millis","memory_mb","slots"},
  *    "used":{"cpu_millis","memory_mb","slots"},        (placed sandboxes, from the sandboxes table)
  *    "observed":{...last heartbeat...}, "failures", "quarantine_reason",
- *    "last_heartbeat":"RFC 3339"|null, "created_at"}
+ *    "last_heartbeat":"RFC 3339"|null, "created_at",
+ *    "sandboxes": N}                                   (the sandboxes it holds, in any state but failed)
  * `state` is the one word for operators: quarantined, unreachable, drained
- * (draining, and no sandbox there holds resources), draining, cordoned or
+ * (draining, and it holds no sandbox any more), draining, cordoned or
  * ready, in that precedence. */
 int cp_worker_list(cp_db *db, json_object **ret, sp_error **err);
-/* One worker as above; SP_E_NOT_FOUND. */
+/* One worker as above, with "drain": null, or while it drains
+ *   {"started_at", "left": [{"id","tenant_id","state","desired_state",
+ *     "operation_id","operation_kind","message"}...],   (still there, and why: its
+ *                                                        operation's message or its status)
+ *    "moved": [{"sandbox_id","to","to_worker_id","bytes","at","state",
+ *     "desired_state","there"}...]}                     (moved away since the drain began;
+ *                                                        its state now, and whether it is still there)
+ * (at most 1000 of each); SP_E_NOT_FOUND. */
 int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err);
 /* Sets admin_state ("active", "cordoned", "draining"; anything else is
  * SP_E_INVALID); SP_E_NOT_FOUND. */

@@ -210,6 +210,15 @@ sp_error *dp__worker_error(dp *d, const dp_claims *claims, const char *method, c
                                "worker call failed: %s", e->message);
                 sp_error_set(&out, e->code, "the %s's worker cannot be reached: %s", tpl ? "template" : "sandbox",
                              e->message);
+        } else if (e->code == SP_E_NOT_FOUND && (claims->kind == DP_KIND_SESSION || claims->kind == DP_KIND_FILES)) {
+                /* The token names the worker the sandbox was on when it was
+                 * made; a suspended sandbox may have moved since
+                 * (docs/controlplane.md, "Moves"): the API's next token names
+                 * the new one. */
+                sp_error_set(&out, e->code,
+                             "%s (if the sandbox moved to another worker since this token was made, get a new token "
+                             "from the API)",
+                             e->message);
         } else {
                 sp_error_set(&out, e->code, "%s", e->message);
         }

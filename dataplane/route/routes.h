@@ -54,8 +54,10 @@ void dp__stream_release(dp *d, const dp_claims *claims);
 
 /* The error a worker call ended with, for the client: counts the failures
  * to reach the worker (SP_E_UNAVAILABLE, SP_E_TIMEOUT) and logs them with
- * the worker's address; the worker's own answers pass through unchanged.
- * Returns a new error. */
+ * the worker's address; the worker's own answers pass through unchanged,
+ * but for "not found" on a session or files token, which also says that a
+ * sandbox that moved to another worker needs a new token. Returns a new
+ * error. */
 sp_error *dp__worker_error(dp *d, const dp_claims *claims, const char *method, const sp_error *e);
 
 /* Handlers, registered by dp_routes_register(). userdata is the dp. */

@@ -3,11 +3,14 @@
  * The worker fleet under the control plane, against the real daemons
  * (PostgreSQL, space-controlplane, space-worker with the jail backend):
  *
- *   drain        a drained worker ends up running nothing: its sandboxes
- *                (a running and a paused one) are suspended in place (the
- *                jail keeps a suspended filesystem on its worker), it reads
- *                "drained", nothing new lands on it, a wake there is refused
- *                with the reason, and uncordon makes it usable again;
+ *   drain        an empty worker reads "drained" at once; a worker whose
+ *                sandboxes no other worker may take (all cordoned) is
+ *                emptied of nothing: its running and paused sandboxes are
+ *                suspended, wanted as they were, their wakes elsewhere wait
+ *                saying why (its "drain" lists them), it stays "draining",
+ *                nothing new lands on it, a delete cancels a waiting wake,
+ *                and uncordon wakes the rest there (moves themselves:
+ *                test_cp_move.c);
  *   unreachable  a worker SIGKILLed: it turns unreachable, its sandboxes stay
  *                recorded with worker_reachable:false, a pause waits (saying
  *                why) and completes once the worker is back, deletes of a
@@ -294,14 +297,41 @@ static void cluster_down(void)
 
 /* ---- drain ---- */
 
-START_TEST(drain_suspends_in_place_and_uncordon_restores_placement)
+/* The current operation of a sandbox left on a draining worker (its entry
+ * in the worker's drain.left), field by field into out; "" when it has none. */
+static const char *left_field(const char *wid, const char *sbx, const char *field, char *out, size_t n)
+{
+        _cleanup_json_ json_object *w = worker_get(wid);
+        json_object *drain = NULL, *left = NULL;
+        out[0] = '\0';
+        if (!json_object_object_get_ex(w, "drain", &drain) || !drain ||
+            !json_object_object_get_ex(drain, "left", &left))
+                return out;
+        for (size_t i = 0; i < json_object_array_length(left); i++) {
+                json_object *e = json_object_array_get_idx(left, i);
+                if (strcmp(sp_test_jstr(e, "id"), sbx) == 0)
+                        copy_str(out, n, sp_test_jstr(e, field));
+        }
+        return out;
+}
+
+static bool waits_for_room(const char *wid, const char *sbx)
+{
+        char msg[1024];
+        left_field(wid, sbx, "message", msg, sizeof(msg));
+        return strstr(msg, "cannot move it yet") != NULL;
+}
+
+START_TEST(drain_without_room_keeps_sandboxes_and_says_why)
 {
         char key[256], w[3][64];
         sp_test_new_tenant(&S, "drain", key);
         for (int i = 0; i < 3; i++)
                 worker_id(i, w[i]);
-        /* A running and a paused sandbox on node-0. */
+        /* An empty worker drains at once; cordoned again, it stays so. */
+        worker_verb(w[1], "drain", "drained");
         worker_verb(w[1], "cordon", "cordoned");
+        /* Only node-0 takes sandboxes: a running and a paused one there. */
         worker_verb(w[2], "cordon", "cordoned");
         char run[64], paused[64], state[32], where[64];
         create(key, "base", run);
@@ -312,57 +342,58 @@ START_TEST(drain_suspends_in_place_and_uncordon_restores_placement)
         ck_assert_str_eq(where, w[0]);
         sp_test_sandbox_worker(&S, key, paused, where);
         ck_assert_str_eq(where, w[0]);
-        worker_verb(w[1], "uncordon", "ready");
-        worker_verb(w[2], "uncordon", "ready");
 
-        /* Drain: it reads draining, then drained once nothing runs there. */
+        /* Drain node-0 while no other worker may take anything: its sandboxes
+         * are suspended, wanted as they were, and their wakes elsewhere wait,
+         * saying why; it holds them, so it is not drained. */
         char path[128];
         snprintf(path, sizeof(path), "/v1/workers/%s/drain", w[0]);
         _cleanup_json_ json_object *d = api(S.admin_key, "POST", path, 200, NULL);
         ck_assert_str_eq(sp_test_jstr(d, "admin_state"), "draining");
-        ck_assert_str_eq(sp_test_jstr(d, "state"), "draining"); /* its sandboxes still run */
+        ck_assert_str_eq(sp_test_jstr(d, "state"), "draining");
+        ck_assert_str_eq(sp_test_jstr(d, "sandboxes"), "2");
         WAIT_UNTIL(sandbox_is(key, run, "state", "suspended") && sandbox_is(key, paused, "state", "suspended"), 30,
-                   "the drained worker's sandboxes were not suspended");
-        WAIT_UNTIL(worker_is(w[0], "state", "drained"), 30, "node-0 never read drained");
-        ck_assert(worker_is(w[0], "admin_state", "draining"));
-        char used[32];
-        ck_assert_str_eq(worker_field(w[0], "used.slots", used, sizeof(used)), "0");
-        /* The worker itself runs none of them any more (its own report). */
-        WAIT_UNTIL(worker_live(w[0]) == 0 && worker_holds(w[0], run, "suspended") &&
-                           worker_holds(w[0], paused, "suspended"),
-                   30, "node-0 still runs sandboxes after the drain");
-        /* Each says why it is suspended and what brings it back. */
-        char msg[512];
-        sandbox_field(key, run, "status_message", msg, sizeof(msg));
-        ck_assert_msg(strstr(msg, "draining") && strstr(msg, "node-0"), "status_message: %s", msg);
-        ck_assert(sandbox_is(key, paused, "desired_state", "suspended"));
+                   "the draining worker's sandboxes were not suspended");
+        WAIT_UNTIL(waits_for_room(w[0], run) && waits_for_room(w[0], paused), 30,
+                   "the drained sandboxes' wakes do not wait for room");
+        ck_assert(sandbox_is(key, run, "desired_state", "running"));
+        ck_assert(sandbox_is(key, paused, "desired_state", "paused"));
+        char msg[1024], kind[32], op[64];
+        left_field(w[0], run, "message", msg, sizeof(msg));
+        ck_assert_msg(strstr(msg, "no other worker with the jail backend can take it") &&
+                              strstr(msg, "node-1: cordoned") && strstr(msg, "node-2: cordoned") &&
+                              strstr(msg, "node-0: excluded"),
+                      "why it stays: %s", msg);
+        ck_assert_str_eq(left_field(w[0], run, "operation_kind", kind, sizeof(kind)), "restore");
+        left_field(w[0], run, "operation_id", op, sizeof(op));
+        ck_assert(strstr(op_field(key, op, "message", msg, sizeof(msg)), "cannot move it yet") != NULL);
+        ck_assert_str_eq(op_field(key, op, "state", msg, sizeof(msg)), "pending");
+        ck_assert(worker_is(w[0], "state", "draining"));
+        ck_assert(worker_is(w[0], "sandboxes", "2"));
+        WAIT_UNTIL(worker_live(w[0]) == 0, 30, "node-0 still runs sandboxes");
 
         /* Nothing new lands on it. */
-        for (int i = 0; i < 4; i++) {
-                char id[64];
-                create(key, "base", id);
-                sp_test_sandbox_worker(&S, key, id, where);
-                ck_assert_str_ne(where, w[0]);
-                delete_sandbox(key, id);
-        }
-        /* A wake there is refused with the reason; it stays suspended, wanted so. */
-        char op[64], err[512];
-        verb_async(key, run, "wake", op);
-        json_object_put(sp_test_wait_op(&S, key, op, false));
-        op_field(key, op, "error.message", err, sizeof(err));
-        ck_assert_msg(strstr(err, "draining") && strstr(err, "uncordon"), "wake on a draining worker: %s", err);
-        ck_assert(sandbox_is(key, run, "state", "suspended"));
-        ck_assert(sandbox_is(key, run, "desired_state", "suspended"));
+        char id[64], cop[64];
+        create_async(key, id, cop);
+        WAIT_UNTIL(strstr(op_field(key, cop, "message", msg, sizeof(msg)), "node-0: draining") != NULL, 30,
+                   "a create while every worker is cordoned or draining: %s", msg);
+        delete_sandbox(key, id);
 
-        /* Uncordon: ready again; the suspended sandboxes wake there; new ones land there. */
+        /* A delete does not wait behind a wake waiting for room: it cancels it. */
+        char pop[64];
+        left_field(w[0], paused, "operation_id", pop, sizeof(pop));
+        delete_sandbox(key, paused);
+        ck_assert_str_eq(op_field(key, pop, "state", msg, sizeof(msg)), "failed");
+        ck_assert_msg(strstr(op_field(key, pop, "error.message", msg, sizeof(msg)), "cancelled"), "%s", msg);
+        WAIT_UNTIL(worker_is(w[0], "sandboxes", "1"), 30, "node-0 still counts the deleted sandbox");
+
+        /* Uncordoned, node-0 wakes the one left itself; new sandboxes land there again. */
         worker_verb(w[0], "uncordon", "ready");
-        sp_test_sandbox_action(&S, key, run, "wake", state);
-        ck_assert_str_eq(state, "running");
+        json_object_put(sp_test_wait_op(&S, key, op, true));
+        ck_assert(sandbox_is(key, run, "state", "running"));
         sp_test_sandbox_worker(&S, key, run, where);
         ck_assert_str_eq(where, w[0]);
         WAIT_UNTIL(worker_holds(w[0], run, "running"), 30, "node-0 does not report the woken sandbox running");
-        worker_verb(w[1], "cordon", "cordoned");
-        worker_verb(w[2], "cordon", "cordoned");
         char again[64];
         create(key, "base", again);
         sp_test_sandbox_worker(&S, key, again, where);
@@ -371,7 +402,6 @@ START_TEST(drain_suspends_in_place_and_uncordon_restores_placement)
         worker_verb(w[2], "uncordon", "ready");
         delete_sandbox(key, again);
         delete_sandbox(key, run);
-        delete_sandbox(key, paused);
         WAIT_UNTIL(!worker_holds(w[0], run, NULL) && !worker_holds(w[0], paused, NULL), 30,
                    "node-0 still holds deleted sandboxes");
 }
@@ -601,7 +631,7 @@ static TCase *tcase(const char *name, void (*up)(void), const TTest *test)
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_workers");
-        suite_add_tcase(s, tcase("drain", cluster_up3, drain_suspends_in_place_and_uncordon_restores_placement));
+        suite_add_tcase(s, tcase("drain", cluster_up3, drain_without_room_keeps_sandboxes_and_says_why));
         suite_add_tcase(s, tcase("unreachable", cluster_up2, killed_worker_is_unreachable_then_recovers));
         suite_add_tcase(s, tcase("quarantine", cluster_up3, failing_worker_is_quarantined_and_lifted));
         suite_add_tcase(s, tcase("templates", cluster_up3, template_from_a_directory_on_every_worker));

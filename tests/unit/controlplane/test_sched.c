@@ -477,6 +477,41 @@ START_TEST(zero_workers)
 }
 END_TEST
 
+/* A move (ctrl/move.c) excludes the worker it leaves and those that refused
+ * it: never chosen, even when they are the only ones that fit or are warm,
+ * and named as excluded in the refusal. */
+START_TEST(exclusion_list)
+{
+        static const tw ws[] = {WARM("node-a", 0, 3), OK("node-b"), OK("node-c"), USED("node-d", 3500, 0, 0)};
+        static const tr req = REQ;
+        fleet f;
+        fleet_build(&f, &req, ws, 4);
+        const char *ex[] = {"wkr_node-a", "wkr_node-b", NULL};
+        f.req.exclude_workers = ex;
+        f.req.nexclude_workers = 3; /* a NULL entry is skipped */
+        size_t idx;
+        _cleanup_error_ sp_error *err = NULL;
+        ck_assert_int_eq(place(&f, &idx, &err), 0);
+        ck_assert_uint_eq(idx, 2);
+        /* With node-c excluded too, only node-d is left, and it is full. */
+        const char *more[] = {"wkr_node-a", "wkr_node-b", "wkr_node-c"};
+        f.req.exclude_workers = more;
+        f.req.nexclude_workers = 3;
+        ck_assert_int_eq(place(&f, &idx, &err), -SP_E_LIMIT);
+        ck_assert_str_eq(err->message, NOPE "node-a: excluded (moving the sandbox away from it); node-b: excluded "
+                                            "(moving the sandbox away from it); node-c: excluded (moving the sandbox "
+                                            "away from it); node-d: needs 1000m of CPU, 500m free");
+        /* exclude_worker and the list together. */
+        sp_error_free(TAKE_PTR(err));
+        f.req.exclude_workers = more + 1;
+        f.req.nexclude_workers = 1;
+        f.req.exclude_worker = "wkr_node-c";
+        ck_assert_int_eq(place(&f, &idx, &err), 0);
+        ck_assert_uint_eq(idx, 0);
+        fleet_free(&f);
+}
+END_TEST
+
 /* A sandbox whose disk quota exceeds a worker's storage pool is never placed
  * there; a pool without a working margin free (the quota or a twentieth of
  * the pool, whichever is less) takes none; quotas overcommit otherwise; a
@@ -576,6 +611,7 @@ static Suite *suite(void)
         tcase_add_loop_test(tc, table, 0, (int)SP_ARRAY_SIZE(rows));
         tcase_add_test(tc, spreads);
         tcase_add_test(tc, same_choice_in_every_order);
+        tcase_add_test(tc, exclusion_list);
         suite_add_tcase(s, tc);
         TCase *ex = tcase_create("explain");
         tcase_add_test(ex, explanation_is_capped);
