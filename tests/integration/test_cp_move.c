@@ -206,7 +206,10 @@ static int64_t metric(const char *needle)
         sp_error *e = NULL;
         sp_test_ok(sp_test_http(S.api, "GET", "/metrics", NULL, NULL, 10000, &m, &e), &e);
         ck_assert_int_eq(m.status, 200);
-        const char *at = strstr(m.body, needle);
+        /* The sample's line, not its HELP line, which names it too. */
+        const char *at = m.body;
+        while ((at = strstr(at, needle)) && at != m.body && at[-1] != '\n')
+                at++;
         ck_assert_msg(at, "no %s in /metrics", needle);
         int64_t v = strtoll(at + strlen(needle), NULL, 10);
         sp_test_http_response_free(&m);

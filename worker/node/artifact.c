@@ -643,8 +643,13 @@ static void import_run(wk_job *j)
                         }
                 }
         }
-        /* The point from which the sandbox is this worker's. */
+        /* Its runtime directory (never an artifact), then the point from which the sandbox is this worker's. */
         char from[PATH_MAX], to[PATH_MAX];
+        wk__path(from, sizeof(from), "%s/state/run", imp->stage);
+        if (mkdir(from, 0700) < 0 && errno != EEXIST) {
+                sp_error_set_errno(&imp->err, SP_E_IO, errno, "make the runtime directory of %s", imp->id);
+                return;
+        }
         wk__path(from, sizeof(from), "%s/state", imp->stage);
         wk__path(to, sizeof(to), "%s/sandboxes/%s", n->state_dir, imp->id);
         if (rename(from, to) < 0) {
