@@ -371,6 +371,34 @@ void sp_test_sandbox_worker(sp_test_space *s, const char *key, const char *id, c
         snprintf(worker_id, 64, "%s", w);
 }
 
+int sp_test_sandbox_run(sp_test_space *s, const char *key, const char *id, const char *cmd, int timeout_s)
+{
+        _cleanup_json_ json_object *body = json_object_new_object();
+        json_object *argv = json_object_new_array();
+        json_object_array_add(argv, json_object_new_string("sh"));
+        json_object_array_add(argv, json_object_new_string("-c"));
+        json_object_array_add(argv, json_object_new_string(cmd));
+        json_object_object_add(body, "argv", argv);
+        char path[160];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/sessions", id);
+        _cleanup_json_ json_object *r = sp_test_api(s, key, "POST", path, 201, json_object_to_json_string(body), NULL);
+        snprintf(path, sizeof(path), "/v1/sessions/%s", sp_test_jstr(r, "session.id"));
+        int64_t deadline = sp_now_mono_us() + (int64_t)timeout_s * 1000000;
+        while (sp_now_mono_us() < deadline) {
+                _cleanup_json_ json_object *ses = sp_test_api(s, key, "GET", path, 200, NULL, NULL);
+                const char *st = sp_test_jstr(ses, "state");
+                if (st && strcmp(st, "failed") == 0)
+                        ck_abort_msg("%s failed: %s", cmd, json_object_to_json_string(ses));
+                json_object *ex = NULL, *code = NULL;
+                if (st && strcmp(st, "exited") == 0 && json_object_object_get_ex(ses, "exit", &ex) &&
+                    json_object_object_get_ex(ex, "code", &code))
+                        return json_object_get_int(code);
+                usleep(200000);
+        }
+        ck_abort_msg("%s did not end in %d s", cmd, timeout_s);
+        return -1;
+}
+
 void sp_test_space_start_dataplane(sp_test_space *s, sp_test_proc *dp, int port, const char *name,
                                    const char *const *extra)
 {

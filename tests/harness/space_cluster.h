@@ -136,6 +136,11 @@ void sp_test_sandbox_action(sp_test_space *s, const char *key, const char *id, c
 /* Creates a tenant named <name>-<pid> and an API key for it (the secret). */
 void sp_test_new_tenant(sp_test_space *s, const char *name, char key[static 256]);
 
+/* Runs cmd under sh -c in sandbox id (a session through the API) and returns
+ * its exit code, polling GET /v1/sessions/{id}: no data plane needed. Asserts
+ * that it ends within timeout_s and does not fail to start. */
+int sp_test_sandbox_run(sp_test_space *s, const char *key, const char *id, const char *cmd, int timeout_s);
+
 /* The worker a sandbox is placed on (its id), through the tenant's API. */
 void sp_test_sandbox_worker(sp_test_space *s, const char *key, const char *id, char worker_id[static 64]);
 

@@ -44,33 +44,9 @@ static void cluster_down(void)
         sp_test_space_down(&S);
 }
 
-/* Runs cmd under sh -c in sandbox id and returns its exit code. */
 static int run(const char *key, const char *id, const char *cmd)
 {
-        _cleanup_json_ json_object *body = json_object_new_object();
-        json_object *argv = json_object_new_array();
-        json_object_array_add(argv, json_object_new_string("sh"));
-        json_object_array_add(argv, json_object_new_string("-c"));
-        json_object_array_add(argv, json_object_new_string(cmd));
-        json_object_object_add(body, "argv", argv);
-        char path[160];
-        snprintf(path, sizeof(path), "/v1/sandboxes/%s/sessions", id);
-        _cleanup_json_ json_object *r = sp_test_api(&S, key, "POST", path, 201, json_object_to_json_string(body), NULL);
-        snprintf(path, sizeof(path), "/v1/sessions/%s", sp_test_jstr(r, "session.id"));
-        int64_t deadline = sp_now_mono_us() + 120 * 1000000LL;
-        while (sp_now_mono_us() < deadline) {
-                _cleanup_json_ json_object *s = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
-                const char *st = sp_test_jstr(s, "state");
-                if (st && strcmp(st, "failed") == 0)
-                        ck_abort_msg("%s failed: %s", cmd, json_object_to_json_string(s));
-                json_object *ex = NULL, *code = NULL;
-                if (st && strcmp(st, "exited") == 0 && json_object_object_get_ex(s, "exit", &ex) &&
-                    json_object_object_get_ex(ex, "code", &code))
-                        return json_object_get_int(code);
-                usleep(200000);
-        }
-        ck_abort_msg("%s did not end in 120 s", cmd);
-        return -1;
+        return sp_test_sandbox_run(&S, key, id, cmd, 120);
 }
 
 /* Waits until cmd exits 0. */
