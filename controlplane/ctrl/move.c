@@ -127,8 +127,10 @@ static void finish(move *m, cp_move_outcome o, sp_errc code, const char *fmt, ..
  * digest, a refused read) may pass, and is tried again. */
 static void call_failed(move *m, const char *what, const char *worker, const sp_error *err)
 {
+        /* too_large: the sandbox holds more than can be packed, or than the new worker has room for
+         * (an export or import repeated would only fill a disk again). */
         bool final = err->code == SP_E_NOT_FOUND || err->code == SP_E_INVALID || err->code == SP_E_CONFLICT ||
-                     err->code == SP_E_UNSUPPORTED || err->code == SP_E_METHOD;
+                     err->code == SP_E_UNSUPPORTED || err->code == SP_E_METHOD || err->code == SP_E_TOO_LARGE;
         finish(m, final ? CP_MOVE_FAILED : CP_MOVE_RETRY, err->code, "%s on %s: %s", what, worker, err->message);
 }
 

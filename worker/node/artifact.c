@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "node/artifact_files.h"
@@ -40,6 +41,7 @@
 #include "space/time.h"
 
 #define JAIL_TAR "rootfs.tar"
+#define PACK_TIMEOUT_US (INT64_C(15) * 60 * 1000000)
 #define STATE_DEPTH_MAX 8
 #define STATE_FILES_MAX 200000
 
@@ -117,6 +119,7 @@ typedef struct export_job {
         char backend[16], accel[16], id[WK_NAME_MAX + 1], tpl[WK_NAME_MAX + 1];
         char state[PATH_MAX], storage[PATH_MAX], rootfs[PATH_MAX];
         uint64_t disk_exclusive;
+        uint64_t disk_bytes, reserve; /* its quota; the pool's reserve */
         json_object *files;
         int64_t bytes;
         sp_error *err;
@@ -190,12 +193,25 @@ static void export_run(wk_job *j)
                         x->disk_exclusive = u.exclusive;
                 if (access(tar, F_OK) < 0) {
                         _cleanup_close_ int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                        uint64_t n = 0;
+                        uint64_t n = 0, room = 0;
                         if (fd < 0) {
                                 sp_error_set_errno(&x->err, SP_E_IO, errno, "create the packed root filesystem");
                                 return;
                         }
-                        if (wk_artifact_pack_tree(x->rootfs, fd, &n, &x->err) < 0 || fsync(fd) < 0 ||
+                        /* What root in the sandbox controls is bounded: the archive by the pool's room (reflinked
+                         * copies count once against its quota, in full here), what the packer is fed (sparse
+                         * files' holes included) by a multiple of its quota, and the time. */
+                        if (wk__pool_room(fd, x->reserve, &room, &x->err) < 0) {
+                                unlink(part);
+                                return;
+                        }
+                        uint64_t quota = x->disk_bytes ? x->disk_bytes : (UINT64_C(8) << 30);
+                        wk_artifact_pack_limits lim = {
+                                .max_fed = quota > (UINT64_C(1) << 60) / 4 ? UINT64_C(1) << 60 : quota * 4,
+                                .max_archive_bytes = room ? room : 1,
+                                .deadline_us = sp_now_mono_us() + PACK_TIMEOUT_US,
+                        };
+                        if (wk_artifact_pack_tree_bounded(x->rootfs, fd, &lim, &n, &x->err) < 0 || fsync(fd) < 0 ||
                             rename(part, tar) < 0) {
                                 if (!x->err)
                                         sp_error_set_errno(&x->err, SP_E_IO, errno, "write the packed root filesystem");
@@ -284,6 +300,8 @@ int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_e
         snprintf(x->accel, sizeof(x->accel), "%s", accel ? accel : "");
         snprintf(x->id, sizeof(x->id), "%s", sb->id);
         snprintf(x->tpl, sizeof(x->tpl), "%s", sb->template_name);
+        x->disk_bytes = (uint64_t)sb->disk_bytes;
+        x->reserve = n->cfg.storage_reserve;
         wk__path(x->state, sizeof(x->state), "%s/sandboxes/%s", n->state_dir, sb->key);
         storage_dir(n, sb->key, x->storage, sizeof(x->storage));
         wk__path(x->rootfs, sizeof(x->rootfs), "%s/rootfs", x->storage);
@@ -438,6 +456,27 @@ int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, wk_n
         }
         if (!has_record)
                 return sp_error_set(err, SP_E_INVALID, "field 'manifest': no state/sandbox.json");
+        /* What the holder says it sends must fit (it may send no more: the fetch holds it to it). */
+        {
+                /* A look without a sync (this is the loop): the unpack is bounded again on its thread. */
+                char sdir[PATH_MAX];
+                storage_dir(n, id, sdir, sizeof(sdir));
+                char *slash = strrchr(sdir, '/');
+                if (slash)
+                        *slash = '\0';
+                struct statvfs vfs;
+                uint64_t room = 0;
+                if (statvfs(sdir, &vfs) == 0) {
+                        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+                        uint64_t tenth = (uint64_t)vfs.f_blocks * vfs.f_frsize / 10;
+                        uint64_t reserve = n->cfg.storage_reserve < tenth ? n->cfg.storage_reserve : tenth;
+                        room = avail > reserve ? avail - reserve : 0;
+                }
+                if ((uint64_t)m.bytes > room)
+                        return sp_error_set(err, SP_E_TOO_LARGE,
+                                            "sandbox %s's %lld bytes do not fit in this worker's free storage", id,
+                                            (long long)m.bytes);
+        }
         wk_node_import *imp = calloc(1, sizeof(*imp));
         if (!imp)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -567,7 +606,11 @@ static int install_storage(wk_node_import *imp)
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return sp_error_set_errno(&imp->err, SP_E_IO, errno, "stat the packed root filesystem");
-        if (wk_artifact_unpack_tree(fd, rootfs, (uint64_t)st.st_size + (UINT64_C(1) << 30), &imp->err) < 0)
+        /* Bounded by the pool's room (the extractor counts a sparse file at its size). */
+        uint64_t room = 0;
+        if (wk__pool_room(fd, imp->node->cfg.storage_reserve, &room, &imp->err) < 0)
+                return -1;
+        if (wk_artifact_unpack_tree(fd, rootfs, room ? room : 1, &imp->err) < 0)
                 return sp_error_wrap(&imp->err, "unpack the root filesystem of %s", imp->id);
         unlink(tar);
         return 0;
@@ -614,8 +657,13 @@ static void import_run(wk_job *j)
 {
         wk_node_import *imp = (wk_node_import *)((char *)j - offsetof(wk_node_import, job));
         wk_node *n = imp->node;
-        if (verify(imp) < 0 || rewrite_record(imp, 0) < 0 || install_storage(imp) < 0)
+        if (verify(imp) < 0 || rewrite_record(imp, 0) < 0)
                 return;
+        if (install_storage(imp) < 0) {
+                /* What it made of the sandbox's storage goes (the fetched files went with it: fetched again). */
+                (void)wk_storage_sandbox_delete(n->storage, imp->id, NULL);
+                return;
+        }
         if (imp->jail) {
                 /* Its quota: what it may still write, as on the worker it came from. Everything it holds is its
                  * own here (nothing is shared with a template), so the limit is what it holds now plus what it

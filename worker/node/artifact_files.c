@@ -22,6 +22,7 @@
 
 #include "node/artifact_files.h"
 #include "space/cleanup.h"
+#include "space/time.h"
 #include "template/template.h"
 
 /* ---- blocks ------------------------------------------------------------- */
@@ -206,6 +207,8 @@ int wk_artifact_digest_fd(int fd, uint64_t size, char out[PR_WK_DIGEST_MAX], sp_
 typedef struct pack_out {
         int fd;
         uint64_t bytes;
+        uint64_t max_bytes; /* 0: no bound */
+        bool too_large; /* the archive would pass max_bytes */
         int write_errno; /* the failed write's errno */
 } pack_out;
 
@@ -215,6 +218,11 @@ static la_ssize_t pack_write(struct archive *a, void *ud, const void *p, size_t 
         pack_out *o = ud;
         const char *c = p;
         size_t done = 0;
+        if (o->max_bytes && o->bytes + n > o->max_bytes) {
+                o->too_large = true;
+                archive_set_error(a, EFBIG, "the archive would pass its bound");
+                return -1;
+        }
         while (done < n) {
                 ssize_t w = write(o->fd, c + done, n - done);
                 if (w < 0 && errno == EINTR)
@@ -260,6 +268,8 @@ static const char *printable(const char *name, char *buf, size_t size)
 typedef struct pack {
         const char *dir;
         size_t dir_len;
+        wk_artifact_pack_limits lim;
+        uint64_t fed; /* file bytes given to the writer, the zeros of holes included */
         struct archive *disk, *out;
         struct archive_entry_linkresolver *links;
         pack_out sink;
@@ -301,6 +311,9 @@ static int out_error(const pack *p, const char *name, sp_error **err)
 {
         char q[400];
         printable(name, q, sizeof(q));
+        if (p->sink.too_large)
+                return sp_error_set(err, SP_E_TOO_LARGE, "the archive would be larger than its %llu bytes (at '%s')",
+                                    (unsigned long long)p->sink.max_bytes, q);
         if (p->sink.write_errno)
                 return sp_error_set_errno(err, SP_E_IO, p->sink.write_errno, "write the archive at '%s'", q);
         const char *msg = archive_error_string(p->out);
@@ -329,6 +342,17 @@ static int pack_data(pack *p, const char *name, sp_error **err)
                         return sp_error_set(err, SP_E_IO, "read file '%s': data out of order",
                                             printable(name, q, sizeof(q)));
                 }
+                /* What the writer is fed, holes included (it must be given their zeros even where the
+                 * archive leaves them out): a file of one byte at 2^62 must not hold a thread for ever. */
+                uint64_t more = (uint64_t)off - pos + n;
+                if (p->lim.max_fed && (more > p->lim.max_fed || p->fed > p->lim.max_fed - more)) {
+                        char q[400];
+                        return sp_error_set(err, SP_E_TOO_LARGE, "its files, holes counted, pass %llu bytes (at '%s')",
+                                            (unsigned long long)p->lim.max_fed, printable(name, q, sizeof(q)));
+                }
+                p->fed += more;
+                if (p->lim.deadline_us && sp_now_mono_us() > p->lim.deadline_us)
+                        return sp_error_set(err, SP_E_TIMEOUT, "packing took longer than it may");
                 while (pos < (uint64_t)off) {
                         size_t z = (uint64_t)off - pos < sizeof(zeros) ? (size_t)((uint64_t)off - pos) : sizeof(zeros);
                         la_ssize_t w = archive_write_data(p->out, zeros, z);
@@ -430,6 +454,12 @@ static int pack_tree(pack *p, sp_error **err)
 
 int wk_artifact_pack_tree(const char *dir, int out_fd, uint64_t *ret_bytes, sp_error **err)
 {
+        return wk_artifact_pack_tree_bounded(dir, out_fd, NULL, ret_bytes, err);
+}
+
+int wk_artifact_pack_tree_bounded(const char *dir, int out_fd, const wk_artifact_pack_limits *lim, uint64_t *ret_bytes,
+                                  sp_error **err)
+{
         struct stat st;
         if (lstat(dir, &st) < 0) {
                 sp_errc code = sp_errc_from_errno(errno);
@@ -444,6 +474,10 @@ int wk_artifact_pack_tree(const char *dir, int out_fd, uint64_t *ret_bytes, sp_e
         while (len > 1 && dir[len - 1] == '/')
                 len--;
         pack p = {.dir = dir, .dir_len = len, .sink = {.fd = out_fd}};
+        if (lim) {
+                p.lim = *lim;
+                p.sink.max_bytes = lim->max_archive_bytes;
+        }
         int r = pack_tree(&p, err);
         if (p.disk)
                 archive_read_free(p.disk);

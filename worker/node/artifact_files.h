@@ -116,6 +116,21 @@ int wk_artifact_digest_fd(int fd, uint64_t size, char out[PR_WK_DIGEST_MAX], sp_
  * out_fd (naming entries relative to dir). */
 int wk_artifact_pack_tree(const char *dir, int out_fd, uint64_t *ret_bytes, sp_error **err);
 
+/* Bounds of a pack of a tree root inside a sandbox controls (0: none). */
+typedef struct wk_artifact_pack_limits {
+        /* What the files give the writer, holes included: the writer must be
+         * fed a hole's zeros even where the archive leaves them out, so a
+         * file of one byte at offset 2^62 would hold the thread for ever. */
+        uint64_t max_fed;
+        uint64_t max_archive_bytes; /* the archive's size (e.g. the pool's room) */
+        int64_t deadline_us; /* CLOCK_MONOTONIC (sp_now_mono_us) */
+} wk_artifact_pack_limits;
+
+/* wk_artifact_pack_tree() within lim (NULL: none): past max_fed or
+ * max_archive_bytes SP_E_TOO_LARGE, past the deadline SP_E_TIMEOUT. */
+int wk_artifact_pack_tree_bounded(const char *dir, int out_fd, const wk_artifact_pack_limits *lim, uint64_t *ret_bytes,
+                                  sp_error **err);
+
 /* Extracts an archive made by wk_artifact_pack_tree(), read from tar_fd's
  * current offset to its end (tar_fd is not closed), into dest_dir, an
  * existing empty directory, with the template importers' hardened extractor

@@ -164,6 +164,7 @@ typedef struct fetch {
         uint64_t bytes, written_to; /* its size; the end of the last block written */
         int fd;
         uint64_t fetched; /* bytes written by this attempt */
+        uint64_t claimed; /* the manifest's bytes: the holder may send no more */
         bool failed;
 } fetch;
 
@@ -219,11 +220,13 @@ static void on_block(sp_rpc_stream *s, sp_rpc_frame_type type, const uint8_t *p,
         for (int i = 0; i < 8 && n >= 8; i++)
                 off = (off << 8) | p[i];
         if (n < 8 || n - 8 > WK_ARTIFACT_BLOCK || off % WK_ARTIFACT_BLOCK != 0 || off < f->written_to ||
-            off + (n - 8) > f->bytes) {
+            off + (n - 8) > f->bytes || f->fetched + (n - 8) > f->claimed + WK_ARTIFACT_BLOCK) {
                 f->failed = true;
                 sp_rpc_stream_cancel(s);
                 _cleanup_error_ sp_error *e = NULL;
-                sp_error_set(&e, SP_E_INVALID, "worker %s sent a block of %s out of order or bounds", f->from, f->name);
+                sp_error_set(&e, SP_E_INVALID,
+                             "worker %s sent a block of %s out of order or bounds, or more than its manifest says",
+                             f->from, f->name);
                 fetch_fail(f, e);
                 return;
         }
@@ -377,6 +380,9 @@ void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud)
         f->imp = imp;
         f->call = sp_rpc_call_ref(call);
         f->n = wk_node_import_count(imp);
+        json_object *claimed = NULL;
+        if (json_object_object_get_ex(q.manifest, "bytes", &claimed))
+                f->claimed = (uint64_t)json_object_get_int64(claimed);
         snprintf(f->id, sizeof(f->id), "%s", q.id);
         snprintf(f->from, sizeof(f->from), "%s", q.from.worker);
         f->cli = sp_rpc_client_new(wk_node_event_base(wk__svc.node), q.from.address, wk__svc.peer_ctx, &e);

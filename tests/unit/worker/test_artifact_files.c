@@ -34,6 +34,7 @@
 #include "harness.h"
 #include "node/artifact_files.h"
 #include "space/cleanup.h"
+#include "space/time.h"
 
 #define B WK_ARTIFACT_BLOCK
 
@@ -708,6 +709,48 @@ START_TEST(device_nodes_are_left_out)
 }
 END_TEST
 
+/* What root in a sandbox puts in its root filesystem cannot hold the packing
+ * thread or fill the pool: a byte at 2^40 (a hole the writer must be fed in
+ * zeros) and an archive past its bound are refused at once. */
+START_TEST(pack_is_bounded)
+{
+        ck_assert_int_eq(mkdir(at("src"), 0755), 0);
+        int fd = open(at("src/hole"), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pwrite(fd, "x", 1, (off_t)1 << 40), 1);
+        close(fd);
+        sp_error *err = NULL;
+        uint64_t bytes = 0;
+        wk_artifact_pack_limits lim = {.max_fed = UINT64_C(1) << 30};
+        _cleanup_close_ int out = open_tar("hole.tar");
+        int64_t t0 = sp_now_mono_us();
+        ck_assert_int_eq(wk_artifact_pack_tree_bounded(at("src"), out, &lim, &bytes, &err), -SP_E_TOO_LARGE);
+        ck_assert_ptr_nonnull(strstr(err->message, "holes counted"));
+        sp_error_freep(&err);
+        ck_assert_msg(sp_now_mono_us() - t0 < 60 * 1000000LL, "the refusal was not at once");
+        ck_assert_int_eq(unlink(at("src/hole")), 0);
+
+        fd = open(at("src/data"), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        ck_assert_int_ge(fd, 0);
+        static char buf[1 << 16];
+        memset(buf, 'a', sizeof(buf));
+        for (int i = 0; i < 16; i++)
+                ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+        close(fd);
+        wk_artifact_pack_limits small = {.max_archive_bytes = 256 * 1024};
+        _cleanup_close_ int out2 = open_tar("small.tar");
+        ck_assert_int_eq(wk_artifact_pack_tree_bounded(at("src"), out2, &small, &bytes, &err), -SP_E_TOO_LARGE);
+        sp_error_freep(&err);
+        struct stat st;
+        ck_assert_int_eq(fstat(out2, &st), 0);
+        ck_assert_int_le(st.st_size, 256 * 1024);
+        /* Within its bounds, the same tree packs. */
+        wk_artifact_pack_limits roomy = {.max_fed = UINT64_C(1) << 30, .max_archive_bytes = UINT64_C(1) << 30};
+        _cleanup_close_ int out3 = open_tar("roomy.tar");
+        sp_test_ok(wk_artifact_pack_tree_bounded(at("src"), out3, &roomy, &bytes, &err), &err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("artifact_files");
@@ -718,6 +761,7 @@ static Suite *suite(void)
         tcase_add_test(tc, incremental_digest_takes_blocks_in_order);
         tcase_add_test(tc, pack_and_unpack_refuse_bad_arguments);
         tcase_add_test(tc, pack_keeps_the_working_directory_to_its_thread);
+        tcase_add_test(tc, pack_is_bounded);
         suite_add_tcase(s, tc);
         if (sp_test_is_root()) {
                 TCase *tree = tcase_create("tree");
