@@ -255,6 +255,8 @@ static void export_done(wk_job *j)
                 sp_log_info_kv(SP_KV("sandbox_id", x->id), "exported for worker %s: %zu files, %lld bytes",
                                sb->export_to, json_object_array_length(x->files), (long long)x->bytes);
         }
+        if (x->err && x->err->code == SP_E_TOO_LARGE && !sb->export_refused)
+                sb->export_refused = strdup(x->err->message);
         wk__sandbox_unbusy(sb);
         x->done(m, x->err, x->ud);
         sp_error_free(x->err);
@@ -273,6 +275,8 @@ int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_e
                                     wk_sandbox_state_name(sb->state));
         if (!*to || strlen(to) > WK_NAME_MAX || strcmp(to, n->node_id) == 0)
                 return sp_error_set(err, SP_E_INVALID, "field 'to' must name another worker");
+        if (sb->export_refused)
+                return sp_error_set(err, SP_E_TOO_LARGE, "%s", sb->export_refused);
         export_job *x = calloc(1, sizeof(*x));
         if (!x || !(x->files = json_object_new_array())) {
                 free(x);

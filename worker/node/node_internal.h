@@ -92,6 +92,10 @@ struct wk_sandbox {
          * (ExportSandbox; artifact.c), "" for none. */
         char export_to[WK_NAME_MAX + 1];
         bool clock_stale; /* restored from memory: the agent sets its clock once connected */
+        /* Why its export was refused as too large (artifact.c): while it stays
+         * suspended its files cannot change, so a retry is answered with it at
+         * once instead of filling the pool again. NULL: none. */
+        char *export_refused;
         struct wk_sandbox *next;
 };
 

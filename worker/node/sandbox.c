@@ -812,6 +812,7 @@ void wk__sandbox_free(wk_sandbox *sb)
                 json_object_put(sb->egress);
         json_object_put(sb->secrets);
         free(sb->failure);
+        free(sb->export_refused);
         free(sb);
 }
 
@@ -1246,6 +1247,8 @@ static void restore_done(wk_job *j)
                 (void)wk__sandbox_persist(sb, NULL);
         }
         wk__artifacts_drop(sb->node, sb->key);
+        free(sb->export_refused);
+        sb->export_refused = NULL;
         _cleanup_error_ sp_error *ca = NULL;
         if (wk__secrets_ready(sb, &ca) < 0)
                 sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its secrets cannot be used: %s", ca->message);
