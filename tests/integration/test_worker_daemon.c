@@ -524,14 +524,28 @@ START_TEST(worker_sigkill_loses_nothing_and_delete_leaves_nothing)
         sp_test_ok(sp_test_snapshot_take(&after, &e), &e);
         /* mounts, network namespaces, loop devices and processes; the worker itself stays */
         char *leaks = sp_test_snapshot_diff(&before, &after, NULL);
-        /* Links are the host's: tests running beside this one add theirs (this worker's are named
-         * after its --net-prefix). */
+        /* Links, mounts, loop devices and network namespaces are the host's: tests running beside this
+         * one add theirs. This worker's links are named after its --net-prefix, its mounts and loop
+         * devices are under its directory, its namespaces carry this process's id; its processes are
+         * this process's descendants (the snapshot holds no others). */
         bool only_gone = true;
-        char mine[40];
+        char mine[40], ns[40];
         snprintf(mine, sizeof(mine), "+ link %s", net.ifprefix);
-        for (char *line = leaks; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-                if (line[0] == '+' && (strncmp(line, "+ link ", 7) != 0 || strncmp(line, mine, strlen(mine)) == 0))
+        snprintf(ns, sizeof(ns), "sptest-%d-", (int)getpid());
+        for (char *line = leaks; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                if (line[0] != '+')
+                        continue;
+                char *nl = strchr(line, '\n');
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                _cleanup_free_ char *one = strndup(line, len);
+                bool ours = strncmp(one, "+ link ", 7) == 0    ? strncmp(one, mine, strlen(mine)) == 0
+                            : strncmp(one, "+ mount ", 8) == 0 ? strstr(one, dir) != NULL
+                            : strncmp(one, "+ loop ", 7) == 0  ? strstr(one, dir) != NULL
+                            : strncmp(one, "+ netns ", 8) == 0 ? strstr(one, ns) != NULL
+                                                               : true;
+                if (ours)
                         only_gone = false;
+        }
         ck_assert_msg(only_gone, "delete left something new behind:\n%s", leaks);
         free(leaks);
         sp_test_snapshot_free(&before);
