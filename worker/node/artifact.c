@@ -361,6 +361,7 @@ struct wk_node_import {
         char id[WK_NAME_MAX + 1], tpl[WK_NAME_MAX + 1];
         bool jail, memory;
         int64_t disk_exclusive; /* a jail's, on the worker it came from (-1: unknown) */
+        int64_t quota; /* its disk quota, from its record (0: none) */
         json_object *manifest; /* its own reference */
         json_object *files; /* borrowed from manifest */
         char stage[PATH_MAX]; /* <state>/incoming/<key> */
@@ -621,9 +622,8 @@ static int install_storage(wk_node_import *imp)
 }
 
 /* sandbox.json, made this worker's: its id slot, no export grant, not warm. */
-static int rewrite_record(wk_node_import *imp, uint64_t disk_bytes_hint)
+static int rewrite_record(wk_node_import *imp)
 {
-        (void)disk_bytes_hint;
         char path[PATH_MAX];
         wk__path(path, sizeof(path), "%s/state/sandbox.json", imp->stage);
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
@@ -634,6 +634,7 @@ static int rewrite_record(wk_node_import *imp, uint64_t disk_bytes_hint)
         if (!state || strcmp(state, "suspended") != 0)
                 return sp_error_set(&imp->err, SP_E_INVALID, "sandbox %s's record is not a suspended sandbox's",
                                     imp->id);
+        sp_json_get_int(o, "disk_bytes", false, 0, INT64_MAX, &imp->quota, NULL);
         json_object_object_add(o, "id", json_object_new_string(imp->id));
         json_object_object_add(o, "key", json_object_new_string(imp->id));
         json_object_object_add(o, "slot", json_object_new_int64(imp->slot));
@@ -661,7 +662,7 @@ static void import_run(wk_job *j)
 {
         wk_node_import *imp = (wk_node_import *)((char *)j - offsetof(wk_node_import, job));
         wk_node *n = imp->node;
-        if (verify(imp) < 0 || rewrite_record(imp, 0) < 0)
+        if (verify(imp) < 0 || rewrite_record(imp) < 0)
                 return;
         if (install_storage(imp) < 0) {
                 /* What it made of the sandbox's storage goes (the fetched files went with it: fetched again). */
@@ -676,13 +677,7 @@ static void import_run(wk_job *j)
                 storage_dir(n, imp->id, sdir, sizeof(sdir));
                 char rootfs[PATH_MAX];
                 wk__path(rootfs, sizeof(rootfs), "%s/rootfs", sdir);
-                char rec[PATH_MAX];
-                wk__path(rec, sizeof(rec), "%s/state/sandbox.json", imp->stage);
-                _cleanup_buf_ sp_buf text = SP_BUF_INIT;
-                _cleanup_json_ json_object *o = NULL;
-                int64_t quota = 0;
-                if (sp_file_read(rec, 1 << 20, &text, NULL) == 0 && sp_json_parse(text.data, text.len, &o, NULL) == 0)
-                        sp_json_get_int(o, "disk_bytes", false, 0, INT64_MAX, &quota, NULL);
+                int64_t quota = imp->quota;
                 wk_quota_usage u = {0};
                 if (quota > 0 && wk_subvol_sync(rootfs, NULL) == 0 && wk_quota_get(rootfs, &u, NULL) == 0) {
                         int64_t left = imp->disk_exclusive >= 0 && imp->disk_exclusive < quota

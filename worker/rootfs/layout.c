@@ -113,22 +113,29 @@ static int make_entry_dir(const wk_storage *st, const char *kind, const char *wh
         return 0;
 }
 
-int wk_storage_template_create(const wk_storage *st, const char *name, char **ret_rootfs, sp_error **err)
+/* <kind>/<name>/rootfs as a new empty subvolume; nothing is left on failure. */
+static int make_entry_subvol(const wk_storage *st, const char *kind, const char *what, const char *name,
+                             char **ret_rootfs, sp_error **err)
 {
         _cleanup_free_ char *dir = NULL;
-        int r = make_entry_dir(st, "templates", "template", name, &dir, err);
+        int r = make_entry_dir(st, kind, what, name, &dir, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *rootfs = NULL;
         if (asprintf(&rootfs, "%s/%s", dir, ROOTFS_NAME) < 0)
                 abort();
         if (wk_subvol_create(rootfs, err) < 0) {
-                (void)remove_entry(st, "templates", "template", name, NULL);
-                return sp_error_wrap(err, "template %s", name);
+                (void)remove_entry(st, kind, what, name, NULL);
+                return sp_error_wrap(err, "%s %s", what, name);
         }
         if (ret_rootfs)
                 *ret_rootfs = TAKE_PTR(rootfs);
         return 0;
+}
+
+int wk_storage_template_create(const wk_storage *st, const char *name, char **ret_rootfs, sp_error **err)
+{
+        return make_entry_subvol(st, "templates", "template", name, ret_rootfs, err);
 }
 
 int wk_storage_template_seal(const wk_storage *st, const char *name, sp_error **err)
@@ -186,20 +193,7 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
 
 int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, char **ret_rootfs, sp_error **err)
 {
-        _cleanup_free_ char *dir = NULL;
-        int r = make_entry_dir(st, "sandboxes", "sandbox", id, &dir, err);
-        if (r < 0)
-                return r;
-        _cleanup_free_ char *rootfs = NULL;
-        if (asprintf(&rootfs, "%s/%s", dir, ROOTFS_NAME) < 0)
-                abort();
-        if (wk_subvol_create(rootfs, err) < 0) {
-                (void)remove_entry(st, "sandboxes", "sandbox", id, NULL);
-                return sp_error_wrap(err, "sandbox %s", id);
-        }
-        if (ret_rootfs)
-                *ret_rootfs = TAKE_PTR(rootfs);
-        return 0;
+        return make_entry_subvol(st, "sandboxes", "sandbox", id, ret_rootfs, err);
 }
 
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err)
