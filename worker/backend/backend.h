@@ -104,6 +104,7 @@ typedef struct wk_backend_ops {
          * booting a box with spec's id and slot for it: 1 when made, 0 at once
          * when it exists. Takes seconds: a background job calls it. */
         int (*prepare)(wk_backend *b, const wk_box_spec *spec, sp_error **err);
+#define WK_VM_BASE_BOX_ID "vmbase" /* the box prepare boots: one at a time per worker */
         /* Optional: whether a running box (a warm one) can serve spec; a VM's
          * memory and vCPUs are fixed for its life. Without it, any box fits. */
         bool (*fits)(const wk_box *box, const wk_box_spec *spec);

@@ -900,6 +900,18 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
         return 0;
 }
 
+/* Ends a base snapshot's VM that a crashed worker left running in its cgroup. */
+static void abandoned_base_kill(qemu_backend *b, const char *id)
+{
+        wk_cgroup *cg = NULL;
+        if (wk_cgroup_open(b->host, b->cgroup_parent, id, &cg, NULL) < 0)
+                return;
+        sp_log_warn("ending a base snapshot's VM left by an earlier run");
+        (void)wk_cgroup_kill_all(cg, NULL);
+        (void)wk_cgroup_remove(cg, NULL);
+        wk_cgroup_free(cg);
+}
+
 /* Boots a VM of spec's machine from the template's image, waits for its
  * agent, and saves it as the base snapshot; removes bases of other tags. */
 static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
@@ -939,6 +951,7 @@ static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
                 base_remove(tmp);
                 goto out;
         }
+        abandoned_base_kill(b, box->id);
         if (clone_file(image, box->disk, err) < 0 || box_cgroup(box, err) < 0 || box_boot(box, err) < 0 ||
             save_memory(box, err) < 0) {
                 box_release(box);
@@ -1415,6 +1428,7 @@ int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
         } else {
                 snprintf(b->accel, sizeof(b->accel), "tcg");
         }
+        abandoned_base_kill(b, WK_VM_BASE_BOX_ID);
         if (compute_base_tag(b, err) < 0) {
                 op_free(&b->base);
                 return sp_error_wrap(err, "qemu backend");

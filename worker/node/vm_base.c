@@ -6,7 +6,8 @@
  * time per node (it costs one VM's memory and CPU while it runs); a failure
  * waits a minute before the next try. The VM it boots has an id slot of its
  * own (its own host uid): no sandbox's QEMU can touch what every later
- * sandbox will start from. */
+ * sandbox will start from. Its box id (and cgroup name) is WK_VM_BASE_BOX_ID:
+ * one at a time, so that the backend finds one a crashed worker left. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,11 +82,11 @@ void wk__vm_base_want(wk_node *n, const wk_sandbox *sb)
         b->job = (wk_job){.kind = "base", .run = base_run, .done = base_done, .background = true};
         b->n = n;
         b->backend = n->backend;
-        snprintf(b->id, sizeof(b->id), "vmbase-%u", b->slot);
+        snprintf(b->id, sizeof(b->id), "%s", WK_VM_BASE_BOX_ID);
         snprintf(b->template_name, sizeof(b->template_name), "%s", sb->template_name);
         wk__path(b->template_dir, sizeof(b->template_dir), "%s", tdir);
         wk__path(b->rootfs, sizeof(b->rootfs), "%s/rootfs", tdir);
-        wk__path(b->runtime, sizeof(b->runtime), "%s/vm-base/%u", n->state_dir, b->slot);
+        wk__path(b->runtime, sizeof(b->runtime), "%s/vm-base", n->state_dir);
         b->spec = (wk_box_spec){
                 .id = b->id,
                 .rootfs = b->rootfs,
