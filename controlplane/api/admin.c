@@ -109,6 +109,8 @@ void cp__h_join_token_delete(cp_call *c)
         /* ?purge=true deletes the token (whatever its state); without it the token is revoked and stays listed. */
         const char *purge = sp_http_request_query(c->req, "purge");
         bool del = purge && strcmp(purge, "true") == 0;
+        if (del)
+                c->audit_action = "join_token.delete";
         if (purge && purge[0] && !del && strcmp(purge, "false") != 0) {
                 cp__failf(c, SP_E_INVALID, "purge must be true or false");
                 return;

@@ -102,6 +102,9 @@ struct cp_call {
          * answered (sp_errc_name(), static), NULL until one is. */
         bool audited, audit_in_txn, replayed;
         const char *fail_code;
+        /* The action a record made from the answer names, when it is not the
+         * route's (cp_audit_route_action()); static. */
+        const char *audit_action;
 };
 
 /* Replies (each records metrics and logs once). obj is borrowed. */

@@ -97,7 +97,7 @@ void cp__audit_answer(cp_call *c, int status)
         if (r->auth == CP_AUTH_NONE || status == 401 || !(mutating || admin_refused))
                 return;
         c->audited = true;
-        const char *action = cp_audit_route_action(r->method, r->pattern);
+        const char *action = c->audit_action ? c->audit_action : cp_audit_route_action(r->method, r->pattern);
         if (!action)
                 action = "api.call";
         if (status < 400 && !c->replayed)
