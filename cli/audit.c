@@ -18,6 +18,8 @@
 
 /* The most records printed without --follow when --limit is not given. */
 #define DEFAULT_MAX_RECORDS 1000
+/* How far back --follow starts without --since or --cursor. */
+#define FOLLOW_LOOKBACK_S 60
 
 static void print_record(ctl_ctx *ctx, json_object *rec)
 {
@@ -90,6 +92,10 @@ int ctl_run_audit(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         char since[40], until[40];
         if (time_arg(ctx, a, "since", since, err) < 0 || time_arg(ctx, a, "until", until, err) < 0)
                 return -1;
+        /* Following from nowhere in particular starts a minute back, not at the beginning of the
+         * log (--since or --cursor for more). */
+        if (follow && !since[0] && !ctl_arg(a, "cursor"))
+                sp_time_format_rfc3339(sp_now_real_us() - FOLLOW_LOOKBACK_S * SP_USEC_PER_SEC, since);
         _cleanup_buf_ sp_buf base = SP_BUF_INIT;
         /* The filters, each "&name=value"; every request is /v1/audit?limit=N<filters>[&cursor=C]. */
         sp_buf_append_str(&base, "", NULL);
@@ -163,7 +169,8 @@ const ctl_opt ctl_audit_opts[] = {
         {"until", "TIME", 0, "records before this time: RFC 3339, or a duration ago"},
         {"limit", "N", 0, "print at most N records (default 1000 without --follow; then says how to go on)"},
         {"cursor", "CURSOR", 0, "start after this position (a cursor an earlier run printed)"},
-        {"follow", NULL, CTL_OPT_SHORT('f'), "keep printing new records until interrupted"},
+        {"follow", NULL, CTL_OPT_SHORT('f'),
+         "keep printing new records until interrupted (from a minute back unless --since or --cursor)"},
         {"interval", "DURATION", 0, "with --follow: how often to poll (default 2s)"},
         {"for", "DURATION", 0, "with --follow: stop after this long (10s, 5m)"},
         {0},

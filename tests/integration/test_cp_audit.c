@@ -567,8 +567,9 @@ START_TEST(spacectl_reads_and_follows_the_log)
                 ck_assert_uint_eq(lines, total - 2);
         }
         /* --follow shows what happens after it started. */
-        const char *argv[] = {"--json", "audit", "--follow", "--interval", "1s", "--action", "egress_profile.create",
-                              NULL};
+        const char *argv[] = {
+                "--json", "audit", "--follow", "--since", "1h", "--interval", "1s", "--action", "egress_profile.create",
+                NULL};
         int out = -1;
         pid_t pid = ctl_spawn(env, argv, &out);
         _cleanup_buf_ sp_buf seen = SP_BUF_INIT;
