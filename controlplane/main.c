@@ -107,7 +107,7 @@ static const sp_config_def defs[] = {
          "takes the lead and every ten minutes"},
         {"audit-login-failure-rate", SP_CONFIG_INT, "10", offsetof(cp_cfg, audit_login_failure_rate), 1, 100000,
          "login failures (requests with no or a bad API key) recorded in the audit log per second and replica, in "
-         "bursts of up to ten seconds' worth; the rest are counted in /metrics only"},
+         "bursts of up to ten seconds' worth, and as many calls answered 429; the rest are counted in /metrics only"},
         SP_DAEMON_LOG_SETTINGS(cp_cfg),
         SP_CONFIG_END,
 };

@@ -728,7 +728,7 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 api->cfg.max_waiters = 1024;
         if (!api->cfg.audit_login_failures_per_s)
                 api->cfg.audit_login_failures_per_s = 10;
-        api->login_tokens = (double)api->cfg.audit_login_failures_per_s * 10;
+        api->login_bucket.tokens = api->throttled_bucket.tokens = (double)api->cfg.audit_login_failures_per_s * 10;
         const char *dp = cfg->dataplane_url ? cfg->dataplane_url : "http://127.0.0.1:7071";
         size_t dplen = strlen(dp);
         while (dplen > 0 && dp[dplen - 1] == '/')

@@ -48,6 +48,14 @@ typedef struct cp_route_ctx {
 
 typedef struct cp_waiter cp_waiter;
 
+/* A token bucket over audit records (audit.c). */
+typedef struct cp_audit_bucket {
+        double tokens;
+        int64_t refill_us;
+        uint64_t unrecorded_total; /* refused a record, since the replica started */
+        uint64_t unrecorded_since; /* since the last record written */
+} cp_audit_bucket;
+
 struct cp_api {
         struct event_base *base;
         cp_api_config cfg;
@@ -74,12 +82,12 @@ struct cp_api {
         uint64_t worker_calls_total;
         uint64_t worker_failures_total[CP_WORKER_FAILURE_KINDS];
         uint64_t create_fast_total[CP_CREATE_FAST_RESULTS];
-        /* Login failures (audit.c): a token bucket bounds the records written
-         * (cfg.audit_login_failures_per_s, a burst of ten seconds' worth). */
-        double login_tokens;
-        int64_t login_refill_us;
-        uint64_t login_failures_total, login_failures_unrecorded_total;
-        uint64_t login_unrecorded_since; /* not recorded since the last record */
+        /* Refusals a flood can cause (audit.c): login failures (401) and
+         * 429s, each kind with a token bucket that bounds the records
+         * written (cfg.audit_login_failures_per_s, a burst of ten seconds'
+         * worth). */
+        cp_audit_bucket login_bucket, throttled_bucket;
+        uint64_t login_failures_total;
 };
 
 /* One request being served. */

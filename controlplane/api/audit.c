@@ -10,7 +10,9 @@
  * failed, an Idempotency-Key replay — and an admin route refused to a key
  * that is not an admin's. Login failures (401) are recorded from dispatch,
  * at most at a configured rate (a flood of bad keys cannot fill the table);
- * the rest are counted, in /metrics and in the next record.
+ * the rest are counted, in /metrics and in the next record. Calls answered
+ * 429 (rate limits, quotas: what a flood of calls gets) are bounded the same
+ * way, with a bucket of their own.
  *
  * Threading: the API's loop.
  */
@@ -86,6 +88,36 @@ static const char *path_object(cp_call *c)
         return id ? id : sp_http_request_param(c->req, "name");
 }
 
+/* Takes a token of b (rate per second, a burst of ten seconds' worth): true
+ * when a record may be written, false when it is only counted. */
+static bool bucket_take(cp_api *api, cp_audit_bucket *b)
+{
+        double rate = (double)api->cfg.audit_login_failures_per_s, burst = rate * 10;
+        int64_t now = sp_now_mono_us();
+        if (b->refill_us) {
+                b->tokens += (double)(now - b->refill_us) / 1e6 * rate;
+                if (b->tokens > burst)
+                        b->tokens = burst;
+        }
+        b->refill_us = now;
+        if (b->tokens < 1) {
+                b->unrecorded_total++;
+                b->unrecorded_since++;
+                return false;
+        }
+        b->tokens -= 1;
+        return true;
+}
+
+/* Says in detail how many records of b's kind the one being written stands for. */
+static void bucket_note(cp_audit_bucket *b, json_object *detail)
+{
+        if (b->unrecorded_since)
+                json_object_object_add(detail, "unrecorded_before",
+                                       json_object_new_int64((int64_t)b->unrecorded_since));
+        b->unrecorded_since = 0;
+}
+
 void cp__audit_answer(cp_call *c, int status)
 {
         if (c->audited || c->audit_in_txn || !c->rc)
@@ -97,6 +129,9 @@ void cp__audit_answer(cp_call *c, int status)
         if (r->auth == CP_AUTH_NONE || status == 401 || !(mutating || admin_refused))
                 return;
         c->audited = true;
+        /* A 429 (a rate limit or a quota) is what a flood of calls gets: bounded like login failures. */
+        if (status == 429 && !bucket_take(c->api, &c->api->throttled_bucket))
+                return;
         const char *action = c->audit_action ? c->audit_action : cp_audit_route_action(r->method, r->pattern);
         if (!action)
                 action = "api.call";
@@ -108,6 +143,8 @@ void cp__audit_answer(cp_call *c, int status)
         json_object_object_add(detail, "route", json_object_new_string(r->pattern));
         if (c->replayed)
                 json_object_object_add(detail, "replayed", json_object_new_boolean(true));
+        if (status == 429)
+                bucket_note(&c->api->throttled_bucket, detail);
         const char *outcome = status < 400 ? "ok" : status == 403 ? "denied" : "failed";
         insert(c, c->who.tenant_id, c->who.key_id, action, path_object(c), outcome, status,
                status >= 400 ? (c->fail_code ? c->fail_code : "error") : NULL, detail);
@@ -118,21 +155,8 @@ void cp__audit_login_failure(cp_call *c, const cp_apikey_denial *d)
         cp_api *api = c->api;
         c->audited = true;
         api->login_failures_total++;
-        /* A token bucket: rate per second, a burst of ten seconds' worth. */
-        double rate = (double)api->cfg.audit_login_failures_per_s, burst = rate * 10;
-        int64_t now = sp_now_mono_us();
-        if (api->login_refill_us) {
-                api->login_tokens += (double)(now - api->login_refill_us) / 1e6 * rate;
-                if (api->login_tokens > burst)
-                        api->login_tokens = burst;
-        }
-        api->login_refill_us = now;
-        if (api->login_tokens < 1) {
-                api->login_failures_unrecorded_total++;
-                api->login_unrecorded_since++;
+        if (!bucket_take(api, &api->login_bucket))
                 return;
-        }
-        api->login_tokens -= 1;
         const cp_route *r = c->rc->route;
         _cleanup_json_ json_object *detail = json_object_new_object();
         json_object_object_add(detail, "reason", json_object_new_string(d ? d->reason : "missing"));
@@ -141,10 +165,7 @@ void cp__audit_login_failure(cp_call *c, const cp_apikey_denial *d)
         const char *remote = sp_http_request_remote(c->req);
         if (remote)
                 json_object_object_add(detail, "remote", json_object_new_string(remote));
-        if (api->login_unrecorded_since)
-                json_object_object_add(detail, "unrecorded_before",
-                                       json_object_new_int64((int64_t)api->login_unrecorded_since));
-        api->login_unrecorded_since = 0;
+        bucket_note(&api->login_bucket, detail);
         insert(c, d ? d->tenant_id : NULL, d ? d->key_id : NULL, "key.login_failed", d ? d->key_id : NULL, "denied",
                401, "unauthenticated", detail);
 }
@@ -159,7 +180,13 @@ void cp__audit_metrics(cp_api *api, sp_buf *b)
                        "# TYPE space_api_login_failures_unrecorded_total counter\n"
                        "space_api_login_failures_unrecorded_total %llu\n",
                        (unsigned long long)api->login_failures_total,
-                       (unsigned long long)api->login_failures_unrecorded_total);
+                       (unsigned long long)api->login_bucket.unrecorded_total);
+        sp_buf_appendf(b, NULL,
+                       "# HELP space_api_throttled_unrecorded_total Calls answered 429 past the audit log's rate "
+                       "bound (--audit-login-failure-rate): counted, not recorded.\n"
+                       "# TYPE space_api_throttled_unrecorded_total counter\n"
+                       "space_api_throttled_unrecorded_total %llu\n",
+                       (unsigned long long)api->throttled_bucket.unrecorded_total);
 }
 
 /* ---- GET /v1/audit ---- */
