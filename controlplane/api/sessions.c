@@ -516,6 +516,7 @@ void cp__h_session_create(cp_call *c)
                 create_free(x);
                 return;
         }
+        cp__audit_written(c);
         if (keyed && cp__mutation_commit_quiet(c) < 0) {
                 create_free(x);
                 return;
