@@ -60,6 +60,16 @@ static int check_sandboxes(json_object *arr, sp_error **err)
                                             "sandboxes[%zu]: id and template must be of [A-Za-z0-9._-]", i);
                 if (!one_of(sb.state, sandbox_states))
                         return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: unknown state '%s'", i, sb.state);
+                static const char *const reasons[] = {"session", "attached", "ingress", "cpu", NULL};
+                if (sb.busy &&
+                    (!json_object_is_type(sb.busy, json_type_array) || json_object_array_length(sb.busy) > 8))
+                        return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: busy must be an array of at most 8", i);
+                for (size_t k = 0; sb.busy && k < json_object_array_length(sb.busy); k++) {
+                        json_object *v = json_object_array_get_idx(sb.busy, k);
+                        if (!json_object_is_type(v, json_type_string) || !one_of(json_object_get_string(v), reasons))
+                                return sp_error_set(err, SP_E_INVALID, "sandboxes[%zu]: busy[%zu] is not a reason", i,
+                                                    k);
+                }
         }
         return 0;
 }
@@ -244,6 +254,20 @@ static int store(cp_fleet *f, const char *name, const heartbeat_req *r, heartbea
         if ((changed || ret->recovered) &&
             cp_db_exec(f->db, "SELECT pg_notify('" CP_FLEET_CHANNEL "', 'worker:' || $1)", 1, params, NULL, err) < 0)
                 return sp_error_wrap(err, "heartbeat");
+        /* Activity: a busy sandbox of this worker is active now, with its reasons; an idle one's go. */
+        json_object *list = NULL;
+        if (json_object_object_get_ex(r->observed, "sandboxes", &list) && json_object_array_length(list) > 0) {
+                const char *ap[] = {ret->worker_id, sp_json_str(list)};
+                if (cp_db_exec(f->db,
+                               "UPDATE sandboxes s SET busy = CASE WHEN jsonb_array_length(coalesce(b.busy, '[]')) > 0 "
+                               "THEN b.busy END, last_active_at = CASE WHEN jsonb_array_length(coalesce(b.busy, "
+                               "'[]')) > 0 THEN greatest(s.last_active_at, now()) ELSE s.last_active_at END "
+                               "FROM jsonb_to_recordset($2::jsonb) AS b(id text, busy jsonb) "
+                               "WHERE s.id = b.id AND s.worker_id = $1 AND s.deleted_at IS NULL "
+                               "AND (jsonb_array_length(coalesce(b.busy, '[]')) > 0 OR s.busy IS NOT NULL)",
+                               2, ap, NULL, err) < 0)
+                        return sp_error_wrap(err, "heartbeat");
+        }
         return 0;
 }
 

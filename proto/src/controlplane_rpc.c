@@ -73,6 +73,7 @@ static const pr_field sandbox_fields[] = {
         PR_F_STRING(R, "state", state, true, PR_CP_STATE_MAX),
         PR_F_STRING(R, "template", template_name, true, PR_CP_OBJECT_NAME_MAX),
         PR_F_BOOL(R, "secrets_missing", secrets_missing, false),
+        PR_F_JSON(R, "busy", busy, false),
 };
 #undef R
 const pr_schema pr_cp_sandbox_schema = PR_SCHEMA("Sandbox", sandbox_fields);

@@ -39,6 +39,8 @@ struct wk_cluster {
          * without it from then on, so that a worker upgraded first keeps its
          * heartbeats. */
         bool no_jobs;
+        /* The same for the sandboxes' "busy" (their activity). */
+        bool no_busy;
 };
 
 static pr_cp_resources resources(json_object *info, const char *field)
@@ -79,6 +81,8 @@ static json_object *heartbeat_body(wk_cluster *c)
                                    .state = sp_json_member_str(sb, "state"),
                                    .template_name = sp_json_member_str(sb, "template")};
                 s.secrets_missing = s.id && wk_node_sandbox_secrets_missing(c->node, s.id);
+                _cleanup_json_ json_object *busy = s.id && !c->no_busy ? wk_node_sandbox_activity(c->node, s.id) : NULL;
+                s.busy = busy;
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
         const char *backend = sp_json_member_str(info, "backend");
@@ -155,6 +159,15 @@ static void on_reply(json_object *resp, const sp_error *err, void *userdata)
                                "the control plane does not take the job queue in heartbeats (an older version): "
                                "sent without it, so its scheduler does not see this worker's queue");
                 c->no_jobs = true;
+                c->again = true;
+                schedule(c);
+                return;
+        }
+        if (err && err->code == SP_E_INVALID && !c->no_busy && strstr(err->message, "unknown field 'busy'")) {
+                sp_log_warn_kv(SP_KV("control_plane", c->control_plane),
+                               "the control plane does not take sandboxes' activity in heartbeats (an older "
+                               "version): sent without it, so its idle timeouts count API calls only");
+                c->no_busy = true;
                 c->again = true;
                 schedule(c);
                 return;

@@ -271,7 +271,16 @@ bool wk_node_sandbox_busy(wk_node *n, const char *id);
 int wk_node_sandbox_after(wk_node *n, const char *id, void (*fn)(void *ud), void *userdata);
 /* Counts connections to a sandbox's ports and their bytes (in: to the
  * sandbox), for SandboxStats; a sandbox that is gone is not counted. */
+/* Counts a port connection: 1 when it opens (no bytes yet), 0 with its bytes when it ends. */
 void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections, int64_t bytes_in, int64_t bytes_out);
+
+/* Why sandbox id is busy now (docs/worker.md "Activity"), for the heartbeat:
+ * a new array of reasons — "session" (a command runs), "attached" (a client
+ * reads a session's output), "ingress" (a connection to one of its ports is
+ * open), "cpu" (it used over WK_BUSY_CPU_PERCENT of a CPU since the last
+ * call) — or NULL when it is idle or not running. */
+#define WK_BUSY_CPU_PERCENT 5
+json_object *wk_node_sandbox_activity(wk_node *n, const char *id);
 /* 1: being deleted, done (may be NULL) follows on the loop with err NULL once
  * nothing of it is left (or why its box could not be destroyed: it stays,
  * failed); < 0: refused at once (SP_E_NOT_FOUND), done not called. */

@@ -91,6 +91,10 @@ struct wk_sandbox {
         struct event *spare_timer; /* makes the next session's directory ahead (exec.c) */
         /* Connections to its ports (ConnectPort: ingress) since the worker started, and their bytes. */
         int64_t port_connections, port_bytes_in, port_bytes_out;
+        int64_t ports_open; /* those open now */
+        /* Its CPU time at the last activity check, and when (monotonic; activity.c). */
+        uint64_t activity_cpu_ns;
+        int64_t activity_at_us;
         /* The worker (its certificate's name) that may read its artifacts
          * (ExportSandbox; artifact.c), "" for none. */
         char export_to[WK_NAME_MAX + 1];

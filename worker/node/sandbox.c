@@ -1354,6 +1354,11 @@ void wk_node_sandbox_count_ports(wk_node *n, const char *id, int64_t connections
         if (!sb)
                 return;
         sb->port_connections += connections;
+        /* A connection is counted when it opens (1) and its bytes when it ends (0). */
+        if (connections > 0)
+                sb->ports_open++;
+        else if (sb->ports_open > 0)
+                sb->ports_open--;
         sb->port_bytes_in += bytes_in;
         sb->port_bytes_out += bytes_out;
 }

@@ -87,6 +87,10 @@ typedef struct pr_cp_sandbox {
          * restarted: values live in its memory only); the control plane sends
          * SetEgress with them again. */
         bool secrets_missing;
+        /* Why it is busy now (strings: "session", "attached", "ingress", "cpu");
+         * NULL or empty: idle. The control plane's idle timeout counts from the
+         * last heartbeat that said it was busy. */
+        json_object *busy;
 } pr_cp_sandbox;
 
 /* Heartbeat's "jobs": the worker's job threads and the jobs under way and
