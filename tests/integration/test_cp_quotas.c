@@ -218,12 +218,10 @@ START_TEST(usage_shows_limits_use_and_source)
         ck_assert_str_eq(sp_test_jstr(a, "tenant_id"), t.id);
         _cleanup_json_ json_object *nf = API(other.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 404, NULL);
         ck_assert_str_eq(sp_test_jstr(nf, "error.code"), "not_found");
-        _cleanup_json_ json_object *missing =
-                API(S.admin_key, "GET", "/v1/tenants/ten_0000000000000000000/usage", 404, NULL);
+        json_object_put(API(S.admin_key, "GET", "/v1/tenants/ten_0000000000000000000/usage", 404, NULL));
 
         /* Only an admin sets quotas. */
-        _cleanup_json_ json_object *forbidden =
-                API(t.key, "PUT", path_of("/v1/tenants/%s/quotas", t.id), 403, "{\"running_sandboxes\":100}");
+        json_object_put(API(t.key, "PUT", path_of("/v1/tenants/%s/quotas", t.id), 403, "{\"running_sandboxes\":100}"));
         /* Bad bodies are named and change nothing. */
         static const struct {
                 const char *body, *says;
@@ -242,8 +240,8 @@ START_TEST(usage_shows_limits_use_and_source)
                 ck_assert_msg(strstr(sp_test_jstr(r, "error.message"), bad[i].says), "%s: %s", bad[i].body,
                               sp_test_jstr(r, "error.message"));
         }
-        _cleanup_json_ json_object *unknown =
-                API(S.admin_key, "PUT", "/v1/tenants/ten_0000000000000000000/quotas", 404, "{\"templates\":1}");
+        json_object_put(
+                API(S.admin_key, "PUT", "/v1/tenants/ten_0000000000000000000/quotas", 404, "{\"templates\":1}"));
 
         /* Set: the tenant's own limit; -1 none; null the cluster's default again. */
         _cleanup_json_ json_object *s1 = set_quotas(&t, "{\"running_sandboxes\":2,\"cpu_millis\":-1,\"templates\":0}");
@@ -268,7 +266,7 @@ START_TEST(running_sandboxes_over_the_limit_are_refused)
 {
         tenant t;
         new_tenant("q-running", &t);
-        _cleanup_json_ json_object *s = set_quotas(&t, "{\"running_sandboxes\":2}");
+        json_object_put(set_quotas(&t, "{\"running_sandboxes\":2}"));
         _cleanup_json_ json_object *a = create(&t, SANDBOX);
         _cleanup_json_ json_object *b =
                 sp_test_api(&S, t.key, "POST", "/v1/sandboxes", 202, SANDBOX, "Idempotency-Key: q-running-b");
@@ -278,8 +276,8 @@ START_TEST(running_sandboxes_over_the_limit_are_refused)
                 sp_test_api(&S, t.key, "POST", "/v1/sandboxes", 202, SANDBOX, "Idempotency-Key: q-running-b");
         ck_assert_str_eq(sp_test_jstr(b2, "sandbox.id"), sp_test_jstr(b, "sandbox.id"));
         /* Raised: applies to the next request. */
-        _cleanup_json_ json_object *s2 = set_quotas(&t, "{\"running_sandboxes\":3}");
-        _cleanup_json_ json_object *c = create(&t, SANDBOX);
+        json_object_put(set_quotas(&t, "{\"running_sandboxes\":3}"));
+        json_object_put(create(&t, SANDBOX));
         _cleanup_json_ json_object *u = API(t.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
         ck_assert_int_eq(jint(u, "quotas.running_sandboxes.used"), 3);
         ck_assert_int_eq(jint(u, "quotas.cpu_millis.used"), 300);
@@ -288,9 +286,9 @@ START_TEST(running_sandboxes_over_the_limit_are_refused)
         /* A deleted sandbox frees its room at once. */
         _cleanup_json_ json_object *del =
                 API(t.key, "DELETE", path_of("/v1/sandboxes/%s", sp_test_jstr(a, "sandbox.id")), 202, NULL);
-        _cleanup_json_ json_object *d = create(&t, SANDBOX);
+        json_object_put(create(&t, SANDBOX));
         /* (Once the delete is done, so that the records stay still while compared.) */
-        _cleanup_json_ json_object *done = sp_test_wait_op(&S, t.key, sp_test_jstr(del, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, t.key, sp_test_jstr(del, "operation.id"), true));
         refused(&t, "POST", "/v1/sandboxes", SANDBOX, "running_sandboxes", 3, 3, 1);
 }
 END_TEST
@@ -299,21 +297,21 @@ START_TEST(cpu_memory_and_disk_over_the_limit_are_refused)
 {
         tenant t;
         new_tenant("q-resources", &t);
-        _cleanup_json_ json_object *s = set_quotas(&t, "{\"cpu_millis\":300,\"memory_mb\":200,\"disk_mb\":300}");
+        json_object_put(set_quotas(&t, "{\"cpu_millis\":300,\"memory_mb\":200,\"disk_mb\":300}"));
 #define BODY(cpu, mem, disk) \
         "{\"template\":\"base\",\"resources\":{\"cpu_millis\":" #cpu ",\"memory_mb\":" #mem ",\"disk_mb\":" #disk "}}"
-        _cleanup_json_ json_object *a = create(&t, BODY(200, 64, 100));
+        json_object_put(create(&t, BODY(200, 64, 100)));
         refused(&t, "POST", "/v1/sandboxes", BODY(200, 16, 16), "cpu_millis", 300, 200, 200);
         refused(&t, "POST", "/v1/sandboxes", BODY(100, 160, 16), "memory_mb", 200, 64, 160);
         refused(&t, "POST", "/v1/sandboxes", BODY(100, 64, 250), "disk_mb", 300, 100, 250);
         /* Exactly up to each limit is served. */
-        _cleanup_json_ json_object *b = create(&t, BODY(100, 136, 200));
+        json_object_put(create(&t, BODY(100, 136, 200)));
         _cleanup_json_ json_object *u = API(S.admin_key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
         ck_assert_int_eq(jint(u, "quotas.cpu_millis.used"), 300);
         ck_assert_int_eq(jint(u, "quotas.memory_mb.used"), 200);
         ck_assert_int_eq(jint(u, "quotas.disk_mb.used"), 300);
         /* A limit lowered below the use takes nothing away and refuses more. */
-        _cleanup_json_ json_object *s2 = set_quotas(&t, "{\"cpu_millis\":100}");
+        json_object_put(set_quotas(&t, "{\"cpu_millis\":100}"));
         refused(&t, "POST", "/v1/sandboxes", BODY(10, 16, 16), "cpu_millis", 100, 300, 10);
         ck_assert_int_eq(count(&t, "SELECT count(*) FROM sandboxes WHERE tenant_id = $1 AND deleted_at IS NULL"), 2);
 #undef BODY
@@ -324,7 +322,7 @@ START_TEST(wake_restore_and_start_count_like_a_create)
 {
         tenant t;
         new_tenant("q-wake", &t);
-        _cleanup_json_ json_object *s = set_quotas(&t, "{\"running_sandboxes\":1}");
+        json_object_put(set_quotas(&t, "{\"running_sandboxes\":1}"));
         char a[64], b[64];
         create_running(&t, SANDBOX, a);
         action(&t, a, "suspend", "suspended");
@@ -348,9 +346,9 @@ START_TEST(wake_restore_and_start_count_like_a_create)
         /* suspended_mb: b (stopped) keeps its disk_mb 64; a suspended would keep 64 + 32 more. */
         _cleanup_json_ json_object *u = API(t.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
         ck_assert_int_eq(jint(u, "quotas.suspended_mb.used"), 64);
-        _cleanup_json_ json_object *s2 = set_quotas(&t, "{\"suspended_mb\":100}");
+        json_object_put(set_quotas(&t, "{\"suspended_mb\":100}"));
         refused(&t, "POST", path_of("/v1/sandboxes/%s/suspend", a), NULL, "suspended_mb", 100, 64, 96);
-        _cleanup_json_ json_object *s3 = set_quotas(&t, "{\"suspended_mb\":160}");
+        json_object_put(set_quotas(&t, "{\"suspended_mb\":160}"));
         action(&t, a, "suspend", "suspended");
         _cleanup_json_ json_object *u2 = API(t.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
         ck_assert_int_eq(jint(u2, "quotas.suspended_mb.used"), 160);
@@ -385,7 +383,7 @@ START_TEST(sessions_per_sandbox_over_the_limit_are_refused)
 {
         tenant t;
         new_tenant("q-sessions", &t);
-        _cleanup_json_ json_object *s = set_quotas(&t, "{\"sessions_per_sandbox\":2}");
+        json_object_put(set_quotas(&t, "{\"sessions_per_sandbox\":2}"));
         char sbx[64], other[64];
         create_running(&t, SANDBOX, sbx);
         create_running(&t, SANDBOX, other);
@@ -393,20 +391,18 @@ START_TEST(sessions_per_sandbox_over_the_limit_are_refused)
         refused(&t, "POST", path_of("/v1/sandboxes/%s/sessions", sbx), "{\"argv\":[\"true\"]}", "sessions_per_sandbox",
                 2, 2, 1);
         /* The limit is per sandbox. */
-        _cleanup_json_ json_object *c = session(&t, other, "sleep 300", 201);
+        json_object_put(session(&t, other, "sleep 300", 201));
         _cleanup_json_ json_object *u = API(t.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
         ck_assert_int_eq(jint(u, "quotas.sessions_per_sandbox.used"), 2);
 
         /* One ends: the next is served. */
-        _cleanup_json_ json_object *k =
-                API(t.key, "POST", path_of("/v1/sessions/%s/kill", sp_test_jstr(a, "session.id")), 200, NULL);
+        json_object_put(API(t.key, "POST", path_of("/v1/sessions/%s/kill", sp_test_jstr(a, "session.id")), 200, NULL));
         wait_ended(&t, sp_test_jstr(a, "session.id"));
-        _cleanup_json_ json_object *d = session(&t, sbx, "sleep 300", 201);
+        json_object_put(session(&t, sbx, "sleep 300", 201));
 
         /* One that ends with nobody asking: its record still says it runs,
          * and a create over the count asks the worker, which knows. */
-        _cleanup_json_ json_object *kb =
-                API(t.key, "POST", path_of("/v1/sessions/%s/kill", sp_test_jstr(b, "session.id")), 200, NULL);
+        json_object_put(API(t.key, "POST", path_of("/v1/sessions/%s/kill", sp_test_jstr(b, "session.id")), 200, NULL));
         wait_ended(&t, sp_test_jstr(b, "session.id"));
         _cleanup_json_ json_object *quick = session(&t, sbx, "exit 0", 201);
         const char *qid = sp_test_jstr(quick, "session.id");
@@ -438,9 +434,9 @@ START_TEST(templates_over_the_limit_are_refused)
 {
         tenant t;
         new_tenant("q-templates", &t);
-        _cleanup_json_ json_object *s = set_quotas(&t, "{\"templates\":1}");
-        _cleanup_json_ json_object *a =
-                API(t.key, "POST", "/v1/templates", 201, "{\"name\":\"qa\",\"source\":\"upload\",\"format\":\"tar\"}");
+        json_object_put(set_quotas(&t, "{\"templates\":1}"));
+        json_object_put(
+                API(t.key, "POST", "/v1/templates", 201, "{\"name\":\"qa\",\"source\":\"upload\",\"format\":\"tar\"}"));
         refused(&t, "POST", "/v1/templates", "{\"name\":\"qb\",\"source\":\"upload\",\"format\":\"tar\"}", "templates",
                 1, 1, 1);
         _cleanup_json_ json_object *u = API(t.key, "GET", path_of("/v1/tenants/%s/usage", t.id), 200, NULL);
@@ -454,13 +450,13 @@ START_TEST(templates_over_the_limit_are_refused)
         ck_assert_int_gt(used, 0);
         char body[128];
         snprintf(body, sizeof(body), "{\"templates\":-1,\"template_bytes\":%lld}", (long long)used);
-        _cleanup_json_ json_object *s2 = set_quotas(&t, body);
+        json_object_put(set_quotas(&t, body));
         refused(&t, "POST", "/v1/templates", "{\"name\":\"qc\",\"source\":\"upload\",\"format\":\"tar\"}",
                 "template_bytes", used, used, -1);
         /* Without a limit it is served (up to --template-upload-max-bytes). */
-        _cleanup_json_ json_object *s3 = set_quotas(&t, "{\"template_bytes\":-1}");
-        _cleanup_json_ json_object *c =
-                API(t.key, "POST", "/v1/templates", 201, "{\"name\":\"qc\",\"source\":\"upload\",\"format\":\"tar\"}");
+        json_object_put(set_quotas(&t, "{\"template_bytes\":-1}"));
+        json_object_put(
+                API(t.key, "POST", "/v1/templates", 201, "{\"name\":\"qc\",\"source\":\"upload\",\"format\":\"tar\"}"));
 }
 END_TEST
 
@@ -500,7 +496,7 @@ START_TEST(racing_creates_never_take_more_than_the_limit)
                 char name[32];
                 snprintf(name, sizeof(name), "q-race%d", round);
                 new_tenant(name, &t);
-                _cleanup_json_ json_object *s = set_quotas(&t, "{\"running_sandboxes\":3}");
+                json_object_put(set_quotas(&t, "{\"running_sandboxes\":3}"));
                 pthread_barrier_t start;
                 pthread_barrier_init(&start, NULL, RACERS);
                 racer rs[RACERS];
@@ -525,10 +521,10 @@ START_TEST(racing_creates_never_take_more_than_the_limit)
                 _cleanup_json_ json_object *l = API(t.key, "GET", "/v1/sandboxes", 200, NULL);
                 json_object *arr = sp_test_jarr(l, "sandboxes");
                 for (size_t i = 0; i < json_object_array_length(arr); i++) {
-                        _cleanup_json_ json_object *d =
+                        json_object_put(
                                 API(t.key, "DELETE",
                                     path_of("/v1/sandboxes/%s", sp_test_jstr(json_object_array_get_idx(arr, i), "id")),
-                                    202, NULL);
+                                    202, NULL));
                 }
         }
 }

@@ -171,7 +171,7 @@ START_TEST(a_key_past_its_rate_waits_retry_after)
         call(t.key, "GET", "/v1/sandboxes", NULL, &again);
         ck_assert_int_eq(again.status, 200);
         /* The replica without limits serves the same key meanwhile. */
-        _cleanup_json_ json_object *other = sp_test_api(&S, t.key, "GET", "/v1/sandboxes", 200, NULL, NULL);
+        json_object_put(sp_test_api(&S, t.key, "GET", "/v1/sandboxes", 200, NULL, NULL));
 }
 END_TEST
 
