@@ -21,7 +21,9 @@
  * - a create over the sessions the record counts asks the worker which
  *   ended, and is served when one did;
  * - creates racing for the last slots on both replicas at once never take
- *   more than the limit.
+ *   more than the limit, nor do sessions racing for a sandbox's last ones;
+ * - spacectl tenant quota sets them (a number, none, default) and spacectl
+ *   tenant usage shows them, to the tenant as a table and with --json.
  *
  * Needs root (the worker), btrfs and PostgreSQL.
  */
@@ -37,23 +39,30 @@
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
+#include "test_spacectl_util.h"
 
 #define CLUSTER_RUNNING 50
 #define SMALL "\"resources\":{\"memory_mb\":32,\"cpu_millis\":100,\"disk_mb\":64}"
 #define SANDBOX "{\"template\":\"base\"," SMALL "}"
 
 static sp_test_space S;
+static char *dir;
 static const char *cp_args[] = {"--quota-running-sandboxes=50", NULL};
 
 static void cluster_up(void)
 {
         sp_test_space_opts o = {.workers = 1, .cp_args = cp_args};
         sp_test_space_up(&S, &o);
+        dir = sp_test_tmpdir("quotas");
+        snprintf(ctl_home, sizeof(ctl_home), "%s", dir);
+        snprintf(ctl_config_path, sizeof(ctl_config_path), "%s/spacectl.json", dir);
 }
 
 static void cluster_down(void)
 {
         sp_test_space_down(&S);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
 }
 
 /* ---- helpers ---- */
@@ -467,7 +476,7 @@ END_TEST
 
 typedef struct racer {
         int port;
-        const char *key;
+        const char *key, *path, *body;
         pthread_barrier_t *start;
         int status;
 } racer;
@@ -480,11 +489,31 @@ static void *race(void *arg)
         const char *h[] = {auth, NULL};
         sp_test_http_response resp = {0};
         pthread_barrier_wait(r->start);
-        if (sp_test_http(r->port, "POST", "/v1/sandboxes", h, "{\"template\":\"base\"," SMALL "}", 60000, &resp,
-                         NULL) == 0)
+        if (sp_test_http(r->port, "POST", r->path, h, r->body, 60000, &resp, NULL) == 0)
                 r->status = resp.status;
         sp_test_http_response_free(&resp);
         return NULL;
+}
+
+/* RACERS threads, half on each replica, POST body to path as key at the
+ * same moment; how many got want, and how many 429. */
+static void race_all(const char *key, const char *path, const char *body, int want, int *ret_served, int *ret_over)
+{
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, RACERS);
+        racer rs[RACERS];
+        pthread_t th[RACERS];
+        for (int i = 0; i < RACERS; i++) {
+                rs[i] = (racer){.port = S.api_port[i % 2], .key = key, .path = path, .body = body, .start = &start};
+                ck_assert_int_eq(pthread_create(&th[i], NULL, race, &rs[i]), 0);
+        }
+        *ret_served = *ret_over = 0;
+        for (int i = 0; i < RACERS; i++) {
+                pthread_join(th[i], NULL);
+                *ret_served += rs[i].status == want;
+                *ret_over += rs[i].status == 429;
+        }
+        pthread_barrier_destroy(&start);
 }
 
 START_TEST(racing_creates_never_take_more_than_the_limit)
@@ -497,21 +526,8 @@ START_TEST(racing_creates_never_take_more_than_the_limit)
                 snprintf(name, sizeof(name), "q-race%d", round);
                 new_tenant(name, &t);
                 json_object_put(set_quotas(&t, "{\"running_sandboxes\":3}"));
-                pthread_barrier_t start;
-                pthread_barrier_init(&start, NULL, RACERS);
-                racer rs[RACERS];
-                pthread_t th[RACERS];
-                for (int i = 0; i < RACERS; i++) {
-                        rs[i] = (racer){.port = S.api_port[i % 2], .key = t.key, .start = &start};
-                        ck_assert_int_eq(pthread_create(&th[i], NULL, race, &rs[i]), 0);
-                }
                 int served = 0, over = 0;
-                for (int i = 0; i < RACERS; i++) {
-                        pthread_join(th[i], NULL);
-                        served += rs[i].status == 202;
-                        over += rs[i].status == 429;
-                }
-                pthread_barrier_destroy(&start);
+                race_all(t.key, "/v1/sandboxes", SANDBOX, 202, &served, &over);
                 ck_assert_msg(served == LIMIT && over == RACERS - LIMIT, "round %d: %d served, %d refused", round,
                               served, over);
                 ck_assert_int_eq(
@@ -527,6 +543,71 @@ START_TEST(racing_creates_never_take_more_than_the_limit)
                                     202, NULL));
                 }
         }
+        /* Sessions racing for the last two of a sandbox's. */
+        tenant t;
+        new_tenant("q-race-ses", &t);
+        json_object_put(set_quotas(&t, "{\"sessions_per_sandbox\":2}"));
+        char sbx[64];
+        create_running(&t, SANDBOX, sbx);
+        int served = 0, over = 0;
+        race_all(t.key, path_of("/v1/sandboxes/%s/sessions", sbx), "{\"argv\":[\"sleep\",\"300\"]}", 201, &served,
+                 &over);
+        ck_assert_msg(served == 2 && over == RACERS - 2, "sessions: %d served, %d refused", served, over);
+        ck_assert_int_eq(count(&t, "SELECT count(*) FROM sessions WHERE tenant_id = $1"), 2);
+}
+END_TEST
+
+/* ---- spacectl ---- */
+
+START_TEST(spacectl_sets_quotas_and_shows_usage)
+{
+        tenant t;
+        new_tenant("q-ctl", &t);
+        char endpoint[128], admin[300], key[300];
+        snprintf(endpoint, sizeof(endpoint), "SPACE_ENDPOINT=http://127.0.0.1:%d", S.api_port[0]);
+        snprintf(admin, sizeof(admin), "SPACE_API_KEY=%s", S.admin_key);
+        snprintf(key, sizeof(key), "SPACE_API_KEY=%s", t.key);
+        const char *as_admin[] = {endpoint, admin, NULL}, *as_tenant[] = {endpoint, key, NULL};
+
+        _cleanup_ctl_result_ ctl_result set =
+                ctl_run(as_admin, NULL, "tenant", "quota", t.id, "--running-sandboxes", "7", "--cpu-millis", "none",
+                        "--template-bytes", "1G", "--json", NULL);
+        ck_assert_msg(set.code == 0, "%d %s", set.code, set.err.data);
+        _cleanup_json_ json_object *u = NULL;
+        sp_error *e = NULL;
+        sp_test_ok(sp_json_parse(set.out.data, set.out.len, &u, &e), &e);
+        ck_assert_int_eq(jint(u, "quotas.running_sandboxes.limit"), 7);
+        ck_assert_ptr_null(sp_test_jstr(u, "quotas.cpu_millis.limit"));
+        ck_assert_int_eq(jint(u, "quotas.template_bytes.limit"), 1 << 30);
+
+        /* The tenant reads its own, as a table. */
+        _cleanup_ctl_result_ ctl_result own = ctl_run(as_tenant, NULL, "tenant", "usage", NULL);
+        ck_assert_msg(own.code == 0, "%d %s", own.code, own.err.data);
+        ck_assert_msg(strstr(own.out.data, t.id), "%s", own.out.data);
+        ck_assert_msg(strstr(own.out.data, "QUOTA") && strstr(own.out.data, "SOURCE"), "%s", own.out.data);
+        const char *row = strstr(own.out.data, "running_sandboxes");
+        ck_assert_msg(row && strstr(row, "7") && strstr(row, "tenant"), "%s", own.out.data);
+        ck_assert_msg(strstr(own.out.data, "rate limits"), "%s", own.out.data);
+
+        /* default: the cluster's again. */
+        _cleanup_ctl_result_ ctl_result back =
+                ctl_run(as_admin, NULL, "tenant", "quota", t.id, "--running-sandboxes", "default", "--json", NULL);
+        ck_assert_int_eq(back.code, 0);
+        _cleanup_json_ json_object *u2 = NULL;
+        sp_test_ok(sp_json_parse(back.out.data, back.out.len, &u2, &e), &e);
+        ck_assert_int_eq(jint(u2, "quotas.running_sandboxes.limit"), CLUSTER_RUNNING);
+        ck_assert_str_eq(sp_test_jstr(u2, "quotas.running_sandboxes.source"), "cluster");
+
+        /* Mistakes: a bad value is a usage error; a tenant key may not set quotas. */
+        _cleanup_ctl_result_ ctl_result bad =
+                ctl_run(as_admin, NULL, "tenant", "quota", t.id, "--templates", "-3", NULL);
+        ck_assert_int_eq(bad.code, 2);
+        _cleanup_ctl_result_ ctl_result none = ctl_run(as_admin, NULL, "tenant", "quota", t.id, NULL);
+        ck_assert_int_eq(none.code, 2);
+        _cleanup_ctl_result_ ctl_result denied =
+                ctl_run(as_tenant, NULL, "tenant", "quota", t.id, "--templates", "9", NULL);
+        ck_assert_int_eq(denied.code, 1);
+        ck_assert_msg(strstr(denied.err.data, "permission_denied"), "%s", denied.err.data);
 }
 END_TEST
 
@@ -542,6 +623,7 @@ static Suite *suite(void)
         tcase_add_test(tc, wake_restore_and_start_count_like_a_create);
         tcase_add_test(tc, sessions_per_sandbox_over_the_limit_are_refused);
         tcase_add_test(tc, templates_over_the_limit_are_refused);
+        tcase_add_test(tc, spacectl_sets_quotas_and_shows_usage);
         tcase_add_test(tc, racing_creates_never_take_more_than_the_limit);
         suite_add_tcase(s, tc);
         return s;
