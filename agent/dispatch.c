@@ -7,12 +7,37 @@
  * a connection ends or drains (ag_dispatch, the handlers conn.c calls).
  */
 #include <fcntl.h>
+#include <linux/random.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+
+/* A VM restored from a copy of another's memory (a template's base snapshot)
+ * holds that VM's generator state: mixes the worker's fresh bytes in, credits
+ * them, and makes the kernel reseed at once, before anything else runs
+ * (RNDRESEEDCRNG). EPERM in a jail: its kernel is the host's. */
+static bool reseed(const uint8_t *seed, size_t len)
+{
+        struct rand_pool_info *in = calloc(1, sizeof(*in) + len);
+        if (!in)
+                return false;
+        in->entropy_count = (int)(len * 8);
+        in->buf_size = (int)len;
+        memcpy(in->buf, seed, len);
+        int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+        bool ok = fd >= 0 && ioctl(fd, RNDADDENTROPY, in) == 0 && ioctl(fd, RNDRESEEDCRNG) == 0;
+        if (fd >= 0)
+                close(fd);
+        explicit_bzero(in->buf, len);
+        free(in);
+        return ok;
+}
 
 static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
 {
@@ -64,6 +89,12 @@ static int on_open(ag_conn *c, const pr_agent_frame *f, sp_error **err)
                         json_object_object_add(o, "clock_set",
                                                json_object_new_boolean(clock_settime(CLOCK_REALTIME, &ts) == 0));
                 }
+                if (req.seed_len)
+                        json_object_object_add(o, "reseeded", json_object_new_boolean(reseed(req.seed, req.seed_len)));
+                if (req.hostname)
+                        json_object_object_add(
+                                o, "hostname_set",
+                                json_object_new_boolean(sethostname(req.hostname, strlen(req.hostname)) == 0));
                 json_object_object_add(o, "uptime_ms", json_object_new_int64(ag_now_ms()));
                 json_object_object_add(o, "sessions", json_object_new_int64((int64_t)ag_session_count()));
                 ag_conn_send_json(c, PR_AGENT_EXIT, f->channel, o);

@@ -267,6 +267,23 @@ static int run_token_revoke(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         return revoke_id(ctx, "join-tokens", a->pos[0], err);
 }
 
+/* Deletes a join token whatever its state (DELETE ...?purge=true). */
+static int run_token_rm(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
+{
+        int r = ctl_api_on(ctx, "DELETE", "/v1/join-tokens/", a->pos[0], "?purge=true", NULL, err);
+        if (r < 0)
+                return r;
+        if (ctx->json) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object_object_add(o, "id", json_object_new_string(a->pos[0]));
+                json_object_object_add(o, "deleted", json_object_new_boolean(true));
+                ctl_print_json(ctx, o);
+        } else {
+                fprintf(ctx->out, "%s deleted\n", a->pos[0]);
+        }
+        return 0;
+}
+
 /* ---- tenants and keys ---- */
 
 static int run_tenant_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
@@ -385,10 +402,16 @@ static const ctl_cmd token_cmds[] = {
          .run = run_token_create},
         {.name = "revoke",
          .usage = "ID",
-         .summary = "revoke a join token",
+         .summary = "revoke a join token (it stays listed, as revoked)",
          .min_args = 1,
          .max_args = 1,
          .run = run_token_revoke},
+        {.name = "rm",
+         .usage = "ID",
+         .summary = "delete a join token, whatever its state (it can no longer be used and leaves the list)",
+         .min_args = 1,
+         .max_args = 1,
+         .run = run_token_rm},
         {0},
 };
 
@@ -422,7 +445,7 @@ static const ctl_cmd worker_cmds[] = {
                  "moved, and run (or are paused) again on the other worker. One that no other worker can take\n"
                  "stays, and spacectl worker get says why."},
         WORKER_ACTION("unquarantine", "lift a worker's quarantine"),
-        {.name = "join-token", .summary = "create, list and revoke join tokens", .group = &token_group},
+        {.name = "join-token", .summary = "create, list, revoke and delete join tokens", .group = &token_group},
         {0},
 };
 

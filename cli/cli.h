@@ -137,6 +137,9 @@ extern const ctl_opt ctl_worker_drain_opts[];
 int ctl_run_worker_drain(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 /* The id of a worker given by id or by name (looked up in GET /v1/workers). */
 int ctl_worker_id(ctl_ctx *ctx, const char *arg, char *out, size_t len, sp_error **err);
+/* spacectl audit (audit.c). */
+extern const ctl_opt ctl_audit_opts[];
+int ctl_run_audit(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 /* spacectl env (env.c). */
 extern const ctl_opt ctl_env_opts[];
 int ctl_run_env(ctl_ctx *ctx, const ctl_args *a, sp_error **err);

@@ -27,6 +27,7 @@
 #include "space/http_client.h"
 #include "space/json.h"
 #include "space/time.h"
+#include "uidrange.h"
 
 #define DEFAULT_STATE "/var/lib/space/direct"
 #define READY_TIMEOUT_MS 180000
@@ -51,6 +52,9 @@ typedef struct dctx {
          * on api_port+6 (TCP) and +7 (DNS), firewall log group api_port. */
         int gw_tcp_port, gw_dns_port;
         char sandbox_cidr[32], net_prefix[16];
+        /* The host uids of the sandboxes (uidrange.h): the first of the range
+         * this cluster was given, as direct.json remembers it (0: none yet). */
+        uint32_t uid_base;
 } dctx;
 
 /* The worker's sandbox-network flags, NULL-ended, into argv (6 entries and
@@ -496,6 +500,9 @@ static int load_settings(dctx *c, sp_error **err)
                         snprintf(c->database, sizeof(c->database), "%s", json_object_get_string(v));
                 if (json_object_object_get_ex(o, "backend", &v))
                         snprintf(c->backend, sizeof(c->backend), "%s", json_object_get_string(v));
+                if (json_object_object_get_ex(o, "uid_base", &v) && json_object_get_int64(v) > 0 &&
+                    json_object_get_int64(v) < (int64_t)CTL_UIDRANGE_END)
+                        c->uid_base = (uint32_t)json_object_get_int64(v);
                 c->private_pg = json_object_object_get_ex(o, "private_database", &v) && json_object_get_boolean(v);
                 return 0;
         }
@@ -739,13 +746,60 @@ static int cp_up(dctx *c, sp_error **err)
         return read_admin_key(c, err);
 }
 
+/* Sets key to v in direct.json. */
+static int save_setting_int(const dctx *c, const char *key, int64_t v, sp_error **err)
+{
+        char p[PATH_MAX + 32];
+        path_of(c, p, sizeof(p), "direct.json");
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        _cleanup_json_ json_object *o = NULL;
+        if (sp_file_read(p, 1 << 16, &b, err) < 0 || sp_json_parse(b.data ? b.data : "", b.len, &o, err) < 0)
+                return sp_error_wrap(err, "%s", p);
+        json_object_object_add(o, key, json_object_new_int64(v));
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
+        return sp_file_write_atomic(p, s, strlen(s), 0600, err);
+}
+
+/* The worker's uid flags: a range of host uids of this cluster's own,
+ * reserved on the host (uidrange.h), for as many sandboxes as the worker
+ * has slots. A caller's SPACE_WORKER_UID_BASE is left to it (the caller
+ * then keeps clusters apart). flag gets "--uid-base=N" ("" then). */
+static int uid_flags(dctx *c, char *flag, size_t n, sp_error **err)
+{
+        flag[0] = '\0';
+        const char *own = getenv("SPACE_WORKER_UID_BASE");
+        if (own && *own)
+                return 0;
+        const char *s = getenv("SPACE_WORKER_SLOTS");
+        long slots = s && *s ? strtol(s, NULL, 10) : 256; /* the worker's default */
+        uint64_t span = (uint64_t)(CTL_UIDRANGE_END - CTL_UIDRANGE_FIRST) / CTL_UIDRANGE_ALIGN;
+        if (slots < 1 || (uint64_t)slots > span)
+                return sp_error_set(err, SP_E_INVALID, "SPACE_WORKER_SLOTS must be 1 to %llu in direct mode",
+                                    (unsigned long long)span);
+        /* A cluster made before the registry used the worker's default base: it keeps it if it can. */
+        uint32_t preferred = c->uid_base ? c->uid_base : CTL_UIDRANGE_FIRST, base = 0;
+        if (ctl_uidrange_reserve(ctl_uidrange_registry(), c->state, (uint32_t)slots * CTL_UIDRANGE_ALIGN, preferred,
+                                 &base, err) < 0)
+                return sp_error_wrap(err, "reserving the sandboxes' host uids");
+        if (c->uid_base && base != c->uid_base)
+                progress(c,
+                         "warning: host uids %u.. are another cluster's now; this one's sandboxes get %u.. (those "
+                         "made before keep files owned by the old ids)",
+                         c->uid_base, base);
+        if (base != c->uid_base && save_setting_int(c, "uid_base", base, err) < 0)
+                return -1;
+        c->uid_base = base;
+        snprintf(flag, n, "--uid-base=%u", base);
+        return 0;
+}
+
 static int worker_up(dctx *c, sp_error **err)
 {
         if (component_pid(c, C_WORKER) == 0) {
                 progress(c, "starting the worker (backend %s)", c->backend);
                 char bin[PATH_MAX + 32], state[PATH_MAX + 48], storage[PATH_MAX + 48], image[PATH_MAX + 48], listen[64],
                         http[64], ca[PATH_MAX + 48], cpaddr[64], tokf[512], backend[64], cert[PATH_MAX + 64],
-                        tokpath[300], cg[96], import[PATH_MAX + 48];
+                        tokpath[300], cg[96], import[PATH_MAX + 48], uid[48];
                 snprintf(bin, sizeof(bin), "%s/space-worker", c->bin);
                 /* The only place templates are imported from (spacectl template build --dir, --tar, --oci). */
                 path_of(c, import, sizeof(import), "import");
@@ -778,6 +832,10 @@ static int worker_up(dctx *c, sp_error **err)
                                         cg,      "--log-format=json",
                                         import};
                 size_t n = 13;
+                if (uid_flags(c, uid, sizeof(uid), err) < 0)
+                        return -1;
+                if (uid[0])
+                        argv[n++] = uid;
                 net_flags nf;
                 /* VMs get no network yet (docs/backends.md): the worker refuses the flags. */
                 if (strcmp(c->backend, "qemu") != 0)
@@ -984,7 +1042,11 @@ int ctl_direct_down(const ctl_direct_opts *o, bool purge, sp_error **err)
         progress(&c, "removing sandboxes, cgroups, mounts, loop devices and %s", c.state);
         if (worker_purge(&c, err) < 0)
                 return -1;
+        /* The uid range goes back to the host once nothing of the cluster is left. */
+        char canon[PATH_MAX];
+        if (!realpath(c.state, canon))
+                snprintf(canon, sizeof(canon), "%s", c.state);
         if (nftw(c.state, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
                 return sp_error_set_errno(err, SP_E_IO, errno, "removing %s", c.state);
-        return 0;
+        return ctl_uidrange_release(ctl_uidrange_registry(), canon, err);
 }

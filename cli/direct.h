@@ -17,7 +17,9 @@
  * 127.0.0.1:3000, or the third port of a block chosen with --api-port). `up` starts what is not running, in dependency order, and waits
  * for each to be ready; `status` reports each; `down` stops them (reverse
  * order); `down --purge` also removes every trace: sandboxes' processes and
- * cgroups, mounts, loop devices and the state directory.
+ * cgroups, mounts, loop devices and the state directory, and gives back the
+ * cluster's range of host uids, which `up` reserves for its sandboxes in the
+ * host's registry (uidrange.h) so that two clusters never share one.
  */
 #ifndef SPACECTL_DIRECT_H
 #define SPACECTL_DIRECT_H

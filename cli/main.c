@@ -123,6 +123,13 @@ static const ctl_cmd root_cmds[] = {
         {.name = "tenant", .summary = "operators: tenants", .group = &ctl_group_tenant},
         {.name = "key", .summary = "API keys", .group = &ctl_group_key},
         {.name = "profile", .summary = "endpoints and keys to use, by name", .group = &ctl_group_profile},
+        {.name = "audit",
+         .summary = "read the audit log: who did what, and what was refused (--follow: as it grows)",
+         .opts = ctl_audit_opts,
+         .run = ctl_run_audit,
+         .help = "One line per record, oldest first: time, action, object, outcome (with the HTTP status when\n"
+                 "refused or failed), API key, tenant, request id; --json: one JSON object per line. An admin key\n"
+                 "reads every tenant's records, any other key its own tenant's. See docs/operations.md."},
         {.name = "up",
          .summary = "start a whole single-node cluster on this host (as root)",
          .opts = ctl_up_opts,

@@ -41,6 +41,7 @@ typedef struct cp_cfg {
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
         int64_t quota[CP_QUOTA_COUNT]; /* the cluster's default quotas, by CP_QUOTA_* (template_bytes unused) */
         int64_t rate_key_rps, rate_key_burst, rate_tenant_rps, rate_tenant_burst, rate_create_rps, rate_create_burst;
+        int64_t audit_retention_us, audit_login_failure_rate;
         bool create_database, create_fast_path;
 } cp_cfg;
 
@@ -132,6 +133,13 @@ static const sp_config_def defs[] = {
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
          "how often workers report; three missed make a worker unreachable"},
         {"tick-ms", SP_CONFIG_INT, "1000", offsetof(cp_cfg, tick_ms), 50, 60000, "the controllers' backstop period"},
+        {"audit-retention", SP_CONFIG_DURATION, "90d", offsetof(cp_cfg, audit_retention_us), 0,
+         INT64_C(36600) * 86400 * 1000000,
+         "how long audit records are kept (e.g. 90d, 12h; 0: for ever): the leader deletes older ones when it "
+         "takes the lead and every ten minutes"},
+        {"audit-login-failure-rate", SP_CONFIG_INT, "10", offsetof(cp_cfg, audit_login_failure_rate), 1, 100000,
+         "login failures (requests with no or a bad API key) recorded in the audit log per second and replica, in "
+         "bursts of up to ten seconds' worth, and as many calls answered 429; the rest are counted in /metrics only"},
         SP_DAEMON_LOG_SETTINGS(cp_cfg),
         SP_CONFIG_END,
 };
@@ -329,6 +337,7 @@ int main(int argc, char **argv)
                             .tenant_template_bytes = c.tenant_template_max,
                             .tenant_template_builds = c.tenant_template_builds,
                             .max_waiters = c.max_waiters,
+                            .audit_login_failures_per_s = c.audit_login_failure_rate,
                             .debootstrap_mirror = c.debootstrap_mirror,
                             .worker_tls = worker_tls,
                             .keyring = keyring,
@@ -352,6 +361,7 @@ int main(int argc, char **argv)
                              .worker_tls = worker_tls,
                              .default_idle_timeout_s = c.idle_timeout_s,
                              .tick_ms = c.tick_ms,
+                             .audit_retention_s = c.audit_retention_us / 1000000,
                              .name = name,
                              .keyring = keyring};
         ctrl = cp_ctrl_new(d.base, &cc, &e);

@@ -45,7 +45,7 @@ typedef struct {
         int64_t storage_size, slots, jobs, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         int64_t gw_tcp_port, gw_dns_port, gw_log_group, max_port_conns;
-        bool insecure, base_template, purge, network;
+        bool insecure, base_template, purge, network, vm_base_snapshots;
 } worker_cfg;
 
 static const sp_config_def defs[] = {
@@ -88,6 +88,9 @@ static const sp_config_def defs[] = {
          "qemu: auto (KVM when a probe guest answers, else TCG), kvm or tcg"},
         {"qemu", SP_CONFIG_STRING, "/usr/bin/qemu-system-x86_64", offsetof(worker_cfg, qemu), 0, 0,
          "qemu: the QEMU binary"},
+        {"vm-base-snapshots", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, vm_base_snapshots), 0, 0,
+         "qemu: start a template's VMs from its base snapshot (made after the first create that booted; "
+         "docs/backends.md); off: every create boots"},
         {"cgroup-parent", SP_CONFIG_STRING, "space", offsetof(worker_cfg, cgroup_parent), 0, 0,
          "cgroup under which every sandbox gets its own group"},
         {"sandbox-network", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, network), 0, 0,
@@ -518,7 +521,8 @@ int main(int argc, char **argv)
                                 .qemu_path = c.qemu,
                                 .vm_kernel_dir = c.vm_kernel_dir,
                                 .vm_state_dir = vm_state,
-                                .accel = c.accel};
+                                .accel = c.accel,
+                                .no_base_snapshots = !c.vm_base_snapshots};
         if ((strcmp(c.backend, "qemu") == 0 ? wk_backend_qemu_new(&bc, &backend, &e)
                                             : wk_backend_jail_new(&bc, &backend, &e)) < 0) {
                 sp_log_error("backend: %s", e->message);

@@ -106,9 +106,19 @@ void cp__h_join_token_delete(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
         const char *id = sp_http_request_param(c->req, "id");
+        /* ?purge=true deletes the token (whatever its state); without it the token is revoked and stays listed. */
+        const char *purge = sp_http_request_query(c->req, "purge");
+        bool del = purge && strcmp(purge, "true") == 0;
+        if (del)
+                c->audit_action = "join_token.delete";
+        if (purge && purge[0] && !del && strcmp(purge, "false") != 0) {
+                cp__failf(c, SP_E_INVALID, "purge must be true or false");
+                return;
+        }
         if (cp__mutation_begin(c))
                 return;
-        if (cp_jointoken_revoke(c->api->db, id, &e) < 0 || cp__audit(c, "join_token.revoke", id, NULL, &e) < 0) {
+        if ((del ? cp_jointoken_delete(c->api->db, id, &e) : cp_jointoken_revoke(c->api->db, id, &e)) < 0 ||
+            cp__audit(c, del ? "join_token.delete" : "join_token.revoke", id, NULL, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }

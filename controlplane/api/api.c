@@ -37,6 +37,7 @@ static void record(cp_call *c, int status)
 {
         if (!c->rc || !c->api)
                 return;
+        cp__audit_answer(c, status);
         cp_route_stats *st = &c->api->stats[c->rc->index];
         double s = (double)(sp_now_mono_us() - c->start_us) / 1e6;
         int cls = status / 100;
@@ -87,6 +88,7 @@ void cp__fail(cp_call *c, const sp_error *e)
         sp_error internal = {SP_E_INTERNAL, 0, (char *)"internal error"};
         if (!e)
                 e = &internal;
+        c->fail_code = sp_errc_name(e->code);
         int status = sp_errc_http_status(e->code);
         if (e->code == SP_E_INTERNAL || e->code == SP_E_IO) {
                 /* Details of internal failures go to the log, not to the client. */
@@ -134,14 +136,18 @@ static void dispatch(sp_http_request *req, void *userdata)
         if (rc->route->auth != CP_AUTH_NONE) {
                 const char *h = sp_http_request_header(req, "Authorization");
                 if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+                        cp__audit_login_failure(c, NULL);
                         sp_http_response_header(req, "WWW-Authenticate", "Bearer");
                         cp__failf(c, SP_E_UNAUTHENTICATED, "missing API key: send Authorization: Bearer <key>");
                         return;
                 }
                 _cleanup_error_ sp_error *e = NULL;
-                if (cp_apikey_verify(c->api->db, h + 7, &c->who, &e) < 0) {
-                        if (e->code == SP_E_UNAUTHENTICATED)
+                cp_apikey_denial denial;
+                if (cp_apikey_verify(c->api->db, h + 7, &c->who, &denial, &e) < 0) {
+                        if (e->code == SP_E_UNAUTHENTICATED) {
+                                cp__audit_login_failure(c, &denial);
                                 sp_http_response_header(req, "WWW-Authenticate", "Bearer");
+                        }
                         cp__fail(c, e);
                         return;
                 }
@@ -275,6 +281,7 @@ static int claim_key(cp_call *c, int status, const char *body, PGresult **ret_pr
                 return 0;
         cp_db_rollback(c->api->db);
         c->in_txn = false;
+        cp__audit_txn_end(c, false);
         _cleanup_pgresult_ PGresult *prev = NULL;
         const char *p2[] = {c->who.tenant_id, key};
         if (cp_db_exec(c->api->db,
@@ -301,6 +308,7 @@ static void replay(cp_call *c, PGresult *prev)
 {
         int status = atoi(PQgetvalue(prev, 0, 1));
         const char *body = PQgetvalue(prev, 0, 2);
+        c->replayed = true;
         sp_http_response_header(c->req, "Idempotent-Replayed", "true");
         cp__reply_raw(c, status, status == 204 ? NULL : "application/json", status == 204 ? "" : body,
                       status == 204 ? 0 : strlen(body));
@@ -404,6 +412,7 @@ void cp__mutation_abort(cp_call *c, const sp_error *e)
         if (c->in_txn)
                 cp_db_rollback(c->api->db);
         c->in_txn = false;
+        cp__audit_txn_end(c, false);
         cp__fail(c, e);
 }
 
@@ -437,9 +446,11 @@ static int commit_answer(cp_call *c, int status, json_object *obj)
         }
         c->in_txn = false;
         if (cp_db_commit(c->api->db, &e) < 0) {
+                cp__audit_txn_end(c, false);
                 cp__fail(c, e);
                 return -1;
         }
+        cp__audit_txn_end(c, true);
         return 0;
 }
 
@@ -459,9 +470,11 @@ int cp__mutation_commit_quiet(cp_call *c)
         _cleanup_error_ sp_error *e = NULL;
         c->in_txn = false;
         if (cp_db_commit(c->api->db, &e) < 0) {
+                cp__audit_txn_end(c, false);
                 cp__fail(c, e);
                 return -1;
         }
+        cp__audit_txn_end(c, true);
         return 0;
 }
 
@@ -473,20 +486,6 @@ void cp__mutation_forget(cp_call *c)
         (void)cp_db_exec(c->api->db,
                          "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND response_status = 0", 2,
                          params, NULL, NULL);
-}
-
-int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err)
-{
-        const char *params[] = {c->who.tenant_id[0] ? c->who.tenant_id : NULL,
-                                c->who.key_id[0] ? c->who.key_id : NULL,
-                                action,
-                                target,
-                                sp_http_request_id(c->req),
-                                detail ? sp_json_str(detail) : "{}"};
-        return cp_db_exec(c->api->db,
-                          "INSERT INTO audit_log (tenant_id, key_id, action, target, request_id, detail) "
-                          "VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
-                          6, params, NULL, err);
 }
 
 /* ---- long-polling ---- */
@@ -729,6 +728,9 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 api->cfg.tenant_template_builds = 4;
         if (!api->cfg.max_waiters)
                 api->cfg.max_waiters = 1024;
+        if (!api->cfg.audit_login_failures_per_s)
+                api->cfg.audit_login_failures_per_s = 10;
+        api->login_bucket.tokens = api->throttled_bucket.tokens = (double)api->cfg.audit_login_failures_per_s * 10;
         const char *dp = cfg->dataplane_url ? cfg->dataplane_url : "http://127.0.0.1:7071";
         size_t dplen = strlen(dp);
         while (dplen > 0 && dp[dplen - 1] == '/')

@@ -42,6 +42,11 @@ typedef struct cp_api_config {
         int64_t tenant_template_bytes; /* the most a tenant's templates may hold together [64 GiB] */
         int64_t tenant_template_builds; /* the most a tenant's templates uploading or building at once [4] */
         int64_t max_waiters; /* long-polls held at once [1024], a quarter of them per tenant */
+        /* Login failures (401s) recorded in the audit log per second [10],
+         * in bursts of up to ten seconds' worth, and as many calls answered
+         * 429; the rest are counted only (docs/operations.md, "Reading the
+         * audit trail"). */
+        int64_t audit_login_failures_per_s;
         /* The Debian mirror tenants' debootstrap builds fetch from (copied): each
          * such build carries it to the workers. NULL or "": tenants may not
          * build from debootstrap (the workers' default is the internet). */

@@ -54,6 +54,14 @@ typedef struct cp_route_ctx {
 
 typedef struct cp_waiter cp_waiter;
 
+/* A token bucket over audit records (audit.c). */
+typedef struct cp_audit_bucket {
+        double tokens;
+        int64_t refill_us;
+        uint64_t unrecorded_total; /* refused a record, since the replica started */
+        uint64_t unrecorded_since; /* since the last record written */
+} cp_audit_bucket;
+
 struct cp_api {
         struct event_base *base;
         cp_api_config cfg;
@@ -85,6 +93,12 @@ struct cp_api {
         sp_ratelimit *rate; /* buckets of keys, tenants and tenants' creates (prefixed k/, t/, c/) */
         uint64_t rate_limited_total[CP_RATE_KINDS];
         uint64_t quota_refusals_total[CP_QUOTA_COUNT];
+        /* Refusals a flood can cause (audit.c): login failures (401) and
+         * 429s, each kind with a token bucket that bounds the records
+         * written (cfg.audit_login_failures_per_s, a burst of ten seconds'
+         * worth). */
+        cp_audit_bucket login_bucket, throttled_bucket;
+        uint64_t login_failures_total;
 };
 
 /* One request being served. */
@@ -101,6 +115,15 @@ struct cp_call {
         char idem_hash[65];
         bool idem_secret; /* the answer holds a secret shown once: a replay gets 409 instead */
         bool in_txn;
+        /* audit (audit.c): a record of this call is stored (audited), or written
+         * in the open transaction and stored once it commits (audit_in_txn);
+         * the answer is an Idempotency-Key replay; the code of the error
+         * answered (sp_errc_name(), static), NULL until one is. */
+        bool audited, audit_in_txn, replayed;
+        const char *fail_code;
+        /* The action a record made from the answer names, when it is not the
+         * route's (cp_audit_route_action()); static. */
+        const char *audit_action;
 };
 
 /* Replies (each records metrics and logs once). obj is borrowed. */
@@ -175,8 +198,27 @@ void cp__egress_push(cp_call *c, json_object *ids, json_object *out);
 /* cp__egress_push for the sandbox ids in column 0 of rows. */
 void cp__egress_push_rows(cp_call *c, PGresult *rows, json_object *out);
 
-/* Inside a mutation: the audit record. detail may be NULL. */
+/* ---- the audit log (audit.c) ---- */
+
+/* The audit record of c's change, with c's key, tenant and request id and
+ * outcome ok. Inside a mutation it belongs to the transaction (stored when
+ * it commits); outside one it is stored at once. detail may be NULL. */
 int cp__audit(cp_call *c, const char *action, const char *target, json_object *detail, sp_error **err);
+/* Tells the audit that c's handler wrote its record itself (in SQL of its own). */
+void cp__audit_written(cp_call *c);
+/* c's transaction committed (true) or rolled back (false). */
+void cp__audit_txn_end(cp_call *c, bool committed);
+/* Called by every answer, before it is sent: records a call that wrote no
+ * record of its own and should have one — a mutating route's (refused,
+ * failed, or a replay), an admin route refused (403) — with its outcome and
+ * status. Best effort: a failure is logged. */
+void cp__audit_answer(cp_call *c, int status);
+/* Records a login failure (401: no API key, or a bad, revoked or deleted
+ * tenant's one) of c, at most at the configured rate; the rest are counted
+ * (in /metrics and in the next record). denial may be NULL. */
+void cp__audit_login_failure(cp_call *c, const cp_apikey_denial *denial);
+/* Appends the audit metrics (Prometheus text). */
+void cp__audit_metrics(cp_api *api, sp_buf *b);
 
 /* Runs sql (params as for cp_db_exec) expected to return one row with one
  * JSON column; *ret gets it parsed, or SP_E_NOT_FOUND with not_found_msg. */
@@ -393,5 +435,6 @@ void cp__h_files_remove(cp_call *c);
 void cp__h_files_token(cp_call *c);
 void cp__h_token_keys_list(cp_call *c);
 void cp__h_token_keys_rotate(cp_call *c);
+void cp__h_audit_list(cp_call *c);
 
 #endif

@@ -95,6 +95,7 @@ void cp__h_metrics(cp_call *c)
         cp__worker_metrics(api, &b);
         cp__create_fast_metrics(api, &b);
         cp__quota_metrics(api, &b);
+        cp__audit_metrics(api, &b);
         sp_buf_appendf(&b, NULL,
                        "# HELP space_controlplane_leader 1 while this replica holds the leader lock and runs the "
                        "controllers.\n# TYPE space_controlplane_leader gauge\nspace_controlplane_leader %d\n",

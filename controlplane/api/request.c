@@ -541,6 +541,11 @@ static bool timestamp_with_zone(const char *s)
         return timestamp_valid(s) && s[10] == 'T' && (s[n - 1] == 'Z' || strchr(s + 19, '+') || strchr(s + 19, '-'));
 }
 
+bool cp_req_timestamp_valid(const char *s)
+{
+        return s && timestamp_with_zone(s);
+}
+
 /* The value: a string the gateway can put in a header (never quoted in a message). */
 static int get_value(json_object *o, cp_secret_create_req *r, sp_error **err)
 {

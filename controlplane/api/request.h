@@ -283,6 +283,10 @@ int cp_req_wait(const char *wait, int64_t *ret_ms, sp_error **err);
  * not starting or ending with a space. */
 bool cp_req_idempotency_key_valid(const char *key);
 
+/* Whether s is an RFC 3339 timestamp that says its zone
+ * ("2026-01-02T03:04:05[.frac](Z|+HH:MM|-HH:MM)", under 40 bytes). */
+bool cp_req_timestamp_valid(const char *s);
+
 /* Sandbox states (docs/api.md) and whether s is one. */
 bool cp_sandbox_state_valid(const char *s);
 

@@ -85,5 +85,6 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},
         {"GET", "/v1/keys", cp__h_key_list, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/keys/{id}", cp__h_key_delete, CP_AUTH_TENANT, 0},
+        {"GET", "/v1/audit", cp__h_audit_list, CP_AUTH_TENANT, 0},
         {NULL, NULL, NULL, CP_AUTH_NONE, 0},
 };

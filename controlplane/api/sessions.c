@@ -587,6 +587,7 @@ static void create_go(cp_call *c, create_ctx *x)
                 create_free(x);
                 return;
         }
+        cp__audit_written(c);
         if (txn && cp__mutation_commit_quiet(c) < 0) {
                 create_free(x);
                 return;

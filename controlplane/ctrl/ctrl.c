@@ -171,6 +171,35 @@ static void gc_run(cp_ctrl *c)
         (void)cp_db_exec(c->db, "DELETE FROM sandbox_moves WHERE at < now() - interval '30 days'", 0, NULL, NULL, NULL);
 }
 
+/* Deletes audit records older than the retention (--audit-retention), the
+ * oldest first, in batches so that no statement holds the table long;
+ * bounded per run (the next run goes on). */
+#define AUDIT_GC_BATCH 5000 /* the LIMIT in the statement */
+#define AUDIT_GC_BATCHES 200
+static void audit_gc_run(cp_ctrl *c)
+{
+        if (c->cfg.audit_retention_s <= 0)
+                return;
+        char secs[24];
+        snprintf(secs, sizeof(secs), "%lld", (long long)c->cfg.audit_retention_s);
+        const char *params[] = {secs};
+        long long total = 0;
+        for (int i = 0; i < AUDIT_GC_BATCHES; i++) {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                if (cp_db_exec(c->db,
+                               "DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - "
+                               "make_interval(secs => $1::bigint) ORDER BY at LIMIT 5000)",
+                               1, params, &res, NULL) < 0)
+                        break;
+                long long n = atoll(PQcmdTuples(res));
+                total += n;
+                if (n < AUDIT_GC_BATCH)
+                        break;
+        }
+        if (total > 0)
+                sp_log_info("controllers: %lld audit records older than %s s deleted", total, secs);
+}
+
 /* Expires operations that waited past their deadline without starting. */
 static void expire_run(cp_ctrl *c)
 {
@@ -221,6 +250,10 @@ static void run(cp_ctrl *c)
         }
         if (c->ticks % 600 == 0)
                 gc_run(c);
+        if (c->audit_gc_due || c->ticks % 600 == 0) {
+                c->audit_gc_due = false;
+                audit_gc_run(c);
+        }
 }
 
 static void lose_leadership(cp_ctrl *c, const char *why)
@@ -288,6 +321,7 @@ static void try_lead(cp_ctrl *c)
                 return;
         c->leader = true;
         c->reconcile_due = true;
+        c->audit_gc_due = true;
         sp_log_info("controllers: %s is the leader", c->cfg.name ? c->cfg.name : "this replica");
 }
 

@@ -33,6 +33,10 @@ typedef struct cp_ctrl_config {
         SSL_CTX *worker_tls; /* client context with the controlplane certificate (borrowed, referenced) */
         int64_t default_idle_timeout_s; /* [6 h]; 0 never */
         int64_t tick_ms; /* backstop period [1000] */
+        /* Audit records older than this are deleted, when this replica takes
+         * the lead and with the other collection (every 600 ticks); 0 keeps
+         * them for ever. */
+        int64_t audit_retention_s;
         int unreachable_factor; /* heartbeats missed before a worker is unreachable [3] */
         int quarantine_threshold; /* consecutive failed calls before quarantine [5] */
         const char *name; /* this replica, for logs */

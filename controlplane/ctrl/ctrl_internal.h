@@ -34,6 +34,7 @@ struct cp_ctrl {
         struct event *kick_ev; /* a run soon after a notification */
         uint64_t ticks;
         bool reconcile_due;
+        bool audit_gc_due; /* set on taking the lead */
         char *inflight[CP_CTRL_MAX_INFLIGHT]; /* op ids and "orphan:<sbx>" keys being worked on */
         sp_rpc_pool *pool; /* clients to workers, by worker id */
         cp_wclient workers[CP_CTRL_MAX_WORKERS];

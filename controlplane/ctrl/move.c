@@ -11,8 +11,9 @@
  *      may already hold part of the artifacts.
  *   2. ExportSandbox on A {id, to: B's name} answers the Manifest (A may pack
  *      a filesystem first: a long call).
- *   3. ImportSandbox on B {id, from: {A's name, A's address}, manifest} —
- *      B fetches every file from A itself — answers it suspended.
+ *   3. ImportSandbox on B {id, from: {A's name, A's address}, manifest, spec:
+ *      the sandbox as we know it} — B fetches every file from A itself, takes
+ *      our word over A's record — answers it suspended.
  *   4. One transaction hands the sandbox to B (only if it is still A's), moves
  *      its sessions' records with it (their output travelled in its state),
  *      records the move (sandbox_moves, the audit log, the operation's
@@ -37,6 +38,7 @@
 
 #include "ctrl/ctrl_internal.h"
 #include "sched/placement.h"
+#include "store/create_req.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -308,11 +310,20 @@ static void on_exported(json_object *resp, const sp_error *err, void *userdata)
         char hb[32];
         human(hb, m->bytes);
         say(m, "moving it to %s: %s is fetching %s from %s", m->to.name, m->to.name, hb, m->from_name);
+        /* The sandbox as this control plane knows it: the holder's record is not taken for its resources,
+         * tenant, environment, egress or secrets (proto/spec/worker-rpc.md). */
+        _cleanup_json_ json_object *spec = NULL;
+        int64_t generation = 0;
+        if (cp_sandbox_create_request(m->c->db, m->c->cfg.keyring, m->sbx, &spec, &generation, &e) < 0) {
+                finish(m, CP_MOVE_RETRY, e->code, "the spec of %s: %s", m->sbx, e->message);
+                return;
+        }
         _cleanup_json_ json_object *req =
                 pr_msg_encode(&pr_wk_import_sandbox_schema,
                               &(pr_wk_import_sandbox){.id = m->sbx,
                                                       .from = {.worker = m->from_name, .address = m->from_address},
-                                                      .manifest = m->manifest});
+                                                      .manifest = m->manifest,
+                                                      .spec = spec});
         if (sp_rpc_client_call(cli, "ImportSandbox", req, IMPORT_TIMEOUT_MS, on_imported, m, &e) < 0)
                 finish(m, CP_MOVE_RETRY, e->code, "ImportSandbox on %s: %s", m->to.name, e->message);
 }

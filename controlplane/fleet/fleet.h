@@ -47,6 +47,9 @@ int cp_jointoken_create(cp_db *db, const char *description, int64_t ttl_s, int64
                         char ret_id[static SP_ID_MAX], sp_error **err);
 /* Revokes a token; SP_E_NOT_FOUND if unknown or already revoked. */
 int cp_jointoken_revoke(cp_db *db, const char *id, sp_error **err);
+/* Deletes a token, whatever its state (an active one can no longer be used,
+ * like a revoked one); its audit records stay. SP_E_NOT_FOUND if unknown. */
+int cp_jointoken_delete(cp_db *db, const char *id, sp_error **err);
 /* Every token as a new array of {"id","description","uses_left":N|null,
  * "state":"active"|"expired"|"used"|"revoked","expires_at","created_at",
  * "revoked_at":RFC 3339|null}, oldest first; never the secret. */

@@ -90,6 +90,17 @@ int cp_jointoken_revoke(cp_db *db, const char *id, sp_error **err)
         return 0;
 }
 
+int cp_jointoken_delete(cp_db *db, const char *id, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        const char *params[] = {id};
+        if (cp_db_exec(db, "DELETE FROM join_tokens WHERE id = $1", 1, params, &res, err) < 0)
+                return sp_error_wrap(err, "delete join token");
+        if (strcmp(PQcmdTuples(res), "1") != 0)
+                return sp_error_set(err, SP_E_NOT_FOUND, "join token %.64s not found", id);
+        return 0;
+}
+
 int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err)
 {
         _cleanup_pgresult_ PGresult *res = NULL;

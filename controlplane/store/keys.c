@@ -91,28 +91,42 @@ int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool ad
         return 0;
 }
 
-int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err)
+/* Fills *d (may be NULL) and returns the one answer every bad secret gets. */
+static int deny(cp_apikey_denial *d, const char *key_id, const char *tenant_id, const char *reason, sp_error **err)
 {
-        static const char *const denied = "invalid API key";
+        if (d) {
+                memset(d, 0, sizeof(*d));
+                snprintf(d->key_id, sizeof(d->key_id), "%s", key_id ? key_id : "");
+                snprintf(d->tenant_id, sizeof(d->tenant_id), "%s", tenant_id ? tenant_id : "");
+                d->reason = reason;
+        }
+        return sp_error_set(err, SP_E_UNAUTHENTICATED, "invalid API key");
+}
+
+int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, cp_apikey_denial *ret_denial, sp_error **err)
+{
         size_t plen = strlen(SECRET_PREFIX);
+        if (ret_denial)
+                memset(ret_denial, 0, sizeof(*ret_denial));
         if (!secret || strlen(secret) > 200 || strncmp(secret, SECRET_PREFIX, plen) != 0)
-                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+                return deny(ret_denial, NULL, NULL, "malformed", err);
         /* "spk_" + "key_<20>" + "_" + secret */
         char id[SP_ID_MAX];
         const char *rest = secret + plen;
         size_t idlen = 4 + SP_ID_RANDOM_CHARS;
         if (strlen(rest) <= idlen + 1 || rest[idlen] != '_')
-                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+                return deny(ret_denial, NULL, NULL, "malformed", err);
         memcpy(id, rest, idlen);
         id[idlen] = '\0';
         if (!sp_id_valid(id, "key"))
-                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+                return deny(ret_denial, NULL, NULL, "malformed", err);
         _cleanup_pgresult_ PGresult *res = NULL;
         const char *params[] = {id};
+        /* Revoked keys and deleted tenants' are read too, to say why they were refused. */
         if (cp_db_exec(db,
-                       "SELECT encode(k.secret_hash, 'hex'), k.tenant_id, k.admin FROM api_keys k "
-                       "JOIN tenants t ON t.id = k.tenant_id "
-                       "WHERE k.id = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL",
+                       "SELECT encode(k.secret_hash, 'hex'), k.tenant_id, k.admin, k.revoked_at IS NOT NULL, "
+                       "t.deleted_at IS NOT NULL FROM api_keys k JOIN tenants t ON t.id = k.tenant_id "
+                       "WHERE k.id = $1",
                        1, params, &res, err) < 0)
                 return sp_error_wrap(err, "verify API key");
         char want[65], have[65] = {0};
@@ -122,10 +136,17 @@ int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error 
                 snprintf(have, sizeof(have), "%s", PQgetvalue(res, 0, 0));
         /* Compare even when nothing was found, so timing tells nothing. */
         bool match = CRYPTO_memcmp(want, found ? have : want, 64) == 0 && found;
+        if (!found)
+                return deny(ret_denial, id, NULL, "unknown_key", err);
+        const char *tenant = PQgetvalue(res, 0, 1);
         if (!match)
-                return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+                return deny(ret_denial, id, tenant, "wrong_secret", err);
+        if (strcmp(PQgetvalue(res, 0, 3), "t") == 0)
+                return deny(ret_denial, id, tenant, "revoked", err);
+        if (strcmp(PQgetvalue(res, 0, 4), "t") == 0)
+                return deny(ret_denial, id, tenant, "tenant_deleted", err);
         memset(ret, 0, sizeof(*ret));
-        snprintf(ret->tenant_id, sizeof(ret->tenant_id), "%s", PQgetvalue(res, 0, 1));
+        snprintf(ret->tenant_id, sizeof(ret->tenant_id), "%s", tenant);
         snprintf(ret->key_id, sizeof(ret->key_id), "%s", id);
         ret->admin = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         return 0;

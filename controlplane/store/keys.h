@@ -27,11 +27,21 @@ int cp_tenant_create(cp_db *db, const char *name, char ret_id[static SP_ID_MAX],
  * secret. SP_E_NOT_FOUND for an unknown or deleted tenant. */
 int cp_apikey_create(cp_db *db, const char *tenant_id, const char *name, bool admin, char **ret_secret,
                      char ret_key_id[static SP_ID_MAX], sp_error **err);
+/* Why a presented secret was refused, for the audit log only (the client
+ * is told the same whatever it was). */
+typedef struct cp_apikey_denial {
+        char key_id[SP_ID_MAX]; /* the key the secret names; "" when it names none */
+        char tenant_id[SP_ID_MAX]; /* that key's tenant; "" when there is no such key */
+        /* static: "malformed", "unknown_key", "wrong_secret" (the key exists,
+         * the secret is not its), "revoked", "tenant_deleted" */
+        const char *reason;
+} cp_apikey_denial;
+
 /* Authenticates a presented secret. Any failure is SP_E_UNAUTHENTICATED with
  * the same message, whatever was wrong (unknown, revoked, of a deleted tenant,
- * malformed, mismatched);
- * database trouble is SP_E_UNAVAILABLE. */
-int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, sp_error **err);
+ * malformed, mismatched), and fills *ret_denial (may be NULL) with what it
+ * was; database trouble is SP_E_UNAVAILABLE. */
+int cp_apikey_verify(cp_db *db, const char *secret, cp_principal *ret, cp_apikey_denial *ret_denial, sp_error **err);
 /* Revokes a key of tenant_id (NULL: of any tenant, for admins); a foreign,
  * unknown or already revoked key is SP_E_NOT_FOUND. */
 int cp_apikey_revoke(cp_db *db, const char *tenant_id, const char *key_id, sp_error **err);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "space/agent_proto.h"
+#include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 
@@ -198,6 +199,37 @@ static int dup_string(json_object *o, const char *field, bool required, size_t m
         return 0;
 }
 
+/* A host name: 1-63 letters, digits, '-' and '.'. */
+static int get_hostname(json_object *o, char **ret, sp_error **err)
+{
+        if (dup_string(o, "hostname", false, 63, ret, err) < 0)
+                return -SP_E_INVALID;
+        if (!*ret)
+                return 0;
+        bool ok = **ret != '\0';
+        for (const char *p = *ret; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+                      *p == '.'))
+                        ok = false;
+        return ok ? 0 : sp_error_set(err, SP_E_INVALID, "field 'hostname' is not a host name");
+}
+
+static int get_seed(json_object *o, pr_agent_request *r, sp_error **err)
+{
+        const char *s = NULL;
+        if (sp_json_get_string(o, "seed", false, 4 * PR_AGENT_SEED_MAX / 3 + 4, &s, err) < 0)
+                return -SP_E_INVALID;
+        if (!s)
+                return 0;
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        if (sp_base64_decode(&b, s, strlen(s), 0, NULL) < 0 || b.len < PR_AGENT_SEED_MIN || b.len > PR_AGENT_SEED_MAX)
+                return sp_error_set(err, SP_E_INVALID, "field 'seed' must be %d to %d bytes in base64",
+                                    PR_AGENT_SEED_MIN, PR_AGENT_SEED_MAX);
+        memcpy(r->seed, b.data, b.len);
+        r->seed_len = b.len;
+        return 0;
+}
+
 static int get_path(json_object *o, const char *field, bool required, char **ret, sp_error **err)
 {
         if (dup_string(o, field, required, PR_AGENT_MAX_PATH, ret, err) < 0)
@@ -363,9 +395,10 @@ int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, 
                 break;
         }
         case PR_OP_PING: {
-                static const char *const f[] = {"op", "sync", "time_ns", NULL};
+                static const char *const f[] = {"op", "sync", "time_ns", "hostname", "seed", NULL};
                 if (sp_json_check_fields(o, f, err) < 0 || sp_json_get_bool(o, "sync", false, &r.sync, err) < 0 ||
-                    sp_json_get_int(o, "time_ns", false, 1, INT64_MAX, &r.time_ns, err) < 0)
+                    sp_json_get_int(o, "time_ns", false, 1, INT64_MAX, &r.time_ns, err) < 0 ||
+                    get_hostname(o, &r.hostname, err) < 0 || get_seed(o, &r, err) < 0)
                         goto fail;
                 break;
         }
@@ -409,6 +442,8 @@ void pr_agent_request_free(pr_agent_request *r)
         free(r->owner);
         free(r->path);
         free(r->to);
+        free(r->hostname);
+        explicit_bzero(r->seed, sizeof(r->seed));
         memset(r, 0, sizeof(*r));
 }
 
@@ -473,6 +508,14 @@ json_object *pr_agent_request_to_json(const pr_agent_request *r)
                 json_object_object_add(o, "sync", json_object_new_boolean(true));
         if (r->op == PR_OP_PING && r->time_ns > 0)
                 json_object_object_add(o, "time_ns", json_object_new_int64(r->time_ns));
+        if (r->op == PR_OP_PING && r->hostname)
+                json_object_object_add(o, "hostname", json_object_new_string(r->hostname));
+        if (r->op == PR_OP_PING && r->seed_len) {
+                sp_buf b = SP_BUF_INIT;
+                if (sp_base64_encode(&b, r->seed, r->seed_len, 0, NULL) == 0)
+                        json_object_object_add(o, "seed", json_object_new_string(b.data));
+                sp_buf_free(&b);
+        }
         if (r->op == PR_OP_LIST)
                 json_object_object_add(o, "limit", json_object_new_int64(r->limit));
         if (r->has_mode)

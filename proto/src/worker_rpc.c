@@ -244,6 +244,7 @@ static const pr_field import_sandbox_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
         PR_F_OBJECT_REQ(R, "from", from, &import_from_schema),
         PR_F_JSON(R, "manifest", manifest, true),
+        PR_F_JSON(R, "spec", spec, false),
 };
 #undef R
 const pr_schema pr_wk_import_sandbox_schema = PR_SCHEMA("ImportSandbox", import_sandbox_fields);

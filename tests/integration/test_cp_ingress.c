@@ -189,8 +189,8 @@ static char *query1(const char *sql, const char *a, const char *b)
 
 static int audits(const char *action, const char *target)
 {
-        _cleanup_free_ char *n =
-                query1("SELECT count(*) FROM audit_log WHERE action = $1 AND target = $2", action, target);
+        _cleanup_free_ char *n = query1(
+                "SELECT count(*) FROM audit_log WHERE action = $1 AND target = $2 AND outcome = 'ok'", action, target);
         return atoi(n);
 }
 

@@ -31,6 +31,7 @@
 #include "harness.h"
 #include "http_client.h"
 #include "space/cleanup.h"
+#include "space/fileio.h"
 #include "space/json.h"
 #include "space/time.h"
 #include "space_cluster.h"
@@ -227,6 +228,31 @@ static void cluster_down(void)
         sp_test_space_down(&S);
 }
 
+/* A holder that lies (worker 0, its state altered while it was stopped, so
+ * that it believes it): its record of sandbox id gives it an environment and
+ * more CPU than the control plane did, which it would hand on with the
+ * sandbox's artifacts. */
+static void holder_lies(const char *id)
+{
+        sp_error *e = NULL;
+        ck_assert_int_ge(sp_test_proc_stop(&S.workers[0], 10000, &e), 0);
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/w0/state/sandboxes/%s/sandbox.json", S.dir, id);
+        _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+        _cleanup_json_ json_object *o = NULL;
+        sp_test_ok(sp_file_read(path, 1 << 20, &text, &e), &e);
+        sp_test_ok(sp_json_parse(text.data, text.len, &o, &e), &e);
+        json_object *env = json_object_new_object();
+        json_object_object_add(env, "INJECTED", json_object_new_string("by-the-holder"));
+        json_object_object_add(o, "env", env);
+        json_object *res = NULL;
+        ck_assert(json_object_object_get_ex(o, "resources", &res));
+        json_object_object_add(res, "cpu_millis", json_object_new_int64(8000));
+        const char *t = sp_json_str(o);
+        sp_test_ok(sp_file_write_atomic(path, t, strlen(t), 0600, &e), &e);
+        sp_test_ok(sp_test_space_start_worker(&S, 0, &e), &e);
+}
+
 /* ---- wake ---- */
 
 START_TEST(wake_on_a_draining_worker_moves_it)
@@ -238,6 +264,7 @@ START_TEST(wake_on_a_draining_worker_moves_it)
         create_on_node0(key, w1, id);
         write_marker(key, id);
         action(key, id, "suspend", "suspended");
+        holder_lies(id);
 
         /* The drain would move it at once (a `move`): a failed drain
          * operation of a moment ago makes it leave the sandbox alone for a
@@ -267,6 +294,8 @@ START_TEST(wake_on_a_draining_worker_moves_it)
         char msg[256];
         ck_assert_str_eq(sandbox_field(key, id, "status_message", msg, sizeof(msg)), "moved from node-0 to node-1");
         assert_marker(key, id);
+        /* The importer took the control plane's word, not the holder's record. */
+        ck_assert_msg(run(key, id, "test -z \"$INJECTED\"") == 0, "the holder's environment came with the sandbox");
         /* node-0 holds nothing now: drained, and its old copy is gone. */
         WAIT_UNTIL(worker_is(w0, "state", "drained"), 30, "node-0 never read drained");
         WAIT_UNTIL(!worker_holds(w0, id), 60, "node-0 still holds the moved sandbox");

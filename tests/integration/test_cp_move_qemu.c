@@ -10,7 +10,14 @@
  *     file intact, its numbers without a gap or a restart;
  *   - its clock is the host's again (it stood still while the VM was saved);
  *   - deleting it leaves no QEMU process, artifact or staging behind on
- *     either worker.
+ *     either worker;
+ *   - fast starts on the same two workers (sharing their boots): after a
+ *     create had to boot, the worker makes the template's base snapshot, and
+ *     the next creates restore copies of it — each with its own host name,
+ *     its own randomness (the copies' kernels are reseeded: their first
+ *     random bytes differ), the host's time and its own disk; a warm pool of
+ *     VMs fills from the base and a create claims one, which takes the
+ *     caller's host name.
  *
  * Commands are checked through their exit codes (GET /v1/sessions/{id}), so
  * that no data plane is needed. Needs root, btrfs, PostgreSQL, QEMU and the
@@ -25,6 +32,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "http_client.h"
+#include "space/fileio.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/time.h"
@@ -160,6 +169,151 @@ START_TEST(a_suspended_vm_wakes_on_the_other_worker_with_its_processes)
 }
 END_TEST
 
+/* The worker's /metrics value of series (its full name with labels), or -1. */
+static long long worker_metric(int i, const char *series)
+{
+        int port = 0;
+        for (char *const *a = S.workers[i].argv; a && *a && !port; a++)
+                sscanf(*a, "--http-listen=127.0.0.1:%d", &port);
+        ck_assert_msg(port > 0, "worker %d's metrics port", i);
+        sp_test_http_response r = {0};
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_test_http(port, "GET", "/metrics", NULL, NULL, 10000, &r, &e) < 0)
+                return -1;
+        long long v = -1;
+        size_t n = strlen(series);
+        for (const char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, series, n) == 0 && l[n] == ' ')
+                        v = atoll(l + n + 1);
+        sp_test_http_response_free(&r);
+        return v;
+}
+
+/* Which of S.workers worker_id is (by the address it registered). */
+static int worker_index(const char *worker_id)
+{
+        const char *params[] = {worker_id};
+        _cleanup_free_ char *addr = sp_test_space_sql(&S, "SELECT address FROM workers WHERE id = $1", 1, params);
+        ck_assert_msg(addr, "worker %s's address", worker_id);
+        for (int i = 0; i < 2; i++)
+                for (char *const *a = S.workers[i].argv; a && *a; a++)
+                        if (strncmp(*a, "--listen=", 9) == 0 && strcmp(*a + 9, addr) == 0)
+                                return i;
+        ck_abort_msg("no worker listens on %s", addr);
+        return -1;
+}
+
+/* Waits until worker i's series reaches at least want. */
+static void until_metric(int i, const char *series, long long want, int timeout_s)
+{
+        int64_t deadline = sp_now_mono_us() + (int64_t)timeout_s * 1000000;
+        while (worker_metric(i, series) < want && sp_now_mono_us() < deadline)
+                usleep(250000);
+        ck_assert_msg(worker_metric(i, series) >= want, "worker %d: %s stayed at %lld (want %lld)", i, series,
+                      worker_metric(i, series), want);
+}
+
+/* The first n bytes of /root/rand in sandbox id, one exit code each. */
+static void read_rand(const char *key, const char *id, int n, char *out, size_t outsz)
+{
+        out[0] = '\0';
+        for (int k = 0; k < n; k++) {
+                char cmd[128];
+                snprintf(cmd, sizeof(cmd), "exit $(od -An -tu1 -j%d -N1 /root/rand)", k);
+                int b = run(key, id, cmd);
+                ck_assert_msg(b >= 0 && b <= 255, "byte %d of /root/rand", k);
+                size_t len = strlen(out);
+                snprintf(out + len, outsz - len, " %d", b);
+        }
+}
+
+static void hostname_of(const char *id, char *out, size_t n)
+{
+        snprintf(out, n, "%s", id);
+        for (char *c = out; *c; c++)
+                if (*c == '_')
+                        *c = '-';
+}
+
+START_TEST(creates_restore_the_templates_base_snapshot_and_claim_warm_vms)
+{
+        char key[256], a[64], b[64], c[64], d[64], w[64], cmd[512], host[64], rand_b[128], path[160];
+        sp_test_new_tenant(&S, "base", key);
+        const char *body = "{\"template\":\"base\",\"backend\":\"qemu\"}";
+        sp_test_create_sandbox(&S, key, body, a);
+        sp_test_sandbox_worker(&S, key, a, w);
+        int wi = worker_index(w);
+        const char *params[] = {w};
+        _cleanup_free_ char *other = sp_test_space_sql(&S, "SELECT id FROM workers WHERE id <> $1", 1, params);
+        ck_assert_ptr_nonnull(other);
+        /* The rest on the same worker: the base snapshot is that worker's. */
+        snprintf(path, sizeof(path), "/v1/workers/%s/cordon", other);
+        json_object_put(sp_test_api(&S, S.admin_key, "POST", path, 200, NULL, NULL));
+
+        /* A booted (or restored, if an earlier create on this worker made the base already): the base follows. */
+        until_metric(wi, "space_worker_vm_bases_total{result=\"made\"}", 1, 600);
+        long long from_base = worker_metric(wi, "space_worker_vm_creates_total{from=\"base\"}");
+        sp_test_create_sandbox(&S, key, body, b);
+        sp_test_create_sandbox(&S, key, body, c);
+        ck_assert_int_eq(worker_metric(wi, "space_worker_vm_creates_total{from=\"base\"}"), from_base + 2);
+
+        /* Each copy: its own name, the host's time, its own disk. */
+        hostname_of(c, host, sizeof(host));
+        snprintf(cmd, sizeof(cmd), "test \"$(hostname)\" = %s", host);
+        ck_assert_msg(run(key, c, cmd) == 0, "a restored VM does not have its own host name");
+        snprintf(cmd, sizeof(cmd), "h=%lld; d=$(date +%%s); test $((d - h)) -le 10 -a $((h - d)) -le 10",
+                 (long long)time(NULL));
+        ck_assert_msg(run(key, c, cmd) == 0, "a restored VM's clock is off by more than 10 s");
+        /* Its own randomness: the first bytes each copy reads differ (the same
+         * generator state would give the same bytes). */
+        ck_assert_int_eq(run(key, b, "head -c 8 /dev/urandom > /root/rand"), 0);
+        ck_assert_int_eq(run(key, c, "head -c 8 /dev/urandom > /root/rand"), 0);
+        read_rand(key, b, 8, rand_b, sizeof(rand_b));
+        char rand_c[128];
+        read_rand(key, c, 8, rand_c, sizeof(rand_c));
+        ck_assert_msg(strcmp(rand_b, rand_c) != 0, "two copies of one base read the same random bytes:%s", rand_b);
+        ck_assert_int_eq(run(key, b, "echo mine > /root/only-b && sync"), 0);
+        ck_assert_int_eq(run(key, c, "test ! -e /root/only-b"), 0);
+
+        /* A warm VM: made from the base, claimed by the next create, which names it. */
+        json_object_put(sp_test_api(&S, S.admin_key, "POST", "/v1/templates/base/warm", 200, "{\"warm\":1}", NULL));
+        until_metric(wi, "space_worker_warm_sandboxes{template=\"base\"}", 1, 600);
+        sp_test_create_sandbox(&S, key, body, d);
+        char logp[700], needle[200];
+        snprintf(logp, sizeof(logp), "%s/w%d/worker.log", S.dir, wi);
+        snprintf(needle, sizeof(needle), "sandbox_id=%s", d);
+        _cleanup_buf_ sp_buf logbuf = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(logp, 64 << 20, &logbuf, NULL), 0);
+        bool claimed = false;
+        for (char *l = logbuf.data; l && *l && !claimed; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                char *end = strchr(l, '\n');
+                size_t len = end ? (size_t)(end - l) : strlen(l);
+                claimed = memmem(l, len, "claimed warm sandbox", 20) && memmem(l, len, needle, strlen(needle));
+        }
+        ck_assert_msg(claimed, "sandbox %s was not a claimed warm VM", d);
+        hostname_of(d, host, sizeof(host));
+        snprintf(cmd, sizeof(cmd), "test \"$(hostname)\" = %s", host);
+        ck_assert_msg(run(key, d, cmd) == 0, "a claimed warm VM kept its pool name");
+        /* Every restored copy's agent set its clock and name and reseeded its kernel's generator
+         * (the bytes above would often differ without it: in its first two minutes a kernel reseeds
+         * itself every uptime/2 seconds, and a base is saved seconds after its boot). */
+        sp_buf_clear(&logbuf);
+        ck_assert_int_eq(sp_file_read(logp, 64 << 20, &logbuf, NULL), 0);
+        ck_assert_msg(!strstr(logbuf.data, "its agent answered no"), "an agent did not take its refresh: %s",
+                      strstr(logbuf.data, "its agent answered no"));
+        json_object_put(sp_test_api(&S, S.admin_key, "POST", "/v1/templates/base/warm", 200, "{\"warm\":0}", NULL));
+
+        const char *ids[] = {a, b, c, d};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ids); i++) {
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s", ids[i]);
+                _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
+                json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
+        }
+        snprintf(path, sizeof(path), "/v1/workers/%s/uncordon", other);
+        json_object_put(sp_test_api(&S, S.admin_key, "POST", path, 200, NULL, NULL));
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_move_qemu");
@@ -167,6 +321,7 @@ static Suite *suite(void)
         tcase_set_timeout(tc, 900);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, a_suspended_vm_wakes_on_the_other_worker_with_its_processes);
+        tcase_add_test(tc, creates_restore_the_templates_base_snapshot_and_claim_warm_vms);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -192,9 +192,9 @@ static int audits(const char *action, const char *target)
         sp_test_ok(cp_db_open(S.conninfo, &db, &e), &e);
         const char *params[] = {action, target};
         _cleanup_pgresult_ PGresult *r = NULL;
-        sp_test_ok(
-                cp_db_exec(db, "SELECT count(*) FROM audit_log WHERE action = $1 AND target = $2", 2, params, &r, &e),
-                &e);
+        sp_test_ok(cp_db_exec(db, "SELECT count(*) FROM audit_log WHERE action = $1 AND target = $2 AND outcome = 'ok'",
+                              2, params, &r, &e),
+                   &e);
         int n = atoi(PQgetvalue(r, 0, 0));
         cp_db_close(db);
         return n;

@@ -114,7 +114,7 @@ START_TEST(tenants_and_keys)
         sp_test_ok(cp_apikey_create(db, a, "ci", true, &secret, key, &e), &e);
         ck_assert(strncmp(secret, "spk_key_", 8) == 0);
         cp_principal p;
-        sp_test_ok(cp_apikey_verify(db, secret, &p, &e), &e);
+        sp_test_ok(cp_apikey_verify(db, secret, &p, NULL, &e), &e);
         ck_assert_str_eq(p.tenant_id, a);
         ck_assert_str_eq(p.key_id, key);
         ck_assert(p.admin);
@@ -134,7 +134,7 @@ START_TEST(tenants_and_keys)
         snprintf(unknown, sizeof(unknown), "spk_key_0000000000000000000a_%s", secret + 8 + 21);
         const char *bad[] = {wrong, unknown, "", "spk_", "Bearer x", "spk_key_../../_x"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
-                ck_assert_int_eq(cp_apikey_verify(db, bad[i], &p, &e), -SP_E_UNAUTHENTICATED);
+                ck_assert_int_eq(cp_apikey_verify(db, bad[i], &p, NULL, &e), -SP_E_UNAUTHENTICATED);
                 ck_assert_str_eq(e->message, "invalid API key");
                 e = sp_error_free(e);
         }
@@ -142,7 +142,7 @@ START_TEST(tenants_and_keys)
         ck_assert_int_eq(cp_apikey_revoke(db, b, key, &e), -SP_E_NOT_FOUND);
         e = sp_error_free(e);
         sp_test_ok(cp_apikey_revoke(db, a, key, &e), &e);
-        ck_assert_int_eq(cp_apikey_verify(db, secret, &p, &e), -SP_E_UNAUTHENTICATED);
+        ck_assert_int_eq(cp_apikey_verify(db, secret, &p, NULL, &e), -SP_E_UNAUTHENTICATED);
         ck_assert_str_eq(e->message, "invalid API key");
         e = sp_error_free(e);
         cp_db_close(db);

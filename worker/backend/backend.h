@@ -39,6 +39,11 @@ typedef struct wk_box_spec {
         int64_t pids_max; /* 0 = unlimited */
         uint32_t id_slot; /* distinct per live box: picks its host uid range */
         uint64_t disk_bytes; /* VMs: the size of the disk made from rootfs (0: the backend's default) */
+        /* VMs: the template's directory (templates/<name>, beside its rootfs) when
+         * rootfs is still the template's unchanged: the backend may then keep
+         * there what makes the next creates fast (an image of the template, a
+         * base snapshot) and start the box from it. NULL: make the disk from rootfs. */
+        const char *template_dir;
 } wk_box_spec;
 
 typedef struct wk_box_stats {
@@ -94,6 +99,18 @@ typedef struct wk_backend_ops {
         void (*forget)(wk_box *box);
         /* Optional: how its VMs are accelerated ("kvm", "tcg"). */
         const char *(*accel)(const wk_backend *b);
+        /* Optional: makes what creates of spec's template and machine start
+         * from (a VM's base snapshot: booted once, its agent ready, saved),
+         * booting a box with spec's id and slot for it: 1 when made, 0 at once
+         * when it exists. Takes seconds: a background job calls it. */
+        int (*prepare)(wk_backend *b, const wk_box_spec *spec, sp_error **err);
+#define WK_VM_BASE_BOX_ID "vmbase" /* the box prepare boots: one at a time per worker */
+        /* Optional: whether a running box (a warm one) can serve spec; a VM's
+         * memory and vCPUs are fixed for its life. Without it, any box fits. */
+        bool (*fits)(const wk_box *box, const wk_box_spec *spec);
+        /* Optional: whether box started from a base snapshot (a copy of
+         * another VM's memory: the node then gives it fresh randomness). */
+        bool (*from_base)(const wk_box *box);
 } wk_backend_ops;
 
 struct wk_backend {
@@ -112,6 +129,7 @@ typedef struct wk_backend_config {
         const char *vm_state_dir; /* where the backend writes the initramfs */
         const char *accel; /* "auto" (KVM when a probe guest answers, else TCG), "kvm" or "tcg" */
         bool die_with_parent; /* tests: boxes end with the process that made them */
+        bool no_base_snapshots; /* qemu: every create boots (benchmarks' cold row, debugging) */
 } wk_backend_config;
 
 /* The jail backend (backend/jail_backend.c). */

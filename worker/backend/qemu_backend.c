@@ -24,6 +24,7 @@
  * migrate to a descriptor) and ends it; restore starts QEMU from that state,
  * so processes, open files and /dev/shm go on (docs/backends.md).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -33,6 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,6 +58,7 @@
 #include "space/json.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "space/buf.h"
 
 #define GONE_TIMEOUT_MS 10000
 #define QMP_TIMEOUT_MS 10000
@@ -88,6 +94,8 @@ typedef struct qemu_backend {
         uint32_t uid_count;
         gid_t kvm_gid; /* (gid_t)-1: none */
         bool die_with_parent;
+        bool no_base; /* every create boots */
+        char base_tag[17]; /* names the kernel, initramfs, QEMU and accelerator a base snapshot was made with */
         wk_cgroup_host *host;
 } qemu_backend;
 
@@ -113,6 +121,7 @@ struct wk_box {
         bool suspended;
         int log_rfd; /* read end of the console FIFO (the guest's console and QEMU's messages) */
         int agent_fd; /* the first connection, synchronised by create: handed to the node */
+        bool from_base; /* created from its template's base snapshot */
 };
 
 static uint64_t guest_memory_of(const wk_box_spec *spec)
@@ -490,7 +499,7 @@ static int box_boot(wk_box *box, sp_error **err)
         A("-add-fd");
         A(add_ro);
         A("-drive");
-        A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap");
+        A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off");
         A("-device");
         A("virtio-blk-device,drive=disk");
         A("-chardev");
@@ -680,6 +689,184 @@ static void box_release(wk_box *box)
         log_close(box);
 }
 
+/* --- base snapshots (docs/backends.md "Fast starts") ---
+ *
+ * templates/<name>/vm/ (beside the template's rootfs, deleted with it):
+ *   disk-<MiB>.ext4        the template as a disk of that size, made once
+ *   base-<tag>-<shape>/    a base snapshot: disk.ext4 and memory.state of a
+ *                          VM of that machine booted from that disk, its
+ *                          agent ready, saved; tag names the kernel,
+ *                          initramfs, QEMU and accelerator it needs
+ *   .lock                  held while either is being made
+ * A create of that template and machine copies both with reflinks (btrfs:
+ * no data copied) and restores; every other create boots from a reflink of
+ * the disk image. Files are made under a temporary name and renamed into
+ * place, so a reader sees a whole one or none. */
+
+/* dst: a new file with src's bytes, sharing its extents where the
+ * filesystem can (FICLONE), else copied with its holes kept. */
+static int clone_file(const char *src, const char *dst, sp_error **err)
+{
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", src);
+        _cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "create %s", dst);
+        if (ioctl(out, FICLONE, in) == 0)
+                return 0;
+        struct stat st;
+        if (fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0)
+                goto fail;
+        for (off_t off = 0; off < st.st_size;) {
+                off_t data = lseek(in, off, SEEK_DATA);
+                if (data < 0 && errno == ENXIO)
+                        break;
+                off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
+                if (data < 0 || hole < 0)
+                        goto fail;
+                for (off_t at = data; at < hole;) {
+                        off_t to = at;
+                        ssize_t n = copy_file_range(in, &at, out, &to, (size_t)(hole - at), 0);
+                        if (n <= 0)
+                                goto fail;
+                }
+                off = hole;
+        }
+        return 0;
+fail:
+        sp_error_set_errno(err, SP_E_IO, errno ? errno : EIO, "copy %s to %s", src, dst);
+        unlink(dst);
+        return -SP_E_IO;
+}
+
+static unsigned long long mib(uint64_t bytes)
+{
+        return (unsigned long long)(bytes >> 20);
+}
+
+static void vm_dir(const wk_box_spec *spec, char *out, size_t n)
+{
+        snprintf(out, n, "%s/vm", spec->template_dir);
+}
+
+static void base_dir(const qemu_backend *b, const wk_box *box, const wk_box_spec *spec, char *out, size_t n)
+{
+        snprintf(out, n, "%s/vm/base-%s-%llum%uc%llud", spec->template_dir, b->base_tag, mib(box->guest_bytes),
+                 box->vcpus, mib(box->disk_bytes));
+}
+
+static bool base_ready(const char *dir)
+{
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof(p), "%s/memory.state", dir);
+        return access(p, R_OK) == 0;
+}
+
+/* Holds templates/<name>/vm/.lock (made with the directory) until *ret is closed. */
+static int lock_vm_dir(const wk_box_spec *spec, int *ret, sp_error **err)
+{
+        char dir[PATH_MAX], p[PATH_MAX + 8];
+        vm_dir(spec, dir, sizeof(dir));
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", dir);
+        snprintf(p, sizeof(p), "%s/.lock", dir);
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "lock %s", p);
+                sp_close(fd);
+                return -SP_E_IO;
+        }
+        *ret = fd;
+        return 0;
+}
+
+/* templates/<name>/vm/disk-<MiB>.ext4, made from the template's rootfs when
+ * missing; its path into out. */
+static int template_image(const wk_box_spec *spec, uint64_t size, char *out, size_t n, sp_error **err)
+{
+        snprintf(out, n, "%s/vm/disk-%llu.ext4", spec->template_dir, mib(size));
+        if (access(out, R_OK) == 0)
+                return 0;
+        _cleanup_close_ int lock = -1;
+        if (lock_vm_dir(spec, &lock, err) < 0)
+                return -SP_E_IO;
+        if (access(out, R_OK) == 0)
+                return 0;
+        char rootfs[PATH_MAX], tmp[PATH_MAX + 8];
+        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", spec->template_dir);
+        snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+        if (wk_rootfs_make_ext4(rootfs, tmp, size, MKFS_TIMEOUT_MS, err) < 0)
+                return sp_error_wrap(err, "the template's disk image");
+        if (rename(tmp, out) < 0) {
+                unlink(tmp);
+                return sp_error_set_errno(err, SP_E_IO, errno, "rename %s", tmp);
+        }
+        return 0;
+}
+
+/* Removes dir and the files a base holds (nothing else is ever in it). */
+static void base_remove(const char *dir)
+{
+        static const char *const files[] = {"disk.ext4", "memory.state", "memory.state.tmp"};
+        char p[PATH_MAX + 32];
+        for (size_t i = 0; i < SP_ARRAY_SIZE(files); i++) {
+                snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+                unlink(p);
+        }
+        rmdir(dir);
+}
+
+/* The box's disk: a reflink of the template's image (or, without a
+ * template directory, made from its rootfs). */
+static int make_disk(wk_box *box, const wk_box_spec *spec, sp_error **err)
+{
+        if (!spec->template_dir)
+                return wk_rootfs_make_ext4(box->rootfs, box->disk, box->disk_bytes, MKFS_TIMEOUT_MS, err);
+        char image[PATH_MAX];
+        if (template_image(spec, box->disk_bytes, image, sizeof(image), err) < 0)
+                return -SP_E_IO;
+        return clone_file(image, box->disk, err);
+}
+
+/* Starts box from its template's base snapshot: copies of its disk and
+ * memory, restored. 1 when there is none (the caller boots), 0 when
+ * restored, < 0 on failure (a base that does not restore is removed). */
+static int create_from_base(wk_box *box, const wk_box_spec *spec, sp_error **err)
+{
+        qemu_backend *b = box->b;
+        char dir[PATH_MAX], p[PATH_MAX + 16];
+        if (b->no_base || !spec->template_dir)
+                return 1;
+        base_dir(b, box, spec, dir, sizeof(dir));
+        if (!base_ready(dir))
+                return 1;
+        snprintf(p, sizeof(p), "%s/disk.ext4", dir);
+        if (clone_file(p, box->disk, err) < 0)
+                return -SP_E_IO;
+        snprintf(p, sizeof(p), "%s/memory.state", dir);
+        if (clone_file(p, box->state, err) < 0) {
+                unlink(box->disk);
+                return -SP_E_IO;
+        }
+        if (box_cgroup(box, err) < 0 || box_boot(box, err) < 0) {
+                box_release(box);
+                unlink(box->disk);
+                unlink(box->state);
+                sp_log_warn_kv(SP_KV("sandbox_id", box->id),
+                               "its template's base snapshot did not restore (%s): "
+                               "removed; booting instead",
+                               *err ? (*err)->message : "?");
+                _cleanup_close_ int lock = -1;
+                _cleanup_error_ sp_error *e = NULL;
+                if (lock_vm_dir(spec, &lock, &e) == 0)
+                        base_remove(dir);
+                return -SP_E_UNAVAILABLE;
+        }
+        box->from_base = true;
+        return 0;
+}
+
 static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp_error **err)
 {
         qemu_backend *b = (qemu_backend *)base;
@@ -687,7 +874,15 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
         if (!box)
                 return -SP_E_INVALID;
         int64_t t0 = sp_now_mono_us();
-        if (wk_rootfs_make_ext4(box->rootfs, box->disk, box->disk_bytes, MKFS_TIMEOUT_MS, err) < 0) {
+        _cleanup_error_ sp_error *berr = NULL;
+        int r = create_from_base(box, spec, &berr);
+        if (r == 0) {
+                sp_log_debug_kv(SP_KV("sandbox_id", box->id), "VM up (%s): restored from its base snapshot in %lld ms",
+                                b->accel, (long long)(sp_now_mono_us() - t0) / 1000);
+                *ret = box;
+                return 0;
+        }
+        if (make_disk(box, spec, err) < 0) {
                 sp_error_wrap(err, "sandbox %s: disk", box->id);
                 box_free(box);
                 return -SP_E_IO;
@@ -703,6 +898,104 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
                         (long long)(t1 - t0) / 1000, (long long)(sp_now_mono_us() - t1) / 1000);
         *ret = box;
         return 0;
+}
+
+/* Ends a base snapshot's VM that a crashed worker left running in its cgroup. */
+static void abandoned_base_kill(qemu_backend *b, const char *id)
+{
+        wk_cgroup *cg = NULL;
+        if (wk_cgroup_open(b->host, b->cgroup_parent, id, &cg, NULL) < 0)
+                return;
+        sp_log_warn("ending a base snapshot's VM left by an earlier run");
+        (void)wk_cgroup_kill_all(cg, NULL);
+        (void)wk_cgroup_remove(cg, NULL);
+        wk_cgroup_free(cg);
+}
+
+/* Boots a VM of spec's machine from the template's image, waits for its
+ * agent, and saves it as the base snapshot; removes bases of other tags. */
+static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
+{
+        qemu_backend *b = (qemu_backend *)base;
+        if (b->no_base || !spec->template_dir)
+                return 0;
+        wk_box *box = box_new(b, spec, err);
+        if (!box)
+                return -SP_E_INVALID;
+        char dir[PATH_MAX], tmp[PATH_MAX + 16], image[PATH_MAX];
+        base_dir(b, box, spec, dir, sizeof(dir));
+        if (base_ready(dir)) {
+                box_free(box);
+                return 0;
+        }
+        int r = -SP_E_IO;
+        int64_t t0 = sp_now_mono_us();
+        _cleanup_close_ int lock = -1;
+        if (template_image(spec, box->disk_bytes, image, sizeof(image), err) < 0 || lock_vm_dir(spec, &lock, err) < 0)
+                goto out;
+        if (base_ready(dir)) {
+                r = 0;
+                goto out;
+        }
+        /* The box's disk and state paths follow its rootfs's directory: the temporary base. */
+        snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+        base_remove(tmp);
+        if (mkdir(tmp, 0700) < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", tmp);
+                goto out;
+        }
+        if (snprintf(box->rootfs, sizeof(box->rootfs), "%s/rootfs", tmp) >= (int)sizeof(box->rootfs) ||
+            snprintf(box->disk, sizeof(box->disk), "%s/disk.ext4", tmp) >= (int)sizeof(box->disk) ||
+            snprintf(box->state, sizeof(box->state), "%s/memory.state", tmp) >= (int)sizeof(box->state)) {
+                sp_error_set(err, SP_E_INVALID, "path too long: %s", tmp);
+                base_remove(tmp);
+                goto out;
+        }
+        abandoned_base_kill(b, box->id);
+        if (clone_file(image, box->disk, err) < 0 || box_cgroup(box, err) < 0 || box_boot(box, err) < 0 ||
+            save_memory(box, err) < 0) {
+                box_release(box);
+                base_remove(tmp);
+                goto out;
+        }
+        box_release(box);
+        if (rename(tmp, dir) < 0) {
+                sp_error_set_errno(err, SP_E_IO, errno, "rename %s", tmp);
+                base_remove(tmp);
+                goto out;
+        }
+        /* Bases made by another kernel, initramfs or QEMU are of no use now. */
+        char vm[PATH_MAX], prefix[64];
+        vm_dir(spec, vm, sizeof(vm));
+        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
+        _cleanup_(sp_closedirp) DIR *d = opendir(vm);
+        for (struct dirent *de; d && (de = readdir(d));)
+                if (strncmp(de->d_name, "base-", 5) == 0 && strncmp(de->d_name, prefix, strlen(prefix)) != 0) {
+                        char old[PATH_MAX + 300];
+                        snprintf(old, sizeof(old), "%s/%s", vm, de->d_name);
+                        base_remove(old);
+                }
+        sp_log_info_kv(SP_KV("template_dir", spec->template_dir),
+                       "base snapshot made (%s, %llu MiB, %u vCPU, disk %llu MiB) in %lld ms", b->accel,
+                       mib(box->guest_bytes), box->vcpus, mib(box->disk_bytes),
+                       (long long)(sp_now_mono_us() - t0) / 1000);
+        r = 1;
+out:
+        if (r < 0)
+                sp_error_wrap(err, "base snapshot");
+        box_free(box);
+        return r;
+}
+
+static bool op_fits(const wk_box *box, const wk_box_spec *spec)
+{
+        uint64_t disk = spec->disk_bytes ? spec->disk_bytes : DEFAULT_DISK;
+        return guest_memory_of(spec) == box->guest_bytes && vcpus_of(spec) == box->vcpus && disk == box->disk_bytes;
+}
+
+static bool op_from_base(const wk_box *box)
+{
+        return box->from_base;
 }
 
 static int op_update(wk_box *box, const wk_box_spec *spec, sp_error **err)
@@ -894,6 +1187,9 @@ static const wk_backend_ops qemu_ops = {
         .adopt = op_adopt,
         .forget = op_forget,
         .accel = op_accel,
+        .prepare = op_prepare,
+        .fits = op_fits,
+        .from_base = op_from_base,
 };
 
 /* --- start: the initramfs, the accelerator --- */
@@ -1032,6 +1328,47 @@ static bool probe_kvm(qemu_backend *b, char *why, size_t whysz)
         return ok;
 }
 
+/* b->base_tag: the first 16 hex digits of SHA-256 over what a base snapshot
+ * must be restored with: the kernel's and the initramfs's bytes, QEMU (path,
+ * size, change time) and the accelerator. A new agent or kernel makes new bases. */
+static int compute_base_tag(qemu_backend *b, sp_error **err)
+{
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+                EVP_MD_CTX_free(md);
+                return sp_error_set(err, SP_E_INTERNAL, "sha256 digest unavailable");
+        }
+        const char *files[] = {b->kernel, b->initramfs};
+        int r = 0;
+        for (size_t i = 0; i < SP_ARRAY_SIZE(files) && r == 0; i++) {
+                _cleanup_close_ int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        r = sp_error_set_errno(err, SP_E_IO, errno, "open %s", files[i]);
+                        break;
+                }
+                char buf[65536];
+                ssize_t n;
+                while ((n = read(fd, buf, sizeof(buf))) > 0)
+                        EVP_DigestUpdate(md, buf, (size_t)n);
+                if (n < 0)
+                        r = sp_error_set_errno(err, SP_E_IO, errno, "read %s", files[i]);
+        }
+        struct stat st;
+        char q[PATH_MAX + 96];
+        if (r == 0 && stat(b->qemu, &st) == 0) {
+                int len = snprintf(q, sizeof(q), "base-v1|%s|%lld|%lld|%s", b->qemu, (long long)st.st_size,
+                                   (long long)st.st_ctime, b->accel);
+                EVP_DigestUpdate(md, q, (size_t)len);
+        }
+        unsigned char h[32];
+        unsigned hl = 0;
+        if (r == 0 && EVP_DigestFinal_ex(md, h, &hl) == 1)
+                for (int i = 0; i < 8; i++)
+                        snprintf(b->base_tag + 2 * i, 3, "%02x", h[i]);
+        EVP_MD_CTX_free(md);
+        return r;
+}
+
 int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err)
 {
         if (!cfg->agent_path || access(cfg->agent_path, X_OK) < 0)
@@ -1047,6 +1384,7 @@ int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
         b->uid_base = cfg->uid_base;
         b->uid_count = cfg->uid_count ? cfg->uid_count : 65536;
         b->die_with_parent = cfg->die_with_parent;
+        b->no_base = cfg->no_base_snapshots;
         b->tsc_khz = host_tsc_khz();
         struct group *g = getgrnam("kvm");
         b->kvm_gid = g ? g->gr_gid : (gid_t)-1;
@@ -1090,7 +1428,13 @@ int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
         } else {
                 snprintf(b->accel, sizeof(b->accel), "tcg");
         }
-        sp_log_info("qemu backend: %s (%s), kernel %s", b->accel, b->accel_why, b->kernel);
+        abandoned_base_kill(b, WK_VM_BASE_BOX_ID);
+        if (compute_base_tag(b, err) < 0) {
+                op_free(&b->base);
+                return sp_error_wrap(err, "qemu backend");
+        }
+        sp_log_info("qemu backend: %s (%s), kernel %s, base snapshots %s", b->accel, b->accel_why, b->kernel,
+                    b->no_base ? "off" : b->base_tag);
         *ret = &b->base;
         return 0;
 }

@@ -34,6 +34,7 @@
 
 #include "node/artifact_files.h"
 #include "node/node_internal.h"
+#include "policy/secret.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
@@ -363,6 +364,7 @@ struct wk_node_import {
         int64_t disk_exclusive; /* a jail's, on the worker it came from (-1: unknown) */
         int64_t quota; /* its disk quota, from its record (0: none) */
         json_object *manifest; /* its own reference */
+        json_object *spec; /* the control plane's CreateSandbox of it (its own reference), or NULL */
         json_object *files; /* borrowed from manifest */
         char stage[PATH_MAX]; /* <state>/incoming/<key> */
         char stage_storage[PATH_MAX]; /* <storage>/sandboxes/<key>.incoming */
@@ -386,6 +388,7 @@ static void import_free(wk_node_import *imp)
         if (imp->slot_taken)
                 wk__slot_give_back(imp->node, imp->slot);
         json_object_put(imp->manifest);
+        json_object_put(imp->spec);
         sp_error_free(imp->err);
         free(imp);
 }
@@ -418,13 +421,25 @@ static void remove_tree(const char *path, unsigned depth)
         rmdir(path);
 }
 
-int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, wk_node_import **ret, sp_error **err)
+int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, json_object *spec, wk_node_import **ret,
+                         sp_error **err)
 {
         pr_wk_manifest m;
         if (pr_msg_decode(&pr_wk_manifest_schema, manifest, &m, err) < 0)
                 return sp_error_wrap(err, "field 'manifest'");
         if (strcmp(m.id, id) != 0)
                 return sp_error_set(err, SP_E_INVALID, "the manifest is sandbox %s's, not %s's", m.id, id);
+        if (spec) {
+                pr_wk_create_sandbox c;
+                _cleanup_(gw_secrets_unrefp) gw_secrets *check = NULL;
+                if (pr_msg_decode(&pr_wk_create_sandbox_schema, spec, &c, err) < 0 ||
+                    gw_secrets_parse(c.secrets, &check, err) < 0)
+                        return sp_error_wrap(err, "field 'spec'");
+                if (strcmp(c.id, id) != 0 || strcmp(c.template_name, m.template_name) != 0)
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "field 'spec' is of sandbox %s (template %s), the manifest of %s (%s)",
+                                            c.id, c.template_name, id, m.template_name);
+        }
         if (wk_rootfs_name_validate("sandbox id", id, err) < 0)
                 return -SP_E_INVALID;
         wk_sandbox *have = wk__sandbox_find_any(n, id);
@@ -489,6 +504,7 @@ int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, wk_n
         imp->next = n->moving_in;
         n->moving_in = imp;
         imp->manifest = json_object_get(manifest);
+        imp->spec = spec ? json_object_get(spec) : NULL;
         imp->files = m.files;
         imp->jail = strcmp(backend, "jail") == 0;
         imp->memory = m.memory;
@@ -622,6 +638,55 @@ static int install_storage(wk_node_import *imp)
 }
 
 /* sandbox.json, made this worker's: its id slot, no export grant, not warm. */
+static void put_or_del(json_object *o, const char *key, json_object *v)
+{
+        if (v)
+                json_object_object_add(o, key, v);
+        else
+                json_object_object_del(o, key);
+}
+
+/* The control plane's word for what the holder's record says of the sandbox
+ * (its template, host name, tenant, resources, environment, egress and secrets): a
+ * holder that lies gains nothing here. A VM's memory state holds its
+ * machine: one saved for another memory size than the spec's is refused. */
+static int apply_spec(wk_node_import *imp, json_object *o, json_object *box)
+{
+        pr_wk_create_sandbox c;
+        if (pr_msg_decode(&pr_wk_create_sandbox_schema, imp->spec, &c, &imp->err) < 0)
+                return -1;
+        int64_t mem = c.resources.memory_mb << 20, saved = 0;
+        if (imp->memory && mem > 0 && sp_json_get_int(box, "memory_bytes", false, 0, INT64_MAX, &saved, NULL) == 0 &&
+            saved > 0 && saved != mem)
+                return sp_error_set(&imp->err, SP_E_INVALID,
+                                    "sandbox %s's memory state is of a %lld MiB machine, its spec of %lld MiB", imp->id,
+                                    (long long)(saved >> 20), (long long)(mem >> 20));
+        json_object_object_add(o, "template", json_object_new_string(c.template_name));
+        /* Its host name as a create gives it: the spec's, else its id's. */
+        char host[WK_NAME_MAX + 1];
+        snprintf(host, sizeof(host), "%.63s", c.hostname && *c.hostname ? c.hostname : imp->id);
+        for (char *h = host; *h; h++)
+                if (*h == '_')
+                        *h = '-';
+        json_object_object_add(o, "hostname", json_object_new_string(host));
+        json_object *res = json_object_new_object();
+        json_object_object_add(res, "cpu_millis", json_object_new_int64(c.resources.cpu_millis));
+        json_object_object_add(res, "memory_mb", json_object_new_int64(c.resources.memory_mb));
+        json_object_object_add(res, "pids", json_object_new_int64(c.resources.pids));
+        json_object_object_add(res, "disk_mb", json_object_new_int64(c.resources.disk_mb));
+        json_object_object_add(o, "resources", res);
+        json_object_object_add(o, "memory_bytes", json_object_new_int64(mem));
+        json_object_object_add(o, "disk_bytes", json_object_new_int64(c.resources.disk_mb << 20));
+        imp->quota = c.resources.disk_mb << 20;
+        put_or_del(o, "tenant_id", c.tenant_id && *c.tenant_id ? json_object_new_string(c.tenant_id) : NULL);
+        put_or_del(o, "env", c.env ? json_object_get(c.env) : NULL);
+        put_or_del(o, "egress", c.egress ? json_object_get(c.egress) : NULL);
+        /* The bindings without their values: those never touch the disk (and come again when it runs). */
+        put_or_del(o, "secrets", c.secrets ? gw_secrets_strip_values(c.secrets) : NULL);
+        put_or_del(o, "egress_generation", c.egress_generation ? json_object_new_int64(c.egress_generation) : NULL);
+        return 0;
+}
+
 static int rewrite_record(wk_node_import *imp)
 {
         char path[PATH_MAX];
@@ -654,6 +719,8 @@ static int rewrite_record(wk_node_import *imp)
                 }
         }
         json_object_object_add(o, "box", nb);
+        if (imp->spec && apply_spec(imp, o, nb) < 0)
+                return -1;
         const char *s = sp_json_str(o);
         return sp_file_write_atomic(path, s, strlen(s), 0600, &imp->err);
 }

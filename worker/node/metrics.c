@@ -75,6 +75,18 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                        "# HELP space_worker_slots Sandbox slots.\n# TYPE space_worker_slots gauge\n"
                        "space_worker_slots{kind=\"total\"} %lld\nspace_worker_slots{kind=\"used\"} %lld\n",
                        (long long)n->cfg.slots, (long long)live);
+        if (n->backend->ops->prepare)
+                sp_buf_appendf(out, err,
+                               "# HELP space_worker_vm_creates_total VM creates: restored from their template's base "
+                               "snapshot, or booted.\n# TYPE space_worker_vm_creates_total counter\n"
+                               "space_worker_vm_creates_total{from=\"base\"} %llu\n"
+                               "space_worker_vm_creates_total{from=\"boot\"} %llu\n"
+                               "# HELP space_worker_vm_bases_total Base snapshots made, by result.\n"
+                               "# TYPE space_worker_vm_bases_total counter\n"
+                               "space_worker_vm_bases_total{result=\"made\"} %llu\n"
+                               "space_worker_vm_bases_total{result=\"failed\"} %llu\n",
+                               (unsigned long long)n->vm_creates_from_base, (unsigned long long)n->vm_creates_booted,
+                               (unsigned long long)n->vm_bases_made, (unsigned long long)n->vm_bases_failed);
         if (n->jobs)
                 wk_jobs_metrics(n->jobs, out);
         if (n->cfg.net)

@@ -305,7 +305,11 @@ int wk_artifact_name_check(const char *name, bool *ret_storage, const char **ret
  * attempt). */
 typedef struct wk_node_import wk_node_import;
 typedef void (*wk_node_import_done_fn)(wk_sandbox *sb, const sp_error *err, void *userdata);
-int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, wk_node_import **ret, sp_error **err);
+/* spec (optional): the sandbox as the control plane knows it (a CreateSandbox
+ * request): the imported record's template, tenant, resources, environment,
+ * egress and secrets become its. */
+int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, json_object *spec, wk_node_import **ret,
+                         sp_error **err);
 size_t wk_node_import_count(const wk_node_import *imp);
 int wk_node_import_file(wk_node_import *imp, size_t i, const char **ret_name, uint64_t *ret_bytes, char *path,
                         size_t len, sp_error **err);

@@ -26,6 +26,9 @@ typedef struct wk_template {
         wk_template_meta *meta;
         int64_t created_us;
         int64_t warm_target; /* -1: the node's default */
+        /* The machine of its latest create: what its warm VMs are made as (a VM's
+         * memory, vCPUs and disk are fixed for its life; warm.c). */
+        int64_t warm_cpu_millis, warm_memory_bytes, warm_pids_max, warm_disk_bytes;
         /* Uploaded templates: the artifact's format (TAR or OCI; 0: none, the
          * template came from a path) and its size. */
         wk_template_source artifact_format;
@@ -118,6 +121,10 @@ struct wk_node {
         char *debootstrap_program, *debootstrap_mirror, *agent_path;
         wk_node_templates_changed_fn templates_changed;
         void *templates_changed_ud;
+        /* VM base snapshots (vm_base.c): a job making one; no new one before retry_us (monotonic) */
+        bool vm_base_busy;
+        int64_t vm_base_retry_us;
+        uint64_t vm_bases_made, vm_bases_failed, vm_creates_from_base, vm_creates_booted;
 };
 
 /* exec.c: the next session's directory, made ahead in sessions/ (and
@@ -294,6 +301,12 @@ void wk__uploads_abort_all(wk_node *n);
 void wk__warm_schedule(wk_node *n);
 /* Starts making a pool member of template_name in the background (sandbox.c). */
 int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn done, void *ud, sp_error **err);
-wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name);
+/* A ready pool member of the template that can serve want (backend fits). */
+wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name, const wk_box_spec *want);
+/* vm_base.c: sb's VM had to boot: make its template's base snapshot for its machine (background). */
+void wk__vm_base_want(wk_node *n, const wk_sandbox *sb);
+/* sandbox.c: tells a VM's agent the time, its host name and fresh randomness
+ * (after a restore from memory, or a claim of a warm VM). */
+void wk__sandbox_refresh(wk_sandbox *sb);
 
 #endif

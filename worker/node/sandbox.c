@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -296,9 +297,12 @@ static int box_connect_agent(wk_backend *b, wk_box *box, int *ret, sp_error **er
 
 static void clock_answer(json_object *result, void *ud)
 {
-        json_object *set = NULL;
-        if (!json_object_object_get_ex(result, "clock_set", &set) || !json_object_get_boolean(set))
-                sp_log_warn_kv(SP_KV("sandbox_id", (const char *)ud), "its agent could not set the clock");
+        static const char *const checks[] = {"clock_set", "hostname_set", "reseeded"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(checks); i++) {
+                json_object *v = NULL;
+                if (!json_object_object_get_ex(result, checks[i], &v) || !json_object_get_boolean(v))
+                        sp_log_warn_kv(SP_KV("sandbox_id", (const char *)ud), "its agent answered no %s", checks[i]);
+        }
         free(ud);
 }
 
@@ -308,14 +312,24 @@ static void clock_lost(const sp_error *e, void *ud)
         free(ud);
 }
 
-/* A VM restored from its memory state: its clock stood still while it was
- * saved, and the agent sets it to the host's (proto/spec/agent.md, ping). */
-static void clock_send(wk_sandbox *sb)
+/* A VM restored from memory: its clock stood still while it was saved, and a
+ * copy of a base snapshot holds another VM's host name and random state. The
+ * agent sets its clock, its host name, and reseeds its kernel's generator
+ * with bytes from ours (proto/spec/agent.md, ping) before anything else it
+ * is sent. */
+void wk__sandbox_refresh(wk_sandbox *sb)
 {
         sb->clock_stale = false;
         _cleanup_json_ json_object *req = json_object_new_object();
         json_object_object_add(req, "op", json_object_new_string("ping"));
         json_object_object_add(req, "time_ns", json_object_new_int64(sp_now_real_us() * 1000));
+        json_object_object_add(req, "hostname", json_object_new_string(sb->hostname));
+        uint8_t seed[32];
+        _cleanup_buf_ sp_buf b64 = SP_BUF_INIT;
+        if (getrandom(seed, sizeof(seed), 0) == (ssize_t)sizeof(seed) &&
+            sp_base64_encode(&b64, seed, sizeof(seed), 0, NULL) == 0)
+                json_object_object_add(req, "seed", json_object_new_string(b64.data));
+        explicit_bzero(seed, sizeof(seed));
         static const wk_agent_channel_ops ops = {.on_exit = clock_answer, .on_lost = clock_lost};
         char *id = strdup(sb->id);
         if (id && wk_agent_open(sb->link, req, &ops, id, NULL) == 0)
@@ -330,7 +344,7 @@ static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
                 return -SP_E_UNAVAILABLE;
         sb->link_since_us = sp_now_mono_us();
         if (sb->clock_stale)
-                clock_send(sb);
+                wk__sandbox_refresh(sb);
         wk__sessions_attach(sb);
         return 0;
 }
@@ -512,6 +526,7 @@ typedef struct make_job {
         wk_backend *backend;
         char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1], template_name[WK_NAME_MAX + 1], hostname[64];
         char rootfs[PATH_MAX], runtime[PATH_MAX];
+        char template_dir[PATH_MAX]; /* "": the backend makes the disk from rootfs (it was written to) */
         wk_box_spec spec;
         uint64_t disk_bytes;
         char nameserver[16]; /* "": no network */
@@ -593,6 +608,18 @@ static void make_done(wk_job *j)
                 return;
         }
         sb->box = m->box;
+        if (m->backend->ops->from_base) {
+                /* A VM: a copy of its template's base snapshot needs its own clock, name and
+                 * randomness; one that booted asks for that snapshot to be made. */
+                bool from_base = m->backend->ops->from_base(m->box);
+                sb->clock_stale = from_base;
+                if (from_base)
+                        sb->node->vm_creates_from_base++;
+                else
+                        sb->node->vm_creates_booted++;
+                if (!from_base && m->template_dir[0])
+                        wk__vm_base_want(sb->node, sb);
+        }
         agent_adopt_or_retry(sb, m->agent_fd);
         sb->state = WK_SB_RUNNING;
         wk__egress_apply(sb, NULL, NULL);
@@ -652,6 +679,14 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
         m->ca = wk__secrets_any(sb);
         if (m->ca)
                 wk__secrets_env(sb);
+        if (n->backend->ops->prepare && !m->nameserver[0] && !m->ca) {
+                /* Nothing is written into its rootfs: the backend may start it from the template's own. */
+                _cleanup_free_ char *tdir = wk_storage_template_dir(n->storage, sb->template_name, NULL);
+                if (tdir) {
+                        wk__path(m->template_dir, sizeof(m->template_dir), "%s", tdir);
+                        m->spec.template_dir = m->template_dir;
+                }
+        }
         _cleanup_json_ json_object *rec = wk__sandbox_record(sb);
         m->record = strdup(sp_json_str(rec));
         if (!m->record) {
@@ -691,11 +726,28 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
         _cleanup_(gw_secrets_unrefp) gw_secrets *check = NULL;
         if (gw_secrets_parse(req->secrets, &check, err) < 0)
                 return sp_error_wrap(err, "field 'secrets'");
-        wk_sandbox *sb = req->allow_warm ? wk__warm_claim(n, req->template_name) : NULL;
+        wk_box_spec want = {.cpu_millis = req->cpu_millis,
+                            .memory_bytes = req->memory_bytes,
+                            .pids_max = req->pids_max,
+                            .disk_bytes = (uint64_t)req->disk_bytes};
+        wk_template *t = wk__template_find(n, req->template_name);
+        t->warm_cpu_millis = req->cpu_millis;
+        t->warm_memory_bytes = req->memory_bytes;
+        t->warm_pids_max = req->pids_max;
+        t->warm_disk_bytes = req->disk_bytes;
+        wk_sandbox *sb = req->allow_warm ? wk__warm_claim(n, req->template_name, &want) : NULL;
         if (sb) {
-                /* A warm sandbox takes the caller's identity in one step. */
+                /* A warm sandbox takes the caller's identity in one step; a VM also its host
+                 * name (a jail's is fixed when its namespace is made). */
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 sb->warm = false;
+                if (n->backend->ops->from_base) {
+                        snprintf(sb->hostname, sizeof(sb->hostname), "%s", req->hostname ? req->hostname : req->id);
+                        for (char *c = sb->hostname; *c; c++)
+                                if (*c == '_')
+                                        *c = '-';
+                        wk__sandbox_refresh(sb);
+                }
         } else {
                 sb = wk__sandbox_make(n, req->template_name, err);
                 if (!sb)
@@ -770,6 +822,14 @@ int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn
                 if (*c == '_')
                         *c = '-';
         sb->warm = true;
+        wk_template *t = wk__template_find(n, template_name);
+        if (t) {
+                /* Made as the template's latest create asked (a VM cannot change its machine when claimed). */
+                sb->cpu_millis = t->warm_cpu_millis;
+                sb->memory_bytes = t->warm_memory_bytes;
+                sb->pids_max = t->warm_pids_max;
+                sb->disk_bytes = t->warm_disk_bytes;
+        }
         if (make_start(n, sb, true, done, ud, err) < 0) {
                 free(sb);
                 return -SP_E_INTERNAL;

@@ -25,6 +25,21 @@ static int64_t warm_count(wk_node *n, const char *template_name)
 
 static void refill(evutil_socket_t fd, short what, void *ud);
 
+static wk_box_spec warm_spec(const wk_template *t)
+{
+        return (wk_box_spec){.cpu_millis = t->warm_cpu_millis,
+                             .memory_bytes = t->warm_memory_bytes,
+                             .pids_max = t->warm_pids_max,
+                             .disk_bytes = (uint64_t)t->warm_disk_bytes};
+}
+
+/* A warm VM made for an older machine than the template's creates now ask for is never claimed. */
+static bool fits_template(wk_node *n, const wk_sandbox *sb, const wk_template *t)
+{
+        wk_box_spec want = warm_spec(t);
+        return !n->backend->ops->fits || n->backend->ops->fits(sb->box, &want);
+}
+
 static void retry_later(wk_node *n)
 {
         /* Try again later rather than spin on a persistent failure. */
@@ -59,7 +74,8 @@ static void refill(evutil_socket_t fd, short what, void *ud)
                 if (!sb->warm || sb->busy)
                         continue;
                 wk_template *t = wk__template_find(n, sb->template_name);
-                if (!t || warm_count(n, sb->template_name) > target_of(n, t) || sb->state == WK_SB_FAILED) {
+                if (!t || warm_count(n, sb->template_name) > target_of(n, t) || sb->state == WK_SB_FAILED ||
+                    (sb->box && !fits_template(n, sb, t))) {
                         wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
                         wk__warm_schedule(n);
                         return;
@@ -93,11 +109,12 @@ void wk__warm_schedule(wk_node *n)
         n->warm_busy = true;
 }
 
-wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name)
+wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name, const wk_box_spec *want)
 {
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (sb->warm && !sb->busy && sb->state == WK_SB_RUNNING &&
-                    strcmp(sb->template_name, template_name) == 0 && wk_agent_link_ready(sb->link))
+                    strcmp(sb->template_name, template_name) == 0 && wk_agent_link_ready(sb->link) &&
+                    (!n->backend->ops->fits || n->backend->ops->fits(sb->box, want)))
                         return sb;
         return NULL;
 }

@@ -347,7 +347,11 @@ void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud)
         (void)ud;
         sp_error *e = NULL;
         pr_wk_import_sandbox q = {0};
-        if (pr_msg_decode(&pr_wk_import_sandbox_schema, req, &q, &e) < 0) {
+        pr_wk_create_sandbox spec = {0};
+        if (pr_msg_decode(&pr_wk_import_sandbox_schema, req, &q, &e) < 0 ||
+            (q.spec && pr_msg_decode(&pr_wk_create_sandbox_schema, q.spec, &spec, &e) < 0 &&
+             sp_error_wrap(&e, "field 'spec'") < 0) ||
+            (spec.egress && wk__egress_check(spec.egress, &e) < 0)) {
                 wk__fail(call, e);
                 return;
         }
@@ -356,7 +360,7 @@ void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud)
                 return;
         }
         wk_node_import *imp = NULL;
-        int r = wk_node_import_begin(wk__svc.node, q.id, q.manifest, &imp, &e);
+        int r = wk_node_import_begin(wk__svc.node, q.id, q.manifest, q.spec, &imp, &e);
         if (r < 0) {
                 wk__fail(call, e);
                 return;

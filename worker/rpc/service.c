@@ -55,7 +55,7 @@ static void reply_sandbox(sp_rpc_call *call, const char *id)
 
 /* The profile as the gateway will read it (the control plane checked who may
  * allow private addresses). */
-static int egress_check(json_object *egress, sp_error **err)
+int wk__egress_check(json_object *egress, sp_error **err)
 {
         _cleanup_(gw_profile_unrefp) gw_profile *p = NULL;
         if (gw_profile_resolve(egress, true, &p, err) < 0)
@@ -87,7 +87,7 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
         sp_error *e = NULL;
         pr_wk_create_sandbox q = {0};
         if (pr_msg_decode(&pr_wk_create_sandbox_schema, req, &q, &e) < 0 ||
-            (q.egress && egress_check(q.egress, &e) < 0)) {
+            (q.egress && wk__egress_check(q.egress, &e) < 0)) {
                 wk__fail(call, e);
                 return;
         }
@@ -302,7 +302,7 @@ static void h_set_egress(sp_rpc_call *call, json_object *req, void *ud)
         (void)ud;
         sp_error *e = NULL;
         pr_wk_set_egress q = {0};
-        if (pr_msg_decode(&pr_wk_set_egress_schema, req, &q, &e) < 0 || egress_check(q.egress, &e) < 0) {
+        if (pr_msg_decode(&pr_wk_set_egress_schema, req, &q, &e) < 0 || wk__egress_check(q.egress, &e) < 0) {
                 wk__fail(call, e);
                 return;
         }

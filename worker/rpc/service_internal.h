@@ -48,4 +48,7 @@ void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud);
 /* ports.c */
 void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud);
 
+/* An egress profile as the gateway will read it (field 'egress' in errors). */
+int wk__egress_check(json_object *egress, sp_error **err);
+
 #endif

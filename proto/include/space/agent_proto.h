@@ -120,6 +120,11 @@ typedef enum pr_agent_op {
 } pr_agent_op;
 
 /* A validated OPEN request. Strings are owned; free with pr_agent_request_free(). */
+/* ping's seed: bytes the worker draws from its own generator for a VM whose
+ * memory is a copy of another's (a base snapshot's), base64 on the wire. */
+#define PR_AGENT_SEED_MIN 16
+#define PR_AGENT_SEED_MAX 64
+
 typedef struct pr_agent_request {
         pr_agent_op op;
         char *session;
@@ -143,6 +148,9 @@ typedef struct pr_agent_request {
         uint16_t port; /* connect: 1-65535 */
         bool sync; /* ping: flush every filesystem first (before a VM's suspend) */
         int64_t time_ns; /* ping: set the clock to this (Unix ns; a VM's, after a restore); 0: leave it */
+        char *hostname; /* ping: set the host name to this (a VM restored from a template's base snapshot) */
+        uint8_t seed[PR_AGENT_SEED_MAX]; /* ping: fresh randomness for the kernel's generator, and reseed it */
+        size_t seed_len; /* 0: none; else PR_AGENT_SEED_MIN..MAX bytes */
 } pr_agent_request;
 
 int pr_agent_request_parse(const void *json, size_t len, pr_agent_request *ret, sp_error **err);

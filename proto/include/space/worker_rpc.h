@@ -206,11 +206,15 @@ typedef struct pr_wk_import_from {
         const char *address; /* HOST:PORT of its worker RPC */
 } pr_wk_import_from;
 
-/* ImportSandbox: manifest is ExportSandbox's answer, as it came. */
+/* ImportSandbox: manifest is ExportSandbox's answer, as it came; spec (optional)
+ * the sandbox as the control plane knows it, a CreateSandbox request: what the
+ * imported record says of it is replaced by that (the holder's word is not
+ * taken for its resources, tenant, environment or egress). */
 typedef struct pr_wk_import_sandbox {
         const char *id;
         pr_wk_import_from from;
         json_object *manifest;
+        json_object *spec;
 } pr_wk_import_sandbox;
 
 typedef struct pr_wk_set_warm_pool {

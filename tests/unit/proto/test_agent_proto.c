@@ -159,6 +159,38 @@ START_TEST(requests)
                 sp_error_free(e);
         }
 
+        /* ping: a restored VM's refresh (time, host name, randomness); back and forth the same */
+        static const char seed32[] = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        char ping[256];
+        snprintf(ping, sizeof(ping), "{\"op\":\"ping\",\"time_ns\":5,\"hostname\":\"sbx-1.a\",\"seed\":\"%s\"}",
+                 seed32);
+        ck_assert_int_eq(parse(ping, &r, NULL), 0);
+        ck_assert(r.op == PR_OP_PING && r.time_ns == 5 && r.seed_len == 32 && r.seed[31] == 31);
+        ck_assert_str_eq(r.hostname, "sbx-1.a");
+        _cleanup_json_ json_object *pj = pr_agent_request_to_json(&r);
+        ck_assert_str_eq(json_object_get_string(json_object_object_get(pj, "seed")), seed32);
+        ck_assert_str_eq(json_object_get_string(json_object_object_get(pj, "hostname")), "sbx-1.a");
+        pr_agent_request_free(&r);
+        static const struct {
+                const char *json, *want;
+        } bad_ping[] = {
+                {"{\"op\":\"ping\",\"hostname\":\"\"}", "not a host name"},
+                {"{\"op\":\"ping\",\"hostname\":\"a b\"}", "not a host name"},
+                {"{\"op\":\"ping\",\"hostname\":\"a/b\"}", "not a host name"},
+                {"{\"op\":\"ping\",\"hostname\":"
+                 "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
+                 "field 'hostname'"},
+                {"{\"op\":\"ping\",\"seed\":\"AAEC\"}", "field 'seed' must be 16 to 64 bytes"},
+                {"{\"op\":\"ping\",\"seed\":\"not base64!\"}", "field 'seed'"},
+        };
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_ping); i++) {
+                sp_error *e = NULL;
+                pr_agent_request x;
+                ck_assert_int_lt(parse(bad_ping[i].json, &x, &e), 0);
+                ck_assert_msg(strstr(e->message, bad_ping[i].want), "ping case %zu: %s", i, e->message);
+                sp_error_free(e);
+        }
+
         pr_agent_control c;
         ck_assert_int_eq(pr_agent_control_parse("{\"resize\":{\"rows\":5,\"cols\":6}}", 30, &c, NULL), 0);
         ck_assert(c.rows == 5 && c.cols == 6 && !c.kill && c.signal == 0);
