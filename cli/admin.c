@@ -465,10 +465,24 @@ static const ctl_cmd tenant_cmds[] = {
          .min_args = 1,
          .max_args = 1,
          .run = run_tenant_rm},
+        {.name = "usage",
+         .usage = "[ID]",
+         .summary = "a tenant's quotas, their use and the rate limits (default: your own tenant; admins: any)",
+         .min_args = 0,
+         .max_args = 1,
+         .run = ctl_tenant_usage_run},
+        {.name = "quota",
+         .usage = "ID",
+         .summary = "set a tenant's quotas (admin): each a number, none (no limit) or default (the cluster's)",
+         .min_args = 1,
+         .max_args = 1,
+         .opts = ctl_tenant_quota_opts,
+         .run = ctl_tenant_quota_run},
         {0},
 };
 
-const ctl_group ctl_group_tenant = {"tenant", "Tenants: who owns sandboxes, templates and keys (admin).", tenant_cmds};
+const ctl_group ctl_group_tenant = {"tenant", "Tenants: who owns sandboxes, templates and keys, their quotas (admin).",
+                                    tenant_cmds};
 
 static const ctl_opt key_create_opts[] = {
         {"admin", NULL, 0, "an admin key (admins only)"},

@@ -20,6 +20,10 @@
 #define MAX_RESPONSE (64 * 1024 * 1024)
 #define ATTEMPTS 4
 #define FIRST_BACKOFF_MS 250
+/* Rate limits (429 with Retry-After): how many times a call is sent again,
+ * and the longest wait honoured for one. */
+#define RATE_ATTEMPTS 5
+#define RATE_MAX_WAIT_S 60
 /* Long-poll slices: short while progress is shown, so the elapsed time moves. */
 #define POLL_SLICE_S 30
 #define POLL_SLICE_PROGRESS_S 1
@@ -148,10 +152,25 @@ int ctl_api(ctl_ctx *ctx, const char *method, const char *target, json_object *b
                                       .body_len = text ? strlen(text) : 0};
         _cleanup_buf_ sp_buf raw = SP_BUF_INIT;
         int status = 0;
-        for (int attempt = 1;; attempt++) {
+        for (int attempt = 1, limited = 0;; attempt++) {
                 sp_error *e = NULL;
                 sp_buf_clear(&raw);
                 status = sp_http_client_do(ctx->http, &req, MAX_RESPONSE, &raw, &e);
+                /* A rate limit: the request did nothing; sent again, as it
+                 * was, after the wait the server asks for (a 429 without
+                 * Retry-After is a quota: waiting does not help). */
+                int64_t wait_s = status == 429
+                                         ? sp_http_retry_after_parse(sp_http_client_header(ctx->http, "Retry-After"),
+                                                                     RATE_MAX_WAIT_S)
+                                         : -1;
+                if (wait_s >= 0 && limited < RATE_ATTEMPTS && !(ctx->interrupted && *ctx->interrupted)) {
+                        limited++;
+                        attempt--;
+                        fprintf(stderr, "spacectl: rate limited by the API; retrying in %lld s (%d of %d)\n",
+                                (long long)wait_s, limited, RATE_ATTEMPTS);
+                        sleep_ms((int)(wait_s > 0 ? wait_s * 1000 : FIRST_BACKOFF_MS));
+                        continue;
+                }
                 bool transient = status < 0 ? (e->code == SP_E_UNAVAILABLE || e->code == SP_E_TIMEOUT) : status == 503;
                 if (!transient || attempt == ATTEMPTS) {
                         if (status < 0) {

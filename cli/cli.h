@@ -97,6 +97,12 @@ extern const ctl_group ctl_group_operation;
 extern const ctl_group ctl_group_worker;
 extern const ctl_group ctl_group_tenant;
 extern const ctl_group ctl_group_key;
+
+/* `tenant usage [ID]` and `tenant quota ID --<quota> N ...` (quota.c), in
+ * the tenant group. */
+extern const ctl_opt ctl_tenant_quota_opts[];
+int ctl_tenant_usage_run(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
+int ctl_tenant_quota_run(ctl_ctx *ctx, const ctl_args *a, sp_error **err);
 extern const ctl_group ctl_group_profile;
 extern const ctl_group ctl_group_egress;
 extern const ctl_group ctl_group_secret;

@@ -30,6 +30,7 @@
 #include "store/db.h"
 #include "store/keyring.h"
 #include "store/keys.h"
+#include "store/quotas.h"
 #include "store/tokenkeys.h"
 
 typedef struct cp_cfg {
@@ -38,6 +39,8 @@ typedef struct cp_cfg {
         char *log_level, *log_format;
         int64_t idle_timeout_s, heartbeat_ms, tick_ms, attach_token_ttl_s, worker_call_timeout_ms;
         int64_t template_upload_max, tenant_template_max, tenant_template_builds, max_waiters;
+        int64_t quota[CP_QUOTA_COUNT]; /* the cluster's default quotas, by CP_QUOTA_* (template_bytes unused) */
+        int64_t rate_key_rps, rate_key_burst, rate_tenant_rps, rate_tenant_burst, rate_create_rps, rate_create_burst;
         int64_t audit_retention_us, audit_login_failure_rate;
         bool create_database, create_fast_path;
 } cp_cfg;
@@ -96,6 +99,35 @@ static const sp_config_def defs[] = {
         {"debootstrap-mirror", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, debootstrap_mirror), 0, 0,
          "the Debian mirror (http:// or https:// URL) tenants' debootstrap builds fetch from; without it only admin "
          "keys may build templates from debootstrap"},
+#define QUOTA(name, index, what) \
+        { \
+                "quota-" name, SP_CONFIG_INT, "-1", offsetof(cp_cfg, quota) + (index) * sizeof(int64_t), -1, \
+                        CP_QUOTA_MAX, \
+                        "each tenant's default quota of " what " (-1: none); an admin sets a tenant's own with PUT " \
+                        "/v1/tenants/{id}/quotas (docs/controlplane.md, \"Quotas and rate limits\")" \
+        }
+        QUOTA("running-sandboxes", CP_QUOTA_RUNNING_SANDBOXES, "sandboxes running or paused"),
+        QUOTA("cpu-millis", CP_QUOTA_CPU_MILLIS, "CPU (millicores) of its sandboxes running or paused"),
+        QUOTA("memory-mb", CP_QUOTA_MEMORY_MB, "memory (MiB) of its sandboxes running or paused"),
+        QUOTA("disk-mb", CP_QUOTA_DISK_MB, "disk (MiB) of its sandboxes running or paused"),
+        QUOTA("suspended-mb", CP_QUOTA_SUSPENDED_MB,
+              "storage (MiB) its suspended and stopped sandboxes may keep, counted as their disk_mb (and a "
+              "suspended one's memory_mb)"),
+        QUOTA("sessions-per-sandbox", CP_QUOTA_SESSIONS_PER_SANDBOX, "command sessions running in one sandbox"),
+        QUOTA("templates", CP_QUOTA_TEMPLATES, "templates of its own"),
+#undef QUOTA
+        {"rate-key-rps", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_key_rps), 0, 1000000,
+         "API requests a second one API key may make on this replica (0: no limit); past it 429 with Retry-After"},
+        {"rate-key-burst", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_key_burst), 0, 10000000,
+         "the most requests one API key may make at once, the size of its bucket (0: twice --rate-key-rps)"},
+        {"rate-tenant-rps", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_tenant_rps), 0, 1000000,
+         "API requests a second all of one tenant's keys together may make on this replica (0: no limit)"},
+        {"rate-tenant-burst", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_tenant_burst), 0, 10000000,
+         "the most requests one tenant may make at once, the size of its bucket (0: twice --rate-tenant-rps)"},
+        {"rate-create-rps", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_create_rps), 0, 1000000,
+         "sandbox creates (POST /v1/sandboxes) a second one tenant may make on this replica (0: no limit)"},
+        {"rate-create-burst", SP_CONFIG_INT, "0", offsetof(cp_cfg, rate_create_burst), 0, 10000000,
+         "the most sandbox creates one tenant may make at once, the size of its bucket (0: twice --rate-create-rps)"},
         {"idle-timeout-s", SP_CONFIG_INT, "21600", offsetof(cp_cfg, idle_timeout_s), 0, 30 * 86400,
          "suspend sandboxes idle this long (0: never), unless a sandbox sets its own"},
         {"heartbeat-ms", SP_CONFIG_INT, "2000", offsetof(cp_cfg, heartbeat_ms), 100, 60000,
@@ -280,7 +312,11 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        cp_fleet_config fc = {.heartbeat_ms = c.heartbeat_ms};
+        /* The default quotas as the store takes them (the API makes its own copy). */
+        char quota_defaults[CP_QUOTA_DEFAULTS_MAX];
+        c.quota[CP_QUOTA_TEMPLATE_BYTES] = c.tenant_template_max;
+        cp_quota_defaults_json(c.quota, quota_defaults);
+        cp_fleet_config fc = {.heartbeat_ms = c.heartbeat_ms, .quota_defaults = quota_defaults};
         cp_fleet *fleet = cp_fleet_new(db, ca, &fc, &e);
         sp_rpc_server *rpc = fleet ? sp_rpc_server_new(d.base, rpc_tls, &e) : NULL;
         if (!rpc || cp_fleet_register(fleet, rpc, &e) < 0 || sp_rpc_server_listen(rpc, c.rpc_listen, &e) < 0) {
@@ -306,6 +342,13 @@ int main(int argc, char **argv)
                             .worker_tls = worker_tls,
                             .keyring = keyring,
                             .create_fast_path = c.create_fast_path,
+                            .quota_defaults = c.quota,
+                            .rate_key_rps = c.rate_key_rps,
+                            .rate_key_burst = c.rate_key_burst,
+                            .rate_tenant_rps = c.rate_tenant_rps,
+                            .rate_tenant_burst = c.rate_tenant_burst,
+                            .rate_create_rps = c.rate_create_rps,
+                            .rate_create_burst = c.rate_create_burst,
                             .is_leader = ctrl_leads,
                             .leader_arg = &ctrl,
                             .ctrl_metrics = ctrl_metrics};

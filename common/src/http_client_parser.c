@@ -307,3 +307,19 @@ uint64_t sp_http_response_parser_body_received(const sp_http_response_parser *p)
 {
         return p->msg.received;
 }
+
+int64_t sp_http_retry_after_parse(const char *value, int64_t max_s)
+{
+        if (!value || !*value)
+                return -1;
+        int64_t v = 0;
+        size_t n = 0;
+        for (const char *p = value; *p; p++, n++) {
+                if (*p < '0' || *p > '9' || n >= 18)
+                        return -1;
+                v = v * 10 + (*p - '0');
+        }
+        if (max_s < 0)
+                max_s = 0;
+        return v > max_s ? max_s : v;
+}

@@ -15,6 +15,12 @@
 
 #define MAX_ANSWER (8 * 1024 * 1024)
 #define USER_AGENT "space-e2b"
+/* A rate limit of the public API (429 with Retry-After) is waited out and
+ * the call sent again, at most this many times and for waits of at most
+ * this long each; a longer wait, or a 429 without Retry-After (a quota), is
+ * the caller's answer. */
+#define RATE_ATTEMPTS 3
+#define RATE_MAX_WAIT_S 10
 
 int e2b_api_open(e2b_api *a, const e2b_ctx *ctx, const char *key, sp_error **err)
 {
@@ -53,8 +59,18 @@ int e2b_api_json(e2b_api *a, const char *method, const char *target, json_object
                                      .body = text,
                                      .body_len = text ? strlen(text) : 0};
         _cleanup_buf_ sp_buf answer = SP_BUF_INIT;
-        int status = sp_http_client_do(a->client, &rq, MAX_ANSWER, &answer, err);
-        e2b_metrics_upstream(a->ctx->metrics, E2B_UPSTREAM_API, status, err ? *err : NULL);
+        int status = 0;
+        for (int limited = 0;; limited++) {
+                sp_buf_clear(&answer);
+                status = sp_http_client_do(a->client, &rq, MAX_ANSWER, &answer, err);
+                e2b_metrics_upstream(a->ctx->metrics, E2B_UPSTREAM_API, status, err ? *err : NULL);
+                /* The refused request did nothing: the same one goes again. */
+                const char *ra = status == 429 ? sp_http_client_header(a->client, "Retry-After") : NULL;
+                int64_t wait_s = sp_http_retry_after_parse(ra, RATE_MAX_WAIT_S + 1);
+                if (wait_s < 0 || wait_s > RATE_MAX_WAIT_S || limited >= RATE_ATTEMPTS)
+                        break;
+                sleep((unsigned)(wait_s > 0 ? wait_s : 1));
+        }
         if (status < 0)
                 return sp_error_wrap(err, "the public API");
         static const char bearer[] = "Authorization: Bearer ";

@@ -155,6 +155,8 @@ static void dispatch(sp_http_request *req, void *userdata)
                         cp__failf(c, SP_E_PERMISSION, "this route needs an admin API key");
                         return;
                 }
+                if (cp__rate_admit(c) < 0)
+                        return;
         }
         rc->route->handler(c);
 }
@@ -775,6 +777,21 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 goto fail;
         }
+        int64_t quotas[CP_QUOTA_COUNT];
+        for (int i = 0; i < CP_QUOTA_COUNT; i++)
+                quotas[i] = cfg->quota_defaults ? cfg->quota_defaults[i] : CP_QUOTA_NONE;
+        quotas[CP_QUOTA_TEMPLATE_BYTES] = api->cfg.tenant_template_bytes;
+        cp_quota_defaults_json(quotas, api->quota_defaults);
+        api->cfg.quota_defaults = NULL;
+        if (api->cfg.rate_key_rps < 0 || api->cfg.rate_tenant_rps < 0 || api->cfg.rate_create_rps < 0 ||
+            api->cfg.rate_key_burst < 0 || api->cfg.rate_tenant_burst < 0 || api->cfg.rate_create_burst < 0) {
+                sp_error_set(err, SP_E_INVALID, "rate limits and their bursts must be 0 or more");
+                goto fail;
+        }
+        if (!(api->rate = sp_ratelimit_new(CP_RATE_MAX_BUCKETS))) {
+                sp_error_set(err, SP_E_LIMIT, "out of memory");
+                goto fail;
+        }
         if (!(api->waiter_shares = sp_shares_new((size_t)api->cfg.max_waiters, 0))) {
                 sp_error_set(err, SP_E_LIMIT, "out of memory");
                 goto fail;
@@ -816,6 +833,7 @@ cp_api *cp_api_free(cp_api *api)
         cp_db_close(api->listen_db);
         cp_db_close(api->db);
         sp_shares_free(api->waiter_shares);
+        sp_ratelimit_free(api->rate);
         free(api);
         return NULL;
 }

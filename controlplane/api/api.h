@@ -60,6 +60,19 @@ typedef struct cp_api_config {
          * request itself, and answered running. false: every create goes
          * through the controller. */
         bool create_fast_path;
+        /* Tenant quotas' cluster defaults (docs/controlplane.md, "Quotas and
+         * rate limits"): one limit per quota in the order of cp_quota_names
+         * (store/quotas.h), CP_QUOTA_NONE for none; the template_bytes entry
+         * is ignored (tenant_template_bytes is its default). Copied. NULL:
+         * none, but template_bytes. An admin overrides them per tenant. */
+        const int64_t *quota_defaults;
+        /* Rate limits, each a token bucket kept by this replica alone: API
+         * requests a second per API key and per tenant, sandbox creates a
+         * second per tenant, each with its burst (0: twice its rate). A rate
+         * of 0: no limit. */
+        int64_t rate_key_rps, rate_key_burst;
+        int64_t rate_tenant_rps, rate_tenant_burst;
+        int64_t rate_create_rps, rate_create_burst;
         /* Whether this replica holds the leader lock (the space_controlplane_leader
          * gauge in /metrics); NULL reports 0. Called on the loop with leader_arg. */
         bool (*is_leader)(const void *leader_arg);

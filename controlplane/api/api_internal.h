@@ -15,11 +15,13 @@
 #include "sched/placement.h"
 #include "space/buf.h"
 #include "space/id.h"
+#include "space/ratelimit.h"
 #include "space/rpc_pool.h"
 #include "space/shares.h"
 #include "space/token.h"
 #include "store/db.h"
 #include "store/keys.h"
+#include "store/quotas.h"
 
 #define CP_API_MAX_ROUTES 96
 #define CP_LATENCY_BUCKETS 12
@@ -31,6 +33,10 @@ enum { CP_WORKER_UNREACHABLE, CP_WORKER_TIMEOUT, CP_WORKER_ERROR, CP_WORKER_FAIL
 /* How a create went with the one-hop path on (api/create_fast.c): its worker
  * claimed it in the request, no warm worker could take it (the controller's
  * path), or its worker failed the call and the controller took it over. */
+/* The rate limits (api/ratelimit.c), for metrics and messages. */
+#define CP_RATE_MAX_BUCKETS 100000
+enum { CP_RATE_KEY, CP_RATE_TENANT, CP_RATE_CREATE, CP_RATE_KINDS };
+
 enum { CP_CREATE_FAST_CLAIMED, CP_CREATE_FAST_FALLBACK, CP_CREATE_FAST_ERROR, CP_CREATE_FAST_RESULTS };
 
 typedef struct cp_route_stats {
@@ -82,6 +88,11 @@ struct cp_api {
         uint64_t worker_calls_total;
         uint64_t worker_failures_total[CP_WORKER_FAILURE_KINDS];
         uint64_t create_fast_total[CP_CREATE_FAST_RESULTS];
+        /* quotas and rate limits */
+        char quota_defaults[CP_QUOTA_DEFAULTS_MAX]; /* cp_quota_defaults_json() of the cluster's */
+        sp_ratelimit *rate; /* buckets of keys, tenants and tenants' creates (prefixed k/, t/, c/) */
+        uint64_t rate_limited_total[CP_RATE_KINDS];
+        uint64_t quota_refusals_total[CP_QUOTA_COUNT];
         /* Refusals a flood can cause (audit.c): login failures (401) and
          * 429s, each kind with a token bucket that bounds the records
          * written (cfg.audit_login_failures_per_s, a burst of ten seconds'
@@ -221,6 +232,27 @@ int cp__query_json(cp_api *api, const char *sql, int nparams, const char *const 
 int cp__wait_operation(cp_call *c, const char *op_id, int64_t deadline_us);
 void cp__waiters_check(cp_api *api, const char *op_id);
 
+/* ---- quotas (quotas.c) and rate limits (ratelimit.c) ---- */
+
+/* Inside a mutation: locks tenant's row for the quota check that follows
+ * (cp_quota_lock()), before any lock on one of its sandboxes. */
+int cp__quota_lock(cp_call *c, const char *tenant, sp_error **err);
+/* Inside a mutation, under cp__quota_lock(): SP_E_LIMIT (counted in
+ * /metrics) when delta (JSON text: quota -> amount added) does not fit in
+ * tenant's quotas (cp_quota_check()). */
+int cp__quota_check(cp_call *c, const char *tenant, const char *delta, sp_error **err);
+/* cp__quota_lock() then cp__quota_check(). */
+int cp__quota_admit(cp_call *c, const char *tenant, const char *delta, sp_error **err);
+/* The limit of quota (CP_QUOTA_*) for tenant now (CP_QUOTA_NONE: none). */
+int cp__quota_limit(cp_call *c, const char *tenant, int quota, int64_t *ret, sp_error **err);
+/* Appends the quota refusals and rate-limit counters (Prometheus text). */
+void cp__quota_metrics(cp_api *api, sp_buf *b);
+
+/* After authentication: takes a token from the caller's key's and tenant's
+ * buckets (and its tenant's creates' for POST /v1/sandboxes). 0: go on;
+ * -1: answered 429 with Retry-After. */
+int cp__rate_admit(cp_call *c);
+
 /* ---- one-hop creates (create_fast.c) ---- */
 
 /* Inside the create's transaction, before the sandbox is recorded: a worker
@@ -338,6 +370,8 @@ void cp__h_readyz(cp_call *c);
 void cp__h_metrics(cp_call *c);
 void cp__h_openapi(cp_call *c);
 void cp__h_sandbox_create(cp_call *c);
+void cp__h_tenant_usage(cp_call *c);
+void cp__h_tenant_quotas(cp_call *c);
 void cp__h_sandbox_list(cp_call *c);
 void cp__h_sandbox_get(cp_call *c);
 void cp__h_sandbox_stats(cp_call *c);

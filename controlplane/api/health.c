@@ -94,6 +94,7 @@ void cp__h_metrics(cp_call *c)
                        sp_shares_used(api->waiter_shares), sp_shares_keys_full(api->waiter_shares));
         cp__worker_metrics(api, &b);
         cp__create_fast_metrics(api, &b);
+        cp__quota_metrics(api, &b);
         cp__audit_metrics(api, &b);
         sp_buf_appendf(&b, NULL,
                        "# HELP space_controlplane_leader 1 while this replica holds the leader lock and runs the "

@@ -976,6 +976,48 @@ int cp_req_join_token(const char *body, size_t len, cp_join_token_req *ret, sp_e
         return 0;
 }
 
+/* ---- PUT /v1/tenants/{id}/quotas ---- */
+
+int cp_req_quotas(const char *body, size_t len, cp_quotas_req *ret, sp_error **err)
+{
+        memset(ret, 0, sizeof(*ret));
+        _cleanup_json_ json_object *o = NULL;
+        int r = cp_req_body_object(body, len, &o, err);
+        if (r < 0)
+                return r;
+        if (check_fields(o, NULL, cp_quota_names, err) < 0)
+                return -SP_E_INVALID;
+        cp_quotas_req q = {0};
+        size_t n = 0;
+        for (int i = 0; i < CP_QUOTA_COUNT; i++) {
+                json_object *v = NULL;
+                if (!json_object_object_get_ex(o, cp_quota_names[i], &v))
+                        continue;
+                q.set[i] = true;
+                n++;
+                if (!v) {
+                        q.limit[i] = CP_QUOTA_DEFAULT;
+                        continue;
+                }
+                errno = 0;
+                int64_t x = json_object_get_int64(v);
+                if (!json_object_is_type(v, json_type_int) || errno == ERANGE ||
+                    json_object_get_uint64(v) > (uint64_t)INT64_MAX || x < CP_QUOTA_NONE || x > CP_QUOTA_MAX)
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "%s must be a limit from 0 to %lld, -1 for none, or null for the "
+                                            "cluster's default",
+                                            cp_quota_names[i], (long long)CP_QUOTA_MAX);
+                q.limit[i] = x;
+        }
+        if (n == 0) {
+                char names[256];
+                join_list(cp_quota_names, names, sizeof(names));
+                return sp_error_set(err, SP_E_INVALID, "give at least one quota: %s", names);
+        }
+        *ret = q;
+        return 0;
+}
+
 /* ---- cursors ---- */
 
 static bool digits(const char *s, size_t n)

@@ -31,6 +31,7 @@
 #include "policy/profile.h"
 #include "policy/secret.h"
 #include "space/error.h"
+#include "store/quotas.h"
 #include "space/worker_rpc.h"
 
 #define CP_NAME_LEN 128 /* template, tenant, key and label names */
@@ -224,6 +225,17 @@ typedef struct cp_join_token_req {
         int64_t uses;
 } cp_join_token_req;
 int cp_req_join_token(const char *body, size_t len, cp_join_token_req *ret, sp_error **err);
+
+/* PUT /v1/tenants/{id}/quotas: {"<quota>": limit, ...} for one or more of
+ * cp_quota_names (store/quotas.h), each limit an integer 0..CP_QUOTA_MAX,
+ * -1 (no limit) or null (the cluster's default again). For each quota i
+ * given, set[i] is true and limit[i] its limit, or CP_QUOTA_DEFAULT for null. */
+#define CP_QUOTA_DEFAULT (-2)
+typedef struct cp_quotas_req {
+        bool set[CP_QUOTA_COUNT];
+        int64_t limit[CP_QUOTA_COUNT];
+} cp_quotas_req;
+int cp_req_quotas(const char *body, size_t len, cp_quotas_req *ret, sp_error **err);
 
 /* Query of GET /v1/sandboxes: ?state=running&template=base&metadata.k=v&limit=50&cursor=...
  * Give the raw values (NULL when absent; an empty value counts as absent).

@@ -205,6 +205,7 @@ static const struct {
         {"POST", "/v1/token-keys/rotate", "token_key.rotate"},
         {"POST", "/v1/tenants", "tenant.create"},
         {"DELETE", "/v1/tenants/{id}", "tenant.delete"},
+        {"PUT", "/v1/tenants/{id}/quotas", "tenant.quotas"},
         {"POST", "/v1/keys", "key.create"},
         {"DELETE", "/v1/keys/{id}", "key.revoke"},
 };

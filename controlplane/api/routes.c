@@ -80,6 +80,8 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/tenants", cp__h_tenant_create, CP_AUTH_ADMIN, SMALL},
         {"GET", "/v1/tenants", cp__h_tenant_list, CP_AUTH_ADMIN, 0},
         {"DELETE", "/v1/tenants/{id}", cp__h_tenant_delete, CP_AUTH_ADMIN, 0},
+        {"GET", "/v1/tenants/{id}/usage", cp__h_tenant_usage, CP_AUTH_TENANT, 0},
+        {"PUT", "/v1/tenants/{id}/quotas", cp__h_tenant_quotas, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/keys", cp__h_key_create, CP_AUTH_TENANT, SMALL},
         {"GET", "/v1/keys", cp__h_key_list, CP_AUTH_TENANT, 0},
         {"DELETE", "/v1/keys/{id}", cp__h_key_delete, CP_AUTH_TENANT, 0},

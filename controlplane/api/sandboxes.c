@@ -197,6 +197,17 @@ void cp__h_sandbox_create(cp_call *c)
                 cp_sandbox_create_req_free(&r);
                 return;
         }
+        /* Under the tenant's lock until the sandbox is recorded: two creates
+         * cannot both take the last room of a quota. */
+        char delta[192];
+        snprintf(delta, sizeof(delta),
+                 "{\"running_sandboxes\":1,\"cpu_millis\":%lld,\"memory_mb\":%lld,\"disk_mb\":%lld}",
+                 (long long)r.resources.cpu_millis, (long long)r.resources.memory_mb, (long long)r.resources.disk_mb);
+        if (cp__quota_admit(c, c->who.tenant_id, delta, &e) < 0) {
+                cp_sandbox_create_req_free(&r);
+                cp__mutation_abort(c, e);
+                return;
+        }
         json_object *profile = NULL;
         if (cp__egress_resolve(c, r.egress, r.egress_inline, &profile, &e) < 0) {
                 cp_sandbox_create_req_free(&r);
@@ -363,12 +374,22 @@ static void lifecycle(cp_call *c, const action *a)
                 return;
         if (cp__mutation_begin(c))
                 return;
+        /* An action that may add to the tenant's use (back to running, or to
+         * suspended or stopped, which keep its storage) is checked against
+         * its quotas, under the tenant's lock taken before the sandbox's. */
+        bool quota = strcmp(a->to, "running") == 0 || strcmp(a->to, "suspended") == 0 || strcmp(a->to, "stopped") == 0;
+        if (quota && cp__quota_lock(c, c->who.tenant_id, &e) < 0) {
+                cp__mutation_abort(c, e);
+                return;
+        }
         _cleanup_pgresult_ PGresult *res = NULL;
-        const char *params[] = {id, c->who.tenant_id};
+        const char *params[] = {id, c->who.tenant_id, a->to};
         if (cp_db_exec(c->api->db,
-                       "SELECT desired_state, observed_state FROM sandboxes WHERE id = $1 AND tenant_id = $2 "
-                       "AND deleted_at IS NULL FOR UPDATE",
-                       2, params, &res, &e) < 0) {
+                       "SELECT desired_state, observed_state, "
+                       "CASE WHEN observed_state = 'failed' THEN quota_charge(spec, $3) "
+                       "ELSE quota_delta(spec, desired_state, $3) END::text FROM sandboxes "
+                       "WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL FOR UPDATE",
+                       3, params, &res, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }
@@ -408,6 +429,11 @@ static void lifecycle(cp_call *c, const action *a)
         }
         if (!kind) {
                 sp_error_set(&e, SP_E_CONFLICT, "sandbox %.64s is %s; cannot %s it", id, desired, a->name);
+                cp__mutation_abort(c, e);
+                return;
+        }
+        /* A failed sandbox counts for nothing now: all it would hold is new. */
+        if (quota && strcmp(kind, "wake") != 0 && cp__quota_check(c, c->who.tenant_id, PQgetvalue(res, 0, 2), &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }

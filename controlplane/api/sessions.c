@@ -168,6 +168,9 @@ static int add_token(cp_call *c, const session_row *s, const char *scope, int64_
         return 0;
 }
 
+static void sync_sessions(cp_call *c, const char *sandbox_id, const char *worker_id, json_object *resp,
+                          const sp_error *err);
+
 /* ---- create ---- */
 
 /* One create, from the request to the worker's start report. The request's
@@ -187,6 +190,7 @@ typedef struct create_ctx {
         bool streaming; /* an ExecStream is open: its on_end frees the context */
         json_object *recorded; /* api_session() of the new record, for the answer without reading it back */
         char conflict[512]; /* the worker's refusal, while we look whether it ran the session already */
+        int64_t session_limit; /* the tenant's sessions_per_sandbox (CP_QUOTA_NONE: none) */
 } create_ctx;
 
 static void create_free(create_ctx *x)
@@ -442,6 +446,47 @@ static void create_again(cp_call *c, create_ctx *x)
         ask_worker(c, x);
 }
 
+/* The sessions of sandbox id (of c's tenant) unfinished as recorded; 0 on trouble. */
+static int64_t unfinished(cp_call *c, const char *id)
+{
+        const char *p[] = {id, c->who.tenant_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->api->db,
+                       "SELECT count(*) FROM sessions WHERE sandbox_id = $1 AND tenant_id = $2 "
+                       "AND state NOT IN ('exited', 'failed')",
+                       2, p, &res, NULL) < 0)
+                return 0;
+        return strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+}
+
+/* Inside the create's transaction: locks sandbox id's row against other
+ * creates of its sessions and refuses one more past limit (SP_E_LIMIT,
+ * counted in /metrics), counting the sessions unfinished as recorded. */
+static int session_room(cp_call *c, const char *id, int64_t limit, sp_error **err)
+{
+        const char *p[] = {id};
+        if (cp_db_exec(c->api->db, "SELECT 1 FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE", 1, p, NULL, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        int64_t n = unfinished(c, id);
+        if (n < limit)
+                return 0;
+        c->api->quota_refusals_total[CP_QUOTA_SESSIONS_PER_SANDBOX]++;
+        return sp_error_set(err, SP_E_LIMIT,
+                            "tenant quota exceeded: sessions_per_sandbox limit %lld, in use %lld, requested 1 (sandbox "
+                            "%s has that many sessions running; an admin sets it with PUT /v1/tenants/%s/quotas)",
+                            (long long)limit, (long long)n, id, c->who.tenant_id);
+}
+
+static void create_go(cp_call *c, create_ctx *x);
+
+/* ListSessions's answer before a create over the recorded count: recorded, then the create goes on. */
+static void on_synced(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        create_ctx *x = userdata;
+        sync_sessions(c, x->sandbox_id, x->worker_id, resp, err);
+        create_go(c, x);
+}
+
 void cp__h_session_create(cp_call *c)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -456,17 +501,42 @@ void cp__h_session_create(cp_call *c)
         snprintf(x->tenant_id, sizeof(x->tenant_id), "%s", c->who.tenant_id);
         snprintf(x->request_id, sizeof(x->request_id), "%s",
                  sp_http_request_id(c->req) ? sp_http_request_id(c->req) : "");
-        if (cp_req_session_create(c->body, c->body_len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0) {
+        if (cp_req_session_create(c->body, c->body_len, &x->r, &e) < 0 || sp_id_new("ses", x->id, &e) < 0 ||
+            cp__quota_limit(c, c->who.tenant_id, CP_QUOTA_SESSIONS_PER_SANDBOX, &x->session_limit, &e) < 0) {
                 cp__fail(c, e);
                 create_free(x);
                 return;
         }
+        /* With a limit of sessions per sandbox that the record says is
+         * reached, the worker is asked first which have ended (a session's
+         * record learns of its end only when someone asks). */
+        cp_sandbox_loc loc;
+        if (x->session_limit >= 0 && unfinished(c, sbx) >= x->session_limit &&
+            cp__sandbox_locate(c, sbx, true, &loc, NULL) == 0 && loc.reachable) {
+                snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", loc.id);
+                snprintf(x->worker_id, sizeof(x->worker_id), "%s", loc.worker_id);
+                _cleanup_json_ json_object *req =
+                        pr_msg_encode(&pr_wk_list_sessions_schema, &(pr_wk_list_sessions){.sandbox_id = loc.id});
+                cp__worker_call(c, loc.worker_id, loc.address, "ListSessions", req, on_synced, x);
+                return;
+        }
+        create_go(c, x);
+}
+
+/* The rest of a create: the record (checked against the tenant's
+ * sessions_per_sandbox under the sandbox's lock), then the worker. */
+static void create_go(cp_call *c, create_ctx *x)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        const char *sbx = sp_http_request_param(c->req, "id");
         /* With an Idempotency-Key, the key's record and the session's go in one
-         * transaction. Without one no transaction is opened: the session's
-         * writes are one statement, atomic by itself — two round trips to
-         * PostgreSQL fewer on every exec (docs/performance.md). */
+         * transaction, and so do the count of a sessions_per_sandbox quota
+         * and the record. Without either no transaction is opened: the
+         * session's writes are one statement, atomic by itself — two round
+         * trips to PostgreSQL fewer on every exec (docs/performance.md). */
         bool keyed = sp_http_request_header(c->req, "Idempotency-Key") != NULL;
-        if (keyed) {
+        bool txn = keyed || x->session_limit >= 0; /* the count and the record, together */
+        if (txn) {
                 char first[SP_ID_MAX];
                 int r = cp__mutation_begin_for(c, x->id, first);
                 if (r == 1) {
@@ -484,7 +554,8 @@ void cp__h_session_create(cp_call *c)
         _cleanup_json_ json_object *detail = json_object_new_object();
         json_object_object_add(detail, "sandbox_id", json_object_new_string(sbx));
         json_object_object_add(detail, "argv0", json_object_get(json_object_array_get_idx(x->r.argv, 0)));
-        if (cp__sandbox_locate(c, sbx, true, &loc, &e) < 0) {
+        if (cp__sandbox_locate(c, sbx, true, &loc, &e) < 0 ||
+            (x->session_limit >= 0 && session_room(c, loc.id, x->session_limit, &e) < 0)) {
                 cp__mutation_abort(c, e);
                 create_free(x);
                 return;
@@ -517,7 +588,7 @@ void cp__h_session_create(cp_call *c)
                 return;
         }
         cp__audit_written(c);
-        if (keyed && cp__mutation_commit_quiet(c) < 0) {
+        if (txn && cp__mutation_commit_quiet(c) < 0) {
                 create_free(x);
                 return;
         }
@@ -638,13 +709,16 @@ static void list_answer(cp_call *c, const list_ctx *x)
         cp__reply_page(c, res, x->q.limit, "sessions", "ses");
 }
 
-static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+/* Records what a worker's ListSessions answer (resp, or err) says of the
+ * sessions of sandbox_id: their states, and those it does not have as
+ * failed. */
+static void sync_sessions(cp_call *c, const char *sandbox_id, const char *worker_id, json_object *resp,
+                          const sp_error *err)
 {
-        list_ctx *x = userdata;
         pr_wk_session_list list = {0};
         _cleanup_error_ sp_error *bad = NULL;
         if (!err && pr_msg_decode(&pr_wk_session_list_schema, resp, &list, &bad) < 0)
-                sp_log_warn_kv(SP_KV("sandbox_id", x->sandbox_id), "the worker's sessions: %s", bad->message);
+                sp_log_warn_kv(SP_KV("sandbox_id", sandbox_id), "the worker's sessions: %s", bad->message);
         else if (!err) {
                 json_object *arr = list.sessions;
                 _cleanup_json_ json_object *ids = json_object_new_array();
@@ -655,13 +729,13 @@ static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *us
                         (void)pr_msg_decode(&pr_wk_session_schema, ws, &ses, NULL); /* the list's decode checked it */
                         json_object_array_add(ids, json_object_new_string(ses.id));
                         if (record(c->api, c->who.tenant_id, ws, &e) < 0)
-                                sp_log_warn_kv(SP_KV("sandbox_id", x->sandbox_id),
-                                               "recording the worker's sessions: %s", e->message);
+                                sp_log_warn_kv(SP_KV("sandbox_id", sandbox_id), "recording the worker's sessions: %s",
+                                               e->message);
                 }
                 /* What the worker does not have it lost, or never started (as in GET). */
                 char grace[24];
                 snprintf(grace, sizeof(grace), "%lld", (long long)(2 * c->api->cfg.worker_timeout_ms));
-                const char *params[] = {c->who.tenant_id, x->sandbox_id, x->worker_id, sp_json_str(ids), grace};
+                const char *params[] = {c->who.tenant_id, sandbox_id, worker_id, sp_json_str(ids), grace};
                 (void)cp_db_exec(c->api->db,
                                  "UPDATE sessions SET state = 'failed', error = 'its worker no longer has it', "
                                  "ended_at = coalesce(ended_at, now()), updated_at = now() WHERE tenant_id = $1 "
@@ -670,6 +744,12 @@ static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *us
                                  "$5::integer * interval '1 millisecond')",
                                  5, params, NULL, NULL);
         }
+}
+
+static void on_list(cp_call *c, json_object *resp, const sp_error *err, void *userdata)
+{
+        list_ctx *x = userdata;
+        sync_sessions(c, x->sandbox_id, x->worker_id, resp, err);
         list_answer(c, x);
         free(x);
 }

@@ -81,6 +81,16 @@ static int builds_room(cp_call *c, const char *tenant, sp_error **e)
         return 0;
 }
 
+/* SP_E_LIMIT when one more template would take the tenant past its
+ * templates quota. Called under the tenant's row lock (upload_room); public
+ * templates (the system tenant's) are not counted. */
+static int count_room(cp_call *c, const char *tenant, sp_error **e)
+{
+        if (strcmp(tenant, "ten_system") == 0)
+                return 0;
+        return cp__quota_check(c, tenant, "{\"templates\":1}", e);
+}
+
 /* The worker for a new upload: id and RPC address. */
 static int upload_worker(cp_call *c, char id[SP_ID_MAX], char addr[272], sp_error **e)
 {
@@ -116,12 +126,21 @@ static int upload_room(cp_call *c, const char *tenant, const char *except, int64
                        2, p, &res, e) < 0)
                 return -SP_E_UNAVAILABLE;
         int64_t used = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        /* Its template_bytes quota: --tenant-template-bytes unless an admin set the tenant's own. */
         int64_t quota = c->api->cfg.tenant_template_bytes;
-        if (used >= quota)
+        if (cp__quota_limit(c, tenant, CP_QUOTA_TEMPLATE_BYTES, &quota, e) < 0)
+                return -SP_E_UNAVAILABLE;
+        if (quota == CP_QUOTA_NONE) {
+                *ret = c->api->cfg.template_upload_max_bytes;
+                return 0;
+        }
+        if (used >= quota) {
+                c->api->quota_refusals_total[CP_QUOTA_TEMPLATE_BYTES]++;
                 return sp_error_set(e, SP_E_LIMIT,
-                                    "the tenant's templates hold %lld of its %lld bytes of template storage: delete "
-                                    "one first",
-                                    (long long)used, (long long)quota);
+                                    "tenant quota exceeded: template_bytes limit %lld, in use %lld: the tenant's "
+                                    "templates hold %lld of its %lld bytes of template storage: delete one first",
+                                    (long long)quota, (long long)used, (long long)used, (long long)quota);
+        }
         int64_t room = quota - used;
         *ret = room < c->api->cfg.template_upload_max_bytes ? room : c->api->cfg.template_upload_max_bytes;
         return 0;
@@ -182,7 +201,7 @@ static void upload_create(cp_call *c, const cp_template_create_req *r, const cha
                 goto abort;
         }
         if (upload_room(c, owner, NULL, &max, &e) < 0 || builds_room(c, owner, &e) < 0 ||
-            upload_worker(c, wid, addr, &e) < 0 || sp_id_new("tpl", id, &e) < 0)
+            count_room(c, owner, &e) < 0 || upload_worker(c, wid, addr, &e) < 0 || sp_id_new("tpl", id, &e) < 0)
                 goto abort;
         json_object_object_add(spec, "source", json_object_new_string("upload"));
         json_object_object_add(spec, "format", json_object_new_string(r->format));
@@ -384,7 +403,8 @@ void cp__h_template_create(cp_call *c)
                 goto abort;
         /* A tenant's template reserves its storage until the workers have
          * built it and said what it holds (ctrl/templates.c). */
-        if (tenant_owned && (upload_room(c, owner, NULL, &room, &e) < 0 || builds_room(c, owner, &e) < 0))
+        if (tenant_owned && (upload_room(c, owner, NULL, &room, &e) < 0 || builds_room(c, owner, &e) < 0 ||
+                             count_room(c, owner, &e) < 0))
                 goto abort;
         snprintf(reserve, sizeof(reserve), "%lld", (long long)room);
         if (sp_id_new("tpl", id, &e) < 0)

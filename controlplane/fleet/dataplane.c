@@ -144,44 +144,80 @@ void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata)
  *     request must not keep it alive;
  *   - a wake of it failed in the last WAKE_RETRY_S seconds (on a draining
  *     worker, it could not move, say): requests do not each write an operation.
+ *   - it would take its tenant past a quota (store/quotas.h): the check runs
+ *     under the tenant's lock, as the API's wake does, and the sandbox's
+ *     status_message says which quota.
  * A timeout that passed (end_action suspend) starts again from now, its
  * length the sandbox's timeout_s, or the controller would suspend it again
  * at once. Nothing happens otherwise: already running, on its way, stopped,
  * or without auto_resume. */
 #define WAKE_RETRY_S "10"
+/* What a wake of sandbox x adds to its tenant's use (a failed one holds nothing now). */
+#define WAKE_DELTA \
+        "CASE WHEN x.observed_state = 'failed' THEN quota_charge(x.spec, 'running') " \
+        "ELSE quota_delta(x.spec, x.desired_state, 'running') END"
+static const char TENANT_LOCK_SQL[] =
+        "SELECT 1 FROM tenants WHERE id = (SELECT tenant_id FROM sandboxes WHERE id = $1) FOR NO KEY UPDATE";
+static const char WAKE_SQL[] =
+        "WITH s AS (SELECT id, tenant_id, desired_state AS was FROM sandboxes x "
+        "  WHERE id = $1 AND deleted_at IS NULL AND auto_resume AND desired_state IN ('paused', 'suspended') "
+        "  AND ($7::jsonb IS NULL OR quota_refusal(x.tenant_id, $7::jsonb, " WAKE_DELTA ") IS NULL) "
+        "  AND (NOT $5::boolean OR ingress = 'public') "
+        "  AND NOT (end_action = 'kill' AND coalesce(end_at <= now(), false)) "
+        "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.target_id = x.id "
+        "    AND o.kind IN ('resume', 'restore') AND o.state = 'failed' "
+        "    AND o.updated_at > now() - interval '" WAKE_RETRY_S " seconds') "
+        "  FOR UPDATE), "
+        "u AS (UPDATE sandboxes x SET desired_state = 'running', updated_at = now(), last_active_at = now(), "
+        "  end_at = CASE WHEN x.end_at <= now() AND x.end_action = 'suspend' AND x.timeout_s > 0 "
+        "    THEN now() + make_interval(secs => x.timeout_s) ELSE x.end_at END "
+        "  FROM s WHERE x.id = s.id RETURNING x.id), "
+        "o AS (INSERT INTO operations (id, tenant_id, kind, target_id, state, message, request, deadline_at) "
+        "  SELECT $2, s.tenant_id, CASE s.was WHEN 'paused' THEN 'resume' ELSE 'restore' END, s.id, "
+        "  'pending', 'woken by a request for one of its ports', "
+        "  jsonb_build_object('status_message', 'woken by a request for one of its ports'), "
+        "  now() + make_interval(secs => $3::integer) FROM s, u WHERE u.id = s.id RETURNING id), "
+        "a AS (INSERT INTO audit_log (tenant_id, key_id, action, target, detail) "
+        "  SELECT s.tenant_id, $6, 'sandbox.wake', s.id, jsonb_build_object('by', 'ingress', "
+        "  'dataplane', $4::text, 'operation', o.id, 'was', s.was, 'anonymous', $5::boolean) FROM s, o) "
+        "SELECT count(*) FROM o";
+/* Sandbox $1, left as it was for a quota (defaults $2), says which, once. */
+static const char OVER_QUOTA_SQL[] =
+        "WITH r AS (SELECT x.id, 'not woken by a request for one of its ports: tenant quota exceeded: ' || "
+        "  (q->>'quota') || ' limit ' || (q->>'limit') || ', in use ' || (q->>'used') || ', requested ' || "
+        "  (q->>'asked') AS why FROM sandboxes x, LATERAL quota_refusal(x.tenant_id, $2::jsonb, " WAKE_DELTA ") q "
+        "  WHERE x.id = $1 AND x.deleted_at IS NULL AND x.auto_resume "
+        "  AND x.desired_state IN ('paused', 'suspended') AND q IS NOT NULL) "
+        "UPDATE sandboxes x SET status_message = r.why FROM r "
+        "WHERE x.id = r.id AND x.status_message IS DISTINCT FROM r.why";
 static int wake(cp_fleet *f, const pr_cp_resolve_sandbox *r, const char *dataplane, sp_error **err)
 {
         char op[SP_ID_MAX], deadline[32];
         if (sp_id_new("op", op, err) < 0)
                 return -SP_E_IO;
         snprintf(deadline, sizeof(deadline), "%lld", (long long)f->cfg.operation_deadline_s);
-        const char *params[] = {
-                r->sandbox_id, op, deadline, dataplane ? dataplane : "", r->anonymous ? "true" : "false", r->key_id};
+        const char *params[] = {r->sandbox_id,
+                                op,
+                                deadline,
+                                dataplane ? dataplane : "",
+                                r->anonymous ? "true" : "false",
+                                r->key_id,
+                                f->cfg.quota_defaults};
         _cleanup_pgresult_ PGresult *res = NULL;
-        int rc = cp_db_exec(
-                f->db,
-                "WITH s AS (SELECT id, tenant_id, desired_state AS was FROM sandboxes x "
-                "  WHERE id = $1 AND deleted_at IS NULL AND auto_resume AND desired_state IN ('paused', 'suspended') "
-                "  AND (NOT $5::boolean OR ingress = 'public') "
-                "  AND NOT (end_action = 'kill' AND coalesce(end_at <= now(), false)) "
-                "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.target_id = x.id "
-                "    AND o.kind IN ('resume', 'restore') AND o.state = 'failed' "
-                "    AND o.updated_at > now() - interval '" WAKE_RETRY_S " seconds') "
-                "  FOR UPDATE), "
-                "u AS (UPDATE sandboxes x SET desired_state = 'running', updated_at = now(), last_active_at = now(), "
-                "  end_at = CASE WHEN x.end_at <= now() AND x.end_action = 'suspend' AND x.timeout_s > 0 "
-                "    THEN now() + make_interval(secs => x.timeout_s) ELSE x.end_at END "
-                "  FROM s WHERE x.id = s.id RETURNING x.id), "
-                "o AS (INSERT INTO operations (id, tenant_id, kind, target_id, state, message, request, deadline_at) "
-                "  SELECT $2, s.tenant_id, CASE s.was WHEN 'paused' THEN 'resume' ELSE 'restore' END, s.id, "
-                "  'pending', 'woken by a request for one of its ports', "
-                "  jsonb_build_object('status_message', 'woken by a request for one of its ports'), "
-                "  now() + make_interval(secs => $3::integer) FROM s, u WHERE u.id = s.id RETURNING id), "
-                "a AS (INSERT INTO audit_log (tenant_id, key_id, action, target, detail) "
-                "  SELECT s.tenant_id, $6, 'sandbox.wake', s.id, jsonb_build_object('by', 'ingress', "
-                "  'dataplane', $4::text, 'operation', o.id, 'was', s.was, 'anonymous', $5::boolean) FROM s, o) "
-                "SELECT count(*) FROM o",
-                6, params, &res, err);
+        /* The tenant's quota lock first, as every quota check takes it. */
+        if (cp_db_begin(f->db, err) < 0)
+                return -SP_E_UNAVAILABLE;
+        int rc = cp_db_exec(f->db, TENANT_LOCK_SQL, 1, params, NULL, err);
+        if (rc == 0)
+                rc = cp_db_exec(f->db, WAKE_SQL, 7, params, &res, err);
+        /* Not woken for a quota: the sandbox says which. */
+        if (rc == 0 && strcmp(PQgetvalue(res, 0, 0), "0") == 0 && f->cfg.quota_defaults)
+                rc = cp_db_exec(f->db, OVER_QUOTA_SQL, 2, (const char *[]){r->sandbox_id, f->cfg.quota_defaults}, NULL,
+                                err);
+        if (rc == 0)
+                rc = cp_db_commit(f->db, err);
+        else
+                cp_db_rollback(f->db);
         if (rc < 0)
                 return rc;
         if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)

@@ -83,6 +83,10 @@ typedef struct cp_fleet_config {
         int64_t cert_days; /* validity of worker certificates [365] */
         int64_t heartbeat_ms; /* interval told to workers [2000] */
         int64_t operation_deadline_s; /* of the operation a wake on ingress records [600] */
+        /* The cluster's default quotas (cp_quota_defaults_json(), borrowed: it
+         * outlives the fleet): a wake on ingress that would take the tenant
+         * past one does not happen. NULL: tenants' own quotas only. */
+        const char *quota_defaults;
 } cp_fleet_config;
 
 /* A fleet over db and ca (both borrowed, must outlive it). cfg may be NULL;

@@ -449,11 +449,19 @@ int cp_db_migrate(cp_db *db, int *ret_applied, sp_error **err)
         if (r == 0)
                 r = cp_db_version(db, &current, err);
         for (const cp_migration *m = cp_migrations; r == 0 && m->name; m++) {
-                if (m->version <= current)
-                        continue;
                 char version[16];
                 snprintf(version, sizeof(version), "%d", m->version);
                 const char *params[] = {version, m->name};
+                /* Below the newest applied, one may still be missing: a
+                 * migration numbered before another but merged after it. */
+                if (m->version <= current) {
+                        _cleanup_pgresult_ PGresult *have = NULL;
+                        if ((r = cp_db_exec(db, "SELECT 1 FROM schema_migrations WHERE version = $1::integer", 1,
+                                            params, &have, err)) < 0)
+                                break;
+                        if (PQntuples(have) > 0)
+                                continue;
+                }
                 if ((r = cp_db_begin(db, err)) < 0)
                         break;
                 if ((r = exec_script(db, m->sql, err)) < 0 ||

@@ -78,9 +78,11 @@ typedef struct cp_db_stmt {
  * one was skipped), or <0. */
 int cp_db_txn(cp_db *db, const cp_db_stmt *stmts, size_t n, sp_error **err);
 
-/* Applies every migration newer than the database's version, each in its own
- * transaction, holding an advisory lock for the whole run. Sets *ret_applied
- * (may be NULL) to how many this call applied. */
+/* Applies every migration the database has not recorded, in order, each in
+ * its own transaction, holding an advisory lock for the whole run: those
+ * newer than its version, and any older one it lacks (a migration numbered
+ * before another but merged after it, which a database may have met in that
+ * order). Sets *ret_applied (may be NULL) to how many this call applied. */
 int cp_db_migrate(cp_db *db, int *ret_applied, sp_error **err);
 /* The newest applied migration (0 for an empty database). */
 int cp_db_version(cp_db *db, int *ret, sp_error **err);

@@ -34,6 +34,7 @@ enum {
         SEL_SECRETS_REWRAP,
         SEL_SANDBOX_INGRESS,
         SEL_INGRESS_TOKEN,
+        SEL_QUOTAS,
         SEL__MAX,
 };
 
@@ -126,6 +127,27 @@ static void template_create(const char *b, size_t n)
                 cp_template_create_req_free(&r);
         }
         sp_error_free(e);
+}
+
+static void quotas(const char *b, size_t n)
+{
+        cp_quotas_req q;
+        sp_error *e = NULL;
+        int r = cp_req_quotas(b, n, &q, &e);
+        check_outcome(r, e);
+        sp_error_free(e);
+        if (r < 0) {
+                check(zeroed(&q, sizeof(q)));
+                return;
+        }
+        bool any = false;
+        for (int i = 0; i < CP_QUOTA_COUNT; i++) {
+                any |= q.set[i];
+                check(q.set[i] ? (q.limit[i] == CP_QUOTA_DEFAULT ||
+                                  (q.limit[i] >= CP_QUOTA_NONE && q.limit[i] <= CP_QUOTA_MAX))
+                               : q.limit[i] == 0);
+        }
+        check(any);
 }
 
 static void warm(const char *b, size_t n)
@@ -394,6 +416,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case SEL_INGRESS_TOKEN:
                 ingress_token(body, n);
+                break;
+        case SEL_QUOTAS:
+                quotas(body, n);
                 break;
         default:
                 (void)cp_req_idempotency_key_valid(s);

@@ -6,7 +6,7 @@
  * piece and once split at the chosen point, and ended with the end of the
  * stream. Both runs must see the same events, the same body bytes and the
  * same outcome; body bytes must lie within the input. Accessors are exercised
- * on every parsed head. Small limits make the limit paths reachable.
+ * on every parsed head, and so is the Retry-After parser of clients. Small limits make the limit paths reachable.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,6 +42,10 @@ static void touch_head(const sp_http_response_parser *p, bool upgrade, uint64_t 
                 abort(); /* HEAD means a final status (101 only when allowed) */
         if (status == 101 && (sp_http_response_parser_content_length(p) != 0 || sp_http_response_parser_keep_alive(p)))
                 abort(); /* a switch of protocols has no body and ends HTTP */
+        /* What clients make of a Retry-After (spacectl, the E2B wrapper). */
+        int64_t after = sp_http_retry_after_parse(sp_http_response_parser_header(p, "Retry-After"), 60);
+        if (after < -1 || after > 60)
+                abort();
         mix(h, &status, sizeof(status));
         mix(h, reason, strlen(reason));
         const char *n, *v;

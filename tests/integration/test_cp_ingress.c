@@ -20,7 +20,9 @@
  *   tenant, state, mode and its worker's RPC address (none while it has no
  *   worker); a missing or deleted sandbox is not_found; a worker's
  *   certificate, or none, is permission_denied; an unknown field or a
- *   malformed id is invalid_argument naming it;
+ *   malformed id is invalid_argument naming it; a wake by ingress that would
+ *   take the tenant past a quota does not happen (nothing recorded, the
+ *   sandbox's status_message names the quota) until there is room;
  * - the defaults (http://{port}-<id>.localhost:7071/) and a data plane URL
  *   with a path and no port, on a second replica; a bad --ingress-domain
  *   stops the control plane at start-up.
@@ -651,6 +653,46 @@ START_TEST(resolve_sandbox_for_data_planes)
 }
 END_TEST
 
+START_TEST(an_ingress_wake_over_a_quota_waits_for_room)
+{
+        tenant t;
+        new_tenant("wake-quota", &t);
+        char body[96];
+        snprintf(body, sizeof(body), "{\"running_sandboxes\":1}");
+        json_object_put(API(S.admin_key, "PUT", path_of("/v1/tenants/%s/quotas", t.id), 200, body));
+        char s1[64], s2[64], state[32];
+        sp_test_create_sandbox(&S, t.key, SANDBOX SANDBOX_END, s1);
+        json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/ingress", s1), 200, "{\"auto_resume\":true}"));
+        sp_test_sandbox_action(&S, t.key, s1, "suspend", state);
+        ck_assert_str_eq(state, "suspended");
+        sp_test_create_sandbox(&S, t.key, SANDBOX SANDBOX_END, s2); /* the only slot */
+
+        _cleanup_(SSL_CTX_freep) SSL_CTX *dp = rpc_client(SP_ROLE_DATAPLANE, "dp-quota");
+        char wr[160];
+        snprintf(wr, sizeof(wr), "{\"sandbox_id\":\"%s\",\"wake\":true,\"key_id\":\"key_quota\"}", s1);
+        sp_error *we = NULL;
+        _cleanup_json_ json_object *n = resolve(dp, wr, &we);
+        ck_assert_msg(n, "%s", we ? we->message : "");
+        ck_assert_ptr_null(json_object_object_get(n, "waking"));
+        _cleanup_json_ json_object *still = API(t.key, "GET", path_of("/v1/sandboxes/%s", s1), 200, NULL);
+        ck_assert_str_eq(sp_test_jstr(still, "desired_state"), "suspended");
+        const char *why = sp_test_jstr(still, "status_message");
+        ck_assert_msg(why && strstr(why, "tenant quota exceeded: running_sandboxes limit 1, in use 1, requested 1"),
+                      "%s", why ? why : "(none)");
+        ck_assert_int_eq(audits("sandbox.wake", s1), 0);
+        _cleanup_free_ char *ops =
+                query1("SELECT count(*)::text FROM operations WHERE target_id = $1 AND kind = 'restore'", s1, NULL);
+        ck_assert_str_eq(ops, "0");
+
+        /* Room again: the next request wakes it. */
+        delete_sandbox(&t, s2);
+        _cleanup_json_ json_object *w = resolve(dp, wr, &we);
+        ck_assert_msg(w, "%s", we ? we->message : "");
+        ck_assert(json_object_get_boolean(json_object_object_get(w, "waking")));
+        ck_assert_int_eq(audits("sandbox.wake", s1), 1);
+}
+END_TEST
+
 /* ---- configuration ---- */
 
 /* Starts a control-plane replica on replica 1's ports (the harness stops
@@ -760,6 +802,7 @@ static Suite *suite(void)
         tcase_add_test(tc, foreign_missing_and_deleted_are_not_found);
         tcase_add_test(tc, ingress_tokens_carry_exactly_their_claims);
         tcase_add_test(tc, resolve_sandbox_for_data_planes);
+        tcase_add_test(tc, an_ingress_wake_over_a_quota_waits_for_room);
         tcase_add_test(tc, defaults_and_the_ingress_domain_setting);
         suite_add_tcase(s, tc);
         return s;

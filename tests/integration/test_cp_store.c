@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The control plane's store against a real PostgreSQL: migrations applied once
- * even by replicas racing at start, tenants and API keys (hashed, one answer
+ * even by replicas racing at start, an older one a database lacks applied
+ * after newer ones, tenants and API keys (hashed, one answer
  * for every kind of bad key), and fast errors then recovery when PostgreSQL
  * goes away and comes back.
  */
@@ -90,6 +91,46 @@ START_TEST(migrations_apply_once_even_when_racing)
         _cleanup_pgresult_ PGresult *r = NULL;
         sp_test_ok(cp_db_exec(db, "SELECT count(*) FROM schema_migrations", 0, NULL, &r, &e), &e);
         ck_assert_int_eq(atoi(PQgetvalue(r, 0, 0)), n_migrations());
+        cp_db_close(db);
+}
+END_TEST
+
+/* A database that met a migration after a newer one (0016, the audit API,
+ * merged before 0015, tenant quotas): the older is applied when it is
+ * missing, and only then. */
+START_TEST(a_missing_older_migration_is_applied)
+{
+        cp_db *db;
+        sp_error *e = NULL;
+        sp_test_ok(cp_db_open(conninfo, &db, &e), &e);
+        sp_test_ok(cp_db_migrate(db, NULL, &e), &e);
+        int version = 0, applied = -1;
+        sp_test_ok(cp_db_version(db, &version, &e), &e);
+        ck_assert_int_gt(version, 15);
+        /* As a database migrated without 0015 has it: none of its objects, no record. */
+        static const char *const undo[] = {"DROP FUNCTION quota_refusal(text, jsonb, jsonb)",
+                                           "DROP FUNCTION tenant_limits(text, jsonb)",
+                                           "DROP FUNCTION tenant_usage(text)",
+                                           "DROP FUNCTION quota_delta(jsonb, text, text)",
+                                           "DROP FUNCTION quota_charge(jsonb, text)",
+                                           "DROP INDEX sandboxes_tenant_live",
+                                           "ALTER TABLE tenants DROP COLUMN quotas",
+                                           "DELETE FROM schema_migrations WHERE version = 15"};
+        for (size_t i = 0; i < sizeof(undo) / sizeof(undo[0]); i++)
+                sp_test_ok(cp_db_exec(db, undo[i], 0, NULL, NULL, &e), &e);
+        sp_test_ok(cp_db_migrate(db, &applied, &e), &e);
+        ck_assert_int_eq(applied, 1);
+        _cleanup_pgresult_ PGresult *r = NULL;
+        sp_test_ok(cp_db_exec(db, "SELECT quota_refusal('ten_system', '{\"templates\":0}', '{\"templates\":1}')::text",
+                              0, NULL, &r, &e),
+                   &e);
+        ck_assert_msg(strstr(PQgetvalue(r, 0, 0), "\"quota\": \"templates\""), "%s", PQgetvalue(r, 0, 0));
+        int again = -1;
+        sp_test_ok(cp_db_migrate(db, &again, &e), &e);
+        ck_assert_int_eq(again, 0);
+        int after = 0;
+        sp_test_ok(cp_db_version(db, &after, &e), &e);
+        ck_assert_int_eq(after, version);
         cp_db_close(db);
 }
 END_TEST
@@ -236,6 +277,7 @@ int main(void)
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, migrations_apply_once_even_when_racing);
+        tcase_add_test(tc, a_missing_older_migration_is_applied);
         tcase_add_test(tc, tenants_and_keys);
         tcase_add_test(tc, dropped_errors_are_logged);
         tcase_add_test(tc, missing_database_is_created);

@@ -10,7 +10,9 @@
  * requests of the next second, and requests that arrive while one is in
  * flight wait for it (one probe, however many ask). envd's /health without a
  * sandbox is 204, with a token that does not open 401. /metrics counts the
- * answers by route and status and the probes' errors by reason.
+ * answers by route and status and the probes' errors by reason. A call the
+ * API answers 429 with Retry-After (a rate limit) is sent again after that
+ * wait and served; a 429 without it (a quota) is passed on at once.
  */
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -40,6 +42,9 @@ typedef struct fake_api {
         int port;
         atomic_int mode; /* the status /readyz answers; 0: none (the request is held) */
         atomic_int hits;
+        /* GET /v1/sandboxes: how many more calls to answer 429 (rate_mode with
+         * Retry-After: 1, quota_mode without), then 200 with an empty page */
+        atomic_int refuse, retry_after, lists;
         sp_http_request *held[HELD_MAX]; /* the fake's thread only */
         size_t nheld;
 } fake_api;
@@ -62,6 +67,24 @@ static void fake_readyz(sp_http_request *req, void *userdata)
                 f->held[f->nheld++] = sp_http_request_ref(req);
 }
 
+static void fake_list(sp_http_request *req, void *userdata)
+{
+        fake_api *f = userdata;
+        atomic_fetch_add(&f->lists, 1);
+        if (atomic_load(&f->refuse) > 0) {
+                atomic_fetch_sub(&f->refuse, 1);
+                if (atomic_load(&f->retry_after)) {
+                        sp_http_response_header(req, "Retry-After", "1");
+                        sp_http_reply_errorf(req, SP_E_LIMIT, "rate limit exceeded: requests of this API key");
+                } else {
+                        sp_http_reply_errorf(req, SP_E_LIMIT, "tenant quota exceeded: running_sandboxes limit 1");
+                }
+                return;
+        }
+        static const char page[] = "{\"sandboxes\":[],\"next_cursor\":null}";
+        sp_http_reply(req, 200, "application/json", page, sizeof(page) - 1);
+}
+
 static void *fake_main(void *userdata)
 {
         fake_api *f = userdata;
@@ -76,6 +99,7 @@ static void fake_start(void)
         ck_assert_ptr_nonnull(api.base = event_base_new());
         ck_assert_ptr_nonnull(api.srv = sp_http_server_new(api.base, NULL, &err));
         sp_test_ok(sp_http_route(api.srv, "GET", "/readyz", fake_readyz, &api, &err), &err);
+        sp_test_ok(sp_http_route(api.srv, "GET", "/v1/sandboxes", fake_list, &api, &err), &err);
         sp_test_ok(sp_http_server_listen(api.srv, "127.0.0.1:0", NULL, &err), &err);
         api.port = sp_http_server_port(api.srv);
         ck_assert_int_eq(pthread_create(&api.thread, NULL, fake_main, &api), 0);
@@ -248,6 +272,36 @@ START_TEST(envd_health_and_metrics)
 }
 END_TEST
 
+START_TEST(rate_limits_are_waited_out_and_quotas_passed_on)
+{
+        const char *h[] = {"X-API-KEY: spk_test", NULL};
+        sp_test_http_response r = {0};
+        /* A rate limit: waited out, then served. */
+        atomic_store(&api.retry_after, 1);
+        atomic_store(&api.refuse, 1);
+        atomic_store(&api.lists, 0);
+        ck_assert_int_eq(get("/v2/sandboxes", h, &r), 200);
+        ck_assert_msg(strcmp(r.body, "[]") == 0, "%s", r.body);
+        sp_test_http_response_free(&r);
+        ck_assert_int_eq(atomic_load(&api.lists), 2);
+        /* One that does not end within the wrapper's attempts is the caller's 429. */
+        atomic_store(&api.refuse, 100);
+        atomic_store(&api.lists, 0);
+        ck_assert_int_eq(get("/v2/sandboxes", h, &r), 429);
+        sp_test_http_response_free(&r);
+        ck_assert_int_eq(atomic_load(&api.lists), 4); /* the call and its three retries */
+        /* A quota (no Retry-After): passed on at once. */
+        atomic_store(&api.retry_after, 0);
+        atomic_store(&api.refuse, 1);
+        atomic_store(&api.lists, 0);
+        ck_assert_int_eq(get("/v2/sandboxes", h, &r), 429);
+        ck_assert_msg(strstr(r.body, "tenant quota exceeded"), "%s", r.body);
+        sp_test_http_response_free(&r);
+        ck_assert_int_eq(atomic_load(&api.lists), 1);
+        atomic_store(&api.refuse, 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("e2b_health");
@@ -256,6 +310,7 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, readyz_follows_the_api);
         tcase_add_test(tc, envd_health_and_metrics);
+        tcase_add_test(tc, rate_limits_are_waited_out_and_quotas_passed_on);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

@@ -108,6 +108,11 @@ int sp_http_response_parser_status(const sp_http_response_parser *p);
 const char *sp_http_response_parser_reason(const sp_http_response_parser *p);
 /* 0 for HTTP/1.0, 1 for HTTP/1.1 (and 1.x). */
 int sp_http_response_parser_version_minor(const sp_http_response_parser *p);
+/* The wait a Retry-After header value asks for, in whole seconds, at most
+ * max_s (>= 0): only the delta-seconds form (1 to 18 digits, nothing else;
+ * an HTTP-date is not read). -1 for NULL and for anything else. Pure. */
+int64_t sp_http_retry_after_parse(const char *value, int64_t max_s);
+
 /* First header with that name (ASCII case-insensitive); value trimmed. */
 const char *sp_http_response_parser_header(const sp_http_response_parser *p, const char *name);
 size_t sp_http_response_parser_header_count(const sp_http_response_parser *p);

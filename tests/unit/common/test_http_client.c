@@ -905,6 +905,22 @@ START_TEST(timeouts_and_unreachable)
 }
 END_TEST
 
+/* Retry-After, as clients read it: delta-seconds only, capped. */
+START_TEST(retry_after_values)
+{
+        ck_assert_int_eq(sp_http_retry_after_parse("0", 60), 0);
+        ck_assert_int_eq(sp_http_retry_after_parse("7", 60), 7);
+        ck_assert_int_eq(sp_http_retry_after_parse("120", 60), 60);
+        ck_assert_int_eq(sp_http_retry_after_parse("999999999999999999", 60), 60);
+        ck_assert_int_eq(sp_http_retry_after_parse("5", -3), 0);
+        static const char *const bad[] = {
+                "", "-1", "1.5", " 1", "1 ", "+1", "0x10", "1000000000000000000", "Wed, 21 Oct 2015 07:28:00 GMT"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(sp_http_retry_after_parse(bad[i], 60) == -1, "'%s'", bad[i]);
+        ck_assert_int_eq(sp_http_retry_after_parse(NULL, 60), -1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("http_client");
@@ -921,6 +937,7 @@ static Suite *suite(void)
         tcase_add_test(tc, malformed_and_truncated_responses);
         tcase_add_test(tc, dropped_keep_alive_is_retried_when_safe);
         tcase_add_test(tc, timeouts_and_unreachable);
+        tcase_add_test(tc, retry_after_values);
         suite_add_tcase(s, tc);
         return s;
 }
