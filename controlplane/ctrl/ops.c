@@ -221,10 +221,15 @@ static void place_again(cp_ctrl *c, const char *op, const char *sbx, const char 
         const char *p[] = {sbx, op, avoid};
         (void)cp_db_exec(c->db, "UPDATE sandboxes SET worker_id = NULL, updated_at = now() WHERE id = $1", 1, p, NULL,
                          NULL);
-        (void)cp_db_exec(c->db,
-                         "UPDATE operations SET request = jsonb_set(request, '{avoid_worker}', to_jsonb($3::text)) "
-                         "WHERE id = $2",
-                         3, p, NULL, NULL);
+        /* Its own parameters: PostgreSQL refuses a statement with one it cannot type (an unused $1). */
+        const char *q[] = {op, avoid};
+        _cleanup_error_ sp_error *e = NULL;
+        if (cp_db_exec(c->db,
+                       "UPDATE operations SET request = jsonb_set(request, '{avoid_worker}', to_jsonb($2::text)) "
+                       "WHERE id = $1",
+                       2, q, NULL, &e) < 0)
+                sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", sbx, "operation_id", op),
+                          "placing again: cannot record the worker to avoid: %s", e->message);
         op_retry(c, op, delay_s, message);
 }
 
