@@ -28,18 +28,18 @@ log() { echo "space-bootstrap: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 # kapi METHOD PATH [BODY]: calls the Kubernetes API; the answer's body goes to
-# $tmp/body and its status is printed.
+# $tmp/body and its status is printed (000 when there was no answer).
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kapi() {
         set -- "$1" "$2" "${3:-}" "$(cat "$sa/token" 2>/dev/null)"
         if [ -n "$3" ]; then
                 printf '%s' "$3" >"$tmp/req"
-                curl -sS --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" -H 'Content-Type: application/json' \
-                        -o "$tmp/body" -w '%{http_code}' -X "$1" --data-binary "@$tmp/req" "$kube$2" || echo 000
+                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" -H 'Content-Type: application/json' \
+                        -o "$tmp/body" -w '%{http_code}' -X "$1" --data-binary "@$tmp/req" "$kube$2" || :
         else
-                curl -sS --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" \
-                        -o "$tmp/body" -w '%{http_code}' -X "$1" "$kube$2" || echo 000
+                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" \
+                        -o "$tmp/body" -w '%{http_code}' -X "$1" "$kube$2" || :
         fi
 }
 
@@ -77,8 +77,9 @@ secret_keep() {
 secret_value() {
         code=$(kapi GET "/api/v1/namespaces/$ns/secrets/$1")
         [ "$code" = 200 ] || die "reading secret/$1: HTTP $code"
-        # The API server writes one field per line: "KEY": "BASE64",
-        v=$(sed -n "s/^ *\"$(echo "$2" | sed 's/\./\\./g')\": *\"\([A-Za-z0-9+\/=]*\)\",\{0,1\}$/\1/p" "$tmp/body" | head -n 1)
+        # Compact or indented JSON alike: the first "KEY": "BASE64" pair.
+        re=$(printf '%s' "$2" | sed 's/\./\\./g')
+        v=$(tr -d '\n' <"$tmp/body" | grep -o "\"$re\": *\"[A-Za-z0-9+/=]*\"" | head -n 1 | sed 's/.*: *"\(.*\)"$/\1/')
         [ -n "$v" ] || die "secret/$1 has no $2"
         echo "$v" | base64 -d
 }
@@ -98,7 +99,7 @@ wait_api() {
         : "${SPACE_ENDPOINT:?SPACE_ENDPOINT names the API}"
         limit=${SPACE_WAIT_S:-600}
         i=0
-        until curl -fsS -o /dev/null "$SPACE_ENDPOINT/readyz" 2>/dev/null; do
+        until curl -fsS --max-time 5 -o /dev/null "$SPACE_ENDPOINT/readyz" 2>/dev/null; do
                 i=$((i + 2))
                 [ "$i" -lt "$limit" ] || die "the API at $SPACE_ENDPOINT was not ready within $limit s"
                 sleep 2

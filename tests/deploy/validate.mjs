@@ -222,6 +222,10 @@ async function check(objects) {
         const keys = keysOf(kind, name);
         const optional = v.secret?.optional || v.configMap?.optional;
         if (keys === undefined && !optional) problems.push(`${where(o)}: volume ${v.name}: no ${kind} ${name}`);
+        // The kubelet makes these files root's; a non-root pod reads them through fsGroup.
+        const mode = v.secret?.defaultMode ?? v.configMap?.defaultMode ?? 0o644;
+        if (spec.securityContext?.runAsNonRoot && !(mode & 0o004) && spec.securityContext?.fsGroup === undefined)
+          problems.push(`${where(o)}: volume ${v.name} (mode ${mode.toString(8)}) is unreadable to a non-root pod without fsGroup`);
         for (const it of items || []) if (keys && !keys.has(it.key)) problems.push(`${where(o)}: ${kind} ${name} has no key ${it.key}`);
       }
     }
@@ -421,6 +425,7 @@ const breaks = [
   ["a file a Secret lacks", (objs) => cont(objs, "worker").args.push("--join-token-file=/etc/space/join/wrker"), /has no key wrker/],
   ["an undefined $(VAR)", (objs) => cont(objs, "dataplane").args.push("--name=$(POD_NAMES)"), /\$\(POD_NAMES\) is not defined/],
   ["a privileged data plane", (objs) => (cont(objs, "dataplane").securityContext = { privileged: true }), /only the worker may be/],
+  ["a secret a non-root pod cannot read", (objs) => delete objs.find((o) => o.kind === "CronJob").spec.jobTemplate.spec.template.spec.securityContext.fsGroup, /unreadable to a non-root pod/],
   ["no limits", (objs) => delete cont(objs, "e2b").resources.limits, /no limits\.memory/],
   ["an unknown Service", (objs) => (cont(objs, "e2b").args = cont(objs, "e2b").args.map((a) => a.replace("space-dataplane:", "space-dataplan:"))), /no Service space-dataplan/],
 ];
