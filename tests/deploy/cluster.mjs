@@ -424,14 +424,25 @@ async function main() {
     if (!wl.stdout.includes('"node-a"')) throw new Error(`worker list does not name node-a: ${wl.stdout}`);
     log("spacectl worker ls: node-a (the node's name, from the downward API)");
 
-    // The worker's hooks run in its image: pre-stop (the Kind overlay turns the drain off).
-    for (const hook of ["preStop", "postStart"]) {
-      const cmd = wc.lifecycle?.[hook]?.exec?.command;
-      if (!cmd) continue;
-      const r = runc("exec", worker.id, ...cmd);
-      if (r.status !== 0) throw new Error(`the worker's ${hook} hook exited ${r.status}: ${r.stdout} ${r.stderr}`);
-      log(`the worker's ${hook} hook: exit 0`);
-    }
+    // The worker's hooks run in its image, as the manifest sets them (the Kind overlay turns
+    // the drain off), then with the drain on, as the base and EKS have it: the pre-stop hook
+    // drains the node (it holds no sandbox now), the post-start hook uncordons it again.
+    const hook = (name, env = []) => {
+      const cmd = wc.lifecycle?.[name]?.exec?.command;
+      if (!cmd) throw new Error(`the worker has no ${name} hook`);
+      const r = runc("exec", ...env.flatMap((e) => ["--env", e]), worker.id, ...cmd);
+      if (r.status !== 0) throw new Error(`the worker's ${name} hook exited ${r.status}: ${r.stdout} ${r.stderr}`);
+    };
+    const state = () => (spacectl(key, ["worker", "get", "node-a"]).stdout.match(/^state: (\S+)/m) || [])[1];
+    hook("preStop");
+    hook("postStart");
+    if (state() !== "ready") throw new Error(`after the hooks with the drain off, node-a is ${state()}`);
+    log(`the worker's preStop and postStart hooks (SPACE_DRAIN_ON_STOP=${wc.env.find((e) => e.name === "SPACE_DRAIN_ON_STOP")?.value}): node-a stays ready`);
+    hook("preStop", ["SPACE_DRAIN_ON_STOP=true"]);
+    if (state() !== "drained") throw new Error(`after the pre-stop drain, node-a is ${state()}`);
+    hook("postStart", ["SPACE_DRAIN_ON_STOP=true"]);
+    if (state() !== "ready") throw new Error(`after the post-start hook, node-a is ${state()}, not ready again`);
+    log("with SPACE_DRAIN_ON_STOP=true: the preStop hook drained node-a, the postStart hook made it ready again");
   } finally {
     api.close();
   }
