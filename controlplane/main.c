@@ -42,7 +42,7 @@ typedef struct cp_cfg {
         int64_t quota[CP_QUOTA_COUNT]; /* the cluster's default quotas, by CP_QUOTA_* (template_bytes unused) */
         int64_t rate_key_rps, rate_key_burst, rate_tenant_rps, rate_tenant_burst, rate_create_rps, rate_create_burst;
         int64_t audit_retention_us, audit_login_failure_rate;
-        bool create_database, create_fast_path;
+        bool create_database, create_fast_path, bootstrap_only;
 } cp_cfg;
 
 static const sp_config_def defs[] = {
@@ -54,6 +54,10 @@ static const sp_config_def defs[] = {
         {"create-fast-path", SP_CONFIG_BOOL, "true", offsetof(cp_cfg, create_fast_path), 0, 0,
          "one-hop creates: a create a worker's warm pool can serve is placed and sent to that worker by the request "
          "itself and answered running (--no-create-fast-path: every create goes through the controller)"},
+        {"bootstrap-only", SP_CONFIG_BOOL, "false", offsetof(cp_cfg, bootstrap_only), 0, 0,
+         "make what a first start makes (the schema, the cluster CA, the first admin key, the token keys), write "
+         "--ca-out and --token-public-key-out, and exit without serving (a Kubernetes bootstrap Job: "
+         "docs/kubernetes.md)"},
         {"listen", SP_CONFIG_STRING, "127.0.0.1:7070", offsetof(cp_cfg, listen), 0, 0, "the public API (HOST:PORT)"},
         {"tls-cert", SP_CONFIG_STRING, NULL, offsetof(cp_cfg, tls_cert), 0, 0,
          "serve the public API over HTTPS with this certificate (PEM file)"},
@@ -285,6 +289,13 @@ int main(int argc, char **argv)
             (c.token_public_key_out && write_token_keys(db, c.token_public_key_out, &e) < 0)) {
                 sp_log_error("token keys: %s", e->message);
                 return 1;
+        }
+        if (c.bootstrap_only) {
+                sp_log_info("bootstrap done: the schema, the cluster CA, an admin key and the token keys exist");
+                sp_pki_ca_free(ca);
+                cp_db_close(db);
+                sp_config_free(defs, &c);
+                return 0;
         }
 
         cp_keyring *keyring = NULL;

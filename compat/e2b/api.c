@@ -137,18 +137,36 @@ void e2b_url_escape(sp_buf *out, const char *s)
         }
 }
 
+int e2b_dp_origin(const char *url, const char *override, char **ret_origin, const char **ret_target, sp_error **err)
+{
+        *ret_origin = NULL;
+        const char *scheme = strstr(url, "://");
+        const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+        if (!slash || slash == scheme + 3)
+                return sp_error_set(err, SP_E_INTERNAL, "the API gave a malformed data-plane URL");
+        if (override && *override) {
+                size_t n = strlen(override);
+                while (n && override[n - 1] == '/')
+                        n--;
+                *ret_origin = strndup(override, n);
+        } else {
+                *ret_origin = strndup(url, (size_t)(slash - url));
+        }
+        if (!*ret_origin)
+                abort();
+        *ret_target = slash;
+        return 0;
+}
+
 int e2b_dp_send(const e2b_ctx *ctx, const char *url, const char *method, const char *token, const char *const *headers,
                 const void *body, size_t body_len, sp_http_body_source source, void *source_userdata,
                 sp_http_client **ret_client, sp_error **err)
 {
         *ret_client = NULL;
-        const char *scheme = strstr(url, "://");
-        const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
-        if (!slash)
-                return sp_error_set(err, SP_E_INTERNAL, "the API gave a malformed data-plane URL");
-        _cleanup_free_ char *origin = strndup(url, (size_t)(slash - url));
-        if (!origin)
-                abort();
+        _cleanup_free_ char *origin = NULL;
+        const char *slash;
+        if (e2b_dp_origin(url, ctx->dataplane_url, &origin, &slash, err) < 0)
+                return -1;
         sp_http_client_config cfg = {.ca_file = ctx->ca_file, .io_timeout_ms = 0, .user_agent = USER_AGENT};
         sp_http_client *c = sp_http_client_new(origin, &cfg, err);
         if (!c)

@@ -43,10 +43,19 @@ int e2b_api_wait(e2b_api *a, json_object *envelope, int timeout_s, sp_error **er
 /* Appends s percent-encoded for a query value or a path segment. */
 void e2b_url_escape(sp_buf *out, const char *s);
 
+/* Splits a data-plane url (absolute, from the API's answers) into the origin
+ * to dial and the request target: the url's own scheme://host[:port], or
+ * override (ctx->dataplane_url: the data plane as this replica reaches it,
+ * e.g. a Kubernetes Service, while clients use the public URL) when it is
+ * set. *ret_origin is malloc'd (the caller frees it); *ret_target points
+ * into url. Fails (SP_E_INTERNAL) on a url with no scheme or path. */
+int e2b_dp_origin(const char *url, const char *override, char **ret_origin, const char **ret_target, sp_error **err);
+
 /* A data-plane request: url is absolute (from the API's attach_url or file
- * url) with the query already on it. Opens a client for its origin and sends
- * the request with the bearer token; returns the status or < 0. The caller
- * reads the body with sp_http_client_read() and frees *ret_client. */
+ * url) with the query already on it. Opens a client for its origin (see
+ * e2b_dp_origin) and sends the request with the bearer token; returns the
+ * status or < 0. The caller reads the body with sp_http_client_read() and
+ * frees *ret_client. */
 int e2b_dp_send(const e2b_ctx *ctx, const char *url, const char *method, const char *token, const char *const *headers,
                 const void *body, size_t body_len, sp_http_body_source source, void *source_userdata,
                 sp_http_client **ret_client, sp_error **err);

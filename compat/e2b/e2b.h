@@ -29,6 +29,7 @@ typedef struct e2b_ctx {
         struct event_base *base;
         const char *api_url; /* the public API, e.g. http://127.0.0.1:7070 */
         const char *ca_file; /* CA for an https API and data plane; NULL: the system's */
+        const char *dataplane_url; /* the data plane's origin as we reach it; NULL: the API's URLs' own */
         const char *envd_version; /* reported to the SDK */
         const char *template_default; /* our template for E2B's "base" */
         unsigned api_timeout_ms;

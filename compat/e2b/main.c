@@ -22,7 +22,7 @@
 #include "space/log.h"
 
 typedef struct e2b_cfg {
-        char *listen, *api_url, *ca_file, *secret_file, *envd_version, *template_name;
+        char *listen, *api_url, *dataplane_url, *ca_file, *secret_file, *envd_version, *template_name;
         char *log_level, *log_format;
         int64_t max_calls, max_calls_per_key, max_watchers, max_watchers_per_key, max_connections, api_timeout_ms;
 } e2b_cfg;
@@ -32,6 +32,9 @@ static const sp_config_def defs[] = {
          "where E2B clients connect (HOST:PORT): both E2B_API_URL and E2B_SANDBOX_URL point here"},
         {"api-url", SP_CONFIG_STRING, "http://127.0.0.1:7070", offsetof(e2b_cfg, api_url), 0, 0,
          "the public API of the cluster (its data plane comes from the API's answers)"},
+        {"dataplane-url", SP_CONFIG_STRING, NULL, offsetof(e2b_cfg, dataplane_url), 0, 0,
+         "the data plane as this replica reaches it (scheme://host:port), in place of the origin of the URLs in the "
+         "API's answers, which are the clients' (e.g. a Kubernetes Service; default: those URLs as they are)"},
         {"ca-file", SP_CONFIG_STRING, NULL, offsetof(e2b_cfg, ca_file), 0, 0,
          "CA certificates (PEM) for an https API and data plane; default the system's"},
         {"secret-file", SP_CONFIG_STRING, "/var/lib/space/e2b/secret.key", offsetof(e2b_cfg, secret_file), 0, 0,
@@ -79,6 +82,7 @@ int main(int argc, char **argv)
         }
         e2b_ctx ctx = {.api_url = c.api_url,
                        .ca_file = c.ca_file,
+                       .dataplane_url = c.dataplane_url,
                        .envd_version = c.envd_version,
                        .template_default = c.template_name,
                        .api_timeout_ms = (unsigned)c.api_timeout_ms};

@@ -226,6 +226,9 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         snprintf(staging, sizeof(staging), "%s/root", cfg->runtime_dir);
         CHECK(sys_move_mount(x->tree_fd, "", AT_FDCWD, staging, MOVE_MOUNT_F_EMPTY_PATH), "attach the root filesystem");
         close(x->tree_fd);
+        /* A clone of a shared mount is shared (the storage beneath a Kubernetes volume with
+         * Bidirectional propagation is), and pivot_root refuses a shared new root. */
+        CHECK(mount(NULL, staging, NULL, MS_REC | MS_PRIVATE, NULL), "make the root filesystem private");
         CHECK(chdir(staging), "chdir to the root filesystem");
         setup_dev(x, cfg->uid_base);
         setup_proc(x); /* after /dev: its masks bind dev/null */

@@ -1,0 +1,484 @@
+// A SPACE cluster from the rendered Kind manifests, run under runc on this host: the images
+// deploy/images/build made, started with the command lines, environment, users, security
+// contexts and mounts the manifests give their containers, as a kubelet would.
+//
+// Runs inside a network namespace of its own (tests/deploy/images starts it there), which
+// stands for the cluster network: every Service name resolves to its loopback (/etc/hosts),
+// so ports cannot clash with anything else on the host. What stands in for Kubernetes:
+//   - a fake API server (HTTPS on 127.0.0.1:6443) holding Secrets and ConfigMaps, which
+//     allows the bootstrap's service account exactly what the rendered Role allows;
+//   - PostgreSQL with the user, password and database the rendered space-database Secret names;
+//   - the kubelet's part: Secrets, ConfigMaps and emptyDirs as directories (modes and fsGroup
+//     as the kubelet sets them), the service-account token, the downward API, $(VAR).
+// Then: the bootstrap Job (keys, init, publish), the control plane, the data plane, the
+// worker (privileged, node paths under the work directory), space-e2b; each readiness probe
+// must answer 200; the worker's pre-stop hook runs; a sandbox runs a command through the
+// data plane. One replica of each (a replica's ports are fixed, and the pods share a network).
+//
+// Changed from the manifests, so that the test can run beside other clusters on one host:
+// the worker's --cgroup-parent (unique per run). Everything is removed at the end, also on
+// failure (tests/deploy/images also cleans what a crash of this script leaves).
+//
+// Usage: node cluster.mjs --render FILE --images DIR --tag TAG --bin DIR --work DIR --netns NAME --pgbin DIR --cgroup NAME
+//   --cgroup  the worker's cgroup parent (and the containers' cgroups' prefix)
+import { readFileSync, writeFileSync, mkdirSync, chmodSync, chownSync, openSync, closeSync, existsSync, rmSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { createServer } from "node:https";
+import { get as httpGet } from "node:http";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+
+const opts = {};
+for (let i = 2; i < process.argv.length; i += 2) opts[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
+for (const k of ["render", "images", "tag", "bin", "work", "netns", "pgbin", "cgroup"]) if (!opts[k]) throw new Error(`cluster: --${k} is required`);
+const W = opts.work;
+const runcRoot = join(W, "runc");
+const log = (...a) => console.log("cluster:", ...a);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const objects = parseAllDocuments(readFileSync(opts.render, "utf8")).map((d) => d.toJS()).filter(Boolean);
+const find = (kind, name) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+const NS = find("Namespace", "space") ? "space" : objects.find((o) => o.metadata.namespace)?.metadata.namespace;
+const started = []; // runc container ids to remove
+const cgroupParent = opts.cgroup;
+
+// ---- the fake Kubernetes API ----
+
+const store = { secrets: new Map(), configmaps: new Map() };
+for (const o of objects) if (o.kind === "Secret") store.secrets.set(o.metadata.name, o);
+const saToken = execFileSync("openssl", ["rand", "-hex", "24"], { encoding: "utf8" }).trim();
+const role = find("Role", "space-bootstrap");
+const binding = objects.find((o) => o.kind === "RoleBinding" && o.roleRef.name === role?.metadata.name);
+if (!role || !binding?.subjects.some((s) => s.name === "space-bootstrap")) throw new Error("no Role bound to space-bootstrap");
+const allowed = (verb, resource, name) =>
+  role.rules.some((r) => r.resources.includes(resource) && r.verbs.includes(verb) && (!r.resourceNames || (name && r.resourceNames.includes(name))));
+const apiLog = [];
+
+function startApi() {
+  const dir = join(W, "api");
+  mkdirSync(dir, { recursive: true });
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+    "-subj", "/CN=kubernetes", "-addext", "subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc",
+    "-keyout", join(dir, "key.pem"), "-out", join(dir, "ca.crt")], { stdio: "ignore" });
+  const server = createServer({ key: readFileSync(join(dir, "key.pem")), cert: readFileSync(join(dir, "ca.crt")) }, (req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      // The API server answers compact JSON.
+      const answer = (code, obj) => {
+        res.writeHead(code, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(obj));
+      };
+      const m = req.url.match(/^\/api\/v1\/namespaces\/([^/]+)\/(secrets|configmaps)(?:\/([^/?]+))?$/);
+      if (req.headers.authorization !== `Bearer ${saToken}`) return answer(401, { kind: "Status", code: 401 });
+      if (!m || m[1] !== NS) return answer(404, { kind: "Status", code: 404 });
+      const [, , resource, name] = m;
+      const verb = { GET: "get", POST: "create", PUT: "update", PATCH: "patch", DELETE: "delete" }[req.method];
+      const ok = verb && allowed(verb, resource, name);
+      apiLog.push({ call: `${req.method} ${resource}/${name || ""}`, ok });
+      if (!ok) return answer(403, { kind: "Status", code: 403, message: `${verb} ${resource} ${name || ""} is forbidden` });
+      const objs = store[resource];
+      if (req.method === "GET") return objs.has(name) ? answer(200, objs.get(name)) : answer(404, { kind: "Status", code: 404 });
+      let obj;
+      try {
+        obj = JSON.parse(body);
+      } catch {
+        return answer(400, { kind: "Status", code: 400, message: "not JSON" });
+      }
+      if (req.method === "POST") {
+        if (objs.has(obj.metadata.name)) return answer(409, { kind: "Status", code: 409 });
+        objs.set(obj.metadata.name, obj);
+        return answer(201, obj);
+      }
+      if (!objs.has(name)) return answer(404, { kind: "Status", code: 404 });
+      objs.set(name, obj);
+      return answer(200, obj);
+    });
+  });
+  return new Promise((r) => server.listen(6443, "127.0.0.1", () => r(server)));
+}
+
+// ---- PostgreSQL, as the space-database Secret says ----
+
+function secretValue(name, key) {
+  const s = store.secrets.get(name);
+  const v = s?.data?.[key] ?? (s?.stringData?.[key] !== undefined ? Buffer.from(s.stringData[key]).toString("base64") : undefined);
+  if (v === undefined) throw new Error(`no ${key} in secret ${name}`);
+  return Buffer.from(String(v).replace(/\s+/g, ""), "base64");
+}
+let pgData;
+function startPostgres() {
+  const url = secretValue("space-database", "url").toString();
+  const kv = Object.fromEntries([...url.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1], m[2]]));
+  pgData = join(W, "pg");
+  mkdirSync(pgData, { recursive: true });
+  execFileSync("chown", ["postgres:postgres", pgData]);
+  writeFileSync(join(W, "pgpass"), kv.password);
+  execFileSync("chmod", ["0644", join(W, "pgpass")]);
+  const asPg = (cmd, args) => execFileSync("runuser", ["-u", "postgres", "--", join(opts.pgbin, cmd), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  asPg("initdb", ["-D", join(pgData, "data"), "-U", kv.user, `--pwfile=${join(W, "pgpass")}`, "--auth-host=scram-sha-256", "--auth-local=trust"]);
+  asPg("pg_ctl", ["-D", join(pgData, "data"), "-l", join(pgData, "log"), "-w", "-t", "60", "start",
+    "-o", `-c listen_addresses=127.0.0.1 -c port=${kv.port || 5432} -k ${pgData} -c fsync=off`]);
+  asPg("createdb", ["-h", pgData, "-p", String(kv.port || 5432), "-U", kv.user, kv.dbname]);
+  log(`PostgreSQL on 127.0.0.1:${kv.port || 5432}, database ${kv.dbname}, user ${kv.user} (from secret space-database)`);
+}
+function stopPostgres() {
+  if (pgData && existsSync(join(pgData, "data", "postmaster.pid")))
+    spawnSync("runuser", ["-u", "postgres", "--", join(opts.pgbin, "pg_ctl"), "-D", join(pgData, "data"), "-m", "immediate", "-w", "stop"], { stdio: "ignore" });
+}
+
+// ---- the kubelet's part ----
+
+const CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
+  "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK",
+  "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT",
+  "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
+  "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON",
+  "CAP_BPF", "CAP_CHECKPOINT_RESTORE"];
+// A privileged container gets every capability its runtime holds (here: ours; a host may
+// withhold some, as this one's CapBnd may say).
+const bnd = BigInt(`0x${readFileSync("/proc/self/status", "utf8").match(/^CapBnd:\s*([0-9a-f]+)/m)[1]}`);
+const PRIVILEGED_CAPS = CAPS.filter((c, i) => (bnd >> BigInt(i)) & 1n);
+// The runtime's default for a container that drops nothing (containerd's).
+const DEFAULT_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID",
+  "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"];
+
+// The hosts every pod resolves: each Service (short and qualified names) on the loopback.
+function hostsFile() {
+  const names = ["localhost", "kubernetes", "kubernetes.default.svc"];
+  for (const s of objects.filter((o) => o.kind === "Service")) {
+    const n = s.metadata.name;
+    names.push(n, `${n}.${NS}`, `${n}.${NS}.svc`, `${n}.${NS}.svc.cluster.local`);
+  }
+  const p = join(W, "hosts");
+  writeFileSync(p, `127.0.0.1\t${names.join(" ")}\n`);
+  // The cluster DNS's address (nothing answers there: nothing in this test looks a name up).
+  writeFileSync(join(W, "resolv.conf"), "nameserver 127.0.0.1\n");
+  return p;
+}
+
+// Materialises a volume as a directory, as the kubelet would; returns its path.
+function volumeDir(pod, podSpec, v) {
+  const dir = join(W, "vol", pod, v.name);
+  if (existsSync(dir)) return dir;
+  mkdirSync(dir, { recursive: true });
+  const fsGroup = podSpec.securityContext?.fsGroup;
+  const files = (obj, isSecret, mode) => {
+    for (const [k, val] of Object.entries(obj?.data || {})) {
+      const p = join(dir, k);
+      writeFileSync(p, isSecret ? Buffer.from(String(val).replace(/\s+/g, ""), "base64") : String(val));
+      // The kubelet's ownership for fsGroup: group fsGroup, group read added.
+      chmodSync(p, fsGroup !== undefined ? mode | 0o440 : mode);
+      chownSync(p, 0, fsGroup ?? 0);
+    }
+  };
+  if (v.secret) {
+    const s = store.secrets.get(v.secret.secretName);
+    if (!s && !v.secret.optional) throw new Error(`pod ${pod}: secret ${v.secret.secretName} does not exist (the kubelet would wait)`);
+    files(s, true, v.secret.defaultMode ?? 0o644);
+  } else if (v.configMap) {
+    const c = store.configmaps.get(v.configMap.name);
+    if (!c && !v.configMap.optional) throw new Error(`pod ${pod}: configmap ${v.configMap.name} does not exist`);
+    files(c, false, v.configMap.defaultMode ?? 0o644);
+  } else if (v.emptyDir) {
+    chmodSync(dir, 0o777);
+    if (fsGroup !== undefined) chownSync(dir, 0, fsGroup);
+  } else if (v.hostPath) {
+    // The node's paths: under the work directory, but the cgroup tree, which is the host's.
+    if (v.hostPath.path === "/sys/fs/cgroup") return "/sys/fs/cgroup";
+    const p = join(W, "node", v.hostPath.path);
+    mkdirSync(p, { recursive: true });
+    return p;
+  } else if (v.persistentVolumeClaim) {
+    chmodSync(dir, 0o777);
+  } else throw new Error(`pod ${pod}: volume ${v.name} of a kind this test does not make`);
+  return dir;
+}
+
+function fieldRef(pod, path) {
+  return { "metadata.name": pod, "metadata.namespace": NS, "spec.nodeName": "node-a", "status.hostIP": "127.0.0.1", "status.podIP": "127.0.0.1" }[path];
+}
+
+// Writes a runc bundle for container c of a pod; returns its id.
+function bundle(pod, podSpec, c, image, extraArgs = []) {
+  const id = `${pod}-${c.name}`.slice(0, 60);
+  const dir = join(W, "bundles", id);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(join(W, "bundles"), { recursive: true });
+  execFileSync("umoci", ["unpack", "--image", `${join(opts.images, "oci", image)}:${opts.tag}`, dir], { stdio: "ignore" });
+  const cfg = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
+  // env: the image's, Kubernetes' service variables, the container's own
+  const env = new Map(cfg.process.env.map((e) => e.split(/=(.*)/s).slice(0, 2)));
+  env.set("KUBERNETES_SERVICE_HOST", "127.0.0.1");
+  env.set("KUBERNETES_SERVICE_PORT", "6443");
+  env.set("HOSTNAME", pod);
+  for (const e of c.env || []) {
+    let v = e.value;
+    if (e.valueFrom?.secretKeyRef) v = secretValue(e.valueFrom.secretKeyRef.name, e.valueFrom.secretKeyRef.key).toString();
+    else if (e.valueFrom?.fieldRef) v = fieldRef(pod, e.valueFrom.fieldRef.fieldPath);
+    else if (e.valueFrom) throw new Error(`${id}: env ${e.name}: a source this test does not resolve`);
+    env.set(e.name, (v ?? "").replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, n) => env.get(n) ?? m));
+  }
+  const expand = (s) => s.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, n) => (env.has(n) ? env.get(n) : m));
+  const args = [...(c.command || cfg.process.args), ...(c.args || []), ...extraArgs].map(expand);
+  cfg.process.args = args;
+  cfg.process.env = [...env].map(([k, v]) => `${k}=${v}`);
+  cfg.process.terminal = false;
+  cfg.hostname = pod;
+  const sc = c.securityContext || {};
+  const psc = podSpec.securityContext || {};
+  const uid = sc.runAsUser ?? psc.runAsUser ?? cfg.process.user.uid;
+  const gid = sc.runAsGroup ?? psc.runAsGroup ?? cfg.process.user.gid;
+  if ((sc.runAsNonRoot ?? psc.runAsNonRoot) && uid === 0) throw new Error(`${id}: runAsNonRoot, and the user is root`);
+  cfg.process.user = { uid, gid, additionalGids: psc.fsGroup !== undefined ? [psc.fsGroup] : [] };
+  cfg.root.readonly = !!sc.readOnlyRootFilesystem;
+  cfg.process.noNewPrivileges = sc.allowPrivilegeEscalation === false;
+  const caps = sc.privileged ? PRIVILEGED_CAPS : sc.capabilities?.drop?.includes("ALL") ? [] : DEFAULT_CAPS;
+  cfg.process.capabilities = { bounding: caps, effective: caps, permitted: caps, inheritable: caps, ambient: [] };
+  cfg.linux.namespaces = cfg.linux.namespaces.filter((n) => n.type !== "network" && !(podSpec.hostPID && n.type === "pid"));
+  cfg.linux.namespaces.push({ type: "network", path: `/run/netns/${opts.netns}` });
+  cfg.linux.cgroupsPath = `/${cgroupParent}-pods/${id}`;
+  const mounts = cfg.mounts.filter((m) => !(sc.privileged && ["/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys", "/sys/fs/cgroup"].includes(m.destination)));
+  if (sc.privileged) {
+    // All the host's devices and a writable /sys, as a privileged container gets.
+    mounts.push({ destination: "/dev", type: "bind", source: "/dev", options: ["rbind", "rw"] });
+    mounts.push({ destination: "/sys", type: "sysfs", source: "sysfs", options: ["nosuid", "noexec", "nodev", "rw"] });
+    cfg.linux.maskedPaths = [];
+    cfg.linux.readonlyPaths = [];
+    delete cfg.linux.resources?.devices;
+    cfg.linux.resources = { ...(cfg.linux.resources || {}), devices: [{ allow: true, access: "rwm" }] };
+  }
+  mounts.push({ destination: "/etc/hosts", type: "bind", source: join(W, "hosts"), options: ["bind", "ro"] });
+  mounts.push({ destination: "/etc/resolv.conf", type: "bind", source: join(W, "resolv.conf"), options: ["bind", "ro"] });
+  const volumes = new Map((podSpec.volumes || []).map((v) => [v.name, v]));
+  for (const vm of c.volumeMounts || []) {
+    const v = volumes.get(vm.name);
+    if (!v) throw new Error(`${id}: no volume ${vm.name}`);
+    const src = volumeDir(pod, podSpec, v);
+    const o = ["rbind", vm.readOnly ? "ro" : "rw"];
+    if (vm.mountPropagation === "Bidirectional") o.push("rshared");
+    mounts.push({ destination: vm.mountPath, type: "bind", source: src, options: o });
+  }
+  if (podSpec.automountServiceAccountToken !== false && find("ServiceAccount", podSpec.serviceAccountName)?.automountServiceAccountToken !== false) {
+    const sa = join(W, "sa", podSpec.serviceAccountName || "default");
+    mkdirSync(sa, { recursive: true });
+    writeFileSync(join(sa, "token"), podSpec.serviceAccountName === "space-bootstrap" ? saToken : "not-a-token");
+    writeFileSync(join(sa, "ca.crt"), readFileSync(join(W, "api", "ca.crt")));
+    writeFileSync(join(sa, "namespace"), NS);
+    for (const f of ["token", "ca.crt", "namespace"]) chmodSync(join(sa, f), 0o644);
+    mounts.push({ destination: "/var/run/secrets/kubernetes.io/serviceaccount", type: "bind", source: sa, options: ["rbind", "ro"] });
+  }
+  cfg.mounts = mounts;
+  // containerd makes the root shared for a container with a Bidirectional mount.
+  if ((c.volumeMounts || []).some((m) => m.mountPropagation === "Bidirectional")) cfg.linux.rootfsPropagation = "rshared";
+  writeFileSync(join(dir, "config.json"), JSON.stringify(cfg, null, 1));
+  return { id, dir, args };
+}
+
+function runc(...args) {
+  return spawnSync("runc", ["--root", runcRoot, ...args], { encoding: "utf8" });
+}
+// Runs a container to its end; resolves to its exit code. Output goes to logs/<id>.log.
+// Asynchronous: the fake API server in this process must answer meanwhile.
+function runToEnd(b, timeoutMs = 300000) {
+  mkdirSync(join(W, "logs"), { recursive: true });
+  const out = openSync(join(W, "logs", `${b.id}.log`), "a");
+  started.push(b.id);
+  return new Promise((resolve) => {
+    const p = spawn("runc", ["--root", runcRoot, "run", "--bundle", b.dir, b.id], { stdio: ["ignore", out, out] });
+    const t = setTimeout(() => runc("kill", b.id, "KILL"), timeoutMs);
+    p.on("exit", (code) => {
+      clearTimeout(t);
+      closeSync(out);
+      runc("delete", "-f", b.id);
+      resolve(code);
+    });
+  });
+}
+function startDetached(b) {
+  mkdirSync(join(W, "logs"), { recursive: true });
+  const out = openSync(join(W, "logs", `${b.id}.log`), "a");
+  started.push(b.id);
+  const r = spawnSync("runc", ["--root", runcRoot, "run", "--detach", "--bundle", b.dir, b.id], { stdio: ["ignore", out, out] });
+  closeSync(out);
+  if (r.status !== 0) throw new Error(`${b.id}: runc run failed (${tail(b.id)})`);
+}
+const tail = (id, n = 15) => {
+  try {
+    return readFileSync(join(W, "logs", `${id}.log`), "utf8").trim().split("\n").slice(-n).join("\n    ");
+  } catch {
+    return "no log";
+  }
+};
+function httpStatus(port, path) {
+  return new Promise((r) => {
+    const req = httpGet({ host: "127.0.0.1", port, path, timeout: 3000 }, (res) => {
+      res.resume();
+      r(res.statusCode);
+    });
+    req.on("error", () => r(0));
+    req.on("timeout", () => {
+      req.destroy();
+      r(0);
+    });
+  });
+}
+async function waitProbe(b, c, timeoutS = 120) {
+  const p = c.readinessProbe?.httpGet;
+  if (!p) throw new Error(`${b.id}: no readiness probe to wait on`);
+  const port = typeof p.port === "number" ? p.port : c.ports.find((x) => x.name === p.port).containerPort;
+  for (let i = 0; i < timeoutS * 2; i++) {
+    const st = runc("state", b.id);
+    if (st.status !== 0 || JSON.parse(st.stdout).status !== "running") throw new Error(`${b.id} stopped:\n    ${tail(b.id)}`);
+    if ((await httpStatus(port, p.path)) === 200) {
+      log(`${b.id}: readiness probe GET ${p.path} on ${port}: 200`);
+      return;
+    }
+    await sleep(500);
+  }
+  throw new Error(`${b.id}: readiness probe GET ${p.path} on ${port} not 200 within ${timeoutS} s:\n    ${tail(b.id)}`);
+}
+
+const podOf = (kind, name) => {
+  const o = find(kind, name);
+  if (!o) throw new Error(`no ${kind} ${name} in the render`);
+  return o.spec.template.spec;
+};
+const imageOf = (c) => c.image.split("/").pop().split(":")[0];
+const spacectl = (key, args, timeout = 120000) =>
+  spawnSync(join(opts.bin, "spacectl"), args, { encoding: "utf8", timeout, env: { ...process.env, SPACE_ENDPOINT: "http://127.0.0.1:7070", SPACE_API_KEY: key } });
+
+// ---- the run ----
+
+async function main() {
+  mkdirSync(W, { recursive: true });
+  hostsFile();
+  const api = await startApi();
+  try {
+    startPostgres();
+
+    // The bootstrap Job: its init containers in order, then its container (which waits for the API).
+    const job = podOf("Job", "space-bootstrap");
+    for (const c of job.initContainers) {
+      const b = bundle("space-bootstrap", job, c, imageOf(c));
+      const code = await runToEnd(b);
+      if (code !== 0) throw new Error(`bootstrap ${c.name} exited ${code}:\n    ${tail(b.id)}`);
+      log(`bootstrap ${c.name}: done (${b.args.join(" ").slice(0, 140)})`);
+    }
+    for (const s of ["space-admin-key", "space-secrets-key", "space-e2b-secret"])
+      if (!store.secrets.has(s)) throw new Error(`bootstrap keys made no secret ${s}`);
+
+    const cpPod = podOf("Deployment", "space-controlplane");
+    const cp = bundle("space-controlplane-0", cpPod, cpPod.containers[0], imageOf(cpPod.containers[0]));
+    startDetached(cp);
+
+    const publish = bundle("space-bootstrap", job, job.containers[0], imageOf(job.containers[0]));
+    const pc = await runToEnd(publish);
+    if (pc !== 0) throw new Error(`bootstrap publish exited ${pc}:\n    ${tail(publish.id)}`);
+    for (const [kind, name] of [["configmaps", "space-cluster-ca"], ["secrets", "space-join-tokens"]])
+      if (!store[kind].has(name)) throw new Error(`bootstrap publish made no ${kind} ${name}`);
+    const refused = apiLog.filter((c) => !c.ok).map((c) => c.call);
+    if (refused.length) throw new Error(`the Role refused the bootstrap: ${refused.join(", ")}`);
+    log(`bootstrap publish: done; the API saw ${apiLog.length} calls (${[...new Set(apiLog.map((c) => c.call))].join(", ")}), none refused by the Role`);
+    await waitProbe(cp, cpPod.containers[0]);
+    const key = secretValue("space-admin-key", "admin.key").toString().trim();
+
+    // The same Job again (kubectl apply after its TTL): keeps every key.
+    const before = secretValue("space-admin-key", "admin.key").toString();
+    const again = bundle("space-bootstrap-again", job, job.initContainers[0], imageOf(job.initContainers[0]));
+    if ((await runToEnd(again)) !== 0 || secretValue("space-admin-key", "admin.key").toString() !== before)
+      throw new Error(`bootstrap keys, run again, did not keep the admin key:\n    ${tail(again.id)}`);
+    log("bootstrap keys, run again: every secret kept");
+
+    const dpPod = podOf("Deployment", "space-dataplane");
+    const dp = bundle("space-dataplane-0", dpPod, dpPod.containers[0], imageOf(dpPod.containers[0]));
+    startDetached(dp);
+    await waitProbe(dp, dpPod.containers[0]);
+
+    const wPod = podOf("DaemonSet", "space-worker");
+    const wc = wPod.containers[0];
+    const wArgs = (wc.args || []).map((a) => (a.startsWith("--cgroup-parent=") ? `--cgroup-parent=${cgroupParent}` : a));
+    const worker = bundle("space-worker-node-a", wPod, { ...wc, args: wArgs }, imageOf(wc));
+    writeFileSync(join(W, "worker-purge.json"), JSON.stringify({ pod: wPod, c: { ...wc, args: wArgs } }));
+    startDetached(worker);
+    await waitProbe(worker, wc, 300);
+
+    const e2bPod = podOf("Deployment", "space-e2b");
+    const e2b = bundle("space-e2b-0", e2bPod, e2bPod.containers[0], imageOf(e2bPod.containers[0]));
+    startDetached(e2b);
+    await waitProbe(e2b, e2bPod.containers[0]);
+
+    // The worker joined and has the base template: a sandbox runs a command.
+    let ran = null;
+    for (let i = 0; i < 30 && !ran; i++) {
+      const r = spacectl(key, ["run", "base", "--", "sh", "-c", "echo hello from $(hostname) in a sandbox; exit 3"]);
+      if (r.status === 3 && /hello from .* in a sandbox/.test(r.stdout)) ran = r;
+      else {
+        const q = spacectl(key, ["worker", "get", "node-a"]).stdout.match(/quarantine_reason: (.+)/);
+        if (i === 29 || (q && q[1].trim() !== "-"))
+          throw new Error(`spacectl run: exit ${r.status}: ${r.stdout} ${r.stderr}${q ? `\n  the worker is quarantined: ${q[1]}` : ""}`);
+        await sleep(2000);
+      }
+    }
+    log(`spacectl run base: "${ran.stdout.trim()}", exit code ${ran.status} (as the command's)`);
+    const wl = spacectl(key, ["--json", "worker", "ls"]);
+    if (!wl.stdout.includes('"node-a"')) throw new Error(`worker list does not name node-a: ${wl.stdout}`);
+    log("spacectl worker ls: node-a (the node's name, from the downward API)");
+
+    // The worker's hooks run in its image, as the manifest sets them (the Kind overlay turns
+    // the drain off), then with the drain on, as the base and EKS have it: the pre-stop hook
+    // drains the node (it holds no sandbox now), the post-start hook uncordons it again.
+    const hook = (name, env = []) => {
+      const cmd = wc.lifecycle?.[name]?.exec?.command;
+      if (!cmd) throw new Error(`the worker has no ${name} hook`);
+      const r = runc("exec", ...env.flatMap((e) => ["--env", e]), worker.id, ...cmd);
+      if (r.status !== 0) throw new Error(`the worker's ${name} hook exited ${r.status}: ${r.stdout} ${r.stderr}`);
+    };
+    const state = () => (spacectl(key, ["worker", "get", "node-a"]).stdout.match(/^state: (\S+)/m) || [])[1];
+    hook("preStop");
+    hook("postStart");
+    if (state() !== "ready") throw new Error(`after the hooks with the drain off, node-a is ${state()}`);
+    log(`the worker's preStop and postStart hooks (SPACE_DRAIN_ON_STOP=${wc.env.find((e) => e.name === "SPACE_DRAIN_ON_STOP")?.value}): node-a stays ready`);
+    hook("preStop", ["SPACE_DRAIN_ON_STOP=true"]);
+    if (state() !== "drained") throw new Error(`after the pre-stop drain, node-a is ${state()}`);
+    hook("postStart", ["SPACE_DRAIN_ON_STOP=true"]);
+    if (state() !== "ready") throw new Error(`after the post-start hook, node-a is ${state()}, not ready again`);
+    log("with SPACE_DRAIN_ON_STOP=true: the preStop hook drained node-a, the postStart hook made it ready again");
+  } finally {
+    api.close();
+  }
+}
+
+async function cleanup() {
+  for (const id of started.reverse()) {
+    runc("kill", id, "KILL");
+    for (let i = 0; i < 20 && runc("state", id).status === 0 && JSON.parse(runc("state", id).stdout || "{}").status === "running"; i++) await sleep(100);
+    runc("delete", "-f", id);
+  }
+  // The worker's own clean-up: sandboxes, cgroups, mounts, loop device (--purge), in its image.
+  if (existsSync(join(W, "worker-purge.json"))) {
+    const { pod, c } = JSON.parse(readFileSync(join(W, "worker-purge.json"), "utf8"));
+    const b = bundle("space-worker-purge", pod, { ...c, lifecycle: undefined }, imageOf(c), ["--purge"]);
+    const code = await runToEnd(b, 120000);
+    log(`space-worker --purge: exit ${code}`);
+  }
+  stopPostgres();
+}
+
+let failed = false;
+for (const sig of ["SIGTERM", "SIGINT"])
+  process.on(sig, async () => {
+    console.log(`cluster: ${sig}: removing everything`);
+    await cleanup();
+    process.exit(143);
+  });
+try {
+  await main();
+  log("PASS: a cluster from the Kind manifests ran a command in a sandbox");
+} catch (e) {
+  failed = true;
+  console.log(`cluster: FAIL: ${e.message}`);
+  for (const id of started) console.log(`--- ${id}\n    ${tail(id, 20)}`);
+} finally {
+  await cleanup();
+}
+process.exit(failed ? 1 : 0);
