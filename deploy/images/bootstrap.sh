@@ -32,13 +32,14 @@ die() { log "$*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kapi() {
-        set -- "$1" "$2" "${3:-}" "$(cat "$sa/token" 2>/dev/null)"
-        if [ -n "$3" ]; then
+        # The token through a file (0600 under $tmp), never on curl's command line (/proc/PID/cmdline).
+        (umask 077 && printf 'Authorization: Bearer %s\n' "$(cat "$sa/token" 2>/dev/null)" >"$tmp/auth")
+        if [ -n "${3:-}" ]; then
                 printf '%s' "$3" >"$tmp/req"
-                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" -H 'Content-Type: application/json' \
+                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H @"$tmp/auth" -H 'Content-Type: application/json' \
                         -o "$tmp/body" -w '%{http_code}' -X "$1" --data-binary "@$tmp/req" "$kube$2" || :
         else
-                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $4" \
+                curl -sS --max-time 30 --cacert "$sa/ca.crt" -H @"$tmp/auth" \
                         -o "$tmp/body" -w '%{http_code}' -X "$1" "$kube$2" || :
         fi
 }
