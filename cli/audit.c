@@ -21,6 +21,22 @@
 /* How far back --follow starts without --since or --cursor. */
 #define FOLLOW_LOOKBACK_S 60
 
+/* s with every control byte (C0, DEL) written as \xNN: what a tenant put in an id (its own
+ * refused call's path) must not move the cursor, clear a line or forge one on the terminal. */
+static const char *safe(const char *s, char *out, size_t n)
+{
+        size_t o = 0;
+        for (; *s && o + 5 < n; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch < 0x20 || ch == 0x7f)
+                        o += (size_t)snprintf(out + o, n - o, "\\x%02x", ch);
+                else
+                        out[o++] = (char)ch;
+        }
+        out[o] = '\0';
+        return out;
+}
+
 static void print_record(ctl_ctx *ctx, json_object *rec)
 {
         if (ctx->json) {
@@ -37,8 +53,12 @@ static void print_record(ctl_ctx *ctx, json_object *rec)
                 snprintf(outcome, sizeof(outcome), "%s", ctl_jstr(rec, "outcome"));
         else
                 snprintf(outcome, sizeof(outcome), "%s(%s)", ctl_jstr(rec, "outcome"), st);
-        fprintf(ctx->out, "%-27s %-24s %-46s %-16s %-24s %-24s %s\n", ctl_jstr(rec, "at"), ctl_jstr(rec, "action"),
-                object, outcome, ctl_jstr(rec, "key_id"), ctl_jstr(rec, "tenant_id"), ctl_jstr(rec, "request_id"));
+        char b[7][1100];
+        fprintf(ctx->out, "%-27s %-24s %-46s %-16s %-24s %-24s %s\n", safe(ctl_jstr(rec, "at"), b[0], sizeof(b[0])),
+                safe(ctl_jstr(rec, "action"), b[1], sizeof(b[1])), safe(object, b[2], sizeof(b[2])),
+                safe(outcome, b[3], sizeof(b[3])), safe(ctl_jstr(rec, "key_id"), b[4], sizeof(b[4])),
+                safe(ctl_jstr(rec, "tenant_id"), b[5], sizeof(b[5])),
+                safe(ctl_jstr(rec, "request_id"), b[6], sizeof(b[6])));
 }
 
 /* --since/--until: an RFC 3339 time as it is, or a duration meaning that long ago. */

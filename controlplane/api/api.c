@@ -151,12 +151,13 @@ static void dispatch(sp_http_request *req, void *userdata)
                         cp__fail(c, e);
                         return;
                 }
+                /* Rate limits first: a refusal (recorded in the audit log) costs the caller its rate too. */
+                if (cp__rate_admit(c) < 0)
+                        return;
                 if (rc->route->auth == CP_AUTH_ADMIN && !c->who.admin) {
                         cp__failf(c, SP_E_PERMISSION, "this route needs an admin API key");
                         return;
                 }
-                if (cp__rate_admit(c) < 0)
-                        return;
         }
         rc->route->handler(c);
 }

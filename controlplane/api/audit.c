@@ -62,10 +62,25 @@ void cp__audit_txn_end(cp_call *c, bool committed)
         c->audit_in_txn = false;
 }
 
+/* The longest object id a record made from an answer keeps: a path parameter is the caller's
+ * (an id of thousands of bytes fails the index's row size, and fills the table). */
+#define AUDIT_TARGET_MAX 256
+
 /* Inserts one record made outside a handler; logs a failure. */
 static void insert(cp_call *c, const char *tenant_id, const char *key_id, const char *action, const char *target,
                    const char *outcome, int status, const char *error, json_object *detail)
 {
+        char cut[AUDIT_TARGET_MAX + 1];
+        if (target && strlen(target) > AUDIT_TARGET_MAX) {
+                /* Cut on a character boundary, and say so. */
+                size_t n = AUDIT_TARGET_MAX;
+                while (n > 0 && ((unsigned char)target[n] & 0xC0) == 0x80)
+                        n--;
+                memcpy(cut, target, n);
+                cut[n] = '\0';
+                json_object_object_add(detail, "object_id_bytes", json_object_new_int64((int64_t)strlen(target)));
+                target = cut;
+        }
         char st[16];
         snprintf(st, sizeof(st), "%d", status);
         const char *params[] = {

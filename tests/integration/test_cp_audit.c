@@ -586,6 +586,46 @@ START_TEST(spacectl_reads_and_follows_the_log)
 }
 END_TEST
 
+/* A tenant chooses the id in the path of its own refused calls: spacectl prints it with its control
+ * bytes escaped (no forged line on an admin's terminal), and a long one is recorded cut. */
+START_TEST(ids_a_tenant_chooses_are_kept_harmless)
+{
+        char a[256], t[64];
+        sp_test_new_tenant(&S, "audit-ids", a);
+        tenant_of(a, t);
+        /* An admin route refused to a tenant (403): its {id} is the caller's. */
+        json_object_put(API(a, "DELETE", "/v1/tenants/ten_x%0D%1B%5B2Kforged%0Aline", 403, NULL));
+        _cleanup_buf_ sp_buf long_id = SP_BUF_INIT;
+        sp_buf_append_str(&long_id, "sbx_", NULL);
+        for (int i = 0; i < 3000; i++)
+                sp_buf_append(&long_id, &"abcdefghijklmnopqrstuvwxyz0123456789"[(i * 7 + i / 13) % 36], 1, NULL);
+        json_object_put(API(a, "DELETE", fmt("/v1/sandboxes/%s", long_id.data), 404, NULL));
+        _cleanup_json_ json_object *recs = all_records(S.admin_key, fmt("&tenant_id=%s", t), 100);
+        bool cut = false;
+        for (size_t i = 0; i < json_object_array_length(recs); i++) {
+                json_object *r = json_object_array_get_idx(recs, i);
+                const char *id = sp_test_jstr(r, "object_id");
+                if (id && strncmp(id, long_id.data, 16) == 0) {
+                        ck_assert_uint_eq(strlen(id), 256);
+                        json_object *d = json_object_object_get(r, "detail");
+                        /* What the route took of it (its parameters are bounded too), over the cut. */
+                        ck_assert_int_gt(json_object_get_int64(json_object_object_get(d, "object_id_bytes")), 256);
+                        cut = true;
+                }
+        }
+        ck_assert_msg(cut, "the refused call with a long id has no record");
+        char ep[80], key[300];
+        snprintf(ep, sizeof(ep), "SPACE_ENDPOINT=http://127.0.0.1:%d", S.api);
+        snprintf(key, sizeof(key), "SPACE_API_KEY=%s", S.admin_key);
+        const char *env[] = {ep, key, NULL};
+        _cleanup_ctl_result_ ctl_result r = ctl_run(env, NULL, "audit", "--tenant", t, NULL);
+        ctl_assert_code(r, 0);
+        ck_assert_msg(strstr(r.out.data, "ten_x\\x0d\\x1b[2Kforged\\x0aline"), "%s", r.out.data);
+        ck_assert_msg(!strchr(r.out.data, '\r') && !strchr(r.out.data, '\x1b'), "control bytes printed: %s",
+                      r.out.data);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cp_audit");
@@ -596,6 +636,7 @@ static Suite *suite(void)
         tcase_add_test(tc, login_failures_are_recorded_within_a_bound);
         tcase_add_test(tc, join_tokens_are_deleted);
         tcase_add_test(tc, spacectl_reads_and_follows_the_log);
+        tcase_add_test(tc, ids_a_tenant_chooses_are_kept_harmless);
         tcase_add_test(tc, retention_deletes_old_records);
         suite_add_tcase(s, tc);
         return s;

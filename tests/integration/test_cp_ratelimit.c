@@ -179,6 +179,27 @@ START_TEST(a_key_past_its_rate_waits_retry_after)
 }
 END_TEST
 
+/* An admin route refused to a tenant's key (403, recorded in the audit log) counts against its rate
+ * like any call: a flood of refusals is cut off with 429 too. */
+START_TEST(refused_admin_calls_count_against_the_rate)
+{
+        tenant t;
+        new_tenant("rl-admin", &t);
+        int refused = 0, limited_at = -1;
+        for (int i = 0; i < MAX_TRIES && limited_at < 0; i++) {
+                sp_test_http_response r = {0};
+                call(t.key, "GET", "/v1/workers", NULL, &r);
+                if (r.status == 429)
+                        limited_at = i;
+                else
+                        ck_assert_msg(r.status == 403, "GET /v1/workers as a tenant: %d %s", r.status, r.body);
+                refused += r.status == 403;
+                sp_test_http_response_free(&r);
+        }
+        ck_assert_msg(limited_at >= 3, "refused admin calls were never rate-limited (%d refused)", refused);
+}
+END_TEST
+
 START_TEST(keys_of_a_tenant_share_its_rate)
 {
         tenant a, b, other;
@@ -263,6 +284,7 @@ static Suite *suite(void)
         tcase_set_timeout(tc, 300);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
         tcase_add_test(tc, a_key_past_its_rate_waits_retry_after);
+        tcase_add_test(tc, refused_admin_calls_count_against_the_rate);
         tcase_add_test(tc, keys_of_a_tenant_share_its_rate);
         tcase_add_test(tc, creates_have_their_own_rate_and_a_refusal_does_nothing);
         tcase_add_test(tc, spacectl_waits_out_a_rate_limit);
