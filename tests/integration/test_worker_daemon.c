@@ -897,6 +897,43 @@ START_TEST(egress_goes_through_the_gateway_only)
 }
 END_TEST
 
+static int warm_of(const char *template_name)
+{
+        _cleanup_json_ json_object *info = must_call("NodeInfo", "{%s%s}", "", "");
+        json_object *wm, *c;
+        return json_object_object_get_ex(info, "warm", &wm) && json_object_object_get_ex(wm, template_name, &c)
+                       ? json_object_get_int(c)
+                       : 0;
+}
+
+/* A pool as large as the node (16 slots: 15 warm, one kept free) never keeps a request out: the
+ * creates that find every slot taken by the pool are made, and the pool gives the slots back. */
+START_TEST(a_full_warm_pool_gives_way_to_creates)
+{
+        json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "15"));
+        int warm = 0;
+        for (int i = 0; i < 1200 && (warm = warm_of("base")) < 15; i++)
+                usleep(50000);
+        ck_assert_int_eq(warm, 15);
+        static const char *const ids[] = {"sbx_test00000000000000w1", "sbx_test00000000000000w2",
+                                          "sbx_test00000000000000w3"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ids); i++) {
+                _cleanup_json_ json_object *r = must_call(
+                        "CreateSandbox", "{\"id\":\"%s\",\"template\":\"%s\",\"warm\":false}", ids[i], "base");
+                ck_assert_str_eq(field(r, "state"), "running");
+        }
+        /* The pool is back under the node's slots: 16 - 3 sandboxes. */
+        for (int i = 0; i < 600 && (warm = warm_of("base")) > 13; i++)
+                usleep(50000);
+        ck_assert_int_le(warm, 13);
+        json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "0"));
+        for (size_t i = 0; i < SP_ARRAY_SIZE(ids); i++)
+                json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", ids[i], ""));
+        for (int i = 0; i < 600 && warm_of("base") > 0; i++)
+                usleep(50000);
+}
+END_TEST
+
 START_TEST(warm_pool_claims_and_refills)
 {
         json_object_put(must_call("SetWarmPool", "{\"template\":\"%s\",\"size\":%s}", "base", "2"));
@@ -1174,6 +1211,7 @@ int main(void)
         tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
         tcase_add_test(tc, egress_goes_through_the_gateway_only);
         tcase_add_test(tc, warm_pool_claims_and_refills);
+        tcase_add_test(tc, a_full_warm_pool_gives_way_to_creates);
         tcase_add_test(tc, bad_requests_are_refused_clearly);
         tcase_add_test(tc, limits_hold_and_the_exit_says_why);
         tcase_add_test(tc, health_and_metrics);

@@ -623,8 +623,10 @@ static void make_done(wk_job *j)
         agent_adopt_or_retry(sb, m->agent_fd);
         sb->state = WK_SB_RUNNING;
         wk__egress_apply(sb, NULL, NULL);
-        if (!sb->warm)
+        if (!sb->warm) {
                 sp_log_info_kv(SP_KV("sandbox_id", sb->id, "template", sb->template_name), "sandbox running");
+                wk__warm_schedule(sb->node); /* the pool gives back a slot this create took, if it did */
+        }
         wk_waiter *w = take_waiters(sb);
         if (m->done)
                 m->done(sb, NULL, m->ud);
@@ -636,7 +638,10 @@ static void make_done(wk_job *j)
 static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandbox_done_fn done, void *ud,
                       sp_error **err)
 {
-        if (wk__live_count(n) >= (size_t)n->cfg.slots)
+        /* Warm pool members never keep a request out: the pool gives way (warm.c trims it back under
+         * the slots), or any tenant's pool could fill the node for every other tenant. */
+        size_t held = wk__live_count(n) - (background ? 0 : wk__warm_idle_count(n));
+        if (held >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full (%lld sandboxes)", n->node_id,
                                     (long long)n->cfg.slots);
         make_job *m = calloc(1, sizeof(*m));

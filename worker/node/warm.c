@@ -81,6 +81,15 @@ static void refill(evutil_socket_t fd, short what, void *ud)
                         return;
                 }
         }
+        /* A request took a slot the pool held (sandbox.c lets it): the pool gives one back. */
+        if ((int64_t)wk__live_count(n) > n->cfg.slots) {
+                for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                        if (sb->warm && !sb->busy && !sb->deleting && sb->state == WK_SB_RUNNING) {
+                                wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
+                                wk__warm_schedule(n);
+                                return;
+                        }
+        }
         /* Keep one slot free for a cold create. */
         if ((int64_t)wk__live_count(n) + 1 >= n->cfg.slots)
                 return;
@@ -96,6 +105,14 @@ static void refill(evutil_socket_t fd, short what, void *ud)
                 n->warm_busy = true; /* until made() */
                 return;
         }
+}
+
+size_t wk__warm_idle_count(const wk_node *n)
+{
+        size_t c = 0;
+        for (const wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
+                c += sb->warm && !sb->busy && !sb->deleting && sb->state == WK_SB_RUNNING;
+        return c;
 }
 
 void wk__warm_schedule(wk_node *n)
