@@ -900,6 +900,21 @@ static int op_create(wk_backend *base, const wk_box_spec *spec, wk_box **ret, sp
         return 0;
 }
 
+/* Bases made by another kernel, initramfs or QEMU are of no use now. */
+static void remove_other_bases(const qemu_backend *b, const wk_box_spec *spec)
+{
+        char vm[PATH_MAX], prefix[64];
+        vm_dir(spec, vm, sizeof(vm));
+        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
+        _cleanup_(sp_closedirp) DIR *d = opendir(vm);
+        for (struct dirent *de; d && (de = readdir(d));)
+                if (strncmp(de->d_name, "base-", 5) == 0 && strncmp(de->d_name, prefix, strlen(prefix)) != 0) {
+                        char old[PATH_MAX + 300];
+                        snprintf(old, sizeof(old), "%s/%s", vm, de->d_name);
+                        base_remove(old);
+                }
+}
+
 /* Ends a base snapshot's VM that a crashed worker left running in its cgroup. */
 static void abandoned_base_kill(qemu_backend *b, const char *id)
 {
@@ -964,17 +979,7 @@ static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
                 base_remove(tmp);
                 goto out;
         }
-        /* Bases made by another kernel, initramfs or QEMU are of no use now. */
-        char vm[PATH_MAX], prefix[64];
-        vm_dir(spec, vm, sizeof(vm));
-        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
-        _cleanup_(sp_closedirp) DIR *d = opendir(vm);
-        for (struct dirent *de; d && (de = readdir(d));)
-                if (strncmp(de->d_name, "base-", 5) == 0 && strncmp(de->d_name, prefix, strlen(prefix)) != 0) {
-                        char old[PATH_MAX + 300];
-                        snprintf(old, sizeof(old), "%s/%s", vm, de->d_name);
-                        base_remove(old);
-                }
+        remove_other_bases(b, spec);
         sp_log_info_kv(SP_KV("template_dir", spec->template_dir),
                        "base snapshot made (%s, %llu MiB, %u vCPU, disk %llu MiB) in %lld ms", b->accel,
                        mib(box->guest_bytes), box->vcpus, mib(box->disk_bytes),
