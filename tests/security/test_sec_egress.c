@@ -589,8 +589,23 @@ static void dns_flood(const char *suffix, bool audit)
         ck_assert_msg(ms >= 0 && ms < 500, "the flood was too slow to test the rate: %s", out);
         if (audit) {
                 /* Not refused by the rate (a dry run), but a sandbox may have at most 64 questions waiting
-                 * for the resolver, which every sandbox shares: the rest are SERVFAIL, in every mode. */
-                ck_assert_msg(refused == 0 && up >= 64 && count_of(out, "servfail=") > 0, "%s (upstream %d)", out, up);
+                 * for the resolver, which every sandbox shares: the rest are SERVFAIL, in every mode. When
+                 * the resolver answers as fast as the questions come (a machine busy elsewhere spreads
+                 * them out), fewer than 64 wait at once: the flood is tried again, up to three times, and
+                 * one must meet the bound (a gateway without one never answers SERVFAIL here). */
+                ck_assert_msg(refused == 0 && up >= 64, "%s (upstream %d)", out, up);
+                bool bounded = count_of(out, "servfail=") > 0;
+                for (int round = 2; round <= 3 && !bounded; round++) {
+                        fprintf(stderr, "dns flood %d met no bound: %s", round - 1, out);
+                        free(out);
+                        sleep(2);
+                        snprintf(cmd, sizeof(cmd), "space-probe --in-sandbox --net dnsflood 10.213.200.9 300 r%d.%s",
+                                 round, suffix);
+                        out = sh(&C, cmd);
+                        ck_assert_msg(count_of(out, "refused=") == 0, "%s", out);
+                        bounded = count_of(out, "servfail=") > 0;
+                }
+                ck_assert_msg(bounded, "three floods of 300 questions never met the bound of 64 waiting: %s", out);
                 ck_assert(LOGGED(&C, "kind", "dns", "rule", "dns-pending", "decision", "refused"));
         } else {
                 /* A burst of 100, then 50 a second. */
