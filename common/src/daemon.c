@@ -24,10 +24,14 @@ int sp_daemon_setup(const sp_daemon_config *dc, void *cfg, int argc, char **argv
         _cleanup_error_ sp_error *e = NULL;
         int argind = 0;
         int r = sp_config_load(dc->defs, cfg, dc->env_prefix, argc, argv, &argind, stdout, &e);
-        if (r == 1)
+        if (r == 1) {
+                /* --help or --version: the settings read so far go (the caller returns at once). */
+                sp_config_free(dc->defs, cfg);
                 return 0;
+        }
         if (r < 0 || argind < argc) {
                 fprintf(stderr, "%s: %s\n", dc->program, e ? e->message : "unexpected argument (see --help)");
+                sp_config_free(dc->defs, cfg);
                 return 2;
         }
         const char *level_s = setting(dc->defs, cfg, "log-level"), *format_s = setting(dc->defs, cfg, "log-format");
@@ -36,6 +40,7 @@ int sp_daemon_setup(const sp_daemon_config *dc, void *cfg, int argc, char **argv
         if ((level_s && sp_log_level_parse(level_s, &level) < 0) ||
             (format_s && sp_log_format_parse(format_s, &format) < 0)) {
                 fprintf(stderr, "%s: invalid --log-level or --log-format\n", dc->program);
+                sp_config_free(dc->defs, cfg);
                 return 2;
         }
         sp_log_init(dc->component, level, format);
