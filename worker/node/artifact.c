@@ -663,11 +663,8 @@ static int apply_spec(wk_node_import *imp, json_object *o, json_object *box)
                                     (long long)(saved >> 20), (long long)(mem >> 20));
         json_object_object_add(o, "template", json_object_new_string(c.template_name));
         /* Its host name as a create gives it: the spec's, else its id's. */
-        char host[WK_NAME_MAX + 1];
-        snprintf(host, sizeof(host), "%.63s", c.hostname && *c.hostname ? c.hostname : imp->id);
-        for (char *h = host; *h; h++)
-                if (*h == '_')
-                        *h = '-';
+        char host[64];
+        wk__hostname_of(c.hostname, imp->id, host);
         json_object_object_add(o, "hostname", json_object_new_string(host));
         json_object *res = json_object_new_object();
         json_object_object_add(res, "cpu_millis", json_object_new_int64(c.resources.cpu_millis));

@@ -164,6 +164,8 @@ void wk__imports_stale_sweep(wk_node *n);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);
+/* A sandbox's host name: hostname when given (non-empty), else its id with '_' as '-' (at most 63). */
+void wk__hostname_of(const char *hostname, const char *id, char out[static 64]);
 /* egress.c */
 void wk__egress_apply(wk_sandbox *sb, wk_node_egress_done done, void *ud);
 void wk__egress_forget(wk_sandbox *sb);

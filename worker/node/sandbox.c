@@ -498,6 +498,14 @@ void wk__slot_give_back(wk_node *n, uint32_t slot)
                 n->slots_used[slot] = 0;
 }
 
+void wk__hostname_of(const char *hostname, const char *id, char out[static 64])
+{
+        snprintf(out, 64, "%.63s", hostname && *hostname ? hostname : id);
+        for (char *c = out; *c; c++)
+                if (*c == '_')
+                        *c = '-';
+}
+
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err)
 {
         wk_sandbox *sb = calloc(1, sizeof(*sb));
@@ -747,10 +755,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 sb->warm = false;
                 if (n->backend->ops->from_base) {
-                        snprintf(sb->hostname, sizeof(sb->hostname), "%s", req->hostname ? req->hostname : req->id);
-                        for (char *c = sb->hostname; *c; c++)
-                                if (*c == '_')
-                                        *c = '-';
+                        wk__hostname_of(req->hostname, req->id, sb->hostname);
                         wk__sandbox_refresh(sb);
                 }
         } else {
@@ -759,10 +764,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
                         return -SP_E_LIMIT;
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 snprintf(sb->key, sizeof(sb->key), "%s", req->id);
-                snprintf(sb->hostname, sizeof(sb->hostname), "%s", req->hostname ? req->hostname : req->id);
-                for (char *c = sb->hostname; *c; c++)
-                        if (*c == '_')
-                                *c = '-';
+                wk__hostname_of(req->hostname, req->id, sb->hostname);
         }
         sb->cpu_millis = req->cpu_millis;
         sb->memory_bytes = req->memory_bytes;
@@ -822,10 +824,7 @@ int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn
         }
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         snprintf(sb->key, sizeof(sb->key), "%s", id);
-        snprintf(sb->hostname, sizeof(sb->hostname), "%s", id);
-        for (char *c = sb->hostname; *c; c++)
-                if (*c == '_')
-                        *c = '-';
+        wk__hostname_of(NULL, id, sb->hostname);
         sb->warm = true;
         wk_template *t = wk__template_find(n, template_name);
         if (t) {
