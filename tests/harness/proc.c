@@ -522,3 +522,28 @@ int sp_test_worker_purge_guard(const char *const *worker_argv, sp_error **err)
                 return sp_error_set(err, SP_E_INVALID, "too many worker flags to purge");
         return sp_test_guard_run(argv, err);
 }
+
+size_t sp_test_procs_with_cmdline(const char *a, const char *b)
+{
+        size_t n = 0;
+        _cleanup_closedir_ DIR *d = opendir("/proc");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                char p[300], buf[8192];
+                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+                FILE *f = fopen(p, "re");
+                if (!f)
+                        continue;
+                size_t k = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+                for (size_t i = 0; i < k; i++)
+                        if (!buf[i])
+                                buf[i] = ' ';
+                buf[k] = '\0';
+                if (strstr(buf, a) && (!b || strstr(buf, b)))
+                        n++;
+        }
+        return n;
+}

@@ -98,6 +98,10 @@ int sp_test_pgroup_kill_wait(pid_t pgid, int64_t timeout_ms);
  * processes we may inspect are seen (all of them as root). */
 size_t sp_test_procs_with_cwd(const char *dir, pid_t *out, size_t max);
 
+/* How many live processes have a command line (arguments joined by spaces,
+ * its first 8 KiB) holding a, and b too when b is not NULL. */
+size_t sp_test_procs_with_cmdline(const char *a, const char *b);
+
 /* space-worker --purge with the worker's own flags (argv as it was started,
  * NULL-ended): takes away what it left on the host — sandboxes, cgroups,
  * mounts, its firewall table, its gateway and its links. sp_test_worker_purge

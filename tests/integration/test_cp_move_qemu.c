@@ -23,7 +23,6 @@
  * that no data plane is needed. Needs root, btrfs, PostgreSQL, QEMU and the
  * guest kernel (scripts/vm-kernel); skips visibly without the last two.
  */
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 
 #include "harness.h"
 #include "http_client.h"
+#include "proc.h"
 #include "space/fileio.h"
 #include "space/cleanup.h"
 #include "space/json.h"
@@ -72,25 +72,7 @@ static void until(const char *key, const char *id, const char *cmd)
 /* QEMU processes whose command line names the sandbox. */
 static int qemu_processes_of(const char *id)
 {
-        int n = 0;
-        _cleanup_closedir_ DIR *d = opendir("/proc");
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-                char p[300], buf[8192];
-                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
-                FILE *f = fopen(p, "r");
-                if (!f)
-                        continue;
-                size_t k = fread(buf, 1, sizeof(buf) - 1, f);
-                fclose(f);
-                for (size_t i = 0; i < k; i++)
-                        if (!buf[i])
-                                buf[i] = ' ';
-                buf[k] = '\0';
-                if (strstr(buf, "qemu-system") && strstr(buf, id))
-                        n++;
-        }
-        return n;
+        return (int)sp_test_procs_with_cmdline("qemu-system", id);
 }
 
 /* Whether anything of sandbox id is left under worker i's state or storage. */

@@ -12,7 +12,6 @@
  * nothing of the template is left; and a worker stopped mid-import exits
  * cleanly and leaves nothing of the template.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
@@ -423,26 +422,7 @@ static bool fake_running(void)
 {
         char needle[700];
         snprintf(needle, sizeof(needle), "%s/fake-debootstrap --variant", top);
-        _cleanup_closedir_ DIR *d = opendir("/proc");
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-                if (de->d_name[0] < '0' || de->d_name[0] > '9')
-                        continue;
-                char p[300], buf[8192];
-                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
-                FILE *f = fopen(p, "re");
-                if (!f)
-                        continue;
-                size_t k = fread(buf, 1, sizeof(buf) - 1, f);
-                fclose(f);
-                for (size_t i = 0; i < k; i++)
-                        if (!buf[i])
-                                buf[i] = ' ';
-                buf[k] = '\0';
-                if (strstr(buf, needle))
-                        return true;
-        }
-        return false;
+        return sp_test_procs_with_cmdline(needle, NULL) > 0;
 }
 
 /* ---- tests ---- */
