@@ -189,6 +189,8 @@ static int run_worker_action(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 static int run_token_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         _cleanup_json_ json_object *body = json_object_new_object();
+        if (ctl_arg(a, "role"))
+                json_object_object_add(body, "role", json_object_new_string(ctl_arg(a, "role")));
         if (ctl_arg(a, "description"))
                 json_object_object_add(body, "description", json_object_new_string(ctl_arg(a, "description")));
         int64_t v;
@@ -216,8 +218,8 @@ static int run_token_create(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
                 return 0;
         }
         fprintf(ctx->out, "%s\n", ctl_jstr(tok, "token"));
-        fprintf(stderr, "join token %s, expires %s, %s uses (0: any); it is shown only now\n", ctl_jstr(tok, "id"),
-                ctl_jstr(tok, "expires_at"), ctl_jstr(tok, "uses"));
+        fprintf(stderr, "join token %s for a %s, expires %s, %s uses (0: any); it is shown only now\n",
+                ctl_jstr(tok, "id"), ctl_jstr(tok, "role"), ctl_jstr(tok, "expires_at"), ctl_jstr(tok, "uses"));
         return 0;
 }
 
@@ -248,12 +250,12 @@ static int run_token_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         if (r < 0 || print_list_json(ctx, "join_tokens", list))
                 return r;
         _cleanup_table_ ctl_table t;
-        ctl_table_init(&t, (const char *[]){"ID", "STATE", "USES LEFT", "EXPIRES", "AGE", "DESCRIPTION", NULL});
+        ctl_table_init(&t, (const char *[]){"ID", "ROLE", "STATE", "USES LEFT", "EXPIRES", "AGE", "DESCRIPTION", NULL});
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *k = json_object_array_get_idx(list, i);
                 char age[32];
                 const char *uses = ctl_jstr(k, "uses_left");
-                ctl_table_row(&t, (const char *[]){ctl_jstr(k, "id"), ctl_jstr(k, "state"),
+                ctl_table_row(&t, (const char *[]){ctl_jstr(k, "id"), ctl_jstr(k, "role"), ctl_jstr(k, "state"),
                                                    strcmp(uses, "-") == 0 ? "any" : uses, ctl_jstr(k, "expires_at"),
                                                    ctl_jage(k, "created_at", age, sizeof(age)),
                                                    ctl_jstr(k, "description")});
@@ -388,6 +390,7 @@ static int run_key_revoke(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 }
 
 static const ctl_opt token_create_opts[] = {
+        {"role", "ROLE", 0, "who may join with it: worker (default) or dataplane"},
         {"description", "TEXT", 0, "what the token is for"},
         {"ttl", "DURATION", 0, "how long it is valid (default 1h; 1m to 30d)"},
         {"uses", "N", 0, "how many workers may join with it (default 1; 0: any until it expires)"},
@@ -397,7 +400,7 @@ static const ctl_opt token_create_opts[] = {
 static const ctl_cmd token_cmds[] = {
         {.name = "ls", .summary = "list join tokens (never their secrets)", .run = run_token_ls},
         {.name = "create",
-         .summary = "create a bootstrap token for new workers (prints it)",
+         .summary = "create a bootstrap token for new workers or data planes (prints it)",
          .opts = token_create_opts,
          .run = run_token_create},
         {.name = "revoke",

@@ -669,7 +669,8 @@ static int read_admin_key(dctx *c, sp_error **err)
 static int join_token_file(const dctx *c, const char *who, char *out, size_t n, sp_error **err)
 {
         char body[160];
-        snprintf(body, sizeof(body), "{\"description\":\"spacectl up: %s\",\"uses\":1,\"ttl_s\":900}", who);
+        snprintf(body, sizeof(body), "{\"role\":\"%s\",\"description\":\"spacectl up: %s\",\"uses\":1,\"ttl_s\":900}",
+                 who, who);
         int status = 0;
         _cleanup_json_ json_object *r = NULL;
         if (http_local(c->api_port, "POST", "/v1/join-tokens", c->admin_key, body, &status, &r, err) < 0)

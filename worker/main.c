@@ -45,7 +45,8 @@ typedef struct {
         int64_t storage_size, slots, jobs, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         int64_t gw_tcp_port, gw_dns_port, gw_log_group, max_port_conns;
-        bool insecure, base_template, purge, network, vm_base_snapshots;
+        bool insecure, base_template, purge, network, vm_base_snapshots, drain_self, uncordon_self;
+        int64_t drain_timeout;
 } worker_cfg;
 
 static const sp_config_def defs[] = {
@@ -162,6 +163,15 @@ static const sp_config_def defs[] = {
          "remove everything a stopped worker left on this host and exit: its sandboxes' processes and cgroups under "
          "--cgroup-parent, the mounts beneath --state-dir and --storage-dir, the --storage-image loop device, and "
          "those directories and the image"},
+        {"drain-self", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, drain_self), 0, 0,
+         "ask the control plane (--control-plane), with this worker's own certificate from --state-dir, to drain "
+         "this worker, wait until its sandboxes have moved away, and exit (a node's shutdown hook; exit 0 also when "
+         "the worker never joined)"},
+        {"uncordon-self", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, uncordon_self), 0, 0,
+         "undo a drain that this worker asked for itself (--drain-self) and exit; an operator's cordon or drain "
+         "stays"},
+        {"drain-timeout", SP_CONFIG_DURATION, "25m", offsetof(worker_cfg, drain_timeout), 1000000,
+         INT64_C(86400) * 1000000, "how long --drain-self waits for the drain (and both for the control plane)"},
         {"base-template", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, base_template), 0, 0,
          "build the `base` template (busybox and the agent) if it is missing"},
         SP_DAEMON_LOG_SETTINGS(worker_cfg),
@@ -328,6 +338,45 @@ static int identity(SSL *ssl, void *ud, unsigned *ret_role, char **ret_name, sp_
         return 0;
 }
 
+/* --drain-self and --uncordon-self: 0 when done (or nothing to do), 1 on failure. */
+static int self_admin(const worker_cfg *c, const char *name)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        if (c->drain_self && c->uncordon_self) {
+                sp_log_error("give --drain-self or --uncordon-self, not both");
+                return 2;
+        }
+        if (!c->control_plane || !*c->control_plane) {
+                sp_log_error("--drain-self and --uncordon-self need --control-plane");
+                return 2;
+        }
+        wk_cluster_config cc = {.control_plane = c->control_plane, .name = name, .state_dir = c->state_dir};
+        sp_join_creds creds = {0};
+        char crt[PATH_MAX];
+        snprintf(crt, sizeof(crt), "%s/tls/worker.crt", c->state_dir);
+        _cleanup_free_ char *ca = NULL;
+        int r = 0;
+        if (c->tls_cert) {
+                r = load_tls_files(c, &creds, &e);
+        } else if (access(crt, F_OK) < 0) {
+                sp_log_info("worker %s has not joined (no certificate in %s/tls): nothing to %s", name, c->state_dir,
+                            c->drain_self ? "drain" : "undo");
+                return 0;
+        } else if (c->tls_ca && !(ca = sp_pki_pem_load(c->tls_ca, &e))) {
+                r = -SP_E_IO;
+        } else {
+                r = wk_cluster_credentials(&cc, ca, NULL, &creds, &e);
+        }
+        if (r == 0)
+                r = wk_cluster_self_admin(&cc, &creds, c->drain_self, c->drain_timeout, &e);
+        sp_join_creds_free(&creds);
+        if (r < 0) {
+                sp_log_error("%s", e->message);
+                return 1;
+        }
+        return 0;
+}
+
 static void worker_cfg_freep(worker_cfg *c)
 {
         sp_config_free(defs, c);
@@ -370,6 +419,11 @@ int main(int argc, char **argv)
                         return 1;
                 }
                 return 0;
+        }
+        if (c.drain_self || c.uncordon_self) {
+                char self[256] = "node";
+                gethostname(self, sizeof(self) - 1);
+                return self_admin(&c, c.node_id ? c.node_id : self);
         }
         if (strcmp(c.backend, "jail") != 0 && strcmp(c.backend, "qemu") != 0) {
                 sp_log_error("unknown backend '%s' (available: jail, qemu)", c.backend);

@@ -85,16 +85,17 @@ void cp__h_join_token_create(cp_call *c)
         _cleanup_free_ char *token = NULL;
         _cleanup_json_ json_object *out = NULL;
         char id[SP_ID_MAX];
-        if (cp_jointoken_create(c->api->db, r.description, r.ttl_s, r.uses, &token, id, &e) < 0 ||
+        if (cp_jointoken_create(c->api->db, r.role, r.description, r.ttl_s, r.uses, &token, id, &e) < 0 ||
             cp__audit(c, "join_token.create", id, NULL, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }
         const char *params[] = {id, token};
-        if (cp__query_json(c->api,
-                           "SELECT jsonb_build_object('id', id, 'token', $2::text, 'expires_at', api_ts(expires_at), "
-                           "'uses', uses_left, 'description', description) FROM join_tokens WHERE id = $1",
-                           2, params, NULL, &out, &e) < 0) {
+        if (cp__query_json(
+                    c->api,
+                    "SELECT jsonb_build_object('id', id, 'token', $2::text, 'expires_at', api_ts(expires_at), "
+                    "'uses', uses_left, 'role', role, 'description', description) FROM join_tokens WHERE id = $1",
+                    2, params, NULL, &out, &e) < 0) {
                 cp__mutation_abort(c, e);
                 return;
         }
@@ -361,7 +362,8 @@ void cp__h_key_list(cp_call *c)
 void cp__h_join_token_list(cp_call *c)
 {
         list_page(c, "jtk", "join_tokens",
-                  "SELECT jsonb_build_object('id', j.id, 'description', j.description, 'uses_left', j.uses_left, "
+                  "SELECT jsonb_build_object('id', j.id, 'role', coalesce(j.role, 'any'), "
+                  "'description', j.description, 'uses_left', j.uses_left, "
                   "'state', CASE WHEN j.revoked_at IS NOT NULL THEN 'revoked' WHEN j.expires_at <= now() "
                   "THEN 'expired' WHEN j.uses_left = 0 THEN 'used' ELSE 'active' END, "
                   "'expires_at', api_ts(j.expires_at), 'created_at', api_ts(j.created_at), "

@@ -960,13 +960,18 @@ int cp_req_join_token(const char *body, size_t len, cp_join_token_req *ret, sp_e
         int r = cp_req_body_object(body, len, &o, err);
         if (r < 0)
                 return r;
-        static const char *const allowed[] = {"description", "ttl_s", "uses", NULL};
-        cp_join_token_req req = {.ttl_s = 3600, .uses = 1};
-        const char *desc = NULL;
-        if (check_fields(o, NULL, allowed, err) < 0 || get_str(o, NULL, "description", CP_NAME_LEN, &desc, err) < 0 ||
+        static const char *const allowed[] = {"role", "description", "ttl_s", "uses", NULL};
+        cp_join_token_req req = {.role = "worker", .ttl_s = 3600, .uses = 1};
+        const char *desc = NULL, *role = NULL;
+        if (check_fields(o, NULL, allowed, err) < 0 || get_str(o, NULL, "role", 16, &role, err) < 0 ||
+            get_str(o, NULL, "description", CP_NAME_LEN, &desc, err) < 0 ||
             get_int(o, NULL, "ttl_s", 60, CP_MAX_TIMEOUT_S, &req.ttl_s, err) < 0 ||
             get_int(o, NULL, "uses", 0, MAX_JOIN_USES, &req.uses, err) < 0)
                 return -SP_E_INVALID;
+        if (role && strcmp(role, "worker") != 0 && strcmp(role, "dataplane") != 0)
+                return sp_error_set(err, SP_E_INVALID, "role must be worker or dataplane");
+        if (role)
+                req.role = strcmp(role, "worker") == 0 ? "worker" : "dataplane";
         if (desc) {
                 if (!text_valid(desc))
                         return sp_error_set(err, SP_E_INVALID, "description must not contain control characters");

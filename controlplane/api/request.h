@@ -216,10 +216,12 @@ typedef struct cp_named_req {
 int cp_req_tenant_create(const char *body, size_t len, cp_named_req *ret, sp_error **err);
 int cp_req_key_create(const char *body, size_t len, cp_named_req *ret, sp_error **err);
 
-/* POST /v1/join-tokens {"description":"...", "ttl_s":3600, "uses":1}
+/* POST /v1/join-tokens {"role":"worker", "description":"...", "ttl_s":3600, "uses":1}
+ * role "worker" or "dataplane" ["worker"]: who may join with it;
  * description [""] up to CP_NAME_LEN bytes without control characters;
  * ttl_s 60..30 days [3600]; uses 0 (unlimited until expiry) or 1..1000 [1]. */
 typedef struct cp_join_token_req {
+        const char *role; /* static */
         char description[CP_NAME_LEN + 1];
         int64_t ttl_s;
         int64_t uses;

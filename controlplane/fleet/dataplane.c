@@ -78,7 +78,7 @@ int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, s
         char token_id[SP_ID_MAX];
         _cleanup_free_ char *cert = NULL;
         _cleanup_json_ json_object *keys = NULL;
-        int rc = cp__jointoken_consume(f->db, r.token, token_id, err);
+        int rc = cp__jointoken_consume(f->db, r.token, "dataplane", token_id, err);
         if (rc == 0)
                 rc = record(f, &r, token_id, &cert, &keys, err);
         if (rc == 0)

@@ -65,6 +65,7 @@ int cp_fleet_register(cp_fleet *f, sp_rpc_server *srv, sp_error **err)
                 {"TokenKeys", SP_ROLE_WORKER | SP_ROLE_DATAPLANE, false, cp__fleet_token_keys, f},
                 {"RevokedKeys", SP_ROLE_WORKER | SP_ROLE_DATAPLANE, false, cp__fleet_revoked_keys, f},
                 {"ResolveSandbox", SP_ROLE_DATAPLANE, false, cp__fleet_resolve_sandbox, f},
+                {"DrainSelf", SP_ROLE_WORKER, false, cp__fleet_drain_self, f},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(methods); i++)
                 if (sp_rpc_server_register(srv, &methods[i], err) < 0)

@@ -38,19 +38,21 @@
  * new. Errors: the database's, SP_E_INVALID if the stored CA does not load. */
 int cp_fleet_cluster_ca(cp_db *db, sp_pki_ca **ret, sp_error **err);
 
-/* Creates a join token valid for ttl_s seconds (1 s to 366 days) and `uses`
- * joins (0: unlimited until expiry; at most 1000000). description: at most
+/* Creates a join token for `role` ("worker" or "dataplane"; NULL: either, as
+ * tokens made before roles were) valid for ttl_s seconds (1 s to 366 days)
+ * and `uses` joins (0: unlimited until expiry; at most 1000000). description: at most
  * 256 printable bytes, may be NULL. *ret_token (malloc'd, "spj_<id>_<secret>")
  * is the only copy; the database keeps a SHA-256 of it. SP_E_INVALID for
  * values out of range. */
-int cp_jointoken_create(cp_db *db, const char *description, int64_t ttl_s, int64_t uses, char **ret_token,
-                        char ret_id[static SP_ID_MAX], sp_error **err);
+int cp_jointoken_create(cp_db *db, const char *role, const char *description, int64_t ttl_s, int64_t uses,
+                        char **ret_token, char ret_id[static SP_ID_MAX], sp_error **err);
 /* Revokes a token; SP_E_NOT_FOUND if unknown or already revoked. */
 int cp_jointoken_revoke(cp_db *db, const char *id, sp_error **err);
 /* Deletes a token, whatever its state (an active one can no longer be used,
  * like a revoked one); its audit records stay. SP_E_NOT_FOUND if unknown. */
 int cp_jointoken_delete(cp_db *db, const char *id, sp_error **err);
 /* Every token as a new array of {"id","description","uses_left":N|null,
+ * "role":"worker"|"dataplane"|"any",
  * "state":"active"|"expired"|"used"|"revoked","expires_at","created_at",
  * "revoked_at":RFC 3339|null}, oldest first; never the secret. */
 int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err);

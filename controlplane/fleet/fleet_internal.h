@@ -43,8 +43,10 @@ int cp__fleet_check_labels(json_object *labels, sp_error **err);
 /* Checks a presented join token against join_tokens and consumes one use, in
  * the caller's open transaction. Every failure (malformed, unknown, wrong
  * secret, expired, revoked, used up) is the same SP_E_UNAUTHENTICATED error;
- * database trouble is its own code. ret_id receives the token's id. */
-int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID_MAX], sp_error **err);
+ * a good token made for another role than `role` is SP_E_PERMISSION; database
+ * trouble is its own code. ret_id receives the token's id. */
+int cp__jointoken_consume(cp_db *db, const char *token, const char *role, char ret_id[static SP_ID_MAX],
+                          sp_error **err);
 
 /* Join with "role":"dataplane" (dataplane.c): *ret is the new answer. */
 int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, sp_error **err);
@@ -53,6 +55,8 @@ int cp__fleet_join_dataplane(cp_fleet *f, json_object *req, json_object **ret, s
 void cp__fleet_join(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata);
 void cp__fleet_token_keys(sp_rpc_call *call, json_object *req, void *userdata);
+/* DrainSelf (role worker): the worker's own drain, its undoing, its progress. */
+void cp__fleet_drain_self(sp_rpc_call *call, json_object *req, void *userdata);
 /* RevokedKeys (roles dataplane, worker): the API keys revoked recently. */
 void cp__fleet_revoked_keys(sp_rpc_call *call, json_object *req, void *userdata);
 /* ResolveSandbox (role dataplane): a sandbox's tenant, state, ingress mode

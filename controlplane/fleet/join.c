@@ -32,10 +32,41 @@ static int parse(json_object *req, pr_cp_join *r, sp_error **err)
         return 0;
 }
 
+/* A worker that is still alive keeps its name: a join under it would give
+ * the joiner that worker's identity (its sandboxes, their secrets when they
+ * are made again). The worker that lost its state and joins again waits
+ * (SP_E_UNAVAILABLE, which the joiner retries) until the old one has been
+ * silent for REJOIN_SILENT_BEATS heartbeats, or is marked unreachable. The
+ * row stays locked until the transaction ends, so two joins under one name
+ * take turns. */
+#define REJOIN_SILENT_BEATS 3
+static int refuse_live_name(cp_fleet *f, const char *name, sp_error **err)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        char beats[8];
+        snprintf(beats, sizeof(beats), "%d", REJOIN_SILENT_BEATS);
+        const char *params[] = {name, beats};
+        if (cp_db_exec(f->db,
+                       "SELECT (extract(epoch FROM now() - coalesce(last_heartbeat, updated_at)) * 1000)::bigint, "
+                       "state <> 'unreachable' AND coalesce(last_heartbeat, updated_at) > now() - "
+                       "make_interval(secs => heartbeat_ms::double precision * $2::integer / 1000) "
+                       "FROM workers WHERE name = $1 FOR UPDATE",
+                       2, params, &res, err) < 0)
+                return sp_error_wrap(err, "join");
+        if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), "t") == 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE,
+                                    "a worker named '%s' is alive (heard from %s ms ago): a join under its name "
+                                    "waits until it has been silent for %d heartbeats",
+                                    name, PQgetvalue(res, 0, 0), REJOIN_SILENT_BEATS);
+        return 0;
+}
+
 /* Everything after the token check, inside the transaction. */
 static int record(cp_fleet *f, const pr_cp_join *r, const char *token_id, char **ret_cert,
                   char ret_worker_id[static SP_ID_MAX], sp_error **err)
 {
+        if (refuse_live_name(f, r->name, err) < 0)
+                return -SP_E_UNAVAILABLE;
         sp_pki_cert_info info;
         _cleanup_free_ char *cert = sp_pki_csr_sign(f->ca, r->csr, SP_ROLE_WORKER, (int)f->cfg.cert_days, &info, err);
         if (!cert)
@@ -87,7 +118,7 @@ static int join(cp_fleet *f, json_object *req, json_object **ret, sp_error **err
                 return sp_error_wrap(err, "join");
         char token_id[SP_ID_MAX], worker_id[SP_ID_MAX];
         _cleanup_free_ char *cert = NULL;
-        int rc = cp__jointoken_consume(f->db, r.token, token_id, err);
+        int rc = cp__jointoken_consume(f->db, r.token, "worker", token_id, err);
         if (rc == 0)
                 rc = record(f, &r, token_id, &cert, worker_id, err);
         if (rc == 0)

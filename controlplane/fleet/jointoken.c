@@ -35,9 +35,11 @@ static void hash_hex(const char *token, char out[65])
         out[64] = '\0';
 }
 
-int cp_jointoken_create(cp_db *db, const char *description, int64_t ttl_s, int64_t uses, char **ret_token,
-                        char ret_id[static SP_ID_MAX], sp_error **err)
+int cp_jointoken_create(cp_db *db, const char *role, const char *description, int64_t ttl_s, int64_t uses,
+                        char **ret_token, char ret_id[static SP_ID_MAX], sp_error **err)
 {
+        if (role && strcmp(role, "worker") != 0 && strcmp(role, "dataplane") != 0)
+                return sp_error_set(err, SP_E_INVALID, "role must be worker or dataplane");
         if (!description)
                 description = "";
         if (strlen(description) > DESCRIPTION_MAX)
@@ -65,11 +67,11 @@ int cp_jointoken_create(cp_db *db, const char *description, int64_t ttl_s, int64
         snprintf(hashlit, sizeof(hashlit), "\\x%s", hash);
         snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_s);
         snprintf(nuses, sizeof(nuses), "%lld", (long long)uses);
-        const char *params[] = {id, hashlit, description, uses ? nuses : NULL, ttl};
+        const char *params[] = {id, hashlit, description, uses ? nuses : NULL, ttl, role};
         if (cp_db_exec(db,
-                       "INSERT INTO join_tokens (id, secret_hash, description, uses_left, expires_at) "
-                       "VALUES ($1, $2::bytea, $3, $4::integer, now() + make_interval(secs => $5::bigint))",
-                       5, params, NULL, err) < 0) {
+                       "INSERT INTO join_tokens (id, secret_hash, description, uses_left, expires_at, role) "
+                       "VALUES ($1, $2::bytea, $3, $4::integer, now() + make_interval(secs => $5::bigint), $6)",
+                       6, params, NULL, err) < 0) {
                 sp_explicit_bzero(token.data, token.len);
                 return sp_error_wrap(err, "create join token");
         }
@@ -105,7 +107,7 @@ int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err)
 {
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(db,
-                       "SELECT id, description, uses_left, "
+                       "SELECT id, description, uses_left, coalesce(role, 'any'), "
                        "CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' "
                        "WHEN uses_left = 0 THEN 'used' ELSE 'active' END, "
                        "(extract(epoch FROM expires_at) * 1000000)::bigint, "
@@ -123,15 +125,16 @@ int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err)
                                        PQgetisnull(res, i, 2)
                                                ? NULL
                                                : json_object_new_int64(strtoll(PQgetvalue(res, i, 2), NULL, 10)));
-                json_object_object_add(o, "state", json_object_new_string(PQgetvalue(res, i, 3)));
+                json_object_object_add(o, "role", json_object_new_string(PQgetvalue(res, i, 3)));
+                json_object_object_add(o, "state", json_object_new_string(PQgetvalue(res, i, 4)));
                 char ts[32];
                 const char *keys[] = {"expires_at", "created_at", "revoked_at"};
                 for (int k = 0; k < 3; k++) {
-                        if (PQgetisnull(res, i, 4 + k)) {
+                        if (PQgetisnull(res, i, 5 + k)) {
                                 json_object_object_add(o, keys[k], NULL);
                                 continue;
                         }
-                        sp_time_format_rfc3339(strtoll(PQgetvalue(res, i, 4 + k), NULL, 10), ts);
+                        sp_time_format_rfc3339(strtoll(PQgetvalue(res, i, 5 + k), NULL, 10), ts);
                         json_object_object_add(o, keys[k], json_object_new_string(ts));
                 }
                 json_object_array_add(arr, o);
@@ -140,7 +143,7 @@ int cp_jointoken_list(cp_db *db, json_object **ret, sp_error **err)
         return 0;
 }
 
-int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID_MAX], sp_error **err)
+int cp__jointoken_consume(cp_db *db, const char *token, const char *role, char ret_id[static SP_ID_MAX], sp_error **err)
 {
         size_t plen = strlen(TOKEN_PREFIX), idlen = strlen(ID_PREFIX) + 1 + SP_ID_RANDOM_CHARS;
         if (!token || strlen(token) > CP_FLEET_TOKEN_MAX || strncmp(token, TOKEN_PREFIX, plen) != 0)
@@ -157,7 +160,7 @@ int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID
         const char *params[] = {id};
         if (cp_db_exec(db,
                        "SELECT encode(secret_hash, 'hex'), revoked_at IS NULL AND expires_at > now() AND "
-                       "(uses_left IS NULL OR uses_left > 0) FROM join_tokens WHERE id = $1 FOR UPDATE",
+                       "(uses_left IS NULL OR uses_left > 0), role FROM join_tokens WHERE id = $1 FOR UPDATE",
                        1, params, &res, err) < 0)
                 return sp_error_wrap(err, "join token");
         char want[65], have[65] = {0};
@@ -169,6 +172,11 @@ int cp__jointoken_consume(cp_db *db, const char *token, char ret_id[static SP_ID
         bool match = CRYPTO_memcmp(want, found ? have : want, 64) == 0 && found;
         if (!match || strcmp(PQgetvalue(res, 0, 1), "t") != 0)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "%s", denied);
+        /* Only a holder of the whole token gets this far: naming its role tells
+         * nothing it could not read from where it found the token. */
+        if (!PQgetisnull(res, 0, 2) && strcmp(PQgetvalue(res, 0, 2), role) != 0)
+                return sp_error_set(err, SP_E_PERMISSION, "this join token is for a %s, not a %s",
+                                    PQgetvalue(res, 0, 2), role);
         if (cp_db_exec(db, "UPDATE join_tokens SET uses_left = uses_left - 1 WHERE id = $1 AND uses_left IS NOT NULL",
                        1, params, NULL, err) < 0)
                 return sp_error_wrap(err, "join token");

@@ -36,7 +36,8 @@
         "(extract(epoch FROM w.last_heartbeat) * 1000000)::bigint, " \
         "(extract(epoch FROM w.created_at) * 1000000)::bigint, " \
         "coalesce(u.cpu, 0), coalesce(u.mem, 0), coalesce(u.n, 0), coalesce(h.n, 0), " \
-        "(extract(epoch FROM w.drain_started_at) * 1000000)::bigint " \
+        "(extract(epoch FROM w.drain_started_at) * 1000000)::bigint, " \
+        "CASE WHEN w.admin_self THEN 'worker' ELSE 'operator' END " \
         "FROM workers w LEFT JOIN (" \
         "SELECT worker_id, " \
         "sum(CASE WHEN jsonb_typeof(spec->'resources'->'cpu_millis') = 'number' " \
@@ -65,7 +66,8 @@ enum {
         C_USED_MEM,
         C_USED_SLOTS,
         C_HELD,
-        C_DRAIN_STARTED
+        C_DRAIN_STARTED,
+        C_ADMIN_BY
 };
 
 static json_object *parse_object(PGresult *res, int row, int col)
@@ -136,6 +138,9 @@ static json_object *worker_json(PGresult *res, int i)
         json_object_object_add(o, "state",
                                json_object_new_string(summary_state(health, admin, PQgetvalue(res, i, C_HELD))));
         json_object_object_add(o, "admin_state", json_object_new_string(admin));
+        /* who set it: the worker draining itself (DrainSelf) or an operator; absent while active */
+        if (strcmp(admin, "active") != 0)
+                json_object_object_add(o, "admin_by", json_object_new_string(PQgetvalue(res, i, C_ADMIN_BY)));
         json_object_object_add(o, "health", json_object_new_string(health));
         _cleanup_json_ json_object *cap = parse_object(res, i, C_CAPACITY);
         json_object *capacity =
@@ -270,7 +275,8 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
         const char *params[] = {id, admin_state};
         if (cp_db_exec(db,
                        "WITH old AS (SELECT id, admin_state FROM workers WHERE id = $1 FOR UPDATE), "
-                       "upd AS (UPDATE workers w SET admin_state = $2, updated_at = now(), drain_started_at = "
+                       "upd AS (UPDATE workers w SET admin_state = $2, admin_self = false, updated_at = now(), "
+                       "drain_started_at = "
                        "CASE WHEN $2 <> 'draining' THEN NULL WHEN old.admin_state = 'draining' "
                        "THEN coalesce(w.drain_started_at, now()) ELSE now() END FROM old "
                        "WHERE w.id = old.id RETURNING w.id, old.admin_state <> $2 AS changed) "
@@ -279,6 +285,54 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
                 return sp_error_wrap(err, "set worker admin state");
         if (PQntuples(res) != 1)
                 return not_found(id, err);
+        return 0;
+}
+
+int cp_worker_self_admin(cp_db *db, const char *name, const char *action, char ret_id[static SP_ID_MAX],
+                         bool *ret_changed, sp_error **err)
+{
+        bool drain = strcmp(action, "drain") == 0, undo = strcmp(action, "uncordon") == 0;
+        if (!drain && !undo && strcmp(action, "status") != 0)
+                return sp_error_set(err, SP_E_INVALID, "action must be drain, uncordon or status");
+        _cleanup_pgresult_ PGresult *old = NULL, *upd = NULL;
+        const char *params[] = {name};
+        if (cp_db_exec(db, "SELECT id, admin_state, admin_self FROM workers WHERE name = $1 FOR UPDATE", 1, params,
+                       &old, err) < 0)
+                return sp_error_wrap(err, "worker admin state");
+        if (PQntuples(old) != 1)
+                return sp_error_set(err, SP_E_PERMISSION, "worker '%s' has not joined this cluster", name);
+        snprintf(ret_id, SP_ID_MAX, "%s", PQgetvalue(old, 0, 0));
+        const char *admin = PQgetvalue(old, 0, 1);
+        bool self = strcmp(PQgetvalue(old, 0, 2), "t") == 0;
+        *ret_changed = false;
+        const char *idp[] = {ret_id};
+        if (drain && strcmp(admin, "draining") != 0) {
+                /* From active the drain is the worker's own; from an operator's
+                 * cordon it stays the operator's (the worker cannot lift it). */
+                *ret_changed = true;
+                if (cp_db_exec(db,
+                               strcmp(admin, "active") == 0
+                                       ? "UPDATE workers SET admin_state = 'draining', admin_self = true, "
+                                         "drain_started_at = now(), updated_at = now() WHERE id = $1"
+                                       : "UPDATE workers SET admin_state = 'draining', "
+                                         "drain_started_at = now(), updated_at = now() WHERE id = $1",
+                               1, idp, &upd, err) < 0)
+                        return sp_error_wrap(err, "drain worker");
+        } else if (undo && strcmp(admin, "active") != 0) {
+                if (!self)
+                        return sp_error_set(err, SP_E_PRECONDITION,
+                                            "worker '%s' is %s by an operator: only an operator lifts it (spacectl "
+                                            "worker uncordon)",
+                                            name, strcmp(admin, "draining") == 0 ? "drained" : "cordoned");
+                *ret_changed = true;
+                if (cp_db_exec(db,
+                               "UPDATE workers SET admin_state = 'active', admin_self = false, drain_started_at = "
+                               "NULL, updated_at = now() WHERE id = $1",
+                               1, idp, &upd, err) < 0)
+                        return sp_error_wrap(err, "uncordon worker");
+        }
+        if (*ret_changed && cp_db_exec(db, "SELECT pg_notify('space_work', 'worker:' || $1)", 1, idp, NULL, err) < 0)
+                return sp_error_wrap(err, "worker admin state");
         return 0;
 }
 

@@ -11,9 +11,11 @@
 #define CP_STORE_WORKERS_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "space/error.h"
+#include "space/id.h"
 #include "store/db.h"
 
 /* Every worker as an array of API objects, ordered by name:
@@ -39,6 +41,17 @@ int cp_worker_get(cp_db *db, const char *id, json_object **ret, sp_error **err);
 /* Sets admin_state ("active", "cordoned", "draining"; anything else is
  * SP_E_INVALID); SP_E_NOT_FOUND. */
 int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state, sp_error **err);
+/* A worker's own request about its admin state (the DrainSelf RPC), by its
+ * certificate's name, in the caller's transaction: "drain" makes it
+ * draining (its own drain when it was active; an operator's cordon stays the
+ * operator's), "uncordon" makes it active again only when the drain in force
+ * is its own (an operator's cordon or drain is SP_E_PRECONDITION), "status"
+ * changes nothing. ret_id gets its id, *ret_changed whether anything changed
+ * (then a NOTIFY goes with the commit). SP_E_PERMISSION for a name that has
+ * not joined. An operator's cp_worker_set_admin_state() makes any state the
+ * operator's. */
+int cp_worker_self_admin(cp_db *db, const char *name, const char *action, char ret_id[static SP_ID_MAX],
+                         bool *ret_changed, sp_error **err);
 /* Marks every ready worker whose last heartbeat (or join, if it never sent
  * one) is older than `factor` (1..1000) of its heartbeat intervals as
  * unreachable; *ret_changed (may be NULL) gets how many changed. */

@@ -171,6 +171,24 @@ static const pr_field resolve_sandbox_resp_fields[] = {
 const pr_schema pr_cp_resolve_sandbox_resp_schema =
         PR_SCHEMA_OPEN("ResolveSandbox answer", resolve_sandbox_resp_fields);
 
+/* ---- DrainSelf ---- */
+
+static const pr_field drain_self_fields[] = {
+        PR_F_STRING(pr_cp_drain_self, "action", action, true, 16),
+};
+const pr_schema pr_cp_drain_self_schema = PR_SCHEMA("DrainSelf", drain_self_fields);
+
+#define R pr_cp_drain_self_resp
+static const pr_field drain_self_resp_fields[] = {
+        PR_F_STRING(R, "worker_id", worker_id, true, PR_CP_SANDBOX_ID_MAX),
+        PR_F_STRING(R, "state", state, true, PR_CP_STATE_MAX),
+        PR_F_STRING(R, "admin_state", admin_state, true, PR_CP_STATE_MAX),
+        PR_F_BOOL(R, "by_self", by_self, false),
+        PR_F_INT(R, "sandboxes", sandboxes, true, 0, INT64_C(1) << 40, 0),
+};
+#undef R
+const pr_schema pr_cp_drain_self_resp_schema = PR_SCHEMA_OPEN("DrainSelf answer", drain_self_resp_fields);
+
 #define M(name, variant, req, reqtype, resp, resptype) \
         { \
                 name, variant, &req, sizeof(reqtype), &resp, sizeof(resptype) \
@@ -186,6 +204,8 @@ const pr_cp_method pr_controlplane_methods[] = {
           pr_cp_revoked_resp),
         M("ResolveSandbox", NULL, pr_cp_resolve_sandbox_schema, pr_cp_resolve_sandbox,
           pr_cp_resolve_sandbox_resp_schema, pr_cp_resolve_sandbox_resp),
+        M("DrainSelf", NULL, pr_cp_drain_self_schema, pr_cp_drain_self, pr_cp_drain_self_resp_schema,
+          pr_cp_drain_self_resp),
 };
 #undef M
 const size_t pr_controlplane_nmethods = sizeof(pr_controlplane_methods) / sizeof(pr_controlplane_methods[0]);

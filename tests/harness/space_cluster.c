@@ -405,8 +405,8 @@ void sp_test_space_start_dataplane(sp_test_space *s, sp_test_proc *dp, int port,
                                    const char *const *extra)
 {
         sp_error *err = NULL;
-        _cleanup_json_ json_object *tok =
-                sp_test_api(s, s->admin_key, "POST", "/v1/join-tokens", 201, "{\"description\":\"dp\"}", NULL);
+        _cleanup_json_ json_object *tok = sp_test_api(s, s->admin_key, "POST", "/v1/join-tokens", 201,
+                                                      "{\"role\":\"dataplane\",\"description\":\"dp\"}", NULL);
         char bin[1024], listen[80], cpa[80], ca[700], jt[400], state[700], logp[700], nm[160];
         snprintf(bin, sizeof(bin), "%s/bin/space-dataplane", sp_test_binary_dir());
         snprintf(listen, sizeof(listen), "--listen=127.0.0.1:%d", port);

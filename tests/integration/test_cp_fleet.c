@@ -247,7 +247,7 @@ static char *new_token(int64_t uses, char id[static SP_ID_MAX])
 {
         sp_error *e = NULL;
         char *token = NULL;
-        sp_test_ok(cp_jointoken_create(db, "test", 3600, uses, &token, id, &e), &e);
+        sp_test_ok(cp_jointoken_create(db, "worker", "test", 3600, uses, &token, id, &e), &e);
         return token;
 }
 
@@ -385,7 +385,30 @@ START_TEST(join_tokens)
                                              good);
         ck_assert_str_eq(leaked, "0");
 
-        /* A rejoin under the same name keeps the id and takes the new certificate and address. */
+        /* A join under the name of a worker that is alive (it just joined) is "unavailable", takes
+         * nothing over and consumes no use of the token. */
+        ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_msg(e->code == SP_E_UNAVAILABLE && strstr(e->message, "is alive"), "%s", e->message);
+        e = sp_error_free(e);
+        _cleanup_free_ char *kept = query1("SELECT cert_serial FROM workers WHERE name = 'node-a'", NULL);
+        ck_assert_str_eq(kept, serial);
+        _cleanup_free_ char *still = query1("SELECT uses_left FROM join_tokens WHERE id = $1", good_id);
+        ck_assert_str_eq(still, "1");
+        /* A heartbeat two intervals ago still counts as alive; once silent for three, the name is free. */
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET last_heartbeat = now() - interval '400 milliseconds' "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
+        ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_int_eq(e->code, SP_E_UNAVAILABLE);
+        e = sp_error_free(e);
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET last_heartbeat = now() - interval '700 milliseconds' "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
+        /* That rejoin (its state was lost) keeps the id and takes the new certificate and address. */
         _cleanup_json_ json_object *again = try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e);
         ck_assert_msg(again, "%s", e ? e->message : "");
         ck_assert_str_eq(field(again, "worker_id"), id);
@@ -437,6 +460,47 @@ START_TEST(join_tokens)
         _cleanup_free_ char *once_left = query1("SELECT uses_left FROM join_tokens WHERE id = $1", once_id);
         ck_assert_str_eq(once_left, "0");
 
+        /* A token is for one role: a data planes' token cannot join a worker, nor the other way round
+         * (refused, nothing consumed); one made before roles existed serves either. */
+        char dp_id[SP_ID_MAX];
+        _cleanup_free_ char *dp_token = NULL;
+        sp_test_ok(cp_jointoken_create(db, "dataplane", "dp", 3600, 1, &dp_token, dp_id, &e), &e);
+        ck_assert_ptr_null(try_join(dp_token, SP_ROLE_WORKER, "node-r", "node-r", NULL, &e));
+        ck_assert_msg(e->code == SP_E_PERMISSION && strstr(e->message, "for a dataplane, not a worker"), "%s",
+                      e->message);
+        e = sp_error_free(e);
+        _cleanup_free_ char *dp_left = query1("SELECT uses_left FROM join_tokens WHERE id = $1", dp_id);
+        ck_assert_str_eq(dp_left, "1");
+        _cleanup_free_ char *noder = query1("SELECT count(*) FROM workers WHERE name = 'node-r'", NULL);
+        ck_assert_str_eq(noder, "0");
+        {
+                _cleanup_free_ char *csr = NULL, *k = NULL;
+                sp_test_ok(sp_pki_csr_create(SP_ROLE_DATAPLANE, "dp-r", NULL, &csr, &k, &e), &e);
+                _cleanup_(SSL_CTX_freep) SSL_CTX *anon_dp = client_ctx(NULL, NULL, SP_ROLE_CONTROLPLANE);
+                char w_id[SP_ID_MAX];
+                _cleanup_free_ char *w_token = new_token(1, w_id);
+                _cleanup_json_ json_object *req = json_object_new_object();
+                json_object_object_add(req, "role", json_object_new_string("dataplane"));
+                json_object_object_add(req, "token", json_object_new_string(w_token));
+                json_object_object_add(req, "name", json_object_new_string("dp-r"));
+                json_object_object_add(req, "csr", json_object_new_string(csr));
+                ck_assert_ptr_null(rpc(anon_dp, "Join", req, &e));
+                ck_assert_msg(e->code == SP_E_PERMISSION && strstr(e->message, "for a worker, not a dataplane"), "%s",
+                              e->message);
+                e = sp_error_free(e);
+                _cleanup_free_ char *w_left = query1("SELECT uses_left FROM join_tokens WHERE id = $1", w_id);
+                ck_assert_str_eq(w_left, "1");
+                /* A token of no role (made before roles existed) still joins a data plane. */
+                sp_test_ok(cp_db_exec(db, "UPDATE join_tokens SET role = NULL WHERE id = $1", 1, (const char *[]){w_id},
+                                      NULL, &e),
+                           &e);
+                _cleanup_json_ json_object *ok = rpc(anon_dp, "Join", req, &e);
+                ck_assert_msg(ok, "%s", e ? e->message : "");
+                sp_test_ok(cp_db_exec(db, "DELETE FROM join_tokens WHERE id = $1", 1, (const char *[]){w_id}, NULL, &e),
+                           &e);
+        }
+        sp_test_ok(cp_jointoken_delete(db, dp_id, &e), &e);
+
         /* Bad requests say what is wrong. */
         _cleanup_(SSL_CTX_freep) SSL_CTX *anon = client_ctx(NULL, NULL, SP_ROLE_CONTROLPLANE);
         const char *bad_names[] = {"Node-A", "-a", "a_b", "",
@@ -474,11 +538,11 @@ START_TEST(join_tokens)
         ck_assert_ptr_null(strstr(sp_json_str(list), "spj_"));
         char tid[SP_ID_MAX];
         char *tok = NULL;
-        ck_assert_int_eq(cp_jointoken_create(db, "x", 0, 1, &tok, tid, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_jointoken_create(db, "worker", "x", 0, 1, &tok, tid, &e), -SP_E_INVALID);
         e = sp_error_free(e);
-        ck_assert_int_eq(cp_jointoken_create(db, "x", 60, -1, &tok, tid, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_jointoken_create(db, "worker", "x", 60, -1, &tok, tid, &e), -SP_E_INVALID);
         e = sp_error_free(e);
-        ck_assert_int_eq(cp_jointoken_create(db, "a\nb", 60, 1, &tok, tid, &e), -SP_E_INVALID);
+        ck_assert_int_eq(cp_jointoken_create(db, "worker", "a\nb", 60, 1, &tok, tid, &e), -SP_E_INVALID);
         e = sp_error_free(e);
         ck_assert_int_eq(cp_jointoken_revoke(db, "jtk_nope", &e), -SP_E_NOT_FOUND);
         e = sp_error_free(e);
@@ -1014,6 +1078,85 @@ static void wait_worker(const char *name, const char *cond)
         }
 }
 
+/* DrainSelf: a worker drains itself and undoes only its own drain; it acts on itself alone. */
+static json_object *drain_self(const joined *w, const char *action, sp_error **err)
+{
+        _cleanup_json_ json_object *req = parse("{\"action\":\"%s\"}", action);
+        return rpc(w->ctx, "DrainSelf", req, err);
+}
+
+static void drain_self_ok(const joined *w, const char *action, const char *state, const char *admin, bool self)
+{
+        sp_error *e = NULL;
+        _cleanup_json_ json_object *r = drain_self(w, action, &e);
+        ck_assert_msg(r, "DrainSelf %s: %s", action, e ? e->message : "?");
+        ck_assert_str_eq(field(r, "worker_id"), w->id);
+        ck_assert_str_eq(field(r, "state"), state);
+        ck_assert_str_eq(field(r, "admin_state"), admin);
+        /* false is left out of the answer */
+        ck_assert_str_eq(field(r, "by_self") ? field(r, "by_self") : "false", self ? "true" : "false");
+        ck_assert_str_eq(field(r, "sandboxes"), "0");
+}
+
+START_TEST(workers_drain_themselves)
+{
+        fleet_up();
+        sp_error *e = NULL;
+        char tid[SP_ID_MAX];
+        _cleanup_free_ char *token = new_token(0, tid);
+        joined a, b;
+        join_ok(token, "node-a", &a);
+        join_ok(token, "node-b", &b);
+        drain_self_ok(&a, "status", "ready", "active", false);
+        drain_self_ok(&a, "uncordon", "ready", "active", false); /* nothing to undo */
+        drain_self_ok(&a, "drain", "drained", "draining", true);
+        drain_self_ok(&a, "drain", "drained", "draining", true); /* again: nothing changes */
+        drain_self_ok(&b, "status", "ready", "active", false); /* the other is untouched */
+        _cleanup_free_ char *audit = query1("SELECT count(*) FROM audit_log WHERE action = 'worker.drain' AND "
+                                            "target = $1 AND detail->>'by' = 'worker'",
+                                            a.id);
+        ck_assert_str_eq(audit, "1");
+        drain_self_ok(&a, "uncordon", "ready", "active", false);
+
+        /* An operator's drain or cordon is the operator's: the worker cannot lift it, and draining a
+         * cordoned worker does not make the drain its own. */
+        sp_test_ok(cp_worker_set_admin_state(db, b.id, "draining", &e), &e);
+        ck_assert_ptr_null(drain_self(&b, "uncordon", &e));
+        ck_assert_msg(e->code == SP_E_PRECONDITION && strstr(e->message, "only an operator lifts it"), "%s",
+                      e->message);
+        e = sp_error_free(e);
+        drain_self_ok(&b, "status", "drained", "draining", false);
+        sp_test_ok(cp_worker_set_admin_state(db, a.id, "cordoned", &e), &e);
+        drain_self_ok(&a, "drain", "drained", "draining", false);
+        ck_assert_ptr_null(drain_self(&a, "uncordon", &e));
+        ck_assert_int_eq(e->code, SP_E_PRECONDITION);
+        e = sp_error_free(e);
+        /* A drain the worker made, taken over by an operator, is the operator's. */
+        sp_test_ok(cp_worker_set_admin_state(db, a.id, "active", &e), &e);
+        drain_self_ok(&a, "drain", "drained", "draining", true);
+        sp_test_ok(cp_worker_set_admin_state(db, a.id, "draining", &e), &e);
+        drain_self_ok(&a, "status", "drained", "draining", false);
+
+        /* Bad actions, no certificate, a data plane's certificate. */
+        ck_assert_ptr_null(drain_self(&a, "stop", &e));
+        ck_assert_msg(e->code == SP_E_INVALID, "%s", e->message);
+        e = sp_error_free(e);
+        _cleanup_(SSL_CTX_freep) SSL_CTX *anon = client_ctx(NULL, NULL, SP_ROLE_CONTROLPLANE);
+        _cleanup_json_ json_object *req = parse("{\"action\":\"status\"}");
+        ck_assert_ptr_null(rpc(anon, "DrainSelf", req, &e));
+        ck_assert_msg(e->code == SP_E_PERMISSION || e->code == SP_E_UNAUTHENTICATED, "%s", e->message);
+        e = sp_error_free(e);
+        _cleanup_free_ char *dcert = NULL, *dkey = NULL;
+        sp_test_ok(sp_pki_issue(ca, SP_ROLE_DATAPLANE, "node-a", NULL, 1, &dcert, &dkey, &e), &e);
+        _cleanup_(SSL_CTX_freep) SSL_CTX *dp = client_ctx(dcert, dkey, SP_ROLE_CONTROLPLANE);
+        ck_assert_ptr_null(rpc(dp, "DrainSelf", req, &e));
+        ck_assert_msg(e->code == SP_E_PERMISSION, "%s", e->message);
+        e = sp_error_free(e);
+        joined_free(&a);
+        joined_free(&b);
+}
+END_TEST
+
 START_TEST(worker_daemon_joins_and_heartbeats)
 {
         fleet_up();
@@ -1168,6 +1311,48 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         /* labels are what the worker says each time: none now */
         _cleanup_free_ char *labels2 = query1("SELECT labels::text FROM workers WHERE name = $1", "node-a");
         ck_assert_str_eq(labels2, "{}");
+
+        /* A node's shutdown hook: --drain-self drains the worker with its own certificate (no admin
+         * key) and waits until it is drained; --uncordon-self undoes it. A state directory without a
+         * certificate has nothing to drain. */
+        char dlog[700], nostate[700];
+        snprintf(dlog, sizeof(dlog), "%s/drain.log", dir);
+        snprintf(nostate, sizeof(nostate), "--state-dir=%s/empty", dir);
+        const char *modes_argv[][8] = {
+                {bin, state, "--node-id=node-a", cpa, "--drain-self", "--drain-timeout=60s", NULL},
+                {bin, state, "--node-id=node-a", cpa, "--uncordon-self", NULL},
+                {bin, nostate, "--node-id=node-q", cpa, "--drain-self", NULL},
+        };
+        const char *want_log[] = {"worker node-a is drained", "worker node-a is ready", "has not joined"};
+        const char *want_admin[] = {"draining true", "active false", "active false"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(modes_argv); i++) {
+                sp_test_proc_opts dopts = {.log_path = dlog};
+                sp_test_proc p = {0};
+                sp_test_ok(sp_test_proc_start(&p, "self", modes_argv[i], &dopts, &e), &e);
+                sp_test_ok(sp_test_proc_wait_exit(&p, 90000, &st, &e), &e);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mode %zu: status %d", i, st);
+                sp_test_proc_free(&p);
+                ck_assert_msg(count_in_file(dlog, want_log[i]) >= 1, "mode %zu: no '%s'", i, want_log[i]);
+                _cleanup_free_ char *adm =
+                        query1("SELECT admin_state || ' ' || admin_self FROM workers WHERE name = $1", "node-a");
+                ck_assert_str_eq(adm, want_admin[i]);
+        }
+        /* An operator's drain is not the worker's to lift. */
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET admin_state = 'draining', drain_started_at = now() "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
+        sp_test_proc p = {0};
+        sp_test_proc_opts dopts = {.log_path = dlog};
+        sp_test_ok(sp_test_proc_start(&p, "self", modes_argv[1], &dopts, &e), &e);
+        sp_test_ok(sp_test_proc_wait_exit(&p, 90000, &st, &e), &e);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        sp_test_proc_free(&p);
+        ck_assert_int_eq(count_in_file(dlog, "only an operator lifts it"), 1);
+        _cleanup_free_ char *adm = query1("SELECT admin_state FROM workers WHERE name = $1", "node-a");
+        ck_assert_str_eq(adm, "draining");
+        ck_assert_int_eq(count_in_file(dlog, "Sanitizer"), 0);
         sp_test_ok(sp_test_proc_stop(&worker, 10000, &e) >= 0 ? 0 : -1, &e);
         sp_test_proc_free(&worker);
         /* under the sanitizers, both runs ended clean */
@@ -1185,6 +1370,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, ca_created_once_when_racing);
         tcase_add_test(tc, join_tokens);
+        tcase_add_test(tc, workers_drain_themselves);
         tcase_add_test(tc, heartbeats_only_from_the_worker_named);
         tcase_add_test(tc, heartbeat_artifacts_are_observed);
         tcase_add_test(tc, heartbeat_jobs_steer_placement);

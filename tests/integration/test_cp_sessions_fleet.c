@@ -349,8 +349,8 @@ START_TEST(dataplane_joins_and_learns_the_keys)
         sp_error *e = NULL;
         char tid[SP_ID_MAX], once_id[SP_ID_MAX];
         _cleanup_free_ char *token = NULL, *once = NULL;
-        sp_test_ok(cp_jointoken_create(db, "dp", 3600, 0, &token, tid, &e), &e);
-        sp_test_ok(cp_jointoken_create(db, "dp-once", 3600, 1, &once, once_id, &e), &e);
+        sp_test_ok(cp_jointoken_create(db, "dataplane", "dp", 3600, 0, &token, tid, &e), &e);
+        sp_test_ok(cp_jointoken_create(db, "dataplane", "dp-once", 3600, 1, &once, once_id, &e), &e);
 
         /* Refusals, each with its reason; none uses the one-use token up, none records anything. */
         static const struct {

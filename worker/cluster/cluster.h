@@ -44,6 +44,16 @@ typedef struct wk_cluster_config {
         const char *state_dir; /* where tls/ lives */
 } wk_cluster_config;
 
+/* --drain-self (drain true) and --uncordon-self: asks the control plane, with
+ * creds (the worker's own certificate), to drain this worker and waits until
+ * it is drained, logging how many sandboxes are left as that changes; or to
+ * undo a drain of the worker's own (an operator's cordon or drain is logged
+ * and left: 0). Retries while the control plane cannot be reached, for up to
+ * timeout_us. Errors: SP_E_TIMEOUT (not drained in time), SP_E_CONFLICT (an
+ * operator lifted the drain meanwhile), the control plane's. */
+int wk_cluster_self_admin(const wk_cluster_config *cfg, const sp_join_creds *creds, bool drain, int64_t timeout_us,
+                          sp_error **err);
+
 /* Parses "k=v,k=v" (--labels) into a new string map: at most
  * WK_CLUSTER_LABELS_MAX labels, keys of [A-Za-z0-9._/-] (1..128 bytes),
  * values of printable ASCII without ',' (0..256 bytes), no key twice.

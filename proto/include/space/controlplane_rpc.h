@@ -159,6 +159,21 @@ typedef struct pr_cp_resolve_sandbox_resp {
         bool waking; /* on its way back to running (asked to, not there yet) */
 } pr_cp_resolve_sandbox_resp;
 
+/* DrainSelf (role worker): the worker named by the certificate asks for its
+ * own drain ("drain"), undoes a drain of its own ("uncordon"), or reads
+ * where it stands ("status"). */
+typedef struct pr_cp_drain_self {
+        const char *action;
+} pr_cp_drain_self;
+
+typedef struct pr_cp_drain_self_resp {
+        const char *worker_id;
+        const char *state; /* the operators' word: ready, cordoned, draining, drained, unreachable, quarantined */
+        const char *admin_state; /* active, cordoned, draining */
+        bool by_self; /* the admin state in force is the worker's own drain */
+        int64_t sandboxes; /* the sandboxes still on the worker */
+} pr_cp_drain_self_resp;
+
 extern const pr_schema pr_cp_empty_schema;
 extern const pr_schema pr_cp_join_worker_schema;
 extern const pr_schema pr_cp_join_dataplane_schema;
@@ -175,6 +190,8 @@ extern const pr_schema pr_cp_revoked_entry_schema;
 extern const pr_schema pr_cp_revoked_resp_schema;
 extern const pr_schema pr_cp_resolve_sandbox_schema;
 extern const pr_schema pr_cp_resolve_sandbox_resp_schema;
+extern const pr_schema pr_cp_drain_self_schema;
+extern const pr_schema pr_cp_drain_self_resp_schema;
 
 typedef struct pr_cp_method {
         const char *name;

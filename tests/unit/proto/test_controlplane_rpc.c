@@ -29,7 +29,7 @@ static const struct {
 
 START_TEST(every_message_round_trips)
 {
-        ck_assert_uint_eq(pr_controlplane_nmethods, 6);
+        ck_assert_uint_eq(pr_controlplane_nmethods, 7);
         for (size_t m = 0; m < pr_controlplane_nmethods; m++) {
                 const pr_cp_method *pm = &pr_controlplane_methods[m];
                 ck_assert_ptr_eq(pr_controlplane_method(pm->name, pm->variant), pm);
