@@ -10,7 +10,8 @@
 //   in the render, made by the bootstrap script (deploy/images/bootstrap.sh, whose Role must
 //   then allow it), or declared by the overlay as the operator's (the namespace's
 //   space.dev/operator-provides annotation); files read from mounted Secrets and ConfigMaps
-//   are keys of them; selectors of Services, PDBs and NetworkPolicies select pods;
+//   are keys of them; selectors of Services, PDBs and NetworkPolicies select pods; no Ingress
+//   routes a daemon's /metrics, /healthz or /readyz;
 // - resources (requests and limits), probes and security contexts are set, and only the
 //   worker is privileged.
 //
@@ -409,6 +410,29 @@ async function check(objects) {
       for (const n of names) if (!made.has(n)) problems.push(`Role/space-bootstrap: grants ${res} ${n}, which bootstrap.sh never writes`);
       if (!role.rules.some((r) => r.resources.includes(res) && r.verbs.includes("create"))) problems.push(`Role/space-bootstrap: may not create ${res}`);
     }
+  // An Ingress routes no daemon's /metrics, /healthz or /readyz (for the cluster, not the
+  // Internet), but on the data plane's sandbox names (*.INGRESS_DOMAIN), where every request
+  // goes to a sandbox's own server.
+  const dpc = pods.flatMap(({ t }) => t.spec.containers).find((c) => imageKey(c.image) === "dataplane");
+  const dpDomain =
+    (dpc?.args || []).find((a) => a.startsWith("--ingress-domain="))?.slice(17) ??
+    (dpc?.env || []).find((e) => e.name === "SPACE_DATAPLANE_INGRESS_DOMAIN")?.value;
+  const routes = (p, path) => {
+    const type = p.pathType;
+    if (type === "Exact") return p.path === path;
+    const prefix = p.path.replace(/\/+$/, "");
+    if (type === "Prefix") return prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
+    return path.startsWith(p.path);
+  };
+  for (const ing of byKind("Ingress"))
+    for (const r of ing.spec.rules || [])
+      for (const p of r.http?.paths || []) {
+        const svc = find("Service", p.backend.service?.name);
+        const toDataplane = podLabels.some(({ labels, t }) => selects(svc?.spec.selector, labels) && t.spec.containers.some((c) => imageKey(c.image) === "dataplane"));
+        if (toDataplane && dpDomain && r.host === `*.${dpDomain}`) continue;
+        for (const ops of ["/metrics", "/healthz", "/readyz"])
+          if (routes(p, ops)) problems.push(`${where(ing)}: ${r.host || "any host"} ${p.path} (${p.pathType}) routes ${ops} to ${p.backend.service?.name}`);
+      }
   return problems;
 }
 
@@ -428,6 +452,7 @@ const breaks = [
   ["a secret a non-root pod cannot read", (objs) => delete objs.find((o) => o.kind === "CronJob").spec.jobTemplate.spec.template.spec.securityContext.fsGroup, /unreadable to a non-root pod/],
   ["no limits", (objs) => delete cont(objs, "e2b").resources.limits, /no limits\.memory/],
   ["an unknown Service", (objs) => (cont(objs, "e2b").args = cont(objs, "e2b").args.map((a) => a.replace("space-dataplane:", "space-dataplan:"))), /no Service space-dataplan/],
+  ["/metrics behind an Ingress", (objs) => objs.push({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", metadata: { name: "x" }, spec: { rules: [{ host: "api.example.com", http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "space-controlplane", port: { name: "api" } } } }] } }] } }), /routes \/metrics to space-controlplane/],
 ];
 function cont(objs, key) {
   for (const o of objs) {
