@@ -2,17 +2,21 @@
 # space-bootstrap: what the Kubernetes bootstrap Job and the join-token CronJob
 # run (deploy/k8s/base/bootstrap.yaml, docs/kubernetes.md), in the tools image.
 # It talks to the Kubernetes API with the pod's service account (curl) and to
-# the SPACE API with spacectl. Every step is idempotent: a Secret that exists
-# is kept, never regenerated.
+# the SPACE API with spacectl. Every step is idempotent: a key Secret or the CA's
+# ConfigMap that exists is kept, never regenerated or changed.
 #
 #   space-bootstrap keys DIR     make the Secrets space-admin-key, space-secrets-key and
 #                                space-e2b-secret unless they exist; write the admin key to
 #                                DIR/admin.key (for space-controlplane --bootstrap-only)
-#   space-bootstrap publish DIR  put DIR/ca.pem and DIR/token-keys.pem (public) into the
-#                                ConfigMap space-cluster-ca, then do `tokens`
-#   space-bootstrap tokens       wait for the API, create a join token for workers and one
-#                                for data planes (any number of uses, $SPACE_JOIN_TOKEN_TTL,
-#                                default 30d) and replace the Secret space-join-tokens
+#   space-bootstrap publish DIR  make the ConfigMap space-cluster-ca of DIR/ca.pem and
+#                                DIR/token-keys.pem (public) unless it exists (one holding
+#                                another CA is an error), then do `tokens`
+#   space-bootstrap tokens       wait for the API, create a join token for workers (role
+#                                worker) and one for data planes (role dataplane), any number
+#                                of uses, valid $SPACE_JOIN_TOKEN_TTL (default 36h); replace
+#                                the Secret space-join-tokens with them, then revoke the
+#                                tokens this script made before (known by their descriptions;
+#                                an operator's are never touched)
 #
 # Environment: SPACE_ENDPOINT (the API, e.g. http://space-controlplane:7070),
 # SPACE_API_KEY or SPACE_API_KEY_FILE (tokens), SPACE_WAIT_S (how long to wait for
@@ -44,14 +48,11 @@ kapi() {
         fi
 }
 
-# put KIND NAME JSON: creates the object, or replaces it when it exists.
-put() {
-        kind=$1 name=$2 json=$3
-        code=$(kapi POST "/api/v1/namespaces/$ns/$kind" "$json")
-        if [ "$code" = 409 ]; then
-                code=$(kapi PUT "/api/v1/namespaces/$ns/$kind/$name" "$json")
-        fi
-        case "$code" in 200 | 201) log "$kind/$name written" ;; *) die "writing $kind/$name: HTTP $code: $(cat "$tmp/body")" ;; esac
+# json_value KEY FILE: the first string value of KEY in the JSON in FILE, compact or
+# indented, as it is written (escapes kept); enough for PEM and base64, which hold no quote.
+json_value() {
+        re=$(printf '%s' "$1" | sed 's/\./\\./g')
+        tr -d '\n' <"$2" | grep -o "\"$re\": *\"[^\"]*\"" | head -n 1 | sed 's/^[^:]*: *"\(.*\)"$/\1/'
 }
 
 # secret_keep NAME KEY MAKE: creates Secret NAME with KEY holding what the
@@ -74,13 +75,33 @@ secret_keep() {
         esac
 }
 
+# configmap_keep NAME KEY DATA: creates ConfigMap NAME with DATA (a JSON object) unless
+# it exists; one that exists is kept if its KEY holds what DATA's does, else it is an error
+# (the trust anchor is never replaced by this script: the operator deletes the ConfigMap).
+configmap_keep() {
+        name=$1 key=$2 data=$3
+        json="{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"$name\",$labels},\"data\":$data}"
+        code=$(kapi POST "/api/v1/namespaces/$ns/configmaps" "$json")
+        case "$code" in
+        201) log "configmap/$name created"; return 0 ;;
+        409) ;;
+        *) die "creating configmap/$name: HTTP $code: $(cat "$tmp/body")" ;;
+        esac
+        code=$(kapi GET "/api/v1/namespaces/$ns/configmaps/$name")
+        [ "$code" = 200 ] || die "reading configmap/$name: HTTP $code: $(cat "$tmp/body")"
+        printf '%s' "$data" >"$tmp/want"
+        have=$(json_value "$key" "$tmp/body")
+        if [ -z "$have" ] || [ "$have" != "$(json_value "$key" "$tmp/want")" ]; then
+                die "configmap/$name exists and its $key is not this cluster's (another database?): delete it to publish this one"
+        fi
+        log "configmap/$name exists with this $key: kept"
+}
+
 # secret_value NAME KEY: prints the decoded value of KEY in Secret NAME.
 secret_value() {
         code=$(kapi GET "/api/v1/namespaces/$ns/secrets/$1")
         [ "$code" = 200 ] || die "reading secret/$1: HTTP $code"
-        # Compact or indented JSON alike: the first "KEY": "BASE64" pair.
-        re=$(printf '%s' "$2" | sed 's/\./\\./g')
-        v=$(tr -d '\n' <"$tmp/body" | grep -o "\"$re\": *\"[A-Za-z0-9+/=]*\"" | head -n 1 | sed 's/.*: *"\(.*\)"$/\1/')
+        v=$(json_value "$2" "$tmp/body")
         [ -n "$v" ] || die "secret/$1 has no $2"
         echo "$v" | base64 -d
 }
@@ -108,6 +129,71 @@ wait_api() {
         log "the API at $SPACE_ENDPOINT is ready"
 }
 
+# The descriptions of the join tokens this script makes: how it finds its own to revoke,
+# and never an operator's. The last two are those of earlier versions of this script.
+desc_worker="space-bootstrap: workers, Secret space-join-tokens"
+desc_dataplane="space-bootstrap: data planes, Secret space-join-tokens"
+desc_old_worker="kubernetes: workers"
+desc_old_dataplane="kubernetes: data planes"
+
+# ours_active: the ids of the active join tokens in `spacectl --json worker join-token ls`
+# (on stdin, one field a line as spacectl writes it) that this script made, one a line.
+ours_active() {
+        awk -v a="$desc_worker" -v b="$desc_dataplane" -v c="$desc_old_worker" -v d="$desc_old_dataplane" '
+                function value(s) { sub(/^[^:]*: *"/, "", s); sub(/", *$|"$/, "", s); return s }
+                /^ *"id": *"/ { id = value($0) }
+                /^ *"description": *"/ { desc = value($0) }
+                /^ *"state": *"/ { state = value($0) }
+                /^ *},? *$/ {
+                        if (id != "" && state == "active" && (desc == a || desc == b || desc == c || desc == d)) print id
+                        id = ""; desc = ""; state = ""
+                }'
+}
+
+# new_token ROLE DESCRIPTION: creates a join token for ROLE; prints its id and the token.
+new_token() {
+        spacectl --quiet --json worker join-token create --role "$1" --uses 0 --ttl "$ttl" --description "$2" >"$tmp/token" ||
+                return 1
+        id=$(sed -n 's/^ *"id": *"\([^"]*\)".*/\1/p' "$tmp/token" | head -n 1)
+        token=$(sed -n 's/^ *"token": *"\([^"]*\)".*/\1/p' "$tmp/token" | head -n 1)
+        rm -f "$tmp/token"
+        [ -n "$id" ] && [ -n "$token" ] || return 1
+        printf '%s %s\n' "$id" "$token"
+}
+
+# revoke ID...: revokes each join token; one that fails is logged and the others are
+# revoked all the same.
+revoke() {
+        for id in "$@"; do
+                if spacectl --quiet worker join-token revoke "$id" >/dev/null; then
+                        log "join token $id revoked"
+                else
+                        log "revoking join token $id failed: it stays valid until it expires"
+                fi
+        done
+}
+
+# secret_replace NAME VERSION DATA: makes Secret NAME hold DATA (a JSON object): replaces
+# the Secret at resourceVersion VERSION, or creates it when VERSION is empty. Returns 1 when
+# another writer came first (the API's 409): the Secret then holds that writer's data.
+secret_replace() {
+        name=$1 version=$2 data=$3
+        meta="\"name\":\"$name\",$labels"
+        [ -z "$version" ] || meta="$meta,\"resourceVersion\":\"$version\""
+        json="{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"type\":\"Opaque\",\"metadata\":{$meta},\"data\":$data}"
+        if [ -z "$version" ]; then
+                code=$(kapi POST "/api/v1/namespaces/$ns/secrets" "$json")
+        else
+                code=$(kapi PUT "/api/v1/namespaces/$ns/secrets/$name" "$json")
+        fi
+        case "$code" in
+        200 | 201) log "secret/$name written" ;;
+        409) log "secret/$name was written by another run meanwhile: that run's tokens stay"; return 1 ;;
+        404) die "secret/$name is gone (the bootstrap Job makes it: run it again)" ;;
+        *) die "writing secret/$name: HTTP $code: $(cat "$tmp/body")" ;;
+        esac
+}
+
 tokens() {
         wait_api
         if [ -z "${SPACE_API_KEY:-}" ] && [ -n "${SPACE_API_KEY_FILE:-}" ]; then
@@ -115,14 +201,35 @@ tokens() {
                 export SPACE_API_KEY
         fi
         [ -n "${SPACE_API_KEY:-}" ] || die "no admin key (SPACE_API_KEY or SPACE_API_KEY_FILE)"
-        ttl=${SPACE_JOIN_TOKEN_TTL:-30d}
-        w=$(spacectl --quiet worker join-token create --uses 0 --ttl "$ttl" --description "kubernetes: workers") ||
-                die "creating the workers' join token"
-        d=$(spacectl --quiet worker join-token create --uses 0 --ttl "$ttl" --description "kubernetes: data planes") ||
-                die "creating the data planes' join token"
-        w64=$(printf '%s' "$w" | base64 | tr -d '\n')
-        d64=$(printf '%s' "$d" | base64 | tr -d '\n')
-        put secrets space-join-tokens "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"type\":\"Opaque\",\"metadata\":{\"name\":\"space-join-tokens\",$labels},\"data\":{\"worker\":\"$w64\",\"dataplane\":\"$d64\"}}"
+        ttl=${SPACE_JOIN_TOKEN_TTL:-36h}
+        # The Secret's version now: the write below succeeds only if no other run (the Job
+        # beside the CronJob) wrote it meanwhile, so the Secret never holds revoked tokens.
+        code=$(kapi GET "/api/v1/namespaces/$ns/secrets/space-join-tokens")
+        case "$code" in
+        200) version=$(json_value resourceVersion "$tmp/body") ;;
+        404) version="" ;;
+        *) die "reading secret/space-join-tokens: HTTP $code: $(cat "$tmp/body")" ;;
+        esac
+        # Listed before the new ones exist: this script's earlier tokens, revoked once the
+        # new ones are in the Secret.
+        old=""
+        if spacectl --quiet --json worker join-token ls >"$tmp/tokens"; then
+                old=$(ours_active <"$tmp/tokens")
+        else
+                log "listing join tokens failed: the earlier ones stay valid until they expire"
+        fi
+        w=$(new_token worker "$desc_worker") || die "creating the workers' join token"
+        d=$(new_token dataplane "$desc_dataplane") || die "creating the data planes' join token"
+        w64=$(printf '%s' "${w#* }" | base64 | tr -d '\n')
+        d64=$(printf '%s' "${d#* }" | base64 | tr -d '\n')
+        # Tokens made but not written (this run failing before, or losing below) are this
+        # script's and active: the next run revokes them.
+        if secret_replace space-join-tokens "$version" "{\"worker\":\"$w64\",\"dataplane\":\"$d64\"}"; then
+                # shellcheck disable=SC2086 # one id a line
+                revoke $old
+        else
+                revoke "${w%% *}" "${d%% *}"
+        fi
 }
 
 # json_string FILE: the file's contents as a JSON string (PEM: no quotes or backslashes).
@@ -142,7 +249,7 @@ publish)
         dir=${2:?usage: space-bootstrap publish DIR}
         [ -s "$dir/ca.pem" ] || die "$dir/ca.pem is missing (space-controlplane --bootstrap-only --ca-out)"
         [ -s "$dir/token-keys.pem" ] || die "$dir/token-keys.pem is missing"
-        put configmaps space-cluster-ca "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"space-cluster-ca\",$labels},\"data\":{\"ca.pem\":$(json_string "$dir/ca.pem"),\"token-keys.pem\":$(json_string "$dir/token-keys.pem")}}"
+        configmap_keep space-cluster-ca ca.pem "{\"ca.pem\":$(json_string "$dir/ca.pem"),\"token-keys.pem\":$(json_string "$dir/token-keys.pem")}"
         [ -n "${SPACE_API_KEY_FILE:-}" ] || SPACE_API_KEY_FILE=$dir/admin.key
         export SPACE_API_KEY_FILE
         tokens

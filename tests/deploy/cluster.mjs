@@ -12,8 +12,9 @@
 //     as the kubelet sets them), the service-account token, the downward API, $(VAR).
 // Then: the bootstrap Job (keys, init, publish), the control plane, the data plane, the
 // worker (privileged, node paths under the work directory), space-e2b; each readiness probe
-// must answer 200; the worker's pre-stop hook runs; a sandbox runs a command through the
-// data plane. One replica of each (a replica's ports are fixed, and the pods share a network).
+// must answer 200; the join-token CronJob replaces the tokens and revokes the old ones; the
+// worker's pre-stop hook runs; a sandbox runs a command through the data plane. One replica
+// of each (a replica's ports are fixed, and the pods share a network).
 //
 // Changed from the manifests, so that the test can run beside other clusters on one host:
 // the worker's --cgroup-parent (unique per run). Everything is removed at the end, also on
@@ -44,13 +45,27 @@ const cgroupParent = opts.cgroup;
 // ---- the fake Kubernetes API ----
 
 const store = { secrets: new Map(), configmaps: new Map() };
-for (const o of objects) if (o.kind === "Secret") store.secrets.set(o.metadata.name, o);
-const saToken = execFileSync("openssl", ["rand", "-hex", "24"], { encoding: "utf8" }).trim();
-const role = find("Role", "space-bootstrap");
-const binding = objects.find((o) => o.kind === "RoleBinding" && o.roleRef.name === role?.metadata.name);
-if (!role || !binding?.subjects.some((s) => s.name === "space-bootstrap")) throw new Error("no Role bound to space-bootstrap");
-const allowed = (verb, resource, name) =>
-  role.rules.some((r) => r.resources.includes(resource) && r.verbs.includes(verb) && (!r.resourceNames || (name && r.resourceNames.includes(name))));
+let resourceVersion = 0;
+for (const o of objects) if (o.kind === "Secret") store.secrets.set(o.metadata.name, { ...o, metadata: { ...o.metadata, resourceVersion: String(++resourceVersion) } });
+// Each service account's token (made when a pod first mounts it); a call may do what the
+// Roles bound to its account allow.
+const saTokens = new Map(); // token -> service account
+function tokenOf(sa) {
+  for (const [t, n] of saTokens) if (n === sa) return t;
+  const t = execFileSync("openssl", ["rand", "-hex", "24"], { encoding: "utf8" }).trim();
+  saTokens.set(t, sa);
+  return t;
+}
+const rolesOf = (sa) =>
+  objects
+    .filter((o) => o.kind === "RoleBinding" && (o.subjects || []).some((s) => s.kind === "ServiceAccount" && s.name === sa))
+    .map((b) => find("Role", b.roleRef.name))
+    .filter(Boolean);
+for (const sa of ["space-bootstrap", "space-join-tokens"]) if (!rolesOf(sa).length) throw new Error(`no Role bound to ${sa}`);
+const allowed = (sa, verb, resource, name) =>
+  rolesOf(sa).some((role) =>
+    role.rules.some((r) => r.resources.includes(resource) && r.verbs.includes(verb) && (!r.resourceNames || (name && r.resourceNames.includes(name))))
+  );
 const apiLog = [];
 
 function startApi() {
@@ -69,12 +84,13 @@ function startApi() {
         res.end(JSON.stringify(obj));
       };
       const m = req.url.match(/^\/api\/v1\/namespaces\/([^/]+)\/(secrets|configmaps)(?:\/([^/?]+))?$/);
-      if (req.headers.authorization !== `Bearer ${saToken}`) return answer(401, { kind: "Status", code: 401 });
+      const sa = saTokens.get((req.headers.authorization || "").replace(/^Bearer /, ""));
+      if (!sa) return answer(401, { kind: "Status", code: 401 });
       if (!m || m[1] !== NS) return answer(404, { kind: "Status", code: 404 });
       const [, , resource, name] = m;
       const verb = { GET: "get", POST: "create", PUT: "update", PATCH: "patch", DELETE: "delete" }[req.method];
-      const ok = verb && allowed(verb, resource, name);
-      apiLog.push({ call: `${req.method} ${resource}/${name || ""}`, ok });
+      const ok = verb && allowed(sa, verb, resource, name);
+      apiLog.push({ sa, call: `${req.method} ${resource}/${name || ""}`, ok });
       if (!ok) return answer(403, { kind: "Status", code: 403, message: `${verb} ${resource} ${name || ""} is forbidden` });
       const objs = store[resource];
       if (req.method === "GET") return objs.has(name) ? answer(200, objs.get(name)) : answer(404, { kind: "Status", code: 404 });
@@ -86,10 +102,15 @@ function startApi() {
       }
       if (req.method === "POST") {
         if (objs.has(obj.metadata.name)) return answer(409, { kind: "Status", code: 409 });
+        obj.metadata.resourceVersion = String(++resourceVersion);
         objs.set(obj.metadata.name, obj);
         return answer(201, obj);
       }
       if (!objs.has(name)) return answer(404, { kind: "Status", code: 404 });
+      // An update that names a version succeeds only at that version (optimistic concurrency).
+      const v = obj.metadata?.resourceVersion;
+      if (v !== undefined && v !== objs.get(name).metadata.resourceVersion) return answer(409, { kind: "Status", code: 409, reason: "Conflict" });
+      obj.metadata.resourceVersion = String(++resourceVersion);
       objs.set(name, obj);
       return answer(200, obj);
     });
@@ -261,7 +282,7 @@ function bundle(pod, podSpec, c, image, extraArgs = []) {
   if (podSpec.automountServiceAccountToken !== false && find("ServiceAccount", podSpec.serviceAccountName)?.automountServiceAccountToken !== false) {
     const sa = join(W, "sa", podSpec.serviceAccountName || "default");
     mkdirSync(sa, { recursive: true });
-    writeFileSync(join(sa, "token"), podSpec.serviceAccountName === "space-bootstrap" ? saToken : "not-a-token");
+    writeFileSync(join(sa, "token"), tokenOf(podSpec.serviceAccountName || "default"));
     writeFileSync(join(sa, "ca.crt"), readFileSync(join(W, "api", "ca.crt")));
     writeFileSync(join(sa, "namespace"), NS);
     for (const f of ["token", "ca.crt", "namespace"]) chmodSync(join(sa, f), 0o644);
@@ -381,6 +402,9 @@ async function main() {
     log(`bootstrap publish: done; the API saw ${apiLog.length} calls (${[...new Set(apiLog.map((c) => c.call))].join(", ")}), none refused by the Role`);
     await waitProbe(cp, cpPod.containers[0]);
     const key = secretValue("space-admin-key", "admin.key").toString().trim();
+    const tokenList = () => JSON.parse(spacectl(key, ["--json", "worker", "join-token", "ls"]).stdout).join_tokens;
+    const entryOf = (list, token) => list.find((t) => token.startsWith(`spj_${t.id}_`));
+    const joinPair = () => ["worker", "dataplane"].map((k) => secretValue("space-join-tokens", k).toString());
 
     // The same Job again (kubectl apply after its TTL): keeps every key.
     const before = secretValue("space-admin-key", "admin.key").toString();
@@ -388,6 +412,25 @@ async function main() {
     if ((await runToEnd(again)) !== 0 || secretValue("space-admin-key", "admin.key").toString() !== before)
       throw new Error(`bootstrap keys, run again, did not keep the admin key:\n    ${tail(again.id)}`);
     log("bootstrap keys, run again: every secret kept");
+
+    // Its last step again: a ConfigMap holding another CA is an error and stays as it is; the
+    // cluster's own is kept, and the join tokens are replaced.
+    const caMap = store.configmaps.get("space-cluster-ca");
+    const ca = caMap.data["ca.pem"];
+    caMap.data["ca.pem"] = ca.replace(/[A-Za-z0-9+/]{16}\n/, "AAAAAAAAAAAAAAAA\n");
+    const forged = caMap.data["ca.pem"];
+    if (forged === ca) throw new Error("the test could not change the CA certificate");
+    const wrongCa = bundle("space-bootstrap", job, job.containers[0], imageOf(job.containers[0]));
+    if ((await runToEnd(wrongCa)) === 0 || !/is not this cluster's/.test(tail(wrongCa.id)) || store.configmaps.get("space-cluster-ca").data["ca.pem"] !== forged)
+      throw new Error(`bootstrap publish, beside a ConfigMap with another CA, did not stop and keep it:\n    ${tail(wrongCa.id)}`);
+    store.configmaps.get("space-cluster-ca").data["ca.pem"] = ca;
+    const firstPair = joinPair();
+    const rerun = bundle("space-bootstrap", job, job.containers[0], imageOf(job.containers[0]));
+    if ((await runToEnd(rerun)) !== 0 || store.configmaps.get("space-cluster-ca").data["ca.pem"] !== ca)
+      throw new Error(`bootstrap publish, run again, failed:\n    ${tail(rerun.id)}`);
+    const states = firstPair.map((t) => entryOf(tokenList(), t)?.state);
+    if (states.some((st) => st !== "revoked")) throw new Error(`after publish ran again, the first pair of join tokens is ${states.join(", ")}`);
+    log("bootstrap publish, run again: stops beside another CA, keeps the cluster's own, replaces the join tokens and revokes the first pair");
 
     const dpPod = podOf("Deployment", "space-dataplane");
     const dp = bundle("space-dataplane-0", dpPod, dpPod.containers[0], imageOf(dpPod.containers[0]));
@@ -406,6 +449,38 @@ async function main() {
     const e2b = bundle("space-e2b-0", e2bPod, e2bPod.containers[0], imageOf(e2bPod.containers[0]));
     startDetached(e2b);
     await waitProbe(e2b, e2bPod.containers[0]);
+
+    // The join-token CronJob, as its own service account, once the worker and the data plane
+    // have joined with the bootstrap's tokens: it replaces the Secret with a new pair bound to
+    // the roles, revokes the bootstrap's pair and leaves an operator's token alone; the joined
+    // components keep working (the sandbox below).
+    const op = spacectl(key, ["--json", "worker", "join-token", "create", "--ttl", "1h", "--description", "an operator's"]);
+    if (op.status !== 0) throw new Error(`spacectl worker join-token create: exit ${op.status}: ${op.stderr}`);
+    const opId = JSON.parse(op.stdout).id;
+    const pairBefore = joinPair();
+    const cronPod = find("CronJob", "space-join-tokens").spec.jobTemplate.spec.template.spec;
+    const cron = bundle("space-join-tokens", cronPod, cronPod.containers[0], imageOf(cronPod.containers[0]));
+    const callsBefore = apiLog.length;
+    const cc = await runToEnd(cron);
+    if (cc !== 0) throw new Error(`the join-token CronJob exited ${cc}:\n    ${tail(cron.id)}`);
+    const cronCalls = apiLog.slice(callsBefore);
+    if (cronCalls.some((c) => !c.ok || c.sa !== cronPod.serviceAccountName))
+      throw new Error(`the join-token CronJob's calls: ${cronCalls.map((c) => `${c.sa} ${c.call}${c.ok ? "" : " (refused)"}`).join(", ")}`);
+    const pairAfter = joinPair();
+    const list = tokenList();
+    for (const [i, role] of ["worker", "dataplane"].entries()) {
+      const was = entryOf(list, pairBefore[i]);
+      const now = entryOf(list, pairAfter[i]);
+      if (!now || now === was || now.state !== "active" || now.role !== role)
+        throw new Error(`after the CronJob, the Secret's ${role} token is ${JSON.stringify(now)} (was ${JSON.stringify(was)})`);
+      if (was?.state !== "revoked") throw new Error(`the bootstrap's ${role} token is ${was?.state} after the CronJob, not revoked`);
+    }
+    const opState = list.find((t) => t.id === opId)?.state;
+    if (opState !== "active") throw new Error(`the operator's join token is ${opState} after the CronJob`);
+    log(
+      `the join-token CronJob as ${cronPod.serviceAccountName} (${[...new Set(cronCalls.map((c) => c.call))].join(", ")}): ` +
+        "a new worker and dataplane pair in the Secret, the bootstrap's revoked, the operator's token active"
+    );
 
     // The worker joined and has the base template: a sandbox runs a command.
     let ran = null;

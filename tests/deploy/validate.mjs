@@ -7,11 +7,14 @@
 //   are used by the container's command or hooks; a probe's and a port's numbers are ones the
 //   daemon listens on;
 // - every Secret, ConfigMap, ServiceAccount, Service (and port) that anything names exists:
-//   in the render, made by the bootstrap script (deploy/images/bootstrap.sh, whose Role must
-//   then allow it), or declared by the overlay as the operator's (the namespace's
-//   space.dev/operator-provides annotation); files read from mounted Secrets and ConfigMaps
-//   are keys of them; selectors of Services, PDBs and NetworkPolicies select pods; no Ingress
-//   routes a daemon's /metrics, /healthz or /readyz;
+//   in the render, made by the bootstrap script (deploy/images/bootstrap.sh), or declared by
+//   the overlay as the operator's (the namespace's space.dev/operator-provides annotation);
+//   files read from mounted Secrets and ConfigMaps are keys of them; selectors of Services,
+//   PDBs and NetworkPolicies select pods;
+// - RBAC: each service account's Role grants exactly what the bootstrap script's commands
+//   run under it ask of the Kubernetes API (never update on a key Secret or the CA), pods
+//   that ask nothing mount no token, and no account is shared by pods that need different
+//   grants; no Ingress routes a daemon's /metrics, /healthz or /readyz;
 // - resources (requests and limits), probes and security contexts are set, and only the
 //   worker is privileged.
 //
@@ -71,17 +74,42 @@ for (const m of buildScript.matchAll(/^ {8}([a-z0-9]+)\)\n([\s\S]*?)\n {16};;/gm
 }
 for (const n of imageNames) if (!entrypoints.has(n)) throw new Error(`deploy/images/build: no entrypoint found for ${n}`);
 
-// ---- what the bootstrap script makes ----
+// ---- what the bootstrap script makes, and what it asks of the Kubernetes API ----
 
 const bootstrapScript = readFileSync(join(opts.repo, "deploy/images/bootstrap.sh"), "utf8");
+// Each object: its kind, its keys, and whether it is made once and kept (secret_keep,
+// configmap_keep: create, then get) or replaced (secret_replace: get, then update).
 const bootstrapMakes = { secrets: new Map(), configmaps: new Map() };
-for (const m of bootstrapScript.matchAll(/^\s+secret_keep (\S+) (\S+) /gm)) bootstrapMakes.secrets.set(m[1], new Set([m[2]]));
-for (const m of bootstrapScript.matchAll(/^\s+put (secrets|configmaps) (\S+) (.*)$/gm)) {
-  const keys = new Set([...m[3].matchAll(/\\"([A-Za-z0-9._-]+)\\":(?:\\"\$|\$\(json_string)/g)].map((k) => k[1]));
-  bootstrapMakes[m[1]].set(m[2], keys);
+const bootstrapKept = { secrets: new Set(), configmaps: new Set() };
+const bootstrapReplaced = new Set();
+for (const m of bootstrapScript.matchAll(/^\s+secret_keep (\S+) (\S+) /gm)) {
+  bootstrapMakes.secrets.set(m[1], new Set([m[2]]));
+  bootstrapKept.secrets.add(m[1]);
+}
+const keysIn = (text) => new Set([...text.matchAll(/\\"([A-Za-z0-9._-]+)\\":(?:\\"\$|\$\(json_string)/g)].map((k) => k[1]));
+for (const m of bootstrapScript.matchAll(/^\s+configmap_keep (\S+) \S+ (.*)$/gm)) {
+  bootstrapMakes.configmaps.set(m[1], keysIn(m[2]));
+  bootstrapKept.configmaps.add(m[1]);
+}
+for (const m of bootstrapScript.matchAll(/^\s+(?:if )?secret_replace (\S+) \S+ (.*)$/gm)) {
+  bootstrapMakes.secrets.set(m[1], keysIn(m[2]));
+  bootstrapReplaced.add(m[1]);
 }
 const bootstrapCommands = new Set([...bootstrapScript.matchAll(/^([a-z]+)\)/gm)].map((m) => m[1]));
-if (!bootstrapMakes.secrets.size || !bootstrapMakes.configmaps.size) throw new Error("bootstrap.sh: found nothing it makes");
+if (!bootstrapKept.secrets.size || !bootstrapKept.configmaps.size || !bootstrapReplaced.size)
+  throw new Error("bootstrap.sh: found nothing it makes");
+// What each command asks of the Kubernetes API, as "VERB RESOURCE NAME" (NAME * for any:
+// RBAC cannot restrict create by name). `tokens` replaces the join tokens' Secret, which
+// it reads first (its version); `publish` does `tokens` too, and creates that Secret when
+// it does not exist yet (the first bootstrap). The key Secrets and the CA's ConfigMap are
+// created and read, never updated.
+const tokensNeeds = [...bootstrapReplaced].flatMap((n) => [`get secrets ${n}`, `update secrets ${n}`]);
+const bootstrapNeeds = {
+  keys: ["create secrets *", ...[...bootstrapKept.secrets].map((n) => `get secrets ${n}`)],
+  publish: ["create configmaps *", "create secrets *", ...[...bootstrapKept.configmaps].map((n) => `get configmaps ${n}`), ...tokensNeeds],
+  tokens: tokensNeeds,
+};
+for (const c of Object.keys(bootstrapNeeds)) if (!bootstrapCommands.has(c)) throw new Error(`bootstrap.sh: no command ${c}`);
 
 // ---- the API's types, from kubernetes-models' declarations ----
 
@@ -400,16 +428,43 @@ async function check(objects) {
     if (!find(rb.roleRef.kind, rb.roleRef.name)) problems.push(`${where(rb)}: no ${rb.roleRef.kind} ${rb.roleRef.name}`);
     for (const s of rb.subjects || []) if (s.kind === "ServiceAccount" && !find("ServiceAccount", s.name)) problems.push(`${where(rb)}: no ServiceAccount ${s.name}`);
   }
-  // The bootstrap's Role lets it read and replace exactly what it makes.
-  const role = find("Role", "space-bootstrap");
-  if (!role) problems.push("no Role space-bootstrap");
-  else
-    for (const [res, made] of [["secrets", bootstrapMakes.secrets], ["configmaps", bootstrapMakes.configmaps]]) {
-      const names = new Set(role.rules.filter((r) => r.resources.includes(res) && r.verbs.includes("update")).flatMap((r) => r.resourceNames || []));
-      for (const n of made.keys()) if (!names.has(n)) problems.push(`Role/space-bootstrap: may not update ${res} ${n}, which bootstrap.sh writes`);
-      for (const n of names) if (!made.has(n)) problems.push(`Role/space-bootstrap: grants ${res} ${n}, which bootstrap.sh never writes`);
-      if (!role.rules.some((r) => r.resources.includes(res) && r.verbs.includes("create"))) problems.push(`Role/space-bootstrap: may not create ${res}`);
+  // RBAC: each service account may do exactly what the pods running under it ask of the
+  // Kubernetes API (bootstrapNeeds, by the space-bootstrap command they run), and pods that
+  // ask nothing get no token. An account is not shared by pods that need different grants.
+  const needsOf = (t) => {
+    const n = new Set();
+    for (const c of [...(t.spec.initContainers || []), ...t.spec.containers])
+      if (c.command?.[0] === "/usr/local/bin/space-bootstrap") for (const x of bootstrapNeeds[c.command[1]] || []) n.add(x);
+    return n;
+  };
+  const accounts = new Map(); // service account -> [{o, needs}]
+  for (const { o, t } of pods) {
+    const sa = t.spec.serviceAccountName || "default";
+    const needs = needsOf(t);
+    const token = t.spec.automountServiceAccountToken ?? find("ServiceAccount", sa)?.automountServiceAccountToken ?? true;
+    if (!needs.size && token) problems.push(`${where(o)}: mounts a service-account token, and nothing in it calls the Kubernetes API`);
+    if (!accounts.has(sa)) accounts.set(sa, []);
+    accounts.get(sa).push({ o, needs });
+  }
+  const listed = (set) => [...set].sort().join(", ");
+  for (const [sa, users] of accounts) {
+    for (const u of users.slice(1))
+      if (listed(u.needs) !== listed(users[0].needs))
+        problems.push(`${where(u.o)}: shares ServiceAccount ${sa} with ${where(users[0].o)}, which needs other grants (${listed(users[0].needs) || "none"})`);
+    const needs = new Set(users.flatMap((u) => [...u.needs]));
+    const granted = new Set();
+    for (const rb of byKind("RoleBinding").filter((b) => (b.subjects || []).some((x) => x.kind === "ServiceAccount" && x.name === sa))) {
+      const role = find(rb.roleRef.kind, rb.roleRef.name);
+      for (const r of role?.rules || [])
+        for (const v of r.verbs)
+          for (const res of r.resources)
+            for (const n of r.resourceNames || ["*"]) granted.add(`${v} ${res} ${n}`);
     }
+    for (const g of granted) if (!needs.has(g)) problems.push(`ServiceAccount ${sa}: its Role grants ${g}, which its pods do not need`);
+    for (const n of needs) if (!granted.has(n)) problems.push(`ServiceAccount ${sa}: its Role does not grant ${n}, which bootstrap.sh does`);
+  }
+  for (const r of byKind("ClusterRoleBinding")) problems.push(`${where(r)}: the manifests need no cluster-wide grant`);
+
   // An Ingress routes no daemon's /metrics, /healthz or /readyz (for the cluster, not the
   // Internet), but on the data plane's sandbox names (*.INGRESS_DOMAIN), where every request
   // goes to a sandbox's own server.
@@ -452,6 +507,10 @@ const breaks = [
   ["a secret a non-root pod cannot read", (objs) => delete objs.find((o) => o.kind === "CronJob").spec.jobTemplate.spec.template.spec.securityContext.fsGroup, /unreadable to a non-root pod/],
   ["no limits", (objs) => delete cont(objs, "e2b").resources.limits, /no limits\.memory/],
   ["an unknown Service", (objs) => (cont(objs, "e2b").args = cont(objs, "e2b").args.map((a) => a.replace("space-dataplane:", "space-dataplan:"))), /no Service space-dataplan/],
+  ["the CronJob under the bootstrap Job's account", (objs) => (podSpecOf(objs.find((o) => o.kind === "CronJob")).spec.serviceAccountName = "space-bootstrap"), /shares ServiceAccount space-bootstrap/],
+  ["update on a key Secret", (objs) => objs.find((o) => o.kind === "Role" && o.metadata.name === "space-bootstrap").rules.push({ apiGroups: [""], resources: ["secrets"], resourceNames: ["space-secrets-key"], verbs: ["update"] }), /grants update secrets space-secrets-key/],
+  ["create for the join-token CronJob", (objs) => objs.find((o) => o.kind === "Role" && o.metadata.name === "space-join-tokens").rules.push({ apiGroups: [""], resources: ["secrets"], verbs: ["create"] }), /space-join-tokens: its Role grants create secrets/],
+  ["a token for a pod that needs none", (objs) => (podSpecOf(objs.find((o) => o.kind === "Deployment" && o.metadata.name === "space-e2b")).spec.automountServiceAccountToken = true), /space-e2b: mounts a service-account token/],
   ["/metrics behind an Ingress", (objs) => objs.push({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", metadata: { name: "x" }, spec: { rules: [{ host: "api.example.com", http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "space-controlplane", port: { name: "api" } } } }] } }] } }), /routes \/metrics to space-controlplane/],
 ];
 function cont(objs, key) {
