@@ -12,9 +12,10 @@
 //     as the kubelet sets them), the service-account token, the downward API, $(VAR).
 // Then: the bootstrap Job (keys, init, publish), the control plane, the data plane, the
 // worker (privileged, node paths under the work directory), space-e2b; each readiness probe
-// must answer 200; the join-token CronJob replaces the tokens and revokes the old ones; the
-// worker's pre-stop hook runs; a sandbox runs a command through the data plane. One replica
-// of each (a replica's ports are fixed, and the pods share a network).
+// must answer 200; the join-token CronJob replaces the tokens and revokes the old ones; a
+// sandbox runs a command through the data plane; the worker's hooks drain it and undo that
+// (never an operator's cordon). One replica of each (a replica's ports are fixed, and the
+// pods share a network).
 //
 // Changed from the manifests, so that the test can run beside other clusters on one host:
 // the worker's --cgroup-parent (unique per run). Everything is removed at the end, also on
@@ -518,6 +519,13 @@ async function main() {
     hook("postStart", ["SPACE_DRAIN_ON_STOP=true"]);
     if (state() !== "ready") throw new Error(`after the post-start hook, node-a is ${state()}, not ready again`);
     log("with SPACE_DRAIN_ON_STOP=true: the preStop hook drained node-a, the postStart hook made it ready again");
+    // An operator's cordon is not the worker's to lift.
+    const cordon = spacectl(key, ["worker", "cordon", "node-a"]);
+    if (cordon.status !== 0) throw new Error(`spacectl worker cordon: exit ${cordon.status}: ${cordon.stderr}`);
+    hook("postStart");
+    if (state() !== "cordoned") throw new Error(`after the post-start hook, an operator's cordon is ${state()}`);
+    spacectl(key, ["worker", "uncordon", "node-a"]);
+    log("the postStart hook left an operator's cordon of node-a in place");
   } finally {
     api.close();
   }

@@ -5,7 +5,8 @@
 // - every container of ours: each --flag in its args and each SPACE_* variable in its env is a
 //   setting its binary lists in its own --help; $(VAR) references are defined; other variables
 //   are used by the container's command or hooks; a probe's and a port's numbers are ones the
-//   daemon listens on;
+//   daemon listens on; a hook runs only programs its image has, and a daemon's flags in it
+//   are settings of its --help, with the container's own values;
 // - every Secret, ConfigMap, ServiceAccount, Service (and port) that anything names exists:
 //   in the render, made by the bootstrap script (deploy/images/bootstrap.sh), or declared by
 //   the overlay as the operator's (the namespace's space.dev/operator-provides annotation);
@@ -14,7 +15,8 @@
 // - RBAC: each service account's Role grants exactly what the bootstrap script's commands
 //   run under it ask of the Kubernetes API (never update on a key Secret or the CA), pods
 //   that ask nothing mount no token, and no account is shared by pods that need different
-//   grants; no Ingress routes a daemon's /metrics, /healthz or /readyz;
+//   grants; no pod that may run on a sandbox node reads a key Secret; no Ingress routes a
+//   daemon's /metrics, /healthz or /readyz;
 // - resources (requests and limits), probes and security contexts are set, and only the
 //   worker is privileged.
 //
@@ -45,7 +47,7 @@ function settingsOf(binary) {
   const flags = new Map();
   const env = new Set();
   const defaults = new Map();
-  for (const m of out.matchAll(/^ {2}--([a-z0-9-]+)\s+(string|int|bool|size|list)\s[^\n]*\n\s+default: (.*?); env (SPACE_[A-Z0-9_]+)$/gm)) {
+  for (const m of out.matchAll(/^ {2}--([a-z0-9-]+)\s+(string|int|bool|duration|size|list)\s[^\n]*\n\s+default: (.*?); env (SPACE_[A-Z0-9_]+)$/gm)) {
     flags.set(m[1], m[2]);
     defaults.set(m[1], m[3]);
     env.add(m[4]);
@@ -68,9 +70,12 @@ const buildScript = readFileSync(join(opts.repo, "deploy/images/build"), "utf8")
 const imageNames = buildScript.match(/^all=\(([^)]*)\)/m)[1].trim().split(/\s+/);
 // Each image's entrypoint: the `echo "USER ENTRYPOINT"` of its case in rootfs().
 const entrypoints = new Map();
+// And the programs each has in /usr/local/bin (what a hook may run).
+const imageBins = new Map();
 for (const m of buildScript.matchAll(/^ {8}([a-z0-9]+)\)\n([\s\S]*?)\n {16};;/gm)) {
   const e = m[2].match(/echo "(\S+) (\S+)"/);
   if (e) entrypoints.set(m[1], { user: e[1], entry: e[2] });
+  imageBins.set(m[1], new Set([...m[2].matchAll(/\/usr\/local\/bin\/([a-z0-9-]+)"?$/gm)].map((b) => b[1])));
 }
 for (const n of imageNames) if (!entrypoints.has(n)) throw new Error(`deploy/images/build: no entrypoint found for ${n}`);
 
@@ -363,6 +368,32 @@ async function check(objects) {
             listens.add(Number(d.match(/:(\d+)$/)[1]));
         for (const p of ports) if (!listens.has(p.containerPort)) problems.push(`${w}: port ${p.name} (${p.containerPort}) is not one ${binary} listens on`);
       }
+      // Hooks: each program they run is in the image; a daemon's flags are settings its own
+      // --help lists (so a new mode passes once the binary has it) and, where the container's
+      // args set the same one, with the same value.
+      for (const h of ["preStop", "postStart"]) {
+        const text = c.lifecycle?.[h]?.exec?.command?.join(" ");
+        if (!text) continue;
+        for (const m of text.matchAll(/(?:^|[\s;&|(])(space-[a-z]+|spacectl)\b((?:[ \t]+--[a-z0-9-]+(?:=[^\s;&|)]*)?)*)/g)) {
+          const prog = m[1];
+          if (!imageBins.get(key)?.has(prog)) {
+            problems.push(`${w}: its ${h} hook runs ${prog}, which the image does not have`);
+            continue;
+          }
+          if (prog === "spacectl") continue;
+          const hs = settingsOf(prog);
+          for (const f of m[2].matchAll(/--([a-z0-9-]+)(?:=(\S*))?/g)) {
+            const [, k, v] = f;
+            const type = hs.flags.get(k);
+            if (!type) problems.push(`${w}: its ${h} hook: ${prog} has no setting --${k}`);
+            else if (v === undefined && type !== "bool") problems.push(`${w}: its ${h} hook: --${k} needs a value`);
+            // The shell's "$VAR" in a hook is the container's $(VAR) in its args.
+            const hv = v?.replace(/"/g, "").replace(/\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?/g, "$($1)");
+            const own = prog === binary ? (c.args || []).find((a) => a.startsWith(`--${k}=`)) : undefined;
+            if (own && hv !== undefined && own !== `--${k}=${hv}`) problems.push(`${w}: its ${h} hook's --${k}=${v} differs from the container's ${own}`);
+          }
+        }
+      }
       const scripts = [...(c.command || []), ...(c.args || []), c.lifecycle?.preStop?.exec?.command?.join(" "), c.lifecycle?.postStart?.exec?.command?.join(" ")]
         .filter(Boolean)
         .join("\n");
@@ -428,6 +459,25 @@ async function check(objects) {
     if (!find(rb.roleRef.kind, rb.roleRef.name)) problems.push(`${where(rb)}: no ${rb.roleRef.kind} ${rb.roleRef.name}`);
     for (const s of rb.subjects || []) if (s.kind === "ServiceAccount" && !find("ServiceAccount", s.name)) problems.push(`${where(rb)}: no ServiceAccount ${s.name}`);
   }
+  // Pods that may run on a sandbox node (its label or its taint) hold no key Secret: a
+  // sandbox that escapes lands as root on that node, beside whatever its pods mount.
+  const keySecrets = bootstrapKept.secrets;
+  for (const { o, t } of pods) {
+    const spec = t.spec;
+    const onSandboxNode =
+      spec.nodeSelector?.["sandbox.space.dev/node"] !== undefined ||
+      (spec.tolerations || []).some((x) => x.key === "sandbox.space.dev/node" || (!x.key && x.operator === "Exists"));
+    if (!onSandboxNode) continue;
+    const named = [
+      ...(spec.volumes || []).flatMap((v) => [v.secret?.secretName, ...(v.projected?.sources || []).map((p) => p.secret?.name)]),
+      ...[...(spec.initContainers || []), ...spec.containers].flatMap((c) => [
+        ...(c.env || []).map((e) => e.valueFrom?.secretKeyRef?.name),
+        ...(c.envFrom || []).map((e) => e.secretRef?.name),
+      ]),
+    ];
+    for (const n of new Set(named)) if (keySecrets.has(n)) problems.push(`${where(o)}: runs on sandbox nodes and reads the Secret ${n}`);
+  }
+
   // RBAC: each service account may do exactly what the pods running under it ask of the
   // Kubernetes API (bootstrapNeeds, by the space-bootstrap command they run), and pods that
   // ask nothing get no token. An account is not shared by pods that need different grants.
@@ -507,12 +557,20 @@ const breaks = [
   ["a secret a non-root pod cannot read", (objs) => delete objs.find((o) => o.kind === "CronJob").spec.jobTemplate.spec.template.spec.securityContext.fsGroup, /unreadable to a non-root pod/],
   ["no limits", (objs) => delete cont(objs, "e2b").resources.limits, /no limits\.memory/],
   ["an unknown Service", (objs) => (cont(objs, "e2b").args = cont(objs, "e2b").args.map((a) => a.replace("space-dataplane:", "space-dataplan:"))), /no Service space-dataplan/],
+  ["the admin key on a sandbox node", (objs) => podSpecOf(objs.find((o) => o.kind === "DaemonSet")).spec.volumes.push({ name: "k", secret: { secretName: "space-admin-key" } }), /runs on sandbox nodes and reads the Secret space-admin-key/],
   ["the CronJob under the bootstrap Job's account", (objs) => (podSpecOf(objs.find((o) => o.kind === "CronJob")).spec.serviceAccountName = "space-bootstrap"), /shares ServiceAccount space-bootstrap/],
   ["update on a key Secret", (objs) => objs.find((o) => o.kind === "Role" && o.metadata.name === "space-bootstrap").rules.push({ apiGroups: [""], resources: ["secrets"], resourceNames: ["space-secrets-key"], verbs: ["update"] }), /grants update secrets space-secrets-key/],
   ["create for the join-token CronJob", (objs) => objs.find((o) => o.kind === "Role" && o.metadata.name === "space-join-tokens").rules.push({ apiGroups: [""], resources: ["secrets"], verbs: ["create"] }), /space-join-tokens: its Role grants create secrets/],
   ["a token for a pod that needs none", (objs) => (podSpecOf(objs.find((o) => o.kind === "Deployment" && o.metadata.name === "space-e2b")).spec.automountServiceAccountToken = true), /space-e2b: mounts a service-account token/],
   ["/metrics behind an Ingress", (objs) => objs.push({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", metadata: { name: "x" }, spec: { rules: [{ host: "api.example.com", http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "space-controlplane", port: { name: "api" } } } }] } }] } }), /routes \/metrics to space-controlplane/],
+  ["a hook's setting the binary lacks", (objs) => hookAppend(objs, "preStop", "--no-such-mode"), /hook: space-worker has no setting --no-such-mode/],
+  ["a hook's state directory not the worker's", (objs) => hookAppend(objs, "postStart", "--state-dir=/var/lib/space/other"), /hook's --state-dir=\/var\/lib\/space\/other differs/],
 ];
+// Adds word to the flags of the space-worker command in the worker's hook.
+function hookAppend(objs, name, word) {
+  const cmd = cont(objs, "worker").lifecycle[name].exec.command;
+  cmd[cmd.length - 1] = cmd[cmd.length - 1].replace(/(space-worker(?: --\S+)*)/, `$1 ${word}`);
+}
 function cont(objs, key) {
   for (const o of objs) {
     const t = podSpecOf(o);
