@@ -31,6 +31,7 @@
 #include "store/keyring.h"
 #include "store/keys.h"
 #include "store/quotas.h"
+#include "store/secrets.h"
 #include "store/tokenkeys.h"
 
 typedef struct cp_cfg {
@@ -301,6 +302,10 @@ int main(int argc, char **argv)
         cp_keyring *keyring = NULL;
         if (c.secrets_key_file && cp_keyring_load(c.secrets_key_file, &keyring, &e) < 0) {
                 sp_log_error("--secrets-key-file: %s", e->message);
+                return 1;
+        }
+        if (keyring && cp_secrets_key_checks(db, keyring, &e) < 0) {
+                sp_log_error("--secrets-key-file %s: %s", c.secrets_key_file, e->message);
                 return 1;
         }
         if (keyring)

@@ -242,7 +242,7 @@ void cp__h_secrets_rewrap(cp_call *c)
         }
         /* A key file that did not load must not look like a finished rotation:
          * the next step would be to drop the only key that works. */
-        (void)cp_keyring_refresh(c->api->cfg.keyring);
+        (void)cp_secrets_keyring_refresh(c->api->db, c->api->cfg.keyring);
         const char *kerr = cp_keyring_error(c->api->cfg.keyring);
         if (kerr) {
                 cp__failf(c, SP_E_CONFLICT, "%s: fix the key file before rewrapping", kerr);

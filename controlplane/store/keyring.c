@@ -2,6 +2,8 @@
 /* The cluster key ring file (keyring.h). */
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +177,11 @@ int cp_keyring_load(const char *path, cp_keyring **ret, sp_error **err)
 
 int cp_keyring_refresh(cp_keyring *k)
 {
+        return cp_keyring_refresh_checked(k, NULL, NULL);
+}
+
+int cp_keyring_refresh_checked(cp_keyring *k, cp_keyring_check_fn check, void *ud)
+{
         if (!k || !k->path)
                 return 0;
         struct stat st;
@@ -193,18 +200,36 @@ int cp_keyring_refresh(cp_keyring *k)
         if (st.st_mode & 0077)
                 sp_log_warn("secrets key file %s: group or others may access it (chmod 600 it)", k->path);
         _cleanup_error_ sp_error *e = NULL;
-        keys fresh;
-        if (read_file(k->path, &fresh, &e) < 0) {
+        cp_keyring fresh = {0};
+        if (read_file(k->path, &fresh.k, &e) < 0) {
                 sp_log_warn("%s; keeping the keys read before", e->message);
                 snprintf(k->error, sizeof(k->error), "%s; still using the keys read before", e->message);
                 return -SP_E_INVALID;
         }
+        if (check && check(&fresh, ud, &e) < 0) {
+                keys_wipe(&fresh.k);
+                if (e->code != SP_E_PRECONDITION) /* could not tell: ask again at the next use */
+                        memset(&k->seen, 0, sizeof(k->seen));
+                sp_log_error("secrets key file %s: %s; keeping the keys read before", k->path, e->message);
+                snprintf(k->error, sizeof(k->error), "secrets key file %s: %s; still using the keys read before",
+                         k->path, e->message);
+                return -SP_E_INVALID;
+        }
         k->error[0] = '\0';
         keys_wipe(&k->k);
-        k->k = fresh;
-        keys_wipe(&fresh);
+        k->k = fresh.k;
+        keys_wipe(&fresh.k);
         sp_log_info_kv(SP_KV("primary", k->k.v[0].id), "secrets key file %s read again: %zu keys", k->path, k->k.n);
         return 1;
+}
+
+void cp_keyring_check_value(const cp_keyring *k, size_t i, uint8_t out[CP_KEY_CHECK_LEN])
+{
+        static const char label[] = "space secrets key check v1";
+        unsigned int n = CP_KEY_CHECK_LEN;
+        if (!k || i >= k->k.n ||
+            !HMAC(EVP_sha256(), k->k.v[i].key, CP_KEY_LEN, (const unsigned char *)label, sizeof(label) - 1, out, &n))
+                memset(out, 0, CP_KEY_CHECK_LEN);
 }
 
 cp_keyring *cp_keyring_free(cp_keyring *k)

@@ -51,6 +51,20 @@ int cp_keyring_parse(const char *text, size_t len, cp_keyring **ret, sp_error **
  * when the changed file does not load: the keys stay as they were. */
 int cp_keyring_refresh(cp_keyring *k);
 
+/* What a changed file must pass before it is taken: 0 takes it; < 0 with
+ * *err keeps the keys read before — SP_E_PRECONDITION refuses this file (it
+ * is tried again when it changes), any other code could not tell (it is
+ * tried again at the next use). fresh is valid during the call only. */
+typedef int (*cp_keyring_check_fn)(const cp_keyring *fresh, void *ud, sp_error **err);
+/* cp_keyring_refresh() with check asked first (NULL: none). */
+int cp_keyring_refresh_checked(cp_keyring *k, cp_keyring_check_fn check, void *ud);
+
+#define CP_KEY_CHECK_LEN 32
+/* The check value of the i-th key: HMAC-SHA256 under the key of a fixed
+ * label. It tells whether two files' keys of one id are the same bytes
+ * without storing anything that opens a value. */
+void cp_keyring_check_value(const cp_keyring *k, size_t i, uint8_t out[CP_KEY_CHECK_LEN]);
+
 /* Wipes and frees; accepts NULL; returns NULL. */
 cp_keyring *cp_keyring_free(cp_keyring *k);
 static inline void cp_keyring_freep(cp_keyring **k)

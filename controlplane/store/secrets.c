@@ -47,11 +47,50 @@ static int hex_decode(const char *s, sp_buf *out)
         return 0;
 }
 
+int cp_secrets_key_checks(cp_db *db, const cp_keyring *k, sp_error **err)
+{
+        for (size_t i = 0; i < cp_keyring_count(k); i++) {
+                uint8_t check[CP_KEY_CHECK_LEN];
+                cp_keyring_check_value(k, i, check);
+                char hex[2 * CP_KEY_CHECK_LEN + 3] = "\\x";
+                for (size_t j = 0; j < CP_KEY_CHECK_LEN; j++)
+                        snprintf(hex + 2 + 2 * j, 3, "%02x", check[j]);
+                const char *params[] = {cp_keyring_id_at(k, i), hex};
+                _cleanup_pgresult_ PGresult *res = NULL;
+                /* Recorded the first time an id is seen; compared every time after. */
+                if (cp_db_exec(db,
+                               "WITH ins AS (INSERT INTO secrets_key_checks (key_id, check_value) "
+                               "VALUES ($1, $2::bytea) ON CONFLICT (key_id) DO NOTHING RETURNING check_value) "
+                               "SELECT check_value = $2::bytea FROM ins UNION ALL "
+                               "SELECT check_value = $2::bytea FROM secrets_key_checks WHERE key_id = $1 "
+                               "AND NOT EXISTS (SELECT 1 FROM ins)",
+                               2, params, &res, err) < 0)
+                        return sp_error_wrap(err, "secrets key checks");
+                if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+                        return sp_error_set(err, SP_E_PRECONDITION,
+                                            "key '%s' is not the key '%s' this cluster has used (its check value "
+                                            "differs): restore the key file the secrets were sealed with, or give a "
+                                            "new key a new id (docs/secrets.md)",
+                                            cp_keyring_id_at(k, i), cp_keyring_id_at(k, i));
+        }
+        return 0;
+}
+
+static int check_fresh(const cp_keyring *fresh, void *ud, sp_error **err)
+{
+        return cp_secrets_key_checks(ud, fresh, err);
+}
+
+int cp_secrets_keyring_refresh(cp_db *db, cp_keyring *k)
+{
+        return cp_keyring_refresh_checked(k, check_fresh, db);
+}
+
 int cp_secret_insert(cp_db *db, cp_keyring *k, const cp_secret_row *row, const char *value, size_t len, sp_error **err)
 {
         if (!k)
                 return sp_error_set(err, SP_E_UNAVAILABLE, "secrets: no key file");
-        (void)cp_keyring_refresh(k);
+        (void)cp_secrets_keyring_refresh(db, k);
         cp_sealed sealed;
         if (cp_envelope_seal(k, row->id, row->tenant_id, value, len, &sealed, err) < 0)
                 return sp_error_wrap(err, "seal the secret's value");
@@ -124,7 +163,7 @@ int cp_sandbox_secret_bindings(cp_db *db, cp_keyring *k, const char *sandbox_id,
                                json_object **ret, sp_error **err)
 {
         *ret = NULL;
-        (void)cp_keyring_refresh(k);
+        (void)cp_secrets_keyring_refresh(db, k);
         char limit[16];
         snprintf(limit, sizeof(limit), "%d", GW_SECRETS_MAX);
         const char *p[] = {sandbox_id, limit};
@@ -228,7 +267,7 @@ int cp_secrets_rewrap(cp_db *db, cp_keyring *k, int64_t max, cp_rewrap_result *r
         ret->missing_keys = json_object_new_array();
         if (!k)
                 return sp_error_set(err, SP_E_UNAVAILABLE, "secrets: no key file");
-        (void)cp_keyring_refresh(k);
+        (void)cp_secrets_keyring_refresh(db, k);
         snprintf(ret->primary, sizeof(ret->primary), "%s", cp_keyring_primary(k));
         _cleanup_json_ json_object *ids = ring_ids(k), *failed = json_object_new_array();
         while (ret->rewrapped < max) {

@@ -33,6 +33,15 @@ typedef struct cp_secret_row {
         const char *expires_at; /* RFC 3339, or NULL: never */
 } cp_secret_row;
 
+/* Records the check value (cp_keyring_check_value) of each key of k whose id
+ * the cluster has not seen, and compares the others with theirs:
+ * SP_E_PRECONDITION naming the first key id whose bytes differ from those the
+ * cluster used under that id; database errors as they come. */
+int cp_secrets_key_checks(cp_db *db, const cp_keyring *k, sp_error **err);
+/* cp_keyring_refresh() that takes a changed key file only when its key
+ * checks pass (cp_secrets_key_checks against db). */
+int cp_secrets_keyring_refresh(cp_db *db, cp_keyring *k);
+
 /* Seals value (checked by the caller) under a new data key wrapped with the
  * primary key of k and inserts row with it (in the caller's transaction, if
  * one is open). SP_E_CONFLICT when the tenant has a live secret of that

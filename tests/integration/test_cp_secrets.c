@@ -1061,6 +1061,42 @@ START_TEST(a_retried_revoke_names_what_it_revoked)
 }
 END_TEST
 
+/* A key id names one key: a file whose k1 is other bytes (a lost key file made again under the
+ * same id) is not taken at run time (cluster_key_rotation checks that the control plane does not
+ * start with such a file). */
+START_TEST(a_key_id_names_one_key)
+{
+        char t[256];
+        sp_test_new_tenant(&S, "sec-check", t);
+        _cleanup_free_ char *body = secret_body("chk-a", value_of("chk-a"), "");
+        json_object_put(call(t, "POST", "/v1/secrets", 201, body));
+        _cleanup_free_ char *old = slurp(S.secrets_key_file);
+        ck_assert_ptr_nonnull(strstr(old, "k1 "));
+        sp_error *e = NULL;
+        char other[sizeof(S.secrets_key_file) + 8];
+        snprintf(other, sizeof(other), "%s.other", S.secrets_key_file);
+        sp_test_ok(sp_test_secrets_key_write(other, "k1", NULL, &e), &e);
+        _cleanup_free_ char *forged = slurp(other);
+        ck_assert_str_ne(forged, old);
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, forged, strlen(forged), 0600, NULL), 0);
+        /* At run time: refused, the keys read before still seal and open. */
+        expect_error(S.admin_key, "POST", "/v1/admin/secrets/rewrap", "{}", 409, "is not the key 'k1'");
+        _cleanup_free_ char *body2 = secret_body("chk-b", value_of("chk-b"), "");
+        _cleanup_json_ json_object *b = call(t, "POST", "/v1/secrets", 201, body2);
+        /* The right file back: taken at the next use. */
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, old, strlen(old), 0600, NULL), 0);
+        _cleanup_json_ json_object *ok = call(S.admin_key, "POST", "/v1/admin/secrets/rewrap", 200, "{}");
+        ck_assert_str_eq(sp_test_jstr(ok, "primary"), "k1");
+        ck_assert_str_eq(sp_test_jstr(ok, "failed"), "0");
+        /* What was sealed while the forged file lay there opens with the right key. */
+        PGconn *db = db_connect();
+        char *v = open_value(db, sp_test_jstr(b, "id"));
+        ck_assert_str_eq(v, value_of("chk-b"));
+        cp_envelope_value_free(v, strlen(v));
+        PQfinish(db);
+}
+END_TEST
+
 START_TEST(cluster_key_rotation)
 {
         char t[256];
@@ -1123,8 +1159,22 @@ START_TEST(cluster_key_rotation)
         _cleanup_free_ char *now = slurp(S.secrets_key_file);
         now[strcspn(now, "\n") + 1] = '\0';
         ck_assert_ptr_null(strstr(now, "k1 "));
-        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, now, strlen(now), 0600, NULL), 0);
         sp_test_ok(sp_test_proc_stop(&S.cp[0], 10000, &e) < 0 ? -1 : 0, &e);
+        /* A file whose k2 is other bytes (a lost key file made again): the control plane does not
+         * start, and says why (a_key_id_names_one_key: nor is it taken at run time). */
+        char other[sizeof(S.secrets_key_file) + 8];
+        snprintf(other, sizeof(other), "%s.other", S.secrets_key_file);
+        sp_test_ok(sp_test_secrets_key_write(other, "k2", NULL, &e), &e);
+        _cleanup_free_ char *forged = slurp(other);
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, forged, strlen(forged), 0600, NULL), 0);
+        ck_assert_int_lt(sp_test_space_start_cp(&S, 0, &e), 0);
+        e = sp_error_free(e);
+        char logp[1024];
+        snprintf(logp, sizeof(logp), "%s/controlplane0.log", S.dir);
+        _cleanup_free_ char *log = slurp(logp);
+        ck_assert_msg(strstr(log, "is not the key 'k2' this cluster has used"), "%s", log);
+        sp_test_proc_stop(&S.cp[0], 10000, NULL);
+        ck_assert_int_eq(sp_file_write_atomic(S.secrets_key_file, now, strlen(now), 0600, NULL), 0);
         sp_test_ok(sp_test_space_start_cp(&S, 0, &e), &e);
         PGconn *db = db_connect();
         for (int i = 0; i < 3; i++) {
@@ -1164,6 +1214,7 @@ static Suite *suite(void)
         tcase_add_test(tc, revocation_reaches_a_worker_that_was_away);
         tcase_add_test(tc, a_retried_revoke_names_what_it_revoked);
         tcase_add_test(tc, a_revoke_reaches_a_suspended_sandbox);
+        tcase_add_test(tc, a_key_id_names_one_key);
         tcase_add_test(tc, cluster_key_rotation); /* last: it restarts the control plane */
         suite_add_tcase(s, tc);
         return s;
