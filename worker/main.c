@@ -356,8 +356,13 @@ static int self_admin(const worker_cfg *c, const char *name)
         snprintf(crt, sizeof(crt), "%s/tls/worker.crt", c->state_dir);
         _cleanup_free_ char *ca = NULL;
         int r = 0;
+        struct stat sd;
         if (c->tls_cert) {
                 r = load_tls_files(c, &creds, &e);
+        } else if (stat(c->state_dir, &sd) < 0 || !S_ISDIR(sd.st_mode)) {
+                /* A mistyped hook must not pass for a drain that had nothing to do. */
+                sp_log_error("--state-dir %s is not a directory", c->state_dir);
+                return 1;
         } else if (access(crt, F_OK) < 0) {
                 sp_log_info("worker %s has not joined (no certificate in %s/tls): nothing to %s", name, c->state_dir,
                             c->drain_self ? "drain" : "undo");
@@ -367,6 +372,10 @@ static int self_admin(const worker_cfg *c, const char *name)
         } else {
                 r = wk_cluster_credentials(&cc, ca, NULL, &creds, &e);
         }
+        /* The certificate says who this is (with --tls-cert, whatever --node-id says). */
+        sp_pki_cert_info info;
+        if (r == 0 && sp_pki_cert_inspect(creds.cert_pem, &info, &e) == 0)
+                cc.name = info.name;
         if (r == 0)
                 r = wk_cluster_self_admin(&cc, &creds, c->drain_self, c->drain_timeout, &e);
         sp_join_creds_free(&creds);

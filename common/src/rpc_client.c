@@ -40,6 +40,11 @@ typedef struct cli_conn {
         struct cli_conn *prev, *next;
         conn_state state;
         bool failed; /* to be torn down by the deferred work */
+        /* Inside conn_new's connect call, where libevent may report at once (a
+         * name that does not resolve): what it reported waits for the deferred
+         * work, since the connection must outlive conn_new. */
+        bool in_connect;
+        short early_events;
 } cli_conn;
 
 struct sp_rpc_client {
@@ -327,6 +332,10 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 static void conn_event_cb(struct bufferevent *bev, short events, void *arg)
 {
         cli_conn *c = arg;
+        if (c->in_connect) {
+                c->early_events |= events;
+                return;
+        }
         if (events & BEV_EVENT_CONNECTED) {
                 evutil_make_socket_closeonexec(bufferevent_getfd(bev));
                 int one = 1;
@@ -399,10 +408,14 @@ static cli_conn *conn_new(sp_rpc_client *cli)
         bufferevent_set_timeouts(c->h2.bev, &tv, &tv);
         bufferevent_enable(c->h2.bev, EV_READ | EV_WRITE);
         int r;
+        c->in_connect = true;
         if (cli->addr.numeric || cli->addr.is_unix)
                 r = bufferevent_socket_connect(c->h2.bev, (struct sockaddr *)&cli->addr.ss, cli->addr.sslen);
         else
                 r = bufferevent_socket_connect_hostname(c->h2.bev, NULL, AF_UNSPEC, cli->addr.host, cli->addr.port);
+        c->in_connect = false;
+        if (c->early_events)
+                client_kick(cli); /* handled by the deferred work (kick_cb) */
         /* libevent makes the socket without close-on-exec: no child (a sandbox
          * above all) may inherit a connection. A name being resolved gets its
          * socket later, and the flag when it connects (conn_event_cb). */
@@ -597,8 +610,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
         sp_rpc_client *cli = arg;
         for (cli_conn *c = cli->conns, *next; c; c = next) {
                 next = c->next;
-                if (c->failed)
+                if (c->early_events) {
+                        short ev = c->early_events;
+                        c->early_events = 0;
+                        conn_event_cb(c->h2.bev, ev, c); /* may free c (it says why) */
+                } else if (c->failed) {
                         conn_free(c, "cannot connect");
+                }
         }
         for (sp_rpc_stream *s = cli->streams, *next; s; s = next) {
                 stream_ref(s);

@@ -225,6 +225,7 @@ static int conn_established(sp__rpc_conn *c, sp_error **err)
                         c->role = role;
                         c->peer_name = name;
                 }
+                (void)sp_tls_peer_serial(ssl, c->peer_serial);
         }
 
         nghttp2_session_callbacks *cbs = NULL;

@@ -56,6 +56,7 @@ static sp_rpc_call *call_new(sp__rpc_conn *c, int32_t stream_id)
         call->body.limit = SP_RPC_MAX_BODY;
         if (c->peer_name)
                 call->peer_name = strdup(c->peer_name);
+        memcpy(call->peer_serial, c->peer_serial, sizeof(call->peer_serial));
         call->next = c->calls;
         if (c->calls)
                 c->calls->prev = call;
@@ -544,6 +545,11 @@ const char *sp_rpc_call_method(const sp_rpc_call *call)
 unsigned sp_rpc_call_role(const sp_rpc_call *call)
 {
         return call->role;
+}
+
+const char *sp_rpc_call_peer_serial(const sp_rpc_call *call)
+{
+        return call->peer_serial[0] ? call->peer_serial : NULL;
 }
 
 const char *sp_rpc_call_peer_name(const sp_rpc_call *call)

@@ -4,6 +4,7 @@
 #define SPACE_RPC_SERVER_INTERNAL_H
 
 #include "rpc_internal.h"
+#include "space/tls.h"
 
 typedef struct sp__rpc_method {
         char name[SP_RPC_MAX_METHOD_NAME + 1];
@@ -22,6 +23,7 @@ typedef struct sp__rpc_conn {
         struct event *idle;
         unsigned role;
         char *peer_name;
+        char peer_serial[SP_TLS_SERIAL_MAX + 1]; /* its certificate's serial, "" without one */
         sp_rpc_call *calls; /* calls whose stream is attached */
 } sp__rpc_conn;
 
@@ -43,6 +45,7 @@ struct sp_rpc_call {
         char method_name[SP_RPC_MAX_METHOD_NAME + 1];
         unsigned role;
         char *peer_name;
+        char peer_serial[SP_TLS_SERIAL_MAX + 1];
 
         /* request headers */
         size_t header_bytes;

@@ -237,6 +237,22 @@ SSL_CTX *sp_tls_client_ctx_new(const sp_tls_config *cfg, sp_error **err)
         return TAKE_PTR(ctx);
 }
 
+int sp_tls_peer_serial(SSL *ssl, char out[static SP_TLS_SERIAL_MAX + 1])
+{
+        out[0] = '\0';
+        X509 *x = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+        BIGNUM *bn = x ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL) : NULL;
+        char *hex = bn ? BN_bn2hex(bn) : NULL;
+        size_t i = 0;
+        for (; hex && hex[i] && i < SP_TLS_SERIAL_MAX; i++)
+                out[i] = (char)(hex[i] >= 'A' && hex[i] <= 'F' ? hex[i] - 'A' + 'a' : hex[i]);
+        out[i] = '\0';
+        OPENSSL_free(hex);
+        BN_free(bn);
+        ERR_clear_error();
+        return out[0] ? 0 : -1;
+}
+
 int sp_tls_peer_identity(SSL *ssl, sp_role *ret_role, char **ret_name, sp_error **err)
 {
         X509 *x = ssl ? SSL_get0_peer_certificate(ssl) : NULL;

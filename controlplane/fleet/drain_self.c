@@ -17,7 +17,8 @@
 #include "space/log.h"
 #include "store/workers.h"
 
-static int drain_self(cp_fleet *f, const char *name, json_object *req, json_object **ret, sp_error **err)
+static int drain_self(cp_fleet *f, const char *name, const char *serial, json_object *req, json_object **ret,
+                      sp_error **err)
 {
         pr_cp_drain_self r;
         if (pr_msg_decode(&pr_cp_drain_self_schema, req, &r, err) < 0)
@@ -28,7 +29,7 @@ static int drain_self(cp_fleet *f, const char *name, json_object *req, json_obje
                 return sp_error_wrap(err, "DrainSelf");
         char id[SP_ID_MAX];
         bool changed = false;
-        int rc = cp_worker_self_admin(f->db, name, r.action, id, &changed, err);
+        int rc = cp_worker_self_admin(f->db, name, serial, r.action, id, &changed, err);
         if (rc == 0 && changed) {
                 _cleanup_json_ json_object *detail = json_object_new_object();
                 json_object_object_add(detail, "name", json_object_new_string(name));
@@ -72,7 +73,7 @@ void cp__fleet_drain_self(sp_rpc_call *call, json_object *req, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *resp = NULL;
         const char *name = sp_rpc_call_peer_name(call);
-        if (drain_self(userdata, name, req, &resp, &e) < 0) {
+        if (drain_self(userdata, name, sp_rpc_call_peer_serial(call), req, &resp, &e) < 0) {
                 sp_log_warn_kv(SP_KV("worker", name ? name : "?"), "DrainSelf refused: %s", e->message);
                 sp_rpc_call_fail(call, e);
                 return;

@@ -119,6 +119,17 @@ int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_n
         return 0;
 }
 
+bool cp__fleet_cert_superseded(const char *name, const char *current, const char *presented, sp_error **err)
+{
+        if (!current || !*current || (presented && strcmp(current, presented) == 0))
+                return false;
+        sp_error_set(err, SP_E_PERMISSION,
+                     "this certificate of worker '%s' was replaced by a later join under that name: it no longer "
+                     "speaks for the worker",
+                     name);
+        return true;
+}
+
 bool cp__fleet_name_ok(const char *s)
 {
         size_t n = s ? strlen(s) : 0;

@@ -36,6 +36,10 @@ bool cp__fleet_name_ok(const char *s);
 bool cp__fleet_backend_ok(const char *s);
 /* [A-Za-z0-9._-], 1..CP_FLEET_OBJECT_NAME_MAX bytes. */
 bool cp__fleet_object_name_ok(const char *s);
+/* True (with *err SP_E_PERMISSION) when the worker `name`'s certificate of
+ * serial `presented` is not the one its last join got (`current`, NULL when
+ * none is recorded): a later join under the name superseded it. */
+bool cp__fleet_cert_superseded(const char *name, const char *current, const char *presented, sp_error **err);
 /* What the codec cannot check of decoded labels (a string map within the
  * bounds, or NULL): keys of [A-Za-z0-9._/-], values of printable ASCII. */
 int cp__fleet_check_labels(json_object *labels, sp_error **err);

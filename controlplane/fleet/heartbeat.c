@@ -216,17 +216,20 @@ typedef struct heartbeat_result {
         bool recovered;
 } heartbeat_result;
 
-static int store(cp_fleet *f, const char *name, const heartbeat_req *r, heartbeat_result *ret, sp_error **err)
+static int store(cp_fleet *f, const char *name, const char *serial, const heartbeat_req *r, heartbeat_result *ret,
+                 sp_error **err)
 {
         _cleanup_pgresult_ PGresult *old = NULL, *upd = NULL;
         const char *nparams[] = {name};
         if (cp_db_exec(f->db,
-                       "SELECT id, state, observed->'sandboxes', observed->'templates' FROM workers "
+                       "SELECT id, state, observed->'sandboxes', observed->'templates', cert_serial FROM workers "
                        "WHERE name = $1 FOR UPDATE",
                        1, nparams, &old, err) < 0)
                 return sp_error_wrap(err, "heartbeat");
         if (PQntuples(old) != 1)
                 return sp_error_set(err, SP_E_PERMISSION, "worker '%s' has not joined this cluster", name);
+        if (cp__fleet_cert_superseded(name, PQgetisnull(old, 0, 4) ? NULL : PQgetvalue(old, 0, 4), serial, err))
+                return -SP_E_PERMISSION;
         bool changed = false;
         if (observed_changed(old, r->observed, &changed, err) < 0)
                 return -SP_E_LIMIT;
@@ -271,7 +274,8 @@ static int store(cp_fleet *f, const char *name, const heartbeat_req *r, heartbea
         return 0;
 }
 
-static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_object **ret, sp_error **err)
+static int heartbeat(cp_fleet *f, const char *name, const char *serial, json_object *req, json_object **ret,
+                     sp_error **err)
 {
         if (!name)
                 return sp_error_set(err, SP_E_PERMISSION, "a heartbeat needs a worker certificate");
@@ -285,7 +289,7 @@ static int heartbeat(cp_fleet *f, const char *name, json_object *req, json_objec
                 return rc;
         }
         heartbeat_result res = {0};
-        rc = store(f, name, &r, &res, err);
+        rc = store(f, name, serial, &r, &res, err);
         if (rc == 0)
                 rc = cp_db_commit(f->db, err);
         sp_json_putp(&r.capacity);
@@ -310,7 +314,7 @@ void cp__fleet_heartbeat(sp_rpc_call *call, json_object *req, void *userdata)
         _cleanup_error_ sp_error *e = NULL;
         _cleanup_json_ json_object *resp = NULL;
         const char *name = sp_rpc_call_peer_name(call);
-        if (heartbeat(userdata, name, req, &resp, &e) < 0) {
+        if (heartbeat(userdata, name, sp_rpc_call_peer_serial(call), req, &resp, &e) < 0) {
                 sp_log_debug_kv(SP_KV("worker", name ? name : "?"), "heartbeat refused: %s", e->message);
                 sp_rpc_call_fail(call, e);
                 return;

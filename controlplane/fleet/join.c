@@ -13,6 +13,7 @@
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/time.h"
 
 /* Decodes the worker's Join (space/controlplane_rpc.h), then checks what
  * the codec cannot. Strings and labels are borrowed from req. */
@@ -36,28 +37,42 @@ static int parse(json_object *req, pr_cp_join *r, sp_error **err)
  * the joiner that worker's identity (its sandboxes, their secrets when they
  * are made again). The worker that lost its state and joins again waits
  * (SP_E_UNAVAILABLE, which the joiner retries) until the old one has been
- * silent for REJOIN_SILENT_BEATS heartbeats, or is marked unreachable. The
- * row stays locked until the transaction ends, so two joins under one name
- * take turns. */
+ * silent for REJOIN_SILENT_BEATS heartbeat intervals — counted from its last
+ * heartbeat, or from its last join when none came since — and, after this
+ * replica's connection to the database was (re)made (an outage, a restart:
+ * heartbeats could not be recorded meanwhile), until as long again has
+ * passed. Joins under one name take turns (a lock on the name, also before
+ * any row exists). */
 #define REJOIN_SILENT_BEATS 3
 static int refuse_live_name(cp_fleet *f, const char *name, sp_error **err)
 {
-        _cleanup_pgresult_ PGresult *res = NULL;
         char beats[8];
         snprintf(beats, sizeof(beats), "%d", REJOIN_SILENT_BEATS);
         const char *params[] = {name, beats};
-        if (cp_db_exec(f->db,
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(f->db, "SELECT pg_advisory_xact_lock(hashtext('space.worker.join'), hashtext($1))", 1, params,
+                       NULL, err) < 0 ||
+            cp_db_exec(f->db,
                        "SELECT (extract(epoch FROM now() - coalesce(last_heartbeat, updated_at)) * 1000)::bigint, "
-                       "state <> 'unreachable' AND coalesce(last_heartbeat, updated_at) > now() - "
+                       "coalesce(last_heartbeat, updated_at) > now() - "
                        "make_interval(secs => heartbeat_ms::double precision * $2::integer / 1000) "
                        "FROM workers WHERE name = $1 FOR UPDATE",
                        2, params, &res, err) < 0)
                 return sp_error_wrap(err, "join");
-        if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), "t") == 0)
+        if (PQntuples(res) != 1)
+                return 0;
+        if (strcmp(PQgetvalue(res, 0, 1), "t") == 0)
                 return sp_error_set(err, SP_E_UNAVAILABLE,
                                     "a worker named '%s' is alive (heard from %s ms ago): a join under its name "
                                     "waits until it has been silent for %d heartbeats",
                                     name, PQgetvalue(res, 0, 0), REJOIN_SILENT_BEATS);
+        int64_t up_us = sp_now_mono_us() - cp_db_connected_since(f->db);
+        if (up_us < REJOIN_SILENT_BEATS * f->cfg.heartbeat_ms * 1000)
+                return sp_error_set(err, SP_E_UNAVAILABLE,
+                                    "a worker named '%s' exists, and this control plane has been able to hear from "
+                                    "workers for only %lld ms: a join under its name waits until it has for %d "
+                                    "heartbeats",
+                                    name, (long long)(up_us / 1000), REJOIN_SILENT_BEATS);
         return 0;
 }
 
@@ -86,7 +101,8 @@ static int record(cp_fleet *f, const pr_cp_join *r, const char *token_id, char *
                        "VALUES ($1, $2, $3, $4, $5::jsonb, 'ready', $6::integer, $7) "
                        "ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, backend = EXCLUDED.backend, "
                        "labels = EXCLUDED.labels, heartbeat_ms = EXCLUDED.heartbeat_ms, "
-                       "cert_serial = EXCLUDED.cert_serial, updated_at = now() "
+                       "cert_serial = EXCLUDED.cert_serial, last_heartbeat = NULL, admin_self = false, "
+                       "updated_at = now() "
                        "RETURNING id",
                        7, params, &res, err) < 0)
                 return sp_error_wrap(err, "record worker");

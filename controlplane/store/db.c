@@ -8,6 +8,7 @@
 
 #include "space/cleanup.h"
 #include "space/log.h"
+#include "space/time.h"
 #include "store/db.h"
 
 /* An arbitrary, fixed key for pg_advisory_lock: "space migrate". */
@@ -36,6 +37,7 @@ struct cp_db {
         bool in_txn; /* between BEGIN and COMMIT/ROLLBACK: a lost connection must not be silently replaced */
         bool txn_lost; /* the connection died inside the transaction: fail until ROLLBACK */
         unsigned generation; /* counts (re)connections */
+        int64_t connected_at; /* CLOCK_MONOTONIC µs of the last (re)connection */
 };
 
 /* Server notices ("relation already exists, skipping") are not errors. */
@@ -155,12 +157,18 @@ static int connect_db(cp_db *db, sp_error **err)
         }
         PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
         db->generation++;
+        db->connected_at = sp_now_mono_us();
         return 0;
 }
 
 PGconn *cp_db_conn(cp_db *db, sp_error **err)
 {
         return connect_db(db, err) < 0 ? NULL : db->conn;
+}
+
+int64_t cp_db_connected_since(const cp_db *db)
+{
+        return db->connected_at;
 }
 
 unsigned cp_db_generation(const cp_db *db)

@@ -17,6 +17,7 @@
 #define CP_STORE_DB_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
 #include <stdbool.h>
 
 #include "space/error.h"
@@ -51,6 +52,9 @@ int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *param
 /* The live connection, reconnecting first if needed (for LISTEN and
  * PQsocket()); NULL with SP_E_UNAVAILABLE. Borrowed. */
 PGconn *cp_db_conn(cp_db *db, sp_error **err);
+/* When the connection was last made (CLOCK_MONOTONIC µs; 0 before the
+ * first): what the store saw before then may be stale (an outage). */
+int64_t cp_db_connected_since(const cp_db *db);
 /* Counts successful (re)connections: a LISTEN must be issued again when it changes. */
 unsigned cp_db_generation(const cp_db *db);
 /* True while the connection is up (as far as libpq knows). */

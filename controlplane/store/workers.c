@@ -288,19 +288,25 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
         return 0;
 }
 
-int cp_worker_self_admin(cp_db *db, const char *name, const char *action, char ret_id[static SP_ID_MAX],
-                         bool *ret_changed, sp_error **err)
+int cp_worker_self_admin(cp_db *db, const char *name, const char *serial, const char *action,
+                         char ret_id[static SP_ID_MAX], bool *ret_changed, sp_error **err)
 {
         bool drain = strcmp(action, "drain") == 0, undo = strcmp(action, "uncordon") == 0;
         if (!drain && !undo && strcmp(action, "status") != 0)
                 return sp_error_set(err, SP_E_INVALID, "action must be drain, uncordon or status");
         _cleanup_pgresult_ PGresult *old = NULL, *upd = NULL;
         const char *params[] = {name};
-        if (cp_db_exec(db, "SELECT id, admin_state, admin_self FROM workers WHERE name = $1 FOR UPDATE", 1, params,
-                       &old, err) < 0)
+        if (cp_db_exec(db, "SELECT id, admin_state, admin_self, cert_serial FROM workers WHERE name = $1 FOR UPDATE", 1,
+                       params, &old, err) < 0)
                 return sp_error_wrap(err, "worker admin state");
         if (PQntuples(old) != 1)
                 return sp_error_set(err, SP_E_PERMISSION, "worker '%s' has not joined this cluster", name);
+        const char *current = PQgetisnull(old, 0, 3) ? "" : PQgetvalue(old, 0, 3);
+        if (*current && (!serial || strcmp(current, serial) != 0))
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "this certificate of worker '%s' was replaced by a later join under that name: "
+                                    "it no longer speaks for the worker",
+                                    name);
         snprintf(ret_id, SP_ID_MAX, "%s", PQgetvalue(old, 0, 0));
         const char *admin = PQgetvalue(old, 0, 1);
         bool self = strcmp(PQgetvalue(old, 0, 2), "t") == 0;

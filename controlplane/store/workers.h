@@ -46,12 +46,13 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
  * draining (its own drain when it was active; an operator's cordon stays the
  * operator's), "uncordon" makes it active again only when the drain in force
  * is its own (an operator's cordon or drain is SP_E_PRECONDITION), "status"
- * changes nothing. ret_id gets its id, *ret_changed whether anything changed
+ * changes nothing. serial: the presenting certificate's; one that a later join
+ * under the name superseded is SP_E_PERMISSION. ret_id gets its id, *ret_changed whether anything changed
  * (then a NOTIFY goes with the commit). SP_E_PERMISSION for a name that has
  * not joined. An operator's cp_worker_set_admin_state() makes any state the
  * operator's. */
-int cp_worker_self_admin(cp_db *db, const char *name, const char *action, char ret_id[static SP_ID_MAX],
-                         bool *ret_changed, sp_error **err);
+int cp_worker_self_admin(cp_db *db, const char *name, const char *serial, const char *action,
+                         char ret_id[static SP_ID_MAX], bool *ret_changed, sp_error **err);
 /* Marks every ready worker whose last heartbeat (or join, if it never sent
  * one) is older than `factor` (1..1000) of its heartbeat intervals as
  * unreachable; *ret_changed (may be NULL) gets how many changed. */

@@ -403,6 +403,20 @@ START_TEST(join_tokens)
         ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
         ck_assert_int_eq(e->code, SP_E_UNAVAILABLE);
         e = sp_error_free(e);
+        /* Silent for three intervals, but the control plane has just (re)connected to its database
+         * (a restart, an outage: heartbeats could not be recorded): it waits as long again. */
+        fleet_stop();
+        fleet_start();
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET last_heartbeat = now() - interval '700 milliseconds' "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
+        ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_msg(e->code == SP_E_UNAVAILABLE && strstr(e->message, "able to hear from workers for only"), "%s",
+                      e->message);
+        e = sp_error_free(e);
+        usleep(700 * 1000);
         sp_test_ok(cp_db_exec(db,
                               "UPDATE workers SET last_heartbeat = now() - interval '700 milliseconds' "
                               "WHERE name = 'node-a'",
@@ -411,6 +425,23 @@ START_TEST(join_tokens)
         /* That rejoin (its state was lost) keeps the id and takes the new certificate and address. */
         _cleanup_json_ json_object *again = try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e);
         ck_assert_msg(again, "%s", e ? e->message : "");
+        /* The name is the new holder's now: a join right after is refused like one under a live
+         * worker's, and the old certificate no longer speaks for the worker. */
+        ck_assert_ptr_null(try_join(any, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_msg(e->code == SP_E_UNAVAILABLE, "%s", e->message);
+        e = sp_error_free(e);
+        {
+                _cleanup_(SSL_CTX_freep) SSL_CTX *old_ctx =
+                        client_ctx(field(r, "certificate"), key, SP_ROLE_CONTROLPLANE);
+                ck_assert_ptr_null(heartbeat(old_ctx, "\"base\"", "", &e));
+                ck_assert_msg(e->code == SP_E_PERMISSION && strstr(e->message, "replaced by a later join"), "%s",
+                              e->message);
+                e = sp_error_free(e);
+                _cleanup_json_ json_object *st = parse("{\"action\":\"status\"}");
+                ck_assert_ptr_null(rpc(old_ctx, "DrainSelf", st, &e));
+                ck_assert_msg(e->code == SP_E_PERMISSION, "%s", e->message);
+                e = sp_error_free(e);
+        }
         ck_assert_str_eq(field(again, "worker_id"), id);
         sp_test_ok(sp_pki_cert_verify(ca_pem, field(again, "certificate"), SP_ROLE_WORKER, &info, &e), &e);
         _cleanup_free_ char *serial2 = query1("SELECT cert_serial FROM workers WHERE name = 'node-a'", NULL);
@@ -1318,6 +1349,7 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         char dlog[700], nostate[700];
         snprintf(dlog, sizeof(dlog), "%s/drain.log", dir);
         snprintf(nostate, sizeof(nostate), "--state-dir=%s/empty", dir);
+        ck_assert_int_eq(mkdir(nostate + strlen("--state-dir="), 0700), 0);
         const char *modes_argv[][8] = {
                 {bin, state, "--node-id=node-a", cpa, "--drain-self", "--drain-timeout=60s", NULL},
                 {bin, state, "--node-id=node-a", cpa, "--uncordon-self", NULL},

@@ -92,7 +92,9 @@ int wk_cluster_self_admin(const wk_cluster_config *cfg, const sp_join_creds *cre
                 pr_cp_drain_self_resp r;
                 if (pr_msg_decode(&pr_cp_drain_self_resp_schema, resp, &r, err) < 0)
                         return sp_error_wrap(err, "DrainSelf's answer");
-                if (strcmp(r.state, "drained") == 0) {
+                /* Unreachable or quarantined outrank drained in the state word; a draining
+                 * worker that holds nothing is drained whatever its health. */
+                if (strcmp(r.state, "drained") == 0 || (strcmp(r.admin_state, "draining") == 0 && r.sandboxes == 0)) {
                         sp_log_info_kv(SP_KV("worker", cfg->name), "worker %s is drained", cfg->name);
                         return 0;
                 }

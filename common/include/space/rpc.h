@@ -240,6 +240,9 @@ const char *sp_rpc_call_method(const sp_rpc_call *call);
 unsigned sp_rpc_call_role(const sp_rpc_call *call);
 /* The peer's name from the identity hook, or NULL. */
 const char *sp_rpc_call_peer_name(const sp_rpc_call *call);
+/* The serial of the peer's certificate (sp_tls_peer_serial()), or NULL
+ * without one: tells one certificate of a name from another. */
+const char *sp_rpc_call_peer_serial(const sp_rpc_call *call);
 /* The deadline (CLOCK_MONOTONIC µs) or 0 for none. */
 int64_t sp_rpc_call_deadline(const sp_rpc_call *call);
 /* True once the call is over for the handler (on_close fired or is due). */

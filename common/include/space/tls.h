@@ -70,4 +70,9 @@ SSL_CTX *sp_tls_client_ctx_new(const sp_tls_config *cfg, sp_error **err);
  * context the connection was made with. Outputs are untouched on failure. */
 int sp_tls_peer_identity(SSL *ssl, sp_role *ret_role, char **ret_name, sp_error **err);
 
+#define SP_TLS_SERIAL_MAX 40
+/* The serial number of the peer's certificate in lower-case hex, as
+ * sp_pki_cert_info.serial writes it; "" and -1 when the peer sent none. */
+int sp_tls_peer_serial(SSL *ssl, char out[static SP_TLS_SERIAL_MAX + 1]);
+
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -731,6 +732,27 @@ START_TEST(addresses_are_checked)
 }
 END_TEST
 
+/* A name that does not resolve: libevent reports it inside the connect call, before the
+ * client's connection is set up; the call fails cleanly (it used to read a freed connection).
+ * In a network namespace of its own with no interface up, so that the lookup leaves nothing. */
+START_TEST(a_name_that_does_not_resolve)
+{
+        if (unshare(CLONE_NEWNET) < 0) {
+                fprintf(stderr, "skipped a_name_that_does_not_resolve: needs root (a network namespace): %s\n",
+                        strerror(errno));
+                return;
+        }
+        _cleanup_json_ json_object *req = obj_int("x", 1);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_error_ sp_error *e = NULL;
+                json_object *none = NULL;
+                ck_assert_int_lt(sp_rpc_call_sync("nowhere.invalid:7000", NULL, "Echo", req, 5000, &none, &e), 0);
+                ck_assert_ptr_null(none);
+                ck_assert_msg(e->code == SP_E_UNAVAILABLE || e->code == SP_E_TIMEOUT, "%s", e->message);
+        }
+}
+END_TEST
+
 /* ---- the blocking helper, against a server on its own thread ------------------ */
 
 typedef struct server_thread {
@@ -811,6 +833,7 @@ static Suite *suite(void)
         tcase_add_test(tc, unary_unix_socket);
         tcase_add_test(tc, addresses_are_checked);
         tcase_add_test(tc, sync_call);
+        tcase_add_test(tc, a_name_that_does_not_resolve);
         suite_add_tcase(s, tc);
         return s;
 }
