@@ -13,6 +13,7 @@
 
 #include "space/buf.h"
 #include "space/cleanup.h"
+#include "space/id.h"
 #include "space/log.h"
 
 #define OUT_HIGH (1024 * 1024) /* a writing thread blocks above this */
@@ -285,6 +286,25 @@ static char *dup_or_null(const char *s)
         return d;
 }
 
+/* The sandbox an envd host names: E2B's "<port>-<sandbox id>.<domain>" (what
+ * the SDK dials without E2B_SANDBOX_URL), or NULL. */
+char *e2b_host_sandbox(const char *host)
+{
+        if (!host)
+                return NULL;
+        size_t digits = strspn(host, "0123456789");
+        if (digits == 0 || digits > 5 || host[digits] != '-')
+                return NULL;
+        const char *id = host + digits + 1;
+        size_t n = strcspn(id, ".:");
+        if (id[n] != '.' || n == 0 || n >= SP_ID_MAX)
+                return NULL;
+        char buf[SP_ID_MAX];
+        memcpy(buf, id, n);
+        buf[n] = '\0';
+        return sp_id_valid(buf, "sbx") ? dup_or_null(buf) : NULL;
+}
+
 static void req_copy(e2b_req *r, sp_http_request *req)
 {
         r->method = dup_or_null(sp_http_request_method(req));
@@ -292,6 +312,8 @@ static void req_copy(e2b_req *r, sp_http_request *req)
         r->id = dup_or_null(sp_http_request_param(req, "id"));
         r->api_key = dup_or_null(sp_http_request_header(req, "X-API-KEY"));
         r->sandbox_id = dup_or_null(sp_http_request_header(req, "E2b-Sandbox-Id"));
+        if (!r->sandbox_id) /* SDKs that dial the sandbox's own host send no header */
+                r->sandbox_id = e2b_host_sandbox(sp_http_request_header(req, "Host"));
         r->access_token = dup_or_null(sp_http_request_header(req, "X-Access-Token"));
         r->authorization = dup_or_null(sp_http_request_header(req, "Authorization"));
         r->connect_timeout_ms = dup_or_null(sp_http_request_header(req, "Connect-Timeout-Ms"));

@@ -36,7 +36,7 @@ typedef struct e2b_call e2b_call;
 typedef struct e2b_req {
         char *method, *path, *id; /* id: the {id} route parameter */
         char *api_key; /* X-API-KEY */
-        char *sandbox_id; /* E2b-Sandbox-Id */
+        char *sandbox_id; /* E2b-Sandbox-Id, or the sandbox its Host names (e2b_host_sandbox) */
         char *access_token; /* X-Access-Token */
         char *authorization; /* Authorization */
         char *connect_timeout_ms; /* Connect-Timeout-Ms */
@@ -73,6 +73,9 @@ int e2b_call_start(struct event_base *base, sp_http_request *req, e2b_caps *caps
 
 /* The request's copied fields; valid until the call ends. */
 const e2b_req *e2b_call_req(const e2b_call *call);
+/* The sandbox an envd request's Host names ("49983-sbx_….<domain>", E2B's
+ * sandbox host), malloc'd; NULL when it names none. */
+char *e2b_host_sandbox(const char *host);
 
 /* Answers with a whole body (copied). headers: "Name: value" strings,
  * NULL-terminated, or NULL. Returns 0, or < 0 if the client has gone. */

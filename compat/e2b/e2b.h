@@ -36,6 +36,10 @@ typedef struct e2b_ctx {
         e2b_token_key key;
         e2b_caps *caps; /* calls and watchers, shared out per caller (caps.h) */
         e2b_signers *signers; /* the tokens signed file URLs are checked against (sign.h) */
+        /* Checks of signed file URLs that name no sandbox (every token is tried):
+         * scan_rate a second on this replica; NULL: no limit. */
+        struct sp_ratelimit *scans;
+        double scan_rate;
         e2b_metrics *metrics; /* requests and upstream calls counted (metrics.h); may be NULL */
         struct e2b_health *health; /* /readyz's probe of the public API (health.c) */
 } e2b_ctx;

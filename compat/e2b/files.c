@@ -22,6 +22,8 @@
 #include "multipart.h"
 #include "space/cleanup.h"
 #include "space/json.h"
+#include "space/ratelimit.h"
+#include "space/time.h"
 
 #define MAX_PATH 4096
 #define MAX_PARTS 1000
@@ -74,6 +76,14 @@ static int files_open(e2b_call *call, const e2b_ctx *ctx, const char *operation,
                 return sp_error_set(err, SP_E_INVALID, "user name too long");
         _cleanup_free_ char *sandbox = NULL, *token = NULL;
         const char *sandbox_id = r->sandbox_id && *r->sandbox_id ? r->sandbox_id : NULL;
+        int64_t wait_us = 0;
+        if (!sandbox_id && ctx->scans &&
+            !sp_ratelimit_take(ctx->scans, "scan", ctx->scan_rate, 2 * ctx->scan_rate, sp_now_mono_us(), &wait_us))
+                return sp_error_set(err, SP_E_LIMIT,
+                                    "too many signed file URLs that name no sandbox on this replica (at most %.0f a "
+                                    "second): retry in %lld s, or reach the sandbox by its own host "
+                                    "(49983-<sandbox>.<domain>) or with E2b-Sandbox-Id",
+                                    ctx->scan_rate, (long long)sp_ratelimit_retry_after_s(wait_us));
         if (e2b_signers_check(ctx->signers, sandbox_id, r->q_path ? r->q_path : "", operation, user, r->q_signature,
                               r->q_signature_expiration, (int64_t)time(NULL), &sandbox, &token, err) < 0)
                 return -1;

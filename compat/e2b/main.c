@@ -20,11 +20,13 @@
 #include "space/daemon.h"
 #include "space/http.h"
 #include "space/log.h"
+#include "space/ratelimit.h"
 
 typedef struct e2b_cfg {
         char *listen, *api_url, *dataplane_url, *ca_file, *secret_file, *envd_version, *template_name;
         char *log_level, *log_format;
         int64_t max_calls, max_calls_per_key, max_watchers, max_watchers_per_key, max_connections, api_timeout_ms;
+        int64_t signed_scans;
 } e2b_cfg;
 
 static const sp_config_def defs[] = {
@@ -53,6 +55,11 @@ static const sp_config_def defs[] = {
          "of those, what one API key may hold (0: a quarter of --max-watchers); more are resource_exhausted"},
         {"max-connections", SP_CONFIG_INT, "10000", offsetof(e2b_cfg, max_connections), 1, 1000000,
          "client connections at once"},
+        {"signed-url-scans", SP_CONFIG_INT, "20", offsetof(e2b_cfg, signed_scans), 0, 100000,
+         "signed file URLs a second (burst: twice as many) that name no sandbox and so are checked against every "
+         "token this replica holds; more are answered 429 (0: no limit). A URL whose host names its sandbox "
+         "(49983-<sandbox>.<domain>) or a request with E2b-Sandbox-Id is checked against that sandbox's tokens "
+         "alone and not counted"},
         {"api-timeout-ms", SP_CONFIG_INT, "60000", offsetof(e2b_cfg, api_timeout_ms), 1000, 600000,
          "each wait on the public API"},
         SP_DAEMON_LOG_SETTINGS(e2b_cfg),
@@ -97,6 +104,12 @@ int main(int argc, char **argv)
                 return 1;
         }
         ctx.metrics = e2b_metrics_new();
+        ctx.scan_rate = (double)c.signed_scans;
+        if (c.signed_scans > 0 && !(ctx.scans = sp_ratelimit_new(1))) {
+                sp_log_error("out of memory");
+                e2b_caps_free(ctx.caps);
+                return 1;
+        }
         if (!(ctx.signers = e2b_signers_new(E2B_SIGNERS_MAX, E2B_SIGNERS_PER_SANDBOX))) {
                 sp_log_error("out of memory");
                 e2b_caps_free(ctx.caps);
@@ -126,6 +139,7 @@ out:
         e2b_caps_free(ctx.caps);
         e2b_metrics_free(ctx.metrics);
         e2b_signers_free(ctx.signers);
+        sp_ratelimit_free(ctx.scans);
         sp_explicit_bzero(&ctx.key, sizeof(ctx.key));
         return r;
 }

@@ -7,13 +7,17 @@
  * finds it for a signature computed over the input's fields, for that
  * sandbox and no other, and refuses that signature with one character
  * changed; the input's own signature is accepted only if it is that one.
+ * The whole input is also a Host header (e2b_host_sandbox): what it names,
+ * if anything, is a valid sandbox id found in it after "<digits>-".
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "sign.h"
+#include "space/id.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -43,6 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 return 0;
         memcpy(text, data, size);
         text[size] = '\0';
+        char *named = e2b_host_sandbox(text);
+        if (named && (!sp_id_valid(named, "sbx") || !strstr(text, named) || !strchr(text, '-')))
+                abort();
+        free(named);
         char *f[5] = {"", "", "", "", "e2b1.token"};
         char *p = text;
         for (size_t i = 0; i < 5 && p; i++) {

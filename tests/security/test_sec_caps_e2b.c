@@ -103,6 +103,7 @@ static void cluster_up(void)
                               "--max-calls-per-key=2",
                               "--max-watchers=4",
                               "--max-watchers-per-key=2",
+                              "--signed-url-scans=5",
                               "--log-format=text",
                               NULL};
         sp_test_proc_opts po = {.log_path = logp};
@@ -232,6 +233,51 @@ static void wait_calls(long long want)
                         return;
         ck_abort_msg("the wrapper holds %lld calls, want %lld", have, want);
 }
+
+/* GET /files with a made-up signature: the status. host: the Host header's value; extra: one
+ * more header line ("Name: value\r\n") or "". */
+static int bogus_signed_get(const char *host, const char *extra)
+{
+        char head[1024];
+        int len = snprintf(head, sizeof(head),
+                           "GET /files?path=%%2Ftmp%%2Fx&username=user&signature=v1_"
+                           "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA HTTP/1.1\r\nHost: %s\r\n%s"
+                           "Connection: close\r\n\r\n",
+                           host, extra);
+        int fd = dial();
+        ck_assert_int_eq(write(fd, head, (size_t)len), len);
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        int status = answer(fd, 10000, &b);
+        close(fd);
+        return status;
+}
+
+/* Attack (issue 21's outside pass): signed file URLs that name no sandbox are checked against
+ * every token the replica holds; a flood of made-up ones took most of its CPU. They are now
+ * bounded per replica (--signed-url-scans=5 here, a burst of 10): the flood is answered 429 at
+ * once, while URLs whose host names their sandbox, or requests naming it, are checked against
+ * that sandbox's tokens alone and still answered (401: the signature is no token's). */
+START_TEST(anonymous_signed_urls_are_bounded)
+{
+        int64_t t0 = mono_ms();
+        int refused = 0, checked = 0;
+        for (int i = 0; i < 40; i++) {
+                int st = bogus_signed_get("e2b", "");
+                ck_assert_msg(st == 401 || st == 429, "status %d", st);
+                st == 429 ? refused++ : checked++;
+        }
+        int64_t elapsed_s = (mono_ms() - t0) / 1000 + 1;
+        ck_assert_msg(refused > 0, "40 made-up signatures in %lld s: none refused", (long long)elapsed_s);
+        ck_assert_msg(checked <= 10 + 5 * elapsed_s, "%d checked in %lld s", checked, (long long)elapsed_s);
+        char host[128], hdr[160];
+        snprintf(host, sizeof(host), "49983-%s.sandbox.example.com", A.sandbox);
+        snprintf(hdr, sizeof(hdr), "E2b-Sandbox-Id: %s\r\n", B.sandbox);
+        for (int i = 0; i < 20; i++) {
+                ck_assert_int_eq(bogus_signed_get(host, ""), 401);
+                ck_assert_int_eq(bogus_signed_get("e2b", hdr), 401);
+        }
+}
+END_TEST
 
 START_TEST(one_key_at_its_share_leaves_the_others_served)
 {
@@ -434,6 +480,7 @@ int main(void)
         tcase_add_test(tc, one_key_at_its_share_leaves_the_others_served);
         tcase_add_test(tc, made_up_keys_share_one_share);
         tcase_add_test(tc, one_key_at_its_watcher_share_leaves_the_others_served);
+        tcase_add_test(tc, anonymous_signed_urls_are_bounded);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "call.h"
 #include "sign.h"
 #include "space/cleanup.h"
 
@@ -210,6 +211,40 @@ START_TEST(signers_bounds)
 }
 END_TEST
 
+/* The sandbox a signed URL's host names (E2B's "49983-<sandbox>.<domain>"): its tokens alone are
+ * tried, and the check is not one of the counted scans of every token. */
+START_TEST(hosts_name_their_sandbox)
+{
+        const char *id = "sbx_0123456789abcdefghjk";
+        char host[128];
+        snprintf(host, sizeof(host), "49983-%s.sandbox.example.com", id);
+        _cleanup_free_ char *got = e2b_host_sandbox(host);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(got, id);
+        snprintf(host, sizeof(host), "3000-%s.e2b.local:443", id);
+        _cleanup_free_ char *port = e2b_host_sandbox(host);
+        ck_assert_ptr_nonnull(port);
+        ck_assert_str_eq(port, id);
+        const char *none[] = {NULL,
+                              "",
+                              "localhost:3000",
+                              "127.0.0.1:3000",
+                              "api.example.com",
+                              "49983-sbx_0123456789abcdefghjk",
+                              "49983-sbx_0123456789abcdefghjk:80",
+                              "-sbx_0123456789abcdefghjk.example.com",
+                              "123456-sbx_0123456789abcdefghjk.example.com",
+                              "49983-sbx_short.example.com",
+                              "49983-tpl_0123456789abcdefghjk.example.com",
+                              "49983-sbx_0123456789abcdefghjk0.example.com",
+                              "49983x-sbx_0123456789abcdefghjk.example.com"};
+        for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+                _cleanup_free_ char *n = e2b_host_sandbox(none[i]);
+                ck_assert_msg(!n, "'%s' named %s", none[i] ? none[i] : "(null)", n);
+        }
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("e2b_sign");
@@ -219,6 +254,7 @@ int main(void)
         tcase_add_test(tc, signers_bind_everything);
         tcase_add_test(tc, signers_expiry);
         tcase_add_test(tc, signers_bounds);
+        tcase_add_test(tc, hosts_name_their_sandbox);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }
