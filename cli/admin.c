@@ -163,7 +163,7 @@ static int run_worker_get(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         return 0;
 }
 
-/* cordon, uncordon, unquarantine: the command's name is the route's (drain: drain.c). */
+/* cordon, uncordon, unquarantine, allow-rejoin: the command's name is the route's (drain: drain.c). */
 static int run_worker_action(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
 {
         char id[128];
@@ -448,6 +448,8 @@ static const ctl_cmd worker_cmds[] = {
                  "moved, and run (or are paused) again on the other worker. One that no other worker can take\n"
                  "stays, and spacectl worker get says why."},
         WORKER_ACTION("unquarantine", "lift a worker's quarantine"),
+        WORKER_ACTION("allow-rejoin",
+                      "let a worker that lost its state join again under its name (once, within the hour)"),
         {.name = "join-token", .summary = "create, list, revoke and delete join tokens", .group = &token_group},
         {0},
 };

@@ -30,7 +30,8 @@ void cp__h_worker_get(cp_call *c)
         cp__reply(c, 200, w);
 }
 
-/* Sets a worker's admin state (or lifts its quarantine), with its audit record, then answers the worker. */
+/* Sets a worker's admin state (or lifts its quarantine, or "rejoin": allows a
+ * join under its name), with its audit record, then answers the worker. */
 static void worker_admin(cp_call *c, const char *admin_state)
 {
         _cleanup_error_ sp_error *e = NULL;
@@ -39,13 +40,16 @@ static void worker_admin(cp_call *c, const char *admin_state)
         if (cp__mutation_begin(c))
                 return;
         char action[48];
+        bool rejoin = admin_state && strcmp(admin_state, "rejoin") == 0;
         snprintf(action, sizeof(action), "worker.%s",
-                 !admin_state                           ? "unquarantine"
+                 rejoin                                 ? "allow_rejoin"
+                 : !admin_state                         ? "unquarantine"
                  : strcmp(admin_state, "active") == 0   ? "uncordon"
                  : strcmp(admin_state, "cordoned") == 0 ? "cordon"
                                                         : "drain");
-        int r = admin_state ? cp_worker_set_admin_state(c->api->db, id, admin_state, &e)
-                            : cp_worker_unquarantine(c->api->db, id, &e);
+        int r = rejoin        ? cp_worker_allow_rejoin(c->api->db, id, &e)
+                : admin_state ? cp_worker_set_admin_state(c->api->db, id, admin_state, &e)
+                              : cp_worker_unquarantine(c->api->db, id, &e);
         if (r < 0 || cp__audit(c, action, id, NULL, &e) < 0 ||
             cp_db_exec(c->api->db, "SELECT pg_notify('space_work', 'worker')", 0, NULL, NULL, &e) < 0 ||
             cp_worker_get(c->api->db, id, &w, &e) < 0) {
@@ -66,6 +70,11 @@ void cp__h_worker_uncordon(cp_call *c)
 void cp__h_worker_drain(cp_call *c)
 {
         worker_admin(c, "draining");
+}
+/* POST /v1/workers/{id}/allow-rejoin: lets one join under its name through within the hour. */
+void cp__h_worker_allow_rejoin(cp_call *c)
+{
+        worker_admin(c, "rejoin");
 }
 void cp__h_worker_unquarantine(cp_call *c)
 {

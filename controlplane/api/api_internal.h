@@ -412,6 +412,7 @@ void cp__h_worker_cordon(cp_call *c);
 void cp__h_worker_uncordon(cp_call *c);
 void cp__h_worker_drain(cp_call *c);
 void cp__h_worker_unquarantine(cp_call *c);
+void cp__h_worker_allow_rejoin(cp_call *c);
 void cp__h_join_token_create(cp_call *c);
 void cp__h_join_token_delete(cp_call *c);
 void cp__h_join_token_list(cp_call *c);

@@ -200,6 +200,7 @@ static const struct {
         {"POST", "/v1/workers/{id}/uncordon", "worker.uncordon"},
         {"POST", "/v1/workers/{id}/drain", "worker.drain"},
         {"POST", "/v1/workers/{id}/unquarantine", "worker.unquarantine"},
+        {"POST", "/v1/workers/{id}/allow-rejoin", "worker.allow_rejoin"},
         {"POST", "/v1/join-tokens", "join_token.create"},
         {"DELETE", "/v1/join-tokens/{id}", "join_token.revoke"},
         {"POST", "/v1/token-keys/rotate", "token_key.rotate"},

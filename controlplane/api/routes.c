@@ -71,6 +71,7 @@ const cp_route cp_api_routes[] = {
         {"POST", "/v1/workers/{id}/uncordon", cp__h_worker_uncordon, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/workers/{id}/drain", cp__h_worker_drain, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/workers/{id}/unquarantine", cp__h_worker_unquarantine, CP_AUTH_ADMIN, SMALL},
+        {"POST", "/v1/workers/{id}/allow-rejoin", cp__h_worker_allow_rejoin, CP_AUTH_ADMIN, SMALL},
         {"POST", "/v1/join-tokens", cp__h_join_token_create, CP_AUTH_ADMIN, SMALL},
         {"GET", "/v1/join-tokens", cp__h_join_token_list, CP_AUTH_ADMIN, 0},
         {"DELETE", "/v1/join-tokens/{id}", cp__h_join_token_delete, CP_AUTH_ADMIN, 0},

@@ -33,9 +33,12 @@ static int parse(json_object *req, pr_cp_join *r, sp_error **err)
         return 0;
 }
 
-/* A worker that is still alive keeps its name: a join under it would give
- * the joiner that worker's identity (its sandboxes, their secrets when they
- * are made again). The worker that lost its state and joins again waits
+/* A worker's name is its identity: a join under it gives the joiner that
+ * worker's sandboxes (and their secrets when they are made again). So a join
+ * under a name that has joined before needs an operator's consent
+ * (rejoin_allowed_until, POST /v1/workers/{id}/allow-rejoin; one join, then
+ * it is cleared), else SP_E_PERMISSION. Even then, the worker that lost its
+ * state and joins again waits
  * (SP_E_UNAVAILABLE, which the joiner retries) until the old one has been
  * silent for REJOIN_SILENT_BEATS heartbeat intervals — counted from its last
  * heartbeat, or from its last join when none came since — and, after this
@@ -55,12 +58,20 @@ static int refuse_live_name(cp_fleet *f, const char *name, sp_error **err)
             cp_db_exec(f->db,
                        "SELECT (extract(epoch FROM now() - coalesce(last_heartbeat, updated_at)) * 1000)::bigint, "
                        "coalesce(last_heartbeat, updated_at) > now() - "
-                       "make_interval(secs => heartbeat_ms::double precision * $2::integer / 1000) "
+                       "make_interval(secs => heartbeat_ms::double precision * $2::integer / 1000), "
+                       "coalesce(rejoin_allowed_until > now(), false) "
                        "FROM workers WHERE name = $1 FOR UPDATE",
                        2, params, &res, err) < 0)
                 return sp_error_wrap(err, "join");
         if (PQntuples(res) != 1)
                 return 0;
+        if (strcmp(PQgetvalue(res, 0, 2), "t") != 0)
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "a worker named '%s' has joined this cluster before: a join under its name takes "
+                                    "over its sandboxes, so an operator must allow it first (spacectl worker "
+                                    "allow-rejoin %s; POST /v1/workers/{id}/allow-rejoin), e.g. after the worker "
+                                    "lost its state directory",
+                                    name, name);
         if (strcmp(PQgetvalue(res, 0, 1), "t") == 0)
                 return sp_error_set(err, SP_E_UNAVAILABLE,
                                     "a worker named '%s' is alive (heard from %s ms ago): a join under its name "
@@ -102,6 +113,7 @@ static int record(cp_fleet *f, const pr_cp_join *r, const char *token_id, char *
                        "ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, backend = EXCLUDED.backend, "
                        "labels = EXCLUDED.labels, heartbeat_ms = EXCLUDED.heartbeat_ms, "
                        "cert_serial = EXCLUDED.cert_serial, last_heartbeat = NULL, admin_self = false, "
+                       "rejoin_allowed_until = NULL, "
                        "updated_at = now() "
                        "RETURNING id",
                        7, params, &res, err) < 0)

@@ -166,6 +166,11 @@ PGconn *cp_db_conn(cp_db *db, sp_error **err)
         return connect_db(db, err) < 0 ? NULL : db->conn;
 }
 
+const char *cp_db_conninfo(const cp_db *db)
+{
+        return db->conninfo;
+}
+
 int64_t cp_db_connected_since(const cp_db *db)
 {
         return db->connected_at;

@@ -42,6 +42,11 @@ int cp_db_open(const char *conninfo, cp_db **ret, sp_error **err);
  * not an error. Nothing is done when the database is there. */
 int cp_db_create_missing(const char *conninfo, sp_error **err);
 void cp_db_close(cp_db *db);
+static inline void cp_db_closep(cp_db **db)
+{
+        if (*db)
+                cp_db_close(*db);
+}
 
 /* Runs sql with text parameters (NULL = SQL NULL). *ret (may be NULL) receives
  * the result of a successful command; the caller PQclear()s it. Reconnects
@@ -52,6 +57,8 @@ int cp_db_exec(cp_db *db, const char *sql, int nparams, const char *const *param
 /* The live connection, reconnecting first if needed (for LISTEN and
  * PQsocket()); NULL with SP_E_UNAVAILABLE. Borrowed. */
 PGconn *cp_db_conn(cp_db *db, sp_error **err);
+/* The connection string it was opened with (borrowed): to open another. */
+const char *cp_db_conninfo(const cp_db *db);
 /* When the connection was last made (CLOCK_MONOTONIC µs; 0 before the
  * first): what the store saw before then may be stale (an outage). */
 int64_t cp_db_connected_since(const cp_db *db);

@@ -47,31 +47,68 @@ static int hex_decode(const char *s, sp_buf *out)
         return 0;
 }
 
+static void check_hex(const cp_keyring *k, size_t i, char hex[static 2 * CP_KEY_CHECK_LEN + 3])
+{
+        uint8_t check[CP_KEY_CHECK_LEN];
+        cp_keyring_check_value(k, i, check);
+        memcpy(hex, "\\x", 3);
+        for (size_t j = 0; j < CP_KEY_CHECK_LEN; j++)
+                snprintf(hex + 2 + 2 * j, 3, "%02x", check[j]);
+        sp_explicit_bzero(check, sizeof(check));
+}
+
+static int mismatch(const cp_keyring *k, size_t i, sp_error **err)
+{
+        return sp_error_set(err, SP_E_PRECONDITION,
+                            "key '%s' is not the key '%s' this cluster has used (its check value differs): restore "
+                            "the key file the secrets were sealed with, or give a new key a new id (docs/secrets.md)",
+                            cp_keyring_id_at(k, i), cp_keyring_id_at(k, i));
+}
+
 int cp_secrets_key_checks(cp_db *db, const cp_keyring *k, sp_error **err)
 {
-        for (size_t i = 0; i < cp_keyring_count(k); i++) {
-                uint8_t check[CP_KEY_CHECK_LEN];
-                cp_keyring_check_value(k, i, check);
-                char hex[2 * CP_KEY_CHECK_LEN + 3] = "\\x";
-                for (size_t j = 0; j < CP_KEY_CHECK_LEN; j++)
-                        snprintf(hex + 2 + 2 * j, 3, "%02x", check[j]);
+        /* First every id the cluster knows, so that a refused file records nothing. */
+        bool unknown[CP_KEYRING_MAX] = {false}, any = false;
+        for (size_t i = 0; i < cp_keyring_count(k) && i < CP_KEYRING_MAX; i++) {
+                char hex[2 * CP_KEY_CHECK_LEN + 3];
+                check_hex(k, i, hex);
                 const char *params[] = {cp_keyring_id_at(k, i), hex};
                 _cleanup_pgresult_ PGresult *res = NULL;
-                /* Recorded the first time an id is seen; compared every time after. */
-                if (cp_db_exec(db,
-                               "WITH ins AS (INSERT INTO secrets_key_checks (key_id, check_value) "
-                               "VALUES ($1, $2::bytea) ON CONFLICT (key_id) DO NOTHING RETURNING check_value) "
-                               "SELECT check_value = $2::bytea FROM ins UNION ALL "
-                               "SELECT check_value = $2::bytea FROM secrets_key_checks WHERE key_id = $1 "
-                               "AND NOT EXISTS (SELECT 1 FROM ins)",
-                               2, params, &res, err) < 0)
+                if (cp_db_exec(db, "SELECT check_value = $2::bytea FROM secrets_key_checks WHERE key_id = $1", 2,
+                               params, &res, err) < 0)
                         return sp_error_wrap(err, "secrets key checks");
                 if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-                        return sp_error_set(err, SP_E_PRECONDITION,
-                                            "key '%s' is not the key '%s' this cluster has used (its check value "
-                                            "differs): restore the key file the secrets were sealed with, or give a "
-                                            "new key a new id (docs/secrets.md)",
-                                            cp_keyring_id_at(k, i), cp_keyring_id_at(k, i));
+                        return mismatch(k, i, err);
+                unknown[i] = PQntuples(res) == 0;
+                any |= unknown[i];
+        }
+        if (!any)
+                return 0;
+        /* Then the new ids, on a connection of their own (committed at once: the
+         * caller's transaction may yet roll back), each compared again after its
+         * insert (a replica recording the same id meanwhile wins). */
+        _cleanup_(cp_db_closep) cp_db *own = NULL;
+        if (cp_db_open(cp_db_conninfo(db), &own, err) < 0)
+                return sp_error_wrap(err, "secrets key checks");
+        for (size_t i = 0; i < cp_keyring_count(k) && i < CP_KEYRING_MAX; i++) {
+                if (!unknown[i])
+                        continue;
+                char hex[2 * CP_KEY_CHECK_LEN + 3];
+                check_hex(k, i, hex);
+                const char *params[] = {cp_keyring_id_at(k, i), hex};
+                _cleanup_pgresult_ PGresult *res = NULL;
+                if (cp_db_exec(own,
+                               "INSERT INTO secrets_key_checks (key_id, check_value) VALUES ($1, $2::bytea) "
+                               "ON CONFLICT (key_id) DO NOTHING",
+                               2, params, NULL, err) < 0 ||
+                    cp_db_exec(own, "SELECT check_value = $2::bytea FROM secrets_key_checks WHERE key_id = $1", 2,
+                               params, &res, err) < 0)
+                        return sp_error_wrap(err, "secrets key checks");
+                if (PQntuples(res) != 1)
+                        return sp_error_set(err, SP_E_UNAVAILABLE, "secrets key checks: key '%s' was not recorded",
+                                            cp_keyring_id_at(k, i));
+                if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+                        return mismatch(k, i, err);
         }
         return 0;
 }

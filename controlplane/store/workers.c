@@ -396,6 +396,22 @@ int cp_worker_record_result(cp_db *db, const char *id, bool ok, int threshold, c
         return 0;
 }
 
+int cp_worker_allow_rejoin(cp_db *db, const char *id, sp_error **err)
+{
+        if (!id || strlen(id) > ID_MAX)
+                return not_found(id, err);
+        const char *params[] = {id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db,
+                       "UPDATE workers SET rejoin_allowed_until = now() + interval '1 hour' WHERE id = $1 "
+                       "RETURNING id",
+                       1, params, &res, err) < 0)
+                return sp_error_wrap(err, "allow a worker to join again");
+        if (PQntuples(res) != 1)
+                return not_found(id, err);
+        return 0;
+}
+
 int cp_worker_unquarantine(cp_db *db, const char *id, sp_error **err)
 {
         if (!id || strlen(id) > ID_MAX)

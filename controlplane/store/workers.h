@@ -53,6 +53,9 @@ int cp_worker_set_admin_state(cp_db *db, const char *id, const char *admin_state
  * operator's. */
 int cp_worker_self_admin(cp_db *db, const char *name, const char *serial, const char *action,
                          char ret_id[static SP_ID_MAX], bool *ret_changed, sp_error **err);
+/* An operator's consent to one join under the worker's name within the
+ * hour (a worker that lost its state directory joins again); SP_E_NOT_FOUND. */
+int cp_worker_allow_rejoin(cp_db *db, const char *id, sp_error **err);
 /* Marks every ready worker whose last heartbeat (or join, if it never sent
  * one) is older than `factor` (1..1000) of its heartbeat intervals as
  * unreachable; *ret_changed (may be NULL) gets how many changed. */

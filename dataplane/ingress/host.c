@@ -52,7 +52,9 @@ bool dp_ingress_host_matches(const char *host, const char *domain)
         size_t n = name_len(host), d = strlen(domain);
         if (n > 0 && host[n - 1] == '.')
                 n--; /* a fully qualified name's root dot */
-        if (n < d + 2 || host[n - d - 1] != '.')
+        /* ".domain" too (an empty label): a wildcard route for *.domain may send it
+         * here, and the data plane's own routes must never answer under the domain. */
+        if (n < d + 1 || host[n - d - 1] != '.')
                 return false;
         for (size_t i = 0; i < d; i++)
                 if (lower(host[n - d + i]) != domain[i])

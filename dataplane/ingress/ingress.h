@@ -50,8 +50,10 @@ typedef struct dp_ingress_target {
 bool dp_ingress_domain_valid(const char *domain);
 
 /* Whether host (a Host header: name, optional ":port") is a name under
- * domain, compared without regard to case. Cheap: the server's dispatcher
- * calls it on every request. */
+ * domain, compared without regard to case; ".domain" (an empty first label)
+ * counts, so that it reaches the sandbox routes (and their 404), never the
+ * data plane's own. Cheap: the server's dispatcher calls it on every
+ * request. */
 bool dp_ingress_host_matches(const char *host, const char *domain);
 
 /* Reads "{port}-{sandbox}.{domain}[:port]": port 1-65535 in decimal without

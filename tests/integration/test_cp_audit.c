@@ -498,6 +498,22 @@ START_TEST(join_tokens_are_deleted)
         ck_assert_ptr_nonnull(find(recs, "join_token.delete", id1, "ok"));
         ck_assert_ptr_nonnull(find(recs, "join_token.revoke", id2, "ok"));
         ck_assert_ptr_nonnull(find(recs, "join_token.delete", id2, "ok"));
+
+        /* A rejoin under a worker's name needs an admin's consent: a tenant cannot give it, an admin
+         * can (spacectl worker allow-rejoin), and it is audited. */
+        _cleanup_json_ json_object *ws = API(S.admin_key, "GET", "/v1/workers", 200, NULL);
+        json_object *wl = sp_test_jarr(ws, "workers");
+        ck_assert_uint_ge(json_object_array_length(wl), 1);
+        char wid[64], wname[80];
+        snprintf(wid, sizeof(wid), "%s", sp_test_jstr(json_object_array_get_idx(wl, 0), "id"));
+        snprintf(wname, sizeof(wname), "%s", sp_test_jstr(json_object_array_get_idx(wl, 0), "name"));
+        json_object_put(API(a, "POST", fmt("/v1/workers/%s/allow-rejoin", wid), 403, NULL));
+        json_object_put(API(S.admin_key, "POST", "/v1/workers/wkr_00000000000000000000/allow-rejoin", 404, NULL));
+        _cleanup_ctl_result_ ctl_result ar = ctl_run(env, NULL, "worker", "allow-rejoin", wname, NULL);
+        ctl_assert_code(ar, 0);
+        _cleanup_json_ json_object *wrecs = all_records(S.admin_key, "&action=worker.allow_rejoin", 1000);
+        ck_assert_ptr_nonnull(find(wrecs, "worker.allow_rejoin", wid, "ok"));
+        ck_assert_ptr_nonnull(find(wrecs, "worker.allow_rejoin", wid, "denied"));
         ck_assert_ptr_nonnull(find(recs, "join_token.delete", id1, "failed"));
 }
 END_TEST

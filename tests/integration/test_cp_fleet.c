@@ -385,8 +385,18 @@ START_TEST(join_tokens)
                                              good);
         ck_assert_str_eq(leaked, "0");
 
-        /* A join under the name of a worker that is alive (it just joined) is "unavailable", takes
-         * nothing over and consumes no use of the token. */
+        /* A join under the name of a worker that has joined before takes over its sandboxes: without
+         * an operator's consent it is refused, takes nothing over and consumes no use of the token.
+         * With consent, while that worker is alive (it just joined), it is "unavailable". */
+        ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_msg(e->code == SP_E_PERMISSION && strstr(e->message, "spacectl worker allow-rejoin node-a"), "%s",
+                      e->message);
+        e = sp_error_free(e);
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET rejoin_allowed_until = now() + interval '1 hour' "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
         ck_assert_ptr_null(try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
         ck_assert_msg(e->code == SP_E_UNAVAILABLE && strstr(e->message, "is alive"), "%s", e->message);
         e = sp_error_free(e);
@@ -425,8 +435,17 @@ START_TEST(join_tokens)
         /* That rejoin (its state was lost) keeps the id and takes the new certificate and address. */
         _cleanup_json_ json_object *again = try_join(good, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e);
         ck_assert_msg(again, "%s", e ? e->message : "");
-        /* The name is the new holder's now: a join right after is refused like one under a live
-         * worker's, and the old certificate no longer speaks for the worker. */
+        /* The consent was for one join; given again, a join right after is refused like one under
+         * a live worker's (the new holder counts as heard from at its join), and the old certificate
+         * no longer speaks for the worker. */
+        ck_assert_ptr_null(try_join(any, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
+        ck_assert_msg(e->code == SP_E_PERMISSION, "%s", e->message);
+        e = sp_error_free(e);
+        sp_test_ok(cp_db_exec(db,
+                              "UPDATE workers SET rejoin_allowed_until = now() + interval '1 hour' "
+                              "WHERE name = 'node-a'",
+                              0, NULL, NULL, &e),
+                   &e);
         ck_assert_ptr_null(try_join(any, SP_ROLE_WORKER, "node-a", "node-a", NULL, &e));
         ck_assert_msg(e->code == SP_E_UNAVAILABLE, "%s", e->message);
         e = sp_error_free(e);

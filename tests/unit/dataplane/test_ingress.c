@@ -80,6 +80,19 @@ START_TEST(hosts)
                 ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
                 sp_error_free(e);
         }
+        /* An empty first label is under the domain (a wildcard route may send it): it names no
+         * port, and is never the data plane's own host. */
+        static const char *const empty[] = {".localhost", ".localhost.", ".LOCALHOST", ".localhost:443"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(empty); i++) {
+                dp_ingress_target t;
+                sp_error *e = NULL;
+                ck_assert_msg(dp_ingress_host_matches(empty[i], "localhost"), "%s", empty[i]);
+                ck_assert_msg(dp_ingress_host_parse(empty[i], "localhost", &t, &e) < 0, "%s", empty[i]);
+                ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
+                sp_error_free(e);
+        }
+        ck_assert(!dp_ingress_host_matches("localhost", "localhost"));
+        ck_assert(!dp_ingress_host_matches("xlocalhost", "localhost"));
         dp_ingress_target t;
         sp_error *e = NULL;
         ck_assert_int_eq(dp_ingress_path_parse(SBX, "3000", &t, NULL), 0);
