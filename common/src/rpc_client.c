@@ -55,6 +55,7 @@ struct sp_rpc_client {
         char *sni;
         sp_rpc_verify_fn verify_fn;
         void *verify_ud;
+        void (*verify_free)(void *); /* frees verify_ud with the client, or NULL */
         cli_conn *conns;
         cli_conn *current; /* takes new calls */
         sp_rpc_stream *streams;
@@ -684,14 +685,24 @@ void sp_rpc_client_free(sp_rpc_client *cli)
         event_free(cli->kick);
         if (cli->ctx)
                 SSL_CTX_free(cli->ctx);
+        if (cli->verify_free)
+                cli->verify_free(cli->verify_ud);
         free(cli->sni);
         free(cli);
 }
 
 void sp_rpc_client_set_verify_fn(sp_rpc_client *cli, sp_rpc_verify_fn fn, void *userdata)
 {
+        sp_rpc_client_set_verify_fn_owned(cli, fn, userdata, NULL);
+}
+
+void sp_rpc_client_set_verify_fn_owned(sp_rpc_client *cli, sp_rpc_verify_fn fn, void *userdata, void (*free_fn)(void *))
+{
+        if (cli->verify_free)
+                cli->verify_free(cli->verify_ud);
         cli->verify_fn = fn;
         cli->verify_ud = userdata;
+        cli->verify_free = free_fn;
 }
 
 int sp_rpc_client_set_server_name(sp_rpc_client *cli, const char *name, sp_error **err)

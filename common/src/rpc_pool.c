@@ -30,7 +30,51 @@ struct sp_rpc_pool {
         entry *head, *tail;
         retired *retired; /* replaced or evicted clients, freed by reap_ev */
         struct event *reap_ev;
+        sp_rpc_pool_verify_fn verify;
+        void *verify_ud;
 };
+
+/* What a client's verify hook needs: the pool's hook and the key it was made
+ * for (owned by the client: a retired client may outlive its entry). */
+typedef struct verify_ctx {
+        sp_rpc_pool_verify_fn fn;
+        void *ud;
+        char key[];
+} verify_ctx;
+
+static int verify_trampoline(SSL *ssl, void *userdata, sp_error **err)
+{
+        verify_ctx *v = userdata;
+        return v->fn(ssl, v->key, v->ud, err);
+}
+
+void sp_rpc_pool_set_verify(sp_rpc_pool *p, sp_rpc_pool_verify_fn fn, void *userdata)
+{
+        p->verify = fn;
+        p->verify_ud = userdata;
+}
+
+/* A new client for key at addr, with the pool's verify hook. */
+static sp_rpc_client *client_new(sp_rpc_pool *p, const char *key, const char *addr, sp_error **err)
+{
+        verify_ctx *v = NULL;
+        if (p->verify) {
+                size_t n = strlen(key) + 1;
+                if (!(v = malloc(sizeof(*v) + n)))
+                        return sp_error_set(err, SP_E_LIMIT, "out of memory"), NULL;
+                v->fn = p->verify;
+                v->ud = p->verify_ud;
+                memcpy(v->key, key, n);
+        }
+        sp_rpc_client *cli = sp_rpc_client_new(p->base, addr, p->tls, err);
+        if (!cli) {
+                free(v);
+                return NULL;
+        }
+        if (v)
+                sp_rpc_client_set_verify_fn_owned(cli, verify_trampoline, v, free);
+        return cli;
+}
 
 static void reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -156,7 +200,7 @@ static entry *get(sp_rpc_pool *p, const char *key, const char *addr, sp_error **
                  * until the new client is made, the entry keeps the old one. */
                 retired *r = malloc(sizeof(*r));
                 char *a = strdup(addr);
-                sp_rpc_client *cli = r && a ? sp_rpc_client_new(p->base, addr, p->tls, err) : NULL;
+                sp_rpc_client *cli = r && a ? client_new(p, key, addr, err) : NULL;
                 if (!cli) {
                         if (!r || !a)
                                 sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -193,7 +237,7 @@ static entry *get(sp_rpc_pool *p, const char *key, const char *addr, sp_error **
                 entry_free(e);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory"), NULL;
         }
-        if (!(e->cli = sp_rpc_client_new(p->base, addr, p->tls, err))) {
+        if (!(e->cli = client_new(p, key, addr, err))) {
                 free(r);
                 entry_free(e);
                 return NULL;

@@ -799,6 +799,8 @@ cp_api *cp_api_new(struct event_base *base, sp_http_server *srv, const cp_api_co
         }
         if (cp_db_open(cfg->conninfo, &api->db, err) < 0 || cp_db_open(cfg->conninfo, &api->listen_db, err) < 0)
                 goto fail;
+        /* The worker that answers must be the one the control plane dials. */
+        sp_rpc_pool_set_verify(api->workers, cp_fleet_verify_worker, api->db);
         listen_setup(api);
         struct timeval tv = {0, 250 * 1000};
         api->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, api);

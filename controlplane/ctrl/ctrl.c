@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctrl/ctrl_internal.h"
+#include "fleet/fleet.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
@@ -358,6 +359,7 @@ cp_ctrl *cp_ctrl_new(struct event_base *base, const cp_ctrl_config *cfg, sp_erro
                 goto fail;
         if (cp_db_open(cfg->conninfo, &c->db, err) < 0 || cp_db_open(cfg->conninfo, &c->lock_db, err) < 0)
                 goto fail;
+        sp_rpc_pool_set_verify(c->pool, cp_fleet_verify_worker, c->db);
         c->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, c);
         c->kick_ev = event_new(base, -1, 0, on_kick, c);
         struct timeval tv = {c->cfg.tick_ms / 1000, (c->cfg.tick_ms % 1000) * 1000};

@@ -7,6 +7,7 @@
 
 #include "fleet/fleet_internal.h"
 #include "space/cleanup.h"
+#include "space/tls.h"
 #include "space/json.h"
 
 #define DEFAULT_CERT_DAYS 365
@@ -116,6 +117,33 @@ int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_n
         if (sp_tls_peer_identity(ssl, &role, ret_name, err) < 0)
                 return -SP_E_UNAUTHENTICATED;
         *ret_role = (unsigned)role;
+        return 0;
+}
+
+int cp_fleet_verify_worker(SSL *ssl, const char *key, void *userdata, sp_error **err)
+{
+        cp_db *db = userdata;
+        _cleanup_free_ char *name = NULL;
+        char serial[SP_TLS_SERIAL_MAX + 1];
+        if (sp_tls_peer_identity(ssl, NULL, &name, err) < 0 || sp_tls_peer_serial(ssl, serial) < 0)
+                return sp_error_set(err, SP_E_PERMISSION, "worker %.64s: its certificate names no worker", key);
+        const char *params[] = {key};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(db, "SELECT name, coalesce(cert_serial, '') FROM workers WHERE id = $1", 1, params, &res, err) <
+            0)
+                return sp_error_wrap(err, "worker %.64s", key);
+        if (PQntuples(res) != 1)
+                return sp_error_set(err, SP_E_PERMISSION, "worker %.64s is not in this cluster", key);
+        const char *want = PQgetvalue(res, 0, 0), *want_serial = PQgetvalue(res, 0, 1);
+        if (strcmp(want, name) != 0)
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "the server at worker %.64s's address is worker '%.64s', not '%.64s'", key, name,
+                                    want);
+        if (*want_serial && strcmp(want_serial, serial) != 0)
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "the server at worker %.64s's address presents a certificate of '%.64s' that a "
+                                    "later join replaced",
+                                    key, name);
         return 0;
 }
 

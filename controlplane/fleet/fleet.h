@@ -72,6 +72,16 @@ int cp_fleet_tls(const sp_pki_ca *ca, const char *name, const char *const *sans,
  * one gets role 0 and no name. userdata is unused. */
 int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_name, sp_error **err);
 
+/* The control plane's check of a worker it dials (sp_rpc_pool_set_verify;
+ * userdata: a cp_db *): the certificate that answers must name the worker
+ * whose id is key and be that worker's latest (its serial the one its last
+ * join got), so that whoever answers at a worker's address with another
+ * worker's certificate — a node that joined under another name, or one whose
+ * name was taken over since — is not sent that worker's sandboxes or their
+ * secrets. SP_E_PERMISSION when it is not; the database's error when the row
+ * cannot be read. */
+int cp_fleet_verify_worker(SSL *ssl, const char *key, void *userdata, sp_error **err);
+
 /* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
  * [IPv6] literal, and a port 1..65535; not a wildcard address. */
 bool cp_fleet_address_ok(const char *s);

@@ -33,6 +33,7 @@
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
+#include "space/rpc_pool.h"
 #include "space/time.h"
 #include "store/workers.h"
 
@@ -1207,6 +1208,44 @@ START_TEST(workers_drain_themselves)
 }
 END_TEST
 
+/* One call through a pool that checks the worker it reaches (cp_fleet_verify_worker), as the
+ * control plane's: key names the worker meant. 0 or the error's code. */
+typedef struct pool_call {
+        bool done;
+        int code;
+        struct event_base *base;
+} pool_call;
+
+static void pool_reply(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        pool_call *pc = userdata;
+        pc->done = true;
+        pc->code = err ? (int)err->code : 0;
+        if (err)
+                fprintf(stderr, "pool call: %s\n", err->message);
+        event_base_loopbreak(pc->base);
+}
+
+static int call_through_pool(SSL_CTX *cp, const char *key, const char *addr)
+{
+        sp_error *e = NULL;
+        struct event_base *base = event_base_new();
+        sp_rpc_pool *pool = sp_rpc_pool_new(base, cp, 4, &e);
+        sp_test_ok(pool ? 0 : -1, &e);
+        sp_rpc_pool_set_verify(pool, cp_fleet_verify_worker, db);
+        sp_rpc_client *cli = sp_rpc_pool_get(pool, key, addr, NULL, &e);
+        sp_test_ok(cli ? 0 : -1, &e);
+        pool_call pc = {.base = base};
+        _cleanup_json_ json_object *empty = json_object_new_object();
+        sp_test_ok(sp_rpc_client_call(cli, "NodeInfo", empty, 20000, pool_reply, &pc, &e), &e);
+        while (!pc.done)
+                event_base_loop(base, EVLOOP_ONCE);
+        sp_rpc_pool_free(pool);
+        event_base_free(base);
+        return pc.code;
+}
+
 START_TEST(worker_daemon_joins_and_heartbeats)
 {
         fleet_up();
@@ -1320,6 +1359,27 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         _cleanup_(SSL_CTX_freep) SSL_CTX *other = client_ctx(wcert, wkey, SP_ROLE_WORKER);
         ck_assert_int_lt(sp_rpc_call_sync(waddr, other, "NodeInfo", empty, 30000, &info, &e), 0);
         e = sp_error_free(e);
+
+        /* The control plane dials a worker by its row: the server there must present that worker's
+         * current certificate. Another worker's row at this address (a node answering for another,
+         * or a name taken over since) is refused before any call. */
+        char tid2[SP_ID_MAX];
+        _cleanup_free_ char *token2 = new_token(1, tid2);
+        joined other_w;
+        join_ok(token2, "node-other", &other_w);
+        _cleanup_free_ char *a_id = query1("SELECT id FROM workers WHERE name = $1", "node-a");
+        ck_assert_int_eq(call_through_pool(cp, a_id, waddr), 0);
+        ck_assert_int_ne(call_through_pool(cp, other_w.id, waddr), 0);
+        _cleanup_free_ char *a_serial = query1("SELECT cert_serial FROM workers WHERE name = $1", "node-a");
+        sp_test_ok(
+                cp_db_exec(db, "UPDATE workers SET cert_serial = 'feedface' WHERE name = 'node-a'", 0, NULL, NULL, &e),
+                &e);
+        ck_assert_int_ne(call_through_pool(cp, a_id, waddr), 0);
+        const char *sp[] = {a_serial};
+        sp_test_ok(cp_db_exec(db, "UPDATE workers SET cert_serial = $1 WHERE name = 'node-a'", 1, sp, NULL, &e), &e);
+        ck_assert_int_eq(call_through_pool(cp, a_id, waddr), 0);
+        joined_free(&other_w);
+        sp_test_ok(cp_db_exec(db, "DELETE FROM workers WHERE name = 'node-other'", 0, NULL, NULL, &e), &e);
 
         /* The control plane goes away: the worker says so once, keeps trying, and is back when it is. */
         fleet_stop();

@@ -311,6 +311,10 @@ sp_rpc_client *sp_rpc_client_new(struct event_base *base, const char *addr, SSL_
  * connections and frees the client. Accepts NULL. Not from a callback. */
 void sp_rpc_client_free(sp_rpc_client *cli);
 void sp_rpc_client_set_verify_fn(sp_rpc_client *cli, sp_rpc_verify_fn fn, void *userdata);
+/* The same, the client owning userdata: free_fn(userdata) when the client
+ * is freed or another hook is set. */
+void sp_rpc_client_set_verify_fn_owned(sp_rpc_client *cli, sp_rpc_verify_fn fn, void *userdata,
+                                       void (*free_fn)(void *));
 /* Server name for SNI (copied); defaults to the host of addr if not numeric. */
 int sp_rpc_client_set_server_name(sp_rpc_client *cli, const char *name, sp_error **err);
 

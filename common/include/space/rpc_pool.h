@@ -53,6 +53,13 @@ sp_rpc_pool *sp_rpc_pool_new(struct event_base *base, SSL_CTX *tls, size_t max, 
  * NULL. Not from a client's callback. */
 sp_rpc_pool *sp_rpc_pool_free(sp_rpc_pool *p);
 
+/* Checks the server of each client the pool makes from now on, after its
+ * TLS handshake (the chain and role already verified by the pool's TLS
+ * context): key is the entry's (e.g. a worker's id). < 0 with *err closes the
+ * connection, failing its calls. On the pool's loop. */
+typedef int (*sp_rpc_pool_verify_fn)(SSL *ssl, const char *key, void *userdata, sp_error **err);
+void sp_rpc_pool_set_verify(sp_rpc_pool *p, sp_rpc_pool_verify_fn fn, void *userdata);
+
 /* Gives each entry made from now on stream shares: total units (1..
  * SP_RPC_MAX_CONCURRENT_STREAMS; 0 keeps SP_RPC_MAX_CONCURRENT_STREAMS) of
  * which one tenant may hold per_tenant (0: a quarter). Call before the first
