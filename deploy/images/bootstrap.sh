@@ -11,12 +11,16 @@
 #   space-bootstrap publish DIR  make the ConfigMap space-cluster-ca of DIR/ca.pem and
 #                                DIR/token-keys.pem (public) unless it exists (one holding
 #                                another CA is an error), then do `tokens`
+#                                (creating the join tokens' Secrets the first time)
 #   space-bootstrap tokens       wait for the API, create a join token for workers (role
 #                                worker) and one for data planes (role dataplane), any number
-#                                of uses, valid $SPACE_JOIN_TOKEN_TTL (default 36h); replace
-#                                the Secret space-join-tokens with them, then revoke the
-#                                tokens this script made before (known by their descriptions;
-#                                an operator's are never touched)
+#                                of uses, valid $SPACE_JOIN_TOKEN_TTL (default 36h); write each
+#                                to its own Secret, space-join-token-worker and
+#                                space-join-token-dataplane (key token), and once a Secret holds
+#                                its new token revoke the tokens of that role this script made
+#                                before (known by their descriptions; an operator's are never
+#                                touched). Run alone (the CronJob, whose account may not
+#                                create), it needs both Secrets to exist: `publish` makes them
 #
 # Environment: SPACE_ENDPOINT (the API, e.g. http://space-controlplane:7070),
 # SPACE_API_KEY or SPACE_API_KEY_FILE (tokens), SPACE_WAIT_S (how long to wait for
@@ -55,22 +59,17 @@ json_value() {
         tr -d '\n' <"$2" | grep -o "\"$re\": *\"[^\"]*\"" | head -n 1 | sed 's/^[^:]*: *"\(.*\)"$/\1/'
 }
 
-# secret_keep NAME KEY MAKE: creates Secret NAME with KEY holding what the
-# command MAKE prints (base64 of it) unless the Secret exists; prints nothing.
+# secret_keep NAME KEY MAKE: creates Secret NAME with KEY holding what the command MAKE
+# prints (base64 of it); one that exists is kept (the API's 409), never read or changed, so
+# the Role needs no get on it. The value made for a Secret that exists goes nowhere.
 secret_keep() {
         name=$1 key=$2 make=$3
-        code=$(kapi GET "/api/v1/namespaces/$ns/secrets/$name")
-        case "$code" in
-        200) log "secret/$name exists: kept"; return 0 ;;
-        404) ;;
-        *) die "reading secret/$name: HTTP $code: $(cat "$tmp/body")" ;;
-        esac
         value=$($make | base64 | tr -d '\n')
         json="{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"type\":\"Opaque\",\"metadata\":{\"name\":\"$name\",$labels},\"data\":{\"$key\":\"$value\"}}"
         code=$(kapi POST "/api/v1/namespaces/$ns/secrets" "$json")
         case "$code" in
         201) log "secret/$name created" ;;
-        409) log "secret/$name made by another run meanwhile: kept" ;;
+        409) log "secret/$name exists: kept" ;;
         *) die "creating secret/$name: HTTP $code: $(cat "$tmp/body")" ;;
         esac
 }
@@ -129,23 +128,27 @@ wait_api() {
         log "the API at $SPACE_ENDPOINT is ready"
 }
 
-# The descriptions of the join tokens this script makes: how it finds its own to revoke,
-# and never an operator's. The last two are those of earlier versions of this script.
-desc_worker="space-bootstrap: workers, Secret space-join-tokens"
-desc_dataplane="space-bootstrap: data planes, Secret space-join-tokens"
-desc_old_worker="kubernetes: workers"
-desc_old_dataplane="kubernetes: data planes"
+# The descriptions of the join tokens this script makes, per role: how it finds its own to
+# revoke, and never an operator's. The second and third of each are those of earlier
+# versions of this script (the second's tokens were in the one Secret space-join-tokens that
+# held both roles' keys; this script neither reads nor writes that Secret).
+desc_worker="space-bootstrap: workers, Secret space-join-token-worker"
+desc_dataplane="space-bootstrap: data planes, Secret space-join-token-dataplane"
+descs_worker="$desc_worker|space-bootstrap: workers, Secret space-join-tokens|kubernetes: workers"
+descs_dataplane="$desc_dataplane|space-bootstrap: data planes, Secret space-join-tokens|kubernetes: data planes"
 
-# ours_active: the ids of the active join tokens in `spacectl --json worker join-token ls`
-# (on stdin, one field a line as spacectl writes it) that this script made, one a line.
+# ours_active DESCRIPTIONS: the ids of the active join tokens in `spacectl --json worker
+# join-token ls` (on stdin, one field a line as spacectl writes it) whose description is one
+# of DESCRIPTIONS (separated by |), one a line.
 ours_active() {
-        awk -v a="$desc_worker" -v b="$desc_dataplane" -v c="$desc_old_worker" -v d="$desc_old_dataplane" '
+        awk -v descs="$1" '
+                BEGIN { n = split(descs, d, "|"); for (i = 1; i <= n; i++) ours[d[i]] = 1 }
                 function value(s) { sub(/^[^:]*: *"/, "", s); sub(/", *$|"$/, "", s); return s }
                 /^ *"id": *"/ { id = value($0) }
                 /^ *"description": *"/ { desc = value($0) }
                 /^ *"state": *"/ { state = value($0) }
                 /^ *},? *$/ {
-                        if (id != "" && state == "active" && (desc == a || desc == b || desc == c || desc == d)) print id
+                        if (id != "" && state == "active" && (desc in ours)) print id
                         id = ""; desc = ""; state = ""
                 }'
 }
@@ -188,12 +191,27 @@ secret_replace() {
         fi
         case "$code" in
         200 | 201) log "secret/$name written" ;;
-        409) log "secret/$name was written by another run meanwhile: that run's tokens stay"; return 1 ;;
+        409) log "secret/$name was written by another run meanwhile: that run's token stays"; return 1 ;;
         404) die "secret/$name is gone (the bootstrap Job makes it: run it again)" ;;
         *) die "writing secret/$name: HTTP $code: $(cat "$tmp/body")" ;;
         esac
 }
 
+# secret_version NAME: prints the resourceVersion of Secret NAME, or nothing if it does not
+# exist.
+secret_version() {
+        code=$(kapi GET "/api/v1/namespaces/$ns/secrets/$1")
+        case "$code" in
+        200) json_value resourceVersion "$tmp/body" ;;
+        404) ;;
+        *) die "reading secret/$1: HTTP $code: $(cat "$tmp/body")" ;;
+        esac
+}
+
+# tokens [create]: a new join token per role, each in its own Secret, so that a pod (and the
+# node it runs on, whose kubelet may read every key of a Secret its pods name) holds its own
+# role's token only. With `create`, a Secret that does not exist is made (the bootstrap Job);
+# without, it is an error found before any token is made (the CronJob may not create).
 tokens() {
         wait_api
         if [ -z "${SPACE_API_KEY:-}" ] && [ -n "${SPACE_API_KEY_FILE:-}" ]; then
@@ -202,19 +220,20 @@ tokens() {
         fi
         [ -n "${SPACE_API_KEY:-}" ] || die "no admin key (SPACE_API_KEY or SPACE_API_KEY_FILE)"
         ttl=${SPACE_JOIN_TOKEN_TTL:-36h}
-        # The Secret's version now: the write below succeeds only if no other run (the Job
-        # beside the CronJob) wrote it meanwhile, so the Secret never holds revoked tokens.
-        code=$(kapi GET "/api/v1/namespaces/$ns/secrets/space-join-tokens")
-        case "$code" in
-        200) version=$(json_value resourceVersion "$tmp/body") ;;
-        404) version="" ;;
-        *) die "reading secret/space-join-tokens: HTTP $code: $(cat "$tmp/body")" ;;
-        esac
-        # Listed before the new ones exist: this script's earlier tokens, revoked once the
-        # new ones are in the Secret.
-        old=""
+        # Each Secret's version now: its write below succeeds only if no other run (the Job
+        # beside the CronJob) wrote it meanwhile, so neither Secret ever holds a revoked token.
+        version_w=$(secret_version space-join-token-worker)
+        version_d=$(secret_version space-join-token-dataplane)
+        if [ "${1:-}" != create ]; then
+                [ -n "$version_w" ] || die "secret/space-join-token-worker does not exist (the bootstrap Job makes it: run it again)"
+                [ -n "$version_d" ] || die "secret/space-join-token-dataplane does not exist (the bootstrap Job makes it: run it again)"
+        fi
+        # Listed before the new ones exist: this script's earlier tokens of each role, revoked
+        # once that role's Secret holds its new token.
+        old_w="" old_d=""
         if spacectl --quiet --json worker join-token ls >"$tmp/tokens"; then
-                old=$(ours_active <"$tmp/tokens")
+                old_w=$(ours_active "$descs_worker" <"$tmp/tokens")
+                old_d=$(ours_active "$descs_dataplane" <"$tmp/tokens")
         else
                 log "listing join tokens failed: the earlier ones stay valid until they expire"
         fi
@@ -222,13 +241,24 @@ tokens() {
         d=$(new_token dataplane "$desc_dataplane") || die "creating the data planes' join token"
         w64=$(printf '%s' "${w#* }" | base64 | tr -d '\n')
         d64=$(printf '%s' "${d#* }" | base64 | tr -d '\n')
-        # Tokens made but not written (this run failing before, or losing below) are this
-        # script's and active: the next run revokes them.
-        if secret_replace space-join-tokens "$version" "{\"worker\":\"$w64\",\"dataplane\":\"$d64\"}"; then
-                # shellcheck disable=SC2086 # one id a line
-                revoke $old
+        # One Secret, then the other; each role's earlier tokens are revoked once its Secret
+        # holds the new one, and a new token that lost its Secret to another run is revoked.
+        # Tokens made but not written (this run failing before a write) are this script's and
+        # active: the next run revokes them. A run that fails between the two writes leaves
+        # the workers' Secret new (the workers' earlier tokens revoked) and the data planes'
+        # as it was (its token valid, not revoked); the next run replaces both and revokes
+        # every earlier token of either role, the unwritten one included.
+        # shellcheck disable=SC2086 # one id a line
+        if secret_replace space-join-token-worker "$version_w" "{\"token\":\"$w64\"}"; then
+                revoke $old_w
         else
-                revoke "${w%% *}" "${d%% *}"
+                revoke "${w%% *}"
+        fi
+        # shellcheck disable=SC2086 # one id a line
+        if secret_replace space-join-token-dataplane "$version_d" "{\"token\":\"$d64\"}"; then
+                revoke $old_d
+        else
+                revoke "${d%% *}"
         fi
 }
 
@@ -252,7 +282,7 @@ publish)
         configmap_keep space-cluster-ca ca.pem "{\"ca.pem\":$(json_string "$dir/ca.pem"),\"token-keys.pem\":$(json_string "$dir/token-keys.pem")}"
         [ -n "${SPACE_API_KEY_FILE:-}" ] || SPACE_API_KEY_FILE=$dir/admin.key
         export SPACE_API_KEY_FILE
-        tokens
+        tokens create
         ;;
 tokens) tokens ;;
 *)

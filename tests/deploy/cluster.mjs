@@ -6,16 +6,19 @@
 // stands for the cluster network: every Service name resolves to its loopback (/etc/hosts),
 // so ports cannot clash with anything else on the host. What stands in for Kubernetes:
 //   - a fake API server (HTTPS on 127.0.0.1:6443) holding Secrets and ConfigMaps, which
-//     allows the bootstrap's service account exactly what the rendered Role allows;
+//     allows each service account exactly what the rendered Roles bound to it allow, and
+//     holds from the start the one Secret space-join-tokens of earlier versions (an upgrade),
+//     which nothing may read or change;
 //   - PostgreSQL with the user, password and database the rendered space-database Secret names;
 //   - the kubelet's part: Secrets, ConfigMaps and emptyDirs as directories (modes and fsGroup
 //     as the kubelet sets them), the service-account token, the downward API, $(VAR).
 // Then: the bootstrap Job (keys, init, publish), the control plane, the data plane, the
 // worker (privileged, node paths under the work directory), space-e2b; each readiness probe
-// must answer 200; the join-token CronJob replaces the tokens and revokes the old ones; a
-// sandbox runs a command through the data plane; the worker's hooks drain it and undo that
-// (never an operator's cordon). One replica of each (a replica's ports are fixed, and the
-// pods share a network).
+// must answer 200; the join-token CronJob replaces the tokens in their two Secrets and revokes
+// the old ones (those of an earlier version too), converges when a run fails between the two
+// writes, and makes no token when a Secret is missing; a sandbox runs a command through the
+// data plane; the worker's hooks drain it and undo that (never an operator's cordon). One
+// replica of each (a replica's ports are fixed, and the pods share a network).
 //
 // Changed from the manifests, so that the test can run beside other clusters on one host:
 // the worker's --cgroup-parent (unique per run). Everything is removed at the end, also on
@@ -48,6 +51,15 @@ const cgroupParent = opts.cgroup;
 const store = { secrets: new Map(), configmaps: new Map() };
 let resourceVersion = 0;
 for (const o of objects) if (o.kind === "Secret") store.secrets.set(o.metadata.name, { ...o, metadata: { ...o.metadata, resourceVersion: String(++resourceVersion) } });
+// What an earlier version left: both roles' tokens in one Secret. The script must ignore it
+// (the Roles grant nothing on it), and it stays as it is until the operator deletes it.
+const b64 = (t) => Buffer.from(t).toString("base64");
+const oldJoinSecret = { apiVersion: "v1", kind: "Secret", type: "Opaque",
+  metadata: { name: "space-join-tokens", namespace: "space", resourceVersion: String(++resourceVersion) },
+  data: { worker: b64("spj_earlier_worker"), dataplane: b64("spj_earlier_dataplane") } };
+store.secrets.set("space-join-tokens", structuredClone(oldJoinSecret));
+// Faults to answer instead of doing a call, each once: {method, name, code}.
+const faults = [];
 // Each service account's token (made when a pod first mounts it); a call may do what the
 // Roles bound to its account allow.
 const saTokens = new Map(); // token -> service account
@@ -93,6 +105,11 @@ function startApi() {
       const ok = verb && allowed(sa, verb, resource, name);
       apiLog.push({ sa, call: `${req.method} ${resource}/${name || ""}`, ok });
       if (!ok) return answer(403, { kind: "Status", code: 403, message: `${verb} ${resource} ${name || ""} is forbidden` });
+      const fault = faults.findIndex((f) => f.method === req.method && f.name === name);
+      if (fault >= 0) {
+        const { code } = faults.splice(fault, 1)[0];
+        return answer(code, { kind: "Status", code, message: "a fault the test asked for" });
+      }
       const objs = store[resource];
       if (req.method === "GET") return objs.has(name) ? answer(200, objs.get(name)) : answer(404, { kind: "Status", code: 404 });
       let obj;
@@ -396,7 +413,7 @@ async function main() {
     const publish = bundle("space-bootstrap", job, job.containers[0], imageOf(job.containers[0]));
     const pc = await runToEnd(publish);
     if (pc !== 0) throw new Error(`bootstrap publish exited ${pc}:\n    ${tail(publish.id)}`);
-    for (const [kind, name] of [["configmaps", "space-cluster-ca"], ["secrets", "space-join-tokens"]])
+    for (const [kind, name] of [["configmaps", "space-cluster-ca"], ["secrets", "space-join-token-worker"], ["secrets", "space-join-token-dataplane"]])
       if (!store[kind].has(name)) throw new Error(`bootstrap publish made no ${kind} ${name}`);
     const refused = apiLog.filter((c) => !c.ok).map((c) => c.call);
     if (refused.length) throw new Error(`the Role refused the bootstrap: ${refused.join(", ")}`);
@@ -405,7 +422,7 @@ async function main() {
     const key = secretValue("space-admin-key", "admin.key").toString().trim();
     const tokenList = () => JSON.parse(spacectl(key, ["--json", "worker", "join-token", "ls"]).stdout).join_tokens;
     const entryOf = (list, token) => list.find((t) => token.startsWith(`spj_${t.id}_`));
-    const joinPair = () => ["worker", "dataplane"].map((k) => secretValue("space-join-tokens", k).toString());
+    const joinPair = () => ["worker", "dataplane"].map((r) => secretValue(`space-join-token-${r}`, "token").toString());
 
     // The same Job again (kubectl apply after its TTL): keeps every key.
     const before = secretValue("space-admin-key", "admin.key").toString();
@@ -455,33 +472,83 @@ async function main() {
     // have joined with the bootstrap's tokens: it replaces the Secret with a new pair bound to
     // the roles, revokes the bootstrap's pair and leaves an operator's token alone; the joined
     // components keep working (the sandbox below).
-    const op = spacectl(key, ["--json", "worker", "join-token", "create", "--ttl", "1h", "--description", "an operator's"]);
-    if (op.status !== 0) throw new Error(`spacectl worker join-token create: exit ${op.status}: ${op.stderr}`);
-    const opId = JSON.parse(op.stdout).id;
+    const newToken = (args) => {
+      const r = spacectl(key, ["--json", "worker", "join-token", "create", "--ttl", "1h", ...args]);
+      if (r.status !== 0) throw new Error(`spacectl worker join-token create: exit ${r.status}: ${r.stderr}`);
+      return JSON.parse(r.stdout).id;
+    };
+    const opId = newToken(["--description", "an operator's"]);
+    // Tokens an earlier version of the script made (then in the one Secret space-join-tokens).
+    const earlierIds = [
+      newToken(["--role", "worker", "--description", "space-bootstrap: workers, Secret space-join-tokens"]),
+      newToken(["--role", "dataplane", "--description", "space-bootstrap: data planes, Secret space-join-tokens"]),
+    ];
     const pairBefore = joinPair();
     const cronPod = find("CronJob", "space-join-tokens").spec.jobTemplate.spec.template.spec;
-    const cron = bundle("space-join-tokens", cronPod, cronPod.containers[0], imageOf(cronPod.containers[0]));
-    const callsBefore = apiLog.length;
-    const cc = await runToEnd(cron);
-    if (cc !== 0) throw new Error(`the join-token CronJob exited ${cc}:\n    ${tail(cron.id)}`);
-    const cronCalls = apiLog.slice(callsBefore);
-    if (cronCalls.some((c) => !c.ok || c.sa !== cronPod.serviceAccountName))
-      throw new Error(`the join-token CronJob's calls: ${cronCalls.map((c) => `${c.sa} ${c.call}${c.ok ? "" : " (refused)"}`).join(", ")}`);
+    const runCron = async (what) => {
+      const cron = bundle("space-join-tokens", cronPod, cronPod.containers[0], imageOf(cronPod.containers[0]));
+      const callsBefore = apiLog.length;
+      const code = await runToEnd(cron);
+      const calls = apiLog.slice(callsBefore);
+      if (calls.some((c) => !c.ok || c.sa !== cronPod.serviceAccountName))
+        throw new Error(`the join-token CronJob's calls (${what}): ${calls.map((c) => `${c.sa} ${c.call}${c.ok ? "" : " (refused)"}`).join(", ")}`);
+      return { code, calls, out: tail(cron.id) };
+    };
+    const cron = await runCron("the first run");
+    if (cron.code !== 0) throw new Error(`the join-token CronJob exited ${cron.code}:\n    ${cron.out}`);
     const pairAfter = joinPair();
     const list = tokenList();
     for (const [i, role] of ["worker", "dataplane"].entries()) {
       const was = entryOf(list, pairBefore[i]);
       const now = entryOf(list, pairAfter[i]);
       if (!now || now === was || now.state !== "active" || now.role !== role)
-        throw new Error(`after the CronJob, the Secret's ${role} token is ${JSON.stringify(now)} (was ${JSON.stringify(was)})`);
+        throw new Error(`after the CronJob, the ${role} Secret's token is ${JSON.stringify(now)} (was ${JSON.stringify(was)})`);
       if (was?.state !== "revoked") throw new Error(`the bootstrap's ${role} token is ${was?.state} after the CronJob, not revoked`);
     }
     const opState = list.find((t) => t.id === opId)?.state;
     if (opState !== "active") throw new Error(`the operator's join token is ${opState} after the CronJob`);
+    const earlierStates = earlierIds.map((id) => list.find((t) => t.id === id)?.state);
+    if (earlierStates.some((st) => st !== "revoked")) throw new Error(`an earlier version's join tokens are ${earlierStates.join(", ")} after the CronJob`);
     log(
-      `the join-token CronJob as ${cronPod.serviceAccountName} (${[...new Set(cronCalls.map((c) => c.call))].join(", ")}): ` +
-        "a new worker and dataplane pair in the Secret, the bootstrap's revoked, the operator's token active"
+      `the join-token CronJob as ${cronPod.serviceAccountName} (${[...new Set(cron.calls.map((c) => c.call))].join(", ")}): ` +
+        "a new token in each role's Secret, the bootstrap's and an earlier version's revoked, the operator's token active"
     );
+
+    // A run that fails between its two writes: the workers' Secret is new (its earlier token
+    // revoked), the data planes' as it was (its token still active); the next run converges:
+    // each Secret holds a new token, and the only active tokens of the script's are those two.
+    faults.push({ method: "PUT", name: "space-join-token-dataplane", code: 500 });
+    const failed = await runCron("a failed write");
+    if (failed.code === 0 || faults.length) throw new Error(`the CronJob, its data planes' write failing, exited ${failed.code}:\n    ${failed.out}`);
+    const pairFailed = joinPair();
+    const listFailed = tokenList();
+    if (pairFailed[0] === pairAfter[0] || entryOf(listFailed, pairFailed[0])?.state !== "active" || entryOf(listFailed, pairAfter[0])?.state !== "revoked")
+      throw new Error("after a run that failed writing the data planes' Secret, the workers' Secret is not new, or its earlier token not revoked");
+    if (pairFailed[1] !== pairAfter[1] || entryOf(listFailed, pairAfter[1])?.state !== "active")
+      throw new Error("after a run that failed writing the data planes' Secret, that Secret or its token changed");
+    const recovered = await runCron("a run after a failed one");
+    if (recovered.code !== 0) throw new Error(`the CronJob after a failed run exited ${recovered.code}:\n    ${recovered.out}`);
+    const pairConverged = joinPair();
+    const ours = tokenList().filter((t) => t.state === "active" && t.description?.startsWith("space-bootstrap: "));
+    const inSecrets = pairConverged.map((t) => entryOf(ours, t)?.id);
+    if (pairConverged.some((t, i) => t === pairFailed[i]) || inSecrets.includes(undefined) || ours.length !== 2)
+      throw new Error(`after a run that failed and one that did not, the script's active tokens are ${JSON.stringify(ours)}, the Secrets' ${inSecrets.join(", ")}`);
+    log("the CronJob failing between its writes: the workers' Secret new, the data planes' kept; the next run replaced both and left only their tokens active");
+
+    // A Secret gone: the CronJob (which may not create one) stops before it makes a token.
+    const dpSecret = store.secrets.get("space-join-token-dataplane");
+    store.secrets.delete("space-join-token-dataplane");
+    const countBefore = tokenList().length;
+    const missing = await runCron("a Secret missing");
+    store.secrets.set("space-join-token-dataplane", dpSecret);
+    if (missing.code === 0 || !/space-join-token-dataplane does not exist/.test(missing.out) || tokenList().length !== countBefore)
+      throw new Error(`the CronJob without the data planes' Secret exited ${missing.code}, and the tokens went from ${countBefore} to ${tokenList().length}:\n    ${missing.out}`);
+    log("the CronJob without the data planes' Secret: stopped before it made a token (the bootstrap Job makes the Secrets)");
+
+    // The earlier version's Secret: never asked for, never changed.
+    if (apiLog.some((c) => c.call.endsWith("/space-join-tokens")) || JSON.stringify(store.secrets.get("space-join-tokens")) !== JSON.stringify(oldJoinSecret))
+      throw new Error("the earlier version's Secret space-join-tokens was asked for or changed");
+    log("the earlier version's Secret space-join-tokens: never read, never changed");
 
     // The worker joined and has the base template: a sandbox runs a command.
     let ran = null;

@@ -13,10 +13,16 @@
 //   files read from mounted Secrets and ConfigMaps are keys of them; selectors of Services,
 //   PDBs and NetworkPolicies select pods;
 // - RBAC: each service account's Role grants exactly what the bootstrap script's commands
-//   run under it ask of the Kubernetes API (never update on a key Secret or the CA), pods
-//   that ask nothing mount no token, and no account is shared by pods that need different
-//   grants; no pod that may run on a sandbox node reads a key Secret; no Ingress routes a
-//   daemon's /metrics, /healthz or /readyz;
+//   run under it ask of the Kubernetes API (never update on a key Secret or the CA, get only
+//   on what it reads back), pods that ask nothing mount no token, and no account is shared by
+//   pods that need different grants; no Ingress routes a daemon's /metrics, /healthz or
+//   /readyz;
+// - Secrets on nodes: a node's kubelet may read every key of every Secret a pod on it names
+//   (the Node authorizer grants whole objects; a volume's `items` only picks files), so no pod
+//   names a Secret holding another role's join token, and a pod that may run on a sandbox
+//   node names no key Secret and no Secret another component names;
+// - the database: only pods that use it (name the Secret space-database) may reach its port
+//   by a NetworkPolicy, or are admitted to it by one;
 // - resources (requests and limits), probes and security contexts are set, and only the
 //   worker is privileged.
 //
@@ -100,17 +106,33 @@ for (const m of bootstrapScript.matchAll(/^\s+(?:if )?secret_replace (\S+) \S+ (
   bootstrapMakes.secrets.set(m[1], keysIn(m[2]));
   bootstrapReplaced.add(m[1]);
 }
+// Which role's join token each replaced Secret holds: its data's $X64 is the token of
+// `X=$(new_token ROLE ...)`.
+const tokenRoles = new Map(); // Secret -> Set of roles
+for (const m of bootstrapScript.matchAll(/^\s+(?:if )?secret_replace (\S+) \S+ (.*)$/gm)) {
+  const roles = new Set();
+  for (const v of m[2].matchAll(/\$([A-Za-z_]+)64\b/g)) {
+    const r = bootstrapScript.match(new RegExp(`^\\s*${v[1]}=\\$\\(new_token (\\S+) `, "m"));
+    if (r) roles.add(r[1]);
+  }
+  if (!roles.size) throw new Error(`bootstrap.sh: found no role for the token in secret/${m[1]}`);
+  tokenRoles.set(m[1], roles);
+}
+// Each command's branch of the script's last `case`, and the Secrets it reads back.
+const branchOf = (cmd) => (bootstrapScript.match(new RegExp(`^${cmd}\\)([\\s\\S]*?);;`, "m")) || [])[1] || "";
+const readBack = (cmd) => [...branchOf(cmd).matchAll(/^\s+secret_value (\S+) /gm)].map((m) => m[1]);
 const bootstrapCommands = new Set([...bootstrapScript.matchAll(/^([a-z]+)\)/gm)].map((m) => m[1]));
-if (!bootstrapKept.secrets.size || !bootstrapKept.configmaps.size || !bootstrapReplaced.size)
+if (!bootstrapKept.secrets.size || !bootstrapKept.configmaps.size || !bootstrapReplaced.size || !readBack("keys").length)
   throw new Error("bootstrap.sh: found nothing it makes");
 // What each command asks of the Kubernetes API, as "VERB RESOURCE NAME" (NAME * for any:
-// RBAC cannot restrict create by name). `tokens` replaces the join tokens' Secret, which
-// it reads first (its version); `publish` does `tokens` too, and creates that Secret when
-// it does not exist yet (the first bootstrap). The key Secrets and the CA's ConfigMap are
-// created and read, never updated.
+// RBAC cannot restrict create by name). `tokens` replaces the join tokens' Secrets, which
+// it reads first (their versions); `publish` does `tokens` too, and creates those Secrets
+// when they do not exist yet (the first bootstrap). The key Secrets are created (a 409 keeps
+// one that exists) and only those `keys` reads back are read; the CA's ConfigMap is created
+// and read; neither is ever updated.
 const tokensNeeds = [...bootstrapReplaced].flatMap((n) => [`get secrets ${n}`, `update secrets ${n}`]);
 const bootstrapNeeds = {
-  keys: ["create secrets *", ...[...bootstrapKept.secrets].map((n) => `get secrets ${n}`)],
+  keys: ["create secrets *", ...readBack("keys").map((n) => `get secrets ${n}`)],
   publish: ["create configmaps *", "create secrets *", ...[...bootstrapKept.configmaps].map((n) => `get configmaps ${n}`), ...tokensNeeds],
   tokens: tokensNeeds,
 };
@@ -229,6 +251,7 @@ async function check(objects) {
   for (const o of objects) for (const p of await schemaProblems(o)) problems.push(`${where(o)}: ${p}`);
 
   const pods = objects.map((o) => ({ o, t: podSpecOf(o) })).filter((x) => x.t);
+  const podLabels = pods.map(({ o, t }) => ({ o, labels: t.metadata?.labels || {}, t }));
   const services = byKind("Service");
   const svcPort = (host, port) => {
     const name = host.replace(/\.space(\.svc(\.cluster\.local)?)?$/, "");
@@ -418,7 +441,6 @@ async function check(objects) {
   }
 
   // Services, Ingress, HPA, PDB, NetworkPolicies, RBAC
-  const podLabels = pods.map(({ o, t }) => ({ o, labels: t.metadata?.labels || {}, t }));
   for (const s of services) {
     const matched = podLabels.filter((p) => selects(s.spec.selector, p.labels));
     if (!matched.length) problems.push(`${where(s)}: its selector selects no pods`);
@@ -459,23 +481,60 @@ async function check(objects) {
     if (!find(rb.roleRef.kind, rb.roleRef.name)) problems.push(`${where(rb)}: no ${rb.roleRef.kind} ${rb.roleRef.name}`);
     for (const s of rb.subjects || []) if (s.kind === "ServiceAccount" && !find("ServiceAccount", s.name)) problems.push(`${where(rb)}: no ServiceAccount ${s.name}`);
   }
-  // Pods that may run on a sandbox node (its label or its taint) hold no key Secret: a
-  // sandbox that escapes lands as root on that node, beside whatever its pods mount.
+  // Secrets on nodes. The Node authorizer lets a node's kubelet read every Secret a pod bound
+  // to it names, whole: a volume's `items` limits the files, not what the node may read. So
+  // each role's join token is in a Secret of its own that no pod of another role names, and a
+  // pod that may run on a sandbox node (its label or its taint) names no key Secret and no
+  // Secret another component names: a sandbox that escapes lands as root on that node.
+  const secretsNamed = (spec) =>
+    new Set(
+      [
+        ...(spec.volumes || []).flatMap((v) => [v.secret?.secretName, ...(v.projected?.sources || []).map((p) => p.secret?.name)]),
+        ...[...(spec.initContainers || []), ...spec.containers].flatMap((c) => [
+          ...(c.env || []).map((e) => e.valueFrom?.secretKeyRef?.name),
+          ...(c.envFrom || []).map((e) => e.secretRef?.name),
+        ]),
+        ...(spec.imagePullSecrets || []).map((s) => s.name),
+      ].filter(Boolean)
+    );
+  const joinRoles = new Set([...tokenRoles.values()].flatMap((r) => [...r]));
   const keySecrets = bootstrapKept.secrets;
   for (const { o, t } of pods) {
     const spec = t.spec;
+    const named = secretsNamed(spec);
+    const roles = new Set([...(spec.initContainers || []), ...spec.containers].map((c) => imageKey(c.image)).filter((k) => joinRoles.has(k)));
+    for (const n of named)
+      for (const r of tokenRoles.get(n) || [])
+        if (!roles.has(r)) problems.push(`${where(o)}: names the Secret ${n}, which holds the ${r} join token (its node may read all of it, items or not)`);
     const onSandboxNode =
       spec.nodeSelector?.["sandbox.space.dev/node"] !== undefined ||
       (spec.tolerations || []).some((x) => x.key === "sandbox.space.dev/node" || (!x.key && x.operator === "Exists"));
     if (!onSandboxNode) continue;
-    const named = [
-      ...(spec.volumes || []).flatMap((v) => [v.secret?.secretName, ...(v.projected?.sources || []).map((p) => p.secret?.name)]),
-      ...[...(spec.initContainers || []), ...spec.containers].flatMap((c) => [
-        ...(c.env || []).map((e) => e.valueFrom?.secretKeyRef?.name),
-        ...(c.envFrom || []).map((e) => e.secretRef?.name),
-      ]),
-    ];
-    for (const n of new Set(named)) if (keySecrets.has(n)) problems.push(`${where(o)}: runs on sandbox nodes and reads the Secret ${n}`);
+    for (const n of named) {
+      if (keySecrets.has(n)) problems.push(`${where(o)}: runs on sandbox nodes and reads the Secret ${n}`);
+      const other = pods.find((p) => p.o !== o && secretsNamed(p.t.spec).has(n));
+      if (other) problems.push(`${where(o)}: runs on sandbox nodes and names the Secret ${n}, which ${where(other.o)} names too`);
+    }
+  }
+
+  // The database's port: reached (egress) and admitted (ingress, where a pod of the render
+  // serves it) by NetworkPolicies only for pods that use the database, that is name the
+  // Secret space-database.
+  const dbPort = 5432;
+  const usesDb = (t) => secretsNamed(t.spec).has("space-database");
+  const opensPort = (rule, port) => !rule.ports || rule.ports.some((p) => p.port === port || (typeof p.port === "number" && p.endPort >= port && p.port <= port));
+  const peerPods = (peers) =>
+    !peers?.length
+      ? podLabels
+      : podLabels.filter(({ labels }) => peers.some((x) => !x.namespaceSelector && !x.ipBlock && x.podSelector && selects(x.podSelector.matchLabels, labels)));
+  for (const np of byKind("NetworkPolicy")) {
+    const selected = podLabels.filter(({ labels }) => selects(np.spec.podSelector?.matchLabels, labels));
+    if ((np.spec.egress || []).some((r) => opensPort(r, dbPort)))
+      for (const p of selected) if (!usesDb(p.t)) problems.push(`${where(p.o)}: NetworkPolicy ${np.metadata.name} lets it reach port ${dbPort}, and it uses no database`);
+    const servesDb = selected.some((p) => p.t.spec.containers.some((c) => (c.ports || []).some((cp) => cp.containerPort === dbPort)));
+    for (const r of (np.spec.ingress || []).filter((r) => opensPort(r, dbPort)))
+      if (servesDb)
+        for (const p of peerPods(r.from)) if (!usesDb(p.t)) problems.push(`${where(p.o)}: NetworkPolicy ${np.metadata.name} admits it on port ${dbPort}, and it uses no database`);
   }
 
   // RBAC: each service account may do exactly what the pods running under it ask of the
@@ -565,6 +624,15 @@ const breaks = [
   ["/metrics behind an Ingress", (objs) => objs.push({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", metadata: { name: "x" }, spec: { rules: [{ host: "api.example.com", http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "space-controlplane", port: { name: "api" } } } }] } }] } }), /routes \/metrics to space-controlplane/],
   ["a hook's setting the binary lacks", (objs) => hookAppend(objs, "preStop", "--no-such-mode"), /hook: space-worker has no setting --no-such-mode/],
   ["a hook's state directory not the worker's", (objs) => hookAppend(objs, "postStart", "--state-dir=/var/lib/space/other"), /hook's --state-dir=\/var\/lib\/space\/other differs/],
+  ["the data planes' join token named by the worker, with items", (objs) => (podSpecOf(objs.find((o) => o.kind === "DaemonSet")).spec.volumes.find((v) => v.name === "join").secret = { secretName: "space-join-token-dataplane", items: [{ key: "token", path: "token" }] }),
+    /DaemonSet\/space-worker: names the Secret space-join-token-dataplane, which holds the dataplane join token/],
+  ["a Secret the worker shares with another component", (objs) => podSpecOf(objs.find((o) => o.kind === "DaemonSet")).spec.volumes.push({ name: "db", secret: { secretName: "space-database" } }),
+    /DaemonSet\/space-worker: runs on sandbox nodes and names the Secret space-database, which \S+ names too/],
+  ["get on a key Secret the bootstrap never reads", (objs) => objs.find((o) => o.kind === "Role" && o.metadata.name === "space-bootstrap").rules.push({ apiGroups: [""], resources: ["secrets"], resourceNames: ["space-secrets-key"], verbs: ["get"] }), /grants get secrets space-secrets-key/],
+  ["the database's port open to the join-token CronJob", (objs) => objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "space-join-tokens").spec.egress.push({ to: [{ ipBlock: { cidr: "0.0.0.0/0" } }], ports: [{ protocol: "TCP", port: 5432 }] }),
+    /CronJob\/space-join-tokens: NetworkPolicy space-join-tokens lets it reach port 5432/],
+  ["Kind's database admitting the join-token CronJob", (objs) => objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "space-postgres").spec.ingress[0].from.push({ podSelector: { matchLabels: { "app.kubernetes.io/part-of": "space" } } }),
+    /CronJob\/space-join-tokens: NetworkPolicy space-postgres admits it on port 5432/],
 ];
 // Adds word to the flags of the space-worker command in the worker's hook.
 function hookAppend(objs, name, word) {
