@@ -278,6 +278,12 @@ void cp__create_fast_metrics(cp_api *api, sp_buf *b);
 /* ---- calls to workers (workers.c) ---- */
 
 /* Where a sandbox of c's tenant runs: its states and its worker. */
+/* Adds a data-plane token's worker claims: "wkr" (address, HOST:PORT) and
+ * "wkn" (the worker's name, by worker_id, or by address when worker_id is
+ * NULL or ""), which the data plane checks against the certificate that
+ * answers there. "wkn" is left out when the name cannot be read. */
+void cp__token_worker_claims(cp_api *api, json_object *claims, const char *worker_id, const char *address);
+
 typedef struct cp_sandbox_loc {
         char id[SP_ID_MAX];
         char state[16]; /* observed */

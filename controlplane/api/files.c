@@ -172,7 +172,7 @@ void cp__h_files_token(cp_call *c)
                 if (c->who.key_id[0]) /* the key that minted it: revoking the key ends the token */
                         json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
                 json_object_object_add(claims, "sbx", json_object_new_string(loc.id));
-                json_object_object_add(claims, "wkr", json_object_new_string(loc.address));
+                cp__token_worker_claims(c->api, claims, loc.worker_id, loc.address);
                 json_object_object_add(claims, "scope", json_object_new_string(scope));
                 if (r.path)
                         json_object_object_add(claims, "path", json_object_new_string(r.path));

@@ -154,7 +154,7 @@ static int add_token(cp_call *c, const session_row *s, const char *scope, int64_
                 json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
         json_object_object_add(claims, "sbx", json_object_new_string(s->sandbox_id));
         json_object_object_add(claims, "ses", json_object_new_string(s->id));
-        json_object_object_add(claims, "wkr", json_object_new_string(s->address));
+        cp__token_worker_claims(c->api, claims, s->worker_id, s->address);
         json_object_object_add(claims, "scope", json_object_new_string(scope));
         _cleanup_free_ char *token = NULL;
         char expires[32], url[1200];

@@ -157,7 +157,7 @@ static int upload_grant(cp_call *c, const char *tenant, const char *tpl_id, cons
         if (c->who.key_id[0])
                 json_object_object_add(claims, "akey", json_object_new_string(c->who.key_id));
         json_object_object_add(claims, "tpl", json_object_new_string(tpl_id));
-        json_object_object_add(claims, "wkr", json_object_new_string(addr));
+        cp__token_worker_claims(c->api, claims, NULL, addr);
         json_object_object_add(claims, "fmt", json_object_new_string(format));
         json_object_object_add(claims, "max", json_object_new_int64(max));
         /* The tenant's storage it may take, archive and unpacked files together. */

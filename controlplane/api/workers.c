@@ -16,6 +16,20 @@
 
 static const char *const failure_names[CP_WORKER_FAILURE_KINDS] = {"unreachable", "timeout", "error"};
 
+void cp__token_worker_claims(cp_api *api, json_object *claims, const char *worker_id, const char *address)
+{
+        json_object_object_add(claims, "wkr", json_object_new_string(address));
+        const char *params[] = {worker_id && *worker_id ? worker_id : NULL, address};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(api->db,
+                       "SELECT name FROM workers WHERE ($1::text IS NOT NULL AND id = $1) "
+                       "OR ($1::text IS NULL AND address = $2) "
+                       "ORDER BY last_heartbeat DESC NULLS LAST LIMIT 1",
+                       2, params, &res, NULL) == 0 &&
+            PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+                json_object_object_add(claims, "wkn", json_object_new_string(PQgetvalue(res, 0, 0)));
+}
+
 int cp__sandbox_locate(cp_call *c, const char *id, bool need_running, cp_sandbox_loc *ret, sp_error **err)
 {
         memset(ret, 0, sizeof(*ret));

@@ -251,8 +251,8 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(f->db,
                        "SELECT s.id, s.tenant_id, s.observed_state, s.ingress, w.address, s.auto_resume, "
-                       "s.desired_state = 'running' AND s.observed_state NOT IN ('running', 'failed') FROM sandboxes s "
-                       "LEFT JOIN workers w ON w.id = s.worker_id "
+                       "s.desired_state = 'running' AND s.observed_state NOT IN ('running', 'failed'), w.name "
+                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
                        "WHERE s.id = $1 AND s.deleted_at IS NULL AND s.desired_state <> 'deleted'",
                        1, params, &res, &e) < 0) {
                 sp_rpc_call_fail(call, e);
@@ -269,7 +269,8 @@ void cp__fleet_resolve_sandbox(sp_rpc_call *call, json_object *req, void *userda
                                         .ingress = PQgetvalue(res, 0, 3),
                                         .worker = PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4),
                                         .auto_resume = strcmp(PQgetvalue(res, 0, 5), "t") == 0,
-                                        .waking = strcmp(PQgetvalue(res, 0, 6), "t") == 0};
+                                        .waking = strcmp(PQgetvalue(res, 0, 6), "t") == 0,
+                                        .worker_name = PQgetisnull(res, 0, 7) ? NULL : PQgetvalue(res, 0, 7)};
         _cleanup_json_ json_object *resp = pr_msg_encode(&pr_cp_resolve_sandbox_resp_schema, &a);
         sp_rpc_call_reply(call, resp, NULL);
 }

@@ -187,7 +187,7 @@ static void stream_start(attach *a)
                 pr_msg_encode(&pr_wk_attach_session_schema,
                               &(pr_wk_attach_session){.session_id = a->claims.session, .offset = (int64_t)a->start});
         static const sp_rpc_stream_ops ops = {.on_frame = on_frame, .on_end = on_end};
-        sp_rpc_client *cli = dp_pool_get(a->d->pool, a->claims.worker, &e);
+        sp_rpc_client *cli = dp_pool_get(a->d->pool, a->claims.worker, a->claims.worker_name, &e);
         if (cli)
                 a->rpc = sp_rpc_client_stream(cli, "AttachSession", r, 0, &ops, a, &e);
         if (!a->rpc) {
@@ -293,7 +293,7 @@ void dp_attach_handler(sp_http_request *req, void *userdata)
                       .queue = {.event_max = raw ? DP_ATTACH_FRAME_MAX : DP_ATTACH_EVENT_MAX}};
         _cleanup_json_ json_object *r =
                 pr_msg_encode(&pr_wk_session_ref_schema, &(pr_wk_session_ref){.session_id = c.session});
-        sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, &e);
+        sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, c.worker_name, &e);
         if (!cli || sp_rpc_client_call(cli, "GetSession", r, d->limits.rpc_timeout_ms, session_done, a, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_ATTACH, &c, e);
                 attach_free(a);

@@ -99,6 +99,15 @@ static bool user_name_ok(const char *s)
 }
 
 /* Copies a string claim of at most max bytes into out (room for max + 1). */
+/* A worker's name, as the control plane gives them: [a-z0-9][a-z0-9.-]{0,62}. */
+static bool worker_name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > 63 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+                return false;
+        return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n;
+}
+
 static int claim_string(json_object *claims, const char *name, bool required, size_t max, char *out, sp_error **err)
 {
         const char *v = NULL;
@@ -210,6 +219,7 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED,
                                     "malformed token claims: an ingress token names no worker");
         if ((!ingress && (r = claim_string(claims, "wkr", true, DP_CLAIM_WORKER_MAX, c.worker, err)) < 0) ||
+            (!ingress && (r = claim_string(claims, "wkn", false, sizeof(c.worker_name) - 1, c.worker_name, err)) < 0) ||
             (r = claim_string(claims, "kid", true, SP_TOKEN_KID_LEN, c.kid, err)) < 0)
                 return r;
         if (ingress && !c.tenant[0])
@@ -220,6 +230,8 @@ int dp_claims_decode(json_object *claims, dp_claims *ret, sp_error **err)
         else if (strcmp(scope, "read") != 0)
                 return sp_error_set(err, SP_E_UNAUTHENTICATED,
                                     "malformed token claims: 'scope' must be \"read\" or \"write\"");
+        if (c.worker_name[0] && !worker_name_ok(c.worker_name))
+                return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'wkn' is no worker's name");
         if (!ingress && !worker_address_ok(c.worker))
                 return sp_error_set(err, SP_E_UNAUTHENTICATED, "malformed token claims: 'wkr' is not HOST:PORT");
         switch (c.kind) {

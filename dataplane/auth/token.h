@@ -49,6 +49,7 @@ typedef struct dp_claims {
          * archive and unpacked files together (sto, optional: 0 when absent) */
         uint64_t max_stored_bytes;
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* HOST:PORT of the worker RPC */
+        char worker_name[64]; /* "wkn": that worker's name, which its certificate must carry; "" when absent */
         char user[DP_CLAIM_USER_MAX + 1]; /* files tokens: act as this user in the sandbox ("": its default) */
         bool has_path; /* files tokens: the one path granted */
         char path[DP_CLAIM_PATH_MAX + 1];

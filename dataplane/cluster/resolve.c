@@ -110,6 +110,7 @@ static void take_answer(json_object *resp, const sp_error *err, const char *aske
                     copy_str(resp, "tenant_id", true, info->tenant, sizeof(info->tenant), &bad) < 0 ||
                     copy_str(resp, "state", true, info->state, sizeof(info->state), &bad) < 0 ||
                     copy_str(resp, "worker", false, info->worker, sizeof(info->worker), &bad) < 0 ||
+                    copy_str(resp, "worker_name", false, info->worker_name, sizeof(info->worker_name), &bad) < 0 ||
                     sp_json_get_string(resp, "ingress", true, 16, &mode, &bad) < 0 ||
                     sp_json_get_bool(resp, "auto_resume", false, &ar, &bad) < 0 ||
                     sp_json_get_bool(resp, "waking", false, &waking, &bad) < 0) {

@@ -35,6 +35,7 @@ typedef struct dp_sandbox_info {
         char tenant[DP_CLAIM_ID_MAX + 1];
         char state[32];
         char worker[DP_CLAIM_WORKER_MAX + 1]; /* "" when it has none */
+        char worker_name[64]; /* its name (certificate); "" when unknown */
         bool public_; /* ingress "public" (else "token") */
         bool auto_resume; /* a request for its ports wakes it */
         bool waking; /* asked back to running, not there yet */

@@ -834,7 +834,7 @@ static void connect_port(relay *r)
         json_object_object_add(q, "sandbox_id", json_object_new_string(r->t.sandbox));
         json_object_object_add(q, "port", json_object_new_int(r->t.port));
         static const sp_rpc_stream_ops ops = {.on_frame = rpc_frame, .on_writable = rpc_writable, .on_end = rpc_end};
-        sp_rpc_client *cli = dp_pool_get(r->d->pool, r->claims.worker, &e);
+        sp_rpc_client *cli = dp_pool_get(r->d->pool, r->claims.worker, r->claims.worker_name, &e);
         if (cli)
                 r->rpc = sp_rpc_client_stream(cli, "ConnectPort", q, 0, &ops, r, &e);
         if (!r->rpc) {
@@ -929,6 +929,7 @@ static void resolved(const dp_sandbox_info *info, const sp_error *err, void *ud)
          * of a public sandbox must not use up its owner's attach and files. */
         snprintf(r->claims.tenant, sizeof(r->claims.tenant), "%.50s/ingress", info->tenant);
         snprintf(r->claims.worker, sizeof(r->claims.worker), "%s", info->worker);
+        snprintf(r->claims.worker_name, sizeof(r->claims.worker_name), "%s", info->worker_name);
         if (strcmp(info->state, "running") != 0 || !info->worker[0]) {
                 if (info->auto_resume && wait_for_wake(r, info))
                         return;

@@ -202,7 +202,7 @@ static void stat_done(json_object *resp, const sp_error *err, void *userdata)
         q.offset = (int64_t)dl->offset;
         q.length = (int64_t)dl->length;
         _cleanup_json_ json_object *r = pr_msg_encode(&pr_wk_read_file_schema, &q);
-        sp_rpc_client *cli = dp_pool_get(dl->d->pool, dl->claims.worker, &e);
+        sp_rpc_client *cli = dp_pool_get(dl->d->pool, dl->claims.worker, dl->claims.worker_name, &e);
         if (cli)
                 dl->rpc = sp_rpc_client_stream(cli, "ReadFile", r, 0, &ops, dl, &e);
         if (!dl->rpc) {
@@ -257,7 +257,7 @@ void dp_file_get_handler(sp_http_request *req, void *userdata)
         dl->offset = f.offset;
         dl->length = f.has_length ? f.length : DP_OFFSET_MAX;
         _cleanup_json_ json_object *r = stat_request(dl);
-        sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, &e);
+        sp_rpc_client *cli = dp_pool_get(d->pool, c.worker, c.worker_name, &e);
         if (!cli || sp_rpc_client_call(cli, "StatFile", r, d->limits.rpc_timeout_ms, stat_done, dl, &e) < 0) {
                 dp__reply_error(d, req, DP_ROUTE_FILE_GET, &c, e);
                 download_free(dl);

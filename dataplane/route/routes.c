@@ -178,7 +178,7 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
         if (sp_shares_take(d->streams, claims->tenant, "streams", &e) == 0) {
                 /* Then a stream of the worker's connection, whose bound is far
                  * lower: one tenant must not hold all of one worker's streams. */
-                if (dp_pool_take(d->pool, claims->worker, claims->tenant, &e) == 0) {
+                if (dp_pool_take(d->pool, claims->worker, claims->worker_name, claims->tenant, &e) == 0) {
                         d->metrics.streams_open++;
                         return true;
                 }
@@ -193,7 +193,7 @@ bool dp__stream_admit(dp *d, sp_http_request *req, dp_route route, const dp_clai
 
 void dp__stream_release(dp *d, const dp_claims *claims)
 {
-        dp_pool_give(d->pool, claims->worker, claims->tenant);
+        dp_pool_give(d->pool, claims->worker, claims->worker_name, claims->tenant);
         sp_shares_give(d->streams, claims->tenant);
         if (d->metrics.streams_open > 0)
                 d->metrics.streams_open--;

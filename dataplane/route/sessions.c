@@ -77,7 +77,7 @@ static void control_call(dp *d, sp_http_request *req, dp_route route, const dp_c
                 return;
         }
         *c = (control){.d = d, .claims = *claims, .route = route, .method = method};
-        sp_rpc_client *cli = dp_pool_get(d->pool, claims->worker, &e);
+        sp_rpc_client *cli = dp_pool_get(d->pool, claims->worker, claims->worker_name, &e);
         if (!cli || sp_rpc_client_call(cli, method, request, d->limits.rpc_timeout_ms, control_done, c, &e) < 0) {
                 free(c);
                 dp__reply_error(d, req, route, claims, e);

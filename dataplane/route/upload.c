@@ -171,7 +171,7 @@ void dp__upload_start(dp *d, sp_http_request *req, const dp_claims *claims, cons
         u->results = spec->results;
         u->bytes = spec->bytes;
         static const sp_rpc_stream_ops ops = {.on_writable = on_writable, .on_end = on_end};
-        sp_rpc_client *cli = dp_pool_get(d->pool, claims->worker, &e);
+        sp_rpc_client *cli = dp_pool_get(d->pool, claims->worker, claims->worker_name, &e);
         if (cli)
                 u->rpc = sp_rpc_client_stream(cli, spec->method, spec->request, 0, &ops, u, &e);
         if (!u->rpc || sp_http_request_read_body(req, on_body, u, &e) < 0) {

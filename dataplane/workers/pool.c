@@ -1,17 +1,50 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* RPC clients by worker address: the shared pool, with the data plane's words and metric. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "space/cleanup.h"
 #include "space/shares.h"
+#include "space/tls.h"
 #include "workers/pool.h"
+
+/* The pool's key of a worker: its address, or "name@address" when the
+ * token (or ResolveSandbox) names it, so that a client is made for the name
+ * it will be checked against. */
+#define KEY_MAX (64 + 262 + 1) /* a name, "@" and an address (DP_CLAIM_WORKER_MAX) */
+static const char *key_of(const char *addr, const char *name, char out[static KEY_MAX])
+{
+        if (!name || !*name)
+                return addr;
+        snprintf(out, KEY_MAX, "%s@%s", name, addr);
+        return out;
+}
+
+/* After the handshake (the chain and the worker role checked by the TLS
+ * context): the certificate must name the worker the token names. */
+static int verify_name(SSL *ssl, const char *key, void *userdata, sp_error **err)
+{
+        (void)userdata;
+        const char *at = strchr(key, '@');
+        if (!at)
+                return 0; /* a token of an older control plane: the role only */
+        _cleanup_free_ char *peer = NULL;
+        if (sp_tls_peer_identity(ssl, NULL, &peer, err) < 0)
+                return -SP_E_PERMISSION;
+        if (strlen(peer) != (size_t)(at - key) || memcmp(peer, key, (size_t)(at - key)) != 0)
+                return sp_error_set(err, SP_E_PERMISSION, "the server at %.261s is worker '%.63s', not '%.*s'", at + 1,
+                                    peer, (int)(at - key), key);
+        return 0;
+}
 
 dp_pool *dp_pool_new(struct event_base *base, SSL_CTX *ctx, size_t max, sp_error **err)
 {
         dp_pool *p = sp_rpc_pool_new(base, ctx, max, err);
-        if (p)
+        if (p) {
                 sp_rpc_pool_set_shares(p, 0, 0);
+                sp_rpc_pool_set_verify(p, verify_name, NULL);
+        }
         return p;
 }
 
@@ -25,18 +58,21 @@ void dp_pool_free(dp_pool *p)
         sp_rpc_pool_free(p);
 }
 
-sp_rpc_client *dp_pool_get(dp_pool *p, const char *addr, sp_error **err)
+sp_rpc_client *dp_pool_get(dp_pool *p, const char *addr, const char *name, sp_error **err)
 {
-        return sp_rpc_pool_get(p, addr, addr, NULL, err);
+        char key[KEY_MAX];
+        return sp_rpc_pool_get(p, key_of(addr, name, key), addr, NULL, err);
 }
 
-int dp_pool_take(dp_pool *p, const char *addr, const char *tenant, sp_error **err)
+int dp_pool_take(dp_pool *p, const char *addr, const char *name, const char *tenant, sp_error **err)
 {
+        char kb[KEY_MAX];
+        const char *key = key_of(addr, name, kb);
         _cleanup_error_ sp_error *refused = NULL;
-        if (sp_rpc_pool_take(p, addr, addr, tenant, "streams to this worker", &refused) == 0)
+        if (sp_rpc_pool_take(p, key, addr, tenant, "streams to this worker", &refused) == 0)
                 return 0;
         /* sp_shares words its refusals for a whole server; say which bound it is. */
-        sp_shares *streams = sp_rpc_pool_shares(p, addr);
+        sp_shares *streams = sp_rpc_pool_shares(p, key);
         if (streams && refused->code == SP_E_LIMIT && sp_shares_used_by(streams, tenant) >= sp_shares_per_key(streams))
                 return sp_error_set(err, SP_E_LIMIT,
                                     "this tenant holds %zu streams to this worker already, the share of streams to "
@@ -49,10 +85,11 @@ int dp_pool_take(dp_pool *p, const char *addr, const char *tenant, sp_error **er
         return sp_error_set(err, refused->code, "%s", refused->message);
 }
 
-void dp_pool_give(dp_pool *p, const char *addr, const char *tenant)
+void dp_pool_give(dp_pool *p, const char *addr, const char *name, const char *tenant)
 {
+        char key[KEY_MAX];
         /* No entry: the pool is being freed (its calls end as it closes them). */
-        sp_rpc_pool_give(p, addr, tenant);
+        sp_rpc_pool_give(p, key_of(addr, name, key), tenant);
 }
 
 typedef struct render_ctx {
@@ -79,10 +116,10 @@ static void render_one(const char *key, uint64_t share, uint64_t total, void *us
 
 static void render_entry(const char *key, const char *addr, sp_rpc_client *cli, sp_shares *shares, void *userdata)
 {
-        (void)addr;
+        (void)key;
         (void)cli;
         render_ctx *x = userdata;
-        x->worker = key;
+        x->worker = addr;
         if (x->r == 0 && shares)
                 sp_shares_refusals(shares, render_one, x);
 }

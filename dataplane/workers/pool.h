@@ -53,17 +53,20 @@ void dp_pool_free(dp_pool *p);
 
 /* The client for addr ("HOST:PORT"), borrowed: use it at once (start the
  * call in the same callback); a client with calls in progress is never
- * closed by the pool. Errors: SP_E_INVALID (address), SP_E_LIMIT (every
+ * closed by the pool. name: the worker's name the token (or ResolveSandbox)
+ * gives, which the certificate answering at addr must carry (the connection
+ * is refused otherwise); NULL or "" checks the worker role only (a token of
+ * an older control plane). Errors: SP_E_INVALID (address), SP_E_LIMIT (every
  * client busy). */
-sp_rpc_client *dp_pool_get(dp_pool *p, const char *addr, sp_error **err);
+sp_rpc_client *dp_pool_get(dp_pool *p, const char *addr, const char *name, sp_error **err);
 
 /* Takes one stream of the connection to addr for tenant, making the
  * connection if there is none. Errors: SP_E_LIMIT when the tenant holds its
  * share of the connection's streams (the message says so) or every client
  * is busy, SP_E_UNAVAILABLE when all the connection's streams are taken,
  * SP_E_INVALID (address). dp_pool_give() gives the stream back. */
-int dp_pool_take(dp_pool *p, const char *addr, const char *tenant, sp_error **err);
-void dp_pool_give(dp_pool *p, const char *addr, const char *tenant);
+int dp_pool_take(dp_pool *p, const char *addr, const char *name, const char *tenant, sp_error **err);
+void dp_pool_give(dp_pool *p, const char *addr, const char *name, const char *tenant);
 
 /* Appends to out the Prometheus counter space_dataplane_worker_stream_refusals_total:
  * streamed calls refused by a connection's shares, by worker, tenant and

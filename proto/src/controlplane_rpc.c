@@ -164,6 +164,7 @@ static const pr_field resolve_sandbox_resp_fields[] = {
         PR_F_STRING(R, "ingress", ingress, true, PR_CP_INGRESS_MAX),
         /* only while the sandbox is on a worker */
         PR_F_STRING(R, "worker", worker, false, PR_CP_ADDRESS_MAX),
+        PR_F_STRING(R, "worker_name", worker_name, false, 63),
         PR_F_BOOL(R, "auto_resume", auto_resume, false),
         PR_F_BOOL(R, "waking", waking, false),
 };

@@ -511,12 +511,13 @@ START_TEST(resolve_sandbox_for_data_planes)
 
         _cleanup_(SSL_CTX_freep) SSL_CTX *dp = rpc_client(SP_ROLE_DATAPLANE, "dp-ingress");
         _cleanup_json_ json_object *r = resolve_ok(dp, sbx);
-        ck_assert_int_eq(json_object_object_length(r), 5);
+        ck_assert_int_eq(json_object_object_length(r), 6);
         ck_assert_str_eq(sp_test_jstr(r, "sandbox_id"), sbx);
         ck_assert_str_eq(sp_test_jstr(r, "tenant_id"), t.id);
         ck_assert_str_eq(sp_test_jstr(r, "state"), "running");
         ck_assert_str_eq(sp_test_jstr(r, "ingress"), "token");
         ck_assert_str_eq(sp_test_jstr(r, "worker"), address);
+        ck_assert_str_eq(sp_test_jstr(r, "worker_name"), sp_test_jstr(w, "name")); /* checked against its certificate */
 
         /* The mode as it is now; the state by its public name. */
         json_object_put(API(t.key, "PUT", path_of("/v1/sandboxes/%s/ingress", sbx), 200, "{\"mode\":\"public\"}"));

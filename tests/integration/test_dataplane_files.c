@@ -367,6 +367,52 @@ static char *user_token(const char *scope, const char *user)
         return t;
 }
 
+/* A files token whose "wkn" names the worker the data plane must find at the address. */
+static char *named_token(const char *scope, const char *worker_name)
+{
+        _cleanup_json_ json_object *c = json_object_new_object();
+        json_object_object_add(c, "typ", json_object_new_string("files"));
+        json_object_object_add(c, "ten", json_object_new_string("ten_test0000000000000001"));
+        json_object_object_add(c, "sbx", json_object_new_string(SBX));
+        json_object_object_add(c, "wkr", json_object_new_string(env.worker_addr));
+        json_object_object_add(c, "wkn", json_object_new_string(worker_name));
+        json_object_object_add(c, "scope", json_object_new_string(scope));
+        sp_error *err = NULL;
+        char *t = sp_token_sign(env.signer, c, 3600, &err);
+        ck_assert_msg(t, "sign: %s", err ? err->message : "?");
+        return t;
+}
+
+/* The worker a token names is the one the data plane talks to: a certificate of another name
+ * answering at the address (a node answering for another) gets no request, not even the
+ * upload's body; the right name is served. */
+START_TEST(the_worker_a_token_names_must_answer)
+{
+        _cleanup_free_ char *wrong = named_token("write", "intruder");
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        int st = http_put(wrong, "path=/tmp/named.txt", "not for an impostor", &b);
+        ck_assert_msg(st >= 500, "a token naming another worker: %d %s", st, b.data ? b.data : "");
+        ck_assert_msg(b.data && strstr(b.data, "not 'intruder'"), "%s", b.data ? b.data : "");
+        /* nothing was written */
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "sandbox_id", json_object_new_string(SBX));
+        json_object_object_add(req, "path", json_object_new_string("/tmp/named.txt"));
+        sp_error *e = NULL;
+        json_object *none = dpt_rpc(&env, "StatFile", req, &e);
+        ck_assert_msg(!none && e && e->code == SP_E_NOT_FOUND, "%s", e ? e->message : "the file is there");
+        sp_error_free(e);
+        sp_buf_clear(&b);
+        _cleanup_free_ char *right = named_token("write", "worker");
+        ck_assert_int_eq(http_put(right, "path=/tmp/named.txt", "for the worker", &b), 200);
+        sp_buf_clear(&b);
+        ck_assert_int_eq(http_get("GET", right, "path=/tmp/named.txt", &b), 200);
+        ck_assert_str_eq(b.data, "for the worker");
+        sp_buf_clear(&b);
+        _cleanup_free_ char *bad = named_token("read", "Not-A-Name");
+        ck_assert_int_eq(http_get("GET", bad, "path=/tmp/named.txt", &b), 401);
+}
+END_TEST
+
 /* The uid and mode of path in the sandbox (StatFile as root). */
 static void stat_of(const char *path, int64_t *uid, int64_t *mode)
 {
@@ -484,6 +530,7 @@ int main(void)
         tcase_set_timeout(tc, 200);
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_test(tc, ranges_head_append_mode_and_refusals);
+        tcase_add_test(tc, the_worker_a_token_names_must_answer);
         tcase_add_test(tc, parents_relative_paths_and_the_users_rights);
         tcase_add_test(tc, owner_acts_as_root_and_gives_what_it_makes);
         tcase_add_test(tc, two_gib_in_and_out_with_flat_memory);

@@ -155,6 +155,7 @@ typedef struct pr_cp_resolve_sandbox_resp {
         const char *state; /* the public state: running, paused, suspended, ... */
         const char *ingress; /* "token" or "public" */
         const char *worker; /* HOST:PORT of its worker's RPC; NULL when it has none */
+        const char *worker_name; /* that worker's name (its certificate's); NULL when it has none */
         bool auto_resume; /* a request for one of its ports wakes it */
         bool waking; /* on its way back to running (asked to, not there yet) */
 } pr_cp_resolve_sandbox_resp;
