@@ -137,8 +137,11 @@ void cp__worker_call_within(cp_call *c, const char *worker_id, const char *addre
         sp_rpc_client *cli = NULL;
         if (!cp_fleet_address_ok(address))
                 sp_error_set(&e, SP_E_INVALID, "worker %.64s has no usable address", worker_id);
-        else
-                cli = sp_rpc_pool_get(c->api->workers, worker_id, address, NULL, &e);
+        else {
+                char key[CP_FLEET_WORKER_KEY_MAX];
+                (void)cp_fleet_worker_key(c->api->db, worker_id, key);
+                cli = sp_rpc_pool_get(c->api->workers, key, address, NULL, &e);
+        }
         w->timeout_ms = timeout_ms > 0 && timeout_ms < c->api->cfg.worker_timeout_ms ? timeout_ms
                                                                                      : c->api->cfg.worker_timeout_ms;
         if (!cli || sp_rpc_client_call(cli, method, req, w->timeout_ms, on_answer, w, &e) < 0) {
@@ -203,8 +206,11 @@ int cp__worker_stream(cp_call *c, const char *worker_id, const char *address, co
         sp_rpc_client *cli = NULL;
         if (!cp_fleet_address_ok(address))
                 sp_error_set(err, SP_E_INVALID, "worker %.64s has no usable address", worker_id);
-        else
-                cli = sp_rpc_pool_get(c->api->workers, worker_id, address, NULL, err);
+        else {
+                char key[CP_FLEET_WORKER_KEY_MAX];
+                (void)cp_fleet_worker_key(c->api->db, worker_id, key);
+                cli = sp_rpc_pool_get(c->api->workers, key, address, NULL, err);
+        }
         if (!cli || !sp_rpc_client_stream(cli, method, req, w->timeout_ms, &sops, w, err)) {
                 free(w);
                 return sp_error_wrap(err, "worker %s", worker_id);

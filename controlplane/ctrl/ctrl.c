@@ -63,7 +63,9 @@ cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id)
                 return NULL;
         _cleanup_error_ sp_error *e = NULL;
         uint64_t generation = 0;
-        sp_rpc_client *cli = sp_rpc_pool_get(c->pool, worker_id, addr, &generation, &e);
+        char key[CP_FLEET_WORKER_KEY_MAX];
+        (void)cp_fleet_worker_key(c->db, worker_id, key);
+        sp_rpc_client *cli = sp_rpc_pool_get(c->pool, key, addr, &generation, &e);
         if (!cli) {
                 sp_log_warn("worker %s at %s: %s", worker_id, addr, e->message);
                 return NULL;

@@ -120,13 +120,39 @@ int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_n
         return 0;
 }
 
-int cp_fleet_verify_worker(SSL *ssl, const char *key, void *userdata, sp_error **err)
+int cp_fleet_worker_key(cp_db *db, const char *worker_id, char out[static CP_FLEET_WORKER_KEY_MAX])
+{
+        const char *params[] = {worker_id};
+        _cleanup_pgresult_ PGresult *res = NULL;
+        sp_error *e = NULL;
+        if (cp_db_exec(db, "SELECT coalesce(cert_serial, '') FROM workers WHERE id = $1", 1, params, &res, &e) < 0 ||
+            PQntuples(res) != 1) {
+                sp_error_free(e);
+                snprintf(out, CP_FLEET_WORKER_KEY_MAX, "%s", worker_id);
+                return -1;
+        }
+        snprintf(out, CP_FLEET_WORKER_KEY_MAX, "%s/%s", worker_id, PQgetvalue(res, 0, 0));
+        return 0;
+}
+
+int cp_fleet_verify_worker(SSL *ssl, const char *pool_key, void *userdata, sp_error **err)
 {
         cp_db *db = userdata;
         _cleanup_free_ char *name = NULL;
-        char serial[SP_TLS_SERIAL_MAX + 1];
+        char serial[SP_TLS_SERIAL_MAX + 1], key[CP_FLEET_WORKER_KEY_MAX];
+        /* "wkr_…/serial" (cp_fleet_worker_key): the serial the connection was made for */
+        snprintf(key, sizeof(key), "%s", pool_key);
+        char *slash = strchr(key, '/');
+        const char *made_for = slash ? slash + 1 : NULL;
+        if (slash)
+                *slash = '\0';
         if (sp_tls_peer_identity(ssl, NULL, &name, err) < 0 || sp_tls_peer_serial(ssl, serial) < 0)
                 return sp_error_set(err, SP_E_PERMISSION, "worker %.64s: its certificate names no worker", key);
+        if (made_for && *made_for && strcmp(made_for, serial) != 0)
+                return sp_error_set(err, SP_E_PERMISSION,
+                                    "the server at worker %.64s's address presents a certificate of '%.64s' that is "
+                                    "not the worker's",
+                                    key, name);
         const char *params[] = {key};
         _cleanup_pgresult_ PGresult *res = NULL;
         if (cp_db_exec(db, "SELECT name, coalesce(cert_serial, '') FROM workers WHERE id = $1", 1, params, &res, err) <

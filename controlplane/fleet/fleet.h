@@ -82,6 +82,13 @@ int cp_fleet_identity(SSL *ssl, void *userdata, unsigned *ret_role, char **ret_n
  * cannot be read. */
 int cp_fleet_verify_worker(SSL *ssl, const char *key, void *userdata, sp_error **err);
 
+/* The pool key of a worker: "<id>/<cert serial>", so that a join under its
+ * name (a new serial) makes a new, checked connection rather than reusing one
+ * made to the old certificate. -1 (and the id alone) when the row cannot be
+ * read. cp_fleet_verify_worker takes either form. */
+#define CP_FLEET_WORKER_KEY_MAX (SP_ID_MAX + 48)
+int cp_fleet_worker_key(cp_db *db, const char *worker_id, char out[static CP_FLEET_WORKER_KEY_MAX]);
+
 /* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
  * [IPv6] literal, and a port 1..65535; not a wildcard address. */
 bool cp_fleet_address_ok(const char *s);

@@ -1378,6 +1378,15 @@ START_TEST(worker_daemon_joins_and_heartbeats)
         const char *sp[] = {a_serial};
         sp_test_ok(cp_db_exec(db, "UPDATE workers SET cert_serial = $1 WHERE name = 'node-a'", 1, sp, NULL, &e), &e);
         ck_assert_int_eq(call_through_pool(cp, a_id, waddr), 0);
+        /* The control plane's pools key a worker by id and serial (cp_fleet_worker_key): a
+         * connection is made for one certificate, so a join under the name (a new serial) makes a
+         * new, checked one instead of reusing it. */
+        char key[CP_FLEET_WORKER_KEY_MAX];
+        ck_assert_int_eq(cp_fleet_worker_key(db, a_id, key), 0);
+        ck_assert_int_eq(call_through_pool(cp, key, waddr), 0);
+        char stale[CP_FLEET_WORKER_KEY_MAX + 16];
+        snprintf(stale, sizeof(stale), "%s/feedface", a_id);
+        ck_assert_int_ne(call_through_pool(cp, stale, waddr), 0);
         joined_free(&other_w);
         sp_test_ok(cp_db_exec(db, "DELETE FROM workers WHERE name = 'node-other'", 0, NULL, NULL, &e), &e);
 
