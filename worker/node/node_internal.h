@@ -309,8 +309,8 @@ void wk__warm_schedule(wk_node *n);
 int wk__warm_make(wk_node *n, const char *template_name, wk_node_sandbox_done_fn done, void *ud, sp_error **err);
 /* A ready pool member of the template that can serve want (backend fits). */
 wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name, const wk_box_spec *want);
-/* Ready pool members (running, not busy): what a request may push out. */
-size_t wk__warm_idle_count(const wk_node *n);
+/* Pool members that hold a live slot (made, ready or being trimmed): what a request may push out. */
+size_t wk__warm_live_count(const wk_node *n);
 /* vm_base.c: sb's VM had to boot: make its template's base snapshot for its machine (background). */
 void wk__vm_base_want(wk_node *n, const wk_sandbox *sb);
 /* sandbox.c: tells a VM's agent the time, its host name and fresh randomness

@@ -647,8 +647,10 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
                       sp_error **err)
 {
         /* Warm pool members never keep a request out: the pool gives way (warm.c trims it back under
-         * the slots), or any tenant's pool could fill the node for every other tenant. */
-        size_t held = wk__live_count(n) - (background ? 0 : wk__warm_idle_count(n));
+         * the slots), or any tenant's pool could fill the node for every other tenant. Members being
+         * made or trimmed count as little as ready ones (the slot table has room for the pool beyond
+         * the live slots): counting them let a create fail while the pool was still giving way. */
+        size_t held = wk__live_count(n) - (background ? 0 : wk__warm_live_count(n));
         if (held >= (size_t)n->cfg.slots)
                 return sp_error_set(err, SP_E_LIMIT, "node %s is full (%lld sandboxes)", n->node_id,
                                     (long long)n->cfg.slots);

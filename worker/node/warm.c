@@ -107,11 +107,11 @@ static void refill(evutil_socket_t fd, short what, void *ud)
         }
 }
 
-size_t wk__warm_idle_count(const wk_node *n)
+size_t wk__warm_live_count(const wk_node *n)
 {
         size_t c = 0;
         for (const wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
-                c += sb->warm && !sb->busy && !sb->deleting && sb->state == WK_SB_RUNNING;
+                c += sb->warm && (sb->state != WK_SB_SUSPENDED || sb->busy);
         return c;
 }
 
