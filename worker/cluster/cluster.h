@@ -24,6 +24,7 @@
 #define WK_CLUSTER_H
 
 #include <json-c/json.h>
+#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,6 +44,10 @@ typedef struct wk_cluster_config {
         json_object *labels; /* string map (wk_cluster_parse_labels), or NULL */
         const char *state_dir; /* where tls/ lives */
 } wk_cluster_config;
+
+/* The worker's client TLS context toward the control plane (its certificate,
+ * the cluster CA, a server of role controlplane, h2); NULL with *err. */
+SSL_CTX *wk__cluster_tls(const sp_join_creds *creds, sp_error **err);
 
 /* --drain-self (drain true) and --uncordon-self: asks the control plane, with
  * creds (the worker's own certificate), to drain this worker and waits until

@@ -56,13 +56,7 @@ static int call(const wk_cluster_config *cfg, SSL_CTX *ctx, const char *action, 
 int wk_cluster_self_admin(const wk_cluster_config *cfg, const sp_join_creds *creds, bool drain, int64_t timeout_us,
                           sp_error **err)
 {
-        static const char *const alpn[] = {"h2", NULL};
-        sp_tls_config tc = {.ca_pem = creds->ca_pem,
-                            .cert_pem = creds->cert_pem,
-                            .key_pem = creds->key_pem,
-                            .peer_roles = SP_ROLE_CONTROLPLANE,
-                            .alpn = alpn};
-        _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = sp_tls_client_ctx_new(&tc, err);
+        _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = wk__cluster_tls(creds, err);
         if (!ctx)
                 return sp_error_wrap(err, "tls");
         int64_t deadline = sp_now_mono_us() + timeout_us;

@@ -215,8 +215,7 @@ static void tick(evutil_socket_t fd, short what, void *userdata)
         c->in_flight = true;
 }
 
-int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_config *cfg, const sp_join_creds *creds,
-                     wk_cluster **ret, sp_error **err)
+SSL_CTX *wk__cluster_tls(const sp_join_creds *creds, sp_error **err)
 {
         static const char *const alpn[] = {"h2", NULL};
         sp_tls_config tc = {.ca_pem = creds->ca_pem,
@@ -224,6 +223,12 @@ int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_co
                             .key_pem = creds->key_pem,
                             .peer_roles = SP_ROLE_CONTROLPLANE,
                             .alpn = alpn};
+        return sp_tls_client_ctx_new(&tc, err);
+}
+
+int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_config *cfg, const sp_join_creds *creds,
+                     wk_cluster **ret, sp_error **err)
+{
         wk_cluster *c = calloc(1, sizeof(*c));
         if (!c)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -238,7 +243,7 @@ int wk_cluster_start(struct event_base *base, wk_node *node, const wk_cluster_co
                 wk_cluster_free(c);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
-        if (!(c->ctx = sp_tls_client_ctx_new(&tc, err)) ||
+        if (!(c->ctx = wk__cluster_tls(creds, err)) ||
             !(c->cli = sp_rpc_client_new(base, cfg->control_plane, c->ctx, err))) {
                 wk_cluster_free(c);
                 return sp_error_wrap(err, "control plane client");
