@@ -428,8 +428,10 @@ int sp_rpc_server_listen(sp_rpc_server *srv, const char *addr, sp_error **err)
                         unlink(path);
         }
         unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | (a.is_unix ? 0 : LEV_OPT_REUSEABLE);
+        /* A control plane's fleet reconnects at once after a restart: a queue of 1024 (capped by the
+         * kernel's somaxconn) rather than libevent's 128. */
         struct evconnlistener *l =
-                evconnlistener_new_bind(srv->base, accept_cb, srv, flags, 128, (struct sockaddr *)&a.ss, a.sslen);
+                evconnlistener_new_bind(srv->base, accept_cb, srv, flags, 1024, (struct sockaddr *)&a.ss, a.sslen);
         if (!l)
                 return sp_error_set_errno(err, sp_errc_from_errno(errno), errno, "listen on %s", addr);
         srv->listeners[srv->nlisteners++] = l;

@@ -227,7 +227,7 @@ int gw_ctl_new(gw *g, int listen_fd, gw_ctl **ret, sp_error **err)
         if (!c)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         c->g = g;
-        c->listener = evconnlistener_new(g->base, on_accept, c, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
+        c->listener = evconnlistener_new(g->base, on_accept, c, LEV_OPT_CLOSE_ON_FREE, 0, listen_fd);
         if (!c->listener) {
                 free(c);
                 return sp_error_set(err, SP_E_LIMIT, "control socket: cannot listen");

@@ -523,8 +523,10 @@ int gw_relay_new(gw *g, int listen_fd, gw_relay **ret, sp_error **err)
         if (!r)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         r->g = g;
-        /* The heap keeps the relay's freed buffers (sp_daemon_setup's malloc settings). */
-        r->listener = evconnlistener_new(g->base, on_accept, r, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
+        /* The heap keeps the relay's freed buffers (sp_daemon_setup's malloc settings). The socket
+         * listens already, with a queue of 1024: a backlog of 0 keeps it (-1 would listen again with 128,
+         * and a burst of connections from sandboxes past 128 would wait a second for their SYN's retry). */
+        r->listener = evconnlistener_new(g->base, on_accept, r, LEV_OPT_CLOSE_ON_FREE, 0, listen_fd);
         if (!r->listener) {
                 free(r);
                 return sp_error_set(err, SP_E_LIMIT, "relay: cannot listen");
