@@ -11,9 +11,6 @@
 #include "space/json.h"
 #include "space/worker_rpc.h"
 
-/* Output still in flight toward a client (transport queues) stays in the log: a
- * reconnecting client resumes from its own offset, not ours. */
-#define READ_MARK_SLACK (4u << 20)
 #define ATTACH_CHUNK (64u << 10)
 
 /* Decodes req with schema into out, whose member *id names the session returned. */
@@ -286,8 +283,9 @@ static void attach_pump(attach_state *a)
                 if (r < 0)
                         return; /* the call is over; on_close cleans up */
                 a->offset += n;
-                if (a->offset > READ_MARK_SLACK)
-                        wk_session_mark_read(s, a->offset - READ_MARK_SLACK);
+                /* What is still in flight toward the client stays in the log: a client that reconnects
+                 * resumes from its own offset, not ours. */
+                wk_session_mark_sent(s, a->offset);
                 if (r == 1) {
                         a->blocked = true;
                         return;

@@ -394,6 +394,18 @@ void wk_log_mark_read(wk_log *l, uint64_t offset)
                 l->read_mark = offset;
 }
 
+uint64_t wk_log_resume_window(const wk_log *l)
+{
+        return l->capacity / 2 < WK_LOG_RESUME_WINDOW ? l->capacity / 2 : WK_LOG_RESUME_WINDOW;
+}
+
+void wk_log_mark_sent(wk_log *l, uint64_t offset)
+{
+        uint64_t w = wk_log_resume_window(l);
+        if (offset > w)
+                wk_log_mark_read(l, offset - w);
+}
+
 static int new_segment(wk_log *l, sp_error **err)
 {
         if (l->nseg >= MAX_SEGMENTS)

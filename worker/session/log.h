@@ -60,6 +60,15 @@ void wk_log_discard(wk_log *l);
 
 /* A reader has everything before offset: earlier segments may be dropped when room is needed. */
 void wk_log_mark_read(wk_log *l, uint64_t offset);
+/* At most how far behind what a reader was sent the log keeps what it holds: min(WK_LOG_RESUME_WINDOW,
+ * half the capacity), so that the window never stalls the command (it leaves the other half to run in). */
+#define WK_LOG_RESUME_WINDOW (32u << 20)
+uint64_t wk_log_resume_window(const wk_log *l);
+/* A reader was sent everything before offset, some of which may still be in transit (the data plane's
+ * buffers, both ends' sockets: a client's receive buffer alone may grow to several MiB) and lost if it
+ * hangs up: the log marks read only what is a resume window behind offset, so that a client reconnecting
+ * from the last byte it received finds it. */
+void wk_log_mark_sent(wk_log *l, uint64_t offset);
 
 /* Reads up to cap bytes of one record starting at offset (which may fall inside
  * a record). Sets *ret_stream and *ret_n; *ret_n == 0 at the end. Fails with

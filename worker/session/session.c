@@ -703,6 +703,12 @@ void wk_session_mark_read(wk_session *s, uint64_t offset)
         release_acks(s);
 }
 
+void wk_session_mark_sent(wk_session *s, uint64_t offset)
+{
+        wk_log_mark_sent(s->log, offset);
+        release_acks(s);
+}
+
 void wk_session_kick(wk_session *s)
 {
         release_acks(s);

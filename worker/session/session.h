@@ -129,6 +129,8 @@ int wk_session_read(wk_session *s, uint64_t offset, void *buf, size_t cap, uint8
                     sp_error **err);
 /* A reader has consumed everything before offset (frees log room, may resume the agent). */
 void wk_session_mark_read(wk_session *s, uint64_t offset);
+/* A reader was sent everything before offset (wk_log_mark_sent: the resume window behind it stays). */
+void wk_session_mark_sent(wk_session *s, uint64_t offset);
 /* Grants the agent the credit it was held back for if the log and the budget now have room. */
 void wk_session_kick(wk_session *s);
 /* Bytes the session charges to its budget now. */

@@ -86,7 +86,7 @@ static void start_worker(dpt_env *e, int storage_gb)
                               cg,
                               size,
                               "--slots=16",
-                              "--session-log-size=16M",
+                              "--session-log-size=32M",
                               "--log-format=text",
                               NULL};
         sp_test_proc_opts o = {.log_path = logp};

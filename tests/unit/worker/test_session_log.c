@@ -138,6 +138,35 @@ START_TEST(short_records_read_by_interleaved_readers)
 }
 END_TEST
 
+/* A reader that keeps up with the writer marks what it was sent: the log keeps the resume window behind
+ * that (for a client that hangs up with bytes in flight), and the writer never stalls on it, at any size. */
+START_TEST(a_sending_reader_keeps_a_resume_window_and_never_stalls_the_writer)
+{
+        const uint64_t caps[] = {1u << 20, 16u << 20, 72u << 20};
+        static unsigned char chunk[65536];
+        for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+                wk_log *l;
+                ck_assert_int_eq(wk_log_open(logdir, caps[i], true, &l, NULL), 0);
+                uint64_t w = wk_log_resume_window(l);
+                ck_assert_uint_eq(w, caps[i] / 2 < WK_LOG_RESUME_WINDOW ? caps[i] / 2 : WK_LOG_RESUME_WINDOW);
+                uint64_t at = 0;
+                while (at < 2 * caps[i] + w) {
+                        pattern(chunk, sizeof(chunk), at);
+                        ck_assert_msg(wk_log_append(l, 1, chunk, sizeof(chunk), NULL) == 0,
+                                      "the writer stalled at %llu with a %llu-byte log", (unsigned long long)at,
+                                      (unsigned long long)caps[i]);
+                        at += sizeof(chunk);
+                        wk_log_mark_sent(l, at);
+                        if (at >= w)
+                                ck_assert_uint_le(wk_log_start(l), at - w);
+                }
+                ck_assert_uint_gt(wk_log_start(l), 0); /* segments were dropped all the same */
+                wk_log_close(l);
+                ck_assert_int_eq(wk_log_remove(logdir, NULL), 0);
+        }
+}
+END_TEST
+
 START_TEST(full_log_applies_backpressure_and_drops_only_read_data)
 {
         wk_log *l;
@@ -337,6 +366,7 @@ int main(void)
         tcase_add_test(tc, full_log_applies_backpressure_and_drops_only_read_data);
         tcase_add_test(tc, a_reader_behind_the_writer_is_served_from_memory);
         tcase_add_test(tc, recovery_cuts_a_torn_record);
+        tcase_add_test(tc, a_sending_reader_keeps_a_resume_window_and_never_stalls_the_writer);
         tcase_add_test(tc, bad_records_refused);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
