@@ -90,14 +90,31 @@ static int run_build(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
         if (!suite && value[0] != '/')
                 return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID,
                                 "--%s %s: the path must be absolute (it is read on the worker hosts)", source, value);
-        if (ctl_arg(a, "mirror") && !suite)
-                return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID, "--mirror goes with --debootstrap");
+        static const char *const deb_only[] = {"mirror", "packages", "user"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(deb_only); i++)
+                if (ctl_arg(a, deb_only[i]) && !suite)
+                        return ctl_fail(ctx, CTL_EXIT_USAGE, err, SP_E_INVALID, "--%s goes with --debootstrap",
+                                        deb_only[i]);
         _cleanup_json_ json_object *body = json_object_new_object();
         json_object_object_add(body, "name", json_object_new_string(a->pos[0]));
         json_object_object_add(body, "source", json_object_new_string(source));
         json_object_object_add(body, suite ? "suite" : "path", json_object_new_string(value));
         if (ctl_arg(a, "mirror"))
                 json_object_object_add(body, "mirror", json_object_new_string(ctl_arg(a, "mirror")));
+        if (ctl_arg(a, "packages")) {
+                /* a,b,c: the API checks each name */
+                json_object *list = json_object_new_array();
+                json_object_object_add(body, "packages", list);
+                for (const char *p = ctl_arg(a, "packages"); *p;) {
+                        size_t n = strcspn(p, ", ");
+                        if (n)
+                                json_object_array_add(list, json_object_new_string_len(p, (int)n));
+                        p += n;
+                        p += strspn(p, ", ");
+                }
+        }
+        if (ctl_arg(a, "user"))
+                json_object_object_add(body, "user", json_object_new_string(ctl_arg(a, "user")));
         if (ctl_arg(a, "warm")) {
                 int64_t warm;
                 r = ctl_parse_int(ctl_arg(a, "warm"), 0, 64, &warm, err);
@@ -375,6 +392,8 @@ static const ctl_opt build_opts[] = {
         {"oci", "PATH", 0, "from an OCI image layout on the worker hosts"},
         {"debootstrap", "SUITE", 0, "from a Debian suite (e.g. bookworm) via debootstrap"},
         {"mirror", "URL", 0, "the Debian mirror for --debootstrap"},
+        {"packages", "LIST", 0, "Debian packages to install with --debootstrap (comma-separated, e.g. python3,git)"},
+        {"user", "NAME", 0, "a login user to make in a --debootstrap template (uid 1000, sudo when installed)"},
         {"warm", "N", 0, "keep N sandboxes of it ready on each worker (0-64)"},
         {0},
 };

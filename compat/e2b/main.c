@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "e2b.h"
+#include "request.h"
 #include "space/cleanup.h"
 #include "space/config.h"
 #include "space/daemon.h"
@@ -43,8 +44,9 @@ static const sp_config_def defs[] = {
          "32-byte key that seals envd access tokens (created when missing); share it between replicas"},
         {"envd-version", SP_CONFIG_STRING, "0.5.7", offsetof(e2b_cfg, envd_version), 0, 0,
          "the envd version reported to the SDK (it selects the SDK's features)"},
-        {"template", SP_CONFIG_STRING, "base", offsetof(e2b_cfg, template_name), 0, 0,
-         "our template for E2B's default template \"base\""},
+        {"template", SP_CONFIG_STRING, "debian,base", offsetof(e2b_cfg, template_name), 0, 0,
+         "our templates for E2B's default template \"base\", comma-separated: the first that the key may use and "
+         "that is ready"},
         {"max-calls", SP_CONFIG_INT, "1024", offsetof(e2b_cfg, max_calls), 1, 100000,
          "requests in progress at once, streams included (each holds a thread); more are answered 503"},
         {"max-calls-per-key", SP_CONFIG_INT, "0", offsetof(e2b_cfg, max_calls_per_key), 0, 100000,
@@ -86,6 +88,17 @@ int main(int argc, char **argv)
         if (evthread_use_pthreads() < 0) {
                 sp_log_error("libevent has no thread support");
                 return 1;
+        }
+        /* name[,name...]: each a template name (1-128 characters, no ',') */
+        for (const char *t = c.template_name;;) {
+                size_t n = strcspn(t, ",");
+                if (n == 0 || n > E2B_TEMPLATE_NAME_MAX) {
+                        sp_log_error("--template must list template names (1 to 128 characters each), comma-separated");
+                        return 2;
+                }
+                if (!t[n])
+                        break;
+                t += n + 1;
         }
         e2b_ctx ctx = {.api_url = c.api_url,
                        .ca_file = c.ca_file,

@@ -398,8 +398,14 @@ int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error
 int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err)
 {
         const char *tpl = sp_json_member_str(in, "templateID");
-        if (!tpl || !*tpl || strcmp(tpl, "base") == 0)
-                tpl = template_default;
+        char first[E2B_TEMPLATE_NAME_MAX + 1];
+        if (!tpl || !*tpl || strcmp(tpl, "base") == 0) {
+                /* The first of the list (the create tries the others after it: rest.c). */
+                size_t n = strcspn(template_default, ",");
+                snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) - 1 ? n : sizeof(first) - 1),
+                         template_default);
+                tpl = first;
+        }
         int64_t timeout = int_field(in, "timeout", E2B_REQUEST_DEFAULT_TIMEOUT_S);
         json_object *v = NULL;
         bool auto_pause = json_object_object_get_ex(in, "autoPause", &v) && json_object_get_boolean(v);

@@ -109,8 +109,10 @@ int e2b_request_body(const char *body, size_t len, json_object **ret, sp_error *
  * allowlists (docs/e2b.md). */
 int e2b_request_egress(json_object *in, bool update, json_object **ret, sp_error **err);
 
+#define E2B_TEMPLATE_NAME_MAX 128 /* the public API's bound on a template's name */
+
 /* POST /sandboxes: the public API's create body (templateID, "base" or none
- * meaning template_default; metadata; envVars; timeout, default 300;
+ * meaning the first of template_default, a comma-separated list; metadata; envVars; timeout, default 300;
  * autoPause as end action suspend, else kill). *ret_body is new. */
 int e2b_request_create(json_object *in, const char *template_default, json_object **ret_body, sp_error **err);
 

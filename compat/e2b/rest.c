@@ -288,8 +288,23 @@ static void create(e2b_call *call, void *userdata)
         int64_t timeout = json_object_object_get_ex(body, "timeout_s", &tv) ? json_object_get_int64(tv) : 0;
         _cleanup_json_ json_object *env = NULL;
         json_object *sb = NULL;
-        if (e2b_api_json(&a, "POST", "/v1/sandboxes", body, &env, &e) < 0 ||
-            e2b_api_wait(&a, env, CREATE_WAIT_S, &e) < 0 || !json_object_object_get_ex(env, "sandbox", &sb) ||
+        /* E2B's default: the first of our list that the key may use and that is ready (a cluster that
+         * has built the Debian template uses it; one that has not, base). */
+        const char *asked = sp_json_member_str(in, "templateID");
+        const char *next = !asked || !*asked || strcmp(asked, "base") == 0 ? strchr(ctx->template_default, ',') : NULL;
+        int r;
+        while ((r = e2b_api_json(&a, "POST", "/v1/sandboxes", body, &env, &e)) < 0 && next && e &&
+               (e->code == SP_E_NOT_FOUND || e->code == SP_E_CONFLICT) && strncmp(e->message, "template '", 10) == 0) {
+                const char *name = next + 1;
+                size_t n = strcspn(name, ",");
+                next = name[n] ? name + n : NULL;
+                json_object_object_add(body, "template", json_object_new_string_len(name, (int)n));
+                sp_error_free(e);
+                e = NULL;
+                json_object_put(env);
+                env = NULL;
+        }
+        if (r < 0 || e2b_api_wait(&a, env, CREATE_WAIT_S, &e) < 0 || !json_object_object_get_ex(env, "sandbox", &sb) ||
             !sp_json_member_str(sb, "id")) {
                 if (!e)
                         sp_error_set(&e, SP_E_INTERNAL, "the public API answered no sandbox");

@@ -15,6 +15,10 @@
 #define MAX_BODY (1024 * 1024)
 #define MAX_PATH_LEN 4095
 #define MAX_SUITE_LEN 64
+#define MAX_PACKAGES 128 /* the worker's bound too (WK_DEBOOTSTRAP_PACKAGES_MAX for the joined list) */
+#define MAX_PACKAGE_LEN 64
+#define MAX_PACKAGES_LEN 2048
+#define MAX_USER_NAME_LEN 32
 #define MAX_MIRROR_LEN 1024
 #define MAX_WARM 64
 #define MAX_JOIN_USES 1000
@@ -752,7 +756,9 @@ void cp_template_create_req_free(cp_template_create_req *r)
         free(r->path);
         free(r->suite);
         free(r->mirror);
-        r->path = r->suite = r->mirror = NULL;
+        free(r->packages);
+        free(r->user);
+        r->path = r->suite = r->mirror = r->packages = r->user = NULL;
 }
 
 /* Absolute, without "." or ".." segments, empty segments or control characters. */
@@ -776,6 +782,58 @@ static bool suite_valid(const char *s)
                 return false;
         for (; *s; s++)
                 if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-'))
+                        return false;
+        return true;
+}
+
+/* A Debian package name (policy 5.6.1). */
+static bool package_valid(const char *s)
+{
+        if (strlen(s) < 2 || !alnum(s[0]) || (s[0] >= 'A' && s[0] <= 'Z'))
+                return false;
+        for (s++; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '+' || *s == '.' || *s == '-'))
+                        return false;
+        return true;
+}
+
+/* "packages": an array of 1..MAX_PACKAGES Debian package names, joined with ',' into *ret. */
+static int get_packages(json_object *o, char **ret, sp_error **err)
+{
+        json_object *a = NULL;
+        if (!json_object_object_get_ex(o, "packages", &a))
+                return 0;
+        size_t n = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+        if (n == 0 || n > MAX_PACKAGES)
+                return sp_error_set(err, SP_E_INVALID, "packages must be an array of 1 to %d package names",
+                                    MAX_PACKAGES);
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = json_object_array_get_idx(a, i);
+                const char *name = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+                if (!name || strlen(name) > MAX_PACKAGE_LEN || !package_valid(name))
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "packages[%zu] must be a Debian package name ([a-z0-9][a-z0-9+.-]+, at "
+                                            "most %d characters)",
+                                            i, MAX_PACKAGE_LEN);
+                if ((i && sp_buf_append(&b, ",", 1, err) < 0) || sp_buf_append(&b, name, strlen(name), err) < 0)
+                        return -SP_E_LIMIT;
+        }
+        if (b.len > MAX_PACKAGES_LEN)
+                return sp_error_set(err, SP_E_INVALID, "packages must name at most %d bytes together",
+                                    MAX_PACKAGES_LEN);
+        if (!(*ret = strndup(b.data, b.len)))
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        return 1;
+}
+
+/* A login user's name: [a-z_][a-z0-9_-]*, not root. */
+static bool user_name_valid(const char *s)
+{
+        if (!((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_') || strcmp(s, "root") == 0)
+                return false;
+        for (s++; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
                         return false;
         return true;
 }
@@ -811,8 +869,8 @@ static int get_dup(json_object *o, const char *name, size_t max, bool (*valid)(c
 
 static int template_create(json_object *o, cp_template_create_req *t, sp_error **err)
 {
-        static const char *const allowed[] = {"name", "source", "path",      "suite", "mirror",
-                                              "warm", "format", "tenant_id", NULL};
+        static const char *const allowed[] = {"name", "source", "path",   "suite",     "mirror", "packages",
+                                              "user", "warm",   "format", "tenant_id", NULL};
         static const char *const formats[] = {"tar", "oci", NULL};
         const char *tenant = NULL;
         if (check_fields(o, NULL, allowed, err) < 0 || get_name(o, "name", t->name, err) < 0 ||
@@ -834,6 +892,10 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
                     &t->suite, err) < 0 ||
             get_dup(o, "mirror", MAX_MIRROR_LEN, cp_req_mirror_valid, "an http:// or https:// URL", &t->mirror, err) <
                     0 ||
+            get_packages(o, &t->packages, err) < 0 ||
+            get_dup(o, "user", MAX_USER_NAME_LEN, user_name_valid,
+                    "a user name of a-z, 0-9, '_' and '-' starting with a letter or '_', other than root", &t->user,
+                    err) < 0 ||
             get_int(o, NULL, "warm", 0, MAX_WARM, &t->warm, err) < 0)
                 return -SP_E_INVALID;
 
@@ -843,11 +905,13 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
         if (strcmp(t->source, "upload") == 0) {
                 if (!t->format[0])
                         return sp_error_set(err, SP_E_INVALID, "format is required with source upload (tar or oci)");
-                if (t->path || t->suite || t->mirror)
+                if (t->path || t->suite || t->mirror || t->packages || t->user)
                         return sp_error_set(err, SP_E_INVALID, "%s is not used with source upload",
-                                            t->path    ? "path"
-                                            : t->suite ? "suite"
-                                                       : "mirror");
+                                            t->path       ? "path"
+                                            : t->suite    ? "suite"
+                                            : t->mirror   ? "mirror"
+                                            : t->packages ? "packages"
+                                                          : "user");
                 return 0;
         }
         if (t->format[0])
@@ -860,9 +924,12 @@ static int template_create(json_object *o, cp_template_create_req *t, sp_error *
         } else {
                 if (!t->path)
                         return sp_error_set(err, SP_E_INVALID, "path is required with source %s", t->source);
-                if (t->suite || t->mirror)
+                if (t->suite || t->mirror || t->packages || t->user)
                         return sp_error_set(err, SP_E_INVALID, "%s is only used with source debootstrap",
-                                            t->suite ? "suite" : "mirror");
+                                            t->suite      ? "suite"
+                                            : t->mirror   ? "mirror"
+                                            : t->packages ? "packages"
+                                                          : "user");
         }
         return 0;
 }

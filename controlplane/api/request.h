@@ -178,7 +178,9 @@ int cp_req_timeout(const char *body, size_t len, cp_timeout_req *ret, sp_error *
  * path is required for dir/tar/oci (absolute, on the worker hosts, at most
  * 4095 bytes, no "." or ".." or empty segments, no control characters), suite
  * ([a-z0-9.-], 1..64) for debootstrap, mirror (http:// or https://, at most
- * 1024 bytes) optional for debootstrap; a field of the other kind of source is
+ * 1024 bytes) optional for debootstrap, and with it "packages" (1..128 Debian
+ * package names, installed with the base system) and "user" (a login user the
+ * build makes: [a-z_][a-z0-9_-]*, at most 32, not root); a field of the other kind of source is
  * refused. Source upload (the archive comes later, through the data plane)
  * takes "format" ("tar" or "oci", required) and no path, suite or mirror;
  * format is refused with the other sources. warm is the warm-pool size per worker (0..64) [0]. tenant_id
@@ -193,6 +195,8 @@ typedef struct cp_template_create_req {
         char *path; /* NULL when absent */
         char *suite;
         char *mirror;
+        char *packages; /* debootstrap: the names, joined with ',' */
+        char *user; /* debootstrap: a login user the build makes */
         int64_t warm;
 } cp_template_create_req;
 int cp_req_template_create(const char *body, size_t len, cp_template_create_req *ret, sp_error **err);

@@ -373,9 +373,13 @@ void cp__h_template_create(cp_call *c)
         }
         /* The spec is the workers' ImportTemplate request but the name and
          * the bound, which the controller adds (ctrl/templates.c). */
-        _cleanup_json_ json_object *spec = pr_msg_encode(
-                &pr_wk_import_template_schema,
-                &(pr_wk_import_template){.source = r.source, .path = r.path, .suite = r.suite, .mirror = r.mirror});
+        _cleanup_json_ json_object *spec =
+                pr_msg_encode(&pr_wk_import_template_schema, &(pr_wk_import_template){.source = r.source,
+                                                                                      .path = r.path,
+                                                                                      .suite = r.suite,
+                                                                                      .mirror = r.mirror,
+                                                                                      .packages = r.packages,
+                                                                                      .user = r.user});
         char warm[24];
         snprintf(warm, sizeof(warm), "%lld", (long long)r.warm);
         if (cp__mutation_begin(c)) {

@@ -218,7 +218,7 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
         sp_rpc_client *cli = cp__worker_client(c, worker_id);
         if (!cli)
                 return -SP_E_UNAVAILABLE;
-        /* The spec's source, path, suite and mirror (api/templates.c), and the
+        /* The spec's source, path, suite, mirror, packages and user (api/templates.c), and the
          * bound a build adds (cp__template_op). */
         json_object *max = NULL;
         pr_wk_import_template q = {
@@ -227,6 +227,8 @@ int cp__template_import(cp_ctrl *c, const char *worker_id, const char *tpl_id, j
                 .path = sp_json_member_str(spec, "path"),
                 .suite = sp_json_member_str(spec, "suite"),
                 .mirror = sp_json_member_str(spec, "mirror"),
+                .packages = sp_json_member_str(spec, "packages"),
+                .user = sp_json_member_str(spec, "user"),
                 .max_bytes = json_object_object_get_ex(spec, "max_bytes", &max) ? json_object_get_int64(max) : 0,
         };
         _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_import_template_schema, &q);

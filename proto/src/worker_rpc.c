@@ -196,6 +196,8 @@ static const pr_field import_template_fields[] = {
         PR_F_STRING(R, "path", path, false, PR_WK_PATH_MAX),
         PR_F_STRING(R, "suite", suite, false, PR_WK_SUITE_MAX),
         PR_F_STRING(R, "mirror", mirror, false, PR_WK_MIRROR_MAX),
+        PR_F_STRING(R, "packages", packages, false, PR_WK_PACKAGES_MAX),
+        PR_F_STRING(R, "user", user, false, PR_WK_USER_NAME_MAX),
         PR_F_INT(R, "max_bytes", max_bytes, false, 1, INT64_MAX, 0),
 };
 #undef R

@@ -124,6 +124,12 @@ static void template_create(const char *b, size_t n)
                 check(r.name[0] && r.warm >= 0 && r.warm <= 64);
                 bool deb = strcmp(r.source, "debootstrap") == 0;
                 check(deb ? (r.suite && !r.path) : (r.path && r.path[0] == '/' && !r.suite && !r.mirror));
+                check(deb || (!r.packages && !r.user));
+                /* names the workers take as they are: no separator but ',', none empty, no root */
+                check(!r.packages ||
+                      (r.packages[0] && !strstr(r.packages, ",,") && !strpbrk(r.packages, " ;$`'\"\\\n") &&
+                       r.packages[strlen(r.packages) - 1] != ','));
+                check(!r.user || (r.user[0] && strcmp(r.user, "root") != 0 && !strpbrk(r.user, " ;$`'\"\\\n,:")));
                 cp_template_create_req_free(&r);
         }
         sp_error_free(e);

@@ -78,8 +78,8 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
  * child, cloned from a process with other threads, never allocates. */
 struct sock_fprog;
 int wk_jail_seccomp_program(struct sock_fprog *ret, sp_error **err);
-/* Applies prog to the calling thread: no new privileges, then the filter
- * (async-signal-safe); -errno on failure. */
+/* Applies prog to the calling thread (async-signal-safe); -errno on failure. A caller with
+ * CAP_SYS_ADMIN keeps setuid programs working (no no_new_privs); any other sets no_new_privs. */
 int wk_jail_seccomp_apply(const struct sock_fprog *prog);
 /* Loads the seccomp filter into the calling process. */
 int wk_jail_seccomp_load(sp_error **err);

@@ -188,8 +188,16 @@ int wk_jail_seccomp_program(struct sock_fprog *ret, sp_error **err)
 
 int wk_jail_seccomp_apply(const struct sock_fprog *prog)
 {
-        /* As libseccomp's seccomp_load does by default: no new privileges
-         * through exec, then the filter. */
+        /* A caller with CAP_SYS_ADMIN (the jail's child, host root before it enters the sandbox's user
+         * namespace) loads the filter without no_new_privs: setuid programs in the sandbox then work
+         * (sudo, su: a sandbox's user becomes the sandbox's root, which the sandbox has anyway; a
+         * file's owner or capabilities count only through the sandbox's idmapped mount and user
+         * namespace, never as a host identity). Any other caller sets no_new_privs first, as
+         * libseccomp's seccomp_load does and as the kernel requires. */
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) == 0)
+                return 0;
+        if (errno != EACCES)
+                return -errno;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) < 0)

@@ -381,7 +381,7 @@ typedef struct {
         int fd; /* dir, tar, oci: the source, opened beneath the import root */
         wk_template_limits limits;
         wk__pool_watch pool; /* limits.room's */
-        char *suite, *mirror, *program, *agent_path;
+        char *suite, *mirror, *packages, *user, *program, *agent_path;
 } import_args;
 
 static void import_args_free(void *ud)
@@ -392,6 +392,8 @@ static void import_args_free(void *ud)
         sp_close(a->fd);
         free(a->suite);
         free(a->mirror);
+        free(a->packages);
+        free(a->user);
         free(a->program);
         free(a->agent_path);
         free(a);
@@ -413,6 +415,8 @@ static int fill_import(const char *dest, void *ud, const wk__fill_ctx *ctx, wk_t
                 wk_debootstrap_opts o = {
                         .suite = a->suite,
                         .mirror = a->mirror,
+                        .packages = a->packages,
+                        .user = a->user,
                         .program = a->program,
                         .timeout_sec = a->limits.max_seconds ? a->limits.max_seconds : WK_TEMPLATE_DEFAULT_MAX_SECONDS,
                         .progress = ctx->progress,
@@ -443,9 +447,12 @@ static int import_args_make(wk_node *n, const wk_template_import_req *req, impor
                 return sp_error_set(err, SP_E_INVALID, "field 'path' does not go with source %s", src);
         if (debootstrap && (!req->suite || !*req->suite))
                 return sp_error_set(err, SP_E_INVALID, "a template import from debootstrap needs a suite");
-        if (!debootstrap && (req->suite || req->mirror))
+        if (!debootstrap && (req->suite || req->mirror || req->packages || req->user))
                 return sp_error_set(err, SP_E_INVALID, "field '%s' goes with source debootstrap only",
-                                    req->suite ? "suite" : "mirror");
+                                    req->suite      ? "suite"
+                                    : req->mirror   ? "mirror"
+                                    : req->packages ? "packages"
+                                                    : "user");
         /* Each import gets its own deadline from the configured seconds. */
         a->limits = n->cfg.template_limits;
         a->limits.deadline_us = 0;
@@ -453,11 +460,14 @@ static int import_args_make(wk_node *n, const wk_template_import_req *req, impor
                 /* Checked now, so that a bad suite or mirror fails the call. */
                 wk_debootstrap_opts o = {.suite = req->suite,
                                          .mirror = req->mirror ? req->mirror : n->debootstrap_mirror,
+                                         .packages = req->packages,
+                                         .user = req->user,
                                          .program = n->debootstrap_program};
                 _cleanup_strv_free_ char **argv = NULL;
                 if (wk_debootstrap_argv(&o, "/checked", &argv, err) < 0)
                         return -SP_E_INVALID;
                 if (strdup_opt(o.suite, &a->suite) < 0 || strdup_opt(o.mirror, &a->mirror) < 0 ||
+                    strdup_opt(o.packages, &a->packages) < 0 || strdup_opt(o.user, &a->user) < 0 ||
                     strdup_opt(o.program, &a->program) < 0)
                         return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }

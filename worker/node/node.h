@@ -151,6 +151,8 @@ typedef struct wk_template_import_req {
         const char *path; /* dir, tar, oci: resolved beneath the node's template import root */
         const char *suite; /* debootstrap: e.g. "bookworm" */
         const char *mirror; /* debootstrap, optional: NULL takes the node's debootstrap mirror */
+        const char *packages; /* debootstrap, optional: comma-separated, installed with the base system */
+        const char *user; /* debootstrap, optional: a login user made in it */
         /* Optional (0: none): the most the template's files may hold, e.g.
          * what is left of its tenant's template storage. */
         uint64_t max_bytes;

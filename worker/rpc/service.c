@@ -15,6 +15,8 @@
 
 _Static_assert(PR_WK_SUITE_MAX == WK_DEBOOTSTRAP_SUITE_MAX, "ImportTemplate suite bound");
 _Static_assert(PR_WK_MIRROR_MAX == WK_DEBOOTSTRAP_MIRROR_MAX, "ImportTemplate mirror bound");
+_Static_assert(PR_WK_PACKAGES_MAX == WK_DEBOOTSTRAP_PACKAGES_MAX, "ImportTemplate packages bound");
+_Static_assert(PR_WK_USER_NAME_MAX == WK_DEBOOTSTRAP_USER_MAX, "ImportTemplate user bound");
 
 wk_service_ctx wk__svc;
 
@@ -408,6 +410,8 @@ static void h_import(sp_rpc_call *call, json_object *req, void *ud)
                 .path = q.path,
                 .suite = q.suite,
                 .mirror = q.mirror,
+                .packages = q.packages,
+                .user = q.user,
                 .max_bytes = (uint64_t)q.max_bytes,
         };
         import_call *ic = calloc(1, sizeof(*ic));

@@ -62,6 +62,38 @@ static bool mirror_ok(const char *m)
         return true;
 }
 
+/* a,b,c: Debian package names (policy 5.6.1: [a-z0-9][a-z0-9+.-]+), at most 128 of them. */
+static bool packages_ok(const char *p)
+{
+        size_t n = strlen(p), count = 0;
+        if (n == 0 || n > WK_DEBOOTSTRAP_PACKAGES_MAX)
+                return false;
+        for (const char *w = p; *w;) {
+                size_t len = strcspn(w, ",");
+                if (len < 2 || !((w[0] >= 'a' && w[0] <= 'z') || (w[0] >= '0' && w[0] <= '9')) || ++count > 128)
+                        return false;
+                for (size_t i = 1; i < len; i++)
+                        if (!((w[i] >= 'a' && w[i] <= 'z') || (w[i] >= '0' && w[i] <= '9') || strchr("+.-", w[i])))
+                                return false;
+                w += len;
+                if (*w == ',' && !*++w)
+                        return false;
+        }
+        return true;
+}
+
+bool wk_debootstrap_user_ok(const char *u)
+{
+        size_t n = strlen(u);
+        if (n == 0 || n > WK_DEBOOTSTRAP_USER_MAX || strcmp(u, "root") == 0 ||
+            !((u[0] >= 'a' && u[0] <= 'z') || u[0] == '_'))
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!((u[i] >= 'a' && u[i] <= 'z') || (u[i] >= '0' && u[i] <= '9') || u[i] == '_' || u[i] == '-'))
+                        return false;
+        return true;
+}
+
 static bool dest_ok(const char *d)
 {
         if (d[0] != '/' || strlen(d) > WK_TEMPLATE_DEFAULT_MAX_PATH || d[strspn(d, "/")] == '\0')
@@ -80,17 +112,25 @@ int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char 
                                     WK_DEBOOTSTRAP_SUITE_MAX);
         if (opts->mirror && !mirror_ok(opts->mirror))
                 return sp_error_set(err, SP_E_INVALID, "field 'mirror' must be an http:// or https:// URL");
+        if (opts->packages && !packages_ok(opts->packages))
+                return sp_error_set(err, SP_E_INVALID,
+                                    "field 'packages' must be 1-128 Debian package names ([a-z0-9][a-z0-9+.-]+), "
+                                    "comma-separated");
+        if (opts->user && !wk_debootstrap_user_ok(opts->user))
+                return sp_error_set(err, SP_E_INVALID,
+                                    "field 'user' must be a user name of 1-%d characters of [a-z0-9_-], starting with "
+                                    "a letter or '_', other than root",
+                                    WK_DEBOOTSTRAP_USER_MAX);
         if (!dest || !dest_ok(dest))
                 return sp_error_set(err, SP_E_INVALID, "the destination must be an absolute path other than /");
         if (program[0] != '/')
                 return sp_error_set(err, SP_E_INVALID, "the debootstrap program must be an absolute path");
         const char *words[] = {program, "--variant=minbase", opts->suite, dest, opts->mirror};
-        size_t n = opts->mirror ? 5 : 4;
-        _cleanup_strv_free_ char **v = calloc(n + 1, sizeof(char *));
+        _cleanup_strv_free_ char **v = calloc(SP_ARRAY_SIZE(words) + 1, sizeof(char *));
         if (!v)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                if (!(v[i] = strdup(words[i])))
+        for (size_t i = 0, n = 0; i < SP_ARRAY_SIZE(words); i++)
+                if (words[i] && !(v[n++] = strdup(words[i])))
                         return sp_error_set(err, SP_E_LIMIT, "out of memory");
         *ret = TAKE_PTR(v);
         return 0;
@@ -127,6 +167,7 @@ typedef struct runner {
         const wk_debootstrap_opts *opts;
         const char *dest; /* replaced by <rootfs> in the lines reported: they name no host path */
         bool remount_dev; /* dest is on a nodev mount: debootstrap gets a bind mount with devices */
+        const char *proc; /* non-NULL: the child mounts a proc file system here (<dest>/proc) first */
         int log_fd;
         uint64_t logged;
         char line[WK_DEBOOTSTRAP_LINE_MAX + 1];
@@ -282,6 +323,16 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                                 _exit(125);
                         _exit(125);
                 }
+                /* A package's scripts under chroot may read /proc, as under debootstrap (which mounts it
+                 * in the new system itself): in the child's own mount namespace, gone with it. */
+                if (r->proc && ((!r->remount_dev &&
+                                 (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)) ||
+                                mount("proc", r->proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)) {
+                        static const char msg[] = "E: cannot mount /proc in the new system\n";
+                        if (write(1, msg, sizeof(msg) - 1) < 0)
+                                _exit(125);
+                        _exit(125);
+                }
                 syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
@@ -343,6 +394,82 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         return 0;
 }
 
+/* The packages, installed by the new system's own apt under chroot (debootstrap's --include resolves no
+ * virtual packages: npm's dependencies fail it), from the mirror debootstrap wrote into its sources,
+ * without recommended packages; apt's lists and downloaded archives are removed after. */
+static int install_packages(runner *r, char **envp, int64_t deadline_us, sp_error **err)
+{
+        static const char script[] = "set -e\n"
+                                     "export DEBIAN_FRONTEND=noninteractive\n"
+                                     "apt-get update -q\n"
+                                     "apt-get install -y -q --no-install-recommends $(echo \"$1\" | tr , ' ')\n"
+                                     "apt-get clean\n"
+                                     "rm -rf /var/lib/apt/lists/*\n";
+        char proc[WK_TEMPLATE_DEFAULT_MAX_PATH + 8];
+        snprintf(proc, sizeof(proc), "%s/proc", r->dest);
+        r->last[0] = '\0';
+        r->proc = proc;
+        char *argv[] = {"/usr/sbin/chroot",
+                        (char *)r->dest,
+                        "/bin/sh",
+                        "-c",
+                        (char *)script,
+                        "sh",
+                        (char *)r->opts->packages,
+                        NULL};
+        int status = 0;
+        int rc = run(r, argv, envp, deadline_us, &status, err);
+        r->proc = NULL;
+        if (rc < 0)
+                return sp_error_wrap(err, "install the packages");
+        char q[WK__QUOTE_MAX + 8];
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "install the packages: failed (%s %d): %s",
+                                    WIFEXITED(status) ? "exit status" : "signal",
+                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
+        return 0;
+}
+
+/* The login user, made by the new system's own useradd under chroot (as debootstrap runs its packages'
+ * scripts): uid and gid 1000 when free, a home from /etc/skel, bash; passwordless sudo when the system
+ * has sudo's /etc/sudoers.d. The name was checked (wk_debootstrap_user_ok): nothing in it is special to
+ * the shell. */
+static int make_user(runner *r, char **envp, int64_t deadline_us, sp_error **err)
+{
+        static const char script[] = "set -e; u=\"$1\"\n"
+                                     "if ! getent passwd \"$u\" >/dev/null; then\n"
+                                     "  if getent passwd 1000 >/dev/null || getent group 1000 >/dev/null; then\n"
+                                     "    useradd -m -s /bin/bash -U \"$u\"\n"
+                                     "  else useradd -m -s /bin/bash -u 1000 -U \"$u\"; fi\n"
+                                     "fi\n"
+                                     "if [ -d /etc/sudoers.d ]; then\n"
+                                     "  printf '%s ALL=(ALL:ALL) NOPASSWD: ALL\\n' \"$u\" > /etc/sudoers.d/space-user\n"
+                                     "  chmod 0440 /etc/sudoers.d/space-user\n"
+                                     "fi\n"
+                                     "echo \"I: made the user $u ($(id -u \"$u\"):$(id -g \"$u\"), home $(getent "
+                                     "passwd \"$u\" | cut -d: -f6))\"\n";
+        r->last[0] = '\0';
+        char *argv[] = {"/usr/sbin/chroot",
+                        (char *)r->dest,
+                        "/bin/sh",
+                        "-c",
+                        (char *)script,
+                        "sh",
+                        (char *)r->opts->user,
+                        NULL};
+        int status = 0;
+        if (run(r, argv, envp, deadline_us, &status, err) < 0)
+                return sp_error_wrap(err, "make the user %s", r->opts->user);
+        char q[WK__QUOTE_MAX + 8];
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "make the user %s: failed (%s %d): %s", r->opts->user,
+                                    WIFEXITED(status) ? "exit status" : "signal",
+                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
+        return 0;
+}
+
 int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
                                    sp_error **err)
 {
@@ -383,6 +510,10 @@ int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *
                                     WIFEXITED(status) ? "exit status" : "signal",
                                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                                     r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
+        if (opts->packages && (rc = install_packages(r, envp, deadline, err)) < 0)
+                return rc;
+        if (opts->user && (rc = make_user(r, envp, deadline, err)) < 0)
+                return rc;
         if (ret_meta) {
                 _cleanup_template_meta_ wk_template_meta *m = NULL;
                 if (wk_template_meta_new(WK_TEMPLATE_SOURCE_DEBOOTSTRAP, &m, err) < 0)

@@ -277,6 +277,8 @@ int wk_template_source_open(const char *root, const char *path, bool want_dir, s
 
 #define WK_DEBOOTSTRAP_SUITE_MAX 64
 #define WK_DEBOOTSTRAP_MIRROR_MAX 2048
+#define WK_DEBOOTSTRAP_PACKAGES_MAX 2048 /* the comma-separated list */
+#define WK_DEBOOTSTRAP_USER_MAX 32
 #define WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC 3600
 #define WK_DEBOOTSTRAP_LOG_MAX (UINT64_C(64) << 20)
 #define WK_DEBOOTSTRAP_LINE_MAX 4096
@@ -288,6 +290,12 @@ typedef void (*wk_debootstrap_progress_fn)(const char *line, void *userdata);
 typedef struct wk_debootstrap_opts {
         const char *suite; /* required: [a-z0-9-], e.g. "bookworm" */
         const char *mirror; /* optional: an http:// or https:// URL */
+        /* optional: Debian package names, comma-separated, installed once the base system is in place
+         * (the new system's apt-get under chroot, with their dependencies, without recommends) */
+        const char *packages;
+        /* optional: a login user made once the system is in place (useradd -m -s /bin/bash, uid and
+         * gid 1000 when free), with passwordless sudo when the system has /etc/sudoers.d */
+        const char *user;
         const char *program; /* NULL: "/usr/sbin/debootstrap" */
         const char *log_path; /* optional: the combined output is appended here (bounded) */
         unsigned timeout_sec; /* 0: WK_DEBOOTSTRAP_DEFAULT_TIMEOUT_SEC */
@@ -304,6 +312,9 @@ typedef struct wk_debootstrap_opts {
  * as a new NULL-terminated vector (free with sp_strv_freep). SP_E_INVALID
  * naming the field for a bad suite, mirror or dest. */
 int wk_debootstrap_argv(const wk_debootstrap_opts *opts, const char *dest, char ***ret, sp_error **err);
+/* Whether u may name the user a debootstrap build makes: [a-z_][a-z0-9_-]*, at most
+ * WK_DEBOOTSTRAP_USER_MAX characters, not root. */
+bool wk_debootstrap_user_ok(const char *u);
 
 /* Runs debootstrap (fork/execve of the argv above, never a shell, in its own
  * process group with a minimal environment) into dest, reporting output lines

@@ -26,6 +26,8 @@
 #define PR_WK_USER_MAX 64
 #define PR_WK_SUITE_MAX 64 /* ImportTemplate suite (worker: WK_DEBOOTSTRAP_SUITE_MAX) */
 #define PR_WK_MIRROR_MAX 2048 /* ImportTemplate mirror (worker: WK_DEBOOTSTRAP_MIRROR_MAX) */
+#define PR_WK_PACKAGES_MAX 2048 /* ImportTemplate packages (worker: WK_DEBOOTSTRAP_PACKAGES_MAX) */
+#define PR_WK_USER_NAME_MAX 32 /* ImportTemplate user (worker: WK_DEBOOTSTRAP_USER_MAX) */
 #define PR_WK_ENV_MAX 1024 /* CreateSandbox env entries */
 #define PR_WK_EXEC_TIMEOUT_MAX_MS (INT64_C(30) * 24 * 3600 * 1000)
 
@@ -174,6 +176,7 @@ int pr_wk_file_decode(const pr_schema *s, json_object *obj, pr_wk_file *out, sp_
 /* ImportTemplate */
 typedef struct pr_wk_import_template {
         const char *name, *source, *path, *suite, *mirror;
+        const char *packages, *user; /* debootstrap: comma-separated package names; a login user to make */
         int64_t max_bytes; /* 0: no bound of its own */
 } pr_wk_import_template;
 

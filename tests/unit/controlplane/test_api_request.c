@@ -627,6 +627,45 @@ START_TEST(template_create_sources)
         expect_ok(&D_TEMPLATE, "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"stable\"}", &t);
         ck_assert_ptr_null(t.mirror);
         cp_template_create_req_free(&t);
+        /* Packages and a user: debootstrap only, each name checked as the workers do. */
+        expect_ok(&D_TEMPLATE,
+                  "{\"name\":\"deb\",\"source\":\"debootstrap\",\"suite\":\"bookworm\","
+                  "\"packages\":[\"python3\",\"python3-pip\",\"g++\",\"libc6.1-dev\"],\"user\":\"user\"}",
+                  &t);
+        ck_assert_str_eq(t.packages, "python3,python3-pip,g++,libc6.1-dev");
+        ck_assert_str_eq(t.user, "user");
+        cp_template_create_req_free(&t);
+        ck_assert_ptr_null(t.packages);
+        ck_assert_ptr_null(t.user);
+        static const char *const bad_packages[] = {
+                "[]",       "\"git\"",   "[1]",        "[\"Git\"]", "[\"a\"]", "[\"git,curl\"]", "[\"git curl\"]",
+                "[\"-x\"]", "[\"a_b\"]", "[\"$(id)\"]"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_packages); i++) {
+                char body[200];
+                snprintf(body, sizeof(body),
+                         "{\"name\":\"x\",\"source\":\"debootstrap\",\"suite\":\"sid\",\"packages\":%s}",
+                         bad_packages[i]);
+                expect_fail(&D_TEMPLATE, body, "packages");
+        }
+        static const char *const bad_users[] = {
+                "\"\"", "\"root\"", "\"User\"", "\"1u\"", "\"u;id\"", "1", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\""};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(bad_users); i++) {
+                char body[200];
+                snprintf(body, sizeof(body),
+                         "{\"name\":\"x\",\"source\":\"debootstrap\",\"suite\":\"sid\",\"user\":%s}", bad_users[i]);
+                expect_fail(&D_TEMPLATE, body, "user");
+        }
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"dir\",\"path\":\"/a\",\"packages\":[\"git\"]}",
+                    "packages is only used with source debootstrap");
+        expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"source\":\"upload\",\"format\":\"tar\",\"user\":\"u\"}",
+                    "user is not used with source upload");
+        /* 129 names */
+        _cleanup_buf_ sp_buf many = SP_BUF_INIT;
+        sp_buf_appendf(&many, NULL, "{\"name\":\"x\",\"source\":\"debootstrap\",\"suite\":\"sid\",\"packages\":[");
+        for (int i = 0; i < 129; i++)
+                sp_buf_appendf(&many, NULL, "%s\"p%d\"", i ? "," : "", i);
+        sp_buf_appendf(&many, NULL, "]}");
+        expect_fail(&D_TEMPLATE, many.data, "packages must be an array of 1 to 128");
 
         expect_fail(&D_TEMPLATE, "{\"source\":\"dir\",\"path\":\"/a\"}", "name is required");
         expect_fail(&D_TEMPLATE, "{\"name\":\"x\",\"path\":\"/a\"}", "source is required");

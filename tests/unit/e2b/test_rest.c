@@ -89,6 +89,15 @@ START_TEST(creates)
                 ck_assert_msg(e2b_request_create(in, "tpl", &out, &e) == 0, "%s", cases[i].in);
                 ck_assert_str_eq(str(out), cases[i].out);
         }
+        /* A list of defaults: the create asks for the first (rest.c tries the others after it). */
+        const char *lists[][2] = {
+                {"{}", "debian"}, {"{\"templateID\":\"base\"}", "debian"}, {"{\"templateID\":\"py\"}", "py"}};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(lists); i++) {
+                _cleanup_json_ json_object *in = body_ok(lists[i][0]), *out = NULL;
+                _cleanup_error_ sp_error *e = NULL;
+                ck_assert_int_eq(e2b_request_create(in, "debian,base", &out, &e), 0);
+                ck_assert_str_eq(sp_json_member_str(out, "template"), lists[i][1]);
+        }
         const char *bad[] = {"{\"timeout\":2592001}", "{\"timeout\":-1}", "{\"timeout\":-9223372036854775808}"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
                 _cleanup_json_ json_object *in = body_ok(bad[i]), *out = NULL;

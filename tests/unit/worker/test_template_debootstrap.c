@@ -80,6 +80,16 @@ START_TEST(builds_argv)
         o.mirror = "https://[2001:db8::1]:8080/debian-mirror_1/~x";
         sp_test_ok(wk_debootstrap_argv(&o, "/x", &argv, &err), &err);
         sp_strv_freep(&argv);
+
+        /* Packages and the user come after debootstrap (not its arguments), but are checked with them. */
+        o = (wk_debootstrap_opts){
+                .suite = "bookworm", .packages = "python3,python3-pip,g++,libc6.1-dev", .user = "user"};
+        sp_test_ok(wk_debootstrap_argv(&o, "/x", &argv, &err), &err);
+        ck_assert_str_eq(argv[1], "--variant=minbase");
+        ck_assert_str_eq(argv[2], "bookworm");
+        ck_assert_str_eq(argv[3], "/x");
+        ck_assert_ptr_null(argv[4]);
+        sp_strv_freep(&argv);
 }
 END_TEST
 
@@ -117,6 +127,22 @@ START_TEST(refuses_bad_arguments)
                 char **argv = NULL;
                 sp_error *err = NULL;
                 tt_assert_error(wk_debootstrap_argv(&o, dests[i], &argv, &err), err, SP_E_INVALID, "destination");
+        }
+        static const char *const packages[] = {"",   "Python3", "a",     "git,",      ",git", "git,,curl", "git curl",
+                                               "-x", "git;id",  "$(id)", "git\ncurl", "a_b",  "git,-x"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(packages); i++) {
+                wk_debootstrap_opts o = {.suite = "bookworm", .packages = packages[i]};
+                char **argv = NULL;
+                sp_error *err = NULL;
+                tt_assert_error(wk_debootstrap_argv(&o, "/x", &argv, &err), err, SP_E_INVALID, "field 'packages'");
+        }
+        static const char *const users[] = {
+                "", "root", "User", "1user", "-u", "u;id", "u$(id)", "u ser", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(users); i++) {
+                wk_debootstrap_opts o = {.suite = "bookworm", .user = users[i]};
+                char **argv = NULL;
+                sp_error *err = NULL;
+                tt_assert_error(wk_debootstrap_argv(&o, "/x", &argv, &err), err, SP_E_INVALID, "field 'user'");
         }
         wk_debootstrap_opts o = {.suite = "bookworm", .program = "debootstrap"};
         char **argv = NULL;
@@ -161,6 +187,26 @@ START_TEST(runs_and_reports_progress)
         ck_assert_str_eq(meta->cmd[0], "/bin/bash");
         wk_template_meta_free(meta);
         sp_buf_free(&lines);
+}
+END_TEST
+
+/* Packages and the user are installed and made by the new system's own tools under chroot: a system
+ * without them fails the build, naming the step. (tests/e2b/run debian builds a real one.) */
+START_TEST(packages_and_a_user_need_the_systems_own_tools)
+{
+        script("mkdir -p \"$3/etc\" \"$3/proc\" && echo 12.5 > \"$3/etc/debian_version\"\n");
+        wk_debootstrap_opts o = {.suite = "bookworm", .program = prog, .user = "user"};
+        wk_template_meta *meta = NULL;
+        sp_error *err = NULL;
+        tt_assert_error(wk_template_import_debootstrap(&o, dest, &meta, &err), err, SP_E_UNAVAILABLE,
+                        "make the user user: failed (exit status 127)");
+        ck_assert_ptr_null(meta);
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s/etc' '%s/proc'", dest, dest);
+        ck_assert_int_eq(system(cmd), 0);
+        o.packages = "git";
+        tt_assert_error(wk_template_import_debootstrap(&o, dest, &meta, &err), err, SP_E_UNAVAILABLE,
+                        "install the packages: failed (exit status 127)");
 }
 END_TEST
 
@@ -245,6 +291,7 @@ static Suite *suite(void)
         tcase_add_test(tc, refuses_bad_arguments);
         tcase_add_test(tc, runs_and_reports_progress);
         tcase_add_test(tc, cuts_long_lines);
+        tcase_add_test(tc, packages_and_a_user_need_the_systems_own_tools);
         tcase_add_test(tc, reports_failure_with_the_last_line);
         tcase_add_test(tc, times_out_and_kills_the_group);
         suite_add_tcase(s, tc);
