@@ -69,6 +69,11 @@ static int on_event(const char *event, const char *data, size_t len, void *userd
                 r->start_sent = true;
                 return send_start(r->call, pid) < 0 ? -1 : 0;
         }
+        /* envd's first event is start: the SDK (2.51) refuses a stream that begins with anything else,
+         * and a command can take longer than the data plane's keep-alive interval to start (a VM just
+         * woken from its memory under TCG, seen at 15 s) */
+        if (!r->start_sent && !event)
+                return 0;
         if (e2b_attach_event(event, data, len, r->pty, &ev, &r->ended, &r->stream_error) < 0) {
                 /* A session that failed before its start event never ran (a program,
                  * cwd or user the sandbox lacks): envd refuses such a start as an

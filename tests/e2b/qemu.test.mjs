@@ -1,0 +1,88 @@
+// E2B's pause on the qemu backend, once per pinned SDK version: a pause is
+// our suspend, which on a VM keeps its memory, so the sandbox's processes go
+// on after the wake — by a request to its port (lifecycle.autoResume) and by
+// Sandbox.connect — as on E2B. Run by tests/e2b/run qemu (a cluster of the
+// qemu backend under TCG). Requests go to *.localhost only (loopback).
+import { test, describe } from 'node:test'
+import assert from 'node:assert/strict'
+import http from 'node:http'
+
+const loopback = (host, opts, cb) => {
+  if (typeof opts === 'function') [cb, opts] = [opts, {}]
+  if (!/(^|\.)localhost\.?$/i.test(host)) {
+    return cb(Object.assign(new Error(`not resolving ${host}: only *.localhost`), { code: 'ENOTFOUND' }))
+  }
+  if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }])
+  else cb(null, '127.0.0.1', 4)
+}
+
+const httpGet = (url) =>
+  new Promise((resolve, reject) => {
+    const req = http.get(url, { lookup: loopback }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    })
+    req.on('error', reject)
+    req.setTimeout(120_000, () => req.destroy(new Error(`GET ${url}: no answer in 120 s`)))
+  })
+
+const httpGetServed = async (url) => {
+  let r
+  for (let i = 0; i < 300; i++) {
+    r = await httpGet(url)
+    if (r.status !== 502) return r
+    await new Promise((res) => setTimeout(res, 100))
+  }
+  return r
+}
+
+const versions = ['e2b-2.20.1', 'e2b-latest']
+
+for (const pkg of versions) {
+  const { Sandbox } = await import(pkg)
+  const version = (await import(`${pkg}/package.json`, { with: { type: 'json' } })).default.version
+  const pause = (s) => (typeof s.pause === 'function' ? s.pause() : s.betaPause())
+
+  describe(`e2b@${version} on VMs`, { concurrency: false }, () => {
+    test('pause keeps processes: a request wakes the server, connect finds the counter going on', async () => {
+      const s = await Sandbox.create({ timeoutMs: 600_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+      try {
+        // A counter and a server, started in the background.
+        const counter = await s.commands.run(
+          'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done',
+          { background: true },
+        )
+        await s.files.write('srv/index.html', `served by ${s.sandboxId}\n`)
+        await s.commands.run('busybox httpd -f -p 8080 -h /home/user/srv', { background: true })
+        const url = `http://${s.getHost(8080)}/index.html`
+        assert.equal((await httpGetServed(url)).status, 200)
+        const count = async (box) => Number((await box.commands.run('cat /tmp/count')).stdout)
+        const before = await count(s)
+
+        await pause(s)
+        assert.equal((await s.getInfo()).state, 'paused')
+        // The request wakes it, and the server that was running answers it: no 502.
+        const r = await httpGet(url)
+        assert.equal(r.status, 200, r.body)
+        assert.equal(r.body, `served by ${s.sandboxId}\n`)
+        assert.equal((await s.getInfo()).state, 'running')
+
+        await pause(s)
+        const back = await Sandbox.connect(s.sandboxId)
+        assert.equal((await back.getInfo()).state, 'running')
+        // The same process, still counting from where it was.
+        assert.equal((await back.commands.run(`kill -0 ${counter.pid} && echo alive`)).stdout, 'alive\n')
+        const pids = (await back.commands.list()).map((p) => p.pid)
+        assert.ok(pids.includes(counter.pid), `${counter.pid} not in ${pids}`)
+        const after = await count(back)
+        assert.ok(after > before, `the counter went from ${before} to ${after}`)
+        await new Promise((res) => setTimeout(res, 1000))
+        assert.ok((await count(back)) > after, 'the counter stopped after the wake')
+      } finally {
+        await s.kill()
+      }
+    })
+  })
+}
