@@ -33,11 +33,11 @@ static int envd_open(const e2b_ctx *ctx, const char *sandbox_id, const char *tok
         if (!(ret->sandbox_id = strdup(sandbox_id)))
                 abort();
         int rc = e2b_api_open(&ret->api, ctx, key, err);
-        sp_explicit_bzero(key, strlen(key));
         if (rc < 0)
                 e2b_envd_close(ret);
         else
-                e2b_signers_remember(ctx->signers, sandbox_id, token);
+                e2b_signers_remember(ctx->signers, sandbox_id, token, key);
+        sp_explicit_bzero(key, strlen(key));
         return rc;
 }
 

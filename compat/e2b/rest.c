@@ -241,7 +241,8 @@ static int reply_sandbox(e2b_call *call, const e2b_ctx *ctx, e2b_api *a, const c
         /* The SDK signs file URLs with the token create and connect answer:
          * remember it to check them (sign.h). */
         if (mint)
-                e2b_signers_remember(ctx->signers, id, sp_json_member_str(out, "envdAccessToken"));
+                e2b_signers_remember(ctx->signers, id, sp_json_member_str(out, "envdAccessToken"),
+                                     e2b_call_req(call)->api_key);
         const char *mode = ingress_mode(sb);
         if (mint && mode && strcmp(mode, "token") == 0) {
                 if (traffic_token(a, id, ttl_s < 0 ? lifetime_left_s(sb) : ttl_s, &traffic, &e) < 0) {

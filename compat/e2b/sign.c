@@ -22,6 +22,7 @@
 typedef struct signer {
         char *sandbox_id, *token; /* NULL: a free slot */
         uint64_t age; /* when last remembered: larger is newer */
+        uint64_t owner; /* of the API key that made or used it (a hash, not the key) */
 } signer;
 
 /* Checks hash every token (milliseconds for a full table) and may run side
@@ -30,6 +31,7 @@ typedef struct signer {
 struct e2b_signers {
         pthread_rwlock_t mu;
         signer *v;
+        uint64_t *owners; /* scratch for the eviction (under the write lock) */
         size_t max, per_sandbox;
         uint64_t clock;
 };
@@ -109,7 +111,9 @@ e2b_signers *e2b_signers_new(size_t max, size_t per_sandbox)
         if (max == 0 || per_sandbox == 0)
                 return NULL;
         e2b_signers *s = calloc(1, sizeof(*s));
-        if (!s || !(s->v = calloc(max, sizeof(*s->v)))) {
+        if (!s || !(s->v = calloc(max, sizeof(*s->v))) || !(s->owners = calloc(max, sizeof(*s->owners)))) {
+                if (s)
+                        free(s->v);
                 free(s);
                 return NULL;
         }
@@ -140,17 +144,59 @@ void e2b_signers_free(e2b_signers *s)
         for (size_t i = 0; i < s->max; i++)
                 forget(&s->v[i]);
         free(s->v);
+        free(s->owners);
         pthread_rwlock_destroy(&s->mu);
         free(s);
 }
 
-void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *token)
+static uint64_t owner_of(const char *api_key)
+{
+        unsigned char md[32];
+        unsigned int n = 0;
+        EVP_Digest(api_key ? api_key : "", api_key ? strlen(api_key) : 0, md, &n, EVP_sha256(), NULL);
+        uint64_t v = 0;
+        for (int i = 0; i < 8; i++)
+                v = v << 8 | md[i];
+        return v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* The owner holding the most entries of a full table (ties: the smaller hash). */
+static uint64_t biggest_owner(e2b_signers *s)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->max; i++)
+                if (s->v[i].token)
+                        s->owners[n++] = s->v[i].owner;
+        qsort(s->owners, n, sizeof(uint64_t), cmp_u64);
+        uint64_t best = 0;
+        size_t best_run = 0;
+        for (size_t i = 0; i < n;) {
+                size_t j = i;
+                while (j < n && s->owners[j] == s->owners[i])
+                        j++;
+                if (j - i > best_run) {
+                        best_run = j - i;
+                        best = s->owners[i];
+                }
+                i = j;
+        }
+        return best;
+}
+
+void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *token, const char *api_key)
 {
         if (!s || !sandbox_id || !*sandbox_id || strlen(sandbox_id) > MAX_SANDBOX_ID || !token || !*token ||
             strlen(token) > E2B_TOKEN_MAX_LEN)
                 return;
+        uint64_t owner = owner_of(api_key);
         pthread_rwlock_wrlock(&s->mu);
-        signer *freeslot = NULL, *oldest = NULL, *oldest_own = NULL;
+        signer *freeslot = NULL, *oldest_own = NULL;
         size_t own = 0;
         for (size_t i = 0; i < s->max; i++) {
                 signer *g = &s->v[i];
@@ -162,6 +208,7 @@ void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *to
                 if (strcmp(g->sandbox_id, sandbox_id) == 0) {
                         if (strcmp(g->token, token) == 0) {
                                 g->age = ++s->clock;
+                                g->owner = owner;
                                 pthread_rwlock_unlock(&s->mu);
                                 return;
                         }
@@ -169,16 +216,26 @@ void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *to
                         if (!oldest_own || g->age < oldest_own->age)
                                 oldest_own = g;
                 }
-                if (!oldest || g->age < oldest->age)
-                        oldest = g;
         }
-        signer *slot = own >= s->per_sandbox ? oldest_own : freeslot ? freeslot : oldest;
+        signer *slot = own >= s->per_sandbox ? oldest_own : freeslot;
+        if (!slot) {
+                /* Full: the oldest entry of whoever holds the most, so that one key filling the table
+                 * (creating and connecting to sandboxes in a loop) recycles its own entries and never
+                 * pushes out a key that holds fewer. */
+                uint64_t big = biggest_owner(s);
+                for (size_t i = 0; i < s->max; i++) {
+                        signer *g = &s->v[i];
+                        if (g->owner == big && (!slot || g->age < slot->age))
+                                slot = g;
+                }
+        }
         forget(slot);
         slot->sandbox_id = strdup(sandbox_id);
         slot->token = strdup(token);
         if (!slot->sandbox_id || !slot->token)
                 abort();
         slot->age = ++s->clock;
+        slot->owner = owner;
         pthread_rwlock_unlock(&s->mu);
 }
 

@@ -46,10 +46,13 @@ typedef struct e2b_signers e2b_signers;
 e2b_signers *e2b_signers_new(size_t max, size_t per_sandbox);
 void e2b_signers_free(e2b_signers *s);
 
-/* Remembers token as sandbox_id's (copies both). A token already there is
- * made the newest; beyond per_sandbox the sandbox's oldest is forgotten,
- * beyond max the oldest of all. Ignores NULL, empty or oversized values. */
-void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *token);
+/* Remembers token as sandbox_id's (copies both), for the API key that made or
+ * used it (only a hash of it is kept). A token already there is made the
+ * newest (and the key's); beyond per_sandbox the sandbox's oldest is
+ * forgotten; in a full table, the oldest entry of the key that holds the most,
+ * so that no key pushes out the entries of one that holds fewer. Ignores
+ * NULL, empty or oversized values. */
+void e2b_signers_remember(e2b_signers *s, const char *sandbox_id, const char *token, const char *api_key);
 
 /* Finds the token that signed (path, operation, user, expiration) as
  * signature, among sandbox_id's when it is not NULL, else among all; the

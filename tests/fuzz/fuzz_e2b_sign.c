@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         e2b_signers *t = e2b_signers_new(4, 2);
         if (!t)
                 abort();
-        e2b_signers_remember(t, "sbx_fuzz", token);
+        e2b_signers_remember(t, "sbx_fuzz", token, path);
         int known = strlen(token) <= 1024;
         char want[E2B_SIGN_LEN + 1];
         e2b_sign_compute(path, "read", user, token, exp_ok ? &exp : NULL, want);

@@ -146,6 +146,9 @@ START_TEST(image_created_reused_closed_mounted)
         ck_assert_str_eq(m.fstype, "btrfs");
         ck_assert_str_eq(m.source, st->loop_dev);
         ck_assert(wk_mountinfo_has_option(m.mount_options, "noatime"));
+        /* a setuid file a sandbox's root made (host uid 0 on disk) gives nothing on the host */
+        ck_assert(wk_mountinfo_has_option(m.mount_options, "nosuid"));
+        ck_assert(wk_mountinfo_has_option(m.mount_options, "nodev"));
         wk_mountinfo_entry_clear(&m);
         char p[PATH_MAX], flag[8] = {0};
         PATHF(p, "/sys/block/loop%d/loop/autoclear", nr);

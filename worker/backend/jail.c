@@ -328,8 +328,11 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, cfg->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree_fd < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "jail %s: clone the root filesystem mount", cfg->id);
+        /* The storage is mounted nosuid on the host (rootfs/storage.c); the sandbox's own view of its
+         * root keeps setuid programs working (docs/threat-model.md, "setuid in a jail"). */
         struct mount_attr attr = {
                 .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV,
+                .attr_clr = MOUNT_ATTR_NOSUID,
                 .userns_fd = (uint64_t)userns_fd,
         };
         if (sys_mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr) < 0)

@@ -167,10 +167,13 @@ static int image_open_existing(int fd, const char *image_path, sp_error **err)
 static int mount_image(const char *loop_dev, const char *dir, sp_error **err)
 {
         /* noatime: an atime update rewrites metadata a snapshot shares with
-         * its template. nodev: sandboxes get their /dev elsewhere. discard
+         * its template. nodev: sandboxes get their /dev elsewhere. nosuid: a
+         * setuid file a sandbox's root made is owned by host uid 0 on disk
+         * (the idmapped mount maps it back): on the host it gives nothing (a
+         * jail's own mount of its root clears nosuid again: jail.c). discard
          * gives freed space back to the host's filesystem (the image is
          * sparse); kernels without the async variant take the plain mount. */
-        unsigned long flags = MS_NOATIME | MS_NODEV;
+        unsigned long flags = MS_NOATIME | MS_NODEV | MS_NOSUID;
         if (mount(loop_dev, dir, "btrfs", flags, "discard=async") == 0)
                 return 0;
         if (errno == EINVAL && mount(loop_dev, dir, "btrfs", flags, NULL) == 0)

@@ -167,7 +167,6 @@ typedef struct runner {
         const wk_debootstrap_opts *opts;
         const char *dest; /* replaced by <rootfs> in the lines reported: they name no host path */
         bool remount_dev; /* dest is on a nodev mount: debootstrap gets a bind mount with devices */
-        const char *proc; /* non-NULL: the child mounts a proc file system here (<dest>/proc) first */
         int log_fd;
         uint64_t logged;
         char line[WK_DEBOOTSTRAP_LINE_MAX + 1];
@@ -323,16 +322,6 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
                                 _exit(125);
                         _exit(125);
                 }
-                /* A package's scripts under chroot may read /proc, as under debootstrap (which mounts it
-                 * in the new system itself): in the child's own mount namespace, gone with it. */
-                if (r->proc && ((!r->remount_dev &&
-                                 (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)) ||
-                                mount("proc", r->proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)) {
-                        static const char msg[] = "E: cannot mount /proc in the new system\n";
-                        if (write(1, msg, sizeof(msg) - 1) < 0)
-                                _exit(125);
-                        _exit(125);
-                }
                 syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
@@ -394,22 +383,37 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
         return 0;
 }
 
+/* The steps after debootstrap run the new system's programs as root under chroot, as debootstrap runs its
+ * packages' scripts, and in a pid namespace of their own: whatever they leave running (a daemon that
+ * escaped its process group) dies with the step. */
+#define UNSHARE "/usr/bin/unshare"
+
 /* The packages, installed by the new system's own apt under chroot (debootstrap's --include resolves no
  * virtual packages: npm's dependencies fail it), from the mirror debootstrap wrote into its sources,
- * without recommended packages; apt's lists and downloaded archives are removed after. */
+ * without recommended packages, with /proc (the namespace's) mounted for their scripts; apt's lists and
+ * downloaded archives are removed after. */
 static int install_packages(runner *r, char **envp, int64_t deadline_us, sp_error **err)
 {
-        static const char script[] = "set -e\n"
-                                     "export DEBIAN_FRONTEND=noninteractive\n"
-                                     "apt-get update -q\n"
-                                     "apt-get install -y -q --no-install-recommends $(echo \"$1\" | tr , ' ')\n"
-                                     "apt-get clean\n"
-                                     "rm -rf /var/lib/apt/lists/*\n";
-        char proc[WK_TEMPLATE_DEFAULT_MAX_PATH + 8];
-        snprintf(proc, sizeof(proc), "%s/proc", r->dest);
+        /* policy-rc.d: no package starts a service while it is installed (it would run on the host). */
+        static const char script[] =
+                "set -e\n"
+                "export DEBIAN_FRONTEND=noninteractive\n"
+                "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d\n"
+                "trap 'rm -f /usr/sbin/policy-rc.d' EXIT\n"
+                "apt-get update -q\n"
+                "apt-get install -y -q --no-install-recommends $(echo \"$1\" | tr , ' ')\n"
+                "apt-get clean\n"
+                "rm -rf /var/lib/apt/lists/*\n";
         r->last[0] = '\0';
-        r->proc = proc;
-        char *argv[] = {"/usr/sbin/chroot",
+        _cleanup_free_ char *mount_proc = NULL;
+        if (asprintf(&mount_proc, "--mount-proc=%s/proc", r->dest) < 0)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        char *argv[] = {UNSHARE,
+                        "--pid",
+                        "--fork",
+                        "--kill-child",
+                        mount_proc,
+                        "/usr/sbin/chroot",
                         (char *)r->dest,
                         "/bin/sh",
                         "-c",
@@ -419,7 +423,6 @@ static int install_packages(runner *r, char **envp, int64_t deadline_us, sp_erro
                         NULL};
         int status = 0;
         int rc = run(r, argv, envp, deadline_us, &status, err);
-        r->proc = NULL;
         if (rc < 0)
                 return sp_error_wrap(err, "install the packages");
         char q[WK__QUOTE_MAX + 8];
@@ -450,14 +453,8 @@ static int make_user(runner *r, char **envp, int64_t deadline_us, sp_error **err
                                      "echo \"I: made the user $u ($(id -u \"$u\"):$(id -g \"$u\"), home $(getent "
                                      "passwd \"$u\" | cut -d: -f6))\"\n";
         r->last[0] = '\0';
-        char *argv[] = {"/usr/sbin/chroot",
-                        (char *)r->dest,
-                        "/bin/sh",
-                        "-c",
-                        (char *)script,
-                        "sh",
-                        (char *)r->opts->user,
-                        NULL};
+        char *argv[] = {UNSHARE,   "--pid", "--fork",       "--kill-child", "/usr/sbin/chroot",    (char *)r->dest,
+                        "/bin/sh", "-c",    (char *)script, "sh",           (char *)r->opts->user, NULL};
         int status = 0;
         if (run(r, argv, envp, deadline_us, &status, err) < 0)
                 return sp_error_wrap(err, "make the user %s", r->opts->user);

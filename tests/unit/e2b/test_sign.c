@@ -107,8 +107,8 @@ static const char *check(e2b_signers *t, const char *hint, const char *path, con
 START_TEST(signers_bind_everything)
 {
         e2b_signers *t = e2b_signers_new(16, 4);
-        e2b_signers_remember(t, "sbx_a", "e2b1.A");
-        e2b_signers_remember(t, "sbx_b", "e2b1.B");
+        e2b_signers_remember(t, "sbx_a", "e2b1.A", "spk_one");
+        e2b_signers_remember(t, "sbx_b", "e2b1.B", "spk_one");
         char s[E2B_SIGN_LEN + 1];
         e2b_sign_compute("/tmp/f", "read", "", "e2b1.A", NULL, s);
         _cleanup_free_ char *sbx = NULL, *tok = NULL;
@@ -148,7 +148,7 @@ END_TEST
 START_TEST(signers_expiry)
 {
         e2b_signers *t = e2b_signers_new(16, 4);
-        e2b_signers_remember(t, "sbx_a", "e2b1.A");
+        e2b_signers_remember(t, "sbx_a", "e2b1.A", "spk_one");
         char s[E2B_SIGN_LEN + 1];
         int64_t exp = NOW;
         e2b_sign_compute("f", "write", "user", "e2b1.A", &exp, s);
@@ -179,21 +179,21 @@ static bool known(e2b_signers *t, const char *sandbox, const char *token)
 START_TEST(signers_bounds)
 {
         e2b_signers *t = e2b_signers_new(6, 2);
-        e2b_signers_remember(t, "sbx_a", "e2b1.A1");
-        e2b_signers_remember(t, "sbx_a", "e2b1.A2");
-        e2b_signers_remember(t, "sbx_a", "e2b1.A1"); /* made the newest again */
-        e2b_signers_remember(t, "sbx_a", "e2b1.A3"); /* forgets A2, the sandbox's oldest */
+        e2b_signers_remember(t, "sbx_a", "e2b1.A1", "spk_one");
+        e2b_signers_remember(t, "sbx_a", "e2b1.A2", "spk_one");
+        e2b_signers_remember(t, "sbx_a", "e2b1.A1", "spk_one"); /* made the newest again */
+        e2b_signers_remember(t, "sbx_a", "e2b1.A3", "spk_one"); /* forgets A2, the sandbox's oldest */
         ck_assert(known(t, "sbx_a", "e2b1.A1"));
         ck_assert(!known(t, "sbx_a", "e2b1.A2"));
         ck_assert(known(t, "sbx_a", "e2b1.A3"));
         /* The same token under another sandbox is another entry, found for that sandbox only. */
-        e2b_signers_remember(t, "sbx_b", "e2b1.A1");
+        e2b_signers_remember(t, "sbx_b", "e2b1.A1", "spk_one");
         ck_assert(known(t, "sbx_b", "e2b1.A1"));
         for (int i = 0; i < 5; i++) {
                 char sbx[16], tok[16];
                 snprintf(sbx, sizeof(sbx), "sbx_%d", i);
                 snprintf(tok, sizeof(tok), "e2b1.%d", i);
-                e2b_signers_remember(t, sbx, tok);
+                e2b_signers_remember(t, sbx, tok, "spk_one");
         }
         /* Six in all: the two oldest (sbx_a's A1 and A3) are gone. */
         ck_assert(!known(t, "sbx_a", "e2b1.A1"));
@@ -201,13 +201,49 @@ START_TEST(signers_bounds)
         ck_assert(known(t, "sbx_b", "e2b1.A1"));
         ck_assert(known(t, NULL, "e2b1.3"));
         /* Nothing remembered from empty or oversized values. */
-        e2b_signers_remember(t, "", "e2b1.X");
-        e2b_signers_remember(t, "sbx_x", "");
-        e2b_signers_remember(t, NULL, "e2b1.X");
+        e2b_signers_remember(t, "", "e2b1.X", "spk_one");
+        e2b_signers_remember(t, "sbx_x", "", "spk_one");
+        e2b_signers_remember(t, NULL, "e2b1.X", "spk_one");
         ck_assert(!known(t, NULL, "e2b1.X"));
         ck_assert(known(t, NULL, "e2b1.0"));
         e2b_signers_free(t);
         e2b_signers_free(NULL);
+}
+END_TEST
+
+/* A full table: the key holding the most gives up its oldest, so one key creating and connecting to
+ * sandboxes in a loop never pushes out another's (the table is every tenant's). */
+START_TEST(signers_one_key_cannot_push_out_another)
+{
+        e2b_signers *t = e2b_signers_new(64, 16);
+        for (int i = 0; i < 8; i++) {
+                char sbx[16], tok[16];
+                snprintf(sbx, sizeof(sbx), "sbx_v%d", i);
+                snprintf(tok, sizeof(tok), "e2b1.v%d", i);
+                e2b_signers_remember(t, sbx, tok, "spk_victim");
+        }
+        for (int i = 0; i < 1000; i++) {
+                char sbx[16], tok[16];
+                snprintf(sbx, sizeof(sbx), "sbx_f%d", i);
+                snprintf(tok, sizeof(tok), "e2b1.f%d", i);
+                e2b_signers_remember(t, sbx, tok, "spk_flood");
+        }
+        for (int i = 0; i < 8; i++) {
+                char sbx[16], tok[16];
+                snprintf(sbx, sizeof(sbx), "sbx_v%d", i);
+                snprintf(tok, sizeof(tok), "e2b1.v%d", i);
+                ck_assert_msg(known(t, sbx, tok), "the flood pushed out %s", tok);
+        }
+        /* The flood keeps the rest, its newest. */
+        ck_assert(known(t, "sbx_f999", "e2b1.f999"));
+        ck_assert(known(t, "sbx_f944", "e2b1.f944"));
+        ck_assert(!known(t, "sbx_f943", "e2b1.f943"));
+        /* A third key gets room too: from the flood's entries, not the victim's. */
+        e2b_signers_remember(t, "sbx_w", "e2b1.w", "spk_third");
+        ck_assert(known(t, "sbx_w", "e2b1.w"));
+        ck_assert(known(t, "sbx_v0", "e2b1.v0"));
+        ck_assert(!known(t, "sbx_f944", "e2b1.f944"));
+        e2b_signers_free(t);
 }
 END_TEST
 
@@ -254,6 +290,7 @@ int main(void)
         tcase_add_test(tc, signers_bind_everything);
         tcase_add_test(tc, signers_expiry);
         tcase_add_test(tc, signers_bounds);
+        tcase_add_test(tc, signers_one_key_cannot_push_out_another);
         tcase_add_test(tc, hosts_name_their_sandbox);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
