@@ -13,6 +13,7 @@
  * and the checks run against it in order.
  */
 #include <errno.h>
+#include <glob.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include "session/session.h"
 #include "space/agent_proto.h"
 #include "space/cleanup.h"
+#include "space/fileio.h"
 #include "space/json.h"
 
 static char *dir;
@@ -233,6 +235,20 @@ START_TEST(qemu_runs_unprivileged_confined_and_in_its_cgroup)
         cg[n] = '\0';
         fclose(f);
         ck_assert_msg(strstr(cg, "space-test-qemu/qemutest"), "QEMU is not in the box's cgroup: %s", cg);
+        /* A network namespace of its own, with nothing in it: a process that took QEMU over reaches no
+         * network (its devices are descriptors it was handed). */
+        char ns[64], mine[64] = "", its[64] = "";
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)pid);
+        ck_assert_int_gt(readlink(ns, its, sizeof(its) - 1), 0);
+        ck_assert_int_gt(readlink("/proc/self/ns/net", mine, sizeof(mine) - 1), 0);
+        ck_assert_msg(strcmp(its, mine) != 0, "QEMU is in the worker's network namespace (%s)", its);
+        snprintf(ns, sizeof(ns), "/proc/%d/net/dev", (int)pid);
+        _cleanup_buf_ sp_buf dev = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(ns, 65536, &dev, NULL), 0);
+        sp_buf_append(&dev, "", 1, NULL);
+        /* a header of two lines, then lo's line alone */
+        const char *lines = strchr(strchr(dev.data, '\n') + 1, '\n') + 1;
+        ck_assert_msg(strstr(lines, "lo:") && !strchr(strchr(lines, '\n') + 1, ':'), "QEMU's interfaces: %s", dev.data);
         /* Nothing of the worker's in its reach: the runtime directory is root's. */
         struct stat st;
         ck_assert_int_eq(stat(runtime, &st), 0);
@@ -475,7 +491,14 @@ static void suite_teardown(void)
         box = NULL;
         if (backend)
                 backend->ops->free(backend);
-        rmdir("/sys/fs/cgroup/unified/space-test-qemu");
+        /* Every hierarchy's (cgroup v2's, and each v1 controller's on a hybrid host). */
+        glob_t g;
+        if (glob("/sys/fs/cgroup/*/space-test-qemu", GLOB_ONLYDIR, NULL, &g) == 0) {
+                for (size_t i = 0; i < g.gl_pathc; i++)
+                        rmdir(g.gl_pathv[i]);
+                globfree(&g);
+        }
+        rmdir("/sys/fs/cgroup/space-test-qemu");
         sp_test_tmpdir_remove(dir);
         free(dir);
         event_base_free(base);

@@ -30,6 +30,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -547,6 +548,10 @@ static int box_boot(wk_box *box, sp_error **err)
                         if (dup2(high[i], i) < 0)
                                 _exit(127);
                 syscall(SYS_close_range, FD_COUNT, ~0U, 0);
+                /* An empty network namespace: QEMU needs no network of the host's (its state and devices
+                 * are descriptors), and one that a guest took over reaches none. */
+                if (unshare(CLONE_NEWNET) < 0)
+                        _exit(127);
                 if (setgroups(ngroups, groups) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
                         _exit(127);
                 sigset_t all;
