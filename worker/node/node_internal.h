@@ -84,6 +84,8 @@ struct wk_sandbox {
         unsigned link_failures; /* connections in a row that lasted under LINK_STEADY_US: the next waits longer */
         int64_t agent_log_window_ms; /* start of the current rate window */
         uint32_t agent_log_lines, agent_log_dropped; /* in that window */
+        char *agent_log_part; /* the start of a line read without its end yet (AGENT_LOG_LINE_MAX) */
+        size_t agent_log_part_len;
         wk_exec_slot **execs;
         size_t nexecs, cap_execs;
         wk_session_budget log_budget; /* its sessions' logs together (exec.c) */

@@ -225,9 +225,33 @@ static void agent_log_line(wk_sandbox *sb, const char *line, size_t n)
                        (int)(n > AGENT_LOG_LINE_MAX ? AGENT_LOG_LINE_MAX : n), line);
 }
 
-/* The agent writes whole lines of at most a few hundred bytes (one write
- * each, atomic on a pipe): each read is split at newlines, and whatever
- * stands without one is logged as a line of its own. */
+/* Lines come whole from a jail's agent (one write each, atomic on a pipe) but a few bytes at a time
+ * from a VM's serial console: a line is logged once its end comes, or once it fills
+ * AGENT_LOG_LINE_MAX (the rest of it is a line of its own), or when every writer is gone. */
+static void agent_log_flush(wk_sandbox *sb)
+{
+        if (sb->agent_log_part_len)
+                agent_log_line(sb, sb->agent_log_part, sb->agent_log_part_len);
+        sb->agent_log_part_len = 0;
+}
+
+static void agent_log_piece(wk_sandbox *sb, const char *p, size_t len, bool ended)
+{
+        if (!sb->agent_log_part && !(sb->agent_log_part = malloc(AGENT_LOG_LINE_MAX)))
+                return;
+        while (len) {
+                size_t room = AGENT_LOG_LINE_MAX - sb->agent_log_part_len, k = len < room ? len : room;
+                memcpy(sb->agent_log_part + sb->agent_log_part_len, p, k);
+                sb->agent_log_part_len += k;
+                p += k;
+                len -= k;
+                if (sb->agent_log_part_len == AGENT_LOG_LINE_MAX)
+                        agent_log_flush(sb);
+        }
+        if (ended)
+                agent_log_flush(sb);
+}
+
 static void agent_log_cb(evutil_socket_t fd, short what, void *ud)
 {
         (void)what;
@@ -237,6 +261,7 @@ static void agent_log_cb(evutil_socket_t fd, short what, void *ud)
                 ssize_t n = read(fd, buf, sizeof(buf));
                 if (n == 0) {
                         /* Every writer is gone (the agent exited): wait for the next start. */
+                        agent_log_flush(sb);
                         event_del(sb->agent_log);
                         return;
                 }
@@ -245,8 +270,8 @@ static void agent_log_cb(evutil_socket_t fd, short what, void *ud)
                 for (char *p = buf, *end = buf + n; p < end;) {
                         char *nl = memchr(p, '\n', (size_t)(end - p));
                         size_t len = (size_t)((nl ? nl : end) - p);
-                        if (len)
-                                agent_log_line(sb, p, len);
+                        /* a carriage return before the end is the console's */
+                        agent_log_piece(sb, p, nl && len && p[len - 1] == '\r' ? len - 1 : len, nl != NULL);
                         p += len + 1;
                 }
         }
@@ -269,6 +294,9 @@ static void agent_log_unwatch(wk_sandbox *sb)
         if (sb->agent_log)
                 event_free(sb->agent_log);
         sb->agent_log = NULL;
+        agent_log_flush(sb);
+        free(sb->agent_log_part);
+        sb->agent_log_part = NULL;
 }
 
 static int connect_unix(const char *path, int *ret, sp_error **err)
