@@ -45,7 +45,7 @@ typedef struct {
         int64_t storage_size, slots, jobs, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
         int64_t gw_tcp_port, gw_dns_port, gw_log_group, max_port_conns;
-        bool insecure, base_template, purge, network, vm_base_snapshots, drain_self, uncordon_self;
+        bool insecure, base_template, purge, network, vm_base_snapshots, vm_bases_ahead, drain_self, uncordon_self;
         int64_t drain_timeout;
 } worker_cfg;
 
@@ -92,6 +92,9 @@ static const sp_config_def defs[] = {
         {"vm-base-snapshots", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, vm_base_snapshots), 0, 0,
          "qemu: start a template's VMs from its base snapshot (made after the first create that booted; "
          "docs/backends.md); off: every create boots"},
+        {"vm-bases-ahead", SP_CONFIG_BOOL, "true", offsetof(worker_cfg, vm_bases_ahead), 0, 0,
+         "qemu: make a template's base snapshot for the default machine (1 vCPU, 512 MiB, 2 GiB disk) when "
+         "the template arrives, before any create"},
         {"cgroup-parent", SP_CONFIG_STRING, "space", offsetof(worker_cfg, cgroup_parent), 0, 0,
          "cgroup under which every sandbox gets its own group"},
         {"sandbox-network", SP_CONFIG_BOOL, "false", offsetof(worker_cfg, network), 0, 0,
@@ -605,6 +608,7 @@ int main(int argc, char **argv)
                 .memory_bytes = c.memory ? c.memory : (int64_t)pages * psize,
                 .session_log_bytes = c.session_log,
                 .session_log_budget = c.session_log_budget,
+                .vm_bases_ahead = c.vm_bases_ahead && c.vm_base_snapshots,
                 .default_warm = c.warm,
                 .template_import_root = c.import_root,
                 .template_limits = {.max_bytes = (uint64_t)c.tpl_max_bytes,

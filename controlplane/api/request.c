@@ -9,6 +9,7 @@
 #include "space/cleanup.h"
 #include "space/id.h"
 #include "space/json.h"
+#include "space/worker_rpc.h"
 #include "wire/pattern.h"
 
 /* Above what any valid body needs (three full maps are about 800 KiB). */
@@ -332,10 +333,10 @@ typedef struct int_rule {
 
 /* In the order of the fields of cp_resources. */
 static const int_rule resource_rules[] = {
-        {"cpu_millis", 10, 64000, 1000},
-        {"memory_mb", 16, 262144, 512},
-        {"disk_mb", 16, 1048576, 2048},
-        {"pids", 16, 65536, 1024},
+        {"cpu_millis", 10, 64000, PR_WK_DEFAULT_CPU_MILLIS},
+        {"memory_mb", 16, 262144, PR_WK_DEFAULT_MEMORY_MB},
+        {"disk_mb", 16, 1048576, PR_WK_DEFAULT_DISK_MB},
+        {"pids", 16, 65536, PR_WK_DEFAULT_PIDS},
 };
 
 static int get_resources(json_object *o, cp_resources *ret, sp_error **err)

@@ -217,6 +217,28 @@ static void hostname_of(const char *id, char *out, size_t n)
                         *c = '-';
 }
 
+/* Before any create: each worker made the base template's base snapshot for the default machine when
+ * the template arrived (at its start), so the first create that names no resources restores it. */
+START_TEST(a_templates_base_is_made_when_it_arrives)
+{
+        for (int i = 0; i < 2; i++) {
+                until_metric(i, "space_worker_vm_bases_total{result=\"made\"}", 1, 600);
+                ck_assert_int_le(worker_metric(i, "space_worker_vm_creates_total{from=\"boot\"}"), 0);
+        }
+        char key[256], id[64], w[64], path[160];
+        sp_test_new_tenant(&S, "ahead", key);
+        sp_test_create_sandbox(&S, key, "{\"template\":\"base\",\"backend\":\"qemu\"}", id);
+        sp_test_sandbox_worker(&S, key, id, w);
+        int wi = worker_index(w);
+        ck_assert_int_eq(worker_metric(wi, "space_worker_vm_creates_total{from=\"base\"}"), 1);
+        ck_assert_int_le(worker_metric(wi, "space_worker_vm_creates_total{from=\"boot\"}"), 0);
+        ck_assert_int_eq(run(key, id, "echo up"), 0);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
+}
+END_TEST
+
 START_TEST(creates_restore_the_templates_base_snapshot_and_claim_warm_vms)
 {
         char key[256], a[64], b[64], c[64], d[64], w[64], cmd[512], host[64], rand_b[128], path[160];
@@ -302,6 +324,7 @@ static Suite *suite(void)
         TCase *tc = tcase_create("move");
         tcase_set_timeout(tc, 900);
         tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+        tcase_add_test(tc, a_templates_base_is_made_when_it_arrives);
         tcase_add_test(tc, a_suspended_vm_wakes_on_the_other_worker_with_its_processes);
         tcase_add_test(tc, creates_restore_the_templates_base_snapshot_and_claim_warm_vms);
         suite_add_tcase(s, tc);

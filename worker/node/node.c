@@ -336,6 +336,7 @@ int wk__template_record(wk_node *n, const char *name, wk_template_meta *meta, wk
         n->templates = t;
         sp_log_info_kv(SP_KV("template", name), "template ready");
         wk__warm_schedule(n);
+        wk__vm_base_ahead(n, name);
         templates_changed(n);
         return 0;
 fail:

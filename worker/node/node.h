@@ -53,6 +53,7 @@ typedef struct wk_node_config {
         int64_t memory_bytes;
         int64_t session_log_bytes; /* per session */
         int64_t session_log_budget; /* per sandbox, all its sessions' logs together (0: none) */
+        bool vm_bases_ahead; /* a VM backend: a template's base for the default machine when it arrives */
         int64_t default_warm; /* warm sandboxes per template unless set */
         /* Host-path template imports (dir, tar, oci) open their source beneath
          * this directory only (wk_template_source_open); NULL or "": refused.

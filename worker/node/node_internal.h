@@ -315,6 +315,9 @@ wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name, const wk_box_s
 size_t wk__warm_live_count(const wk_node *n);
 /* vm_base.c: sb's VM had to boot: make its template's base snapshot for its machine (background). */
 void wk__vm_base_want(wk_node *n, const wk_sandbox *sb);
+/* A template arrived: its base for the public API's default machine (a create that names no
+ * resources), ahead of any create (when cfg.vm_bases_ahead). */
+void wk__vm_base_ahead(wk_node *n, const char *template_name);
 /* sandbox.c: tells a VM's agent the time, its host name and fresh randomness
  * (after a restore from memory, or a claim of a warm VM). */
 void wk__sandbox_refresh(wk_sandbox *sb);

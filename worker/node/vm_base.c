@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Base snapshots of VM templates (docs/backends.md "Fast starts"): after a
- * create of a template had to boot its VM, a background job has the backend
- * make that template's base snapshot for that machine (booted once, agent
- * ready, saved), and the next creates restore copies of it. One job at a
+/* Base snapshots of VM templates (docs/backends.md "Fast starts"): when a
+ * template arrives, for the public API's default machine, and after a create
+ * of a template had to boot its VM, for that machine, a background job has the
+ * backend make that template's base snapshot (booted once, agent ready,
+ * saved), and the next creates restore copies of it. One job at a
  * time per node (it costs one VM's memory and CPU while it runs); a failure
  * waits a minute before the next try. The VM it boots has an id slot of its
  * own (its own host uid): no sandbox's QEMU can touch what every later
@@ -18,6 +19,7 @@
 #include "space/fileio.h"
 #include "space/log.h"
 #include "space/time.h"
+#include "space/worker_rpc.h"
 
 #define BASE_RETRY_US (60 * INT64_C(1000000))
 
@@ -68,13 +70,16 @@ static void base_done(wk_job *j)
         free(b);
 }
 
-void wk__vm_base_want(wk_node *n, const wk_sandbox *sb)
+/* A base of template name for a machine, made in the background unless one is being made or a
+ * failure is recent; the backend makes nothing when that base exists already. */
+static void base_want(wk_node *n, const char *template_name, int64_t cpu_millis, int64_t memory_bytes, int64_t pids_max,
+                      int64_t disk_bytes)
 {
         if (!n->backend->ops->prepare || n->vm_base_busy || sp_now_mono_us() < n->vm_base_retry_us)
                 return;
         base_job *b = calloc(1, sizeof(*b));
         _cleanup_error_ sp_error *e = NULL;
-        _cleanup_free_ char *tdir = wk_storage_template_dir(n->storage, sb->template_name, &e);
+        _cleanup_free_ char *tdir = wk_storage_template_dir(n->storage, template_name, &e);
         if (!b || !tdir || wk__slot_take(n, &b->slot, &e) < 0) {
                 free(b);
                 return; /* no slot free now: a later cold create asks again */
@@ -83,7 +88,7 @@ void wk__vm_base_want(wk_node *n, const wk_sandbox *sb)
         b->n = n;
         b->backend = n->backend;
         snprintf(b->id, sizeof(b->id), "%s", WK_VM_BASE_BOX_ID);
-        snprintf(b->template_name, sizeof(b->template_name), "%s", sb->template_name);
+        snprintf(b->template_name, sizeof(b->template_name), "%s", template_name);
         wk__path(b->template_dir, sizeof(b->template_dir), "%s", tdir);
         wk__path(b->rootfs, sizeof(b->rootfs), "%s/rootfs", tdir);
         wk__path(b->runtime, sizeof(b->runtime), "%s/vm-base", n->state_dir);
@@ -92,13 +97,26 @@ void wk__vm_base_want(wk_node *n, const wk_sandbox *sb)
                 .rootfs = b->rootfs,
                 .runtime_dir = b->runtime,
                 .hostname = "sandbox",
-                .cpu_millis = sb->cpu_millis,
-                .memory_bytes = sb->memory_bytes,
-                .pids_max = sb->pids_max,
+                .cpu_millis = cpu_millis,
+                .memory_bytes = memory_bytes,
+                .pids_max = pids_max,
                 .id_slot = b->slot,
-                .disk_bytes = (uint64_t)sb->disk_bytes,
+                .disk_bytes = (uint64_t)disk_bytes,
                 .template_dir = b->template_dir,
         };
         n->vm_base_busy = true;
         wk_jobs_submit(n->jobs, &b->job);
+}
+
+void wk__vm_base_want(wk_node *n, const wk_sandbox *sb)
+{
+        base_want(n, sb->template_name, sb->cpu_millis, sb->memory_bytes, sb->pids_max, sb->disk_bytes);
+}
+
+void wk__vm_base_ahead(wk_node *n, const char *template_name)
+{
+        if (!n->cfg.vm_bases_ahead)
+                return;
+        base_want(n, template_name, PR_WK_DEFAULT_CPU_MILLIS, (int64_t)PR_WK_DEFAULT_MEMORY_MB << 20,
+                  PR_WK_DEFAULT_PIDS, (int64_t)PR_WK_DEFAULT_DISK_MB << 20);
 }

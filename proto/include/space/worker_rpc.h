@@ -26,6 +26,12 @@
 #define PR_WK_USER_MAX 64
 #define PR_WK_SUITE_MAX 64 /* ImportTemplate suite (worker: WK_DEBOOTSTRAP_SUITE_MAX) */
 #define PR_WK_MIRROR_MAX 2048 /* ImportTemplate mirror (worker: WK_DEBOOTSTRAP_MIRROR_MAX) */
+/* What a sandbox gets when its create names no resources (the public API's defaults: a worker
+ * makes its templates' VM base snapshots for this machine ahead of any create). */
+#define PR_WK_DEFAULT_CPU_MILLIS 1000
+#define PR_WK_DEFAULT_MEMORY_MB 512
+#define PR_WK_DEFAULT_DISK_MB 2048
+#define PR_WK_DEFAULT_PIDS 1024
 #define PR_WK_PACKAGES_MAX 2048 /* ImportTemplate packages (worker: WK_DEBOOTSTRAP_PACKAGES_MAX) */
 #define PR_WK_USER_NAME_MAX 32 /* ImportTemplate user (worker: WK_DEBOOTSTRAP_USER_MAX) */
 #define PR_WK_ENV_MAX 1024 /* CreateSandbox env entries */
