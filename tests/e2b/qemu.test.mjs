@@ -49,9 +49,10 @@ for (const pkg of versions) {
     test('pause keeps processes: a request wakes the server, connect finds the counter going on', async () => {
       const s = await Sandbox.create({ timeoutMs: 600_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
       try {
-        // A counter and a server, started in the background.
+        // A counter (its file replaced whole each time: a read never sees it empty) and a server,
+        // started in the background.
         const counter = await s.commands.run(
-          'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done',
+          'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done',
           { background: true },
         )
         await s.files.write('srv/index.html', `served by ${s.sandboxId}\n`)
