@@ -5,38 +5,11 @@
 // qemu backend under TCG). Requests go to *.localhost only (loopback).
 import { test, describe } from 'node:test'
 import assert from 'node:assert/strict'
-import http from 'node:http'
+import { httpGet, httpGetServed } from './loopback.mjs'
 
-const loopback = (host, opts, cb) => {
-  if (typeof opts === 'function') [cb, opts] = [opts, {}]
-  if (!/(^|\.)localhost\.?$/i.test(host)) {
-    return cb(Object.assign(new Error(`not resolving ${host}: only *.localhost`), { code: 'ENOTFOUND' }))
-  }
-  if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }])
-  else cb(null, '127.0.0.1', 4)
-}
-
-const httpGet = (url) =>
-  new Promise((resolve, reject) => {
-    const req = http.get(url, { lookup: loopback }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode, body }))
-    })
-    req.on('error', reject)
-    req.setTimeout(120_000, () => req.destroy(new Error(`GET ${url}: no answer in 120 s`)))
-  })
-
-const httpGetServed = async (url) => {
-  let r
-  for (let i = 0; i < 300; i++) {
-    r = await httpGet(url)
-    if (r.status !== 502) return r
-    await new Promise((res) => setTimeout(res, 100))
-  }
-  return r
-}
+// A request that wakes a VM waits for it (under TCG, seconds): 120 s; a server may take 30 s to answer.
+const get = (url) => httpGet(url, {}, 120_000)
+const getServed = (url) => httpGetServed(url, {}, 300)
 
 const versions = ['e2b-2.20.1', 'e2b-latest']
 
@@ -58,14 +31,14 @@ for (const pkg of versions) {
         await s.files.write('srv/index.html', `served by ${s.sandboxId}\n`)
         await s.commands.run('busybox httpd -f -p 8080 -h /home/user/srv', { background: true })
         const url = `http://${s.getHost(8080)}/index.html`
-        assert.equal((await httpGetServed(url)).status, 200)
+        assert.equal((await getServed(url)).status, 200)
         const count = async (box) => Number((await box.commands.run('cat /tmp/count')).stdout)
         const before = await count(s)
 
         await pause(s)
         assert.equal((await s.getInfo()).state, 'paused')
         // The request wakes it, and the server that was running answers it: no 502.
-        const r = await httpGet(url)
+        const r = await get(url)
         assert.equal(r.status, 200, r.body)
         assert.equal(r.body, `served by ${s.sandboxId}\n`)
         assert.equal((await s.getInfo()).state, 'running')

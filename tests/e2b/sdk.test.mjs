@@ -6,46 +6,11 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
-import http from 'node:http'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 
-// *.localhost is loopback (RFC 6761), but Node resolves names with the system's
-// resolver, and glibc without nss-myhostname does not know *.localhost: resolve
-// it here, to 127.0.0.1, and refuse every other name (nothing leaves the host).
-const loopback = (host, opts, cb) => {
-  if (typeof opts === 'function') [cb, opts] = [opts, {}]
-  if (!/(^|\.)localhost\.?$/i.test(host)) {
-    return cb(Object.assign(new Error(`not resolving ${host}: only *.localhost`), { code: 'ENOTFOUND' }))
-  }
-  if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }])
-  else cb(null, '127.0.0.1', 4)
-}
-
-// GET url (plain HTTP, as the data plane of a direct-mode cluster serves): status and body.
-const httpGet = (url, headers = {}) =>
-  new Promise((resolve, reject) => {
-    const req = http.get(url, { headers, lookup: loopback }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode, body }))
-    })
-    req.on('error', reject)
-    req.setTimeout(30_000, () => req.destroy(new Error(`GET ${url}: no answer in 30 s`)))
-  })
-
-// GET url until something listens behind it (the data plane answers 502 until then).
-const httpGetServed = async (url, headers = {}) => {
-  let r
-  for (let i = 0; i < 100; i++) {
-    r = await httpGet(url, headers)
-    if (r.status !== 502) return r
-    await new Promise((res) => setTimeout(res, 100))
-  }
-  return r
-}
+import { httpGet, httpGetServed } from './loopback.mjs'
 
 const versions = ['e2b-2.20.1', 'e2b-latest']
 
