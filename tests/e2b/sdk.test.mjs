@@ -5,7 +5,7 @@ import { test, describe, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -717,6 +717,7 @@ describe('e2b CLI: sandbox logs and template list', () => {
   before(async () => {
     ;({ Sandbox } = await import('e2b-latest'))
   })
+  after(() => rmSync(home, { recursive: true, force: true }))
 
   test('e2b sandbox logs: lifecycle and process events', async () => {
     const s = await Sandbox.create({ metadata: { kind: 'cli-logs' } })
