@@ -51,7 +51,8 @@ cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id)
 {
         const char *params[] = {worker_id};
         _cleanup_pgresult_ PGresult *res = NULL;
-        if (cp_db_exec(c->db, "SELECT address FROM workers WHERE id = $1", 1, params, &res, NULL) < 0 ||
+        if (cp_db_exec(c->db, "SELECT address, coalesce(cert_serial, '') FROM workers WHERE id = $1", 1, params, &res,
+                       NULL) < 0 ||
             PQntuples(res) != 1)
                 return NULL;
         const char *addr = PQgetvalue(res, 0, 0);
@@ -64,7 +65,7 @@ cp_wclient *cp__worker_entry(cp_ctrl *c, const char *worker_id)
         _cleanup_error_ sp_error *e = NULL;
         uint64_t generation = 0;
         char key[CP_FLEET_WORKER_KEY_MAX];
-        (void)cp_fleet_worker_key(c->db, worker_id, key);
+        cp_fleet_worker_key_of(worker_id, PQgetvalue(res, 0, 1), key); /* the same row: no second query */
         sp_rpc_client *cli = sp_rpc_pool_get(c->pool, key, addr, &generation, &e);
         if (!cli) {
                 sp_log_warn("worker %s at %s: %s", worker_id, addr, e->message);

@@ -131,8 +131,13 @@ int cp_fleet_worker_key(cp_db *db, const char *worker_id, char out[static CP_FLE
                 snprintf(out, CP_FLEET_WORKER_KEY_MAX, "%s", worker_id);
                 return -1;
         }
-        snprintf(out, CP_FLEET_WORKER_KEY_MAX, "%s/%s", worker_id, PQgetvalue(res, 0, 0));
+        cp_fleet_worker_key_of(worker_id, PQgetvalue(res, 0, 0), out);
         return 0;
+}
+
+void cp_fleet_worker_key_of(const char *worker_id, const char *cert_serial, char out[static CP_FLEET_WORKER_KEY_MAX])
+{
+        snprintf(out, CP_FLEET_WORKER_KEY_MAX, "%s/%s", worker_id, cert_serial ? cert_serial : "");
 }
 
 int cp_fleet_verify_worker(SSL *ssl, const char *pool_key, void *userdata, sp_error **err)

@@ -88,6 +88,8 @@ int cp_fleet_verify_worker(SSL *ssl, const char *key, void *userdata, sp_error *
  * read. cp_fleet_verify_worker takes either form. */
 #define CP_FLEET_WORKER_KEY_MAX (SP_ID_MAX + 48)
 int cp_fleet_worker_key(cp_db *db, const char *worker_id, char out[static CP_FLEET_WORKER_KEY_MAX]);
+/* The same from the row's cert_serial read already (NULL or "" when it has none). */
+void cp_fleet_worker_key_of(const char *worker_id, const char *cert_serial, char out[static CP_FLEET_WORKER_KEY_MAX]);
 
 /* "host:port" the control plane can dial: a DNS name or IPv4 literal, or an
  * [IPv6] literal, and a port 1..65535; not a wildcard address. */
