@@ -388,6 +388,22 @@ static int run(runner *r, char **argv, char **envp, int64_t deadline_us, int *st
  * escaped its process group) dies with the step. */
 #define UNSHARE "/usr/bin/unshare"
 
+/* Runs one of those steps (argv) and says what failed as "<what>: failed (exit status N): <its last line>". */
+static int run_step(runner *r, char **argv, char **envp, int64_t deadline_us, const char *what, sp_error **err)
+{
+        r->last[0] = '\0';
+        int status = 0;
+        if (run(r, argv, envp, deadline_us, &status, err) < 0)
+                return sp_error_wrap(err, "%s", what);
+        char q[WK__QUOTE_MAX + 8];
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "%s: failed (%s %d): %s", what,
+                                    WIFEXITED(status) ? "exit status" : "signal",
+                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
+        return 0;
+}
+
 /* The packages, installed by the new system's own apt under chroot (debootstrap's --include resolves no
  * virtual packages: npm's dependencies fail it), from the mirror debootstrap wrote into its sources,
  * without recommended packages, with /proc (the namespace's) mounted for their scripts; apt's lists and
@@ -404,7 +420,6 @@ static int install_packages(runner *r, char **envp, int64_t deadline_us, sp_erro
                 "apt-get install -y -q --no-install-recommends $(echo \"$1\" | tr , ' ')\n"
                 "apt-get clean\n"
                 "rm -rf /var/lib/apt/lists/*\n";
-        r->last[0] = '\0';
         _cleanup_free_ char *mount_proc = NULL;
         if (asprintf(&mount_proc, "--mount-proc=%s/proc", r->dest) < 0)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -421,17 +436,7 @@ static int install_packages(runner *r, char **envp, int64_t deadline_us, sp_erro
                         "sh",
                         (char *)r->opts->packages,
                         NULL};
-        int status = 0;
-        int rc = run(r, argv, envp, deadline_us, &status, err);
-        if (rc < 0)
-                return sp_error_wrap(err, "install the packages");
-        char q[WK__QUOTE_MAX + 8];
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return sp_error_set(err, SP_E_UNAVAILABLE, "install the packages: failed (%s %d): %s",
-                                    WIFEXITED(status) ? "exit status" : "signal",
-                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
-        return 0;
+        return run_step(r, argv, envp, deadline_us, "install the packages", err);
 }
 
 /* The login user, made by the new system's own useradd under chroot (as debootstrap runs its packages'
@@ -452,19 +457,11 @@ static int make_user(runner *r, char **envp, int64_t deadline_us, sp_error **err
                                      "fi\n"
                                      "echo \"I: made the user $u ($(id -u \"$u\"):$(id -g \"$u\"), home $(getent "
                                      "passwd \"$u\" | cut -d: -f6))\"\n";
-        r->last[0] = '\0';
         char *argv[] = {UNSHARE,   "--pid", "--fork",       "--kill-child", "/usr/sbin/chroot",    (char *)r->dest,
                         "/bin/sh", "-c",    (char *)script, "sh",           (char *)r->opts->user, NULL};
-        int status = 0;
-        if (run(r, argv, envp, deadline_us, &status, err) < 0)
-                return sp_error_wrap(err, "make the user %s", r->opts->user);
-        char q[WK__QUOTE_MAX + 8];
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return sp_error_set(err, SP_E_UNAVAILABLE, "make the user %s: failed (%s %d): %s", r->opts->user,
-                                    WIFEXITED(status) ? "exit status" : "signal",
-                                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                                    r->last[0] ? wk__tpl_quote(r->last, q, sizeof(q)) : "no output");
-        return 0;
+        char what[WK_DEBOOTSTRAP_USER_MAX + 16];
+        snprintf(what, sizeof(what), "make the user %s", r->opts->user);
+        return run_step(r, argv, envp, deadline_us, what, err);
 }
 
 int wk_template_import_debootstrap(const wk_debootstrap_opts *opts, const char *dest, wk_template_meta **ret_meta,
