@@ -8,7 +8,9 @@
  * a jail's agent does.
  *
  * Settings come from the kernel's command line: space.hostname=NAME,
- * space.log=LEVEL. Runs once, before the event loop, single-threaded; a step
+ * space.log=LEVEL, space.net=ADDRESS/PREFIX,ROUTER (its network device's
+ * address, fixed for every VM, and its router, also its resolver: the
+ * worker's side translates them, docs/backends.md "Network"). Runs once, before the event loop, single-threaded; a step
  * that fails ends the agent, which as PID 1 ends the VM (panic=-1): the
  * worker sees the VM gone and reports the message it logged on the console.
  */
@@ -16,7 +18,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +167,90 @@ static void loopback_up(void)
         close(s);
 }
 
+static void sockaddr_of(struct sockaddr *sa, struct in_addr a)
+{
+        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr = a};
+        memcpy(sa, &sin, sizeof(sin));
+}
+
+/* Replaces /etc/resolv.conf (never following a link the disk holds there);
+ * a root without /etc has no resolver to name. */
+static void resolver_set(const char *router)
+{
+        int etc = open("/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (etc < 0)
+                return;
+        char text[64];
+        int len = snprintf(text, sizeof(text), "nameserver %s\n", router);
+        (void)unlinkat(etc, "resolv.conf", 0);
+        int fd = openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, (size_t)len) != len)
+                fprintf(stderr, "space-agent: vm init: write /etc/resolv.conf: %s\n", strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        close(etc);
+}
+
+static void ipv6_off(void)
+{
+        static const char *const paths[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                                            "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                int fd = open(paths[i], O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        (void)!write(fd, "1", 1);
+                        close(fd);
+                }
+        }
+}
+
+/* eth0 gets spec's address ("A.B.C.D/N,ROUTER"), a default route through the router, which is also
+ * the resolver. Every VM has the device (with or without a network behind it). */
+static void network_up(const char *spec)
+{
+        char addr[32] = "", router[32] = "";
+        int prefix = 0;
+        const char *slash = strchr(spec, '/'), *comma = strchr(spec, ',');
+        struct in_addr a, r;
+        if (slash && comma && slash < comma && (size_t)(slash - spec) < sizeof(addr) &&
+            strlen(comma + 1) < sizeof(router)) {
+                memcpy(addr, spec, (size_t)(slash - spec));
+                snprintf(router, sizeof(router), "%s", comma + 1);
+                prefix = atoi(slash + 1);
+        }
+        if (!addr[0] || prefix < 1 || prefix > 31 || inet_pton(AF_INET, addr, &a) != 1 ||
+            inet_pton(AF_INET, router, &r) != 1)
+                fail(0, "space.net=%s is not ADDRESS/PREFIX,ROUTER", spec);
+        wait_for("/sys/class/net/eth0");
+        ipv6_off();
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                fail(errno, "socket");
+        struct ifreq ifr = {0};
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+        sockaddr_of(&ifr.ifr_addr, a);
+        if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+                fail(errno, "address eth0");
+        struct in_addr mask = {htonl(~UINT32_C(0) << (32 - prefix))};
+        sockaddr_of(&ifr.ifr_netmask, mask);
+        if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+                fail(errno, "set eth0's netmask");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                fail(errno, "read eth0's flags");
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                fail(errno, "bring eth0 up");
+        struct rtentry rt = {0};
+        sockaddr_of(&rt.rt_dst, (struct in_addr){0});
+        sockaddr_of(&rt.rt_genmask, (struct in_addr){0});
+        sockaddr_of(&rt.rt_gateway, r);
+        rt.rt_flags = RTF_UP | RTF_GATEWAY;
+        if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+                fail(errno, "route through %s", router);
+        close(s);
+        resolver_set(router);
+}
+
 int ag_vm_init(sp_log_level *level)
 {
         /* The kernel gave init no console when the initramfs has no /dev/console. */
@@ -181,7 +270,7 @@ int ag_vm_init(sp_log_level *level)
         if (mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 fail(errno, "mount /sys");
 
-        char cmdline[4096] = "", hostname[65], log[16], probe[4];
+        char cmdline[4096] = "", hostname[65], log[16], probe[4], net[96];
         FILE *f = fopen("/proc/cmdline", "re");
         if (f) {
                 if (!fgets(cmdline, sizeof(cmdline), f))
@@ -199,6 +288,7 @@ int ag_vm_init(sp_log_level *level)
         }
         cmdline_get(cmdline, "space.hostname", hostname, sizeof(hostname), "sandbox");
         cmdline_get(cmdline, "space.log", log, sizeof(log), "warn");
+        cmdline_get(cmdline, "space.net", net, sizeof(net), "");
         if (sp_log_level_parse(log, level) < 0)
                 *level = SP_LOG_WARN;
 
@@ -239,5 +329,7 @@ int ag_vm_init(sp_log_level *level)
         if (sethostname(hostname, strlen(hostname)) < 0)
                 fail(errno, "sethostname");
         loopback_up();
+        if (net[0])
+                network_up(net);
         return port;
 }

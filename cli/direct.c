@@ -838,9 +838,7 @@ static int worker_up(dctx *c, sp_error **err)
                 if (uid[0])
                         argv[n++] = uid;
                 net_flags nf;
-                /* VMs get no network yet (docs/backends.md): the worker refuses the flags. */
-                if (strcmp(c->backend, "qemu") != 0)
-                        n += net_argv(c, &nf, argv + n);
+                n += net_argv(c, &nf, argv + n);
                 snprintf(cert, sizeof(cert), "%s/worker/state/tls/worker.crt", c->state);
                 if (access(cert, F_OK) != 0) {
                         if (join_token_file(c, "worker", tokpath, sizeof(tokpath), err) < 0)

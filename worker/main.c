@@ -441,11 +441,6 @@ int main(int argc, char **argv)
                 sp_log_error("unknown backend '%s' (available: jail, qemu)", c.backend);
                 return 2;
         }
-        if (strcmp(c.backend, "qemu") == 0 && c.network) {
-                sp_log_error("the qemu backend gives its VMs no network yet: run it without --sandbox-network "
-                             "(docs/backends.md)");
-                return 2;
-        }
         if (strcmp(c.accel, "auto") != 0 && strcmp(c.accel, "kvm") != 0 && strcmp(c.accel, "tcg") != 0) {
                 sp_log_error("--accel is auto, kvm or tcg, not '%s'", c.accel);
                 return 2;

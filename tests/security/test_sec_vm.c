@@ -7,9 +7,15 @@
  * nothing else of the host's either:
  *
  *   - its kernel is not the host's;
- *   - it has no network device but its loopback, no PCI bus, and no virtio
- *     device but its disk and its agent's console (no shared folder, no
+ *   - it has no device but its own: no PCI bus, and no virtio device but its
+ *     disk, its agent's console and its network card (no shared folder, no
  *     vsock, no balloon);
+ *   - its network is a jail's (docs/networking.md): behind the egress
+ *     gateway, which lets it reach what its profile allows in this test's
+ *     own internet (inet.h) and nothing else; UDP past DNS, its router's
+ *     and the host's ports reach nothing; it has the fixed address and
+ *     router of every VM, and keeps them, and its network, across a suspend
+ *     and its wake (docs/backends.md, "Network");
  *   - the host's files are not in it: a marker the test writes beside the
  *     worker's state and storage is nowhere in the guest's filesystems;
  *   - the worker's and the control plane's ports, which listen on the host's
@@ -21,6 +27,8 @@
  * root, PostgreSQL, QEMU and the guest kernel (scripts/vm-kernel); skips
  * visibly without them.
  */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,27 +36,53 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "harness.h"
+#include "inet.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
 #include "space_cluster.h"
 
 static sp_test_space S;
+static sp_test_inet in;
+static char *dir;
+static int ns_guard;
 static char key[256], id[64];
+
+static const sp_test_inet_record records[] = {
+        {"allowed.test", "10.213.200.1"},
+        {"evil.test", "10.213.200.3"},
+};
 
 static void cluster_up(void)
 {
+        sp_error *e = NULL;
+        dir = sp_test_tmpdir("secvm");
+        sp_test_ok(sp_test_inet_start(&in, dir, records, SP_ARRAY_SIZE(records), &e), &e);
+        const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
+        ns_guard = sp_test_guard_run(del_ns, &e);
+        sp_test_ok(ns_guard, &e);
         static const char *const wargs[] = {"--backend=qemu", "--accel=tcg", NULL};
-        sp_test_space_opts o = {.workers = 1, .no_network = true, .worker_args = wargs};
+        sp_test_space_opts o = {.workers = 1, .net_upstream = in.ns.path, .worker_args = wargs};
         sp_test_space_up(&S, &o);
         sp_test_new_tenant(&S, "vm", key);
-        sp_test_create_sandbox(&S, key, "{\"template\":\"base\",\"backend\":\"qemu\"}", id);
+        sp_test_create_sandbox(&S, key,
+                               "{\"template\":\"base\",\"backend\":\"qemu\",\"egress\":{\"domains\":[\"allowed.test\"],"
+                               "\"ports\":[80]}}",
+                               id);
 }
 
 static void cluster_down(void)
 {
+        char logp[700];
+        snprintf(logp, sizeof(logp), "%s/w0/worker.log", S.dir);
+        sp_test_dump_file_tail("worker", logp, 20);
         sp_test_space_down(&S);
+        sp_test_inet_stop(&in);
+        sp_test_guard_done(ns_guard);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
 }
 
 static int run(const char *cmd)
@@ -69,13 +103,14 @@ END_TEST
 
 START_TEST(it_has_no_device_of_the_hosts)
 {
-        ck_assert_msg(run("test \"$(ls /sys/class/net)\" = lo") == 0, "a network device besides lo");
+        ck_assert_msg(run("test \"$(ls /sys/class/net | tr '\\n' ' ')\" = 'eth0 lo '") == 0,
+                      "network devices besides eth0 and lo");
         ck_assert_msg(run("test ! -d /sys/bus/pci/devices || test -z \"$(ls /sys/bus/pci/devices)\"") == 0,
                       "a PCI device");
-        /* virtio device ids: 2 block, 3 console; anything else (9p 9, vsock 19, balloon 5, net 1) is not ours. */
-        ck_assert_msg(run("for d in /sys/bus/virtio/devices/*; do case $(cat $d/device) in 0x0002|0x0003) ;; *) "
-                          "exit 1;; esac; done; test $(ls /sys/bus/virtio/devices | wc -l) -eq 2") == 0,
-                      "a virtio device besides the disk and the console");
+        /* virtio device ids: 1 net, 2 block, 3 console; anything else (9p 9, vsock 19, balloon 5) is not ours. */
+        ck_assert_msg(run("for d in /sys/bus/virtio/devices/*; do case $(cat $d/device) in 0x0001|0x0002|0x0003) ;; "
+                          "*) exit 1;; esac; done; test $(ls /sys/bus/virtio/devices | wc -l) -eq 3") == 0,
+                      "a virtio device besides the disk, the console and the network card");
         ck_assert_msg(run("! grep -qw 9p /proc/filesystems || ! grep -q ' 9p ' /proc/mounts") == 0, "a 9p mount");
 }
 END_TEST
@@ -100,17 +135,44 @@ START_TEST(the_hosts_files_are_not_in_it)
 }
 END_TEST
 
+/* The host's end of the (only) sandbox link of worker w: an address on an interface of its prefix. */
+static void host_end_of(int w, char out[static 16])
+{
+        struct ifaddrs *ifs = NULL;
+        ck_assert_int_eq(getifaddrs(&ifs), 0);
+        size_t n = strlen(S.net[w].ifprefix);
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strncmp(i->ifa_name, S.net[w].ifprefix, n) == 0)
+                        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, 16);
+        freeifaddrs(ifs);
+}
+
 START_TEST(the_hosts_ports_are_out_of_reach)
 {
         /* The worker's RPC and the control plane's ports listen on the host's loopback: from the
-         * guest's, nothing answers there (and it has no other interface). */
+         * guest's, nothing answers there; nor at its router (the namespace QEMU's tap is in), nor at the
+         * host's end of its link (whose firewall hands every TCP connection to the gateway, which
+         * refuses an address no name of the profile resolved to). */
         int ports[] = {S.rpc_port[0], S.api_port[0]};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(ports); i++) {
-                char cmd[256];
-                snprintf(cmd, sizeof(cmd), "command -v nc >/dev/null || exit 2; ! nc -w 2 127.0.0.1 %d </dev/null",
-                         ports[i]);
-                ck_assert_msg(run(cmd) == 0, "port %d answered in the guest", ports[i]);
-        }
+        const char *where[] = {"127.0.0.1", "169.254.77.1", "$(cat /tmp/host_end)"};
+        ck_assert_int_eq(run("command -v nc >/dev/null && ip route | awk '/default/ {print $3}' > /tmp/router && "
+                             "test \"$(cat /tmp/router)\" = 169.254.77.1"),
+                         0);
+        /* The host end: the worker's record of the sandbox's link, not the guest's (which never sees it). */
+        char host_end[16] = "";
+        host_end_of(0, host_end);
+        ck_assert_msg(host_end[0], "no host end of worker 0's prefix %s", S.net[0].ifprefix);
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "echo %s > /tmp/host_end", host_end);
+        ck_assert_int_eq(run(cmd), 0);
+        for (size_t w = 0; w < SP_ARRAY_SIZE(where); w++)
+                for (size_t i = 0; i < SP_ARRAY_SIZE(ports); i++) {
+                        /* Not a byte back: the host end's connection is the gateway's, which closes it. */
+                        snprintf(cmd, sizeof(cmd),
+                                 "test -z \"$(printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 %s %d 2>/dev/null)\"",
+                                 where[w], ports[i]);
+                        ck_assert_msg(run(cmd) == 0, "port %d at %s answered in the guest", ports[i], where[w]);
+                }
 }
 END_TEST
 
@@ -124,6 +186,46 @@ START_TEST(filling_its_memory_is_its_own_problem)
 }
 END_TEST
 
+#define GET_ALLOWED "timeout 20 wget -q -O /tmp/o http://allowed.test/ && grep -q 'http allowed.test' /tmp/o"
+
+START_TEST(its_network_is_behind_the_gateway)
+{
+        /* Every VM's fixed address, router and resolver: the worker's side translates them. */
+        ck_assert_int_eq(run("ip -4 addr show eth0 | grep -q 'inet 169.254.77.2/30' && "
+                             "grep -qx 'nameserver 169.254.77.1' /etc/resolv.conf"),
+                         0);
+        ck_assert_msg(run(GET_ALLOWED) == 0, "the guest could not reach what its profile allows");
+        ck_assert_int_eq(sp_test_inet_seen(&in, "tcp 10.213.200.1:80 sni=- host=allowed.test"), 1);
+        /* A name its profile does not allow: refused, and nothing reached that host. */
+        ck_assert_int_ne(run("timeout 20 wget -q -O /tmp/e http://evil.test/"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "accept tcp 10.213.200.3"), 0);
+        /* UDP past DNS (to the internet's echo port) is dropped before it leaves the host. */
+        ck_assert_int_eq(run("echo hi | timeout 5 nc -u -w 2 10.213.200.1 9999 >/tmp/u; test ! -s /tmp/u"), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, "udp 10.213.200.1:9999 echo"), 0);
+        /* IPv6 is off in the guest, as in a jail's namespace. */
+        ck_assert_int_eq(run("test \"$(cat /proc/sys/net/ipv6/conf/all/disable_ipv6)\" = 1"), 0);
+        /* The gateway's log has it as this sandbox's (the translation gives it the sandbox's address). */
+        char path[160];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/egress/log?decision=allowed", id);
+        _cleanup_json_ json_object *log = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
+        ck_assert_msg(strstr(json_object_to_json_string(log), "allowed.test"), "no allowed record: %s",
+                      json_object_to_json_string(log));
+}
+END_TEST
+
+START_TEST(its_network_survives_a_suspend)
+{
+        char state[32];
+        sp_test_sandbox_action(&S, key, id, "suspend", state);
+        ck_assert_str_eq(state, "suspended");
+        sp_test_sandbox_action(&S, key, id, "restore", state);
+        ck_assert_str_eq(state, "running");
+        int before = sp_test_inet_seen(&in, "tcp 10.213.200.1:80 sni=- host=allowed.test");
+        ck_assert_msg(run(GET_ALLOWED) == 0, "the woken guest could not reach what its profile allows");
+        ck_assert_int_eq(sp_test_inet_seen(&in, "tcp 10.213.200.1:80 sni=- host=allowed.test"), before + 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_vm");
@@ -134,6 +236,8 @@ static Suite *suite(void)
         tcase_add_test(tc, it_has_no_device_of_the_hosts);
         tcase_add_test(tc, the_hosts_files_are_not_in_it);
         tcase_add_test(tc, the_hosts_ports_are_out_of_reach);
+        tcase_add_test(tc, its_network_is_behind_the_gateway);
+        tcase_add_test(tc, its_network_survives_a_suspend);
         tcase_add_test(tc, filling_its_memory_is_its_own_problem);
         suite_add_tcase(s, tc);
         return s;

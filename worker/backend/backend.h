@@ -111,6 +111,10 @@ typedef struct wk_backend_ops {
         /* Optional: whether box started from a base snapshot (a copy of
          * another VM's memory: the node then gives it fresh randomness). */
         bool (*from_base)(const wk_box *box);
+        /* The guest names its own resolver (a VM: its fixed router, net/link.h),
+         * so the node writes no resolv.conf into the root filesystem (which
+         * would keep a VM from starting from its template's base snapshot). */
+        bool own_resolver;
 } wk_backend_ops;
 
 struct wk_backend {

@@ -39,6 +39,8 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
+#include <linux/if_tun.h>
+#include <arpa/inet.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,6 +54,7 @@
 #include "backend/proc.h"
 #include "backend/qmp.h"
 #include "cgroup/cgroup.h"
+#include "net/net.h"
 #include "rootfs/rootfs.h"
 #include "space/agent_proto.h"
 #include "space/cleanup.h"
@@ -80,7 +83,13 @@
 #define MODULES_MAX 32
 
 /* The descriptors the QEMU child gets, at these numbers. */
-enum { FD_KERNEL = 3, FD_INITRD, FD_DISK_RW, FD_DISK_RO, FD_AGENT, FD_QMP, FD_STATE, FD_COUNT };
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK_RW, FD_DISK_RO, FD_AGENT, FD_QMP, FD_STATE, FD_TAP, FD_COUNT };
+
+/* Every VM has the same network device, with or without a network behind it:
+ * QEMU restores a VM's state only into the device set it was saved from, and
+ * a base snapshot (made without) must restore for sandboxes with one. The
+ * guest's addresses are fixed (net/link.h, "A VM's network"). */
+#define GUEST_MAC "52:54:00:5a:00:02"
 
 typedef struct qemu_backend {
         wk_backend base;
@@ -98,6 +107,7 @@ typedef struct qemu_backend {
         bool no_base; /* every create boots */
         char base_tag[17]; /* names the kernel, initramfs, QEMU and accelerator a base snapshot was made with */
         wk_cgroup_host *host;
+        struct wk_net *net; /* the sandboxes' network (borrowed; NULL: none) */
 } qemu_backend;
 
 struct wk_box {
@@ -123,6 +133,8 @@ struct wk_box {
         int log_rfd; /* read end of the console FIFO (the guest's console and QEMU's messages) */
         int agent_fd; /* the first connection, synchronised by create: handed to the node */
         bool from_base; /* created from its template's base snapshot */
+        bool offline; /* no network even where the worker has one (a base snapshot's VM) */
+        bool linked; /* has its network (wk_net_vm_up) */
 };
 
 static uint64_t guest_memory_of(const wk_box_spec *spec)
@@ -406,6 +418,32 @@ static void append_arg(char **argv, size_t *n, size_t cap, char *s)
         argv[*n] = NULL;
 }
 
+/* The box's network, where the worker has one: a namespace with the
+ * sandbox's link and a tap (*tap_fd, for QEMU), else *tap_fd is /dev/null
+ * (the descriptor's place must be filled). */
+static int box_net_up(wk_box *box, int *tap_fd, sp_error **err)
+{
+        if (!box->b->net || box->offline) {
+                *tap_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                return *tap_fd < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "open /dev/null") : 0;
+        }
+        _cleanup_close_ int netns = -1;
+        if (wk_net_vm_netns(&netns, tap_fd, err) < 0 || wk_net_vm_up(box->b->net, box->slot, netns, err) < 0) {
+                sp_close(*tap_fd);
+                *tap_fd = -1;
+                return sp_error_wrap(err, "sandbox %s: network", box->id);
+        }
+        box->linked = true;
+        return 0;
+}
+
+static void box_net_down(wk_box *box)
+{
+        if (box->linked)
+                wk_net_sandbox_down(box->b->net, box->slot);
+        box->linked = false;
+}
+
 /* Starts QEMU for box (its cgroup made), returning once its agent answers:
  * from its memory state when it has one (restore after a suspend that saved
  * it), else a cold boot. */
@@ -431,6 +469,8 @@ static int box_boot(wk_box *box, sp_error **err)
                 sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: open the kernel, initramfs or disk", box->id);
                 goto out;
         }
+        if (box_net_up(box, &fds[FD_TAP], err) < 0)
+                goto out;
         char logp[PATH_MAX + 32];
         log_path(box, logp, sizeof(logp));
         if (wk_box_listen(box->socket, 4, &fds[FD_AGENT], err) < 0 || wk_box_listen(box->qmp, 4, &fds[FD_QMP], err) < 0)
@@ -443,14 +483,15 @@ static int box_boot(wk_box *box, sp_error **err)
         char incoming_uri[32];
         snprintf(incoming_uri, sizeof(incoming_uri), "fd:%d", FD_STATE);
         char mem[32], smp[16], append[512], agent_dev[96], qmp_dev[96], add_rw[32], add_ro[32], kernel[32], initrd[32],
-                name[160];
+                name[160], netdev[48], nic[96];
         snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(guest_memory(box) >> 20));
         snprintf(smp, sizeof(smp), "%u", guest_cpus(box));
         char tsc[64] = "";
         if (!kvm)
                 snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", b->tsc_khz);
-        snprintf(append, sizeof(append), "console=ttyS0 quiet panic=-1 pci=off%s space.hostname=%s space.log=warn", tsc,
-                 box->hostname);
+        snprintf(append, sizeof(append),
+                 "console=ttyS0 quiet panic=-1 pci=off%s space.hostname=%s space.log=warn space.net=%s/%d,%s", tsc,
+                 box->hostname, WK_NET_VM_GUEST, WK_NET_VM_PREFIX, WK_NET_VM_ROUTER);
         snprintf(agent_dev, sizeof(agent_dev), "socket,id=agent,fd=%d,server=on,wait=off", FD_AGENT);
         snprintf(qmp_dev, sizeof(qmp_dev), "socket,id=qmp,fd=%d,server=on,wait=off", FD_QMP);
         snprintf(add_rw, sizeof(add_rw), "fd=%d,set=1", FD_DISK_RW);
@@ -458,6 +499,9 @@ static int box_boot(wk_box *box, sp_error **err)
         snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", FD_KERNEL);
         snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", FD_INITRD);
         snprintf(name, sizeof(name), "space-%s", box->id);
+        bool networked = box->linked;
+        snprintf(netdev, sizeof(netdev), "tap,id=net0,fd=%d", FD_TAP);
+        snprintf(nic, sizeof(nic), "virtio-net-device,mac=%s%s", GUEST_MAC, networked ? ",netdev=net0" : "");
         char *argv[64];
         size_t n = 0;
 #define A(s) append_arg(argv, &n, sizeof(argv) / sizeof(argv[0]), (char *)(s))
@@ -503,6 +547,12 @@ static int box_boot(wk_box *box, sp_error **err)
         A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off");
         A("-device");
         A("virtio-blk-device,drive=disk");
+        if (networked) {
+                A("-netdev");
+                A(netdev);
+        }
+        A("-device");
+        A(nic);
         A("-chardev");
         A(qmp_dev);
         A("-mon");
@@ -584,11 +634,14 @@ out:
         sp_close(logfd);
         sp_close(sync[0]);
         sp_close(sync[1]);
-        if (r < 0)
+        if (r < 0) {
+                box_net_down(box);
                 return r;
+        }
         if (incoming && resume_incoming(box, err) < 0) {
                 kill(box->pid, SIGKILL);
                 wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                box_net_down(box);
                 return -SP_E_UNAVAILABLE;
         }
         /* A restored agent runs already: a boot's wait is not its. */
@@ -596,6 +649,7 @@ out:
         if (agent_sync(box, wait_ms, &box->agent_fd, err) < 0) {
                 kill(box->pid, SIGKILL);
                 wk_proc_wait_gone(&box->pid, box->starttime, GONE_TIMEOUT_MS);
+                box_net_down(box);
                 return -SP_E_UNAVAILABLE;
         }
         box->suspended = false;
@@ -626,6 +680,7 @@ static void box_stop(wk_box *box)
         }
         unlink(box->socket);
         unlink(box->qmp);
+        box_net_down(box);
 }
 
 static wk_box *box_new(qemu_backend *b, const wk_box_spec *spec, sp_error **err)
@@ -972,6 +1027,7 @@ static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
                 goto out;
         }
         abandoned_base_kill(b, box->id);
+        box->offline = true;
         if (clone_file(image, box->disk, err) < 0 || box_cgroup(box, err) < 0 || box_boot(box, err) < 0 ||
             save_memory(box, err) < 0) {
                 box_release(box);
@@ -1115,7 +1171,31 @@ static json_object *op_save(const wk_box *box)
         json_object_object_add(o, "accel", json_object_new_string(box->b->accel));
         json_object_object_add(o, "memory_bytes", json_object_new_int64((int64_t)box->guest_bytes));
         json_object_object_add(o, "vcpus", json_object_new_int((int)box->vcpus));
+        wk_net_link l;
+        if (box->linked && wk_net_link_of(wk_net_pool_of(box->b->net), box->slot, &l, NULL) == 0) {
+                char addr[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &l.sandbox_addr, addr, sizeof(addr));
+                json_object *net = json_object_new_object();
+                json_object_object_add(net, "host_if", json_object_new_string(l.host_if));
+                json_object_object_add(net, "address", json_object_new_string(addr));
+                json_object_object_add(o, "net", net);
+        }
         return o;
+}
+
+/* The network namespace of a running VM: its tap's (QEMU holds the descriptor at FD_TAP). */
+static int vm_netns_of(const wk_box *box, int *ret, sp_error **err)
+{
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0);
+        if (pidfd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "pidfd_open");
+        _cleanup_close_ int tap = (int)syscall(SYS_pidfd_getfd, pidfd, FD_TAP, 0);
+        if (tap < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "QEMU's tap descriptor");
+        *ret = ioctl(tap, TUNGETDEVNETNS);
+        if (*ret < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "the tap's network namespace");
+        return 0;
 }
 
 static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *saved, wk_box **ret, sp_error **err)
@@ -1150,6 +1230,20 @@ static int op_adopt(wk_backend *base, const wk_box_spec *spec, json_object *save
                 _cleanup_error_ sp_error *e = NULL;
                 if (wk_cgroup_open(b->host, b->cgroup_parent, box->id, &box->cg, &e) < 0)
                         box->cg = NULL;
+                json_object *net = NULL;
+                const char *saved_if = NULL;
+                e = sp_error_free(e);
+                if (sp_json_get_object(saved, "net", false, &net, &e) < 0 || !net ||
+                    sp_json_get_string(net, "host_if", false, IF_NAMESIZE - 1, &saved_if, &e) < 0)
+                        e = sp_error_free(e);
+                if (b->net && net && wk_proc_alive(&box->pid, box->starttime)) {
+                        _cleanup_close_ int netns = -1;
+                        if (vm_netns_of(box, &netns, &e) < 0 ||
+                            wk_net_vm_adopt(b->net, box->slot, netns, saved_if, &e) < 0)
+                                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "network: %s", e->message);
+                        else
+                                box->linked = true;
+                }
         }
         *ret = box;
         return 0;
@@ -1200,6 +1294,7 @@ static const wk_backend_ops qemu_ops = {
         .prepare = op_prepare,
         .fits = op_fits,
         .from_base = op_from_base,
+        .own_resolver = true,
 };
 
 /* --- start: the initramfs, the accelerator --- */
@@ -1395,6 +1490,7 @@ int wk_backend_qemu_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
         b->uid_count = cfg->uid_count ? cfg->uid_count : 65536;
         b->die_with_parent = cfg->die_with_parent;
         b->no_base = cfg->no_base_snapshots;
+        b->net = cfg->net;
         b->tsc_khz = host_tsc_khz();
         struct group *g = getgrnam("kvm");
         b->kvm_gid = g ? g->gr_gid : (gid_t)-1;

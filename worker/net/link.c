@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
+#include <linux/if_tun.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <pthread.h>
@@ -14,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "net/nft.h"
 #include "space/cleanup.h"
 
 /* ---- the pool ---- */
@@ -148,12 +151,22 @@ static int link_set_up(nl *n, unsigned index)
         return nl_talk(n, h);
 }
 
-static int addr_add(nl *n, unsigned index, struct in_addr addr)
+static int link_set_mac(nl *n, unsigned index, const uint8_t mac[6])
+{
+        struct nlmsghdr *h = nl_msg(n, RTM_NEWLINK, 0);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(h, sizeof(*ifi));
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = (int)index;
+        mnl_attr_put(h, IFLA_ADDRESS, 6, mac);
+        return nl_talk(n, h);
+}
+
+static int addr_add(nl *n, unsigned index, struct in_addr addr, int prefix_len)
 {
         struct nlmsghdr *h = nl_msg(n, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE);
         struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(h, sizeof(*ifa));
         ifa->ifa_family = AF_INET;
-        ifa->ifa_prefixlen = 31;
+        ifa->ifa_prefixlen = (unsigned char)prefix_len;
         ifa->ifa_index = index;
         mnl_attr_put(h, IFA_LOCAL, sizeof(addr), &addr);
         mnl_attr_put(h, IFA_ADDRESS, sizeof(addr), &addr);
@@ -204,16 +217,22 @@ static int veth_create(nl *n, const char *host_if, const char *peer_if, int netn
         return nl_talk(n, h);
 }
 
-/* Writes "1" to an IPv6 sysctl of the caller's (thread's) namespace; a
- * kernel without IPv6 has nothing to disable. */
+/* Writes "1" to a sysctl of the caller's (thread's) namespace; one that
+ * does not exist is no error where missing_ok. */
+static int sysctl_on(const char *path, bool missing_ok)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT && missing_ok ? 0 : -errno;
+        return write(fd, "1", 1) == 1 ? 0 : -errno;
+}
+
+/* A kernel without IPv6 has nothing to disable. */
 static int ipv6_off(const char *ifname)
 {
         char path[128];
         snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifname);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        return write(fd, "1", 1) == 1 ? 0 : -errno;
+        return sysctl_on(path, true);
 }
 
 /* ---- inside the sandbox's namespace ---- */
@@ -249,7 +268,7 @@ static void *inside_main(void *arg)
                 x->step = "disable IPv6 in the sandbox";
         } else if ((r = link_set_up(&n, lo)) < 0) {
                 x->step = "set the sandbox's loopback up";
-        } else if ((r = addr_add(&n, eth, x->link->sandbox_addr)) < 0) {
+        } else if ((r = addr_add(&n, eth, x->link->sandbox_addr, 31)) < 0) {
                 x->step = "address the sandbox's interface";
         } else if ((r = link_set_up(&n, eth)) < 0) {
                 x->step = "set the sandbox's interface up";
@@ -297,7 +316,7 @@ int wk_net_link_create(const wk_net_link *l, int netns_fd, sp_error **err)
         }
         if (r == 0 && (r = ipv6_off(l->host_if)) < 0)
                 step = "disable IPv6 on the host end";
-        if (r == 0 && (r = addr_add(&n, index, l->host_addr)) < 0)
+        if (r == 0 && (r = addr_add(&n, index, l->host_addr, 31)) < 0)
                 step = "address the host end";
         if (r == 0 && (r = link_set_up(&n, index)) < 0)
                 step = "set the host end up";
@@ -330,5 +349,143 @@ int wk_net_link_delete(const wk_net_link *l, sp_error **err)
         nl_close(&n);
         if (r < 0)
                 return sp_error_set_errno(err, SP_E_IO, -r, "remove the sandbox link %s", l->host_if);
+        return 0;
+}
+
+/* ---- a VM's namespace ---- */
+
+typedef struct vm_ns {
+        int netns_fd, tap_fd;
+        int error; /* -errno */
+        const char *step;
+} vm_ns;
+
+static void *vm_ns_main(void *arg)
+{
+        vm_ns *x = arg;
+        x->step = "make a network namespace";
+        if (unshare(CLONE_NEWNET) < 0) {
+                x->error = -errno;
+                return NULL;
+        }
+        x->step = "open /dev/net/tun";
+        _cleanup_close_ int tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+        if (tap < 0) {
+                x->error = -errno;
+                return NULL;
+        }
+        /* No IFF_VNET_HDR: QEMU then offers the guest the features it offers without any peer, so that a
+         * base snapshot saved without a network restores with one. */
+        struct ifreq ifr = {0};
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", WK_NET_VM_TAP);
+        ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+        x->step = "create the tap device";
+        if (ioctl(tap, TUNSETIFF, &ifr) < 0) {
+                x->error = -errno;
+                return NULL;
+        }
+        x->step = "open the new network namespace";
+        int ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (ns < 0) {
+                x->error = -errno;
+                return NULL;
+        }
+        x->netns_fd = ns;
+        x->tap_fd = tap;
+        tap = -1;
+        return NULL;
+}
+
+int wk_net_vm_netns(int *ret_netns, int *ret_tap, sp_error **err)
+{
+        vm_ns x = {.netns_fd = -1, .tap_fd = -1};
+        pthread_t t;
+        int r = pthread_create(&t, NULL, vm_ns_main, &x);
+        if (r != 0)
+                return sp_error_set_errno(err, SP_E_LIMIT, r, "start a thread to make a VM's network namespace");
+        pthread_join(t, NULL);
+        if (x.error < 0)
+                return sp_error_set_errno(err, SP_E_IO, -x.error, "a VM's network: %s", x.step);
+        *ret_netns = x.netns_fd;
+        *ret_tap = x.tap_fd;
+        return 0;
+}
+
+typedef struct vm_router {
+        int netns_fd;
+        const wk_net_link *link;
+        int error; /* -errno */
+        const char *step;
+        sp_error *nft_err;
+} vm_router;
+
+static void *vm_router_main(void *arg)
+{
+        vm_router *x = arg;
+        nl n = {0};
+        x->step = "enter the VM's network namespace";
+        if (setns(x->netns_fd, CLONE_NEWNET) < 0) {
+                x->error = -errno;
+                return NULL;
+        }
+        x->step = "open a netlink socket in the VM's namespace";
+        if (nl_open(&n, NULL) < 0) {
+                x->error = -EIO;
+                return NULL;
+        }
+        struct in_addr router = {0};
+        inet_pton(AF_INET, WK_NET_VM_ROUTER, &router);
+        /* The same in every VM's namespace, as the router's address is: a guest restored into a new
+         * namespace (after a suspend, on another worker, from a base snapshot) sends to the router it
+         * knew, whose hardware address its neighbour table holds. */
+        static const uint8_t router_mac[6] = {0x52, 0x54, 0x00, 0x5a, 0x00, 0x01};
+        unsigned tap = if_nametoindex(WK_NET_VM_TAP);
+        int r = 0;
+        if (!tap) {
+                x->step = "find the VM's tap device";
+                r = -ENODEV;
+        } else if ((r = ipv6_off(WK_NET_VM_TAP)) < 0) {
+                x->step = "disable IPv6 on the tap device";
+        } else if ((r = link_set_mac(&n, tap, router_mac)) < 0) {
+                x->step = "set the tap device's address";
+        } else if ((r = addr_add(&n, tap, router, WK_NET_VM_PREFIX)) < 0) {
+                x->step = "address the tap device";
+        } else if ((r = link_set_up(&n, tap)) < 0) {
+                x->step = "set the tap device up";
+        } else if ((r = sysctl_on("/proc/sys/net/ipv4/ip_forward", false)) < 0) {
+                x->step = "let the VM's namespace forward";
+        } else {
+                const wk_nft_vm v = {
+                        .tap = WK_NET_VM_TAP,
+                        .link = WK_NET_SANDBOX_IF,
+                        .router = router,
+                        .host = x->link->host_addr,
+                        .sandbox = x->link->sandbox_addr,
+                };
+                if (wk_nft_vm_install(&v, &x->nft_err) < 0) {
+                        x->step = "install its firewall";
+                        r = -EIO;
+                }
+        }
+        x->error = r;
+        nl_close(&n);
+        return NULL;
+}
+
+int wk_net_vm_router(const wk_net_link *l, int netns_fd, sp_error **err)
+{
+        vm_router x = {.netns_fd = netns_fd, .link = l};
+        pthread_t t;
+        int r = pthread_create(&t, NULL, vm_router_main, &x);
+        if (r != 0)
+                return sp_error_set_errno(err, SP_E_LIMIT, r, "start a thread to configure a VM's network");
+        pthread_join(t, NULL);
+        if (x.nft_err) {
+                sp_error_set(err, SP_E_IO, "a VM's network: %s", x.nft_err->message);
+                sp_error_free(x.nft_err);
+                return -SP_E_IO;
+        }
+        if (x.error < 0)
+                return sp_error_set_errno(err, SP_E_IO, -x.error, "a VM's network: %s", x.step);
         return 0;
 }

@@ -64,4 +64,25 @@ bool wk_net_link_exists(const wk_net_link *l);
 /* Removes the pair (through its host end); a missing one is no error. */
 int wk_net_link_delete(const wk_net_link *l, sp_error **err);
 
+/* A VM's network (docs/backends.md, "Network"). A VM's QEMU runs in an empty
+ * namespace of its own; the sandbox's namespace is another, made for it, with
+ * the sandbox's link as a jail's has it and a tap device whose descriptor
+ * QEMU is handed. The guest always has the address WK_NET_VM_GUEST behind the
+ * router WK_NET_VM_ROUTER (the tap's own address, also its resolver): the
+ * namespace routes between the tap and the link, translating the guest's
+ * address to the sandbox's (nft.h, wk_nft_vm_install), so that a VM restored
+ * elsewhere, or from a base snapshot, keeps its configuration. */
+#define WK_NET_VM_TAP "tap0"
+#define WK_NET_VM_ROUTER "169.254.77.1"
+#define WK_NET_VM_GUEST "169.254.77.2"
+#define WK_NET_VM_PREFIX 30
+
+/* Makes a network namespace with the tap device in it (down, unaddressed):
+ * *ret_netns and *ret_tap are descriptors of both. The tap's descriptor
+ * holds the namespace while it is open (the caller's other may be closed). */
+int wk_net_vm_netns(int *ret_netns, int *ret_tap, sp_error **err);
+/* In the VM's namespace netns_fd, which has l's sandbox end already: the
+ * tap's address and its routing and translation to l. */
+int wk_net_vm_router(const wk_net_link *l, int netns_fd, sp_error **err);
+
 #endif

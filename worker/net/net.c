@@ -324,22 +324,37 @@ static int firewall_add(wk_net *n, uint32_t slot, const wk_net_link *l, sp_error
         return r < 0 ? -SP_E_IO : 0;
 }
 
-int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
+/* The link into the namespace netns_fd, and its registration. */
+static int sandbox_up(wk_net *n, uint32_t slot, int netns_fd, bool vm, sp_error **err)
 {
         wk_net_link l;
         if (wk_net_link_of(&n->pool, slot, &l, err) < 0)
                 return -SP_E_LIMIT;
-        _cleanup_close_ int fd = -1;
-        if (open_netns(pid, &fd, err) < 0 || wk_net_link_create(&l, fd, err) < 0)
+        if (wk_net_link_create(&l, netns_fd, err) < 0)
                 return -SP_E_IO;
-        if (firewall_add(n, slot, &l, err) < 0) {
+        if ((vm && wk_net_vm_router(&l, netns_fd, err) < 0) || firewall_add(n, slot, &l, err) < 0) {
                 wk_net_link_delete(&l, NULL);
                 return -SP_E_IO;
         }
         return 0;
 }
 
-int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_if, sp_error **err)
+int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
+{
+        _cleanup_close_ int fd = -1;
+        if (open_netns(pid, &fd, err) < 0)
+                return -SP_E_IO;
+        return sandbox_up(n, slot, fd, false, err);
+}
+
+int wk_net_vm_up(wk_net *n, uint32_t slot, int netns_fd, sp_error **err)
+{
+        return sandbox_up(n, slot, netns_fd, true, err);
+}
+
+/* Adoption: the link is made again only where it went missing (a VM's routing
+ * lives in its namespace, which lives with the VM). */
+static int sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, int netns_fd, const char *saved_if, sp_error **err)
 {
         wk_net_link l;
         if (wk_net_link_of(&n->pool, slot, &l, err) < 0)
@@ -353,9 +368,23 @@ int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_
         }
         if (!wk_net_link_exists(&l)) {
                 sp_log_warn("sandbox link %s was missing: making it again", l.host_if);
-                return wk_net_sandbox_up(n, slot, pid, err);
+                if (pid > 0)
+                        return wk_net_sandbox_up(n, slot, pid, err);
+                /* A VM whose namespace is another's network now (its link's address changed) gets its routing
+                 * again too. */
+                return sandbox_up(n, slot, netns_fd, true, err);
         }
         return firewall_add(n, slot, &l, err) < 0 ? -SP_E_IO : 0;
+}
+
+int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_if, sp_error **err)
+{
+        return sandbox_adopt(n, slot, pid, -1, saved_if, err);
+}
+
+int wk_net_vm_adopt(wk_net *n, uint32_t slot, int netns_fd, const char *saved_if, sp_error **err)
+{
+        return sandbox_adopt(n, slot, 0, netns_fd, saved_if, err);
 }
 
 void wk_net_sandbox_down(wk_net *n, uint32_t slot)

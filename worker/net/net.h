@@ -73,6 +73,12 @@ int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err);
  * it went missing; saved_if, when it names another host end (the worker's
  * network changed), is removed; it is registered with the firewall again. */
 int wk_net_sandbox_adopt(wk_net *n, uint32_t slot, pid_t pid, const char *saved_if, sp_error **err);
+/* The same for a VM (link.h, "A VM's network"): netns_fd is the namespace
+ * wk_net_vm_netns made, which gets the link and the routing between it and
+ * the VM's tap. wk_net_sandbox_down undoes it (the namespace itself ends
+ * with the VM's tap). */
+int wk_net_vm_up(wk_net *n, uint32_t slot, int netns_fd, sp_error **err);
+int wk_net_vm_adopt(wk_net *n, uint32_t slot, int netns_fd, const char *saved_if, sp_error **err);
 /* The sandbox has stopped: takes its link and registration away (missing ones are no error). */
 void wk_net_sandbox_down(wk_net *n, uint32_t slot);
 

@@ -853,3 +853,104 @@ int wk_nft_counters_read(const wk_nft_config *c, wk_nft_counters *ret, sp_error 
         *ret = got.counters;
         return 0;
 }
+
+/* ---- a VM's namespace (wk_nft_vm_install) ---- */
+
+/* iifname/oifname "name": the whole field, NUL-padded, as nft encodes an exact name. */
+static void ifname_is(rule *r, uint32_t key, const char *name)
+{
+        char field[IFNAMSIZ] = {0};
+        snprintf(field, sizeof(field), "%s", name);
+        meta(r, key);
+        cmp(r, NFT_REG_1, NFT_CMP_EQ, field, sizeof(field));
+}
+
+/* ip daddr addr */
+static void ip_daddr(rule *r, struct in_addr addr)
+{
+        nfproto(r, NFPROTO_IPV4);
+        payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, sizeof(addr), NFT_REG_1);
+        cmp(r, NFT_REG_1, NFT_CMP_EQ, &addr, sizeof(addr));
+}
+
+/* snat/dnat ip to addr (and :port if port) */
+static void nat_to(rule *r, enum nft_nat_types type, struct in_addr addr, uint16_t port)
+{
+        nfproto(r, NFPROTO_IPV4);
+        struct nftnl_expr *e = expr_add(r, "immediate");
+        if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+                if (nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &addr, sizeof(addr)) < 0)
+                        r->broken = true;
+        }
+        uint16_t be = htons(port);
+        if (port && (e = expr_add(r, "immediate"))) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_2);
+                if (nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &be, sizeof(be)) < 0)
+                        r->broken = true;
+        }
+        e = expr_add(r, "nat");
+        if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_TYPE, type);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FAMILY, NFPROTO_IPV4);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG_1);
+                if (port) {
+                        nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_PROTO_MIN, NFT_REG_2);
+                        nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+                }
+        }
+}
+
+static void build_vm(const wk_nft_config *c, batch *b, const void *arg)
+{
+        const wk_nft_vm *v = arg;
+        put_table(c, b, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create the table");
+        put_table(c, b, NFT_MSG_DELTABLE, 0, "delete the old table");
+        put_table(c, b, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create the table");
+
+        /* The guest's DNS, sent to its router, goes to the host end (whose firewall hands it to the gateway). */
+        put_chain(c, b, "to_host", "nat", NF_INET_PRE_ROUTING, NF_IP_PRI_NAT_DST);
+        static const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
+        for (int i = 0; i < 2; i++) {
+                rule r = rule_new(c, "to_host");
+                ifname_is(&r, NFT_META_IIFNAME, v->tap);
+                ip_daddr(&r, v->router);
+                l4(&r, protos[i], 53);
+                nat_to(&r, NFT_NAT_DNAT, v->host, 53);
+                rule_put(b, &r, "add the DNS rule");
+        }
+        /* Out of the link every packet carries the sandbox's address, whatever the guest put there. */
+        put_chain(c, b, "from_guest", "nat", NF_INET_POST_ROUTING, NF_IP_PRI_NAT_SRC);
+        rule r = rule_new(c, "from_guest");
+        ifname_is(&r, NFT_META_OIFNAME, v->link);
+        nat_to(&r, NFT_NAT_SNAT, v->sandbox, 0);
+        rule_put(b, &r, "add the source rule");
+
+        /* Forwarded: the guest's packets out of the link, and replies back; nothing else. */
+        put_chain(c, b, "forward", "filter", NF_INET_FORWARD, NF_IP_PRI_FILTER);
+        r = rule_new(c, "forward");
+        ifname_is(&r, NFT_META_IIFNAME, v->tap);
+        ifname_is(&r, NFT_META_OIFNAME, v->link);
+        verdict(&r, NF_ACCEPT);
+        rule_put(b, &r, "add the forward rule");
+        r = rule_new(c, "forward");
+        ifname_is(&r, NFT_META_IIFNAME, v->link);
+        ifname_is(&r, NFT_META_OIFNAME, v->tap);
+        ct_bits(&r, NFT_CT_STATE, NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED), NFT_CMP_NEQ);
+        verdict(&r, NF_ACCEPT);
+        rule_put(b, &r, "add the reply rule");
+        r = rule_new(c, "forward");
+        expr_add(&r, "counter");
+        verdict(&r, NF_DROP);
+        rule_put(b, &r, "add the forward drop");
+}
+
+int wk_nft_vm_install(const wk_nft_vm *v, sp_error **err)
+{
+        const wk_nft_config c = {.table = WK_NFT_VM_TABLE};
+        const char *what;
+        int r = transact(&c, build_vm, v, &what);
+        if (r < 0)
+                return sp_error_set_errno(err, SP_E_IO, -r, "nftables table %s: %s", c.table, what);
+        return 0;
+}

@@ -114,6 +114,31 @@ int wk_nft_sandbox_del_many(const wk_nft_config *c, const char *const *ifnames, 
 /* Deletes the table; a missing one is no error. */
 int wk_nft_remove(const wk_nft_config *c, sp_error **err);
 
+/* The table of a VM's own network namespace (docs/backends.md, "Network"),
+ * installed in the caller's (thread's) namespace, replacing one there:
+ *
+ *   table inet space_vm {
+ *     chain to_host { type nat hook prerouting priority dstnat;
+ *       iifname "tap0" ip daddr <router> udp dport 53 dnat ip to <host>:53
+ *       iifname "tap0" ip daddr <router> tcp dport 53 dnat ip to <host>:53 }
+ *     chain from_guest { type nat hook postrouting priority srcnat;
+ *       oifname "eth0" snat ip to <sandbox> }
+ *     chain forward { type filter hook forward priority filter;
+ *       iifname "tap0" oifname "eth0" accept
+ *       iifname "eth0" oifname "tap0" ct state established,related accept
+ *       counter drop } }
+ *
+ * The guest sees its fixed address behind its fixed router; the link sees
+ * the sandbox's address only, and the host's firewall (above) does the rest. */
+#define WK_NFT_VM_TABLE "space_vm"
+typedef struct wk_nft_vm {
+        const char *tap, *link; /* the guest's side, the host's side */
+        struct in_addr router; /* the tap's own address: the guest's router and resolver */
+        struct in_addr host; /* the link's host end: where DNS goes */
+        struct in_addr sandbox; /* the link's address: every packet out carries it */
+} wk_nft_vm;
+int wk_nft_vm_install(const wk_nft_vm *v, sp_error **err);
+
 /* Reads every drop rule's counter into *ret (zeroed first; untouched on
  * failure). SP_E_NOT_FOUND when the table is missing. */
 int wk_nft_counters_read(const wk_nft_config *c, wk_nft_counters *ret, sp_error **err);

@@ -717,7 +717,7 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
                 .disk_bytes = (uint64_t)sb->disk_bytes,
         };
         m->disk_bytes = (uint64_t)sb->disk_bytes;
-        if (n->cfg.net)
+        if (n->cfg.net && !n->backend->ops->own_resolver)
                 wk_net_host_address(n->cfg.net, sb->slot, m->nameserver);
         m->ca = wk__secrets_any(sb);
         if (m->ca)
