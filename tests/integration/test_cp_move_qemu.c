@@ -9,8 +9,13 @@
  *     process goes on counting — its pid, its /dev/shm files and its open
  *     file intact, its numbers without a gap or a restart;
  *   - its clock is the host's again (it stood still while the VM was saved);
- *   - deleting it leaves no QEMU process, artifact or staging behind on
- *     either worker;
+ *   - its network works on either worker (the workers' sandbox networks
+ *     differ, the guest's configuration does not: docs/backends.md,
+ *     "Network"): it reaches what its profile allows in this test's own
+ *     internet (inet.h) before and after the move, as does a VM restored
+ *     from a base snapshot, which was made without a network;
+ *   - deleting it leaves no QEMU process, link, artifact or staging behind
+ *     on either worker;
  *   - fast starts on the same two workers (sharing their boots): after a
  *     create had to boot, the worker makes the template's base snapshot, and
  *     the next creates restore copies of it — each with its own host name,
@@ -23,6 +28,7 @@
  * that no data plane is needed. Needs root, btrfs, PostgreSQL, QEMU and the
  * guest kernel (scripts/vm-kernel); skips visibly without the last two.
  */
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "harness.h"
 #include "http_client.h"
+#include "inet.h"
 #include "proc.h"
 #include "space/fileio.h"
 #include "space/cleanup.h"
@@ -40,17 +48,48 @@
 #include "space_cluster.h"
 
 static sp_test_space S;
+static sp_test_inet in;
+static char *dir;
+static int ns_guard;
+
+static const sp_test_inet_record records[] = {{"allowed.test", "10.213.200.1"}};
+#define BODY "{\"template\":\"base\",\"backend\":\"qemu\",\"egress\":{\"domains\":[\"allowed.test\"],\"ports\":[80]}}"
+#define GET_ALLOWED "timeout 20 wget -q -O /tmp/o http://allowed.test/ && grep -q 'http allowed.test' /tmp/o"
+#define SEEN_ALLOWED "tcp 10.213.200.1:80 sni=- host=allowed.test"
 
 static void cluster_up(void)
 {
+        sp_error *e = NULL;
+        dir = sp_test_tmpdir("cpmoveqemu");
+        sp_test_ok(sp_test_inet_start(&in, dir, records, SP_ARRAY_SIZE(records), &e), &e);
+        const char *del_ns[] = {"ip", "netns", "delete", in.ns.name, NULL};
+        ns_guard = sp_test_guard_run(del_ns, &e);
+        sp_test_ok(ns_guard, &e);
         static const char *const wargs[] = {"--backend=qemu", "--accel=tcg", NULL};
-        sp_test_space_opts o = {.workers = 2, .no_network = true, .worker_args = wargs};
+        sp_test_space_opts o = {.workers = 2, .net_upstream = in.ns.path, .worker_args = wargs};
         sp_test_space_up(&S, &o);
 }
 
 static void cluster_down(void)
 {
         sp_test_space_down(&S);
+        sp_test_inet_stop(&in);
+        sp_test_guard_done(ns_guard);
+        sp_test_tmpdir_remove(dir);
+        free(dir);
+}
+
+/* Sandbox links (host ends) of worker i left on the host. */
+static int links_of(int i)
+{
+        struct if_nameindex *all = if_nameindex();
+        ck_assert_ptr_nonnull(all);
+        int n = 0;
+        size_t len = strlen(S.net[i].ifprefix);
+        for (const struct if_nameindex *x = all; x->if_index; x++)
+                n += strncmp(x->if_name, S.net[i].ifprefix, len) == 0;
+        if_freenameindex(all);
+        return n;
 }
 
 static int run(const char *key, const char *id, const char *cmd)
@@ -96,8 +135,11 @@ START_TEST(a_suspended_vm_wakes_on_the_other_worker_with_its_processes)
 {
         char key[256], id[64], from[64], to[64], path[160], state[32];
         sp_test_new_tenant(&S, "move", key);
-        sp_test_create_sandbox(&S, key, "{\"template\":\"base\",\"backend\":\"qemu\"}", id);
+        sp_test_create_sandbox(&S, key, BODY, id);
         sp_test_sandbox_worker(&S, key, id, from);
+        int seen = sp_test_inet_seen(&in, SEEN_ALLOWED);
+        ck_assert_int_eq(run(key, id, GET_ALLOWED), 0);
+        ck_assert_int_eq(sp_test_inet_seen(&in, SEEN_ALLOWED), seen + 1);
 
         /* A counter: its pid and count in /dev/shm, every number appended to a file it holds open. */
         _cleanup_json_ json_object *body = json_object_new_object();
@@ -135,6 +177,9 @@ START_TEST(a_suspended_vm_wakes_on_the_other_worker_with_its_processes)
         snprintf(clock, sizeof(clock), "h=%lld; d=$(date +%%s); test $((d - h)) -le 10 -a $((h - d)) -le 10",
                  (long long)time(NULL));
         ck_assert_msg(run(key, id, clock) == 0, "the guest's clock is off by more than 10 s after the wake");
+        /* Its network, on the other worker's sandbox network, with the configuration it had. */
+        ck_assert_msg(run(key, id, GET_ALLOWED) == 0, "the moved VM could not reach what its profile allows");
+        ck_assert_int_eq(sp_test_inet_seen(&in, SEEN_ALLOWED), seen + 2);
 
         /* Delete: nothing of it stays on either worker. */
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
@@ -145,6 +190,10 @@ START_TEST(a_suspended_vm_wakes_on_the_other_worker_with_its_processes)
                 usleep(200000);
         ck_assert_int_eq(qemu_processes_of(id), 0);
         ck_assert_msg(!leftovers(0, id) && !leftovers(1, id), "sandbox %s left files on a worker", id);
+        deadline = sp_now_mono_us() + 10 * 1000000LL;
+        while ((links_of(0) || links_of(1)) && sp_now_mono_us() < deadline)
+                usleep(100000);
+        ck_assert_msg(!links_of(0) && !links_of(1), "sandbox links left: %d and %d", links_of(0), links_of(1));
 
         snprintf(path, sizeof(path), "/v1/workers/%s/uncordon", from);
         json_object_put(sp_test_api(&S, S.admin_key, "POST", path, 200, NULL, NULL));
@@ -227,12 +276,14 @@ START_TEST(a_templates_base_is_made_when_it_arrives)
         }
         char key[256], id[64], w[64], path[160];
         sp_test_new_tenant(&S, "ahead", key);
-        sp_test_create_sandbox(&S, key, "{\"template\":\"base\",\"backend\":\"qemu\"}", id);
+        sp_test_create_sandbox(&S, key, BODY, id);
         sp_test_sandbox_worker(&S, key, id, w);
         int wi = worker_index(w);
         ck_assert_int_eq(worker_metric(wi, "space_worker_vm_creates_total{from=\"base\"}"), 1);
         ck_assert_int_le(worker_metric(wi, "space_worker_vm_creates_total{from=\"boot\"}"), 0);
         ck_assert_int_eq(run(key, id, "echo up"), 0);
+        /* The base was made without a network; its copy has one. */
+        ck_assert_msg(run(key, id, GET_ALLOWED) == 0, "a VM restored from its base could not reach its allowed host");
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
         _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
         json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
