@@ -249,6 +249,29 @@ START_TEST(qemu_runs_unprivileged_confined_and_in_its_cgroup)
         /* a header of two lines, then lo's line alone */
         const char *lines = strchr(strchr(dev.data, '\n') + 1, '\n') + 1;
         ck_assert_msg(strstr(lines, "lo:") && !strchr(strchr(lines, '\n') + 1, ':'), "QEMU's interfaces: %s", dev.data);
+        /* A mount namespace of its own whose root holds what QEMU runs from and nothing of the host's
+         * besides, read-only, with a /proc that shows only its uid's processes and no other file. */
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+        char mnt_its[64] = "", mnt_mine[64] = "";
+        ck_assert_int_gt(readlink(ns, mnt_its, sizeof(mnt_its) - 1), 0);
+        ck_assert_int_gt(readlink("/proc/self/ns/mnt", mnt_mine, sizeof(mnt_mine) - 1), 0);
+        ck_assert_msg(strcmp(mnt_its, mnt_mine) != 0, "QEMU is in the worker's mount namespace (%s)", mnt_its);
+        static const char *const absent[] = {"etc", "home", "root", "tmp", "var", "run", "sys", "srv", "opt"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(absent); i++) {
+                char p[96];
+                snprintf(p, sizeof(p), "/proc/%d/root/%s", (int)pid, absent[i]);
+                ck_assert_msg(access(p, F_OK) < 0, "QEMU sees the host's /%s", absent[i]);
+        }
+        char p[96];
+        snprintf(p, sizeof(p), "/proc/%d/root/usr/bin", (int)pid);
+        ck_assert_msg(access(p, F_OK) == 0, "QEMU's root has no /usr/bin");
+        snprintf(p, sizeof(p), "/proc/%d/mountinfo", (int)pid);
+        _cleanup_buf_ sp_buf mi = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(p, 1 << 20, &mi, NULL), 0);
+        sp_buf_append(&mi, "", 1, NULL);
+        ck_assert_msg(strstr(mi.data, " / / ro,") && strstr(mi.data, "hidepid=invisible") &&
+                              strstr(mi.data, "subset=pid"),
+                      "QEMU's mounts: %s", mi.data);
         /* Nothing of the worker's in its reach: the runtime directory is root's. */
         struct stat st;
         ck_assert_int_eq(stat(runtime, &st), 0);

@@ -53,6 +53,7 @@
 #include "backend/initramfs.h"
 #include "backend/proc.h"
 #include "backend/qmp.h"
+#include "backend/qemu_root.h"
 #include "cgroup/cgroup.h"
 #include "net/net.h"
 #include "rootfs/rootfs.h"
@@ -568,10 +569,18 @@ static int box_boot(wk_box *box, sp_error **err)
         uid_t uid = b->uid_base + box->slot * b->uid_count;
         gid_t groups[1] = {b->kvm_gid};
         size_t ngroups = kvm && b->kvm_gid != (gid_t)-1 ? 1 : 0;
+        char rootdir[PATH_MAX + 8];
+        snprintf(rootdir, sizeof(rootdir), "%s/root", box->runtime);
+        wk_qemu_root *root = NULL;
+        if (wk_qemu_root_prepare(rootdir, b->qemu, kvm, &root, err) < 0) {
+                sp_error_wrap(err, "sandbox %s", box->id);
+                goto out;
+        }
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
         pid_t pid = fork();
         if (pid < 0) {
+                wk_qemu_root_free(root);
                 sp_close(devnull);
                 sp_error_set_errno(err, SP_E_LIMIT, errno, "sandbox %s: fork", box->id);
                 goto out;
@@ -602,6 +611,15 @@ static int box_boot(wk_box *box, sp_error **err)
                  * are descriptors), and one that a guest took over reaches none. */
                 if (unshare(CLONE_NEWNET) < 0)
                         _exit(127);
+                /* A filesystem of its own: what it needs to run, nothing of the host's besides. */
+                const char *why = wk_qemu_root_enter(root);
+                if (why) {
+                        static const char pre[] = "space-worker: QEMU's mount namespace: ";
+                        (void)!write(2, pre, sizeof(pre) - 1);
+                        (void)!write(2, why, strlen(why));
+                        (void)!write(2, "\n", 1);
+                        _exit(127);
+                }
                 if (setgroups(ngroups, groups) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
                         _exit(127);
                 sigset_t all;
@@ -610,6 +628,7 @@ static int box_boot(wk_box *box, sp_error **err)
                 execve(b->qemu, argv, envp);
                 _exit(127);
         }
+        wk_qemu_root_free(root);
         sp_close(devnull);
         close(sync[0]);
         sync[0] = -1;
