@@ -138,7 +138,8 @@ static void set_failed(wk_sandbox *sb, const char *fmt, ...)
 /* --- the agent connection --- */
 
 static void link_closed(wk_agent_link *link, const sp_error *e, void *ud);
-static const wk_agent_link_ops link_ops = {.on_closed = link_closed};
+static void link_overrun(wk_agent_link *link, const sp_error *e, void *ud);
+static const wk_agent_link_ops link_ops = {.on_closed = link_closed, .on_overrun = link_overrun};
 
 static void reconnect_cb(evutil_socket_t fd, short what, void *ud);
 static void connect_job_start(wk_sandbox *sb);
@@ -199,6 +200,15 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         }
         long us = 100000L << sb->link_failures;
         reconnect_later(sb, us / 1000000, us % 1000000);
+}
+
+/* The agent broke flow control on one channel: a genuine agent never does,
+ * so the sandbox's root has likely replaced it (the link closed that channel). */
+static void link_overrun(wk_agent_link *link, const sp_error *e, void *ud)
+{
+        wk_sandbox *sb = ud;
+        (void)link;
+        sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent broke flow control: %s", e->message);
 }
 
 /* --- the agent's own log --- */
