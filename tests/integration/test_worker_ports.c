@@ -11,15 +11,25 @@
  * holds the worker's memory to its windows while the server in the sandbox
  * has 64 MiB to send, and gets every byte once it reads again; a cancelled
  * call closing the connection inside; and the refusals: nothing listening,
- * a paused sandbox, an unknown one, a bad port, the worker's limit.
+ * a paused sandbox, an unknown one, a bad port, the worker's limit. And,
+ * with the agent swapped for a hostile one (what root in a sandbox can do),
+ * that a port connection or a file read whose agent sends past the credit
+ * the worker granted ends with an error naming it, holding no more than the
+ * window, and that the worker logs it and goes on serving the sandbox.
  */
 #include <event2/event.h>
+#include <glob.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guard.h"
@@ -29,6 +39,7 @@
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
+#include "space/agent_proto.h"
 #include "space/json.h"
 #include "space/rpc.h"
 
@@ -527,6 +538,199 @@ START_TEST(ports_ending_together_leave_the_agent_standing)
 }
 END_TEST
 
+/* --- a hostile agent: sends past the credit the worker granted --- */
+
+#define HOSTILE_BYTES (4u << 20) /* what it sends on a connection or a read, whatever its credit */
+
+static int hostile_fd;
+
+static void hostile_write(const sp_buf *b)
+{
+        for (size_t off = 0; off < b->len;) {
+                ssize_t w = write(hostile_fd, b->data + off, b->len - off);
+                if (w <= 0)
+                        _exit(0); /* the worker went */
+                off += (size_t)w;
+        }
+}
+
+static void hostile_frame_out(uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n)
+{
+        _cleanup_buf_ sp_buf b = SP_BUF_INIT;
+        pr_agent_frame_append(&b, type, stream, channel, p, n, NULL);
+        hostile_write(&b);
+}
+
+static void hostile_json(uint8_t type, uint32_t channel, const char *json)
+{
+        hostile_frame_out(type, 0, channel, json, strlen(json));
+}
+
+/* Answers HELLO; a connect or a read gets HOSTILE_BYTES of data at once,
+ * then its end; anything else an empty EXIT. */
+static int hostile_on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
+{
+        (void)ud;
+        (void)err;
+        if (f->type == PR_AGENT_HELLO) {
+                hostile_json(PR_AGENT_HELLO, 0, "{\"version\":1,\"agent\":\"hostile/1\"}");
+                return 0;
+        }
+        if (f->type != PR_AGENT_OPEN)
+                return 0;
+        _cleanup_json_ json_object *req = NULL;
+        if (sp_json_parse((const char *)f->payload, f->length, &req, NULL) < 0)
+                return 0;
+        const char *op = sp_json_member_str(req, "op");
+        uint8_t stream = 0;
+        if (op && strcmp(op, "connect") == 0) {
+                stream = PR_STREAM_PORT;
+                hostile_json(PR_AGENT_REPLY, f->channel, "{\"connected\":true,\"address\":\"127.0.0.1\"}");
+                uint8_t credit[4] = {0, 0x10, 0, 0}; /* 1 MiB for the worker's bytes */
+                hostile_frame_out(PR_AGENT_WINDOW, PR_STREAM_PORT, f->channel, credit, 4);
+        } else if (op && strcmp(op, "read") == 0) {
+                stream = PR_STREAM_FILE;
+        }
+        if (stream) {
+                static uint8_t chunk[65536];
+                for (size_t sent = 0; sent < HOSTILE_BYTES; sent += sizeof(chunk))
+                        hostile_frame_out(PR_AGENT_DATA, stream, f->channel, chunk, sizeof(chunk));
+                if (stream == PR_STREAM_PORT)
+                        hostile_frame_out(PR_AGENT_EOF, stream, f->channel, NULL, 0);
+                char exit[96];
+                snprintf(exit, sizeof(exit),
+                         stream == PR_STREAM_PORT ? "{\"received\":0,\"sent\":%u}" : "{\"size\":%u}", HOSTILE_BYTES);
+                hostile_json(PR_AGENT_EXIT, f->channel, exit);
+                return 0;
+        }
+        hostile_json(PR_AGENT_EXIT, f->channel, "{}");
+        return 0;
+}
+
+/* Puts a hostile agent where the worker finds the sandbox's (its socket on
+ * the host; the real agent keeps running, unreached): a child process that
+ * serves every connection in turn. */
+static pid_t hostile_agent_start(void)
+{
+        char pattern[700];
+        snprintf(pattern, sizeof(pattern), "%s/state/sandboxes/*/run/agent.sock", dir);
+        glob_t g;
+        ck_assert_msg(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1, "no agent socket at %s", pattern);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", g.gl_pathv[0]);
+        globfree(&g);
+        ck_assert_int_eq(unlink(sa.sun_path), 0);
+        int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_msg(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 8) == 0,
+                      "hostile agent: %s", strerror(errno));
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                for (;;) {
+                        hostile_fd = accept(lfd, NULL, NULL);
+                        if (hostile_fd < 0)
+                                _exit(0);
+                        pr_agent_decoder dec = {0};
+                        uint8_t buf[65536];
+                        ssize_t n;
+                        while ((n = read(hostile_fd, buf, sizeof(buf))) > 0)
+                                if (pr_agent_decoder_feed(&dec, buf, (size_t)n, hostile_on_frame, NULL, NULL) < 0)
+                                        break;
+                        pr_agent_decoder_free(&dec);
+                        close(hostile_fd);
+                }
+        }
+        close(lfd);
+        return pid;
+}
+
+/* The worker's log holds a line with both needles. */
+static bool worker_logged(const char *a, const char *b)
+{
+        char path[700];
+        snprintf(path, sizeof(path), "%s/worker.log", dir);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char line[4096];
+        while (f && fgets(line, sizeof(line), f))
+                if (strstr(line, a) && strstr(line, b))
+                        return true;
+        return false;
+}
+
+START_TEST(a_hostile_agent_cannot_overrun_its_credit)
+{
+        start_worker("--slots=4");
+        must("CreateSandbox", "{\"id\":\"" SBX "\",\"template\":\"base\"}");
+        /* The worker dies, the sandbox's root swaps the agent, the worker comes
+         * back and connects to the impostor. */
+        sp_error *e = NULL;
+        sp_test_ok(sp_test_proc_kill(&worker, &e), &e);
+        pid_t hostile = hostile_agent_start();
+        sp_test_ok(sp_test_proc_restart(&worker, 1000, &e), &e);
+        sp_test_ok(sp_test_proc_wait_log(&worker, "worker ready", 60000, &e), &e);
+
+        /* A port connection granted 64 KiB (and more as the caller reads), sent
+         * 4 MiB at once: the call fails saying so once the agent is past its
+         * credit, and the caller never gets what was not granted. */
+        port_call pc;
+        memset(&pc, 0, sizeof(pc));
+        pc.base = event_base_new();
+        pc.cli = sp_rpc_client_new(pc.base, addr, NULL, &e);
+        sp_test_ok(pc.cli ? 0 : -1, &e);
+        const char *q = "{\"sandbox_id\":\"" SBX "\",\"port\":80,\"window\":65536}";
+        _cleanup_json_ json_object *req = NULL;
+        ck_assert_int_eq(sp_json_parse(q, strlen(q), &req, NULL), 0);
+        for (int i = 0; i < 100; i++) {
+                pc.s = sp_rpc_client_stream(pc.cli, "ConnectPort", req, 60000, &pc_ops, &pc, &e);
+                sp_test_ok(pc.s ? 0 : -1, &e);
+                pc_until(&pc, NULL);
+                if (!pc.error || !strstr(pc.error->message, "not connected"))
+                        break;
+                /* The restarted worker is still connecting to the agent. */
+                sp_error_free(pc.error);
+                pc.error = NULL;
+                pc.ended = false;
+                usleep(100000);
+        }
+        ck_assert_msg(pc.error, "a connection whose agent overran a 64 KiB window ended well (%llu bytes)",
+                      (unsigned long long)pc.received);
+        ck_assert_msg(pc.error->code == SP_E_UNAVAILABLE && strstr(pc.error->message, "granted"), "%s",
+                      pc.error->message);
+        ck_assert_uint_lt(pc.received, HOSTILE_BYTES);
+        pc_close(&pc);
+
+        /* A file read, the same. */
+        memset(&pc, 0, sizeof(pc));
+        pc.base = event_base_new();
+        pc.cli = sp_rpc_client_new(pc.base, addr, NULL, &e);
+        sp_test_ok(pc.cli ? 0 : -1, &e);
+        pc.connected = true; /* a read has no "connected" event */
+        const char *r = "{\"sandbox_id\":\"" SBX "\",\"path\":\"/etc/passwd\",\"window\":65536}";
+        _cleanup_json_ json_object *rreq = NULL;
+        ck_assert_int_eq(sp_json_parse(r, strlen(r), &rreq, NULL), 0);
+        pc.s = sp_rpc_client_stream(pc.cli, "ReadFile", rreq, 60000, &pc_ops, &pc, &e);
+        sp_test_ok(pc.s ? 0 : -1, &e);
+        pc_until(&pc, NULL);
+        ck_assert_msg(pc.error, "a read whose agent overran a 64 KiB window ended well (%llu bytes)",
+                      (unsigned long long)pc.received);
+        ck_assert_msg(pc.error->code == SP_E_UNAVAILABLE && strstr(pc.error->message, "granted"), "%s",
+                      pc.error->message);
+        ck_assert_uint_lt(pc.received, HOSTILE_BYTES);
+        pc_close(&pc);
+
+        /* The worker said so, naming the sandbox, and still serves it over the
+         * same connection. */
+        ck_assert_msg(worker_logged("broke flow control", SBX), "no warning naming %s in the worker's log", SBX);
+        _cleanup_json_ json_object *st = call("StatFile", &e, "{\"sandbox_id\":\"" SBX "\",\"path\":\"/\"}");
+        ck_assert_msg(st, "StatFile: %s", e ? e->message : "");
+        ck_assert_msg(!worker_logged("agent connection closed", SBX), "the worker closed the agent's connection");
+
+        kill(hostile, SIGKILL);
+        waitpid(hostile, NULL, 0);
+}
+END_TEST
+
 int main(void)
 {
         sp_test_require_root("btrfs, namespaces and cgroups");
@@ -538,6 +742,7 @@ int main(void)
         tcase_add_test(tc, ports_in_the_sandbox_are_reached_both_ways);
         tcase_add_test(tc, ports_are_refused_clearly);
         tcase_add_test(tc, ports_ending_together_leave_the_agent_standing);
+        tcase_add_test(tc, a_hostile_agent_cannot_overrun_its_credit);
         suite_add_tcase(s, tc);
         return sp_test_main(s);
 }

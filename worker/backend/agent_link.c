@@ -25,6 +25,12 @@ typedef struct link_channel {
         uint32_t id;
         const wk_agent_channel_ops *ops;
         void *userdata;
+        /* Per stream the agent sends on: credit the worker granted (the
+         * request's window, then every acknowledgement) and the agent has not
+         * used. The agent is the sandbox's (root in a VM can replace it), so
+         * the link counts it rather than trusting it: DATA beyond it closes the
+         * channel, and what an owner holds of a stream stays within its window. */
+        uint64_t credit[PR_STREAM__MAX];
         struct link_channel *next;
 } link_channel;
 
@@ -44,6 +50,9 @@ struct wk_agent_link {
         size_t nchannels;
 };
 
+static int write_frame(wk_agent_link *l, uint8_t type, uint8_t stream, uint32_t channel, const void *p, size_t n,
+                       sp_error **err);
+
 static link_channel *find(wk_agent_link *l, uint32_t id)
 {
         for (link_channel *c = l->channels; c; c = c->next)
@@ -62,6 +71,31 @@ static void remove_channel(wk_agent_link *l, uint32_t id)
                         l->nchannels--;
                         return;
                 }
+}
+
+/* The agent sent n bytes on stream of channel c beyond the credit it held.
+ * Only that channel is closed (CANCEL, its owner told through on_lost), not
+ * the connection: the frame was well formed, so the connection is still in
+ * step and every other channel keeps its own count; closing the connection
+ * would end every port connection of the sandbox and detach its sessions
+ * for a reconnection on a job thread, which an agent could then provoke at
+ * will. Its late frames on the channel are dropped as a cancelled one's. */
+static void overrun(wk_agent_link *l, link_channel *c, uint8_t stream, uint32_t n)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        sp_error_set(&e, SP_E_UNAVAILABLE,
+                     "the sandbox's agent sent %u bytes on stream %u of channel %u where the worker had granted it "
+                     "%llu: the transfer was closed",
+                     n, stream, c->id, stream < PR_STREAM__MAX ? (unsigned long long)c->credit[stream] : 0ull);
+        const wk_agent_channel_ops *ops = c->ops;
+        void *cud = c->userdata;
+        uint32_t id = c->id;
+        remove_channel(l, id);
+        (void)write_frame(l, PR_AGENT_CANCEL, 0, id, NULL, 0, NULL);
+        if (l->ops && l->ops->on_overrun)
+                l->ops->on_overrun(l, e, l->userdata);
+        if (ops->on_lost)
+                ops->on_lost(e, cud);
 }
 
 static void fail_all(wk_agent_link *l, const sp_error *e)
@@ -139,6 +173,11 @@ static int on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
                 return 0;
         }
         case PR_AGENT_DATA:
+                if (f->stream >= PR_STREAM__MAX || f->length > c->credit[f->stream]) {
+                        overrun(l, c, f->stream, f->length);
+                        return 0;
+                }
+                c->credit[f->stream] -= f->length;
                 if (c->ops->on_data)
                         c->ops->on_data(f->stream, f->payload, f->length, c->userdata);
                 return 0;
@@ -334,6 +373,27 @@ static int write_frame(wk_agent_link *l, uint8_t type, uint8_t stream, uint32_t 
         return 0;
 }
 
+/* The credit a request grants the agent before any WINDOW: its window
+ * (proto/spec/agent.md: default 256 KiB) on each stream its op sends on. */
+static void grant_initial(link_channel *c, json_object *request)
+{
+        json_object *v = NULL;
+        const char *op = json_object_object_get_ex(request, "op", &v) ? json_object_get_string(v) : "";
+        uint64_t window = PR_AGENT_DEFAULT_WINDOW;
+        if (json_object_object_get_ex(request, "window", &v)) {
+                int64_t w = json_object_get_int64(v);
+                window = w > 0 && w <= PR_AGENT_MAX_CREDIT ? (uint64_t)w : 0; /* the agent refuses it */
+        }
+        if (strcmp(op, "exec") == 0 || strcmp(op, "attach") == 0) {
+                c->credit[PR_STREAM_STDOUT] = window;
+                c->credit[PR_STREAM_STDERR] = window;
+        } else if (strcmp(op, "read") == 0) {
+                c->credit[PR_STREAM_FILE] = window;
+        } else if (strcmp(op, "connect") == 0) {
+                c->credit[PR_STREAM_PORT] = window;
+        }
+}
+
 uint32_t wk_agent_open(wk_agent_link *l, json_object *request, const wk_agent_channel_ops *ops, void *userdata,
                        sp_error **err)
 {
@@ -357,6 +417,7 @@ uint32_t wk_agent_open(wk_agent_link *l, json_object *request, const wk_agent_ch
         } while (c->id == 0 || find(l, c->id));
         c->ops = ops;
         c->userdata = userdata;
+        grant_initial(c, request);
         const char *s = sp_json_str(request);
         if (write_frame(l, PR_AGENT_OPEN, 0, c->id, s, strlen(s), err) < 0) {
                 free(c);
@@ -377,7 +438,15 @@ int wk_agent_send(wk_agent_link *l, uint32_t channel, uint8_t type, uint8_t stre
 int wk_agent_ack(wk_agent_link *l, uint32_t channel, uint8_t stream, uint32_t n, sp_error **err)
 {
         uint8_t p[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
-        return n ? write_frame(l, PR_AGENT_WINDOW, stream, channel, p, 4, err) : 0;
+        if (!n)
+                return 0;
+        int r = write_frame(l, PR_AGENT_WINDOW, stream, channel, p, 4, err);
+        if (r < 0)
+                return r;
+        link_channel *c = find(l, channel);
+        if (c && stream < PR_STREAM__MAX)
+                c->credit[stream] += n;
+        return 0;
 }
 
 int wk_agent_control(wk_agent_link *l, uint32_t channel, json_object *control, sp_error **err)

@@ -5,7 +5,13 @@
  * many channels. The link decodes frames and hands each channel's events to
  * the channel's owner; flow control is the owner's: it acknowledges output
  * with wk_agent_ack() once stored, and sends only within the credit the agent
- * granted (on_window).
+ * granted (on_window). The link counts the credit the worker granted on each
+ * of a channel's streams (the request's window, then every wk_agent_ack) and
+ * never hands an owner DATA beyond it: the agent is under the sandbox's
+ * control, and an owner that holds what it has not acknowledged (a slow
+ * caller's) so holds at most its window. An agent that sends more has that
+ * channel closed (CANCEL, on_lost); the connection and its other channels
+ * go on.
  *
  * Ownership: the link owns its channels' bookkeeping; owners keep their own
  * state and are told exactly once, through on_exit or on_lost, that a channel
@@ -43,6 +49,9 @@ typedef struct wk_agent_link_ops {
         void (*on_ready)(wk_agent_link *link, void *userdata);
         /* The connection closed (after every channel got on_lost). */
         void (*on_closed)(wk_agent_link *link, const sp_error *e, void *userdata);
+        /* The agent sent DATA beyond the credit granted: the channel is being
+         * closed (its owner's on_lost follows, with e). For the owner's log. */
+        void (*on_overrun)(wk_agent_link *link, const sp_error *e, void *userdata);
 } wk_agent_link_ops;
 
 /* Connects to the agent's unix socket. Calls ops->on_ready once HELLO arrives. */

@@ -288,11 +288,12 @@ json_object *wk_node_sandbox_activity(wk_node *n, const char *id);
  * nothing of it is left (or why its box could not be destroyed: it stays,
  * failed); < 0: refused at once (SP_E_NOT_FOUND), done not called. */
 int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
-int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err);
-int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err);
-/* Suspend and restore stop and start the box on a job thread: 0 when it is
- * so already (done not called), 1 when done follows on the loop (err NULL:
- * it is suspended, or running again), < 0 refused at once. */
+/* Pause and resume freeze and thaw the box, suspend and restore stop and
+ * start it, all on a job thread (a VM's answer may be slow): 0 when it is so
+ * already (done not called), 1 when done follows on the loop (err NULL: it
+ * is paused, running again, suspended), < 0 refused at once. */
+int wk_node_sandbox_pause(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
+int wk_node_sandbox_resume(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err);

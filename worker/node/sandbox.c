@@ -138,7 +138,8 @@ static void set_failed(wk_sandbox *sb, const char *fmt, ...)
 /* --- the agent connection --- */
 
 static void link_closed(wk_agent_link *link, const sp_error *e, void *ud);
-static const wk_agent_link_ops link_ops = {.on_closed = link_closed};
+static void link_overrun(wk_agent_link *link, const sp_error *e, void *ud);
+static const wk_agent_link_ops link_ops = {.on_closed = link_closed, .on_overrun = link_overrun};
 
 static void reconnect_cb(evutil_socket_t fd, short what, void *ud);
 static void connect_job_start(wk_sandbox *sb);
@@ -199,6 +200,15 @@ static void link_closed(wk_agent_link *link, const sp_error *e, void *ud)
         }
         long us = 100000L << sb->link_failures;
         reconnect_later(sb, us / 1000000, us % 1000000);
+}
+
+/* The agent broke flow control on one channel: a genuine agent never does,
+ * so the sandbox's root has likely replaced it (the link closed that channel). */
+static void link_overrun(wk_agent_link *link, const sp_error *e, void *ud)
+{
+        wk_sandbox *sb = ud;
+        (void)link;
+        sp_log_warn_kv(SP_KV("sandbox_id", sb->id), "its agent broke flow control: %s", e->message);
 }
 
 /* --- the agent's own log --- */
@@ -1046,36 +1056,6 @@ static wk_sandbox *need(wk_node *n, const char *id, sp_error **err)
         return sb;
 }
 
-int wk_node_sandbox_pause(wk_node *n, const char *id, sp_error **err)
-{
-        wk_sandbox *sb = need(n, id, err);
-        if (!sb)
-                return -SP_E_NOT_FOUND;
-        if (sb->state == WK_SB_PAUSED)
-                return 0;
-        if (sb->state != WK_SB_RUNNING)
-                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
-        if (n->backend->ops->pause(sb->box, err) < 0)
-                return sp_error_wrap(err, "pause %s", id);
-        sb->state = WK_SB_PAUSED;
-        return wk__sandbox_persist(sb, err);
-}
-
-int wk_node_sandbox_resume(wk_node *n, const char *id, sp_error **err)
-{
-        wk_sandbox *sb = need(n, id, err);
-        if (!sb)
-                return -SP_E_NOT_FOUND;
-        if (sb->state == WK_SB_RUNNING)
-                return 0;
-        if (sb->state != WK_SB_PAUSED)
-                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
-        if (n->backend->ops->resume(sb->box, err) < 0)
-                return sp_error_wrap(err, "resume %s", id);
-        sb->state = WK_SB_RUNNING;
-        return wk__sandbox_persist(sb, err);
-}
-
 /* --- suspend and restore: the box's stop and start on a job thread --- */
 
 typedef struct box_job {
@@ -1175,6 +1155,78 @@ static void connect_job_start(wk_sandbox *sb)
         agent_log_watch(sb);
         sb->busy = true;
         wk_jobs_submit(sb->node->jobs, &b->job);
+}
+
+/* --- pause and resume: the box's freeze and thaw on a job thread --- */
+
+/* A VM's pause and resume are QMP commands that wait up to 10 s for QEMU's
+ * answer, and a jail's waits as long for its cgroup to be frozen: a QEMU
+ * that answers slowly, or a process slow to freeze, holds a job thread, not
+ * the loop. The sandbox is busy meanwhile, so calls on it wait
+ * (wk_node_sandbox_after) and see it paused or running, never between. */
+static void pause_run(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        if (b->backend->ops->pause(b->box, &b->err) < 0)
+                sp_error_wrap(&b->err, "pause %s", b->id);
+}
+
+static void resume_run(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        if (b->backend->ops->resume(b->box, &b->err) < 0)
+                sp_error_wrap(&b->err, "resume %s", b->id);
+}
+
+static void pause_resume_done(wk_job *j)
+{
+        box_job *b = (box_job *)j;
+        wk_sandbox *sb = b->sb;
+        bool pause = j->run == pause_run;
+        wk_sandbox_state from = pause ? WK_SB_RUNNING : WK_SB_PAUSED;
+        if (j->cancelled)
+                sp_error_set(&b->err, SP_E_UNAVAILABLE, "%s %s: the worker is shutting down", j->kind, b->id);
+        else if (!b->err && sb->state != from)
+                sp_error_set(&b->err, SP_E_CONFLICT, "%s %s: it became %s meanwhile", j->kind, b->id,
+                             wk_sandbox_state_name(sb->state));
+        if (!b->err) {
+                sb->state = pause ? WK_SB_PAUSED : WK_SB_RUNNING;
+                wk__sandbox_persist(sb, &b->err);
+        }
+        /* A connection lost while the job ran was not retried (reconnect_cb
+         * waits for a sandbox that is not busy). */
+        if (!j->cancelled && !sb->link && (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED))
+                reconnect_later(sb, 0, 100000);
+        box_job_end(b);
+}
+
+static int pause_resume_start(wk_node *n, const char *id, bool pause, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        wk_sandbox *sb = need(n, id, err);
+        if (!sb)
+                return -SP_E_NOT_FOUND;
+        wk_sandbox_state from = pause ? WK_SB_RUNNING : WK_SB_PAUSED, to = pause ? WK_SB_PAUSED : WK_SB_RUNNING;
+        if (sb->state == to)
+                return 0;
+        if (sb->state != from)
+                return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is %s", id, wk_sandbox_state_name(sb->state));
+        box_job *b = box_job_new(sb, pause ? "pause" : "resume", pause ? pause_run : resume_run, pause_resume_done,
+                                 done, ud);
+        if (!b)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        sb->busy = true;
+        wk_jobs_submit(n->jobs, &b->job);
+        return 1;
+}
+
+int wk_node_sandbox_pause(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return pause_resume_start(n, id, true, done, ud, err);
+}
+
+int wk_node_sandbox_resume(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return pause_resume_start(n, id, false, done, ud, err);
 }
 
 static void suspend_run(wk_job *j)

@@ -21,6 +21,7 @@ typedef struct {
         bool call_over, channel_over;
         /* read: bytes forwarded but not yet acknowledged to the agent (the call was full) */
         uint32_t unacked;
+        uint32_t window; /* read: the credit granted the agent, and so what pending may hold */
         bool blocked;
         /* write: credit the agent granted for stream 3 */
         uint64_t credit;
@@ -129,6 +130,7 @@ static bridge *start(sp_rpc_call *call, json_object *req, const char *op, const 
                 return NULL;
         }
         b->link = link;
+        b->window = q.window ? (uint32_t)q.window : PR_AGENT_DEFAULT_WINDOW;
         b->pending.limit = 8u << 20;
         _cleanup_json_ json_object *ar = agent_request(schema, &q, op);
         b->channel = wk_agent_open(link, ar, ch_ops, b, &e);
@@ -179,8 +181,18 @@ static void rd_data(uint8_t stream, const void *p, size_t n, void *ud)
         bridge *b = ud;
         if (stream != PR_STREAM_FILE || b->call_over)
                 return;
-        /* Bounded by the agent's window: it sends no more until we acknowledge. */
-        sp_buf_append(&b->pending, p, n, NULL);
+        /* Within the window: the link closes a channel whose agent sends more
+         * than we granted, so pending (limited to the window) has room; only
+         * memory may fail, and then the transfer ends rather than lose bytes. */
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_buf_append(&b->pending, p, n, &e) < 0) {
+                sp_error_wrap(&e, "file content from the sandbox");
+                wk_agent_cancel(b->link, b->channel);
+                b->channel_over = true;
+                sp_rpc_call_fail(b->call, e);
+                bridge_maybe_free(b);
+                return;
+        }
         if (!b->blocked && rd_flush(b))
                 rd_ack(b);
         else
@@ -220,7 +232,9 @@ void wk__h_read_file(sp_rpc_call *call, json_object *req, void *ud)
         (void)ud;
         static const wk_agent_channel_ops ch = {.on_data = rd_data, .on_exit = rd_exit, .on_lost = ch_lost};
         static const sp_rpc_call_ops co = {.on_writable = rd_writable, .on_close = call_closed};
-        start(call, req, "read", &ch, &co);
+        bridge *b = start(call, req, "read", &ch, &co);
+        if (b)
+                b->pending.limit = b->window;
 }
 
 /* --- WriteFile: call → agent --- */

@@ -31,7 +31,8 @@ typedef struct {
         uint32_t channel;
         bool call_over, channel_over;
         bool connected;
-        /* port → call: held until the call takes them, acknowledged to the agent then */
+        /* port → call: held until the call takes them, acknowledged to the agent
+         * then; at most the credit granted (down.limit, the window) */
         sp_buf down;
         uint32_t unacked;
         bool blocked, eof_pending, eof_sent_down;
@@ -142,8 +143,18 @@ static void ch_data(uint8_t stream, const void *p, size_t n, void *ud)
         port_bridge *b = ud;
         if (stream != PR_STREAM_PORT || b->call_over)
                 return;
-        /* Bounded by the agent's window: it sends no more until acknowledged. */
-        sp_buf_append(&b->down, p, n, NULL);
+        /* Within the window: the link closes a channel whose agent sends more
+         * than we granted, so down has room; only memory may fail, and then the
+         * connection ends rather than lose bytes. */
+        _cleanup_error_ sp_error *e = NULL;
+        if (sp_buf_append(&b->down, p, n, &e) < 0) {
+                sp_error_wrap(&e, "bytes from the sandbox's port");
+                wk_agent_cancel(b->link, b->channel);
+                b->channel_over = true;
+                sp_rpc_call_fail(b->call, e);
+                bridge_maybe_free(b);
+                return;
+        }
         if (!b->blocked)
                 b->blocked = !down_flush(b);
 }
@@ -260,6 +271,7 @@ void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud)
         snprintf(b->sandbox, sizeof(b->sandbox), "%s", q.sandbox_id);
         /* The caller's HTTP/2 window bounds what it sends past the agent's credit. */
         b->up.limit = 8u << 20;
+        b->down.limit = q.window ? (size_t)q.window : PR_AGENT_DEFAULT_WINDOW;
         _cleanup_json_ json_object *ar = json_object_new_object();
         json_object_object_add(ar, "op", json_object_new_string("connect"));
         json_object_object_add(ar, "port", json_object_new_int((int)q.port));

@@ -167,16 +167,6 @@ static void h_delete(sp_rpc_call *call, json_object *req, void *ud)
                 wk__fail(call, e);
         }
 }
-static void h_pause(sp_rpc_call *call, json_object *req, void *ud)
-{
-        (void)ud;
-        by_id(call, req, wk_node_sandbox_pause, true);
-}
-static void h_resume(sp_rpc_call *call, json_object *req, void *ud)
-{
-        (void)ud;
-        by_id(call, req, wk_node_sandbox_resume, true);
-}
 typedef int (*id_job)(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err);
 
 typedef struct id_job_call {
@@ -222,6 +212,16 @@ static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
                 reply_sandbox(call, q.id);
 }
 
+static void h_pause(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        by_id_job(call, req, wk_node_sandbox_pause);
+}
+static void h_resume(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        by_id_job(call, req, wk_node_sandbox_resume);
+}
 static void h_suspend(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
