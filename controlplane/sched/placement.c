@@ -14,6 +14,7 @@ typedef struct choice {
         const char *const *exclude;
         size_t nexclude;
         const char *prefer;
+        bool need_store;
 } choice;
 
 static int choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const choice *how,
@@ -69,6 +70,7 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
                         .disk_mb_used = strtoll(PQgetvalue(res, i, 15), NULL, 10),
                         .job_threads = strtoll(PQgetvalue(res, i, 17), NULL, 10),
                         .jobs_pending = strtoll(PQgetvalue(res, i, 18), NULL, 10),
+                        .artifact_store = strcmp(PQgetvalue(res, i, 19), "t") == 0,
                 };
         }
         _cleanup_json_ json_object *sp = NULL;
@@ -90,6 +92,7 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
         int r = -SP_E_UNAVAILABLE;
         req.exclude_workers = how->exclude;
         req.nexclude_workers = how->nexclude;
+        req.need_store = how->need_store;
         for (int i = 0; how->prefer && i < n; i++)
                 if (strcmp(ws[i].id, how->prefer) == 0 && cp_sched_place(&req, &ws[i], 1, &idx, NULL) == 0) {
                         idx = (size_t)i;
@@ -124,9 +127,10 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
 }
 
 int cp_placement_choose_other(cp_db *db, const char *template_id, const char *spec, const char *backend,
-                              const char *const *exclude, size_t nexclude, const char *prefer, cp_placement *ret,
-                              sp_error **err)
+                              const char *const *exclude, size_t nexclude, const char *prefer, bool need_store,
+                              cp_placement *ret, sp_error **err)
 {
         return choose(db, template_id, spec, backend,
-                      &(choice){.exclude = exclude, .nexclude = nexclude, .prefer = prefer}, ret, err);
+                      &(choice){.exclude = exclude, .nexclude = nexclude, .prefer = prefer, .need_store = need_store},
+                      ret, err);
 }
