@@ -15,6 +15,8 @@
  *            removed once it runs (it is no longer stored);
  *   delete   deleting a stored sandbox of a dead worker removes its copy
  *            (through node-1: DeleteStoredSandbox);
+ *   drain    draining the dead node-0 moves its stored suspended sandbox to
+ *            node-1, which takes the copy as its own (it stays stored);
  *   corrupt  a copy with a file altered in the store is refused by node-1
  *            (its digest: io_error, retried), which installs nothing; the
  *            sandbox stays node-0's, suspended.
@@ -220,6 +222,27 @@ START_TEST(delete_removes_a_gone_workers_copy)
 }
 END_TEST
 
+START_TEST(drain_of_a_dead_worker_moves_its_stored_sandboxes)
+{
+        char key[256], w0[64], w1[64], id[64];
+        sp_test_new_tenant(&S, "storedrain", key);
+        worker_id(0, w0);
+        worker_id(1, w1);
+        stored_on_node0(key, w1, id);
+        node0_dies(w0);
+
+        worker_verb(w0, "drain");
+        WAIT_UNTIL(sandbox_is(key, id, "worker_id", w1), STORE_SECS, "the drain never moved %s to node-1", id);
+        ck_assert(sandbox_is(key, id, "state", "suspended"));
+        /* Still stored: node-1 took the copy as its own. */
+        WAIT_UNTIL(sandbox_is(key, id, "stored", "true"), 30, "%s is not stored on node-1", id);
+        _cleanup_buf_ sp_buf holder = SP_BUF_INIT;
+        sp_error *e = NULL;
+        sp_test_ok(sp_file_read(store_path(id, "holder"), 256, &holder, &e), &e);
+        ck_assert_str_eq(holder.data, "node-1\n");
+}
+END_TEST
+
 START_TEST(a_corrupt_copy_is_refused)
 {
         char key[256], w0[64], w1[64], id[64];
@@ -271,6 +294,7 @@ static Suite *suite(void)
         Suite *s = suite_create("cp_artifact_store");
         suite_add_tcase(s, tcase("wake", wake_from_the_store_when_its_worker_is_gone));
         suite_add_tcase(s, tcase("delete", delete_removes_a_gone_workers_copy));
+        suite_add_tcase(s, tcase("drain", drain_of_a_dead_worker_moves_its_stored_sandboxes));
         suite_add_tcase(s, tcase("corrupt", a_corrupt_copy_is_refused));
         return s;
 }
