@@ -40,7 +40,7 @@ typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
         char *log_level, *log_format, *backend, *cgroup_parent, *http_listen, *vm_kernel_dir, *accel, *qemu;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
-        char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix;
+        char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix, *artifact_store;
         char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
         int64_t storage_size, slots, jobs, cpu_millis, memory, session_log, session_log_budget, warm, uid_base;
         int64_t tpl_max_bytes, tpl_max_entries, tpl_timeout, storage_reserve;
@@ -153,6 +153,9 @@ static const sp_config_def defs[] = {
         {"storage-reserve", SP_CONFIG_SIZE, "1G", offsetof(worker_cfg, storage_reserve), 0, INT64_C(16) << 40,
          "free space of the storage pool that template imports leave alone, at most a tenth of the pool (an "
          "import that would eat into it fails)"},
+        {"artifact-store", SP_CONFIG_STRING, "", offsetof(worker_cfg, artifact_store), 0, 0,
+         "a directory on storage every worker mounts (NFS, …) where suspended sandboxes are copied, so that another "
+         "worker can wake them when this one is gone for good (docs/backends.md); empty: none"},
         {"template-max-entries", SP_CONFIG_INT, "1000000", offsetof(worker_cfg, tpl_max_entries), 1, 100000000,
          "most files, directories and links one template import may create"},
         {"template-import-timeout", SP_CONFIG_INT, "1200", offsetof(worker_cfg, tpl_timeout), 1, 86400,
@@ -610,6 +613,7 @@ int main(int argc, char **argv)
                                     .max_entries = (uint64_t)c.tpl_max_entries,
                                     .max_seconds = (unsigned)c.tpl_timeout},
                 .storage_reserve = (uint64_t)c.storage_reserve,
+                .artifact_store = c.artifact_store,
                 .debootstrap_program = c.debootstrap_program,
                 .debootstrap_mirror = c.debootstrap_mirror,
                 .agent_path = agent,

@@ -17,7 +17,9 @@
  * until its deadline; the sandbox stays where it is, and the drain tries
  * again a minute after one of its operations failed. The worker reads
  * "drained" once it holds no sandbox (store/workers.c). An unreachable
- * worker is left alone: nothing can leave it until it is back.
+ * worker is left alone — nothing can leave it until it is back — but for its
+ * suspended and stopped sandboxes whose copy is in the artifact store, which
+ * leave from there (move.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -103,7 +105,8 @@ void cp__drain_run(cp_ctrl *c)
         if (cp_db_exec(c->db,
                        "SELECT s.id, s.tenant_id, s.observed_state, s.desired_state, coalesce(w.name, w.id), w.id "
                        "FROM sandboxes s JOIN workers w ON w.id = s.worker_id WHERE w.admin_state = 'draining' "
-                       "AND w.state <> 'unreachable' AND s.deleted_at IS NULL AND s.desired_state <> 'deleted' "
+                       "AND (w.state <> 'unreachable' OR (s.observed_state IN ('suspended', 'stopped') "
+                       "AND s.stored_bytes IS NOT NULL)) AND s.deleted_at IS NULL AND s.desired_state <> 'deleted' "
                        "AND s.observed_state IN ('running', 'paused', 'suspended', 'stopped') "
                        "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.target_id = s.id "
                        "AND (o.state IN ('pending', 'running') OR (o.state = 'failed' AND o.request ? 'drain' "

@@ -21,6 +21,14 @@
  *   5. DeleteSandbox on A, best effort: reconciliation removes A's copy as an
  *      orphan anyway once the operation is over.
  *
+ * From the artifact store (docs/backends.md "The artifact store"), when A is
+ * unreachable (gone, as far as anyone can tell) and its heartbeats said the
+ * sandbox's copy there is whole: B is chosen among the workers with the
+ * store, step 2 is skipped, step 3 is ImportSandbox {id, from: {store: true},
+ * spec} — B reads the copy from the store and checks it as a fetch — and
+ * step 5 too (A cannot answer; should it come back, reconciliation removes
+ * its copy as an orphan, and its store copy is B's by then).
+ *
  * Until step 4 the sandbox is A's and nothing is lost whatever fails: the
  * operation is retried, and both workers answer an export or an import again
  * (B at once for a sandbox it already took). Reconciliation leaves a
@@ -52,6 +60,7 @@ typedef struct cp_move {
         cp_ctrl *c;
         char op[SP_ID_MAX], sbx[SP_ID_MAX], tenant[SP_ID_MAX], backend[32];
         char from[SP_ID_MAX], from_name[NAME_MAX_], from_address[272];
+        bool from_store; /* A is unreachable: B takes the sandbox from the artifact store */
         cp_placement to;
         json_object *manifest; /* A's answer, as it came */
         int64_t bytes;
@@ -183,7 +192,8 @@ static void switch_over(move *m)
         const char *aud[] = {m->sbx, m->tenant, m->op, m->from_name, m->to.name, bytes, m->from, m->to.worker_id};
         char hb[32], msg[400];
         human(hb, m->bytes);
-        snprintf(msg, sizeof(msg), "moved from %s to %s (%s)", m->from_name, m->to.name, hb);
+        snprintf(msg, sizeof(msg), "moved from %s to %s (%s%s)", m->from_name, m->to.name, hb,
+                 m->from_store ? ", from the artifact store" : "");
         const char *opp[] = {m->op, m->from_name, m->to.name, bytes, m->from, m->to.worker_id, msg};
         const cp_db_stmt txn[] = {
                 {"UPDATE sandboxes SET worker_id = $3, updated_at = now() WHERE id = $1 AND worker_id = $2 "
@@ -229,9 +239,11 @@ static void switch_over(move *m)
                 sp_log_kv(SP_LOG_INFO,
                           SP_KV("sandbox_id", m->sbx, "operation_id", m->op, "from", m->from_name, "to", m->to.name,
                                 "from_worker_id", m->from, "to_worker_id", m->to.worker_id, "bytes", bytes),
-                          "moved from %s to %s (%s)", m->from_name, m->to.name, hb);
+                          "moved from %s to %s (%s%s)", m->from_name, m->to.name, hb,
+                          m->from_store ? ", from the artifact store" : "");
         }
-        delete_old_copy(m);
+        if (!m->from_store)
+                delete_old_copy(m);
         finish(m, CP_MOVE_DONE, SP_OK, "moved");
 }
 
@@ -255,6 +267,11 @@ static int remember_refusal(move *m)
 static void on_imported(json_object *resp, const sp_error *err, void *userdata)
 {
         move *m = userdata;
+        if (err && err->code == SP_E_PRECONDITION && m->from_store && strstr(err->message, "holds no copy")) {
+                /* Another worker would find none either: the store is one directory. */
+                finish(m, CP_MOVE_FAILED, err->code, "its worker %s is unreachable and %s", m->from_name, err->message);
+                return;
+        }
         if (err && err->code == SP_E_PRECONDITION) {
                 int n = remember_refusal(m);
                 if (n >= CP_MOVE_MAX_REFUSALS)
@@ -280,6 +297,45 @@ static void on_imported(json_object *resp, const sp_error *err, void *userdata)
         switch_over(m);
 }
 
+/* Step 3: B takes it, from A or from the store. */
+static void import(move *m)
+{
+        _cleanup_error_ sp_error *e = NULL;
+        sp_rpc_client *cli = cp__worker_client(m->c, m->to.worker_id);
+        if (!cli) {
+                finish(m, CP_MOVE_RETRY, SP_E_UNAVAILABLE, "no connection to %s", m->to.name);
+                return;
+        }
+        char hb[32];
+        human(hb, m->bytes);
+        if (m->from_store)
+                say(m,
+                    "moving it to %s: its worker %s is unreachable; %s is reading its copy (%s) from the artifact "
+                    "store",
+                    m->to.name, m->from_name, m->to.name, hb);
+        else
+                say(m, "moving it to %s: %s is fetching %s from %s", m->to.name, m->to.name, hb, m->from_name);
+        /* The sandbox as this control plane knows it: the holder's record is not taken for its resources,
+         * tenant, environment, egress or secrets (proto/spec/worker-rpc.md). */
+        _cleanup_json_ json_object *spec = NULL;
+        int64_t generation = 0;
+        if (cp_sandbox_create_request(m->c->db, m->c->cfg.keyring, m->sbx, &spec, &generation, &e) < 0) {
+                finish(m, CP_MOVE_RETRY, e->code, "the spec of %s: %s", m->sbx, e->message);
+                return;
+        }
+        pr_wk_import_sandbox q = {.id = m->sbx, .spec = spec};
+        if (m->from_store) {
+                q.from.store = true;
+        } else {
+                q.from.worker = m->from_name;
+                q.from.address = m->from_address;
+                q.manifest = m->manifest;
+        }
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_import_sandbox_schema, &q);
+        if (sp_rpc_client_call(cli, "ImportSandbox", req, IMPORT_TIMEOUT_MS, on_imported, m, &e) < 0)
+                finish(m, CP_MOVE_RETRY, e->code, "ImportSandbox on %s: %s", m->to.name, e->message);
+}
+
 static void on_exported(json_object *resp, const sp_error *err, void *userdata)
 {
         move *m = userdata;
@@ -302,30 +358,7 @@ static void on_exported(json_object *resp, const sp_error *err, void *userdata)
         }
         m->bytes = mf.bytes;
         m->manifest = json_object_get(resp);
-        sp_rpc_client *cli = cp__worker_client(m->c, m->to.worker_id);
-        if (!cli) {
-                finish(m, CP_MOVE_RETRY, SP_E_UNAVAILABLE, "no connection to %s", m->to.name);
-                return;
-        }
-        char hb[32];
-        human(hb, m->bytes);
-        say(m, "moving it to %s: %s is fetching %s from %s", m->to.name, m->to.name, hb, m->from_name);
-        /* The sandbox as this control plane knows it: the holder's record is not taken for its resources,
-         * tenant, environment, egress or secrets (proto/spec/worker-rpc.md). */
-        _cleanup_json_ json_object *spec = NULL;
-        int64_t generation = 0;
-        if (cp_sandbox_create_request(m->c->db, m->c->cfg.keyring, m->sbx, &spec, &generation, &e) < 0) {
-                finish(m, CP_MOVE_RETRY, e->code, "the spec of %s: %s", m->sbx, e->message);
-                return;
-        }
-        _cleanup_json_ json_object *req =
-                pr_msg_encode(&pr_wk_import_sandbox_schema,
-                              &(pr_wk_import_sandbox){.id = m->sbx,
-                                                      .from = {.worker = m->from_name, .address = m->from_address},
-                                                      .manifest = m->manifest,
-                                                      .spec = spec});
-        if (sp_rpc_client_call(cli, "ImportSandbox", req, IMPORT_TIMEOUT_MS, on_imported, m, &e) < 0)
-                finish(m, CP_MOVE_RETRY, e->code, "ImportSandbox on %s: %s", m->to.name, e->message);
+        import(m);
 }
 
 /* Why a move cannot start, into *err; logged; m freed. Returns NULL. */
@@ -354,7 +387,7 @@ static cp_move *refuse(move *m, cp_move_outcome o, cp_move_outcome *ret, sp_erro
 #define MOVE_SELECT \
         "SELECT s.worker_id, coalesce(w.name, w.id), coalesce(w.address, ''), s.template_id, s.spec::text, " \
         "coalesce(s.backend, w.backend, 'jail'), s.tenant_id, o.request->>'move_to', " \
-        "coalesce(o.request->'move_avoid', '[]'::jsonb)::text FROM sandboxes s " \
+        "coalesce(o.request->'move_avoid', '[]'::jsonb)::text, w.state, s.stored_bytes FROM sandboxes s " \
         "JOIN workers w ON w.id = s.worker_id, operations o WHERE s.id = $1 AND o.id = $2 AND s.deleted_at IS NULL"
 
 cp_move *cp__move_prepare(cp_ctrl *c, const char *op, const char *sbx, cp_move_outcome *ret, sp_error **err)
@@ -380,6 +413,13 @@ cp_move *cp__move_prepare(cp_ctrl *c, const char *op, const char *sbx, cp_move_o
         snprintf(m->from_address, sizeof(m->from_address), "%s", PQgetvalue(res, 0, 2));
         snprintf(m->backend, sizeof(m->backend), "%s", PQgetvalue(res, 0, 5));
         snprintf(m->tenant, sizeof(m->tenant), "%s", PQgetvalue(res, 0, 6));
+        if (strcmp(PQgetvalue(res, 0, 9), "unreachable") == 0) {
+                if (PQgetisnull(res, 0, 10))
+                        return refuse(m, CP_MOVE_RETRY, ret, err, SP_E_UNAVAILABLE,
+                                      "its worker %s is unreachable and it has no stored copy", m->from_name);
+                m->from_store = true;
+                m->bytes = strtoll(PQgetvalue(res, 0, 10), NULL, 10);
+        }
 
         /* Never back to A, nor to a worker that refused it. */
         const char *exclude[1 + CP_MOVE_MAX_REFUSALS] = {m->from};
@@ -391,16 +431,18 @@ cp_move *cp__move_prepare(cp_ctrl *c, const char *op, const char *sbx, cp_move_o
                         exclude[nexclude++] = json_object_get_string(json_object_array_get_idx(avoid, i));
         const char *prefer = PQgetisnull(res, 0, 7) ? NULL : PQgetvalue(res, 0, 7);
         if (cp_placement_choose_other(c->db, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), m->backend, exclude,
-                                      nexclude, prefer, &m->to, &e) < 0) {
+                                      nexclude, prefer, m->from_store, &m->to, &e) < 0) {
                 /* "no other worker …", from the scheduler's reasons. */
                 const char *why = e ? e->message : "", *prefix = "no worker can place it: ";
                 if (strncmp(why, prefix, strlen(prefix)) == 0)
                         why += strlen(prefix);
                 if (e && e->code == SP_E_LIMIT)
                         return refuse(m, CP_MOVE_NO_WORKER, ret, err, SP_E_LIMIT,
-                                      "no other worker with the %s backend has room: %s", m->backend, why);
+                                      "no other worker with the %s backend%s has room: %s", m->backend,
+                                      m->from_store ? " and the artifact store" : "", why);
                 return refuse(m, CP_MOVE_NO_WORKER, ret, err, e ? e->code : SP_E_UNAVAILABLE,
-                              "no other worker with the %s backend can take it: %s", m->backend, why);
+                              "no other worker with the %s backend%s can take it: %s", m->backend,
+                              m->from_store ? " and the artifact store" : "", why);
         }
         return m;
 }
@@ -415,6 +457,10 @@ void cp__move_run(cp_move *mv, cp_move_done_fn done, void *userdata)
                          "UPDATE operations SET request = request || jsonb_build_object('move_to', $2::text) "
                          "WHERE id = $1",
                          2, mp, NULL, NULL);
+        if (m->from_store) {
+                import(m);
+                return;
+        }
         sp_rpc_client *cli = cp__worker_client(m->c, m->from);
         if (!cli) {
                 finish(m, CP_MOVE_RETRY, SP_E_UNAVAILABLE, "no connection to %s", m->from_name);

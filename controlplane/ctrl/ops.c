@@ -305,7 +305,7 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
 #define SBX_SELECT \
         "SELECT s.worker_id, s.template_id, s.spec::text, s.backend, s.observed_state, s.desired_state, " \
         "w.state, coalesce(w.name, w.id), w.admin_state, coalesce(s.backend, w.backend, 'jail'), s.tenant_id, " \
-        "s.egress_generation " \
+        "s.egress_generation, s.stored_bytes IS NOT NULL " \
         "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1"
 enum {
         S_WORKER,
@@ -319,7 +319,8 @@ enum {
         S_ADMIN,
         S_WBACKEND,
         S_TENANT,
-        S_EGRESS_GEN
+        S_EGRESS_GEN,
+        S_STORED
 };
 
 /* Places the sandbox (a row of start_sandbox_op's query) with the fleet's
@@ -344,9 +345,82 @@ typedef enum serve {
         MOVE, /* move the sandbox to another worker first (move.c) */
 } serve;
 
+/* A delete of a sandbox whose worker is unreachable and whose copy is in the
+ * artifact store: a worker with the store removes that copy (the copy of the
+ * unreachable worker only: DeleteStoredSandbox names it), then the delete is
+ * done. */
+typedef struct forget_ctx {
+        cp_ctrl *c;
+        const kind_def *k;
+        char op[SP_ID_MAX], sbx[SP_ID_MAX], holder[72], via[72];
+} forget_ctx;
+
+static void on_forgotten(json_object *resp, const sp_error *err, void *userdata)
+{
+        (void)resp;
+        forget_ctx *x = userdata;
+        if (err && transient(err->code)) {
+                char msg[512];
+                snprintf(msg, sizeof(msg), "removing its copy in the artifact store through %s: retrying: %s", x->via,
+                         err->message);
+                op_retry(x->c, x->op, 2, msg);
+        } else {
+                if (err)
+                        sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", x->sbx, "operation_id", x->op),
+                                  "deleted while its worker %s is unreachable; its copy in the artifact store stays: "
+                                  "%s",
+                                  x->holder, err->message);
+                else
+                        sp_log_kv(SP_LOG_INFO, SP_KV("sandbox_id", x->sbx, "operation_id", x->op),
+                                  "deleted while its worker %s is unreachable; its copy in the artifact store was "
+                                  "removed through %s",
+                                  x->holder, x->via);
+                op_succeed(x->c, x->op, x->sbx, x->k);
+        }
+        cp__inflight_del(x->c, x->op);
+        free(x);
+}
+
+/* Returns false when no worker with the store can be asked now (the copy
+ * stays: its worker removes it should it come back). */
+static bool forget_stored(cp_ctrl *c, const char *op, const kind_def *k, const char *sbx, const char *holder)
+{
+        _cleanup_pgresult_ PGresult *res = NULL;
+        if (cp_db_exec(c->db,
+                       "SELECT id, coalesce(name, id) FROM workers WHERE artifact_store AND state = 'ready' "
+                       "ORDER BY last_heartbeat DESC NULLS LAST LIMIT 1",
+                       0, NULL, &res, NULL) < 0 ||
+            PQntuples(res) != 1)
+                return false;
+        sp_rpc_client *cli = cp__worker_client(c, PQgetvalue(res, 0, 0));
+        forget_ctx *x = cli ? calloc(1, sizeof(*x)) : NULL;
+        if (!x)
+                return false;
+        *x = (forget_ctx){.c = c, .k = k};
+        snprintf(x->op, sizeof(x->op), "%s", op);
+        snprintf(x->sbx, sizeof(x->sbx), "%s", sbx);
+        snprintf(x->holder, sizeof(x->holder), "%s", holder);
+        snprintf(x->via, sizeof(x->via), "%s", PQgetvalue(res, 0, 1));
+        if (!cp__inflight_add(c, op)) {
+                free(x);
+                return true; /* under way already */
+        }
+        _cleanup_json_ json_object *req = pr_msg_encode(&pr_wk_delete_stored_sandbox_schema,
+                                                        &(pr_wk_delete_stored_sandbox){.id = sbx, .holder = holder});
+        if (sp_rpc_client_call(cli, "DeleteStoredSandbox", req, 60000, on_forgotten, x, NULL) < 0) {
+                cp__inflight_del(c, op);
+                free(x);
+                return false;
+        }
+        return true;
+}
+
 /* Deals with an operation whose worker cannot serve it now. An unreachable
  * worker: a delete completes without it (it removes the sandbox as an orphan
- * if it returns), a create is placed again, anything else waits for it. A
+ * if it returns; a copy in the artifact store is removed through another
+ * worker first), a create is placed again, a wake or a move of a sandbox whose
+ * copy is in the artifact store moves it from there (move.c), anything else
+ * waits for it. A
  * draining worker: waking a suspended sandbox there moves it first (the
  * worker must not run it); a drain's `move` whose worker is no longer
  * draining has nothing to do. */
@@ -356,7 +430,12 @@ static serve worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, 
         const char *worker = PQgetvalue(sbx, 0, S_WORKER), *name = PQgetvalue(sbx, 0, S_WNAME);
         char msg[512];
         if (strcmp(PQgetvalue(sbx, 0, S_HEALTH), "unreachable") == 0) {
+                bool stored = strcmp(PQgetvalue(sbx, 0, S_STORED), "t") == 0;
+                bool wake = strcmp(k->kind, "restore") == 0 || strcmp(k->kind, "start") == 0 ||
+                            strcmp(k->kind, "move") == 0;
                 if (strcmp(k->kind, "delete") == 0) {
+                        if (stored && forget_stored(c, op, k, sbx_id, name))
+                                return HANDLED;
                         sp_log_kv(SP_LOG_WARN, SP_KV("sandbox_id", sbx_id, "worker_id", worker, "operation_id", op),
                                   "deleted while its worker %s is unreachable; the worker removes it if it returns",
                                   name);
@@ -364,11 +443,15 @@ static serve worker_cannot_serve(cp_ctrl *c, const char *op, const kind_def *k, 
                 } else if (strcmp(k->kind, "create") == 0) {
                         snprintf(msg, sizeof(msg), "placing again: its worker %s is unreachable", name);
                         place_again(c, op, sbx_id, worker, 1, msg);
+                } else if (wake && stored) {
+                        return MOVE;
                 } else {
                         snprintf(msg, sizeof(msg),
                                  "waiting for its worker %s, which is unreachable (it goes on once the worker is "
-                                 "back, or fails at its deadline)",
-                                 name);
+                                 "back, or fails at its deadline)%s",
+                                 name,
+                                 wake ? "; the sandbox has no stored copy in the artifact store to wake elsewhere from"
+                                      : "");
                         op_retry(c, op, 2, msg);
                 }
                 return HANDLED;

@@ -242,14 +242,15 @@ static int store(cp_fleet *f, const char *name, const char *serial, const heartb
                                 r->m.labels ? sp_json_str(r->m.labels) : NULL,
                                 sp_json_str(r->capacity),
                                 sp_json_str(r->observed),
-                                hb};
+                                hb,
+                                r->m.artifact_store ? "true" : "false"};
         if (cp_db_exec(f->db,
                        "UPDATE workers SET address = $2, backend = $3, labels = coalesce($4::jsonb, labels), "
                        "capacity = $5::jsonb, observed = $6::jsonb, heartbeat_ms = $7::integer, "
-                       "last_heartbeat = now(), updated_at = now(), "
+                       "artifact_store = $8::boolean, last_heartbeat = now(), updated_at = now(), "
                        "state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END "
                        "WHERE id = $1 RETURNING state, admin_state",
-                       7, params, &upd, err) < 0)
+                       8, params, &upd, err) < 0)
                 return sp_error_wrap(err, "heartbeat");
         snprintf(ret->state, sizeof(ret->state), "%s", PQgetvalue(upd, 0, 0));
         snprintf(ret->admin_state, sizeof(ret->admin_state), "%s", PQgetvalue(upd, 0, 1));
@@ -271,6 +272,16 @@ static int store(cp_fleet *f, const char *name, const char *serial, const heartb
                                2, ap, NULL, err) < 0)
                         return sp_error_wrap(err, "heartbeat");
         }
+        /* The artifact store: which of this worker's sandboxes have a whole copy there (a wake finds it when the
+         * worker is gone); one it no longer lists as stored is not (it ran again, or went). */
+        const char *sp[] = {ret->worker_id, list ? sp_json_str(list) : "[]"};
+        if (cp_db_exec(f->db,
+                       "UPDATE sandboxes s SET stored_bytes = b.stored_bytes FROM (SELECT s2.id, x.stored_bytes FROM "
+                       "sandboxes s2 LEFT JOIN jsonb_to_recordset($2::jsonb) AS x(id text, stored_bytes bigint) "
+                       "ON x.id = s2.id WHERE s2.worker_id = $1 AND s2.deleted_at IS NULL) b "
+                       "WHERE s.id = b.id AND s.stored_bytes IS DISTINCT FROM b.stored_bytes",
+                       2, sp, NULL, err) < 0)
+                return sp_error_wrap(err, "heartbeat");
         return 0;
 }
 

@@ -14,6 +14,7 @@ typedef struct choice {
         const char *const *exclude;
         size_t nexclude;
         const char *prefer;
+        bool need_store;
 } choice;
 
 static int choose(cp_db *db, const char *template_id, const char *spec, const char *backend, const choice *how,
@@ -31,8 +32,9 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
                        "coalesce((w.observed->'used'->>'disk_mb')::bigint, 0), coalesce(w.address, ''), "
                        "coalesce((w.observed->'jobs'->>'threads')::bigint, 0), "
                        "greatest(coalesce((w.observed->'jobs'->>'running')::bigint, 0) + "
-                       "coalesce((w.observed->'jobs'->>'queued')::bigint, 0), coalesce(u.creating, 0)) "
-                       "FROM workers w LEFT JOIN (SELECT worker_id, sum((spec->'resources'->>'cpu_millis')::bigint) "
+                       "coalesce((w.observed->'jobs'->>'queued')::bigint, 0), coalesce(u.creating, 0)), "
+                       "w.artifact_store FROM workers w LEFT JOIN (SELECT worker_id, "
+                       "sum((spec->'resources'->>'cpu_millis')::bigint) "
                        "cpu, sum((spec->'resources'->>'memory_mb')::bigint) mem, count(*) n, "
                        "count(*) FILTER (WHERE observed_state = 'creating') creating FROM sandboxes WHERE "
                        "deleted_at IS NULL AND worker_id IS NOT NULL AND observed_state NOT IN ('suspended', "
@@ -69,6 +71,7 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
                         .disk_mb_used = strtoll(PQgetvalue(res, i, 15), NULL, 10),
                         .job_threads = strtoll(PQgetvalue(res, i, 17), NULL, 10),
                         .jobs_pending = strtoll(PQgetvalue(res, i, 18), NULL, 10),
+                        .artifact_store = strcmp(PQgetvalue(res, i, 19), "t") == 0,
                 };
         }
         _cleanup_json_ json_object *sp = NULL;
@@ -90,6 +93,7 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
         int r = -SP_E_UNAVAILABLE;
         req.exclude_workers = how->exclude;
         req.nexclude_workers = how->nexclude;
+        req.need_store = how->need_store;
         for (int i = 0; how->prefer && i < n; i++)
                 if (strcmp(ws[i].id, how->prefer) == 0 && cp_sched_place(&req, &ws[i], 1, &idx, NULL) == 0) {
                         idx = (size_t)i;
@@ -124,9 +128,10 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
 }
 
 int cp_placement_choose_other(cp_db *db, const char *template_id, const char *spec, const char *backend,
-                              const char *const *exclude, size_t nexclude, const char *prefer, cp_placement *ret,
-                              sp_error **err)
+                              const char *const *exclude, size_t nexclude, const char *prefer, bool need_store,
+                              cp_placement *ret, sp_error **err)
 {
         return choose(db, template_id, spec, backend,
-                      &(choice){.exclude = exclude, .nexclude = nexclude, .prefer = prefer}, ret, err);
+                      &(choice){.exclude = exclude, .nexclude = nexclude, .prefer = prefer, .need_store = need_store},
+                      ret, err);
 }

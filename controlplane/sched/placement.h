@@ -9,6 +9,7 @@
 #ifndef CP_SCHED_PLACEMENT_H
 #define CP_SCHED_PLACEMENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "space/error.h"
@@ -36,10 +37,11 @@ int cp_placement_choose(cp_db *db, const char *template_id, const char *spec, co
  * cp_placement_choose() does, but never on one of exclude[0..nexclude) (the
  * worker it leaves and those that refused it) and with no fallback to them;
  * prefer (NULL: none), the worker an earlier attempt chose (it may already
- * hold part of the artifacts), is taken whenever it fits. Errors as
+ * hold part of the artifacts), is taken whenever it fits; need_store: only
+ * a worker with the artifact store (a wake from the store). Errors as
  * cp_placement_choose()'s, the excluded workers explained as such. */
 int cp_placement_choose_other(cp_db *db, const char *template_id, const char *spec, const char *backend,
-                              const char *const *exclude, size_t nexclude, const char *prefer, cp_placement *ret,
-                              sp_error **err);
+                              const char *const *exclude, size_t nexclude, const char *prefer, bool need_store,
+                              cp_placement *ret, sp_error **err);
 
 #endif

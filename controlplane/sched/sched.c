@@ -119,6 +119,10 @@ static verdict judge(const cp_sched_request *req, const cp_sched_worker *w, char
                 snprintf(why, whysz, "no template %.64s", req->template_id);
                 return NEVER;
         }
+        if (req->need_store && !w->artifact_store) {
+                snprintf(why, whysz, "no artifact store");
+                return NEVER;
+        }
 
         int64_t cpu_cap = nonneg(w->cpu_millis_capacity), mem_cap = nonneg(w->memory_mb_capacity);
         if (req->cpu_millis > cpu_cap) {

@@ -51,6 +51,7 @@ typedef struct cp_sched_worker {
          * fits has none either (then the shortest queue): a create there
          * would wait behind the others. */
         int64_t job_threads, jobs_pending;
+        bool artifact_store; /* it has the cluster's artifact store (its heartbeat says so) */
 } cp_sched_worker;
 
 /* What a sandbox needs. Strings and labels are borrowed. */
@@ -65,6 +66,9 @@ typedef struct cp_sched_request {
          * those that refused it); borrowed, may be NULL when n is 0. */
         const char *const *exclude_workers;
         size_t nexclude_workers;
+        /* Only a worker with the artifact store (a wake from the store: the
+         * sandbox's worker is gone). */
+        bool need_store;
 } cp_sched_request;
 
 /* Chooses a worker among ws[0..n). On success returns 0 and sets *ret_index.

@@ -74,6 +74,7 @@ static const pr_field sandbox_fields[] = {
         PR_F_STRING(R, "template", template_name, true, PR_CP_OBJECT_NAME_MAX),
         PR_F_BOOL(R, "secrets_missing", secrets_missing, false),
         PR_F_JSON(R, "busy", busy, false),
+        PR_F_INT(R, "stored_bytes", stored_bytes, false, 0, PR_CP_BYTES_MAX, 0),
 };
 #undef R
 const pr_schema pr_cp_sandbox_schema = PR_SCHEMA("Sandbox", sandbox_fields);
@@ -101,6 +102,7 @@ static const pr_field heartbeat_fields[] = {
                      PR_CP_BYTES_MAX),
         PR_F_INT_MAP(R, "warm", warm, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0, PR_CP_WARM_MAX),
         PR_F_ARRAY(R, "sandboxes", sandboxes, false, PR_CP_SANDBOXES_MAX, &pr_cp_sandbox_schema),
+        PR_F_BOOL(R, "artifact_store", artifact_store, false),
 };
 #undef R
 const pr_schema pr_cp_heartbeat_schema = PR_SCHEMA("Heartbeat", heartbeat_fields);

@@ -235,8 +235,9 @@ const pr_schema pr_wk_read_sandbox_artifact_schema = PR_SCHEMA("ReadSandboxArtif
 
 #define R pr_wk_import_from
 static const pr_field import_from_fields[] = {
-        PR_F_STRING(R, "worker", worker, true, PR_WK_ID_MAX),
-        PR_F_STRING(R, "address", address, true, 300),
+        PR_F_STRING(R, "worker", worker, false, PR_WK_ID_MAX),
+        PR_F_STRING(R, "address", address, false, 300),
+        PR_F_BOOL(R, "store", store, false),
 };
 #undef R
 static const pr_schema import_from_schema = PR_SCHEMA("ImportFrom", import_from_fields);
@@ -245,11 +246,36 @@ static const pr_schema import_from_schema = PR_SCHEMA("ImportFrom", import_from_
 static const pr_field import_sandbox_fields[] = {
         PR_F_STRING(R, "id", id, true, PR_WK_ID_MAX),
         PR_F_OBJECT_REQ(R, "from", from, &import_from_schema),
-        PR_F_JSON(R, "manifest", manifest, true),
+        PR_F_JSON(R, "manifest", manifest, false),
         PR_F_JSON(R, "spec", spec, false),
 };
 #undef R
 const pr_schema pr_wk_import_sandbox_schema = PR_SCHEMA("ImportSandbox", import_sandbox_fields);
+
+int pr_wk_import_sandbox_check(const pr_wk_import_sandbox *q, sp_error **err)
+{
+        bool holder = q->from.worker || q->from.address;
+        if (q->from.store) {
+                if (holder)
+                        return sp_error_set(err, SP_E_INVALID, "field 'from' names a worker or the store, not both");
+                if (q->manifest)
+                        return sp_error_set(err, SP_E_INVALID,
+                                            "field 'manifest' is not allowed with 'from.store': the store's is read");
+                return 0;
+        }
+        if (!q->from.worker || !q->from.address)
+                return sp_error_set(err, SP_E_INVALID,
+                                    "field 'from' must have 'worker' and 'address', or be {\"store\":true}");
+        if (!q->manifest)
+                return sp_error_set(err, SP_E_INVALID, "missing required field 'manifest'");
+        return 0;
+}
+
+static const pr_field delete_stored_sandbox_fields[] = {
+        PR_F_STRING(pr_wk_delete_stored_sandbox, "id", id, true, PR_WK_ID_MAX),
+        PR_F_STRING(pr_wk_delete_stored_sandbox, "holder", holder, true, PR_WK_ID_MAX),
+};
+const pr_schema pr_wk_delete_stored_sandbox_schema = PR_SCHEMA("DeleteStoredSandbox", delete_stored_sandbox_fields);
 
 static const pr_field set_warm_pool_fields[] = {
         PR_F_STRING(pr_wk_set_warm_pool, "template", template_name, true, PR_WK_ID_MAX),
@@ -287,6 +313,8 @@ static const pr_field sandbox_fields[] = {
         PR_F_OBJECT_OPT(R, "suspend", suspend, has_suspend, &suspend_schema),
         PR_F_STRING(R, "error", error, false, PR_WK_MESSAGE_MAX),
         PR_F_BOOL_REQ(R, "agent_connected", agent_connected),
+        PR_F_BOOL(R, "stored", stored, false),
+        PR_F_INT(R, "stored_bytes", stored_bytes, false, 0, INT64_MAX, 0),
 };
 #undef R
 const pr_schema pr_wk_sandbox_schema = PR_SCHEMA_OPEN("Sandbox", sandbox_fields);
@@ -550,6 +578,7 @@ const pr_method pr_worker_methods[] = {
            pr_wk_sandbox_artifact_trailer_schema, pr_wk_sandbox_artifact_trailer),
         MR("ImportSandbox", pr_wk_import_sandbox_schema, pr_wk_import_sandbox, false, pr_wk_sandbox_schema,
            pr_wk_sandbox),
+        M("DeleteStoredSandbox", pr_wk_delete_stored_sandbox_schema, pr_wk_delete_stored_sandbox, false),
         MR("SandboxStats", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_stats_schema,
            pr_wk_sandbox_stats),
         MR("Exec", pr_wk_exec_schema, pr_wk_exec, false, pr_wk_session_schema, pr_wk_session),

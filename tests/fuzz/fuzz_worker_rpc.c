@@ -5,7 +5,8 @@
  * the answer schemas, which its callers apply to every answer. The input is
  * JSON, decoded with every schema. A refusal is SP_E_INVALID; a decoded
  * message re-encodes to one that decodes again and encodes the same, and an
- * answer's array elements decode with their own schema.
+ * answer's array elements decode with their own schema. ImportSandbox's
+ * check of its `from` runs on every request its schema takes.
  */
 #include <stdint.h>
 
@@ -27,6 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                             : pr_worker_answers[m - pr_worker_nmethods].schema;
                 fuzz_msg_one(s, o);
         }
+        /* ImportSandbox's rule beyond its schema, on what the schema took. */
+        pr_wk_import_sandbox q;
+        if (pr_msg_decode(&pr_wk_import_sandbox_schema, o, &q, NULL) == 0)
+                (void)pr_wk_import_sandbox_check(&q, NULL);
         json_object_put(o);
         return 0;
 }

@@ -41,6 +41,8 @@ struct wk_cluster {
         bool no_jobs;
         /* The same for the sandboxes' "busy" (their activity). */
         bool no_busy;
+        /* The same for the artifact store ("artifact_store", "stored_bytes"). */
+        bool no_store;
 };
 
 static pr_cp_resources resources(json_object *info, const char *field)
@@ -83,6 +85,9 @@ static json_object *heartbeat_body(wk_cluster *c)
                 s.secrets_missing = s.id && wk_node_sandbox_secrets_missing(c->node, s.id);
                 _cleanup_json_ json_object *busy = s.id && !c->no_busy ? wk_node_sandbox_activity(c->node, s.id) : NULL;
                 s.busy = busy;
+                json_object *stored = NULL;
+                if (!c->no_store && json_object_object_get_ex(sb, "stored_bytes", &stored))
+                        s.stored_bytes = json_object_get_int64(stored);
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
         const char *backend = sp_json_member_str(info, "backend");
@@ -112,6 +117,8 @@ static json_object *heartbeat_body(wk_cluster *c)
                  * the artifact) against its tenant's template storage. */
                 .template_bytes = json_object_object_length(bytes) > 0 ? bytes : NULL,
                 .sandboxes = sandboxes,
+                /* Whether the control plane may wake sandboxes from the store here. */
+                .artifact_store = !c->no_store && wk_node_has_artifact_store(c->node),
         };
         return pr_msg_encode(&pr_cp_heartbeat_schema, &m);
 }
@@ -168,6 +175,17 @@ static void on_reply(json_object *resp, const sp_error *err, void *userdata)
                                "the control plane does not take sandboxes' activity in heartbeats (an older "
                                "version): sent without it, so its idle timeouts count API calls only");
                 c->no_busy = true;
+                c->again = true;
+                schedule(c);
+                return;
+        }
+        if (err && err->code == SP_E_INVALID && !c->no_store &&
+            (strstr(err->message, "unknown field 'artifact_store'") ||
+             strstr(err->message, "unknown field 'stored_bytes'"))) {
+                sp_log_warn_kv(SP_KV("control_plane", c->control_plane),
+                               "the control plane does not take the artifact store in heartbeats (an older version): "
+                               "sent without it, so it wakes no sandbox from the store");
+                c->no_store = true;
                 c->again = true;
                 schedule(c);
                 return;

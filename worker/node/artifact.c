@@ -109,24 +109,9 @@ void wk__artifacts_drop(wk_node *n, const char *key)
         unlink(p);
 }
 
-/* ---- export ---- */
+/* ---- the artifacts and their manifest (export, and the store's copy) ---- */
 
-typedef struct export_job {
-        wk_job job;
-        wk_sandbox *sb;
-        wk_node_export_done_fn done;
-        void *ud;
-        bool jail, memory;
-        char backend[16], accel[16], id[WK_NAME_MAX + 1], tpl[WK_NAME_MAX + 1];
-        char state[PATH_MAX], storage[PATH_MAX], rootfs[PATH_MAX];
-        uint64_t disk_exclusive;
-        uint64_t disk_bytes, reserve; /* its quota; the pool's reserve */
-        json_object *files;
-        int64_t bytes;
-        sp_error *err;
-} export_job;
-
-static int add_file(export_job *x, const char *name, const char *path)
+static int add_file(wk__artifacts *x, const char *name, const char *path)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -150,7 +135,7 @@ static int add_file(export_job *x, const char *name, const char *path)
 }
 
 /* Every regular file under dir (rel its name below the state directory). */
-static int walk_state(export_job *x, const char *dir, const char *rel, unsigned depth)
+static int walk_state(wk__artifacts *x, const char *dir, const char *rel, unsigned depth)
 {
         if (depth > STATE_DEPTH_MAX)
                 return 0;
@@ -182,9 +167,35 @@ static int walk_state(export_job *x, const char *dir, const char *rel, unsigned 
         return 0;
 }
 
-static void export_run(wk_job *j)
+int wk__artifacts_init(wk__artifacts *x, wk_node *n, const wk_sandbox *sb)
 {
-        export_job *x = (export_job *)j;
+        *x = (wk__artifacts){0};
+        if (!(x->files = json_object_new_array()))
+                return -1;
+        const char *backend = n->backend->ops->name;
+        x->jail = strcmp(backend, "jail") == 0;
+        x->memory = sb->suspended.memory;
+        snprintf(x->backend, sizeof(x->backend), "%s", backend);
+        const char *accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL;
+        snprintf(x->accel, sizeof(x->accel), "%s", accel ? accel : "");
+        snprintf(x->id, sizeof(x->id), "%s", sb->id);
+        snprintf(x->tpl, sizeof(x->tpl), "%s", sb->template_name);
+        x->disk_bytes = (uint64_t)sb->disk_bytes;
+        x->reserve = n->cfg.storage_reserve;
+        wk__path(x->state, sizeof(x->state), "%s/sandboxes/%s", n->state_dir, sb->key);
+        storage_dir(n, sb->key, x->storage, sizeof(x->storage));
+        wk__path(x->rootfs, sizeof(x->rootfs), "%s/rootfs", x->storage);
+        return 0;
+}
+
+void wk__artifacts_clear(wk__artifacts *x)
+{
+        sp_json_putp(&x->files);
+        x->err = sp_error_free(x->err);
+}
+
+void wk__artifacts_make(wk__artifacts *x)
+{
         if (x->jail) {
                 char tar[PATH_MAX], part[PATH_MAX];
                 wk__path(tar, sizeof(tar), "%s/%s", x->storage, JAIL_TAR);
@@ -234,34 +245,54 @@ static void export_run(wk_job *j)
         (void)walk_state(x, x->state, "", 0);
 }
 
+json_object *wk__artifacts_manifest(const wk__artifacts *x)
+{
+        pr_wk_manifest man = {.version = 1,
+                              .id = x->id,
+                              .backend = x->backend,
+                              .template_name = x->tpl,
+                              .accel = x->memory && x->accel[0] ? x->accel : NULL,
+                              .memory = x->memory,
+                              .bytes = x->bytes,
+                              .files = x->files};
+        json_object *m = pr_msg_encode(&pr_wk_manifest_schema, &man);
+        if (m && x->jail)
+                json_object_object_add(m, "disk_exclusive", json_object_new_int64((int64_t)x->disk_exclusive));
+        return m;
+}
+
+/* ---- export ---- */
+
+typedef struct export_job {
+        wk_job job;
+        wk_sandbox *sb;
+        wk_node_export_done_fn done;
+        void *ud;
+        wk__artifacts a;
+} export_job;
+
+static void export_run(wk_job *j)
+{
+        wk__artifacts_make(&((export_job *)j)->a);
+}
+
 static void export_done(wk_job *j)
 {
         export_job *x = (export_job *)j;
         wk_sandbox *sb = x->sb;
         if (j->cancelled)
-                sp_error_set(&x->err, SP_E_UNAVAILABLE, "export %s: the worker is shutting down", x->id);
+                sp_error_set(&x->a.err, SP_E_UNAVAILABLE, "export %s: the worker is shutting down", x->a.id);
         _cleanup_json_ json_object *m = NULL;
-        if (!x->err) {
-                pr_wk_manifest man = {.version = 1,
-                                      .id = x->id,
-                                      .backend = x->backend,
-                                      .template_name = x->tpl,
-                                      .accel = x->memory && x->accel[0] ? x->accel : NULL,
-                                      .memory = x->memory,
-                                      .bytes = x->bytes,
-                                      .files = x->files};
-                m = pr_msg_encode(&pr_wk_manifest_schema, &man);
-                if (x->jail)
-                        json_object_object_add(m, "disk_exclusive", json_object_new_int64((int64_t)x->disk_exclusive));
-                sp_log_info_kv(SP_KV("sandbox_id", x->id), "exported for worker %s: %zu files, %lld bytes",
-                               sb->export_to, json_object_array_length(x->files), (long long)x->bytes);
+        if (!x->a.err) {
+                m = wk__artifacts_manifest(&x->a);
+                sp_log_info_kv(SP_KV("sandbox_id", x->a.id), "exported for worker %s: %zu files, %lld bytes",
+                               sb->export_to, json_object_array_length(x->a.files), (long long)x->a.bytes);
         }
-        if (x->err && x->err->code == SP_E_TOO_LARGE && !sb->export_refused)
-                sb->export_refused = strdup(x->err->message);
+        if (x->a.err && x->a.err->code == SP_E_TOO_LARGE && !sb->export_refused)
+                sb->export_refused = strdup(x->a.err->message);
         wk__sandbox_unbusy(sb);
-        x->done(m, x->err, x->ud);
-        sp_error_free(x->err);
-        json_object_put(x->files);
+        x->done(m, x->a.err, x->ud);
+        wk__artifacts_clear(&x->a);
         free(x);
 }
 
@@ -279,7 +310,7 @@ int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_e
         if (sb->export_refused)
                 return sp_error_set(err, SP_E_TOO_LARGE, "%s", sb->export_refused);
         export_job *x = calloc(1, sizeof(*x));
-        if (!x || !(x->files = json_object_new_array())) {
+        if (!x || wk__artifacts_init(&x->a, n, sb) < 0) {
                 free(x);
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
@@ -289,7 +320,7 @@ int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_e
         snprintf(sb->export_to, sizeof(sb->export_to), "%s", to);
         if (strcmp(before, to) != 0 && wk__sandbox_persist(sb, err) < 0) {
                 snprintf(sb->export_to, sizeof(sb->export_to), "%s", before);
-                json_object_put(x->files);
+                wk__artifacts_clear(&x->a);
                 free(x);
                 return -SP_E_IO;
         }
@@ -297,19 +328,6 @@ int wk_node_sandbox_export(wk_node *n, const char *id, const char *to, wk_node_e
         x->sb = sb;
         x->done = done;
         x->ud = ud;
-        const char *backend = n->backend->ops->name;
-        x->jail = strcmp(backend, "jail") == 0;
-        x->memory = sb->suspended.memory;
-        snprintf(x->backend, sizeof(x->backend), "%s", backend);
-        const char *accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL;
-        snprintf(x->accel, sizeof(x->accel), "%s", accel ? accel : "");
-        snprintf(x->id, sizeof(x->id), "%s", sb->id);
-        snprintf(x->tpl, sizeof(x->tpl), "%s", sb->template_name);
-        x->disk_bytes = (uint64_t)sb->disk_bytes;
-        x->reserve = n->cfg.storage_reserve;
-        wk__path(x->state, sizeof(x->state), "%s/sandboxes/%s", n->state_dir, sb->key);
-        storage_dir(n, sb->key, x->storage, sizeof(x->storage));
-        wk__path(x->rootfs, sizeof(x->rootfs), "%s/rootfs", x->storage);
         sb->busy = true;
         wk_jobs_submit(n->jobs, &x->job);
         return 1;
@@ -373,8 +391,17 @@ struct wk_node_import {
         wk_node_import_done_fn done;
         void *ud;
         sp_error *err;
+        /* From the artifact store (store.c): the copy's directory ("" for a
+         * fetch); adopted once this worker took the copy as its own. */
+        char store_src[PATH_MAX];
+        bool adopted;
         struct wk_node_import *next; /* in node->moving_in */
 };
+
+void wk__import_from_store(wk_node_import *imp, const char *dir)
+{
+        snprintf(imp->store_src, sizeof(imp->store_src), "%s", dir);
+}
 
 static void import_free(wk_node_import *imp)
 {
@@ -398,10 +425,9 @@ void wk_node_import_abort(wk_node_import *imp)
         import_free(imp);
 }
 
-/* Removes a directory tree of plain files and directories (staging: ours). */
 static void remove_tree(const char *path, unsigned depth)
 {
-        if (depth > STATE_DEPTH_MAX + 2)
+        if (depth > STATE_DEPTH_MAX + 4)
                 return;
         _cleanup_closedir_ DIR *d = opendir(path);
         if (d) {
@@ -419,6 +445,11 @@ static void remove_tree(const char *path, unsigned depth)
                 }
         }
         rmdir(path);
+}
+
+void wk__tree_remove(const char *path)
+{
+        remove_tree(path, 0);
 }
 
 int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, json_object *spec, wk_node_import **ret,
@@ -702,6 +733,9 @@ static int rewrite_record(wk_node_import *imp)
         json_object_object_add(o, "slot", json_object_new_int64(imp->slot));
         json_object_object_add(o, "warm", json_object_new_boolean(false));
         json_object_object_del(o, "export_to");
+        /* Its copy in the artifact store is the holder's (this worker's own is recorded once made). */
+        json_object_object_del(o, "stored");
+        json_object_object_del(o, "stored_bytes");
         /* Its box as a suspended one of this worker: no process of the holder's (a pid and start time
          * from another host must never name one here), its machine's shape kept (a VM's memory and
          * vCPUs, which its memory state needs). */
@@ -722,11 +756,30 @@ static int rewrite_record(wk_node_import *imp)
         return sp_file_write_atomic(path, s, strlen(s), 0600, &imp->err);
 }
 
+/* On the job thread: every file of the manifest from the store's copy into
+ * the staging area (a reflink where the filesystems allow it). */
+static int copy_from_store(wk_node_import *imp)
+{
+        size_t nf = json_object_array_length(imp->files);
+        for (size_t i = 0; i < nf; i++) {
+                char path[PATH_MAX], from[PATH_MAX];
+                const char *name;
+                uint64_t bytes;
+                if (wk_node_import_file(imp, i, &name, &bytes, path, sizeof(path), &imp->err) < 0)
+                        return -1;
+                wk__path(from, sizeof(from), "%s/%s", imp->store_src, name);
+                (void)unlink(path);
+                if (wk__file_copy(from, path, &imp->err) < 0)
+                        return sp_error_wrap(&imp->err, "sandbox %s's %s from the artifact store", imp->id, name);
+        }
+        return 0;
+}
+
 static void import_run(wk_job *j)
 {
         wk_node_import *imp = (wk_node_import *)((char *)j - offsetof(wk_node_import, job));
         wk_node *n = imp->node;
-        if (verify(imp) < 0 || rewrite_record(imp) < 0)
+        if ((imp->store_src[0] && copy_from_store(imp) < 0) || verify(imp) < 0 || rewrite_record(imp) < 0)
                 return;
         if (install_storage(imp) < 0) {
                 /* What it made of the sandbox's storage goes (the fetched files went with it: fetched again). */
@@ -768,6 +821,15 @@ static void import_run(wk_job *j)
                 return;
         }
         rmdir(imp->stage);
+        /* The store's copy is this worker's sandbox now: it holds it (and removes it when the sandbox runs
+         * again). Not taken, it stays the gone worker's: this worker makes its own copy later. */
+        if (imp->store_src[0]) {
+                _cleanup_error_ sp_error *e = NULL;
+                if (wk__store_holder_write(imp->store_src, n->node_id, &e) == 0)
+                        imp->adopted = true;
+                else
+                        sp_log_warn_kv(SP_KV("sandbox_id", imp->id), "artifact store: taking its copy: %s", e->message);
+        }
 }
 
 static void import_done(wk_job *j)
@@ -786,9 +848,23 @@ static void import_done(wk_job *j)
                         if (!sb)
                                 sp_error_set(&imp->err, SP_E_INTERNAL, "sandbox %s did not load", imp->id);
                 }
-                if (sb)
-                        sp_log_info_kv(SP_KV("sandbox_id", imp->id), "imported (%s)",
-                                       imp->memory ? "memory and files" : "files");
+                if (sb) {
+                        sp_log_info_kv(SP_KV("sandbox_id", imp->id), "imported (%s)%s",
+                                       imp->memory ? "memory and files" : "files",
+                                       imp->store_src[0] ? " from the artifact store" : "");
+                        if (imp->adopted) {
+                                json_object *b = NULL;
+                                sb->stored = true;
+                                sb->stored_bytes = json_object_object_get_ex(imp->manifest, "bytes", &b)
+                                                           ? json_object_get_int64(b)
+                                                           : 0;
+                                if (sb->stored_bytes <= 0)
+                                        sb->stored_bytes = 1;
+                                (void)wk__sandbox_persist(sb, NULL);
+                        } else {
+                                wk__store_want(n);
+                        }
+                }
         }
         imp->done(sb, imp->err, imp->ud);
         import_free(imp);

@@ -89,6 +89,7 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                                (unsigned long long)n->vm_bases_made, (unsigned long long)n->vm_bases_failed);
         if (n->jobs)
                 wk_jobs_metrics(n->jobs, out);
+        wk__store_metrics(n, out);
         if (n->cfg.net)
                 wk_net_metrics(n->cfg.net, out);
         return 0;

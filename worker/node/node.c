@@ -233,6 +233,10 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
                 if (sp_mkdir_p(p, 0700, err) < 0)
                         goto fail;
         }
+        n->cfg.artifact_store = NULL;
+        if (cfg->artifact_store && *cfg->artifact_store && wk__store_open(n, cfg->artifact_store, err) < 0)
+                goto fail;
+        n->cfg.artifact_store = n->store_dir;
         if (wk_jobs_new(base, cfg->jobs ? cfg->jobs : 4, &n->jobs, err) < 0 || templates_load(n, err) < 0 ||
             wk__sandbox_load_all(n, err) < 0)
                 goto fail;
@@ -241,6 +245,7 @@ int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend 
         wk__imports_stale_sweep(n);
         templates_measure_unknown(n);
         wk__warm_schedule(n);
+        wk__store_start(n);
         *ret = n;
         return 0;
 fail:
@@ -278,6 +283,7 @@ void wk_node_free(wk_node *n)
                 lh_table_free(n->session_index);
         if (n->warm_timer)
                 event_free(n->warm_timer);
+        wk__store_free(n);
         free(n->slots_used);
         free(n->state_dir);
         free(n->node_id);

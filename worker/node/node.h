@@ -73,6 +73,11 @@ typedef struct wk_node_config {
         /* Threads that make and remove sandboxes (jobs.h; 0: 4): creates and
          * deletes beyond them wait in a queue (/metrics). */
         unsigned jobs;
+        /* The artifact store (store.c, docs/backends.md): a directory on
+         * storage every worker mounts, where suspended sandboxes are copied so
+         * that another worker can take them when this one is gone. NULL or "":
+         * none. Copied by wk_node_open. */
+        const char *artifact_store;
 } wk_node_config;
 
 typedef enum wk_sandbox_state {
@@ -328,6 +333,25 @@ int wk_node_import_file(wk_node_import *imp, size_t i, const char **ret_name, ui
                         size_t len, sp_error **err);
 void wk_node_import_finish(wk_node_import *imp, wk_node_import_done_fn done, void *userdata);
 void wk_node_import_abort(wk_node_import *imp);
+
+/* The artifact store (store.c; worker-rpc.md ImportSandbox from.store and
+ * DeleteStoredSandbox). Whether the node has one. */
+bool wk_node_has_artifact_store(const wk_node *n);
+/* Imports sandbox id from the store's copy: its manifest is read on a job
+ * thread and checked as wk_node_import_begin() checks one, each file copied
+ * into the staging area and checked against its digest, the sandbox
+ * installed as any import and the copy taken as this worker's (it stays
+ * stored). done as wk_node_import_finish()'s; returns 1 (done follows) or
+ * < 0: SP_E_PRECONDITION without a store (done then says so too when the
+ * store holds no copy of id). */
+int wk_node_store_import(wk_node *n, const char *id, json_object *spec, wk_node_import_done_fn done, void *userdata,
+                         sp_error **err);
+/* Removes the store's copy of id if the worker named holder holds it (a
+ * worker that is gone); nothing when there is none or another holds it.
+ * Returns 1 (done follows) or < 0 (SP_E_PRECONDITION without a store,
+ * SP_E_INVALID, SP_E_CONFLICT for a sandbox of this worker's own). */
+int wk_node_store_forget(wk_node *n, const char *id, const char *holder, wk_node_done_fn done, void *userdata,
+                         sp_error **err);
 
 json_object *wk_sandbox_to_json(const wk_sandbox *sb);
 json_object *wk_node_sandboxes_json(wk_node *n);

@@ -105,6 +105,16 @@ struct wk_sandbox {
          * suspended its files cannot change, so a retry is answered with it at
          * once instead of filling the pool again. NULL: none. */
         char *export_refused;
+        /* The artifact store (store.c): its copy there is whole (stored_bytes:
+         * its manifest's bytes). store_token names the store job that may
+         * record its copy: 0 once a copy under way is stale (it runs again, or
+         * goes). After a failure, the next try waits until store_retry_us
+         * (monotonic); store_failures in a row double the wait. */
+        bool stored;
+        int64_t stored_bytes;
+        uint64_t store_token;
+        int64_t store_retry_us;
+        unsigned store_failures;
         struct wk_sandbox *next;
 };
 
@@ -131,6 +141,14 @@ struct wk_node {
         bool vm_base_busy;
         int64_t vm_base_retry_us;
         uint64_t vm_bases_made, vm_bases_failed, vm_creates_from_base, vm_creates_booted;
+        /* The artifact store (store.c): its directory (NULL: none), the jobs
+         * copying sandboxes into it, the timer that starts them, counters. */
+        char *store_dir;
+        struct wk__store_job *storing;
+        unsigned nstoring;
+        struct event *store_timer;
+        uint64_t store_tokens;
+        uint64_t store_ok, store_failed, store_stale, store_removed;
 };
 
 /* exec.c: the next session's directory, made ahead in sessions/ (and
@@ -163,6 +181,58 @@ void wk__slot_give_back(wk_node *n, uint32_t slot);
 void wk__artifacts_drop(wk_node *n, const char *key);
 /* Removes imports abandoned over a day ago (their staging; after loading). */
 void wk__imports_stale_sweep(wk_node *n);
+/* Removes a directory tree of plain files and directories (ours: staging, a
+ * store copy), a bounded depth deep; any thread. */
+void wk__tree_remove(const char *path);
+/* A suspended sandbox's artifacts and their manifest, as an export makes
+ * them (artifact.c) and the artifact store copies them (store.c): init takes
+ * what it needs of sb on the loop (its state and storage directories, which
+ * the caller may point elsewhere before make); make, on a job thread, packs a
+ * jail's root filesystem into storage/rootfs.tar unless it is there and
+ * takes every file's size and digest (errors in err); manifest encodes the
+ * Manifest (a new reference); clear frees. */
+typedef struct wk__artifacts {
+        bool jail, memory;
+        char backend[16], accel[16], id[WK_NAME_MAX + 1], tpl[WK_NAME_MAX + 1];
+        char state[PATH_MAX], storage[PATH_MAX], rootfs[PATH_MAX];
+        uint64_t disk_exclusive;
+        uint64_t disk_bytes, reserve; /* its quota; the pool's reserve */
+        json_object *files;
+        int64_t bytes;
+        sp_error *err;
+} wk__artifacts;
+int wk__artifacts_init(wk__artifacts *x, wk_node *n, const wk_sandbox *sb);
+void wk__artifacts_make(wk__artifacts *x);
+json_object *wk__artifacts_manifest(const wk__artifacts *x);
+void wk__artifacts_clear(wk__artifacts *x);
+/* store.c: the artifact store. open makes <dir>/sandboxes and the timer
+ * (before loading, which reads whether sandboxes are stored); start looks for
+ * sandboxes to copy (after loading); free stops the timer (the jobs are the
+ * pool's). */
+int wk__store_open(wk_node *n, const char *dir, sp_error **err);
+void wk__store_start(wk_node *n);
+void wk__store_free(wk_node *n);
+/* Prometheus lines (space_worker_artifact_store_*), with a store only. */
+void wk__store_metrics(wk_node *n, sp_buf *out);
+/* artifact.c: the import reads its files from the store's copy at dir
+ * instead of having them fetched, and takes the copy as this worker's once
+ * installed. */
+void wk__import_from_store(wk_node_import *imp, const char *dir);
+/* A sandbox became suspended here (a suspend, an import fetched from another
+ * worker): its copy is made soon, in the background. */
+void wk__store_want(wk_node *n);
+/* sb runs again or goes: its copy is stale. Forgets that it is stored and
+ * removes the copy in the background (a copy under way is removed when it
+ * ends). */
+void wk__store_drop(wk_sandbox *sb);
+/* Copies the file at from to a new file at to (0600; O_EXCL: to must not
+ * exist), with a reflink where the filesystems allow it (FICLONE), else
+ * block by block leaving holes and zero blocks out; synced. Any thread. */
+int wk__file_copy(const char *from, const char *to, sp_error **err);
+/* The store's directory of sandbox id (NULL store: ""). */
+void wk__store_path(const wk_node *n, const char *id, char *out, size_t len);
+/* Writes <dir>/holder: the worker whose copy dir is (atomically, synced). */
+int wk__store_holder_write(const char *dir, const char *holder, sp_error **err);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);

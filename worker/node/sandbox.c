@@ -81,6 +81,8 @@ json_object *wk_sandbox_to_json(const wk_sandbox *sb)
                 .suspend = {.memory = sb->suspended.memory, .filesystem = sb->suspended.filesystem},
                 .error = sb->failure,
                 .agent_connected = wk_agent_link_ready(sb->link),
+                .stored = sb->stored && sb->state == WK_SB_SUSPENDED,
+                .stored_bytes = sb->stored && sb->state == WK_SB_SUSPENDED ? sb->stored_bytes : 0,
         };
         return pr_msg_encode(&pr_wk_sandbox_schema, &a);
 }
@@ -1025,6 +1027,7 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, voi
         delete_job *d = calloc(1, sizeof(*d));
         if (!d)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        wk__store_drop(sb);
         wk__sessions_remove_all(sb);
         wk__egress_forget(sb);
         if (sb->link) {
@@ -1248,6 +1251,7 @@ static void suspend_done(wk_job *j)
                         wk__sessions_lose(sb, "the sandbox was stopped");
                 sb->state = WK_SB_SUSPENDED;
                 wk__sandbox_persist(sb, &b->err);
+                wk__store_want(sb->node);
         } else if (!j->cancelled) {
                 /* Its agent connection went with the attempt: connect again (reconnect_cb). */
                 reconnect_later(sb, 0, 100000);
@@ -1416,6 +1420,8 @@ int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, vo
         box_job *b = box_job_new(sb, "restore", restore_run, restore_done, done, ud);
         if (!b)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        /* Its copy in the artifact store is stale from now on (its files and memory change). */
+        wk__store_drop(sb);
         /* The record it will have once running (its box added by the thread). */
         sb->state = WK_SB_RUNNING;
         wk_box *box = sb->box;
@@ -1510,6 +1516,8 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         int64_t slot = 0;
         bool warm = false;
         json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL, *secrets = NULL;
+        bool stored = false;
+        int64_t stored_bytes = 0;
         wk_sandbox *sb = wk__sandbox_make(n, "", err);
         if (!sb)
                 return -SP_E_LIMIT;
@@ -1531,6 +1539,8 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_array(o, "secrets", false, GW_SECRETS_MAX, &secrets, err) < 0 ||
             sp_json_get_int(o, "egress_generation", false, 0, INT64_MAX, &sb->egress_generation, err) < 0 ||
             sp_json_get_string(o, "export_to", false, WK_NAME_MAX, &export_to, err) < 0 ||
+            sp_json_get_bool(o, "stored", false, &stored, err) < 0 ||
+            sp_json_get_int(o, "stored_bytes", false, 0, INT64_MAX, &stored_bytes, err) < 0 ||
             sp_json_get_object(o, "box", false, &box, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;
@@ -1554,6 +1564,9 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         sb->secrets = secrets ? json_object_get(secrets) : NULL;
         snprintf(sb->tenant_id, sizeof(sb->tenant_id), "%s", tenant ? tenant : "");
         snprintf(sb->export_to, sizeof(sb->export_to), "%s", export_to ? export_to : "");
+        /* Stored as long as it stays suspended here, and this worker still has its store. */
+        sb->stored = stored && stored_bytes > 0 && n->store_dir && strcmp(state, "suspended") == 0;
+        sb->stored_bytes = sb->stored ? stored_bytes : 0;
         if (failure)
                 sb->failure = strdup(failure);
         size_t cap = wk__slot_capacity(n);

@@ -6,7 +6,9 @@
  * ImportSandbox fetches every file from the worker that holds it, as that
  * worker's peer over the cluster's mTLS (the holder must present the name
  * the control plane gave), resuming what an earlier attempt fetched, then
- * has the node check and install them (node/artifact.c).
+ * has the node check and install them (node/artifact.c); or, from the
+ * artifact store, has the node read and check the store's copy
+ * (node/store.c). DeleteStoredSandbox removes a gone worker's copy there.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -342,17 +344,38 @@ static int verify_holder(SSL *ssl, void *ud, sp_error **err)
         return 0;
 }
 
+/* From the artifact store: the node reads and checks the copy. */
+static void imported_from_store(wk_sandbox *sb, const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (err) {
+                sp_rpc_call_fail(call, err);
+        } else {
+                _cleanup_json_ json_object *o = wk_sandbox_to_json(sb);
+                sp_rpc_call_reply(call, o, NULL);
+        }
+        sp_rpc_call_unref(call);
+}
+
 void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
         sp_error *e = NULL;
         pr_wk_import_sandbox q = {0};
         pr_wk_create_sandbox spec = {0};
-        if (pr_msg_decode(&pr_wk_import_sandbox_schema, req, &q, &e) < 0 ||
+        if (pr_msg_decode(&pr_wk_import_sandbox_schema, req, &q, &e) < 0 || pr_wk_import_sandbox_check(&q, &e) < 0 ||
             (q.spec && pr_msg_decode(&pr_wk_create_sandbox_schema, q.spec, &spec, &e) < 0 &&
              sp_error_wrap(&e, "field 'spec'") < 0) ||
             (spec.egress && wk__egress_check(spec.egress, &e) < 0)) {
                 wk__fail(call, e);
+                return;
+        }
+        if (q.from.store) {
+                if (wk_node_store_import(wk__svc.node, q.id, q.spec, imported_from_store, sp_rpc_call_ref(call), &e) <
+                    0) {
+                        sp_rpc_call_unref(call);
+                        wk__fail(call, e);
+                }
                 return;
         }
         if (!wk__svc.peer_ctx && !wk__svc.allow_unauthenticated) {
@@ -400,4 +423,33 @@ void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud)
         sp_log_info_kv(SP_KV("sandbox_id", f->id), "importing from worker %s at %s: %zu files", f->from, q.from.address,
                        f->n);
         fetch_next(f);
+}
+
+/* ---- DeleteStoredSandbox ---- */
+
+static void store_forgotten(const sp_error *err, void *ud)
+{
+        sp_rpc_call *call = ud;
+        if (err) {
+                sp_rpc_call_fail(call, err);
+        } else {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                sp_rpc_call_reply(call, o, NULL);
+        }
+        sp_rpc_call_unref(call);
+}
+
+void wk__h_delete_stored_sandbox(sp_rpc_call *call, json_object *req, void *ud)
+{
+        (void)ud;
+        sp_error *e = NULL;
+        pr_wk_delete_stored_sandbox q = {0};
+        if (pr_msg_decode(&pr_wk_delete_stored_sandbox_schema, req, &q, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        if (wk_node_store_forget(wk__svc.node, q.id, q.holder, store_forgotten, sp_rpc_call_ref(call), &e) < 0) {
+                sp_rpc_call_unref(call);
+                wk__fail(call, e);
+        }
 }

@@ -530,6 +530,7 @@ int wk_service_register(sp_rpc_server *srv, wk_node *node, const wk_service_opti
                 {"ExportSandbox", cp, false, wk__h_export_sandbox, NULL},
                 {"ReadSandboxArtifact", cp | SP_ROLE_WORKER, true, wk__h_read_sandbox_artifact, NULL},
                 {"ImportSandbox", cp, false, wk__h_import_sandbox, NULL},
+                {"DeleteStoredSandbox", cp, false, wk__h_delete_stored_sandbox, NULL},
                 {"NodeInfo", cp, false, h_node_info, NULL},
                 {"SetWarmPool", cp, false, h_set_warm, NULL},
                 {"SetEgress", cp, false, h_set_egress, NULL},

@@ -45,6 +45,7 @@ void wk__h_write_file(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_export_sandbox(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_read_sandbox_artifact(sp_rpc_call *call, json_object *req, void *ud);
 void wk__h_import_sandbox(sp_rpc_call *call, json_object *req, void *ud);
+void wk__h_delete_stored_sandbox(sp_rpc_call *call, json_object *req, void *ud);
 /* ports.c */
 void wk__h_connect_port(sp_rpc_call *call, json_object *req, void *ud);
 

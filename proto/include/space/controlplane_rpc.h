@@ -91,6 +91,9 @@ typedef struct pr_cp_sandbox {
          * NULL or empty: idle. The control plane's idle timeout counts from the
          * last heartbeat that said it was busy. */
         json_object *busy;
+        /* Its copy in the worker's artifact store is whole: the copy's bytes
+         * (its manifest's); 0 and left out: not stored. */
+        int64_t stored_bytes;
 } pr_cp_sandbox;
 
 /* Heartbeat's "jobs": the worker's job threads and the jobs under way and
@@ -108,6 +111,9 @@ typedef struct pr_cp_heartbeat {
         json_object *templates; /* strings */
         json_object *artifacts, *template_bytes, *warm; /* integer maps by template name */
         json_object *sandboxes; /* pr_cp_sandbox_schema messages */
+        /* The worker has an artifact store (--artifact-store): it can take a
+         * sandbox from it (ImportSandbox from.store) whose holder is gone. */
+        bool artifact_store;
 } pr_cp_heartbeat;
 
 typedef struct pr_cp_heartbeat_resp {

@@ -213,9 +213,13 @@ typedef struct pr_wk_read_sandbox_artifact {
 typedef struct pr_wk_import_from {
         const char *worker; /* the holder's name (its certificate's) */
         const char *address; /* HOST:PORT of its worker RPC */
+        /* Instead of worker and address: read the sandbox from this worker's
+         * artifact store (its --artifact-store), manifest and files. */
+        bool store;
 } pr_wk_import_from;
 
-/* ImportSandbox: manifest is ExportSandbox's answer, as it came; spec (optional)
+/* ImportSandbox: manifest is ExportSandbox's answer, as it came (absent, and
+ * not allowed, when from.store: the store's manifest is read); spec (optional)
  * the sandbox as the control plane knows it, a CreateSandbox request: what the
  * imported record says of it is replaced by that (the holder's word is not
  * taken for its resources, tenant, environment or egress). */
@@ -225,6 +229,17 @@ typedef struct pr_wk_import_sandbox {
         json_object *manifest;
         json_object *spec;
 } pr_wk_import_sandbox;
+
+/* The rule ImportSandbox's schema cannot state: `from` is either {worker,
+ * address} (both) with a manifest, or {store: true} alone without one.
+ * SP_E_INVALID naming the field otherwise. */
+int pr_wk_import_sandbox_check(const pr_wk_import_sandbox *q, sp_error **err);
+
+/* DeleteStoredSandbox: the artifact store's copy of id goes if holder (a
+ * worker's name) holds it. */
+typedef struct pr_wk_delete_stored_sandbox {
+        const char *id, *holder;
+} pr_wk_delete_stored_sandbox;
 
 typedef struct pr_wk_set_warm_pool {
         const char *template_name; /* "template" */
@@ -260,6 +275,10 @@ typedef struct pr_wk_sandbox {
         pr_wk_suspend suspend;
         const char *error; /* why it failed */
         bool agent_connected;
+        /* Its copy in the worker's artifact store is whole (a suspended
+         * sandbox only), and the bytes of its manifest (0 and left out: not). */
+        bool stored;
+        int64_t stored_bytes;
 } pr_wk_sandbox;
 
 /* ListSandboxes: {"sandboxes":[Sandbox…]} */
@@ -467,6 +486,7 @@ extern const pr_schema pr_wk_template_ref_schema;
 extern const pr_schema pr_wk_export_sandbox_schema;
 extern const pr_schema pr_wk_read_sandbox_artifact_schema;
 extern const pr_schema pr_wk_import_sandbox_schema;
+extern const pr_schema pr_wk_delete_stored_sandbox_schema;
 extern const pr_schema pr_wk_artifact_file_schema;
 extern const pr_schema pr_wk_manifest_schema;
 extern const pr_schema pr_wk_sandbox_artifact_trailer_schema;
