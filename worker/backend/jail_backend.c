@@ -348,15 +348,9 @@ static json_object *op_save(const wk_box *box)
         json_object_object_add(o, "pid", json_object_new_int(box->pid));
         json_object_object_add(o, "starttime", json_object_new_int64((int64_t)box->starttime));
         json_object_object_add(o, "suspended", json_object_new_boolean(box->suspended));
-        wk_net_link l;
-        if (box->b->net && box->linked && wk_net_link_of(wk_net_pool_of(box->b->net), box->slot, &l, NULL) == 0) {
-                char addr[INET_ADDRSTRLEN];
-                inet_ntop(AF_INET, &l.sandbox_addr, addr, sizeof(addr));
-                json_object *net = json_object_new_object();
-                json_object_object_add(net, "host_if", json_object_new_string(l.host_if));
-                json_object_object_add(net, "address", json_object_new_string(addr));
+        json_object *net = box->b->net && box->linked ? wk_net_link_record(box->b->net, box->slot) : NULL;
+        if (net)
                 json_object_object_add(o, "net", net);
-        }
         return o;
 }
 

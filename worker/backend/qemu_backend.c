@@ -1190,15 +1190,9 @@ static json_object *op_save(const wk_box *box)
         json_object_object_add(o, "accel", json_object_new_string(box->b->accel));
         json_object_object_add(o, "memory_bytes", json_object_new_int64((int64_t)box->guest_bytes));
         json_object_object_add(o, "vcpus", json_object_new_int((int)box->vcpus));
-        wk_net_link l;
-        if (box->linked && wk_net_link_of(wk_net_pool_of(box->b->net), box->slot, &l, NULL) == 0) {
-                char addr[INET_ADDRSTRLEN];
-                inet_ntop(AF_INET, &l.sandbox_addr, addr, sizeof(addr));
-                json_object *net = json_object_new_object();
-                json_object_object_add(net, "host_if", json_object_new_string(l.host_if));
-                json_object_object_add(net, "address", json_object_new_string(addr));
+        json_object *net = box->linked ? wk_net_link_record(box->b->net, box->slot) : NULL;
+        if (net)
                 json_object_object_add(o, "net", net);
-        }
         return o;
 }
 

@@ -302,6 +302,19 @@ void wk_net_host_if(const wk_net *n, uint32_t slot, char out[IF_NAMESIZE])
                 snprintf(out, IF_NAMESIZE, "%s", l.host_if);
 }
 
+json_object *wk_net_link_record(const wk_net *n, uint32_t slot)
+{
+        wk_net_link l;
+        if (wk_net_link_of(&n->pool, slot, &l, NULL) < 0)
+                return NULL;
+        char addr[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &l.sandbox_addr, addr, sizeof(addr));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "host_if", json_object_new_string(l.host_if));
+        json_object_object_add(o, "address", json_object_new_string(addr));
+        return o;
+}
+
 static int open_netns(pid_t pid, int *ret, sp_error **err)
 {
         char path[64];

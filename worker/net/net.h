@@ -66,6 +66,10 @@ void wk_net_host_address(const wk_net *n, uint32_t slot, char out[16]);
 /* Its host end's name ("" past the pool). */
 void wk_net_host_if(const wk_net *n, uint32_t slot, char out[IF_NAMESIZE]);
 
+/* What a sandbox's record keeps of its link ({"host_if", "address"}), or
+ * NULL past the pool. */
+json_object *wk_net_link_record(const wk_net *n, uint32_t slot);
+
 /* Gives the sandbox whose init is pid (in its own network namespace) its
  * link and registers it with the firewall. On failure nothing is left. */
 int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err);
