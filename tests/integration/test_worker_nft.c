@@ -61,7 +61,7 @@
 #define FAR "198.51.100.7" /* an address nobody in the test has: only routes lead to it */
 #define SILENCE_MS 300
 #define ARRIVE_MS 2000
-#define RULES 17 /* what nft.h lists */
+#define RULES 18 /* what nft.h lists */
 
 static sp_test_netns g_h = {.fd = -1}, g_s = {.fd = -1}, g_o = {.fd = -1};
 static sp_test_veth g_ho; /* name_a, addr_a in H; name_b, addr_b in O */
@@ -438,6 +438,47 @@ static int tcp_case(void *arg)
                         "no bytes gateway to sandbox");
         }
         REQUIRE(!captured(cap, S_ADDR, NULL, 0, SILENCE_MS), "a packet of S reached O");
+        wk_nflog_free(log);
+        return 0;
+}
+
+/* A sandbox holds at most conns_max tracked flows: past them its new ones are dropped (and logged)
+ * before the kernel keeps them; closing some makes room again. */
+static int conntrack_case(void *arg)
+{
+        (void)arg;
+        enum { MAX = 4, MORE = 3 };
+        g_cfg.conns_max = MAX; /* this child's copy */
+        _cleanup_close_ int lis = tcp_listen(&g_h, GW_TCP);
+        REQUIRE(lis >= 0, "listen: %s", strerror(errno));
+        wk_nflog *log = NULL;
+        if (firewall_up(&log) != 0)
+                return 1;
+        int held[MAX];
+        for (int i = 0; i < MAX; i++)
+                REQUIRE(tcp_dial(&g_s, FAR, (uint16_t)(80 + i), ARRIVE_MS, &held[i]), "flow %d of %d did not connect",
+                        i + 1, MAX);
+        for (int i = 0; i < MORE; i++) {
+                _cleanup_close_ int c = -1;
+                REQUIRE(!tcp_dial(&g_s, FAR, (uint16_t)(200 + i), SILENCE_MS, &c), "flow %d past the limit connected",
+                        MAX + i + 1);
+        }
+        REQUIRE(drops(WK_NFT_DROP_CONNTRACK) >= MORE, "the limit's drops were not counted");
+        REQUIRE(logged(log, (want){"space:conntrack", IPPROTO_TCP, S_ADDR, FAR, 200}), "no log of the dropped flow");
+        /* Ended flows make room (their entries count no more once closed). */
+        for (int i = 0; i < MAX; i++) {
+                _cleanup_close_ int a = accept4(lis, NULL, NULL, SOCK_CLOEXEC);
+                REQUIRE(a >= 0, "accept: %s", strerror(errno));
+        }
+        for (int i = 0; i < MAX; i++)
+                close(held[i]);
+        _cleanup_close_ int again = -1;
+        bool ok = false;
+        for (int64_t end = now_ms() + 5000; !ok && now_ms() < end;) {
+                again = sp_close(again);
+                ok = tcp_dial(&g_s, FAR, 300, 500, &again);
+        }
+        REQUIRE(ok, "no new flow after the others ended");
         wk_nflog_free(log);
         return 0;
 }
@@ -956,6 +997,12 @@ START_TEST(tcp_goes_to_the_gateway_with_its_original_destination)
 }
 END_TEST
 
+START_TEST(a_sandbox_holds_a_bounded_number_of_flows)
+{
+        in_h(conntrack_case, "conntrack");
+}
+END_TEST
+
 START_TEST(dns_goes_to_the_gateway_and_answers_as_dialled)
 {
         in_h(dns_case, "dns");
@@ -1013,6 +1060,7 @@ static Suite *nft_suite(void)
                 {"gateway_ports", other_interfaces_cannot_reach_the_gateway_ports},
                 {"ipv6", ipv6_from_a_sandbox_is_dropped},
                 {"install", install_is_idempotent_and_remove_removes},
+                {"conntrack", a_sandbox_holds_a_bounded_number_of_flows},
         };
         /* A TCase each: fresh namespaces per case, removed by the runner even when the case crashes. */
         for (size_t i = 0; i < SP_ARRAY_SIZE(cases); i++) {

@@ -158,6 +158,8 @@ START_TEST(the_hosts_ports_are_out_of_reach)
         ck_assert_int_eq(run("command -v nc >/dev/null && ip route | awk '/default/ {print $3}' > /tmp/router && "
                              "test \"$(cat /tmp/router)\" = 169.254.77.1"),
                          0);
+        /* Its router answers nothing for itself (no ping either; root in the guest may send one). */
+        ck_assert_int_eq(run("command -v ping >/dev/null && ! ping -c 1 -W 2 169.254.77.1 >/dev/null 2>&1"), 0);
         /* The host end: the worker's record of the sandbox's link, not the guest's (which never sees it). */
         char host_end[16] = "";
         host_end_of(0, host_end);

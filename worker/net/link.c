@@ -454,6 +454,9 @@ static void *vm_router_main(void *arg)
                 x->step = "set the tap device up";
         } else if ((r = sysctl_on("/proc/sys/net/ipv4/ip_forward", false)) < 0) {
                 x->step = "let the VM's namespace forward";
+        } else if ((r = sysctl_on("/proc/sys/net/ipv4/conf/" WK_NET_VM_TAP "/arp_ignore", false)) < 0) {
+                /* The guest learns no address of the namespace's but its router's. */
+                x->step = "keep the tap from answering for the link's address";
         } else {
                 const wk_nft_vm v = {
                         .tap = WK_NET_VM_TAP,

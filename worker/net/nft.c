@@ -31,6 +31,8 @@
 
 #define SET_NAME "sandboxes"
 #define SET_ID 1
+#define CONNS_SET "conns"
+#define CONNS_SET_ID 2
 /* nft's datatype ids (TYPE_IFNAME, TYPE_IPADDR) and how it packs a concatenation's. */
 #define TYPE_IFNAME 41
 #define TYPE_IPADDR 7
@@ -46,6 +48,7 @@ static const char *const drop_names[WK_NFT_DROP__MAX] = {
         [WK_NFT_DROP_SPOOF] = "space:spoof",     [WK_NFT_DROP_IPV6] = "space:ipv6",
         [WK_NFT_DROP_INPUT] = "space:input",     [WK_NFT_DROP_GATEWAY] = "space:gateway",
         [WK_NFT_DROP_FORWARD] = "space:forward", [WK_NFT_DROP_PROTOCOL] = "space:protocol",
+        [WK_NFT_DROP_CONNTRACK] = "space:conntrack",
 };
 
 const char *wk_nft_drop_name(wk_nft_drop d)
@@ -295,6 +298,31 @@ static void put_set(const wk_nft_config *c, batch *b)
         nftnl_set_free(s);
 }
 
+/* The sandboxes' connection counts (one element per host end, made by the
+ * rule that counts). No timeout: the count's own garbage collection ends
+ * what closed connections leave. */
+static void put_conns_set(const wk_nft_config *c, batch *b)
+{
+        struct nftnl_set *s = nftnl_set_alloc();
+        if (!s || nftnl_set_set_str(s, NFTNL_SET_TABLE, c->table) < 0 ||
+            nftnl_set_set_str(s, NFTNL_SET_NAME, CONNS_SET) < 0) {
+                if (s)
+                        nftnl_set_free(s);
+                b->broken = true;
+                return;
+        }
+        nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, TYPE_IFNAME);
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, IFNAMSIZ);
+        nftnl_set_set_u32(s, NFTNL_SET_ID, CONNS_SET_ID);
+        nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL);
+        nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, 65535);
+        nftnl_set_nlmsg_build_payload(batch_msg(b, NFT_MSG_NEWSET, NLM_F_CREATE, "create the connection counts' set"),
+                                      s);
+        batch_next(b);
+        nftnl_set_free(s);
+}
+
 /* ---- rules, an expression at a time ---- */
 
 typedef struct rule {
@@ -430,6 +458,34 @@ static void verdict(rule *r, int v)
         }
 }
 
+/* ct count over max: with set, per the key in reg 1 (add @set { <key> ct count over max }); without,
+ * over everything the rule sees. Goes on only past max. */
+static void ct_count_over(rule *r, uint32_t max, const char *set, uint32_t set_id)
+{
+        struct nftnl_expr *cl = nftnl_expr_alloc("connlimit");
+        if (!cl) {
+                r->broken = true;
+                return;
+        }
+        nftnl_expr_set_u32(cl, NFTNL_EXPR_CONNLIMIT_COUNT, max);
+        nftnl_expr_set_u32(cl, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+        if (!set) {
+                nftnl_rule_add_expr(r->r, cl);
+                return;
+        }
+        struct nftnl_expr *e = expr_add(r, "dynset");
+        if (!e) {
+                nftnl_expr_free(cl);
+                return;
+        }
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID, set_id);
+        if (nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, set) < 0)
+                r->broken = true;
+        nftnl_expr_set(e, NFTNL_EXPR_DYNSET_EXPR, cl, 0);
+}
+
 /* counter log prefix "<name>" group <g> drop */
 static void drop_logged(rule *r, wk_nft_drop d, uint16_t group)
 {
@@ -521,6 +577,23 @@ static void build_prerouting(const wk_nft_config *c, batch *b)
         rule_put(b, &r, "add the protocol drop");
 }
 
+/* A sandbox holds at most conns_max connection-tracking entries: past them
+ * its new flows are dropped before the kernel keeps them, so no sandbox
+ * fills the host's table (whose limit every flow of the host shares) with
+ * connections it never ends — half-open ones to addresses it cannot answer
+ * from, say. After conntrack (which made the entry) and before it is kept. */
+static void build_limits(const wk_nft_config *c, batch *b)
+{
+        put_chain(c, b, "limits", "filter", NF_INET_PRE_ROUTING, NF_IP_PRI_MANGLE);
+        rule r = rule_new(c, "limits");
+        ifname_prefix(&r, NFT_META_IIFNAME, c->if_prefix, NFT_CMP_EQ);
+        ct_bits(&r, NFT_CT_STATE, NF_CT_STATE_BIT(IP_CT_NEW), NFT_CMP_NEQ);
+        meta(&r, NFT_META_IIFNAME);
+        ct_count_over(&r, c->conns_max ? c->conns_max : WK_NFT_CONNS_MAX, CONNS_SET, CONNS_SET_ID);
+        drop_logged(&r, WK_NFT_DROP_CONNTRACK, c->log_group);
+        rule_put(b, &r, "add the connection limit");
+}
+
 static void build_redirect(const wk_nft_config *c, batch *b)
 {
         const char *pfx = c->if_prefix;
@@ -604,7 +677,9 @@ static void build_install(const wk_nft_config *c, batch *b, const void *arg)
         put_table(c, b, NFT_MSG_DELTABLE, 0, "delete the old table");
         put_table(c, b, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create the table");
         put_set(c, b);
+        put_conns_set(c, b);
         build_prerouting(c, b);
+        build_limits(c, b);
         build_redirect(c, b);
         build_input(c, b);
         build_forward(c, b);
@@ -908,26 +983,41 @@ static void build_vm(const wk_nft_config *c, batch *b, const void *arg)
         put_table(c, b, NFT_MSG_DELTABLE, 0, "delete the old table");
         put_table(c, b, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create the table");
 
-        /* The guest's DNS, sent to its router, goes to the host end (whose firewall hands it to the gateway). */
+        /* The guest's flows are bounded here as the host bounds the link's (build_limits): this
+         * namespace's table is its own, and would otherwise keep as many as the host's. */
+        put_chain(c, b, "limits", "filter", NF_INET_PRE_ROUTING, NF_IP_PRI_MANGLE);
+        rule r = rule_new(c, "limits");
+        ifname_is(&r, NFT_META_IIFNAME, v->tap);
+        ct_bits(&r, NFT_CT_STATE, NF_CT_STATE_BIT(IP_CT_NEW), NFT_CMP_NEQ);
+        ct_count_over(&r, v->conns_max ? v->conns_max : WK_NFT_CONNS_MAX, NULL, 0);
+        expr_add(&r, "counter");
+        verdict(&r, NF_DROP);
+        rule_put(b, &r, "add the connection limit");
+
+        /* The guest's DNS (UDP, as a jail's: docs/networking.md), sent to its router, goes to the host end
+         * (whose firewall hands it to the gateway). */
         put_chain(c, b, "to_host", "nat", NF_INET_PRE_ROUTING, NF_IP_PRI_NAT_DST);
-        static const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
-        for (int i = 0; i < 2; i++) {
-                rule r = rule_new(c, "to_host");
-                ifname_is(&r, NFT_META_IIFNAME, v->tap);
-                ip_daddr(&r, v->router);
-                l4(&r, protos[i], 53);
-                nat_to(&r, NFT_NAT_DNAT, v->host, 53);
-                rule_put(b, &r, "add the DNS rule");
-        }
+        r = rule_new(c, "to_host");
+        ifname_is(&r, NFT_META_IIFNAME, v->tap);
+        ip_daddr(&r, v->router);
+        l4(&r, IPPROTO_UDP, 53);
+        nat_to(&r, NFT_NAT_DNAT, v->host, 53);
+        rule_put(b, &r, "add the DNS rule");
         /* Out of the link every packet carries the sandbox's address, whatever the guest put there. */
         put_chain(c, b, "from_guest", "nat", NF_INET_POST_ROUTING, NF_IP_PRI_NAT_SRC);
-        rule r = rule_new(c, "from_guest");
+        r = rule_new(c, "from_guest");
         ifname_is(&r, NFT_META_OIFNAME, v->link);
         nat_to(&r, NFT_NAT_SNAT, v->sandbox, 0);
         rule_put(b, &r, "add the source rule");
 
-        /* Forwarded: the guest's packets out of the link, and replies back; nothing else. */
+        /* Forwarded: the guest's packets out of the link, and replies back; nothing else. A packet
+         * conntrack calls invalid would leave untranslated (translation is a connection's): dropped. */
         put_chain(c, b, "forward", "filter", NF_INET_FORWARD, NF_IP_PRI_FILTER);
+        r = rule_new(c, "forward");
+        ct_bits(&r, NFT_CT_STATE, NF_CT_STATE_INVALID_BIT, NFT_CMP_NEQ);
+        expr_add(&r, "counter");
+        verdict(&r, NF_DROP);
+        rule_put(b, &r, "add the invalid drop");
         r = rule_new(c, "forward");
         ifname_is(&r, NFT_META_IIFNAME, v->tap);
         ifname_is(&r, NFT_META_OIFNAME, v->link);
@@ -943,6 +1033,13 @@ static void build_vm(const wk_nft_config *c, batch *b, const void *arg)
         expr_add(&r, "counter");
         verdict(&r, NF_DROP);
         rule_put(b, &r, "add the forward drop");
+
+        /* Nothing in the namespace serves the guest (its router answers no ping, no port). */
+        put_chain(c, b, "input", "filter", NF_INET_LOCAL_IN, NF_IP_PRI_FILTER);
+        r = rule_new(c, "input");
+        expr_add(&r, "counter");
+        verdict(&r, NF_DROP);
+        rule_put(b, &r, "add the input drop");
 }
 
 int wk_nft_vm_install(const wk_nft_vm *v, sp_error **err)

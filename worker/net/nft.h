@@ -17,12 +17,16 @@
  * pool 10.250.0.0/16, gateway ports 3128 (TCP) and 5353 (DNS), group 7:
  *
  *   set sandboxes { type ifname . ipv4_addr }
+ *   set conns { type ifname; size 65535; flags dynamic; }
  *   chain prerouting { type filter hook prerouting priority raw; policy accept;
  *     iifname "spv*" meta nfproto ipv6 counter log prefix "space:ipv6" group 7 drop
  *     iifname "spv*" iifname . ip saddr != @sandboxes counter log prefix "space:spoof" group 7 drop
  *     iifname "spv*" meta l4proto tcp accept
  *     iifname "spv*" udp dport 53 accept
  *     iifname "spv*" counter log prefix "space:protocol" group 7 drop }
+ *   chain limits { type filter hook prerouting priority mangle; policy accept;
+ *     iifname "spv*" ct state new add @conns { iifname ct count over 1024 }
+ *       counter log prefix "space:conntrack" group 7 drop }
  *   chain to_gateway { type nat hook prerouting priority dstnat; policy accept;
  *     iifname "spv*" udp dport 53 redirect to :5353
  *     iifname "spv*" meta l4proto tcp redirect to :3128 }
@@ -63,7 +67,12 @@ typedef struct wk_nft_config {
         wk_net_pool pool; /* the sandbox network (see link.h) */
         uint16_t gateway_tcp_port, gateway_dns_port; /* on the host ends' addresses; nonzero, distinct */
         uint16_t log_group; /* NFLOG group of the drop rules */
+        uint32_t conns_max; /* connection-tracking entries a sandbox may hold (0: WK_NFT_CONNS_MAX) */
 } wk_nft_config;
+
+/* Four times the gateway's limit of connections it relays for a sandbox
+ * (256), with room for its DNS and connections on their way to it. */
+#define WK_NFT_CONNS_MAX 1024
 
 /* The drop rules, by name. The NFLOG prefix of each is wk_nft_drop_name(). */
 typedef enum wk_nft_drop {
@@ -73,6 +82,7 @@ typedef enum wk_nft_drop {
         WK_NFT_DROP_GATEWAY, /* "space:gateway": to a gateway port from another interface */
         WK_NFT_DROP_FORWARD, /* "space:forward": forwarded from or to a sandbox */
         WK_NFT_DROP_PROTOCOL, /* "space:protocol": from a sandbox, neither TCP nor UDP to port 53 */
+        WK_NFT_DROP_CONNTRACK, /* "space:conntrack": a new flow past the sandbox's conns_max */
         WK_NFT_DROP__MAX
 } wk_nft_drop;
 
@@ -118,15 +128,18 @@ int wk_nft_remove(const wk_nft_config *c, sp_error **err);
  * installed in the caller's (thread's) namespace, replacing one there:
  *
  *   table inet space_vm {
+ *     chain limits { type filter hook prerouting priority mangle;
+ *       iifname "tap0" ct state new ct count over 1024 counter drop }
  *     chain to_host { type nat hook prerouting priority dstnat;
- *       iifname "tap0" ip daddr <router> udp dport 53 dnat ip to <host>:53
- *       iifname "tap0" ip daddr <router> tcp dport 53 dnat ip to <host>:53 }
+ *       iifname "tap0" ip daddr <router> udp dport 53 dnat ip to <host>:53 }
  *     chain from_guest { type nat hook postrouting priority srcnat;
  *       oifname "eth0" snat ip to <sandbox> }
  *     chain forward { type filter hook forward priority filter;
+ *       ct state invalid counter drop
  *       iifname "tap0" oifname "eth0" accept
  *       iifname "eth0" oifname "tap0" ct state established,related accept
- *       counter drop } }
+ *       counter drop }
+ *     chain input { type filter hook input priority filter; counter drop } }
  *
  * The guest sees its fixed address behind its fixed router; the link sees
  * the sandbox's address only, and the host's firewall (above) does the rest. */
@@ -136,6 +149,7 @@ typedef struct wk_nft_vm {
         struct in_addr router; /* the tap's own address: the guest's router and resolver */
         struct in_addr host; /* the link's host end: where DNS goes */
         struct in_addr sandbox; /* the link's address: every packet out carries it */
+        uint32_t conns_max; /* the guest's connection-tracking entries (0: WK_NFT_CONNS_MAX) */
 } wk_nft_vm;
 int wk_nft_vm_install(const wk_nft_vm *v, sp_error **err);
 
