@@ -82,7 +82,8 @@ static const sp_config_def defs[] = {
         {"agent", SP_CONFIG_STRING, NULL, offsetof(worker_cfg, agent), 0, 0,
          "path of the static space-agent (default: next to this binary)"},
         {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0,
-         "isolation backend: jail (namespaces) or qemu (a microvm per sandbox; docs/backends.md)"},
+         "isolation backend: jail (namespaces) or qemu (a microvm per sandbox), or several, comma-separated, "
+         "the first serving creates that name none (jail,qemu; docs/backends.md)"},
         {"vm-kernel-dir", SP_CONFIG_STRING, "/var/lib/space/vm-kernel", offsetof(worker_cfg, vm_kernel_dir), 0, 0,
          "qemu: the guest kernel and its modules (scripts/vm-kernel installs them)"},
         {"accel", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, accel), 0, 0,
@@ -440,8 +441,29 @@ int main(int argc, char **argv)
                 gethostname(self, sizeof(self) - 1);
                 return self_admin(&c, c.node_id ? c.node_id : self);
         }
-        if (strcmp(c.backend, "jail") != 0 && strcmp(c.backend, "qemu") != 0) {
-                sp_log_error("unknown backend '%s' (available: jail, qemu)", c.backend);
+        /* --backend: one, or several, comma-separated; the first is the default. */
+        const char *names[WK_NODE_BACKENDS_MAX];
+        size_t nnames = 0;
+        _cleanup_free_ char *blist = strdup(c.backend ? c.backend : "");
+        char *bsave = NULL;
+        for (char *t = blist ? strtok_r(blist, ",", &bsave) : NULL; t; t = strtok_r(NULL, ",", &bsave)) {
+                if (strcmp(t, "jail") != 0 && strcmp(t, "qemu") != 0) {
+                        sp_log_error("unknown backend '%s' (available: jail, qemu)", t);
+                        return 2;
+                }
+                for (size_t i = 0; i < nnames; i++)
+                        if (strcmp(names[i], t) == 0) {
+                                sp_log_error("backend '%s' is named twice in --backend", t);
+                                return 2;
+                        }
+                if (nnames == WK_NODE_BACKENDS_MAX) {
+                        sp_log_error("--backend names at most %d backends", WK_NODE_BACKENDS_MAX);
+                        return 2;
+                }
+                names[nnames++] = t;
+        }
+        if (nnames == 0) {
+                sp_log_error("--backend names no backend (available: jail, qemu)");
                 return 2;
         }
         if (strcmp(c.accel, "auto") != 0 && strcmp(c.accel, "kvm") != 0 && strcmp(c.accel, "tcg") != 0) {
@@ -466,7 +488,7 @@ int main(int argc, char **argv)
         wk_cluster_config cc = {
                 .control_plane = c.control_plane,
                 .name = c.node_id ? c.node_id : host,
-                .backend = c.backend,
+                .backend = names[0],
                 .state_dir = c.state_dir,
         };
         _cleanup_json_ json_object *labels = NULL;
@@ -574,7 +596,7 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
-        wk_backend *backend = NULL;
+        wk_backend *backends[WK_NODE_BACKENDS_MAX] = {0};
         char vm_state[PATH_MAX];
         snprintf(vm_state, sizeof(vm_state), "%s/vm", c.state_dir);
         wk_backend_config bc = {.agent_path = agent,
@@ -587,11 +609,14 @@ int main(int argc, char **argv)
                                 .vm_state_dir = vm_state,
                                 .accel = c.accel,
                                 .no_base_snapshots = !c.vm_base_snapshots};
-        if ((strcmp(c.backend, "qemu") == 0 ? wk_backend_qemu_new(&bc, &backend, &e)
-                                            : wk_backend_jail_new(&bc, &backend, &e)) < 0) {
-                sp_log_error("backend: %s", e->message);
-                return 1;
-        }
+        for (size_t i = 0; i < nnames; i++)
+                if ((strcmp(names[i], "qemu") == 0 ? wk_backend_qemu_new(&bc, &backends[i], &e)
+                                                   : wk_backend_jail_new(&bc, &backends[i], &e)) < 0) {
+                        sp_log_error("backend %s: %s", names[i], e->message);
+                        for (size_t k = 0; k < i; k++)
+                                backends[k]->ops->free(backends[k]);
+                        return 1;
+                }
 
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -618,7 +643,7 @@ int main(int argc, char **argv)
                 .debootstrap_mirror = c.debootstrap_mirror,
                 .agent_path = agent,
         };
-        if (wk_node_open(d.base, &nc, backend, &node, &e) < 0) {
+        if (wk_node_open(d.base, &nc, backends, nnames, &node, &e) < 0) {
                 sp_log_error("node: %s", e->message);
                 return 1;
         }
@@ -680,7 +705,8 @@ int main(int argc, char **argv)
         sp_rpc_server_free(srv);
         wk_node_free(node);
         node = NULL;
-        backend->ops->free(backend);
+        for (size_t i = 0; i < nnames; i++)
+                backends[i]->ops->free(backends[i]);
         wk_net_free(net);
         wk_storage_free(storage);
         sp_daemon_loop_free(&d);

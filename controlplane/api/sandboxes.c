@@ -166,8 +166,8 @@ void cp__h_sandbox_create(cp_call *c)
                 _cleanup_pgresult_ PGresult *bk = NULL;
                 const char *bp[] = {r.backend};
                 if (cp_db_exec(c->api->db,
-                               "SELECT bool_or(backend = $1), coalesce(string_agg(DISTINCT backend, ', '), '') "
-                               "FROM workers",
+                               "SELECT coalesce(bool_or($1 = b), false), coalesce(string_agg(DISTINCT b, ', '), '') "
+                               "FROM workers, unnest(coalesce(backends, ARRAY[backend])) b",
                                1, bp, &bk, &e) < 0) {
                         cp_sandbox_create_req_free(&r);
                         cp__fail(c, e);

@@ -98,6 +98,15 @@ static int parse(json_object *req, heartbeat_req *r, sp_error **err)
                                     m->address);
         if (!cp__fleet_backend_ok(m->backend))
                 return sp_error_set(err, SP_E_INVALID, "backend '%s' must be jail, qemu or firecracker", m->backend);
+        for (size_t i = 0; m->backends && i < json_object_array_length(m->backends); i++) {
+                const char *b = json_object_get_string(json_object_array_get_idx(m->backends, i));
+                if (!cp__fleet_backend_ok(b))
+                        return sp_error_set(err, SP_E_INVALID, "backends[%zu] '%s' must be jail, qemu or firecracker",
+                                            i, b);
+                if (i == 0 && strcmp(b, m->backend) != 0)
+                        return sp_error_set(err, SP_E_INVALID, "backends[0] must be the default backend, '%s'",
+                                            m->backend);
+        }
         r->capacity = pr_msg_encode(&pr_cp_resources_schema, &m->capacity);
         r->observed = json_object_new_object();
         json_object_object_add(r->observed, "used", pr_msg_encode(&pr_cp_resources_schema, &m->used));
@@ -243,14 +252,17 @@ static int store(cp_fleet *f, const char *name, const char *serial, const heartb
                                 sp_json_str(r->capacity),
                                 sp_json_str(r->observed),
                                 hb,
-                                r->m.artifact_store ? "true" : "false"};
+                                r->m.artifact_store ? "true" : "false",
+                                r->m.backends ? sp_json_str(r->m.backends) : NULL};
         if (cp_db_exec(f->db,
                        "UPDATE workers SET address = $2, backend = $3, labels = coalesce($4::jsonb, labels), "
                        "capacity = $5::jsonb, observed = $6::jsonb, heartbeat_ms = $7::integer, "
                        "artifact_store = $8::boolean, last_heartbeat = now(), updated_at = now(), "
+                       "backends = CASE WHEN $9::jsonb IS NULL THEN ARRAY[$3] "
+                       "ELSE ARRAY(SELECT jsonb_array_elements_text($9::jsonb)) END, "
                        "state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END "
                        "WHERE id = $1 RETURNING state, admin_state",
-                       8, params, &upd, err) < 0)
+                       9, params, &upd, err) < 0)
                 return sp_error_wrap(err, "heartbeat");
         snprintf(ret->state, sizeof(ret->state), "%s", PQgetvalue(upd, 0, 0));
         snprintf(ret->admin_state, sizeof(ret->admin_state), "%s", PQgetvalue(upd, 0, 1));

@@ -23,7 +23,9 @@ static int choose(cp_db *db, const char *template_id, const char *spec, const ch
         _cleanup_pgresult_ PGresult *res = NULL;
         const char *p[] = {template_id};
         if (cp_db_exec(db,
-                       "SELECT w.id, coalesce(w.name, w.id), w.backend, w.state, w.admin_state, w.labels::text, "
+                       "SELECT w.id, coalesce(w.name, w.id), "
+                       "array_to_string(coalesce(w.backends, ARRAY[w.backend]), ','), w.state, w.admin_state, "
+                       "w.labels::text, "
                        "coalesce((w.capacity->>'cpu_millis')::bigint, 0), coalesce((w.capacity->>'memory_mb')::bigint, "
                        "0), coalesce((w.capacity->>'slots')::bigint, 0), coalesce(u.cpu, 0), coalesce(u.mem, 0), "
                        "coalesce(u.n, 0), coalesce(w.observed->'templates', '[]'::jsonb) ? $1, "

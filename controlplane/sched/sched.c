@@ -22,6 +22,20 @@ typedef struct frac {
 
 /* Capacities and usage come from the store; a negative one counts as 0, so
  * cap - used never overflows and free room is never negative. */
+/* Whether the comma-separated list has name. */
+static bool runs(const char *list, const char *name)
+{
+        size_t n = strlen(name);
+        for (const char *p = list; p && *p;) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                if (len == n && strncmp(p, name, n) == 0)
+                        return true;
+                p = end ? end + 1 : NULL;
+        }
+        return false;
+}
+
 static int64_t nonneg(int64_t v)
 {
         return v < 0 ? 0 : v;
@@ -109,7 +123,7 @@ static verdict judge(const cp_sched_request *req, const cp_sched_worker *w, char
                 snprintf(why, whysz, "%.64s", str_or(w->admin_state, "admin state unknown"));
                 return NEVER;
         }
-        if (req->backend && *req->backend && (!w->backend || strcmp(req->backend, w->backend) != 0)) {
+        if (req->backend && *req->backend && !runs(w->backend, req->backend)) {
                 snprintf(why, whysz, "backend %.64s, not %.64s", str_or(w->backend, "unknown"), req->backend);
                 return NEVER;
         }

@@ -30,7 +30,7 @@
 typedef struct cp_sched_worker {
         const char *id; /* "wkr_..." */
         const char *name; /* the node's name, used in explanations */
-        const char *backend; /* "jail", "qemu", "firecracker" */
+        const char *backend; /* what it runs: "jail", "qemu", "firecracker", or several, comma-separated */
         const char *health; /* "ready", "unreachable", "quarantined" */
         const char *admin_state; /* "active", "cordoned", "draining" */
         json_object *labels; /* object of string values, or NULL */

@@ -20,7 +20,12 @@ int cp_sandbox_create_request(cp_db *db, cp_keyring *k, const char *sbx_id, json
 {
         _cleanup_pgresult_ PGresult *sbx = NULL;
         const char *p[] = {sbx_id};
-        if (cp_db_exec(db, "SELECT template_id, spec::text, tenant_id, egress_generation FROM sandboxes WHERE id = $1",
+        /* Its backend goes to a worker that runs several (an older worker, which runs one, takes no such
+         * field). */
+        if (cp_db_exec(db,
+                       "SELECT s.template_id, s.spec::text, s.tenant_id, s.egress_generation, "
+                       "CASE WHEN cardinality(w.backends) > 1 THEN s.backend END "
+                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1",
                        1, p, &sbx, err) < 0)
                 return -SP_E_UNAVAILABLE;
         if (PQntuples(sbx) != 1)
@@ -51,6 +56,7 @@ int cp_sandbox_create_request(cp_db *db, cp_keyring *k, const char *sbx_id, json
                 q.secrets = bindings;
         q.tenant_id = PQgetvalue(sbx, 0, 2);
         q.egress_generation = strtoll(PQgetvalue(sbx, 0, 3), NULL, 10);
+        q.backend = PQgetisnull(sbx, 0, 4) ? NULL : PQgetvalue(sbx, 0, 4);
         json_object *req = pr_msg_encode(&pr_wk_create_sandbox_schema, &q);
         if (!req)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");

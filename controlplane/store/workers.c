@@ -37,7 +37,8 @@
         "(extract(epoch FROM w.created_at) * 1000000)::bigint, " \
         "coalesce(u.cpu, 0), coalesce(u.mem, 0), coalesce(u.n, 0), coalesce(h.n, 0), " \
         "(extract(epoch FROM w.drain_started_at) * 1000000)::bigint, " \
-        "CASE WHEN w.admin_self THEN 'worker' ELSE 'operator' END " \
+        "CASE WHEN w.admin_self THEN 'worker' ELSE 'operator' END, " \
+        "array_to_json(coalesce(w.backends, ARRAY[w.backend]))::text " \
         "FROM workers w LEFT JOIN (" \
         "SELECT worker_id, " \
         "sum(CASE WHEN jsonb_typeof(spec->'resources'->'cpu_millis') = 'number' " \
@@ -67,7 +68,8 @@ enum {
         C_USED_SLOTS,
         C_HELD,
         C_DRAIN_STARTED,
-        C_ADMIN_BY
+        C_ADMIN_BY,
+        C_BACKENDS
 };
 
 static json_object *parse_object(PGresult *res, int row, int col)
@@ -134,6 +136,14 @@ static json_object *worker_json(PGresult *res, int i)
         json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, i, C_NAME)));
         json_object_object_add(o, "address", json_object_new_string(PQgetvalue(res, i, C_ADDRESS)));
         json_object_object_add(o, "backend", json_object_new_string(PQgetvalue(res, i, C_BACKEND)));
+        json_object *backends = NULL;
+        const char *bt = PQgetvalue(res, i, C_BACKENDS);
+        if (sp_json_parse(bt, strlen(bt), &backends, NULL) < 0 || !json_object_is_type(backends, json_type_array)) {
+                json_object_put(backends);
+                backends = json_object_new_array();
+                json_object_array_add(backends, json_object_new_string(PQgetvalue(res, i, C_BACKEND)));
+        }
+        json_object_object_add(o, "backends", backends);
         json_object_object_add(o, "labels", parse_object(res, i, C_LABELS));
         json_object_object_add(o, "state",
                                json_object_new_string(summary_state(health, admin, PQgetvalue(res, i, C_HELD))));

@@ -103,6 +103,7 @@ static const pr_field heartbeat_fields[] = {
         PR_F_INT_MAP(R, "warm", warm, false, PR_CP_TEMPLATES_MAX, PR_CP_OBJECT_NAME_MAX, 0, PR_CP_WARM_MAX),
         PR_F_ARRAY(R, "sandboxes", sandboxes, false, PR_CP_SANDBOXES_MAX, &pr_cp_sandbox_schema),
         PR_F_BOOL(R, "artifact_store", artifact_store, false),
+        PR_F_STRING_ARRAY(R, "backends", backends, false, 4, PR_CP_BACKEND_MAX),
 };
 #undef R
 const pr_schema pr_cp_heartbeat_schema = PR_SCHEMA("Heartbeat", heartbeat_fields);

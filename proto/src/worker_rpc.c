@@ -32,6 +32,7 @@ static const pr_field create_sandbox_fields[] = {
         PR_F_JSON(R, "egress", egress, false),
         PR_F_JSON(R, "secrets", secrets, false),
         PR_F_INT(R, "egress_generation", egress_generation, false, 0, INT64_MAX, 0),
+        PR_F_STRING(R, "backend", backend, false, 16),
 };
 #undef R
 const pr_schema pr_wk_create_sandbox_schema = PR_SCHEMA("CreateSandbox", create_sandbox_fields);
@@ -415,6 +416,7 @@ static const pr_field node_info_fields[] = {
         PR_F_INT_MAP(R, "warm", warm, true, PR_WK_LIST_MAX, PR_WK_ID_MAX, 0, INT64_MAX),
         PR_F_STRING_ARRAY(R, "templates", templates, true, PR_WK_LIST_MAX, PR_WK_ID_MAX),
         PR_F_OBJECT_OPT(R, "jobs", jobs, has_jobs, &node_jobs_schema),
+        PR_F_STRING_ARRAY(R, "backends", backends, false, 4, 16),
 };
 #undef R
 const pr_schema pr_wk_node_info_schema = PR_SCHEMA_OPEN("NodeInfoAnswer", node_info_fields);

@@ -91,6 +91,10 @@ static json_object *heartbeat_body(wk_cluster *c)
                 json_object_array_add(sandboxes, pr_msg_encode(&pr_cp_sandbox_schema, &s));
         }
         const char *backend = sp_json_member_str(info, "backend");
+        json_object *backends = NULL;
+        /* Only a worker of several says so: a control plane without the field refuses it. */
+        if (!json_object_object_get_ex(info, "backends", &backends) || json_object_array_length(backends) < 2)
+                backends = NULL;
         json_object *jobs = NULL, *v = NULL;
         json_object_object_get_ex(info, "jobs", &jobs);
         pr_cp_jobs queue = {0};
@@ -119,6 +123,7 @@ static json_object *heartbeat_body(wk_cluster *c)
                 .sandboxes = sandboxes,
                 /* Whether the control plane may wake sandboxes from the store here. */
                 .artifact_store = !c->no_store && wk_node_has_artifact_store(c->node),
+                .backends = backends,
         };
         return pr_msg_encode(&pr_cp_heartbeat_schema, &m);
 }

@@ -26,7 +26,7 @@ json_object *wk_node_sandbox_activity(wk_node *n, const char *id)
         bool cpu = false;
         wk_box_stats st = {0};
         int64_t now = sp_now_mono_us();
-        if (n->backend->ops->stats && n->backend->ops->stats(sb->box, &st, NULL) == 0) {
+        if (sb->backend->ops->stats && sb->backend->ops->stats(sb->box, &st, NULL) == 0) {
                 if (sb->activity_at_us > 0 && now > sb->activity_at_us && st.cpu_ns >= sb->activity_cpu_ns) {
                         uint64_t used = st.cpu_ns - sb->activity_cpu_ns,
                                  wall = (uint64_t)(now - sb->activity_at_us) * 1000;

@@ -172,11 +172,11 @@ int wk__artifacts_init(wk__artifacts *x, wk_node *n, const wk_sandbox *sb)
         *x = (wk__artifacts){0};
         if (!(x->files = json_object_new_array()))
                 return -1;
-        const char *backend = n->backend->ops->name;
+        const char *backend = sb->backend->ops->name;
         x->jail = strcmp(backend, "jail") == 0;
         x->memory = sb->suspended.memory;
         snprintf(x->backend, sizeof(x->backend), "%s", backend);
-        const char *accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL;
+        const char *accel = sb->backend->ops->accel ? sb->backend->ops->accel(sb->backend) : NULL;
         snprintf(x->accel, sizeof(x->accel), "%s", accel ? accel : "");
         snprintf(x->id, sizeof(x->id), "%s", sb->id);
         snprintf(x->tpl, sizeof(x->tpl), "%s", sb->template_name);
@@ -483,11 +483,12 @@ int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, json
         for (wk_node_import *u = n->moving_in; u; u = u->next)
                 if (strcmp(u->id, id) == 0)
                         return sp_error_set(err, SP_E_UNAVAILABLE, "an import of sandbox %s is under way", id);
-        const char *backend = n->backend->ops->name;
-        if (strcmp(m.backend, backend) != 0)
-                return sp_error_set(err, SP_E_PRECONDITION, "sandbox %s is a %s sandbox and this worker runs %s", id,
-                                    m.backend, backend);
-        const char *accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL;
+        wk_backend *b = wk__backend_named(n, m.backend);
+        if (!b)
+                return sp_error_set(err, SP_E_PRECONDITION, "sandbox %s is a %s sandbox and this worker runs %s%s", id,
+                                    m.backend, n->backend->ops->name, n->nbackends > 1 ? " and others" : "");
+        const char *backend = b->ops->name;
+        const char *accel = b->ops->accel ? b->ops->accel(b) : NULL;
         if (m.memory && m.accel && (!accel || strcmp(m.accel, accel) != 0))
                 return sp_error_set(err, SP_E_PRECONDITION,
                                     "sandbox %s's memory was saved under %s and this worker runs %s", id, m.accel,

@@ -37,7 +37,7 @@ static void explain_exit(wk_exec_slot *x, wk_session *s)
         if (!ex || ex->reason[0] || !sb->box)
                 return;
         wk_box_stats st = {0};
-        if ((ex->signal == 9 || ex->code == 137) && n->backend->ops->stats(sb->box, &st, NULL) == 0 &&
+        if ((ex->signal == 9 || ex->code == 137) && sb->backend->ops->stats(sb->box, &st, NULL) == 0 &&
             st.oom_kills > x->oom_kills_before) {
                 wk_session_set_exit_reason(s, "memory", true, NULL);
                 return;
@@ -354,7 +354,7 @@ int wk_node_exec(wk_node *n, const char *sandbox_id, const char *session_id, jso
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         }
         wk_box_stats st = {0};
-        if (sb->box && n->backend->ops->stats(sb->box, &st, NULL) == 0)
+        if (sb->box && sb->backend->ops->stats(sb->box, &st, NULL) == 0)
                 sb->execs[sb->nexecs - 1]->oom_kills_before = st.oom_kills;
         *ret = s;
         return 0;

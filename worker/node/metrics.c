@@ -32,12 +32,15 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                 if (!sb->warm)
                         by_state[sb->state]++;
         }
-        sp_buf_appendf(out, err,
-                       "# HELP space_worker_info The worker node.\n# TYPE space_worker_info gauge\n"
-                       "space_worker_info{node=\"");
-        label_escape(out, n->node_id);
-        sp_buf_appendf(out, err, "\",backend=\"%s\",accel=\"%s\",version=\"%s\"} 1\n", n->backend->ops->name,
-                       n->backend->ops->accel ? n->backend->ops->accel(n->backend) : "none", SPACE_VERSION);
+        /* One line per backend it runs (the default first). */
+        sp_buf_appendf(out, err, "# HELP space_worker_info The worker node.\n# TYPE space_worker_info gauge\n");
+        for (size_t i = 0; i < n->nbackends; i++) {
+                const wk_backend *b = n->backends[i];
+                sp_buf_appendf(out, err, "space_worker_info{node=\"");
+                label_escape(out, n->node_id);
+                sp_buf_appendf(out, err, "\",backend=\"%s\",accel=\"%s\",version=\"%s\"} 1\n", b->ops->name,
+                               b->ops->accel ? b->ops->accel(b) : "none", SPACE_VERSION);
+        }
         sp_buf_appendf(out, err,
                        "# HELP space_worker_sandboxes Sandboxes on this node by state (warm ones not counted).\n"
                        "# TYPE space_worker_sandboxes gauge\n");
@@ -75,7 +78,10 @@ int wk_node_metrics(wk_node *n, sp_buf *out, sp_error **err)
                        "# HELP space_worker_slots Sandbox slots.\n# TYPE space_worker_slots gauge\n"
                        "space_worker_slots{kind=\"total\"} %lld\nspace_worker_slots{kind=\"used\"} %lld\n",
                        (long long)n->cfg.slots, (long long)live);
-        if (n->backend->ops->prepare)
+        bool vm = false;
+        for (size_t i = 0; i < n->nbackends; i++)
+                vm |= n->backends[i]->ops->prepare != NULL;
+        if (vm)
                 sp_buf_appendf(out, err,
                                "# HELP space_worker_vm_creates_total VM creates: restored from their template's base "
                                "snapshot, or booted.\n# TYPE space_worker_vm_creates_total counter\n"

@@ -197,14 +197,37 @@ static int templates_load(wk_node *n, sp_error **err)
         return 0;
 }
 
-int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *backend, wk_node **ret, sp_error **err)
+wk_backend *wk__backend_named(wk_node *n, const char *name)
 {
+        for (size_t i = 0; name && i < n->nbackends; i++)
+                if (strcmp(n->backends[i]->ops->name, name) == 0)
+                        return n->backends[i];
+        return NULL;
+}
+
+/* The accelerator of the node's VM backend (NULL: none). */
+static const char *node_accel(const wk_node *n)
+{
+        for (size_t i = 0; i < n->nbackends; i++)
+                if (n->backends[i]->ops->accel)
+                        return n->backends[i]->ops->accel(n->backends[i]);
+        return NULL;
+}
+
+int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *const *backends, size_t nbackends,
+                 wk_node **ret, sp_error **err)
+{
+        if (nbackends < 1 || nbackends > WK_NODE_BACKENDS_MAX)
+                return sp_error_set(err, SP_E_INVALID, "a worker runs 1 to %d backends", WK_NODE_BACKENDS_MAX);
         wk_node *n = calloc(1, sizeof(*n));
         if (!n)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
         n->base = base;
         n->cfg = *cfg;
-        n->backend = backend;
+        for (size_t i = 0; i < nbackends; i++)
+                n->backends[i] = backends[i];
+        n->nbackends = nbackends;
+        n->backend = backends[0];
         n->state_dir = strdup(cfg->state_dir);
         n->storage = cfg->storage;
         n->node_id = strdup(cfg->node_id ? cfg->node_id : "node");
@@ -615,7 +638,7 @@ json_object *wk_node_info_json(wk_node *n)
         pr_wk_node_info a = {
                 .id = n->node_id,
                 .backend = n->backend->ops->name,
-                .accel = n->backend->ops->accel ? n->backend->ops->accel(n->backend) : NULL,
+                .accel = node_accel(n),
                 .capacity = {.cpu_millis = n->cfg.cpu_millis,
                              .memory_bytes = n->cfg.memory_bytes,
                              .slots = n->cfg.slots,
@@ -649,6 +672,10 @@ json_object *wk_node_info_json(wk_node *n)
                 json_object_array_add(names, json_object_new_string(t->name));
         a.warm = warm;
         a.templates = names;
+        _cleanup_json_ json_object *backends = json_object_new_array();
+        for (size_t i = 0; i < n->nbackends; i++)
+                json_object_array_add(backends, json_object_new_string(n->backends[i]->ops->name));
+        a.backends = backends;
         /* The job queue (requests waiting; warm refills yield to them): the
          * control plane's scheduler avoids a worker whose threads are all taken. */
         if (n->jobs) {

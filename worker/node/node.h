@@ -99,6 +99,7 @@ typedef struct wk_sandbox_request {
         json_object *secrets; /* its credential bindings (docs/secrets.md); NULL: none */
         int64_t egress_generation; /* which change of its egress this is (0: not said) */
         bool allow_warm; /* claim a warm sandbox if one is ready */
+        const char *backend; /* one of the node's backends by name; NULL: its first */
 } wk_sandbox_request;
 
 /* How many sandbox slots a node with --slots=slots uses at most (live,
@@ -106,8 +107,10 @@ typedef struct wk_sandbox_request {
 size_t wk_node_slot_capacity(int64_t slots);
 
 /* Opens the node: reads templates and sandboxes from disk and re-adopts what runs. */
-int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *backend, wk_node **ret,
-                 sp_error **err);
+#define WK_NODE_BACKENDS_MAX 4
+/* backends: the worker's (1 to WK_NODE_BACKENDS_MAX, distinct names), the first the default. */
+int wk_node_open(struct event_base *base, const wk_node_config *cfg, wk_backend *const *backends, size_t nbackends,
+                 wk_node **ret, sp_error **err);
 /* Frees the node's memory; sandboxes keep running (a restart re-adopts them). */
 void wk_node_free(wk_node *n);
 /* The loop the node runs on. */

@@ -76,6 +76,7 @@ struct wk_sandbox {
         uint32_t slot;
         int64_t created_us;
         wk_suspend_info suspended;
+        wk_backend *backend; /* one of the node's: what box is */
         wk_box *box;
         wk_agent_link *link;
         struct event *agent_log; /* reads the agent's own log (backend log_fd) */
@@ -123,7 +124,11 @@ struct wk_node {
         wk_node_config cfg;
         char *state_dir, *node_id, *import_root;
         struct wk_storage *storage;
+        /* The backends this worker runs (--backend jail,qemu); the first,
+         * backend, serves a create that names none, and the warm pool. */
         wk_backend *backend;
+        wk_backend *backends[WK_NODE_BACKENDS_MAX];
+        size_t nbackends;
         wk_template *templates;
         wk_sandbox *sandboxes;
         struct lh_table *session_index; /* session id -> wk_exec_slot, every sandbox's (exec.c) */
@@ -235,6 +240,9 @@ void wk__store_path(const wk_node *n, const char *id, char *out, size_t len);
 int wk__store_holder_write(const char *dir, const char *holder, sp_error **err);
 void wk__sandbox_free(wk_sandbox *sb);
 int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err);
+/* The node's backend of that name, or NULL. */
+wk_backend *wk__backend_named(wk_node *n, const char *name);
+
 wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **err);
 /* A sandbox's host name: hostname when given (non-empty), else its id with '_' as '-' (at most 63). */
 void wk__hostname_of(const char *hostname, const char *id, char out[static 64]);

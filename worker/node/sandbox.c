@@ -70,7 +70,7 @@ json_object *wk_sandbox_to_json(const wk_sandbox *sb)
                 .id = sb->id,
                 .template_name = sb->template_name,
                 .state = wk_sandbox_state_name(sb->state),
-                .backend = sb->node->backend->ops->name,
+                .backend = sb->backend->ops->name,
                 .hostname = sb->hostname,
                 .created_at = ts,
                 .resources = {.cpu_millis = sb->cpu_millis,
@@ -109,8 +109,8 @@ json_object *wk__sandbox_record(const wk_sandbox *sb)
                 json_object_object_add(o, "egress_generation", json_object_new_int64(sb->egress_generation));
         if (sb->export_to[0])
                 json_object_object_add(o, "export_to", json_object_new_string(sb->export_to));
-        if (sb->box && sb->node->backend->ops->save)
-                json_object_object_add(o, "box", sb->node->backend->ops->save(sb->box));
+        if (sb->box && sb->backend->ops->save)
+                json_object_object_add(o, "box", sb->backend->ops->save(sb->box));
         return o;
 }
 
@@ -168,13 +168,13 @@ static void reconnect_cb(evutil_socket_t fd, short what, void *ud)
                 return;
         /* A connection that takes more than a connect (a VM's port waits for the
          * agent's answer) is made on a job thread, never on the loop. */
-        if (sb->node->backend->ops->agent_connect) {
+        if (sb->backend->ops->agent_connect) {
                 connect_job_start(sb);
                 return;
         }
         _cleanup_error_ sp_error *e = NULL;
         if (wk__sandbox_connect_agent(sb, &e) < 0) {
-                if (sb->box && !sb->node->backend->ops->alive(sb->box)) {
+                if (sb->box && !sb->backend->ops->alive(sb->box)) {
                         set_failed(sb, "the sandbox's init exited");
                         wk__sessions_lose(sb, "the sandbox's init exited");
                         return;
@@ -291,7 +291,7 @@ static void agent_log_cb(evutil_socket_t fd, short what, void *ud)
 
 static void agent_log_watch(wk_sandbox *sb)
 {
-        wk_backend *b = sb->node->backend;
+        wk_backend *b = sb->backend;
         int fd = b->ops->log_fd && sb->box ? b->ops->log_fd(sb->box) : -1;
         if (fd < 0)
                 return;
@@ -405,7 +405,7 @@ int wk__sandbox_connect_agent(wk_sandbox *sb, sp_error **err)
 {
         agent_log_watch(sb);
         int fd = -1;
-        if (box_connect_agent(sb->node->backend, sb->box, &fd, err) < 0)
+        if (box_connect_agent(sb->backend, sb->box, &fd, err) < 0)
                 return sp_error_wrap(err, "sandbox %s", sb->id);
         return agent_adopt_fd(sb, fd, err);
 }
@@ -554,6 +554,7 @@ wk_sandbox *wk__sandbox_make(wk_node *n, const char *template_name, sp_error **e
                 return NULL;
         }
         sb->node = n;
+        sb->backend = n->backend;
         snprintf(sb->template_name, sizeof(sb->template_name), "%s", template_name);
         sb->created_us = sp_now_real_us();
         sb->state = WK_SB_CREATING;
@@ -709,7 +710,7 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
         m->ud = ud;
         m->state_dir = n->state_dir;
         m->storage = n->storage;
-        m->backend = n->backend;
+        m->backend = sb->backend;
         m->agent_fd = -1;
         snprintf(m->key, sizeof(m->key), "%s", sb->key);
         snprintf(m->id, sizeof(m->id), "%s", sb->id);
@@ -729,12 +730,12 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
                 .disk_bytes = (uint64_t)sb->disk_bytes,
         };
         m->disk_bytes = (uint64_t)sb->disk_bytes;
-        if (n->cfg.net && !n->backend->ops->own_resolver)
+        if (n->cfg.net && !sb->backend->ops->own_resolver)
                 wk_net_host_address(n->cfg.net, sb->slot, m->nameserver);
         m->ca = wk__secrets_any(sb);
         if (m->ca)
                 wk__secrets_env(sb);
-        if (n->backend->ops->prepare && !m->nameserver[0] && !m->ca) {
+        if (sb->backend->ops->prepare && !m->nameserver[0] && !m->ca) {
                 /* Nothing is written into its rootfs: the backend may start it from the template's own. */
                 _cleanup_free_ char *tdir = wk_storage_template_dir(n->storage, sb->template_name, NULL);
                 if (tdir) {
@@ -777,6 +778,9 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
                 return sp_error_set(err, SP_E_NOT_FOUND, "template %.64s not found on this node", req->template_name);
         if (req->hostname && (strlen(req->hostname) == 0 || strlen(req->hostname) > 63))
                 return sp_error_set(err, SP_E_INVALID, "invalid hostname");
+        wk_backend *backend = req->backend && *req->backend ? wk__backend_named(n, req->backend) : n->backend;
+        if (!backend)
+                return sp_error_set(err, SP_E_PRECONDITION, "this worker does not run the %.16s backend", req->backend);
 
         _cleanup_(gw_secrets_unrefp) gw_secrets *check = NULL;
         if (gw_secrets_parse(req->secrets, &check, err) < 0)
@@ -790,13 +794,14 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
         t->warm_memory_bytes = req->memory_bytes;
         t->warm_pids_max = req->pids_max;
         t->warm_disk_bytes = req->disk_bytes;
-        wk_sandbox *sb = req->allow_warm ? wk__warm_claim(n, req->template_name, &want) : NULL;
+        /* The warm pool is the default backend's. */
+        wk_sandbox *sb = req->allow_warm && backend == n->backend ? wk__warm_claim(n, req->template_name, &want) : NULL;
         if (sb) {
                 /* A warm sandbox takes the caller's identity in one step; a VM also its host
                  * name (a jail's is fixed when its namespace is made). */
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 sb->warm = false;
-                if (n->backend->ops->from_base) {
+                if (sb->backend->ops->from_base) {
                         wk__hostname_of(req->hostname, req->id, sb->hostname);
                         wk__sandbox_refresh(sb);
                 }
@@ -807,6 +812,7 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
                 snprintf(sb->id, sizeof(sb->id), "%s", req->id);
                 snprintf(sb->key, sizeof(sb->key), "%s", req->id);
                 wk__hostname_of(req->hostname, req->id, sb->hostname);
+                sb->backend = backend;
         }
         sb->cpu_millis = req->cpu_millis;
         sb->memory_bytes = req->memory_bytes;
@@ -824,11 +830,11 @@ int wk_node_sandbox_create(wk_node *n, const wk_sandbox_request *req, wk_node_sa
         sb->egress_generation = req->egress_generation;
 
         if (sb->box) {
-                if (n->backend->ops->update) {
+                if (sb->backend->ops->update) {
                         wk_box_spec spec;
                         char rootfs[PATH_MAX], runtime[PATH_MAX];
                         spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
-                        if (n->backend->ops->update(sb->box, &spec, err) < 0) {
+                        if (sb->backend->ops->update(sb->box, &spec, err) < 0) {
                                 wk_node_sandbox_delete(n, sb->id, NULL, NULL, NULL);
                                 return sp_error_wrap(err, "claim a warm sandbox for %s", req->id);
                         }
@@ -906,8 +912,8 @@ void wk__sandbox_free(wk_sandbox *sb)
         agent_log_unwatch(sb);
         if (sb->link)
                 wk_agent_link_free(sb->link);
-        if (sb->box && sb->node->backend->ops->forget)
-                sb->node->backend->ops->forget(sb->box);
+        if (sb->box && sb->backend->ops->forget)
+                sb->backend->ops->forget(sb->box);
         for (wk_waiter *w = sb->waiters, *next; w; w = next) {
                 next = w->next;
                 free(w);
@@ -1041,7 +1047,7 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, voi
                           .ud = ud,
                           .state_dir = n->state_dir,
                           .storage = n->storage,
-                          .backend = n->backend,
+                          .backend = sb->backend,
                           .box = sb->box};
         snprintf(d->key, sizeof(d->key), "%s", sb->key);
         snprintf(d->id, sizeof(d->id), "%s", sb->id);
@@ -1086,7 +1092,7 @@ static box_job *box_job_new(wk_sandbox *sb, const char *kind, void (*run)(wk_job
                        .sb = sb,
                        .done = cb,
                        .ud = ud,
-                       .backend = sb->node->backend,
+                       .backend = sb->backend,
                        .box = sb->box,
                        .state_dir = sb->node->state_dir,
                        .agent_fd = -1};
@@ -1461,7 +1467,7 @@ int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_erro
         if (!sb)
                 return -SP_E_NOT_FOUND;
         wk_box_stats st = {0};
-        if (sb->box && sb->state != WK_SB_SUSPENDED && n->backend->ops->stats(sb->box, &st, err) < 0)
+        if (sb->box && sb->state != WK_SB_SUSPENDED && sb->backend->ops->stats(sb->box, &st, err) < 0)
                 return sp_error_wrap(err, "stats of %s", id);
         pr_wk_sandbox_stats a = {.cpu_ns = (int64_t)st.cpu_ns,
                                  .memory_bytes = (int64_t)st.memory_bytes,
@@ -1518,6 +1524,7 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         json_object *box = NULL, *env = NULL, *res = NULL, *susp = NULL, *egress = NULL, *secrets = NULL;
         bool stored = false;
         int64_t stored_bytes = 0;
+        const char *backend_name = NULL;
         wk_sandbox *sb = wk__sandbox_make(n, "", err);
         if (!sb)
                 return -SP_E_LIMIT;
@@ -1541,10 +1548,15 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
             sp_json_get_string(o, "export_to", false, WK_NAME_MAX, &export_to, err) < 0 ||
             sp_json_get_bool(o, "stored", false, &stored, err) < 0 ||
             sp_json_get_int(o, "stored_bytes", false, 0, INT64_MAX, &stored_bytes, err) < 0 ||
-            sp_json_get_object(o, "box", false, &box, err) < 0) {
+            sp_json_get_object(o, "box", false, &box, err) < 0 ||
+            sp_json_get_string(o, "backend", false, 16, &backend_name, err) < 0) {
                 free(sb);
                 return -SP_E_INVALID;
         }
+        /* A record without one is from a worker of one backend: its default then. */
+        wk_backend *named = backend_name ? wk__backend_named(n, backend_name) : n->backend;
+        bool known_backend = named != NULL;
+        sb->backend = named ? named : n->backend;
         snprintf(sb->key, sizeof(sb->key), "%s", key);
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         snprintf(sb->template_name, sizeof(sb->template_name), "%s", tpl);
@@ -1590,7 +1602,11 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         spec_of(sb, &spec, rootfs, runtime, sizeof(rootfs));
         if (box) {
                 _cleanup_error_ sp_error *e = NULL;
-                if (n->backend->ops->adopt(n->backend, &spec, box, &sb->box, &e) < 0) {
+                if (!known_backend) {
+                        sb->box = NULL;
+                        if (sb->state != WK_SB_FAILED)
+                                set_failed(sb, "its backend %s is not one this worker runs now", backend_name);
+                } else if (sb->backend->ops->adopt(sb->backend, &spec, box, &sb->box, &e) < 0) {
                         sb->box = NULL;
                         if (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)
                                 set_failed(sb, "lost while the worker was down: %s", e->message);
@@ -1598,15 +1614,15 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         }
         wk__sessions_load(sb);
         if (sb->box && (sb->state == WK_SB_RUNNING || sb->state == WK_SB_PAUSED)) {
-                if (!n->backend->ops->alive(sb->box)) {
+                if (!sb->backend->ops->alive(sb->box)) {
                         /* The init died while we were away (a host restart): start it again from its filesystem. */
                         _cleanup_error_ sp_error *e = NULL;
                         agent_log_unwatch(sb);
-                        n->backend->ops->forget(sb->box);
+                        sb->backend->ops->forget(sb->box);
                         sb->box = NULL;
                         wk__sessions_lose(sb, "the sandbox was restarted after its worker was down");
                         if (sp_mkdir_p(runtime, 0700, &e) < 0 ||
-                            n->backend->ops->create(n->backend, &spec, &sb->box, &e) < 0) {
+                            sb->backend->ops->create(sb->backend, &spec, &sb->box, &e) < 0) {
                                 set_failed(sb, "restart after the worker was down: %s", e->message);
                                 return 0;
                         }
@@ -1614,7 +1630,7 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
                         (void)wk__sandbox_persist(sb, NULL);
                 }
                 _cleanup_error_ sp_error *e = NULL;
-                if (n->backend->ops->agent_connect)
+                if (sb->backend->ops->agent_connect)
                         reconnect_later(sb, 0, 0); /* on a job thread (reconnect_cb) */
                 else if (wk__sandbox_connect_agent(sb, &e) < 0)
                         reconnect_later(sb, 0, 200000);

@@ -75,7 +75,11 @@ static void base_done(wk_job *j)
 static void base_want(wk_node *n, const char *template_name, int64_t cpu_millis, int64_t memory_bytes, int64_t pids_max,
                       int64_t disk_bytes)
 {
-        if (!n->backend->ops->prepare || n->vm_base_busy || sp_now_mono_us() < n->vm_base_retry_us)
+        wk_backend *vm = NULL; /* the node's backend that makes bases (a VM's) */
+        for (size_t i = 0; i < n->nbackends && !vm; i++)
+                if (n->backends[i]->ops->prepare)
+                        vm = n->backends[i];
+        if (!vm || n->vm_base_busy || sp_now_mono_us() < n->vm_base_retry_us)
                 return;
         base_job *b = calloc(1, sizeof(*b));
         _cleanup_error_ sp_error *e = NULL;
@@ -86,7 +90,7 @@ static void base_want(wk_node *n, const char *template_name, int64_t cpu_millis,
         }
         b->job = (wk_job){.kind = "base", .run = base_run, .done = base_done, .background = true};
         b->n = n;
-        b->backend = n->backend;
+        b->backend = vm;
         snprintf(b->id, sizeof(b->id), "%s", WK_VM_BASE_BOX_ID);
         snprintf(b->template_name, sizeof(b->template_name), "%s", template_name);
         wk__path(b->template_dir, sizeof(b->template_dir), "%s", tdir);

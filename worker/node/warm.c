@@ -37,7 +37,7 @@ static wk_box_spec warm_spec(const wk_template *t)
 static bool fits_template(wk_node *n, const wk_sandbox *sb, const wk_template *t)
 {
         wk_box_spec want = warm_spec(t);
-        return !n->backend->ops->fits || n->backend->ops->fits(sb->box, &want);
+        return !sb->backend->ops->fits || sb->backend->ops->fits(sb->box, &want);
 }
 
 static void retry_later(wk_node *n)
@@ -131,7 +131,7 @@ wk_sandbox *wk__warm_claim(wk_node *n, const char *template_name, const wk_box_s
         for (wk_sandbox *sb = n->sandboxes; sb; sb = sb->next)
                 if (sb->warm && !sb->busy && sb->state == WK_SB_RUNNING &&
                     strcmp(sb->template_name, template_name) == 0 && wk_agent_link_ready(sb->link) &&
-                    (!n->backend->ops->fits || n->backend->ops->fits(sb->box, want)))
+                    (!sb->backend->ops->fits || sb->backend->ops->fits(sb->box, want)))
                         return sb;
         return NULL;
 }

@@ -99,6 +99,7 @@ static void h_create(sp_rpc_call *call, json_object *req, void *ud)
                 .env = q.env,
                 .hostname = q.hostname,
                 .allow_warm = q.warm,
+                .backend = q.backend,
                 .tenant_id = q.tenant_id,
                 .egress = q.egress,
                 .secrets = q.secrets,

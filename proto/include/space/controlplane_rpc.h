@@ -114,6 +114,8 @@ typedef struct pr_cp_heartbeat {
         /* The worker has an artifact store (--artifact-store): it can take a
          * sandbox from it (ImportSandbox from.store) whose holder is gone. */
         bool artifact_store;
+        /* Every backend it runs, `backend` (its default) first; absent: `backend` alone. */
+        json_object *backends; /* strings */
 } pr_cp_heartbeat;
 
 typedef struct pr_cp_heartbeat_resp {

@@ -64,6 +64,7 @@ typedef struct pr_wk_create_sandbox {
         /* Which change of its egress (profile and secrets) this is: a worker
          * never takes an older one after a newer (0: not said). */
         int64_t egress_generation;
+        const char *backend; /* one the worker runs (NodeInfo backends); absent: its default */
 } pr_wk_create_sandbox;
 
 /* SetEgress: a running sandbox's new egress profile and its whole list of
@@ -347,6 +348,7 @@ typedef struct pr_wk_node_info {
         pr_wk_node_jobs jobs;
         json_object *warm; /* {template: count} */
         json_object *templates; /* [name…] */
+        json_object *backends; /* [name…]: every backend it runs, `backend` (the default) first */
 } pr_wk_node_info;
 
 /* ListDir: the entries are the agent's stat results. */
