@@ -116,9 +116,19 @@ static int run_worker_ls(ctl_ctx *ctx, const ctl_args *a, sp_error **err)
                          ctl_jstr(w, "capacity.cpu_millis"));
                 snprintf(mem, sizeof(mem), "%s/%sMi", ctl_jstr(w, "used.memory_mb"), ctl_jstr(w, "capacity.memory_mb"));
                 ctl_jage(w, "last_heartbeat", hb, sizeof(hb));
-                ctl_table_row(&t, (const char *[]){ctl_jstr(w, "name"), ctl_jstr(w, "id"), ctl_jstr(w, "state"),
-                                                   ctl_jstr(w, "backend"), ctl_jstr(w, "address"),
-                                                   ctl_jstr(w, "sandboxes"), slots, cpu, mem, jobs, hb});
+                /* Every backend it runs, its default first. */
+                char backends[64] = "";
+                json_object *bl = NULL;
+                if (json_object_object_get_ex(w, "backends", &bl) && json_object_is_type(bl, json_type_array))
+                        for (size_t k = 0; k < json_object_array_length(bl); k++) {
+                                size_t len = strlen(backends);
+                                snprintf(backends + len, sizeof(backends) - len, "%s%s", k ? "," : "",
+                                         json_object_get_string(json_object_array_get_idx(bl, k)));
+                        }
+                ctl_table_row(&t,
+                              (const char *[]){ctl_jstr(w, "name"), ctl_jstr(w, "id"), ctl_jstr(w, "state"),
+                                               backends[0] ? backends : ctl_jstr(w, "backend"), ctl_jstr(w, "address"),
+                                               ctl_jstr(w, "sandboxes"), slots, cpu, mem, jobs, hb});
         }
         ctl_table_print(ctx, &t);
         return 0;

@@ -525,11 +525,14 @@ static int load_settings(dctx *c, sp_error **err)
                 /* The jail everywhere: it needs nothing but the kernel. A VM per sandbox
                  * (qemu) is asked for by name (docs/backends.md). */
                 snprintf(c->backend, sizeof(c->backend), "jail");
-        } else if (strcmp(want, "jail") == 0 || strcmp(want, "qemu") == 0) {
+        } else if (strcmp(want, "jail") == 0 || strcmp(want, "qemu") == 0 || strcmp(want, "jail,qemu") == 0 ||
+                   strcmp(want, "qemu,jail") == 0) {
+                /* Both: one worker runs jails and VMs, the first the default (docs/backends.md). */
                 snprintf(c->backend, sizeof(c->backend), "%s", want);
         } else {
                 return sp_error_set(err, SP_E_UNSUPPORTED,
-                                    "backend '%s' is not available in this build (jail and qemu are)", want);
+                                    "backend '%s' is not available in this build (jail, qemu, or both: jail,qemu)",
+                                    want);
         }
         _cleanup_json_ json_object *o = json_object_new_object();
         json_object_object_add(o, "api_port", json_object_new_int(c->api_port));

@@ -23,7 +23,9 @@ const ctl_opt ctl_status_opts[] = {
 const ctl_opt ctl_up_opts[] = {
         {"state-dir", "DIR", 0, "the cluster's state directory (default /var/lib/space/direct)"},
         {"database-url", "CONNINFO", 0, "use this PostgreSQL instead of a private one (first up only)"},
-        {"backend", "NAME", 0, "auto (default: jail), jail or qemu (a VM per sandbox; first up only)"},
+        {"backend", "NAME", 0,
+         "auto (default: jail), jail, qemu (a VM per sandbox) or jail,qemu (both; the first the default; first up "
+         "only)"},
         {"api-port", "PORT", 0, "first of eight consecutive loopback ports (default 7070; first up only)"},
         {"bin-dir", "DIR", 0, "where the space-* programs are (default: next to spacectl)"},
         {"no-profile", NULL, 0, "do not write the '" PROFILE "' CLI profile"},
