@@ -45,9 +45,9 @@
 #define NL_BUF 16384
 
 static const char *const drop_names[WK_NFT_DROP__MAX] = {
-        [WK_NFT_DROP_SPOOF] = "space:spoof",     [WK_NFT_DROP_IPV6] = "space:ipv6",
-        [WK_NFT_DROP_INPUT] = "space:input",     [WK_NFT_DROP_GATEWAY] = "space:gateway",
-        [WK_NFT_DROP_FORWARD] = "space:forward", [WK_NFT_DROP_PROTOCOL] = "space:protocol",
+        [WK_NFT_DROP_SPOOF] = "space:spoof",         [WK_NFT_DROP_IPV6] = "space:ipv6",
+        [WK_NFT_DROP_INPUT] = "space:input",         [WK_NFT_DROP_GATEWAY] = "space:gateway",
+        [WK_NFT_DROP_FORWARD] = "space:forward",     [WK_NFT_DROP_PROTOCOL] = "space:protocol",
         [WK_NFT_DROP_CONNTRACK] = "space:conntrack",
 };
 
