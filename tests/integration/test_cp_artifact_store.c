@@ -168,6 +168,12 @@ static void cluster_up(void)
 
 static void cluster_down(void)
 {
+        for (int i = 0; i < 2; i++) {
+                char logp[700], what[32];
+                snprintf(logp, sizeof(logp), "%s/w%d/worker.log", S.dir, i);
+                snprintf(what, sizeof(what), "worker %d", i);
+                sp_test_dump_file_tail(what, logp, 25);
+        }
         sp_test_space_down(&S);
         sp_test_tmpdir_remove(store_dir);
         free(store_dir);
@@ -217,7 +223,7 @@ START_TEST(delete_removes_a_gone_workers_copy)
         node0_dies(w0);
 
         _cleanup_json_ json_object *r = api(key, "DELETE", path_of("/v1/sandboxes/%s", id), 202, NULL);
-        _cleanup_json_ json_object *op = sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(r, "operation.id"), true));
         ck_assert_msg(!copy_exists(id), "the store still holds the deleted %s's copy", id);
 }
 END_TEST

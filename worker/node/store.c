@@ -392,9 +392,10 @@ static void store_done(wk_job *j)
                 sp_log_info_kv(SP_KV("sandbox_id", x->a.id), "artifact store: stored (%zu files, %lld bytes)",
                                json_object_array_length(x->a.files), (long long)x->a.bytes);
         }
+        bool cancelled = j->cancelled; /* j is x's: gone after the free */
         wk__artifacts_clear(&x->a);
         free(x);
-        if (!j->cancelled)
+        if (!cancelled)
                 scan(n);
 }
 
