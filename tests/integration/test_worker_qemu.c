@@ -272,6 +272,12 @@ START_TEST(qemu_runs_unprivileged_confined_and_in_its_cgroup)
         ck_assert_msg(strstr(mi.data, " / / ro,") && strstr(mi.data, "hidepid=invisible") &&
                               strstr(mi.data, "subset=pid"),
                       "QEMU's mounts: %s", mi.data);
+        /* A write error of its disk is reported to the guest, never a pause that looks like a running VM. */
+        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
+        _cleanup_buf_ sp_buf cmd = SP_BUF_INIT;
+        ck_assert_int_eq(sp_file_read(p, 1 << 20, &cmd, NULL), 0);
+        ck_assert_msg(memmem(cmd.data, cmd.len, "werror=report,rerror=report", 27),
+                      "QEMU would pause on a write error");
         /* Nothing of the worker's in its reach: the runtime directory is root's. */
         struct stat st;
         ck_assert_int_eq(stat(runtime, &st), 0);

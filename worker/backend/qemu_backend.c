@@ -544,8 +544,10 @@ static int box_boot(wk_box *box, sp_error **err)
         A(add_rw);
         A("-add-fd");
         A(add_ro);
+        /* A write error (the pool full: docs/threat-model.md) is the guest's to see: QEMU would otherwise
+         * pause the VM for good while the API says it runs. */
         A("-drive");
-        A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off");
+        A("id=disk,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off,werror=report,rerror=report");
         A("-device");
         A("virtio-blk-device,drive=disk");
         if (networked) {
