@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "http_client.h"
 #include "launcher.h"
 #include "proc.h"
 #include "space/cleanup.h"
@@ -50,6 +51,28 @@ static void cluster_down(void)
 static int run(const char *key, const char *id, const char *cmd)
 {
         return sp_test_sandbox_run(&S, key, id, cmd, 180);
+}
+
+/* Until the sandbox's agent takes a command again (after the worker's restart, its connection to a VM's
+ * agent is made on a job thread: meanwhile an exec is 503). */
+static void until_connected(const char *key, const char *id)
+{
+        char path[128], auth[300];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/sessions", id);
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+        const char *headers[] = {auth, "Content-Type: application/json", NULL};
+        int status = 0;
+        int64_t deadline = sp_now_mono_us() + 60 * 1000000LL;
+        while (status != 201 && sp_now_mono_us() < deadline) {
+                sp_test_http_response r = {0};
+                _cleanup_error_ sp_error *e = NULL;
+                if (sp_test_http(S.api, "POST", path, headers, "{\"argv\":[\"true\"]}", 10000, &r, &e) == 0)
+                        status = r.status;
+                sp_test_http_response_free(&r);
+                if (status != 201)
+                        usleep(250000);
+        }
+        ck_assert_msg(status == 201, "sandbox %s took no command within 60 s of the restart (%d)", id, status);
 }
 
 static void backend_of(const char *key, const char *id, char out[static 16])
@@ -115,6 +138,8 @@ START_TEST(one_worker_runs_jails_and_vms)
         sp_error *e = NULL;
         sp_test_ok(sp_test_proc_kill(&S.workers[0], &e), &e);
         sp_test_ok(sp_test_space_start_worker(&S, 0, &e), &e);
+        until_connected(key, vm);
+        until_connected(key, jail);
         ck_assert_msg(run(key, vm, guest_kernel) == 0, "the VM was not re-adopted");
         ck_assert_msg(run(key, jail, "echo $$ > /tmp/x && test -s /tmp/x") == 0, "the jail was not re-adopted");
 
