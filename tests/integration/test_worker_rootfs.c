@@ -170,8 +170,8 @@ START_TEST(sandbox_writable_template_unchanged)
         sp_error *err = NULL;
         _cleanup_free_ char *tpl = make_template(st, "base", 0);
         _cleanup_free_ char *a = NULL, *b = NULL;
-        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_a", 0, &a, &err), &err);
-        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_b", 0, &b, &err), &err);
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_a", 0, 0, &a, &err), &err);
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_b", 0, 0, &b, &err), &err);
         _cleanup_free_ char *expect = wk_storage_sandbox_rootfs(st, "sbx_a", NULL);
         ck_assert_str_eq(a, expect);
 
@@ -221,25 +221,25 @@ START_TEST(bad_requests_leave_nothing)
 
         static const char *const bad[] = {"", "..", "../templates/base", "a/b", ".hidden", "x y", "-x"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
-                ck_assert_int_eq(wk_storage_sandbox_create(st, "base", bad[i], 0, NULL, NULL), -SP_E_INVALID);
-                ck_assert_int_eq(wk_storage_sandbox_create(st, bad[i], "sbx_ok", 0, NULL, NULL), -SP_E_INVALID);
+                ck_assert_int_eq(wk_storage_sandbox_create(st, "base", bad[i], 0, 0, NULL, NULL), -SP_E_INVALID);
+                ck_assert_int_eq(wk_storage_sandbox_create(st, bad[i], "sbx_ok", 0, 0, NULL, NULL), -SP_E_INVALID);
                 ck_assert_int_eq(wk_storage_template_create(st, bad[i], NULL, NULL), -SP_E_INVALID);
                 ck_assert_int_eq(wk_storage_sandbox_delete(st, bad[i], NULL), -SP_E_INVALID);
                 ck_assert_int_eq(wk_storage_template_delete(st, bad[i], NULL), -SP_E_INVALID);
         }
 
-        ck_assert_int_eq(wk_storage_sandbox_create(st, "missing", "sbx_1", 0, NULL, &err), -SP_E_NOT_FOUND);
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "missing", "sbx_1", 0, 0, NULL, &err), -SP_E_NOT_FOUND);
         sp_error_free(err);
         err = NULL;
         _cleanup_free_ char *draft = NULL;
         sp_test_ok(wk_storage_template_create(st, "draft", &draft, &err), &err);
-        ck_assert_int_eq(wk_storage_sandbox_create(st, "draft", "sbx_1", 0, NULL, &err), -SP_E_CONFLICT);
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "draft", "sbx_1", 0, 0, NULL, &err), -SP_E_CONFLICT);
         ck_assert_msg(strstr(err->message, "not sealed"), "%s", err->message);
         sp_error_free(err);
         err = NULL;
         ck_assert_int_eq(wk_storage_template_create(st, "base", NULL, NULL), -SP_E_CONFLICT);
-        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_1", 0, NULL, &err), &err);
-        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_1", 0, NULL, NULL), -SP_E_CONFLICT);
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_1", 0, 0, NULL, &err), &err);
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_1", 0, 0, NULL, NULL), -SP_E_CONFLICT);
 
         /* Only valid names are listed; stray entries are skipped. */
         char p[PATH_MAX];
@@ -264,7 +264,7 @@ START_TEST(nested_subvolumes_deleted_with_sandbox)
         sp_error *err = NULL;
         free(make_template(st, "base", 0));
         _cleanup_free_ char *root = NULL;
-        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_n", 0, &root, &err), &err);
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_n", 0, 0, &root, &err), &err);
 
         /* What a sandbox might build inside itself: nested subvolumes, a
          * read-only snapshot among them, files and directories around them. */
@@ -317,7 +317,7 @@ START_TEST(snapshot_shares_template_data)
 
         _cleanup_free_ char *tpl = make_template(st, "big", 16 * MiB);
         _cleanup_free_ char *root = NULL;
-        sp_test_ok(wk_storage_sandbox_create(st, "big", "sbx_s", 0, &root, &err), &err);
+        sp_test_ok(wk_storage_sandbox_create(st, "big", "sbx_s", 0, 0, &root, &err), &err);
         sp_test_ok(wk_subvol_sync(g_fs.mnt, &err), &err);
 
         wk_quota_usage t, s;
@@ -349,7 +349,7 @@ START_TEST(quota_enforced_with_edquot)
         sp_test_ok(wk_quota_enable(g_fs.mnt, &err), &err);
         free(make_template(st, "base", 4 * MiB));
         _cleanup_free_ char *root = NULL;
-        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_q", 8 * MiB, &root, &err), &err);
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_q", 8 * MiB, 0, &root, &err), &err);
         wk_quota_usage u;
         sp_test_ok(wk_quota_get(root, &u, &err), &err);
         ck_assert_uint_eq(u.max_exclusive, 8 * MiB);
@@ -377,6 +377,57 @@ START_TEST(quota_enforced_with_edquot)
 }
 END_TEST
 
+/* A VM's disk and memory state live beside its rootfs: with files_bytes the
+ * sandbox's directory is a subvolume of its own whose quota bounds them. */
+START_TEST(files_beside_the_rootfs_have_their_own_quota)
+{
+        _cleanup_storage_ wk_storage *st = storage();
+        sp_error *err = NULL;
+        sp_test_ok(wk_quota_enable(g_fs.mnt, &err), &err);
+        free(make_template(st, "base", 4 * MiB));
+        _cleanup_free_ char *root = NULL;
+        sp_test_ok(wk_storage_sandbox_create(st, "base", "sbx_f", 8 * MiB, 16 * MiB, &root, &err), &err);
+        _cleanup_free_ char *dir = wk_storage_sandbox_dir(st, "sbx_f", &err);
+        ck_assert_ptr_nonnull(dir);
+        bool sub = false;
+        sp_test_ok(wk_subvol_is(dir, &sub, &err), &err);
+        ck_assert_msg(sub, "the sandbox's directory is not a subvolume");
+        struct stat s;
+        ck_assert_int_eq(stat(dir, &s), 0);
+        ck_assert_int_eq(s.st_mode & 07777, 0700);
+        wk_quota_usage u;
+        sp_test_ok(wk_quota_get(dir, &u, &err), &err);
+        ck_assert_uint_eq(u.max_exclusive, 16 * MiB);
+        sp_test_ok(wk_quota_get(root, &u, &err), &err);
+        ck_assert_uint_eq(u.max_exclusive, 8 * MiB);
+
+        /* Past it: EDQUOT, after no more than the quota got through; the rootfs's own is apart. */
+        char p[PATH_MAX];
+        uint64_t w = 0;
+        PATHF(p, "%s/disk.ext4", dir);
+        int e = write_random(p, 64 * MiB, &w);
+        ck_assert_msg(e == EDQUOT, "writing past the files' quota gave \"%s\" after %llu bytes", strerror(e),
+                      (unsigned long long)w);
+        ck_assert_uint_le(w, 16 * MiB);
+        PATHF(p, "%s/small", root);
+        ck_assert_int_eq(write_random(p, 2 * MiB, &w), 0);
+
+        /* Made again over an existing one: refused, the first untouched; deleted: nothing left. */
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_f", 8 * MiB, 16 * MiB, NULL, NULL), -SP_E_CONFLICT);
+        PATHF(p, "%s/small", root);
+        ck_assert_int_eq(access(p, F_OK), 0);
+        sp_test_ok(wk_storage_sandbox_delete(st, "sbx_f", &err), &err);
+        ck_assert_int_eq(access(dir, F_OK), -1);
+
+        /* An empty one (a sandbox moved here) gets the same. */
+        sp_test_ok(wk_storage_sandbox_create_empty(st, "sbx_e", 16 * MiB, NULL, &err), &err);
+        _cleanup_free_ char *edir = wk_storage_sandbox_dir(st, "sbx_e", &err);
+        sp_test_ok(wk_quota_get(edir, &u, &err), &err);
+        ck_assert_uint_eq(u.max_exclusive, 16 * MiB);
+        sp_test_ok(wk_storage_sandbox_delete(st, "sbx_e", &err), &err);
+}
+END_TEST
+
 START_TEST(quota_needs_quotas_enabled)
 {
         _cleanup_storage_ wk_storage *st = storage();
@@ -385,11 +436,16 @@ START_TEST(quota_needs_quotas_enabled)
         sp_test_ok(wk_quota_enabled(g_fs.mnt, &on, &err), &err);
         ck_assert(!on);
         _cleanup_free_ char *tpl = make_template(st, "base", 0);
-        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_1", 8 * MiB, NULL, &err), -SP_E_CONFLICT);
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_1", 8 * MiB, 0, NULL, &err), -SP_E_CONFLICT);
         ck_assert_msg(strstr(err->message, "quotas are not enabled"), "%s", err->message);
         sp_error_free(err);
         err = NULL;
         _cleanup_free_ char *dir = wk_storage_sandbox_dir(st, "sbx_1", NULL);
+        ck_assert_int_eq(access(dir, F_OK), -1);
+        ck_assert_int_eq(wk_storage_sandbox_create(st, "base", "sbx_1", 0, 8 * MiB, NULL, &err), -SP_E_CONFLICT);
+        ck_assert_msg(strstr(err->message, "quotas are not enabled"), "%s", err->message);
+        sp_error_free(err);
+        err = NULL;
         ck_assert_int_eq(access(dir, F_OK), -1);
         wk_quota_usage u;
         ck_assert_int_eq(wk_quota_get(tpl, &u, NULL), -SP_E_NOT_FOUND);
@@ -416,6 +472,7 @@ static Suite *suite(void)
         add(s, "shared", snapshot_shares_template_data);
         add(s, "quota", quota_enforced_with_edquot);
         add(s, "quota_off", quota_needs_quotas_enabled);
+        add(s, "files_quota", files_beside_the_rootfs_have_their_own_quota);
         return s;
 }
 

@@ -21,14 +21,20 @@
  *   - the worker's and the control plane's ports, which listen on the host's
  *     loopback, are not reachable from the guest's;
  *   - filling its memory (a /dev/shm file larger than its RAM) is the
- *     guest's own problem: the VM answers afterwards and the worker lives.
+ *     guest's own problem: the VM answers afterwards and the worker lives;
+ *   - rewriting its disk so that the host's copy-on-write keeps every old
+ *     extent half-referenced (each pass shifted by a block) takes no more
+ *     of the pool than its quota (twice its disk, its memory and a margin:
+ *     docs/backends.md "Disk"), though it takes more than its disk's size.
  *
  * Commands run as root through the API's sessions (exit codes only). Needs
  * root, PostgreSQL, QEMU and the guest kernel (scripts/vm-kernel); skips
  * visibly without them.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +48,7 @@
 #include "space/cleanup.h"
 #include "space/fileio.h"
 #include "space/json.h"
+#include "space/time.h"
 #include "space_cluster.h"
 
 static sp_test_space S;
@@ -188,6 +195,113 @@ START_TEST(filling_its_memory_is_its_own_problem)
 }
 END_TEST
 
+/* The storage directory (worker 0's) of the sandbox with that id: the one whose record names it. */
+static void storage_dir_of(const char *sid, char out[static 700])
+{
+        char states[600];
+        snprintf(states, sizeof(states), "%s/w0/state/sandboxes", S.dir);
+        _cleanup_(sp_closedirp) DIR *d = opendir(states);
+        ck_assert_ptr_nonnull(d);
+        out[0] = '\0';
+        for (struct dirent *de; (de = readdir(d));) {
+                char rec[900];
+                snprintf(rec, sizeof(rec), "%s/%s/sandbox.json", states, de->d_name);
+                _cleanup_buf_ sp_buf text = SP_BUF_INIT;
+                _cleanup_json_ json_object *o = NULL;
+                if (de->d_name[0] == '.' || sp_file_read(rec, 1 << 20, &text, NULL) < 0 ||
+                    sp_json_parse(text.data, text.len, &o, NULL) < 0)
+                        continue;
+                const char *rid = sp_json_member_str(o, "id");
+                if (rid && strcmp(rid, sid) == 0)
+                        snprintf(out, 700, "%s/w0/storage/sandboxes/%s", S.dir, de->d_name);
+        }
+        ck_assert_msg(out[0], "no record of sandbox %s on worker 0", sid);
+}
+
+/* Its qgroup's exclusive bytes and limit, as btrfs-progs reports them after a sync. */
+static void qgroup_of(const char *path, uint64_t *excl, uint64_t *max)
+{
+        char cmd[900];
+        snprintf(cmd, sizeof(cmd), "btrfs filesystem sync '%s' >/dev/null && btrfs qgroup show --raw -e -f '%s'", path,
+                 path);
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        char line[256];
+        bool found = false;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned lvl;
+                uint64_t sub, rfer;
+                char m[32];
+                if (sscanf(line, "%u/%" SCNu64 " %" SCNu64 " %" SCNu64 " %31s", &lvl, &sub, &rfer, excl, m) == 5 &&
+                    lvl == 0) {
+                        *max = strcmp(m, "none") == 0 ? 0 : strtoull(m, NULL, 10);
+                        found = true;
+                }
+        }
+        ck_assert_int_eq(pclose(f), 0);
+        ck_assert_msg(found, "no qgroup of %s", path);
+}
+
+START_TEST(rewriting_its_disk_takes_no_more_than_its_quota)
+{
+        /* A small disk and memory, so that its quota is soon reached. */
+        char vid[64], sdir[700];
+        sp_test_create_sandbox(&S, key,
+                               "{\"template\":\"base\",\"backend\":\"qemu\","
+                               "\"resources\":{\"disk_mb\":64,\"memory_mb\":128}}",
+                               vid);
+        storage_dir_of(vid, sdir);
+        uint64_t excl = 0, max = 0;
+        qgroup_of(sdir, &excl, &max);
+        /* Twice its disk, its memory and a margin of 64 MiB. */
+        ck_assert_uint_eq(max, (UINT64_C(2) * 64 + 128 + 64) << 20);
+        /* A 40 MiB file written once, then rewritten pass after pass but for one 8 KiB unit in the
+         * middle of each range the last pass wrote, and every unit skipped before: each extent the
+         * host's copy-on-write made for the last pass stays referenced by that unit, so every pass
+         * keeps all of the one before it. Writes past the quota fail in the guest (its disk reports
+         * them: its own problem). */
+        static const char attack[] =
+                "U=8192; n=5120; P=10; "
+                "dd if=/dev/urandom of=/dev/shm/r bs=$U count=$((n+P+1)) 2>/dev/null || exit 10; "
+                "dd if=/dev/shm/r of=/pin bs=$U count=$n 2>/dev/null || exit 11; sync; "
+                "skips=''; p=1; "
+                "while [ $p -le $P ]; do "
+                "  new=''; prev=-1; "
+                "  for s in $skips $n; do "
+                "    a=$((prev+1)); b=$((s-1)); "
+                "    if [ $((b-a)) -ge 2 ]; then new=\"$new $(((a+b)/2))\"; fi; "
+                "    if [ $s -lt $n ]; then new=\"$new $s\"; fi; prev=$s; "
+                "  done; "
+                "  skips=$new; prev=-1; "
+                "  for s in $skips $n; do "
+                "    a=$((prev+1)); "
+                "    if [ $s -gt $a ]; then dd if=/dev/shm/r of=/pin bs=$U skip=$((a+p)) seek=$a count=$((s-a)) "
+                "conv=notrunc 2>/dev/null; fi; prev=$s; "
+                "  done; "
+                "  sync; p=$((p+1)); "
+                "done; true";
+        (void)sp_test_sandbox_run(&S, key, vid, attack, 600);
+        qgroup_of(sdir, &excl, &max);
+        /* The attack works (it holds more than twice its disk), the quota is what stopped it (its disk
+         * reported a write error), and nothing past the quota is held. */
+        ck_assert_msg(excl > (UINT64_C(2) * 64) << 20, "the rewrites held only %" PRIu64 " bytes", excl);
+        ck_assert_msg(excl <= max, "%" PRIu64 " bytes held, past the quota of %" PRIu64, excl, max);
+        ck_assert_msg(sp_test_sandbox_run(&S, key, vid, "dmesg | grep -q 'I/O error'", 120) == 0,
+                      "no write failed in the guest (%" PRIu64 " of %" PRIu64 " bytes held)", excl, max);
+        /* It still answers, and so does the other sandbox, which can still write. */
+        ck_assert_int_eq(run("echo ok > /tmp/after-disk && grep -q ok /tmp/after-disk"), 0);
+        /* Deleted at its quota (btrfs needs room to delete a subvolume): nothing of it stays. */
+        char path[160];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+        _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
+        json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
+        int64_t deadline = sp_now_mono_us() + 60 * 1000000LL;
+        while (access(sdir, F_OK) == 0 && sp_now_mono_us() < deadline)
+                usleep(200000);
+        ck_assert_msg(access(sdir, F_OK) < 0, "the deleted sandbox's storage %s stayed", sdir);
+}
+END_TEST
+
 #define GET_ALLOWED "timeout 20 wget -q -O /tmp/o http://allowed.test/ && grep -q 'http allowed.test' /tmp/o"
 
 START_TEST(its_network_is_behind_the_gateway)
@@ -241,6 +355,7 @@ static Suite *suite(void)
         tcase_add_test(tc, its_network_is_behind_the_gateway);
         tcase_add_test(tc, its_network_survives_a_suspend);
         tcase_add_test(tc, filling_its_memory_is_its_own_problem);
+        tcase_add_test(tc, rewriting_its_disk_takes_no_more_than_its_quota);
         suite_add_tcase(s, tc);
         return s;
 }
@@ -250,6 +365,7 @@ int main(void)
         sp_test_require_root("workers need namespaces, cgroups and btrfs");
         sp_test_require_program("qemu-system-x86_64", "the qemu backend (Debian: qemu-system-x86)");
         sp_test_require_program("mkfs.ext4", "the VM's disk (Debian: e2fsprogs)");
+        sp_test_require_program("btrfs", "reading a sandbox's disk quota (Debian: btrfs-progs)");
         if (access("/var/lib/space/vm-kernel/vmlinuz", R_OK) < 0)
                 sp_test_skip("no guest kernel at /var/lib/space/vm-kernel (scripts/vm-kernel installs it)");
         sp_test_pg_require();

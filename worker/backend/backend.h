@@ -111,6 +111,11 @@ typedef struct wk_backend_ops {
         /* Optional: whether box started from a base snapshot (a copy of
          * another VM's memory: the node then gives it fresh randomness). */
         bool (*from_base)(const wk_box *box);
+        /* Optional: the most of the pool a box of spec may keep beside its root
+         * filesystem (a VM's disk, which copy-on-write can make take more
+         * than its size, and its memory state): the node makes the sandbox's
+         * directory a subvolume with that quota. NULL: nothing is kept there. */
+        uint64_t (*files_bytes)(const wk_box_spec *spec);
         /* The guest names its own resolver (a VM: its fixed router, net/link.h),
          * so the node writes no resolv.conf into the root filesystem (which
          * would keep a VM from starting from its template's base snapshot). */

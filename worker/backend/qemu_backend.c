@@ -81,6 +81,7 @@
 #define OVERHEAD_KVM (UINT64_C(96) << 20)
 #define OVERHEAD_TCG (UINT64_C(192) << 20)
 #define QEMU_PIDS 256
+#define FILES_MARGIN (UINT64_C(64) << 20) /* a memory state's device state, the disk's metadata */
 #define MODULES_MAX 32
 
 /* The descriptors the QEMU child gets, at these numbers. */
@@ -1080,6 +1081,19 @@ static bool op_fits(const wk_box *box, const wk_box_spec *spec)
         return guest_memory_of(spec) == box->guest_bytes && vcpus_of(spec) == box->vcpus && disk == box->disk_bytes;
 }
 
+/* Its disk and memory state, in a subvolume of the sandbox's own
+ * (docs/backends.md "Disk"): a guest rewriting its disk in shifted ranges
+ * keeps copy-on-write extents of the host's half-referenced, so that a disk
+ * of 2 GiB could hold many times that of the pool; the quota bounds it at
+ * twice the disk, the memory state and a margin, and past it the guest's
+ * writes fail (werror=report) while the pool and every other sandbox are
+ * untouched. */
+static uint64_t op_files_bytes(const wk_box_spec *spec)
+{
+        uint64_t disk = spec->disk_bytes ? spec->disk_bytes : DEFAULT_DISK;
+        return 2 * disk + guest_memory_of(spec) + FILES_MARGIN;
+}
+
 static bool op_from_base(const wk_box *box)
 {
         return box->from_base;
@@ -1309,6 +1323,7 @@ static const wk_backend_ops qemu_ops = {
         .prepare = op_prepare,
         .fits = op_fits,
         .from_base = op_from_base,
+        .files_bytes = op_files_bytes,
         .own_resolver = true,
 };
 

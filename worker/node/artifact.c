@@ -381,6 +381,8 @@ struct wk_node_import {
         bool jail, memory;
         int64_t disk_exclusive; /* a jail's, on the worker it came from (-1: unknown) */
         int64_t quota; /* its disk quota, from its record (0: none) */
+        int64_t memory_bytes; /* its memory, from its record (0: the backend's default) */
+        wk_backend *backend;
         json_object *manifest; /* its own reference */
         json_object *spec; /* the control plane's CreateSandbox of it (its own reference), or NULL */
         json_object *files; /* borrowed from manifest */
@@ -539,6 +541,7 @@ int wk_node_import_begin(wk_node *n, const char *id, json_object *manifest, json
         imp->spec = spec ? json_object_get(spec) : NULL;
         imp->files = m.files;
         imp->jail = strcmp(backend, "jail") == 0;
+        imp->backend = b;
         imp->memory = m.memory;
         imp->disk_exclusive = -1;
         json_object *de = NULL;
@@ -635,18 +638,29 @@ static int install_storage(wk_node_import *imp)
         _cleanup_free_ char *sdir = wk_storage_sandbox_dir(n->storage, imp->id, &imp->err);
         if (!sdir)
                 return -1;
-        /* A directory an earlier attempt left: made again. */
+        /* A directory an earlier attempt left: made again. Its files' quota as a create's (node/sandbox.c). */
         (void)wk_storage_sandbox_delete(n->storage, imp->id, NULL);
+        uint64_t files = 0;
+        if (imp->backend->ops->files_bytes) {
+                wk_box_spec spec = {.memory_bytes = imp->memory_bytes, .disk_bytes = (uint64_t)imp->quota};
+                files = imp->backend->ops->files_bytes(&spec);
+        }
         bool from_template =
-                !imp->jail && wk_storage_sandbox_create(n->storage, imp->tpl, imp->id, 0, &rootfs, NULL) == 0;
-        if (!from_template && wk_storage_sandbox_create_empty(n->storage, imp->id, &rootfs, &imp->err) < 0)
+                !imp->jail && wk_storage_sandbox_create(n->storage, imp->tpl, imp->id, 0, files, &rootfs, NULL) == 0;
+        if (!from_template && wk_storage_sandbox_create_empty(n->storage, imp->id, files, &rootfs, &imp->err) < 0)
                 return -1;
         for (size_t i = 0; i < SP_ARRAY_SIZE(STORAGE_FILES); i++) {
                 char from[PATH_MAX], to[PATH_MAX];
                 wk__path(from, sizeof(from), "%s/%s", imp->stage_storage, STORAGE_FILES[i]);
                 wk__path(to, sizeof(to), "%s/%s", sdir, STORAGE_FILES[i]);
-                if (rename(from, to) < 0 && errno != ENOENT)
+                if (rename(from, to) == 0 || errno == ENOENT)
+                        continue;
+                /* Into a subvolume of its own: a reflink where the filesystem allows, then the fetched one goes. */
+                if (errno != EXDEV)
                         return sp_error_set_errno(&imp->err, SP_E_IO, errno, "move in %s", STORAGE_FILES[i]);
+                if (wk__file_copy(from, to, &imp->err) < 0)
+                        return sp_error_wrap(&imp->err, "move in %s", STORAGE_FILES[i]);
+                unlink(from);
         }
         rmdir(imp->stage_storage);
         if (!imp->jail)
@@ -707,6 +721,7 @@ static int apply_spec(wk_node_import *imp, json_object *o, json_object *box)
         json_object_object_add(o, "memory_bytes", json_object_new_int64(mem));
         json_object_object_add(o, "disk_bytes", json_object_new_int64(c.resources.disk_mb << 20));
         imp->quota = c.resources.disk_mb << 20;
+        imp->memory_bytes = mem;
         put_or_del(o, "tenant_id", c.tenant_id && *c.tenant_id ? json_object_new_string(c.tenant_id) : NULL);
         put_or_del(o, "env", c.env ? json_object_get(c.env) : NULL);
         put_or_del(o, "egress", c.egress ? json_object_get(c.egress) : NULL);
@@ -729,6 +744,7 @@ static int rewrite_record(wk_node_import *imp)
                 return sp_error_set(&imp->err, SP_E_INVALID, "sandbox %s's record is not a suspended sandbox's",
                                     imp->id);
         sp_json_get_int(o, "disk_bytes", false, 0, INT64_MAX, &imp->quota, NULL);
+        sp_json_get_int(o, "memory_bytes", false, 0, INT64_MAX, &imp->memory_bytes, NULL);
         json_object_object_add(o, "id", json_object_new_string(imp->id));
         json_object_object_add(o, "key", json_object_new_string(imp->id));
         json_object_object_add(o, "slot", json_object_new_int64(imp->slot));

@@ -578,6 +578,7 @@ typedef struct make_job {
         char template_dir[PATH_MAX]; /* "": the backend makes the disk from rootfs (it was written to) */
         wk_box_spec spec;
         uint64_t disk_bytes;
+        uint64_t files_bytes; /* the quota of its directory (a VM's disk and memory), 0: none */
         char nameserver[16]; /* "": no network */
         bool ca;
         char *record; /* sandbox.json while it is being made */
@@ -613,7 +614,8 @@ static void make_run(wk_job *j)
         char dir[PATH_MAX];
         wk__path(dir, sizeof(dir), "%s/sandboxes/%s/sessions", m->state_dir, m->key);
         if (sp_mkdir_p(dir, 0700, err) < 0 ||
-            wk_storage_sandbox_create(m->storage, m->template_name, m->key, m->disk_bytes, NULL, err) < 0 ||
+            wk_storage_sandbox_create(m->storage, m->template_name, m->key, m->disk_bytes, m->files_bytes, NULL, err) <
+                    0 ||
             (m->nameserver[0] && wk__resolv_conf_write(m->rootfs, m->nameserver, err) < 0) ||
             (m->ca && wk__secrets_make_ca(m->state_dir, m->key, m->id, m->rootfs, err) < 0) ||
             write_record(m->state_dir, m->key, m->record, err) < 0 || sp_mkdir_p(m->runtime, 0700, err) < 0)
@@ -730,6 +732,7 @@ static int make_start(wk_node *n, wk_sandbox *sb, bool background, wk_node_sandb
                 .disk_bytes = (uint64_t)sb->disk_bytes,
         };
         m->disk_bytes = (uint64_t)sb->disk_bytes;
+        m->files_bytes = sb->backend->ops->files_bytes ? sb->backend->ops->files_bytes(&m->spec) : 0;
         if (n->cfg.net && !sb->backend->ops->own_resolver)
                 wk_net_host_address(n->cfg.net, sb->slot, m->nameserver);
         m->ca = wk__secrets_any(sb);

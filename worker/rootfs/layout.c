@@ -92,22 +92,47 @@ static int remove_entry(const wk_storage *st, const char *kind, const char *what
         _cleanup_close_ int fd = open_kind(st, kind, err);
         if (fd < 0)
                 return fd;
+        /* btrfs refuses to delete a subvolume at its quota (deleting needs room it
+         * reserves against the quota): the limits of the entry and its rootfs go first. */
+        static const char *const leaves[] = {NULL, ROOTFS_NAME};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(leaves); i++) {
+                _cleanup_free_ char *p = layout_path(st, kind, what, name, leaves[i], NULL);
+                bool sub = false;
+                if (p && wk_subvol_is(p, &sub, NULL) == 0 && sub)
+                        (void)wk_quota_set_limit(p, 0, NULL);
+        }
         if (wk__remove_tree(fd, name, REMOVE_MAX_DEPTH, err) < 0)
                 return sp_error_wrap(err, "deleting %s %s", what, name);
         return 0;
 }
 
-/* Makes <kind>/<name>/ (SP_E_CONFLICT if it exists) and returns its path. */
-static int make_entry_dir(const wk_storage *st, const char *kind, const char *what, const char *name, char **ret,
-                          sp_error **err)
+/* Makes <kind>/<name>/ (SP_E_CONFLICT if it exists) and returns its path:
+ * with files_bytes, a subvolume whose quota is that (what is kept there
+ * beside the rootfs counts against it), else a directory. */
+static int make_entry_dir(const wk_storage *st, const char *kind, const char *what, const char *name,
+                          uint64_t files_bytes, char **ret, sp_error **err)
 {
         _cleanup_free_ char *dir = layout_path(st, kind, what, name, NULL, err);
         if (!dir)
                 return -SP_E_INVALID;
-        if (mkdir(dir, 0700) < 0) {
-                if (errno == EEXIST)
+        if (!files_bytes) {
+                if (mkdir(dir, 0700) < 0) {
+                        if (errno == EEXIST)
+                                return sp_error_set(err, SP_E_CONFLICT, "%s %s already exists", what, name);
+                        return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", dir);
+                }
+        } else {
+                struct stat s;
+                if (lstat(dir, &s) == 0)
                         return sp_error_set(err, SP_E_CONFLICT, "%s %s already exists", what, name);
-                return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", dir);
+                if (wk_subvol_create(dir, err) < 0)
+                        return sp_error_wrap(err, "%s %s", what, name);
+                int r = chmod(dir, 0700) < 0 ? sp_error_set_errno(err, SP_E_IO, errno, "chmod %s", dir)
+                                             : wk_quota_set_limit(dir, files_bytes, err);
+                if (r < 0) {
+                        (void)remove_entry(st, kind, what, name, NULL);
+                        return sp_error_wrap(err, "the quota of %s %s's files", what, name);
+                }
         }
         *ret = TAKE_PTR(dir);
         return 0;
@@ -115,10 +140,10 @@ static int make_entry_dir(const wk_storage *st, const char *kind, const char *wh
 
 /* <kind>/<name>/rootfs as a new empty subvolume; nothing is left on failure. */
 static int make_entry_subvol(const wk_storage *st, const char *kind, const char *what, const char *name,
-                             char **ret_rootfs, sp_error **err)
+                             uint64_t files_bytes, char **ret_rootfs, sp_error **err)
 {
         _cleanup_free_ char *dir = NULL;
-        int r = make_entry_dir(st, kind, what, name, &dir, err);
+        int r = make_entry_dir(st, kind, what, name, files_bytes, &dir, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *rootfs = NULL;
@@ -135,7 +160,7 @@ static int make_entry_subvol(const wk_storage *st, const char *kind, const char 
 
 int wk_storage_template_create(const wk_storage *st, const char *name, char **ret_rootfs, sp_error **err)
 {
-        return make_entry_subvol(st, "templates", "template", name, ret_rootfs, err);
+        return make_entry_subvol(st, "templates", "template", name, 0, ret_rootfs, err);
 }
 
 int wk_storage_template_seal(const wk_storage *st, const char *name, sp_error **err)
@@ -155,7 +180,7 @@ int wk_storage_template_delete(const wk_storage *st, const char *name, sp_error 
 }
 
 int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, const char *id, uint64_t quota_bytes,
-                              char **ret_rootfs, sp_error **err)
+                              uint64_t files_bytes, char **ret_rootfs, sp_error **err)
 {
         _cleanup_free_ char *src = wk_storage_template_rootfs(st, template_name, err);
         if (!src || wk_rootfs_name_validate("sandbox id", id, err) < 0)
@@ -173,7 +198,7 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
                 return sp_error_set(err, SP_E_CONFLICT, "template %s is not sealed", template_name);
 
         _cleanup_free_ char *dir = NULL;
-        int r = make_entry_dir(st, "sandboxes", "sandbox", id, &dir, err);
+        int r = make_entry_dir(st, "sandboxes", "sandbox", id, files_bytes, &dir, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *rootfs = NULL;
@@ -191,9 +216,10 @@ int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, c
         return 0;
 }
 
-int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, char **ret_rootfs, sp_error **err)
+int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, uint64_t files_bytes, char **ret_rootfs,
+                                    sp_error **err)
 {
-        return make_entry_subvol(st, "sandboxes", "sandbox", id, ret_rootfs, err);
+        return make_entry_subvol(st, "sandboxes", "sandbox", id, files_bytes, ret_rootfs, err);
 }
 
 int wk_storage_sandbox_delete(const wk_storage *st, const char *id, sp_error **err)

@@ -150,16 +150,20 @@ int wk_storage_template_delete(const wk_storage *st, const char *name, sp_error 
 /* Creates sandboxes/<id>/rootfs as a writable snapshot of template's rootfs
  * (which must be sealed: SP_E_CONFLICT otherwise) and, when quota_bytes is not
  * 0, limits its exclusive usage to quota_bytes (quotas must be enabled:
- * wk_quota_enable()). *ret_rootfs (may be NULL) receives its path.
- * SP_E_NOT_FOUND for a missing template, SP_E_CONFLICT if the sandbox exists.
- * On failure nothing is left behind. */
+ * wk_quota_enable()). With files_bytes, sandboxes/<id>/ itself is a
+ * subvolume limited to that: what is kept there beside the rootfs (a VM's
+ * disk and memory state) counts against the sandbox, not the pool.
+ * *ret_rootfs (may be NULL) receives its path. SP_E_NOT_FOUND for a missing
+ * template, SP_E_CONFLICT if the sandbox exists. On failure nothing is left
+ * behind. */
 int wk_storage_sandbox_create(const wk_storage *st, const char *template_name, const char *id, uint64_t quota_bytes,
-                              char **ret_rootfs, sp_error **err);
+                              uint64_t files_bytes, char **ret_rootfs, sp_error **err);
 
 /* Creates sandboxes/<id>/rootfs as an empty subvolume (a sandbox moved here
- * from another worker, whose files are then unpacked into it). SP_E_CONFLICT
- * when the sandbox's directory exists. */
-int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, char **ret_rootfs, sp_error **err);
+ * from another worker, whose files are then unpacked into it); files_bytes as
+ * above. SP_E_CONFLICT when the sandbox's directory exists. */
+int wk_storage_sandbox_create_empty(const wk_storage *st, const char *id, uint64_t files_bytes, char **ret_rootfs,
+                                    sp_error **err);
 
 /* Deletes sandboxes/<id> with everything in it, including subvolumes the
  * sandbox nested inside its root. A missing sandbox is not an error. Call it
