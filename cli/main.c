@@ -406,8 +406,8 @@ static int parse(ctl_ctx *ctx, int argc, char **argv, parse_state *st, ctl_args 
                         continue;
                 }
                 if (!options_done && (strcmp(arg, "-h") == 0 || strcmp(arg, "-q") == 0)) {
-                        set_global(ctx, find_opt(ctl_global_opts, arg[1] == 'h' ? "help" : "quiet", 4), NULL,
-                                   &st->help);
+                        const char *name = arg[1] == 'h' ? "help" : "quiet";
+                        set_global(ctx, find_opt(ctl_global_opts, name, strlen(name)), NULL, &st->help);
                         continue;
                 }
                 if (!options_done && arg[0] == '-' && arg[1] != '\0' && arg[1] != '-') {

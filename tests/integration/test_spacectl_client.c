@@ -294,6 +294,12 @@ START_TEST(help_version_completion)
         ck_assert_ptr_nonnull(strstr(hf.out.data, "--uses N"));
         _cleanup_ctl_result_ ctl_result v = ctl_run(NULL, NULL, "version", NULL);
         ctl_assert_code(v, 0);
+        /* -q, the short --quiet, anywhere (it once crashed the parser). */
+        _cleanup_ctl_result_ ctl_result vq = ctl_run(NULL, NULL, "-q", "version", NULL);
+        ctl_assert_code(vq, 0);
+        ck_assert_str_eq(vq.out.data, v.out.data);
+        _cleanup_ctl_result_ ctl_result vq2 = ctl_run(NULL, NULL, "version", "-q", NULL);
+        ctl_assert_code(vq2, 0);
         _cleanup_ctl_result_ ctl_result vj = ctl_run(NULL, NULL, "version", "--json", NULL);
         _cleanup_json_ json_object *o = ctl_json(&vj);
         char want[64];
