@@ -841,13 +841,7 @@ static int worker_up(dctx *c, sp_error **err)
                 if (uid[0])
                         argv[n++] = uid;
                 net_flags nf;
-                /* A cluster of VMs only gets the sandbox network when asked for
-                 * (SPACE_WORKER_SANDBOX_NETWORK=true): a VM with one, suspended and
-                 * woken twice within a second, was seen to stop answering (1 run in 3
-                 * of e2e.e2b_qemu; docs/backends.md, "Not done"). */
-                const char *vmnet = getenv("SPACE_WORKER_SANDBOX_NETWORK");
-                if (strcmp(c->backend, "qemu") != 0 || (vmnet && strcmp(vmnet, "true") == 0))
-                        n += net_argv(c, &nf, argv + n);
+                n += net_argv(c, &nf, argv + n);
                 snprintf(cert, sizeof(cert), "%s/worker/state/tls/worker.crt", c->state);
                 if (access(cert, F_OK) != 0) {
                         if (join_token_file(c, "worker", tokpath, sizeof(tokpath), err) < 0)

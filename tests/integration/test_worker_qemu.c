@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -108,7 +110,7 @@ static wk_agent_link *connect_agent(void)
         int fd = -1;
         _cleanup_error_ sp_error *e = NULL;
         ck_assert_msg(backend->ops->agent_connect(box, &fd, &e) == 0, "agent: %s", e ? e->message : "?");
-        wk_agent_link *l = wk_agent_link_new_fd(base, fd, NULL, NULL, &e);
+        wk_agent_link *l = wk_agent_link_new_greeted(base, fd, NULL, NULL, &e);
         ck_assert_msg(l, "link: %s", e ? e->message : "?");
         return l;
 }
@@ -346,6 +348,32 @@ START_TEST(a_new_connection_resynchronises_the_port)
 }
 END_TEST
 
+/* A connection that ends right after its magic, before reading the agent's
+ * greeting, does not disturb the next one: the backend's connection takes the
+ * agent as connected only once it answered a ping of that connection, and a
+ * command runs on it. */
+START_TEST(an_abandoned_connection_leaves_the_next_one_whole)
+{
+        for (int round = 0; round < 3; round++) {
+                const char *path = backend->ops->agent_socket(box);
+                struct sockaddr_un sa = {.sun_family = AF_UNIX};
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                ck_assert_int_ge(fd, 0);
+                ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+                ck_assert_int_eq(write(fd, PR_AGENT_SYNC_MAGIC, PR_AGENT_SYNC_LEN), PR_AGENT_SYNC_LEN);
+                /* The agent greets in answer; nobody reads it. */
+                usleep(100000 * (round + 1));
+                close(fd);
+                spin(20);
+                wk_agent_link *l = connect_agent();
+                _cleanup_free_ char *out = run(l, "echo fresh", NULL);
+                ck_assert_str_eq(out, "fresh\n");
+                link_close(l);
+        }
+}
+END_TEST
+
 /* Bytes that outsiders choose (a command's stdin here; an upload or a port's
  * traffic alike) that hold the port's magic followed by frames are data: they
  * arrive byte-exact and start nothing. The agent looks for a magic only where
@@ -554,6 +582,7 @@ int main(void)
         tcase_add_test(tc, pause_stops_the_guest_and_resume_continues_it);
         tcase_add_test(tc, a_new_connection_resynchronises_the_port);
         tcase_add_test(tc, a_magic_in_a_payload_is_only_data);
+        tcase_add_test(tc, an_abandoned_connection_leaves_the_next_one_whole);
         tcase_add_test(tc, a_restarted_worker_adopts_the_vm);
         tcase_add_test(tc, suspend_keeps_memory_and_restore_resumes_it);
         tcase_add_test(tc, destroy_leaves_nothing_running);

@@ -267,16 +267,21 @@ static void on_event(struct bufferevent *bev, short what, void *ud)
                 link_destroy(l);
 }
 
+void wk_agent_hello_append(sp_buf *out)
+{
+        const char *h = "{\"version\":1,\"worker\":\"space-worker\"}";
+        pr_agent_frame_append(out, PR_AGENT_HELLO, 0, 0, h, strlen(h), NULL);
+}
+
 static void send_hello(wk_agent_link *l)
 {
         _cleanup_buf_ sp_buf hello = SP_BUF_INIT;
-        const char *h = "{\"version\":1,\"worker\":\"space-worker\"}";
-        pr_agent_frame_append(&hello, PR_AGENT_HELLO, 0, 0, h, strlen(h), NULL);
+        wk_agent_hello_append(&hello);
         bufferevent_write(l->bev, hello.data, hello.len);
 }
 
-wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
-                                    sp_error **err)
+static wk_agent_link *link_new_fd(struct event_base *base, int fd, bool greeted, const wk_agent_link_ops *ops,
+                                  void *userdata, sp_error **err)
 {
         wk_agent_link *l = calloc(1, sizeof(*l));
         if (!l) {
@@ -302,9 +307,24 @@ wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_ag
                 link_destroy(l);
                 return NULL;
         }
-        send_hello(l);
+        if (greeted)
+                l->hello = true;
+        else
+                send_hello(l);
         l->ready = true;
         return l;
+}
+
+wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
+                                    sp_error **err)
+{
+        return link_new_fd(base, fd, false, ops, userdata, err);
+}
+
+wk_agent_link *wk_agent_link_new_greeted(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
+                                         sp_error **err)
+{
+        return link_new_fd(base, fd, true, ops, userdata, err);
 }
 
 wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_path, const wk_agent_link_ops *ops,

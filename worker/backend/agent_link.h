@@ -61,6 +61,12 @@ wk_agent_link *wk_agent_link_new(struct event_base *base, const char *socket_pat
  * may be opened at once: frames are queued behind the worker's HELLO. */
 wk_agent_link *wk_agent_link_new_fd(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
                                     sp_error **err);
+/* The same for a connection on which HELLO already went both ways (a VM's
+ * port after the backend's probe, wk_backend_ops.agent_connect). */
+wk_agent_link *wk_agent_link_new_greeted(struct event_base *base, int fd, const wk_agent_link_ops *ops, void *userdata,
+                                         sp_error **err);
+/* Appends the worker's HELLO frame to out. */
+void wk_agent_hello_append(sp_buf *out);
 /* Closes the connection; pending channels get on_lost. Accepts NULL. */
 void wk_agent_link_free(wk_agent_link *link);
 /* True once connected (channels may be opened). */

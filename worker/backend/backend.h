@@ -84,10 +84,12 @@ typedef struct wk_backend_ops {
         int (*log_fd)(const wk_box *box);
         /* The unix socket path on which the box's agent listens (borrowed). */
         const char *(*agent_socket)(const wk_box *box);
-        /* Optional: a connection to the agent, ready for HELLO (*ret owned by the
-         * caller). For a transport that outlives its connections (a VM's serial
-         * port), which needs more than a connect to the socket; may block for a
-         * few seconds. Without it, callers connect to agent_socket. */
+        /* Optional: a connection to the agent on which HELLO went both ways and
+         * the agent answered a request of this connection's (*ret owned by the
+         * caller: wk_agent_link_new_greeted). For a transport that outlives its
+         * connections (a VM's serial port), which needs more than a connect to
+         * the socket; may block for a few seconds. Without it, callers connect
+         * to agent_socket. */
         int (*agent_connect)(wk_box *box, int *ret, sp_error **err);
         int (*stats)(wk_box *box, wk_box_stats *ret, sp_error **err);
         /* True while the box's init is alive. */

@@ -42,6 +42,7 @@
 #include <linux/if_tun.h>
 #include <arpa/inet.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +50,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/agent_link.h"
 #include "backend/backend.h"
 #include "backend/initramfs.h"
 #include "backend/proc.h"
@@ -236,9 +238,105 @@ static int connect_to(const char *path, int *ret, sp_error **err)
         return 0;
 }
 
+/* Reads exactly n bytes of c by the deadline. 1: read; 0: not in time, or
+ * QEMU let go of the connection; <0: the VM ended. */
+static int read_exact(wk_box *box, int c, void *buf, size_t n, int64_t deadline, sp_error **err)
+{
+        for (size_t have = 0; have < n;) {
+                int64_t left = (deadline - sp_now_mono_us()) / 1000;
+                if (left <= 0)
+                        return 0;
+                struct pollfd p = {.fd = c, .events = POLLIN};
+                int r = poll(&p, 1, left > 200 ? 200 : (int)left);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r == 0) {
+                        if (!wk_proc_alive(&box->pid, box->starttime)) {
+                                char tail[256];
+                                console_tail(box, tail, sizeof(tail));
+                                return sp_error_set(err, SP_E_UNAVAILABLE, "sandbox %s: the VM ended%s%s", box->id,
+                                                    tail[0] ? ": " : "", tail);
+                        }
+                        continue;
+                }
+                ssize_t k = r > 0 ? read(c, (char *)buf + have, n - have) : -1;
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+                        return 0;
+                if (k > 0)
+                        have += (size_t)k;
+        }
+        return 1;
+}
+
+/* After the agent's magic: HELLO both ways and a ping on a channel no
+ * earlier connection used, answered. A magic alone proves little on a port
+ * that outlives its connections (an earlier connection's greeting may still be
+ * in it, or the guest may have missed this one's magic: a VM restored from
+ * its memory state can do either, and then took no request while the worker
+ * believed it connected); an answer to this connection's ping proves both
+ * directions. 1: answered; 0: not in time (the caller connects again, with
+ * a new magic); <0: the VM ended. Reads exactly what the answer takes. */
+static int agent_probe(wk_box *box, int c, int64_t deadline, sp_error **err)
+{
+        uint32_t ch = 0;
+        if (getrandom(&ch, sizeof(ch), 0) != (ssize_t)sizeof(ch))
+                ch = (uint32_t)sp_now_mono_us();
+        ch = 0x40000000u | (ch & 0x3fffffffu); /* the link numbers its channels from 1 */
+        _cleanup_buf_ sp_buf out = SP_BUF_INIT;
+        wk_agent_hello_append(&out);
+        static const char ping[] = "{\"op\":\"ping\"}";
+        pr_agent_frame_append(&out, PR_AGENT_OPEN, 0, ch, ping, sizeof(ping) - 1, NULL);
+        for (size_t off = 0; off < out.len;) {
+                ssize_t k = write(c, out.data + off, out.len - off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return 0;
+                off += (size_t)k;
+        }
+        static const uint8_t magic[] = PR_AGENT_SYNC_MAGIC;
+        _Static_assert(PR_AGENT_SYNC_LEN > PR_AGENT_HEADER_SIZE, "a magic is longer than a header");
+        bool hello = false;
+        for (;;) {
+                uint8_t h[PR_AGENT_SYNC_LEN];
+                pr_agent_frame f;
+                int r = read_exact(box, c, h, PR_AGENT_HEADER_SIZE, deadline, err);
+                if (r <= 0)
+                        return r;
+                if (memcmp(h, magic, PR_AGENT_HEADER_SIZE) == 0) {
+                        /* A later greeting where a frame would start (the magic that came first was an
+                         * earlier connection's, and the agent restarted on this one's): HELLO again. */
+                        r = read_exact(box, c, h + PR_AGENT_HEADER_SIZE, PR_AGENT_SYNC_LEN - PR_AGENT_HEADER_SIZE,
+                                       deadline, err);
+                        if (r <= 0)
+                                return r;
+                        if (memcmp(h, magic, PR_AGENT_SYNC_LEN) != 0)
+                                return 0;
+                        hello = false;
+                        continue;
+                }
+                if (pr_agent_header_decode(h, &f, NULL) < 0 || f.length > 65536)
+                        return 0;
+                _cleanup_free_ uint8_t *body = f.length ? malloc(f.length) : NULL;
+                if (f.length && !body)
+                        return 0;
+                if (f.length && (r = read_exact(box, c, body, f.length, deadline, err)) <= 0)
+                        return r;
+                if (!hello) {
+                        if (f.type != PR_AGENT_HELLO)
+                                return 0;
+                        hello = true;
+                        continue;
+                }
+                if (f.channel == ch && f.type == PR_AGENT_EXIT)
+                        return 1;
+        }
+}
+
 /* One attempt: connects, sends the worker's magic and waits up to wait_ms
- * for the agent's. 1: synchronised (*ret set); 0: no magic in time; <0: an
- * error (the VM ended, or the port refused). */
+ * for the agent's, then for its answer to a probe (agent_probe). 1:
+ * synchronised (*ret set, HELLO exchanged); 0: no magic or answer in time;
+ * <0: an error (the VM ended, or the port refused). */
 static int agent_sync_once(wk_box *box, int64_t wait_ms, int *ret, sp_error **err)
 {
         int fd = -1;
@@ -274,6 +372,9 @@ static int agent_sync_once(wk_box *box, int64_t wait_ms, int *ret, sp_error **er
                 if (n == 1)
                         pr_agent_sync_feed(&sync, &byte, 1);
         }
+        int r = agent_probe(box, c, deadline, err);
+        if (r <= 0)
+                return r;
         *ret = c;
         c = -1;
         return 1;

@@ -379,7 +379,9 @@ void wk__sandbox_refresh(wk_sandbox *sb)
 /* The agent's connection over fd (taken), its sessions attached to it. */
 static int agent_adopt_fd(wk_sandbox *sb, int fd, sp_error **err)
 {
-        sb->link = wk_agent_link_new_fd(sb->node->base, fd, &link_ops, sb, err);
+        /* A backend's own connection (a VM's port) comes with HELLO exchanged: its probe. */
+        sb->link = sb->backend->ops->agent_connect ? wk_agent_link_new_greeted(sb->node->base, fd, &link_ops, sb, err)
+                                                   : wk_agent_link_new_fd(sb->node->base, fd, &link_ops, sb, err);
         if (!sb->link)
                 return -SP_E_UNAVAILABLE;
         sb->link_since_us = sp_now_mono_us();
