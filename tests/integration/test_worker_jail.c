@@ -62,11 +62,6 @@ static void make_rootfs(void)
 static void start_jail(const char *run_dir, const char *sock, bool die_with_parent, pid_t *pid)
 {
         must(mkdir(run_dir, 0700), "runtime dir");
-        int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-        must(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), "bind");
-        must(listen(lfd, 16), "listen");
 
         char agent[1024];
         snprintf(agent, sizeof(agent), "%s/bin/space-agent", sp_test_binary_dir());
@@ -80,13 +75,12 @@ static void start_jail(const char *run_dir, const char *sock, bool die_with_pare
                 .hostname = "sbx-test",
                 .uid_base = 0x20000000u + (uid_t)r * 65536u,
                 .uid_count = 65536,
-                .agent_listen_fd = lfd,
+                .agent_socket = sock,
                 .log_fd = 2,
                 .die_with_parent = die_with_parent,
         };
         _cleanup_error_ sp_error *e = NULL;
         int rc = wk_jail_start(&cfg, pid, &e);
-        close(lfd);
         ck_assert_msg(rc == 0, "jail start: %s", e ? e->message : "?");
 }
 
@@ -168,8 +162,6 @@ START_TEST(root_inside_cannot_touch_the_host)
                 {"echo x > /run/space/agent", "overwrite the agent binary"},
                 {"mount -t proc proc /mnt", "mount a new proc"},
                 {"mount -t sysfs sysfs /mnt", "mount sysfs"},
-                {"hostname evil", "change the hostname"},
-                {"ip link set lo down || ifconfig lo down", "reconfigure the network"},
                 {"cat /proc/kcore | head -c 1 | grep -q .", "read /proc/kcore"},
                 {"kill -9 1; sleep 0.2; kill -0 1", "never fails: PID 1 ignores SIGKILL from inside"},
         };
@@ -185,6 +177,29 @@ START_TEST(root_inside_cannot_touch_the_host)
                 sp_test_result_free(&r);
         }
         sp_test_agent_close(a);
+}
+END_TEST
+
+/* The sandbox's user namespace owns its network, uts and ipc namespaces
+ * (docs/threat-model.md, "Who owns a jail's namespaces": a checkpoint needs
+ * them so): root inside may set its host name and reconfigure its own
+ * network, and neither reaches the host's. */
+START_TEST(root_inside_owns_its_name_and_network)
+{
+        char before[256] = "";
+        ck_assert_int_eq(gethostname(before, sizeof(before)), 0);
+        sp_test_agent *a = sp_test_agent_connect(sock_path, 5000);
+        sp_test_result r;
+        run(a, 1, "hostname evil-inside && hostname && ip link set lo down && ip link set lo up && echo lo", &r);
+        ck_assert_msg(sp_test_result_int(&r, "code") == 0, "%s%s", r.out.data, r.err.data);
+        ck_assert_str_eq(r.out.data, "evil-inside\nlo\n");
+        sp_test_result_free(&r);
+        sp_test_agent_close(a);
+        char after[256] = "";
+        ck_assert_int_eq(gethostname(after, sizeof(after)), 0);
+        ck_assert_str_eq(after, before);
+        /* The host's loopback is up still. */
+        ck_assert_int_eq(system("ip -o link show lo | grep -q 'UP'"), 0);
 }
 END_TEST
 
@@ -305,6 +320,7 @@ int main(void)
         tcase_add_test(tc, agent_is_pid1_as_sandbox_root);
         tcase_add_test(tc, root_inside_cannot_touch_the_host);
         tcase_add_test(tc, system_calls_are_refused);
+        tcase_add_test(tc, root_inside_owns_its_name_and_network);
         tcase_add_test(tc, killing_init_ends_everything);
         tcase_add_test(tc, dies_with_its_parent);
         suite_add_tcase(s, tc);

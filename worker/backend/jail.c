@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,8 +50,25 @@ static int write_file(const char *path, const char *text)
         return write(fd, text, n) == (ssize_t)n ? 0 : -1;
 }
 
-/* A user namespace mapping 0..count-1 to base..base+count-1, held by an fd. */
-static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
+/* The namespaces a jail is made of, held by fds until its init joins them. */
+typedef struct {
+        int user, net, uts, ipc;
+} jail_ns;
+
+static void jail_ns_close(jail_ns *ns)
+{
+        sp_close(ns->user), sp_close(ns->net), sp_close(ns->uts), sp_close(ns->ipc);
+        *ns = (jail_ns){-1, -1, -1, -1};
+}
+
+/* A user namespace mapping 0..count-1 to base..base+count-1, and network, uts
+ * and ipc namespaces owned by it (as rootless container runtimes make them: a
+ * checkpoint of the tree with CRIU needs them owned by the tree's user
+ * namespace), held by fds. The pid namespace stays the host's: a pid
+ * namespace cannot be joined before it has a process, and the agent, its
+ * init, must be executed in the host's user namespace (CRIU does not ask
+ * who owns it). */
+static int make_userns(uid_t base, uint32_t count, jail_ns *ret, sp_error **err)
 {
         int go[2];
         if (pipe2(go, O_CLOEXEC) < 0)
@@ -70,7 +88,7 @@ static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
         if (pid == 0) {
                 close(go[1]);
                 close(ready[0]);
-                char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'x';
+                char c = unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC) == 0 ? 'u' : 'x';
                 (void)!write(ready[1], &c, 1);
                 (void)!read(go[0], &c, 1);
                 _exit(0);
@@ -95,10 +113,17 @@ static int make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
                 r = sp_error_set_errno(err, SP_E_IO, errno, "write gid_map");
                 goto out;
         }
-        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-        *ret_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (*ret_fd < 0)
-                r = sp_error_set_errno(err, SP_E_IO, errno, "open user namespace");
+        static const char *const names[] = {"user", "net", "uts", "ipc"};
+        int *fds[] = {&ret->user, &ret->net, &ret->uts, &ret->ipc};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(names); i++) {
+                snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, names[i]);
+                *fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+                if (*fds[i] < 0) {
+                        r = sp_error_set_errno(err, SP_E_IO, errno, "open the %s namespace", names[i]);
+                        jail_ns_close(ret);
+                        break;
+                }
+        }
 out:
         /* Lets the holder exit (the fd keeps the namespace): a byte, not the
          * pipe's end, which a child another thread forks meanwhile may hold. */
@@ -117,6 +142,8 @@ typedef struct {
         int sync_fd;
         int tree_fd;
         int userns_fd;
+        int listen_fd; /* the agent's listening socket, made in the child */
+        const jail_ns *ns;
         const struct sock_fprog *seccomp;
 } child_ctx;
 
@@ -213,6 +240,29 @@ static void loopback_up(child_ctx *x)
 __attribute__((noreturn)) static void child_main(child_ctx *x)
 {
         const wk_jail_config *cfg = x->cfg;
+        /* Host root may enter namespaces a child user namespace owns. Done
+         * before the parent's attach callback, which makes the network link
+         * in /proc/PID/ns/net: "r" tells the parent they are joined. */
+        CHECK(setns(x->ns->net, CLONE_NEWNET), "enter the network namespace");
+        CHECK(setns(x->ns->uts, CLONE_NEWUTS), "enter the uts namespace");
+        CHECK(setns(x->ns->ipc, CLONE_NEWIPC), "enter the ipc namespace");
+        /* The agent's listening socket, made here in the sandbox's network
+         * namespace (a unix socket belongs to the namespace it is made in, and
+         * a checkpoint of the tree takes only sockets of its own namespaces). */
+        {
+                struct sockaddr_un sa = {.sun_family = AF_UNIX};
+                if (strlen(cfg->agent_socket) >= sizeof(sa.sun_path))
+                        child_die(x->sync_fd, 0, "agent socket path too long");
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", cfg->agent_socket);
+                unlink(sa.sun_path);
+                x->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                CHECK(x->listen_fd, "agent socket");
+                CHECK(bind(x->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), "bind the agent socket");
+                CHECK(chmod(sa.sun_path, 0600), "chmod the agent socket");
+                CHECK(listen(x->listen_fd, 64), "listen on the agent socket");
+        }
+        if (write(x->sync_fd, "r", 1) != 1)
+                _exit(125);
         char c;
         if (read(x->sync_fd, &c, 1) != 1)
                 _exit(125); /* the parent gave up */
@@ -267,7 +317,7 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         int src[6] = {null,
                       cfg->log_fd >= 0 ? cfg->log_fd : null,
                       cfg->log_fd >= 0 ? cfg->log_fd : null,
-                      cfg->agent_listen_fd,
+                      x->listen_fd,
                       x->userns_fd,
                       x->sync_fd};
         int high[6];
@@ -321,9 +371,10 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         if (prepare_rootfs(cfg, err) < 0)
                 return -SP_E_IO;
 
-        _cleanup_close_ int userns_fd = -1;
-        if (make_userns(cfg->uid_base, cfg->uid_count, &userns_fd, err) < 0)
+        _cleanup_(jail_ns_close) jail_ns ns = {-1, -1, -1, -1};
+        if (make_userns(cfg->uid_base, cfg->uid_count, &ns, err) < 0)
                 return sp_error_wrap(err, "jail %s", cfg->id);
+        int userns_fd = ns.user;
 
         _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, cfg->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree_fd < 0)
@@ -346,10 +397,14 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "socketpair");
-        child_ctx x = {.cfg = cfg, .sync_fd = sp[1], .tree_fd = tree_fd, .userns_fd = userns_fd, .seccomp = &seccomp};
-        pid_t pid = (pid_t)syscall(SYS_clone,
-                                   CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
-                                   NULL, NULL, NULL, NULL);
+        child_ctx x = {.cfg = cfg,
+                       .sync_fd = sp[1],
+                       .tree_fd = tree_fd,
+                       .userns_fd = userns_fd,
+                       .listen_fd = -1,
+                       .ns = &ns,
+                       .seccomp = &seccomp};
+        pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 int e = errno;
                 close(sp[0]);
@@ -368,6 +423,16 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         close(sp[1]);
         _cleanup_close_ int sync_fd = sp[0];
 
+        char msg[512];
+        ssize_t n;
+        do
+                n = read(sync_fd, msg, sizeof(msg) - 1);
+        while (n < 0 && errno == EINTR);
+        if (n != 1 || msg[0] != 'r') {
+                msg[n > 0 ? n : 0] = '\0';
+                sp_error_set(err, SP_E_INTERNAL, "jail %s: %s", cfg->id, n > 0 ? msg : "the init died");
+                goto fail;
+        }
         if (cfg->attach && cfg->attach(pid, cfg->attach_userdata, err) < 0)
                 goto fail;
         char go = 'g';
@@ -377,8 +442,6 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         }
         /* EOF: the agent has entered the sandbox (it closes the socket then). A
          * message: a step failed, here or in the agent. */
-        char msg[512];
-        ssize_t n;
         do
                 n = read(sync_fd, msg, sizeof(msg) - 1);
         while (n < 0 && errno == EINTR);

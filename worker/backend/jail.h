@@ -56,7 +56,9 @@ typedef struct wk_jail_config {
         const char *hostname;
         uid_t uid_base; /* sandbox uid/gid 0 is host uid/gid uid_base ... */
         uint32_t uid_count; /* ... for this many ids */
-        int agent_listen_fd; /* a listening unix socket, handed to the agent as fd 3 */
+        /* Where the agent listens: a unix socket the init makes in the sandbox's
+         * network namespace and hands the agent as fd 3. */
+        const char *agent_socket;
         int log_fd; /* the agent's stdout/stderr, or -1 for /dev/null */
         /* Called with the init's host pid before it enters its namespaces for good
          * (e.g. to place it in the sandbox's cgroups). May be NULL. */

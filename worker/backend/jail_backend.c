@@ -149,10 +149,6 @@ static int box_start(wk_box *box, sp_error **err)
         wk_cgroup_limits l = limits_of(&box->limits);
         if (wk_box_cgroup(b->host, b->cgroup_parent, box->id, &l, &box->cg, err) < 0)
                 return -SP_E_IO;
-        int fd = -1;
-        if (wk_box_listen(box->socket, 64, &fd, err) < 0)
-                return sp_error_wrap(err, "sandbox %s: agent socket", box->id);
-        _cleanup_close_ int lfd = fd;
         _cleanup_close_ int logfd = -1;
         char logp[PATH_MAX + 32];
         log_path(box, logp, sizeof(logp));
@@ -167,7 +163,7 @@ static int box_start(wk_box *box, sp_error **err)
                 .hostname = box->hostname,
                 .uid_base = b->uid_base + box->slot * b->uid_count,
                 .uid_count = b->uid_count,
-                .agent_listen_fd = lfd,
+                .agent_socket = box->socket,
                 .log_fd = logfd,
                 .attach = attach_cb,
                 .attach_userdata = box,

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 
 #include "backend/jail.h"
 #include "space/cleanup.h"
@@ -25,6 +26,9 @@
 /* Families 0 to SANDBOX_AF_LIMIT - 1 are ruled one by one (the kernel knows
  * fewer than 64); anything above is refused whole. */
 #define SANDBOX_AF_LIMIT 64
+/* Netlink protocols 0 to this - 1 are ruled one by one (the kernel knows 32);
+ * anything above is refused whole. */
+#define SANDBOX_NETLINK_LIMIT 64
 
 static const char *const denied[] = {
         "init_module",
@@ -125,6 +129,24 @@ static int build(scmp_filter_ctx *ret_ctx, sp_error **err)
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
                                      SCMP_A0(SCMP_CMP_GE, SANDBOX_AF_LIMIT, 0)); /* (datum_b unused) */
+        /* Netlink: routing (ip), socket diagnostics (ss) and uevents only. The
+         * sandbox's root owns its network namespace (docs/threat-model.md, "Who
+         * owns a jail's namespaces"), which would open the kernel's netfilter,
+         * generic netlink families and the rest to it: the most exploited code
+         * reachable from a user namespace, and of no use inside (what leaves is
+         * policed on the host's side). The protocol is an int: refuse every
+         * value outside the allowed ones, as if the kernel lacked them. */
+        for (unsigned proto = 0; r == 0 && proto < SANDBOX_NETLINK_LIMIT; proto++) {
+                if (proto == NETLINK_ROUTE || proto == NETLINK_SOCK_DIAG || proto == NETLINK_KOBJECT_UEVENT)
+                        continue;
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_NETLINK),
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, proto));
+        }
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_NETLINK),
+                                     SCMP_A2(SCMP_CMP_GE, SANDBOX_NETLINK_LIMIT, 0));
         /* clone3 passes its flags in memory that seccomp cannot read: make
          * callers fall back to clone, as container runtimes do. */
         if (r == 0)

@@ -42,6 +42,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <sys/uio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -204,15 +205,34 @@ static int probe_syscalls(void)
         }
         long pr = syscall(SYS_socketpair, AF_VSOCK, SOCK_STREAM, 0, (int[2]){0});
         report("af_vsock_socketpair", pr);
+        /* Netlink protocols: routing, socket diagnostics and uevents only (the sandbox owns its
+         * network namespace; netfilter's and generic netlink's code stays out of its reach). */
         static const struct {
                 const char *name;
-                int family, type;
-        } allowed[] = {{"allowed_af_unix", AF_UNIX, SOCK_STREAM},
-                       {"allowed_af_inet", AF_INET, SOCK_STREAM},
-                       {"allowed_af_inet6", AF_INET6, SOCK_STREAM},
-                       {"allowed_af_netlink", AF_NETLINK, SOCK_RAW}};
+                long proto;
+        } nls[] = {{"netlink_netfilter", NETLINK_NETFILTER},
+                   {"netlink_generic", NETLINK_GENERIC},
+                   {"netlink_xfrm", NETLINK_XFRM},
+                   {"netlink_audit", NETLINK_AUDIT},
+                   {"netlink_rdma", NETLINK_RDMA},
+                   {"netlink_unknown_40", 40},
+                   {"netlink_netfilter_high_bits", 0x100000000L | NETLINK_NETFILTER}};
+        for (size_t i = 0; i < sizeof(nls) / sizeof(nls[0]); i++) {
+                long fd = syscall(SYS_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, nls[i].proto);
+                report(nls[i].name, fd);
+                if (fd >= 0)
+                        close((int)fd);
+        }
+        static const struct {
+                const char *name;
+                int family, type, proto;
+        } allowed[] = {{"allowed_af_unix", AF_UNIX, SOCK_STREAM, 0},
+                       {"allowed_af_inet", AF_INET, SOCK_STREAM, 0},
+                       {"allowed_af_inet6", AF_INET6, SOCK_STREAM, 0},
+                       {"allowed_af_netlink", AF_NETLINK, SOCK_RAW, NETLINK_ROUTE},
+                       {"allowed_netlink_sock_diag", AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG}};
         for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
-                int fd = socket(allowed[i].family, allowed[i].type | SOCK_CLOEXEC, 0);
+                int fd = socket(allowed[i].family, allowed[i].type | SOCK_CLOEXEC, allowed[i].proto);
                 report(allowed[i].name, fd);
                 if (fd >= 0)
                         close(fd);
@@ -363,8 +383,8 @@ int main(int argc, char **argv)
         report("write_sys", fd < 0 ? -1 : write(fd, "x", 1));
         if (fd >= 0)
                 close(fd);
-        gethostname(host, sizeof(host));
-        report("sethostname", sethostname(host, strlen(host)));
+        /* No sethostname here: the sandbox's own uts namespace is its root's to name
+         * (docs/threat-model.md, "Who owns a jail's namespaces"). */
         /* An invalid reboot command: EINVAL if permitted. */
         report("reboot", permitted_if_invalid(syscall(SYS_reboot, 0xfee1dead, 672274793, 0x0badc0de, NULL)));
         report("swapoff", permitted_if_invalid(syscall(SYS_swapoff, "/nonexistent-swap")));
