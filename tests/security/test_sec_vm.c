@@ -22,6 +22,9 @@
  *     loopback, are not reachable from the guest's;
  *   - filling its memory (a /dev/shm file larger than its RAM) is the
  *     guest's own problem: the VM answers afterwards and the worker lives;
+ *   - creating machines of ever new shapes (memory, disk size) leaves no
+ *     more than 4 disk images and 4 base snapshots in the template's
+ *     directory, the least recently used removed;
  *   - rewriting its disk so that the host's copy-on-write keeps every old
  *     extent half-referenced (each pass shifted by a block) takes no more
  *     of the pool than its quota (twice its disk, its memory and a margin:
@@ -242,6 +245,54 @@ static void qgroup_of(const char *path, uint64_t *excl, uint64_t *max)
         ck_assert_msg(found, "no qgroup of %s", path);
 }
 
+/* Entries of the base template's vm/ directory on worker 0 whose names start with prefix (and
+ * hold needle, if given). */
+static int vm_entries(const char *prefix, const char *needle)
+{
+        char vm[700];
+        snprintf(vm, sizeof(vm), "%s/w0/storage/templates/base/vm", S.dir);
+        _cleanup_(sp_closedirp) DIR *d = opendir(vm);
+        int n = 0;
+        for (struct dirent *de; d && (de = readdir(d));)
+                if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 && !strstr(de->d_name, ".tmp") &&
+                    (!needle || strstr(de->d_name, needle)))
+                        n++;
+        return n;
+}
+
+START_TEST(new_machine_shapes_leave_bounded_files)
+{
+        /* Each shape makes a disk image of its size and, after its first create, a base snapshot
+         * of its machine: six shapes, one after the other, each deleted at once. */
+        for (int i = 0; i < 6; i++) {
+                char body[256], sid[64], needle[32], path[160];
+                snprintf(body, sizeof(body),
+                         "{\"template\":\"base\",\"backend\":\"qemu\",\"resources\":{\"disk_mb\":%d,"
+                         "\"memory_mb\":%d}}",
+                         64 + i, 128 + i);
+                sp_test_create_sandbox(&S, key, body, sid);
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s", sid);
+                _cleanup_json_ json_object *del = sp_test_api(&S, key, "DELETE", path, 202, NULL, NULL);
+                json_object_put(sp_test_wait_op(&S, key, sp_test_jstr(del, "operation.id"), true));
+                /* Its base is made in the background: wait for it. */
+                snprintf(needle, sizeof(needle), "-%dm1c%dd", 128 + i, 64 + i);
+                int64_t deadline = sp_now_mono_us() + 180 * 1000000LL;
+                while (vm_entries("base-", needle) == 0 && sp_now_mono_us() < deadline)
+                        usleep(250000);
+                ck_assert_msg(vm_entries("base-", needle) == 1, "no base snapshot of shape %s", needle);
+                ck_assert_msg(vm_entries("base-", NULL) <= 4, "%d base snapshots kept", vm_entries("base-", NULL));
+                ck_assert_msg(vm_entries("disk-", NULL) <= 4, "%d disk images kept", vm_entries("disk-", NULL));
+        }
+        /* The newest stay, the oldest went. */
+        ck_assert_int_eq(vm_entries("base-", "-133m1c69d"), 1);
+        ck_assert_int_eq(vm_entries("disk-69.", NULL), 1);
+        ck_assert_int_eq(vm_entries("base-", "-128m1c64d"), 0);
+        ck_assert_int_eq(vm_entries("disk-64.", NULL), 0);
+        /* The suite's own sandbox, whose shape's files went, still answers. */
+        ck_assert_int_eq(run("true"), 0);
+}
+END_TEST
+
 START_TEST(rewriting_its_disk_takes_no_more_than_its_quota)
 {
         /* A small disk and memory, so that its quota is soon reached. */
@@ -356,6 +407,7 @@ static Suite *suite(void)
         tcase_add_test(tc, its_network_survives_a_suspend);
         tcase_add_test(tc, filling_its_memory_is_its_own_problem);
         tcase_add_test(tc, rewriting_its_disk_takes_no_more_than_its_quota);
+        tcase_add_test(tc, new_machine_shapes_leave_bounded_files);
         suite_add_tcase(s, tc);
         return s;
 }

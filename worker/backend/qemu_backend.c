@@ -84,6 +84,9 @@
 #define OVERHEAD_TCG (UINT64_C(192) << 20)
 #define QEMU_PIDS 256
 #define FILES_MARGIN (UINT64_C(64) << 20) /* a memory state's device state, the disk's metadata */
+/* What a template's vm/ keeps at most of each kind (disk images by size, base
+ * snapshots by machine): the least recently used go first. */
+#define SHAPES_KEPT 4
 #define MODULES_MAX 32
 
 /* The descriptors the QEMU child gets, at these numbers. */
@@ -964,18 +967,88 @@ static int lock_vm_dir(const wk_box_spec *spec, int *ret, sp_error **err)
         return 0;
 }
 
+/* Marks a disk image or base as just used (its mtime: eviction's order). */
+static void touch_used(const char *path)
+{
+        (void)utimensat(AT_FDCWD, path, NULL, 0);
+}
+
+static void base_remove(const char *dir);
+
+/* Keeps the SHAPES_KEPT most recently used entries of vm/ whose names start
+ * with prefix (and, for files, end with suffix), removing the rest; keep is
+ * never removed. Each create of a new machine or disk size would otherwise
+ * leave a disk image and a base snapshot in the template's directory for
+ * good, charged to no one (an outside pass filled a pool so: docs/threat-
+ * model.md). Called with the directory's lock held. Copies made from an
+ * evicted one are whole files of their own (reflinks): nothing breaks. */
+static void evict_shapes(const wk_box_spec *spec, const char *prefix, const char *suffix, const char *keep)
+{
+        char dir[PATH_MAX];
+        vm_dir(spec, dir, sizeof(dir));
+        struct {
+                char name[256];
+                struct timespec used;
+        } e[64];
+        size_t n = 0;
+        _cleanup_(sp_closedirp) DIR *d = opendir(dir);
+        for (struct dirent *de; d && (de = readdir(d));) {
+                size_t len = strlen(de->d_name), sl = suffix ? strlen(suffix) : 0;
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 || len < sl ||
+                    (suffix && strcmp(de->d_name + len - sl, suffix) != 0) || strstr(de->d_name, ".tmp"))
+                        continue;
+                char p[PATH_MAX + 300];
+                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                struct stat st;
+                if (strcmp(p, keep) == 0 || lstat(p, &st) < 0)
+                        continue;
+                if (n == SP_ARRAY_SIZE(e)) {
+                        /* More than the table holds (never by this code): the overflow goes first. */
+                        if (S_ISDIR(st.st_mode))
+                                base_remove(p);
+                        else
+                                unlink(p);
+                        continue;
+                }
+                snprintf(e[n].name, sizeof(e[n].name), "%s", de->d_name);
+                e[n++].used = st.st_mtim;
+        }
+        /* keep counts as one of the kept: the SHAPES_KEPT - 1 newest others stay. */
+        while (n > SHAPES_KEPT - 1) {
+                size_t old = 0;
+                for (size_t i = 1; i < n; i++)
+                        if (e[i].used.tv_sec < e[old].used.tv_sec ||
+                            (e[i].used.tv_sec == e[old].used.tv_sec && e[i].used.tv_nsec < e[old].used.tv_nsec))
+                                old = i;
+                char p[PATH_MAX + 300];
+                snprintf(p, sizeof(p), "%s/%s", dir, e[old].name);
+                struct stat st;
+                if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                        base_remove(p);
+                else
+                        unlink(p);
+                sp_log_info_kv(SP_KV("template_dir", spec->template_dir),
+                               "removed %s (least recently used of more than %d)", e[old].name, SHAPES_KEPT);
+                e[old] = e[--n];
+        }
+}
+
 /* templates/<name>/vm/disk-<MiB>.ext4, made from the template's rootfs when
  * missing; its path into out. */
 static int template_image(const wk_box_spec *spec, uint64_t size, char *out, size_t n, sp_error **err)
 {
         snprintf(out, n, "%s/vm/disk-%llu.ext4", spec->template_dir, mib(size));
-        if (access(out, R_OK) == 0)
+        if (access(out, R_OK) == 0) {
+                touch_used(out);
                 return 0;
+        }
         _cleanup_close_ int lock = -1;
         if (lock_vm_dir(spec, &lock, err) < 0)
                 return -SP_E_IO;
-        if (access(out, R_OK) == 0)
+        if (access(out, R_OK) == 0) {
+                touch_used(out);
                 return 0;
+        }
         char rootfs[PATH_MAX], tmp[PATH_MAX + 8];
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", spec->template_dir);
         snprintf(tmp, sizeof(tmp), "%s.tmp", out);
@@ -985,6 +1058,7 @@ static int template_image(const wk_box_spec *spec, uint64_t size, char *out, siz
                 unlink(tmp);
                 return sp_error_set_errno(err, SP_E_IO, errno, "rename %s", tmp);
         }
+        evict_shapes(spec, "disk-", ".ext4", out);
         return 0;
 }
 
@@ -1007,9 +1081,18 @@ static int make_disk(wk_box *box, const wk_box_spec *spec, sp_error **err)
         if (!spec->template_dir)
                 return wk_rootfs_make_ext4(box->rootfs, box->disk, box->disk_bytes, MKFS_TIMEOUT_MS, err);
         char image[PATH_MAX];
-        if (template_image(spec, box->disk_bytes, image, sizeof(image), err) < 0)
-                return -SP_E_IO;
-        return clone_file(image, box->disk, err);
+        for (int attempt = 0;; attempt++) {
+                if (template_image(spec, box->disk_bytes, image, sizeof(image), err) < 0)
+                        return -SP_E_IO;
+                _cleanup_error_ sp_error *e = NULL;
+                if (clone_file(image, box->disk, &e) == 0)
+                        return 0;
+                /* Evicted between the two (another size's create made room): made again, once. */
+                if (attempt > 0 || access(image, F_OK) == 0) {
+                        sp_error_move(err, &e);
+                        return -SP_E_IO;
+                }
+        }
 }
 
 /* Starts box from its template's base snapshot: copies of its disk and
@@ -1024,6 +1107,7 @@ static int create_from_base(wk_box *box, const wk_box_spec *spec, sp_error **err
         base_dir(b, box, spec, dir, sizeof(dir));
         if (!base_ready(dir))
                 return 1;
+        touch_used(dir);
         snprintf(p, sizeof(p), "%s/disk.ext4", dir);
         if (clone_file(p, box->disk, err) < 0)
                 return -SP_E_IO;
@@ -1164,6 +1248,9 @@ static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
                 goto out;
         }
         remove_other_bases(b, spec);
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
+        evict_shapes(spec, prefix, NULL, dir);
         sp_log_info_kv(SP_KV("template_dir", spec->template_dir),
                        "base snapshot made (%s, %llu MiB, %u vCPU, disk %llu MiB) in %lld ms", b->accel,
                        mib(box->guest_bytes), box->vcpus, mib(box->disk_bytes),
