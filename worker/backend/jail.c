@@ -52,22 +52,23 @@ static int write_file(const char *path, const char *text)
 
 /* The namespaces a jail is made of, held by fds until its init joins them. */
 typedef struct {
-        int user, net, uts, ipc;
+        int user, uts, ipc;
 } jail_ns;
 
 static void jail_ns_close(jail_ns *ns)
 {
-        sp_close(ns->user), sp_close(ns->net), sp_close(ns->uts), sp_close(ns->ipc);
-        *ns = (jail_ns){-1, -1, -1, -1};
+        sp_close(ns->user), sp_close(ns->uts), sp_close(ns->ipc);
+        *ns = (jail_ns){-1, -1, -1};
 }
 
-/* A user namespace mapping 0..count-1 to base..base+count-1, and network, uts
- * and ipc namespaces owned by it (as rootless container runtimes make them: a
- * checkpoint of the tree with CRIU needs them owned by the tree's user
- * namespace), held by fds. The pid namespace stays the host's: a pid
- * namespace cannot be joined before it has a process, and the agent, its
- * init, must be executed in the host's user namespace (CRIU does not ask
- * who owns it). */
+/* A user namespace mapping 0..count-1 to base..base+count-1, and uts and ipc
+ * namespaces owned by it (a checkpoint of the tree with CRIU needs them owned
+ * by the tree's user namespace), held by fds. The network and pid namespaces
+ * stay the host's (docs/threat-model.md, "Who owns a jail's namespaces"):
+ * root of its own network namespace could fill the kernel's shared neighbour
+ * table and reach x_tables; a pid namespace cannot be joined before it has a
+ * process, and the agent, its init, must be executed in the host's user
+ * namespace. */
 static int make_userns(uid_t base, uint32_t count, jail_ns *ret, sp_error **err)
 {
         int go[2];
@@ -88,7 +89,7 @@ static int make_userns(uid_t base, uint32_t count, jail_ns *ret, sp_error **err)
         if (pid == 0) {
                 close(go[1]);
                 close(ready[0]);
-                char c = unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC) == 0 ? 'u' : 'x';
+                char c = unshare(CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC) == 0 ? 'u' : 'x';
                 (void)!write(ready[1], &c, 1);
                 (void)!read(go[0], &c, 1);
                 _exit(0);
@@ -113,8 +114,8 @@ static int make_userns(uid_t base, uint32_t count, jail_ns *ret, sp_error **err)
                 r = sp_error_set_errno(err, SP_E_IO, errno, "write gid_map");
                 goto out;
         }
-        static const char *const names[] = {"user", "net", "uts", "ipc"};
-        int *fds[] = {&ret->user, &ret->net, &ret->uts, &ret->ipc};
+        static const char *const names[] = {"user", "uts", "ipc"};
+        int *fds[] = {&ret->user, &ret->uts, &ret->ipc};
         for (size_t i = 0; i < SP_ARRAY_SIZE(names); i++) {
                 snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, names[i]);
                 *fds[i] = open(path, O_RDONLY | O_CLOEXEC);
@@ -241,14 +242,13 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
 {
         const wk_jail_config *cfg = x->cfg;
         /* Host root may enter namespaces a child user namespace owns. Done
-         * before the parent's attach callback, which makes the network link
-         * in /proc/PID/ns/net: "r" tells the parent they are joined. */
-        CHECK(setns(x->ns->net, CLONE_NEWNET), "enter the network namespace");
+         * before the parent's attach callback: "r" tells the parent they are
+         * joined and the agent's socket is made. */
         CHECK(setns(x->ns->uts, CLONE_NEWUTS), "enter the uts namespace");
         CHECK(setns(x->ns->ipc, CLONE_NEWIPC), "enter the ipc namespace");
         /* The agent's listening socket, made here in the sandbox's network
-         * namespace (a unix socket belongs to the namespace it is made in, and
-         * a checkpoint of the tree takes only sockets of its own namespaces). */
+         * namespace (a unix socket belongs to the namespace it is made in: with
+         * the rest of the sandbox's tree, for a checkpoint of it). */
         {
                 struct sockaddr_un sa = {.sun_family = AF_UNIX};
                 if (strlen(cfg->agent_socket) >= sizeof(sa.sun_path))
@@ -371,7 +371,7 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         if (prepare_rootfs(cfg, err) < 0)
                 return -SP_E_IO;
 
-        _cleanup_(jail_ns_close) jail_ns ns = {-1, -1, -1, -1};
+        _cleanup_(jail_ns_close) jail_ns ns = {-1, -1, -1};
         if (make_userns(cfg->uid_base, cfg->uid_count, &ns, err) < 0)
                 return sp_error_wrap(err, "jail %s", cfg->id);
         int userns_fd = ns.user;
@@ -404,7 +404,8 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
                        .listen_fd = -1,
                        .ns = &ns,
                        .seccomp = &seccomp};
-        pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
+        pid_t pid =
+                (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 int e = errno;
                 close(sp[0]);

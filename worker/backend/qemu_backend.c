@@ -351,29 +351,12 @@ static int agent_sync_once(wk_box *box, int64_t wait_ms, int *ret, sp_error **er
         int64_t deadline = sp_now_mono_us() + wait_ms * 1000;
         pr_agent_sync sync = {0};
         while (!sync.done) {
-                int64_t left = (deadline - sp_now_mono_us()) / 1000;
-                if (left <= 0)
-                        return 0;
-                struct pollfd p = {.fd = c, .events = POLLIN};
-                int r = poll(&p, 1, left > 200 ? 200 : (int)left);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r == 0) {
-                        if (!wk_proc_alive(&box->pid, box->starttime)) {
-                                char tail[256];
-                                console_tail(box, tail, sizeof(tail));
-                                return sp_error_set(err, SP_E_UNAVAILABLE, "sandbox %s: the VM ended%s%s", box->id,
-                                                    tail[0] ? ": " : "", tail);
-                        }
-                        continue;
-                }
                 /* One byte at a time: nothing after the magic may be taken from the node's link. */
                 uint8_t byte;
-                ssize_t n = r > 0 ? read(c, &byte, 1) : -1;
-                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-                        return 0; /* QEMU let go of the connection: try again */
-                if (n == 1)
-                        pr_agent_sync_feed(&sync, &byte, 1);
+                int r = read_exact(box, c, &byte, 1, deadline, err);
+                if (r <= 0)
+                        return r; /* 0: not in time, or QEMU let go of the connection: try again */
+                pr_agent_sync_feed(&sync, &byte, 1);
         }
         int r = agent_probe(box, c, deadline, err);
         if (r <= 0)
