@@ -298,6 +298,23 @@ void ctl_resolved_free(ctl_resolved *r)
         memset(r, 0, sizeof(*r));
 }
 
+/* A profile's data-plane address is where its own cluster's data plane is
+ * reached: it goes with its endpoint. With --endpoint or SPACE_ENDPOINT naming
+ * another, the addresses the API hands out are used as they are (a profile
+ * written by `spacectl up` for one cluster must not send another's sessions
+ * there). */
+static bool profile_endpoint_in_use(json_object *prof, const ctl_settings *flags, const ctl_settings *env)
+{
+        const char *other = flags && flags->v[CTL_F_ENDPOINT] ? flags->v[CTL_F_ENDPOINT]
+                            : env && env->v[CTL_F_ENDPOINT]   ? env->v[CTL_F_ENDPOINT]
+                                                              : NULL;
+        if (!other)
+                return true;
+        json_object *pe = NULL;
+        return json_object_object_get_ex(prof, field_names[CTL_F_ENDPOINT], &pe) &&
+               strcmp(json_object_get_string(pe), other) == 0;
+}
+
 int ctl_resolve(const ctl_config *cfg, const ctl_settings *flags, const ctl_settings *env, ctl_resolved *ret,
                 sp_error **err)
 {
@@ -333,7 +350,8 @@ int ctl_resolve(const ctl_config *cfg, const ctl_settings *flags, const ctl_sett
                 } else if (env && env->v[i]) {
                         v = env->v[i];
                         r.source[i] = CTL_SRC_ENV;
-                } else if (prof && json_object_object_get_ex(prof, field_names[i], &pv)) {
+                } else if (prof && json_object_object_get_ex(prof, field_names[i], &pv) &&
+                           (i != CTL_F_DATAPLANE_URL || profile_endpoint_in_use(prof, flags, env))) {
                         v = json_object_get_string(pv);
                         r.source[i] = CTL_SRC_PROFILE;
                 } else if (i == CTL_F_ENDPOINT) {

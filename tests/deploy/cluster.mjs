@@ -384,7 +384,7 @@ const podOf = (kind, name) => {
 };
 const imageOf = (c) => c.image.split("/").pop().split(":")[0];
 const spacectl = (key, args, timeout = 120000) =>
-  spawnSync(join(opts.bin, "spacectl"), args, { encoding: "utf8", timeout, env: { ...process.env, SPACE_ENDPOINT: "http://127.0.0.1:7070", SPACE_API_KEY: key } });
+  spawnSync(join(opts.bin, "spacectl"), args, { encoding: "utf8", timeout, env: { ...process.env, SPACE_ENDPOINT: "http://127.0.0.1:7070", SPACE_API_KEY: key, SPACE_CONFIG: join(W, "spacectl.json") } });
 
 // ---- the run ----
 

@@ -223,6 +223,26 @@ START_TEST(resolution_precedence)
         ck_assert_int_eq(r.source[CTL_F_API_KEY], CTL_SRC_ENV);
         ctl_resolved_free(&r);
 
+        /* A profile's data-plane address goes with its endpoint: not used for another endpoint. */
+        ck_assert_int_eq(ctl_config_set(c, "a", CTL_F_DATAPLANE_URL, "http://dp-a", NULL), 0);
+        ctl_settings none = {0}, other = {.v = {[CTL_F_ENDPOINT] = "http://elsewhere"}},
+                     same = {.v = {[CTL_F_ENDPOINT] = "http://a"}};
+        ck_assert_int_eq(ctl_resolve(c, NULL, &none, &r, NULL), 0);
+        ck_assert_str_eq(r.v[CTL_F_DATAPLANE_URL], "http://dp-a");
+        ck_assert_int_eq(r.source[CTL_F_DATAPLANE_URL], CTL_SRC_PROFILE);
+        ctl_resolved_free(&r);
+        ck_assert_int_eq(ctl_resolve(c, NULL, &other, &r, NULL), 0);
+        ck_assert_ptr_null(r.v[CTL_F_DATAPLANE_URL]);
+        ck_assert_int_eq(r.source[CTL_F_DATAPLANE_URL], CTL_SRC_NONE);
+        ck_assert_str_eq(r.v[CTL_F_API_KEY], "key-a"); /* the others keep their precedence */
+        ctl_resolved_free(&r);
+        ck_assert_int_eq(ctl_resolve(c, &other, NULL, &r, NULL), 0);
+        ck_assert_ptr_null(r.v[CTL_F_DATAPLANE_URL]);
+        ctl_resolved_free(&r);
+        ck_assert_int_eq(ctl_resolve(c, NULL, &same, &r, NULL), 0);
+        ck_assert_str_eq(r.v[CTL_F_DATAPLANE_URL], "http://dp-a");
+        ctl_resolved_free(&r);
+
         /* A profile that does not exist, named anywhere, is an error that says where. */
         ctl_settings nope = {.profile = "nope"};
         _cleanup_error_ sp_error *e = NULL;
