@@ -592,7 +592,10 @@ static int hostile_on_frame(const pr_agent_frame *f, void *ud, sp_error **err)
                 stream = PR_STREAM_FILE;
         }
         if (stream) {
-                static uint8_t chunk[65536];
+                /* Each frame twice the 64 KiB window: past its credit from the first, however fast the
+                 * caller reads (frames of the window's size made the test depend on how quickly the
+                 * caller's reads came back as credit). */
+                static uint8_t chunk[131072];
                 for (size_t sent = 0; sent < HOSTILE_BYTES; sent += sizeof(chunk))
                         hostile_frame_out(PR_AGENT_DATA, stream, f->channel, chunk, sizeof(chunk));
                 if (stream == PR_STREAM_PORT)
