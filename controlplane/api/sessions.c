@@ -732,7 +732,11 @@ static void sync_sessions(cp_call *c, const char *sandbox_id, const char *worker
                                 sp_log_warn_kv(SP_KV("sandbox_id", sandbox_id), "recording the worker's sessions: %s",
                                                e->message);
                 }
-                /* What the worker does not have it lost, or never started (as in GET). */
+                /* What the worker does not have it lost, or never started (as in GET) — but only a
+                 * record older than this list can be: one that became running (or was made) while the
+                 * list was on its way is not in it, and failing it let a racing create past its
+                 * sandbox's sessions_per_sandbox (integration.cp_quotas). A list takes at most the
+                 * worker timeout: twice that is the margin. */
                 char grace[24];
                 snprintf(grace, sizeof(grace), "%lld", (long long)(2 * c->api->cfg.worker_timeout_ms));
                 const char *params[] = {c->who.tenant_id, sandbox_id, worker_id, sp_json_str(ids), grace};
@@ -740,8 +744,8 @@ static void sync_sessions(cp_call *c, const char *sandbox_id, const char *worker
                                  "UPDATE sessions SET state = 'failed', error = 'its worker no longer has it', "
                                  "ended_at = coalesce(ended_at, now()), updated_at = now() WHERE tenant_id = $1 "
                                  "AND sandbox_id = $2 AND worker_id = $3 AND state NOT IN ('exited', 'failed') "
-                                 "AND NOT $4::jsonb ? id AND (state = 'running' OR created_at < now() - "
-                                 "$5::integer * interval '1 millisecond')",
+                                 "AND NOT $4::jsonb ? id AND updated_at < now() - "
+                                 "$5::integer * interval '1 millisecond'",
                                  5, params, NULL, NULL);
         }
 }
