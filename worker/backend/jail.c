@@ -19,11 +19,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/jail.h"
+#include "backend/proc.h"
 #include "space/cleanup.h"
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags)
@@ -142,7 +142,6 @@ typedef struct {
         const wk_jail_config *cfg;
         int sync_fd;
         int tree_fd;
-        int userns_fd;
         int listen_fd; /* the agent's listening socket, made in the child */
         const jail_ns *ns;
         const struct sock_fprog *seccomp;
@@ -249,18 +248,8 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         /* The agent's listening socket, made here in the sandbox's network
          * namespace (a unix socket belongs to the namespace it is made in: with
          * the rest of the sandbox's tree, for a checkpoint of it). */
-        {
-                struct sockaddr_un sa = {.sun_family = AF_UNIX};
-                if (strlen(cfg->agent_socket) >= sizeof(sa.sun_path))
-                        child_die(x->sync_fd, 0, "agent socket path too long");
-                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", cfg->agent_socket);
-                unlink(sa.sun_path);
-                x->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                CHECK(x->listen_fd, "agent socket");
-                CHECK(bind(x->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), "bind the agent socket");
-                CHECK(chmod(sa.sun_path, 0600), "chmod the agent socket");
-                CHECK(listen(x->listen_fd, 64), "listen on the agent socket");
-        }
+        if (wk_box_listen(cfg->agent_socket, 64, &x->listen_fd, NULL) < 0)
+                child_die(x->sync_fd, errno, "listen on the agent socket");
         if (write(x->sync_fd, "r", 1) != 1)
                 _exit(125);
         char c;
@@ -318,7 +307,7 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
                       cfg->log_fd >= 0 ? cfg->log_fd : null,
                       cfg->log_fd >= 0 ? cfg->log_fd : null,
                       x->listen_fd,
-                      x->userns_fd,
+                      x->ns->user,
                       x->sync_fd};
         int high[6];
         for (int i = 0; i < 6; i++) {
@@ -374,7 +363,6 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         _cleanup_(jail_ns_close) jail_ns ns = {-1, -1, -1};
         if (make_userns(cfg->uid_base, cfg->uid_count, &ns, err) < 0)
                 return sp_error_wrap(err, "jail %s", cfg->id);
-        int userns_fd = ns.user;
 
         _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, cfg->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree_fd < 0)
@@ -384,7 +372,7 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         struct mount_attr attr = {
                 .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV,
                 .attr_clr = MOUNT_ATTR_NOSUID,
-                .userns_fd = (uint64_t)userns_fd,
+                .userns_fd = (uint64_t)ns.user,
         };
         if (sys_mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr) < 0)
                 return sp_error_set_errno(err, SP_E_UNSUPPORTED, errno,
@@ -397,13 +385,8 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "socketpair");
-        child_ctx x = {.cfg = cfg,
-                       .sync_fd = sp[1],
-                       .tree_fd = tree_fd,
-                       .userns_fd = userns_fd,
-                       .listen_fd = -1,
-                       .ns = &ns,
-                       .seccomp = &seccomp};
+        child_ctx x = {
+                .cfg = cfg, .sync_fd = sp[1], .tree_fd = tree_fd, .listen_fd = -1, .ns = &ns, .seccomp = &seccomp};
         pid_t pid =
                 (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0) {

@@ -97,8 +97,10 @@ void wk_box_log_close(const char *path, int *rfd)
 int wk_box_listen(const char *path, int backlog, int *ret, sp_error **err)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(path) >= sizeof(sa.sun_path))
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                errno = ENAMETOOLONG;
                 return sp_error_set(err, SP_E_INVALID, "socket path too long: %s", path);
+        }
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         unlink(path);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -106,6 +108,7 @@ int wk_box_listen(const char *path, int backlog, int *ret, sp_error **err)
             listen(fd, backlog) < 0) {
                 int e = errno;
                 sp_close(fd);
+                errno = e;
                 return sp_error_set_errno(err, SP_E_IO, e, "listen on %s", path);
         }
         *ret = fd;

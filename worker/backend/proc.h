@@ -34,7 +34,9 @@ int wk_box_log_open(const char *path, int *rfd, int *ret_wfd);
 /* Closes the read end and removes the FIFO. */
 void wk_box_log_close(const char *path, int *rfd);
 
-/* A unix socket listening at path (replacing what is there), mode 0600. */
+/* A unix socket listening at path (replacing what is there), mode 0600. On
+ * failure errno says why; with err NULL nothing is allocated (a jail's init,
+ * cloned from a process with threads, calls it). */
 int wk_box_listen(const char *path, int backlog, int *ret, sp_error **err);
 
 /* The box's cgroup parent/name with limits l: made, or taken over (emptied)
