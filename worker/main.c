@@ -38,7 +38,7 @@
 
 typedef struct {
         char *state_dir, *storage_dir, *storage_image, *listen, *tls_ca, *tls_cert, *tls_key, *agent, *node_id;
-        char *log_level, *log_format, *backend, *cgroup_parent, *http_listen, *vm_kernel_dir, *accel, *qemu;
+        char *log_level, *log_format, *backend, *cgroup_parent, *http_listen, *vm_kernel_dir, *accel, *qemu, *criu;
         char *control_plane, *join_token, *join_token_file, *advertise, *labels, *import_root;
         char *debootstrap_program, *debootstrap_mirror, *sandbox_cidr, *net_prefix, *artifact_store;
         char *gateway, *gw_resolver, *gw_upstream_netns, *gw_public_cidrs, *gw_user, *gw_upstream_ca;
@@ -84,6 +84,9 @@ static const sp_config_def defs[] = {
         {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0,
          "isolation backend: jail (namespaces) or qemu (a microvm per sandbox), or several, comma-separated, "
          "the first serving creates that name none (jail,qemu; docs/backends.md)"},
+        {"criu", SP_CONFIG_STRING, "/var/lib/space/criu/criu", offsetof(worker_cfg, criu), 0, 0,
+         "jail: the CRIU that checkpoints a suspended jail with its processes (scripts/criu builds it); "
+         "\"off\", or a path that is not there: a jail's suspend keeps its files only (docs/backends.md)"},
         {"vm-kernel-dir", SP_CONFIG_STRING, "/var/lib/space/vm-kernel", offsetof(worker_cfg, vm_kernel_dir), 0, 0,
          "qemu: the guest kernel and its modules (scripts/vm-kernel installs them)"},
         {"accel", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, accel), 0, 0,
@@ -608,7 +611,8 @@ int main(int argc, char **argv)
                                 .vm_kernel_dir = c.vm_kernel_dir,
                                 .vm_state_dir = vm_state,
                                 .accel = c.accel,
-                                .no_base_snapshots = !c.vm_base_snapshots};
+                                .no_base_snapshots = !c.vm_base_snapshots,
+                                .criu_path = strcmp(c.criu, "off") == 0 ? NULL : c.criu};
         for (size_t i = 0; i < nnames; i++)
                 if ((strcmp(names[i], "qemu") == 0 ? wk_backend_qemu_new(&bc, &backends[i], &e)
                                                    : wk_backend_jail_new(&bc, &backends[i], &e)) < 0) {

@@ -299,6 +299,7 @@ static const pr_schema sandbox_resources_schema = PR_SCHEMA_OPEN("SandboxResourc
 static const pr_field suspend_fields[] = {
         PR_F_BOOL_REQ(pr_wk_suspend, "memory", memory),
         PR_F_BOOL_REQ(pr_wk_suspend, "filesystem", filesystem),
+        PR_F_STRING(pr_wk_suspend, "why", why, false, 512),
 };
 static const pr_schema suspend_schema = PR_SCHEMA_OPEN("Suspend", suspend_fields);
 

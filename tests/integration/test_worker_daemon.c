@@ -377,7 +377,15 @@ START_TEST(lifecycle_exec_files)
         _cleanup_json_ json_object *q = must_call("ResumeSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
         ck_assert_str_eq(field(q, "state"), "running");
 
-        /* suspend keeps the filesystem (and says so), restore starts it again */
+        /* Without CRIU (--criu=off) a jail's suspend keeps the filesystem only (and says so and why), and
+         * restore starts it again. */
+        sp_test_proc_stop(&worker, 5000, NULL);
+        sp_test_proc_free(&worker);
+        memset(&worker, 0, sizeof(worker));
+        sp_test_guard_done(purge_guard);
+        w_extra[0] = "--criu=off";
+        w_extra[1] = NULL;
+        start_worker();
         _cleanup_json_ json_object *sl = must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", "sbx_test0000000000000001",
                                                    ",\"session_id\":\"ses_test000000000000000e\",\"argv\":[\"sleep\","
                                                    "\"1000\"]");
@@ -392,6 +400,10 @@ START_TEST(lifecycle_exec_files)
         json_object *susp, *mem;
         ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem));
         ck_assert(!json_object_get_boolean(mem));
+        json_object *why;
+        ck_assert_msg(json_object_object_get_ex(susp, "why", &why) &&
+                              strstr(json_object_get_string(why), "without CRIU"),
+                      "%s", json_object_to_json_string(susp));
         _cleanup_json_ json_object *rs =
                 must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
         ck_assert_str_eq(field(rs, "state"), "running");
@@ -405,6 +417,102 @@ START_TEST(lifecycle_exec_files)
         ck_assert_ptr_null(call("GetSandbox", &e, "{\"id\":\"sbx_test0000000000000001\"}"));
         ck_assert_int_eq(e->code, SP_E_NOT_FOUND);
         sp_error_free(e);
+}
+END_TEST
+
+/* The numbers 1..n, one per line, and nothing else: a counter's output with no
+ * line lost or repeated. Returns n, or -1. */
+static long counted_lines(const char *text)
+{
+        long want = 1;
+        const char *p = text;
+        while (*p) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || *end != '\n' || v != want)
+                        return -1;
+                want++;
+                p = end + 1;
+        }
+        return want - 1;
+}
+
+/* Whether path (under the test's directory) exists. */
+static bool storage_has(const char *rel)
+{
+        char p[1200];
+        snprintf(p, sizeof(p), "%s/storage/%s", dir, rel);
+        return access(p, F_OK) == 0;
+}
+
+/* With CRIU (scripts/criu), a jail's suspend keeps its processes: a counter
+ * goes on from where it stood, its output is whole across the suspend (an
+ * attachment from 0 reads every line once), a file in /dev/shm and an open
+ * descriptor are still there, and delete removes the checkpoint's images. */
+START_TEST(suspend_keeps_processes)
+{
+        const char *id = "sbx_test0000000000000021";
+        create_sandbox(id);
+        _cleanup_json_ json_object *ex = must_call(
+                "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
+                ",\"session_id\":\"ses_test0000000000000210\",\"argv\":[\"sh\",\"-c\",\"echo kept > /dev/shm/mark; "
+                "exec 7>/tmp/fd7; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; echo $i >&7; sleep 0.05; "
+                "done\"]");
+        /* A TCP connection within the sandbox, held across the suspend: a counter into nc. */
+        _cleanup_json_ json_object *tcp = must_call(
+                "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
+                ",\"session_id\":\"ses_test0000000000000212\",\"argv\":[\"sh\",\"-c\",\"sleep 100000 | nc -l -p 5000 > "
+                "/tmp/tcp.out & "
+                "sleep 0.3; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; sleep 0.05; done | nc 127.0.0.1 "
+                "5000\"]");
+        stream_state st = {0};
+        attach("ses_test0000000000000210", 0, 20, &st);
+        stream_free(&st);
+
+        _cleanup_json_ json_object *s = must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(s, "state"), "suspended");
+        json_object *susp, *mem;
+        ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem));
+        ck_assert_msg(json_object_get_boolean(mem), "suspend kept no processes: %s", json_object_to_json_string(s));
+        ck_assert_msg(storage_has("sandboxes/sbx_test0000000000000021/checkpoint/"
+                                  "space-checkpoint.json"),
+                      "no checkpoint beside the root filesystem");
+        _cleanup_json_ json_object *ses =
+                must_call("GetSession", "{\"session_id\":\"%s\"%s}", "ses_test0000000000000210", "");
+        ck_assert_str_eq(field(ses, "state"), "running");
+
+        _cleanup_json_ json_object *rs = must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(rs, "state"), "running");
+        ck_assert(!storage_has("sandboxes/sbx_test0000000000000021/checkpoint"));
+        /* Every line from the first, across the suspend, once. */
+        memset(&st, 0, sizeof(st));
+        attach("ses_test0000000000000210", 0, 400, &st);
+        long n = counted_lines(st.out.data);
+        ck_assert_msg(n >= 20, "the counter's output across the suspend: %s", st.out.data);
+        stream_free(&st);
+        stream_state c = {0};
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000211",
+                                  "cat /dev/shm/mark; a=$(tail -n1 /tmp/fd7); sleep 0.5; b=$(tail -n1 /tmp/fd7); "
+                                  "[ $b -gt $a ] && head -n1 /tmp/fd7",
+                                  &c),
+                         0);
+        ck_assert_str_eq(c.out.data, "kept\n1\n");
+        stream_free(&c);
+        /* The connection goes on: what the server received grows, every number once. */
+        memset(&c, 0, sizeof(c));
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000213",
+                                  "a=$(wc -l < /tmp/tcp.out); sleep 0.5; cat /tmp/tcp.out; b=$(wc -l < /tmp/tcp.out); "
+                                  "[ $b -gt $a ]",
+                                  &c),
+                         0);
+        ck_assert_msg(counted_lines(c.out.data) > 10, "over TCP: %s", c.out.data);
+        stream_free(&c);
+
+        /* Suspended again and deleted: nothing of it stays. */
+        json_object_put(must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, ""));
+        ck_assert(storage_has("sandboxes/sbx_test0000000000000021/checkpoint"));
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
+        ck_assert(!storage_has("sandboxes/sbx_test0000000000000021"));
 }
 END_TEST
 
@@ -1207,6 +1315,7 @@ int main(void)
         tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, lifecycle_exec_files);
+        tcase_add_test(tc, suspend_keeps_processes);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
         tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
         tcase_add_test(tc, egress_goes_through_the_gateway_only);

@@ -54,10 +54,14 @@ typedef struct wk_box_stats {
         uint64_t oom_kills;
 } wk_box_stats;
 
-/* What a suspend kept: the jail keeps only the filesystem; VMs also memory. */
+/* What a suspend kept: VMs their memory and disk; a jail its files, and its
+ * processes when CRIU checkpointed them (memory). */
 typedef struct wk_suspend_info {
         bool memory;
         bool filesystem;
+        /* Without memory: why the processes were not kept ("" when the backend
+         * never keeps them). */
+        char why[256];
 } wk_suspend_info;
 
 typedef struct wk_backend_ops {
@@ -140,6 +144,9 @@ typedef struct wk_backend_config {
         const char *vm_state_dir; /* where the backend writes the initramfs */
         const char *accel; /* "auto" (KVM when a probe guest answers, else TCG), "kvm" or "tcg" */
         bool die_with_parent; /* tests: boxes end with the process that made them */
+        /* jail: the CRIU binary (scripts/criu) that checkpoints a suspended
+         * jail; NULL, or one that does not run: suspend keeps files only. */
+        const char *criu_path;
         bool no_base_snapshots; /* qemu: every create boots (benchmarks' cold row, debugging) */
 } wk_backend_config;
 

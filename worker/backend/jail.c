@@ -41,6 +41,10 @@ static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char
         return (int)syscall(SYS_move_mount, from_dfd, from, to_dfd, to, flags);
 }
 
+const char *const wk_jail_dev_nodes[WK_JAIL_DEV_NODES] = {"null", "zero", "full", "random", "urandom", "tty"};
+const char *const wk_jail_proc_masked[WK_JAIL_PROC_MASKED] = {
+        "kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms", "kmsg"};
+
 static int write_file(const char *path, const char *text)
 {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -176,32 +180,58 @@ static void bind_file(child_ctx *x, const char *src, const char *dst, bool ro)
                       "read-only %s", dst);
 }
 
+int wk_jail_dev_skeleton(const char *dir, uid_t base, const char **ret_step)
+{
+        char opts[128], p[4096];
+        snprintf(opts, sizeof(opts), "mode=755,size=65536k,uid=%u,gid=%u", (unsigned)base, (unsigned)base);
+#define STEP(expr, what) \
+        do { \
+                if ((expr) < 0) { \
+                        *ret_step = what; \
+                        return -1; \
+                } \
+        } while (0)
+        STEP(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NOEXEC, opts), "mount /dev");
+        for (size_t i = 0; i < SP_ARRAY_SIZE(wk_jail_dev_nodes); i++) {
+                snprintf(p, sizeof(p), "%s/%s", dir, wk_jail_dev_nodes[i]);
+                int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+                STEP(fd, "create a device's mount point in /dev");
+                close(fd);
+        }
+        snprintf(p, sizeof(p), "%s/pts", dir);
+        STEP(mkdir(p, 0755), "mkdir /dev/pts");
+        (void)!chown(p, base, base);
+        snprintf(p, sizeof(p), "%s/shm", dir);
+        STEP(mkdir(p, 01777), "mkdir /dev/shm");
+        static const char *const links[][2] = {{"pts/ptmx", "ptmx"},
+                                               {"/proc/self/fd", "fd"},
+                                               {"/proc/self/fd/0", "stdin"},
+                                               {"/proc/self/fd/1", "stdout"},
+                                               {"/proc/self/fd/2", "stderr"}};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++) {
+                snprintf(p, sizeof(p), "%s/%s", dir, links[i][1]);
+                STEP(symlink(links[i][0], p), "symlink in /dev");
+                /* so the sandbox's root owns what it sees as its own /dev entries */
+                (void)!lchown(p, base, base);
+        }
+#undef STEP
+        return 0;
+}
+
 static void setup_dev(child_ctx *x, uid_t base)
 {
-        char opts[128];
-        snprintf(opts, sizeof(opts), "mode=755,size=65536k,uid=%u,gid=%u", (unsigned)base, (unsigned)base);
-        CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, opts), "mount /dev");
-        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(nodes); i++) {
+        const char *step = NULL;
+        if (wk_jail_dev_skeleton("dev", base, &step) < 0)
+                child_die(x->sync_fd, errno, "%s", step);
+        for (size_t i = 0; i < SP_ARRAY_SIZE(wk_jail_dev_nodes); i++) {
                 char src[64], dst[64];
-                snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
-                snprintf(dst, sizeof(dst), "dev/%s", nodes[i]);
-                bind_file(x, src, dst, false);
+                snprintf(src, sizeof(src), "/dev/%s", wk_jail_dev_nodes[i]);
+                snprintf(dst, sizeof(dst), "dev/%s", wk_jail_dev_nodes[i]);
+                CHECK(mount(src, dst, NULL, MS_BIND, NULL), "bind %s", dst);
         }
-        CHECK(mkdir("dev/pts", 0755), "mkdir /dev/pts");
-        CHECK(mkdir("dev/shm", 01777), "mkdir /dev/shm");
+        char opts[128];
         snprintf(opts, sizeof(opts), "mode=1777,size=65536k,uid=%u,gid=%u", (unsigned)base, (unsigned)base);
         CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /dev/shm");
-        CHECK(symlink("pts/ptmx", "dev/ptmx"), "symlink /dev/ptmx");
-        CHECK(symlink("/proc/self/fd", "dev/fd"), "symlink /dev/fd");
-        CHECK(symlink("/proc/self/fd/0", "dev/stdin"), "symlink /dev/stdin");
-        CHECK(symlink("/proc/self/fd/1", "dev/stdout"), "symlink /dev/stdout");
-        CHECK(symlink("/proc/self/fd/2", "dev/stderr"), "symlink /dev/stderr");
-        /* lchown so the sandbox's root owns what it sees as its own /dev entries */
-        static const char *const links[] = {"dev/ptmx", "dev/fd", "dev/stdin", "dev/stdout", "dev/stderr"};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++)
-                (void)!lchown(links[i], base, base);
-        (void)!chown("dev/pts", base, base);
 }
 
 static void setup_proc(child_ctx *x)
@@ -216,13 +246,12 @@ static void setup_proc(child_ctx *x)
                             NULL),
                       "read-only %s", ro[i]);
         }
-        static const char *const masked[] = {"proc/kcore",       "proc/keys",          "proc/timer_list",
-                                             "proc/sched_debug", "proc/sysrq-trigger", "proc/latency_stats",
-                                             "proc/kallsyms",    "proc/kmsg"};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(masked); i++) {
-                if (access(masked[i], F_OK) < 0)
+        for (size_t i = 0; i < SP_ARRAY_SIZE(wk_jail_proc_masked); i++) {
+                char p[64];
+                snprintf(p, sizeof(p), "proc/%s", wk_jail_proc_masked[i]);
+                if (access(p, F_OK) < 0)
                         continue;
-                CHECK(mount("dev/null", masked[i], NULL, MS_BIND, NULL), "mask %s", masked[i]);
+                CHECK(mount("dev/null", p, NULL, MS_BIND, NULL), "mask %s", p);
         }
 }
 
@@ -351,6 +380,38 @@ static int prepare_rootfs(const wk_jail_config *cfg, sp_error **err)
         return 0;
 }
 
+/* A detached clone of rootfs's mount, idmapped by userns_fd: the sandbox's own view of its root. */
+static int idmapped_tree(const char *rootfs, int userns_fd, int *ret, sp_error **err)
+{
+        _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree_fd < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "clone the root filesystem mount");
+        /* The storage is mounted nosuid on the host (rootfs/storage.c); the sandbox's own view of its
+         * root keeps setuid programs working (docs/threat-model.md, "setuid in a jail"). */
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV,
+                .attr_clr = MOUNT_ATTR_NOSUID,
+                .userns_fd = (uint64_t)userns_fd,
+        };
+        if (sys_mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr) < 0)
+                return sp_error_set_errno(err, SP_E_UNSUPPORTED, errno,
+                                          "idmapped mount of %s (needs Linux 5.15+ and btrfs/ext4/xfs)", rootfs);
+        *ret = tree_fd;
+        tree_fd = -1;
+        return 0;
+}
+
+int wk_jail_mount_root(const char *rootfs, uid_t base, uint32_t count, const char *path, sp_error **err)
+{
+        _cleanup_(jail_ns_close) jail_ns ns = {-1, -1, -1};
+        _cleanup_close_ int tree_fd = -1;
+        if (make_userns(base, count, &ns, err) < 0 || idmapped_tree(rootfs, ns.user, &tree_fd, err) < 0)
+                return -SP_E_IO;
+        if (sys_move_mount(tree_fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "attach the root filesystem at %s", path);
+        return 0;
+}
+
 int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
 {
         if (!cfg->hostname || !*cfg->hostname || strlen(cfg->hostname) > 63)
@@ -364,20 +425,9 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err)
         if (make_userns(cfg->uid_base, cfg->uid_count, &ns, err) < 0)
                 return sp_error_wrap(err, "jail %s", cfg->id);
 
-        _cleanup_close_ int tree_fd = sys_open_tree(AT_FDCWD, cfg->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-        if (tree_fd < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "jail %s: clone the root filesystem mount", cfg->id);
-        /* The storage is mounted nosuid on the host (rootfs/storage.c); the sandbox's own view of its
-         * root keeps setuid programs working (docs/threat-model.md, "setuid in a jail"). */
-        struct mount_attr attr = {
-                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV,
-                .attr_clr = MOUNT_ATTR_NOSUID,
-                .userns_fd = (uint64_t)ns.user,
-        };
-        if (sys_mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr) < 0)
-                return sp_error_set_errno(err, SP_E_UNSUPPORTED, errno,
-                                          "jail %s: idmapped mount of %s (needs Linux 5.15+ and btrfs/ext4/xfs)",
-                                          cfg->id, cfg->rootfs);
+        _cleanup_close_ int tree_fd = -1;
+        if (idmapped_tree(cfg->rootfs, ns.user, &tree_fd, err) < 0)
+                return sp_error_wrap(err, "jail %s", cfg->id);
 
         struct sock_fprog seccomp;
         if (wk_jail_seccomp_program(&seccomp, err) < 0)

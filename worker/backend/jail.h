@@ -75,6 +75,24 @@ typedef struct wk_jail_config {
  * (or it is reparented if the daemon restarts). */
 int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
 
+/* The device nodes a jail's /dev binds from the host's, and the /proc files
+ * it masks with /dev/null (those the kernel has). */
+#define WK_JAIL_DEV_NODES 6
+#define WK_JAIL_PROC_MASKED 8
+extern const char *const wk_jail_dev_nodes[WK_JAIL_DEV_NODES];
+extern const char *const wk_jail_proc_masked[WK_JAIL_PROC_MASKED];
+
+/* Mounts a jail's /dev at dir: a tmpfs owned by the sandbox's root (host
+ * uid base) with the mount points of the device nodes, pts/, shm/ and the
+ * usual links, without the mounts on them. -1 with errno, *ret_step naming
+ * the step (async-signal-safe). */
+int wk_jail_dev_skeleton(const char *dir, uid_t base, const char **ret_step);
+
+/* Attaches at path the sandbox's own view of rootfs (idmapped: host ids
+ * base..base+count-1 appear as 0..count-1), as wk_jail_start makes it: a
+ * checkpoint's restore starts from it. */
+int wk_jail_mount_root(const char *rootfs, uid_t base, uint32_t count, const char *path, sp_error **err);
+
 /* The seccomp filter as a BPF program, built once per process (the caller
  * must not free it): wk_jail_start takes it before the clone, so that the
  * child, cloned from a process with other threads, never allocates. */

@@ -18,12 +18,14 @@
 
 #include "backend/backend.h"
 #include "backend/jail.h"
+#include "backend/jail_criu.h"
 #include "backend/proc.h"
 #include "cgroup/cgroup.h"
 #include "net/net.h"
 #include "space/cleanup.h"
 #include "space/json.h"
 #include "space/log.h"
+#include "space/time.h"
 
 #define GONE_TIMEOUT_MS 10000
 
@@ -36,6 +38,8 @@ typedef struct jail_backend {
         wk_cgroup_host *host;
         wk_cgroup *anchor; /* kept frozen (cgroup v1 freezer), or NULL */
         wk_net *net; /* NULL: loopback only */
+        char *criu; /* NULL: suspend keeps files only */
+        char criu_missing[160]; /* why there is none, for the suspend's answer */
 } jail_backend;
 
 /* The v1 freezer turns a kernel static key on when the first group starts
@@ -72,6 +76,7 @@ struct wk_box {
         char runtime[PATH_MAX];
         char socket[108];
         char hostname[64];
+        char checkpoint[PATH_MAX]; /* its images while suspended with its processes */
         wk_box_spec limits;
         uint32_t slot;
         wk_cgroup *cg;
@@ -211,6 +216,14 @@ static wk_box *box_new(jail_backend *b, const wk_box_spec *spec, sp_error **err)
                 free(box);
                 return NULL;
         }
+        /* Beside its root filesystem, in the sandbox's storage (counted, moved and deleted with it). */
+        const char *slash = strrchr(spec->rootfs, '/');
+        if (!slash || snprintf(box->checkpoint, sizeof(box->checkpoint), "%.*s/checkpoint", (int)(slash - spec->rootfs),
+                               spec->rootfs) >= (int)sizeof(box->checkpoint)) {
+                sp_error_set(err, SP_E_INVALID, "root filesystem path unusable for a checkpoint: %s", spec->rootfs);
+                free(box);
+                return NULL;
+        }
         box->limits = *spec;
         box->slot = spec->id_slot;
         box->log_rfd = -1;
@@ -265,17 +278,128 @@ static int op_resume(wk_box *box, sp_error **err)
         return wk_cgroup_thaw(box->cg, err);
 }
 
-static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+/* Ends the box's processes and takes its cgroup and link: what a suspend
+ * leaves is its files (and its checkpoint). */
+static int box_release_suspended(wk_box *box, sp_error **err)
 {
-        /* Thaw first: frozen tasks cannot die. */
-        wk_cgroup_thaw(box->cg, NULL);
         if (box_stop(box, err) < 0)
                 return -SP_E_INTERNAL;
         if (wk_cgroup_remove(box->cg, err) < 0)
                 return sp_error_wrap(err, "sandbox %s: suspend", box->id);
         box->cg = wk_cgroup_free(box->cg);
         box->suspended = true;
-        *ret = (wk_suspend_info){.memory = false, .filesystem = true};
+        return 0;
+}
+
+/* CRIU checkpoints the tree (and ends it); 0, or -1 with why[] saying why not. */
+static int checkpoint(wk_box *box, char *why, size_t n)
+{
+        jail_backend *b = box->b;
+        if (!b->criu) {
+                snprintf(why, n, "%s", b->criu_missing);
+                return -1;
+        }
+        if (!box_alive(box)) {
+                snprintf(why, n, "its init had exited");
+                return -1;
+        }
+        char logp[PATH_MAX + 32], criu_log[PATH_MAX + 32];
+        log_path(box, logp, sizeof(logp));
+        snprintf(criu_log, sizeof(criu_log), "%s/criu-dump.log", box->runtime);
+        wk_criu_dump d = {.criu = b->criu,
+                          .dir = box->checkpoint,
+                          .pid = box->pid,
+                          .agent_path = b->agent_path,
+                          .log_fifo = logp,
+                          .log = criu_log};
+        _cleanup_error_ sp_error *e = NULL;
+        int64_t t0 = sp_now_mono_us();
+        if (wk_criu_dump_tree(&d, &e) < 0) {
+                snprintf(why, n, "the checkpoint failed: %s", e->message);
+                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "suspend keeps its files only: %s", why);
+                return -1;
+        }
+        sp_log_info_kv(SP_KV("sandbox_id", box->id), "checkpoint with its processes in %lld ms, %llu KiB",
+                       (long long)(sp_now_mono_us() - t0) / 1000,
+                       (unsigned long long)(wk_criu_images_bytes(box->checkpoint) / 1024));
+        return 0;
+}
+
+static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+{
+        /* Thaw first: frozen tasks cannot die, nor be checkpointed without a freezer of CRIU's own. */
+        wk_cgroup_thaw(box->cg, NULL);
+        *ret = (wk_suspend_info){.filesystem = true};
+        ret->memory = checkpoint(box, ret->why, sizeof(ret->why)) == 0;
+        if (box_release_suspended(box, err) < 0) {
+                wk_criu_images_remove(box->checkpoint);
+                ret->memory = false;
+                return -SP_E_INTERNAL;
+        }
+        return 0;
+}
+
+static bool has_checkpoint(const wk_box *box)
+{
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof(p), "%s/" WK_CRIU_META, box->checkpoint);
+        return access(p, F_OK) == 0;
+}
+
+static int restore_net_cb(int netns_fd, void *ud, sp_error **err)
+{
+        wk_box *box = ud;
+        if (!box->b->net)
+                return 0;
+        if (wk_net_sandbox_up_netns(box->b->net, box->slot, netns_fd, err) < 0)
+                return sp_error_wrap(err, "sandbox %s: network", box->id);
+        box->linked = true;
+        return 0;
+}
+
+/* The tree again from its checkpoint, in a cgroup made again. */
+static int box_restore_checkpoint(wk_box *box, sp_error **err)
+{
+        jail_backend *b = box->b;
+        if (!b->criu)
+                return sp_error_set(err, SP_E_UNAVAILABLE, "%s", b->criu_missing);
+        wk_cgroup_limits l = limits_of(&box->limits);
+        if (wk_box_cgroup(b->host, b->cgroup_parent, box->id, &l, &box->cg, err) < 0)
+                return -SP_E_IO;
+        _cleanup_close_ int logfd = -1;
+        char logp[PATH_MAX + 32], criu_log[PATH_MAX + 32];
+        log_path(box, logp, sizeof(logp));
+        snprintf(criu_log, sizeof(criu_log), "%s/criu-restore.log", box->runtime);
+        if (wk_box_log_open(logp, &box->log_rfd, &logfd) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "sandbox %s: agent log pipe", box->id);
+        wk_criu_restore r = {
+                .log = criu_log,
+                .criu = b->criu,
+                .dir = box->checkpoint,
+                .rootfs = box->rootfs,
+                .runtime_dir = box->runtime,
+                .agent_path = b->agent_path,
+                .log_fifo = logp,
+                .log_wfd = logfd,
+                .agent_socket = box->socket,
+                .uid_base = b->uid_base + box->slot * b->uid_count,
+                .uid_count = b->uid_count,
+                .attach_net = restore_net_cb,
+                .ud = box,
+        };
+        int64_t t0 = sp_now_mono_us();
+        pid_t pid = 0;
+        if (wk_criu_restore_tree(&r, &pid, err) < 0) {
+                wk_cgroup_kill_all(box->cg, NULL);
+                net_down(box);
+                return sp_error_wrap(err, "sandbox %s", box->id);
+        }
+        box->pid = pid;
+        box->starttime = wk_proc_starttime(pid);
+        box->suspended = false;
+        sp_log_info_kv(SP_KV("sandbox_id", box->id), "restored with its processes in %lld ms",
+                       (long long)(sp_now_mono_us() - t0) / 1000);
+        wk_criu_images_remove(box->checkpoint);
         return 0;
 }
 
@@ -283,6 +407,17 @@ static int op_restore(wk_box *box, sp_error **err)
 {
         if (!box->suspended)
                 return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is not suspended", box->id);
+        if (has_checkpoint(box)) {
+                if (box_restore_checkpoint(box, err) == 0)
+                        return 0;
+                /* Never silent: the processes are lost, the log says why, the sandbox starts from its files. */
+                sp_log_warn_kv(SP_KV("sandbox_id", box->id),
+                               "restore from its checkpoint failed, starting it from "
+                               "its files: %s",
+                               (*err)->message);
+                *err = sp_error_free(*err);
+                wk_criu_images_remove(box->checkpoint);
+        }
         if (box_start(box, err) < 0) {
                 if (box->cg) {
                         wk_cgroup_remove(box->cg, NULL);
@@ -407,6 +542,7 @@ static void op_free(wk_backend *base)
         wk_cgroup_host_free(b->host);
         free(b->agent_path);
         free(b->cgroup_parent);
+        free(b->criu);
         free(b);
 }
 
@@ -429,6 +565,28 @@ static const wk_backend_ops jail_ops = {
         .forget = op_forget,
 };
 
+/* The CRIU to checkpoint with, if there is one (whether it can checkpoint
+ * this kernel's processes shows at each suspend, which falls back to files
+ * only and says why). */
+static void find_criu(jail_backend *b, const char *path)
+{
+        if (!path) {
+                snprintf(b->criu_missing, sizeof(b->criu_missing), "this worker runs without CRIU (--criu=off)");
+                return;
+        }
+        if (access(path, X_OK) < 0) {
+                snprintf(b->criu_missing, sizeof(b->criu_missing), "this worker has no CRIU at %s (scripts/criu)",
+                         path);
+                sp_log_info("jail: no CRIU at %s: suspend keeps a jail's files only", path);
+                return;
+        }
+        b->criu = strdup(path);
+        if (!b->criu)
+                snprintf(b->criu_missing, sizeof(b->criu_missing), "out of memory");
+        else
+                sp_log_info("jail: suspend checkpoints processes with %s", path);
+}
+
 int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error **err)
 {
         if (!cfg->agent_path || access(cfg->agent_path, X_OK) < 0)
@@ -448,6 +606,7 @@ int wk_backend_jail_new(const wk_backend_config *cfg, wk_backend **ret, sp_error
                 return sp_error_wrap(err, "jail backend");
         }
         anchor_freezer(b);
+        find_criu(b, cfg->criu_path);
         sp_log_debug("jail backend on %s", wk_cgroup_host_describe(b->host));
         *ret = &b->base;
         return 0;

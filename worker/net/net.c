@@ -360,6 +360,11 @@ int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err)
         return sandbox_up(n, slot, fd, false, err);
 }
 
+int wk_net_sandbox_up_netns(wk_net *n, uint32_t slot, int netns_fd, sp_error **err)
+{
+        return sandbox_up(n, slot, netns_fd, false, err);
+}
+
 int wk_net_vm_up(wk_net *n, uint32_t slot, int netns_fd, sp_error **err)
 {
         return sandbox_up(n, slot, netns_fd, true, err);

@@ -73,6 +73,8 @@ json_object *wk_net_link_record(const wk_net *n, uint32_t slot);
 /* Gives the sandbox whose init is pid (in its own network namespace) its
  * link and registers it with the firewall. On failure nothing is left. */
 int wk_net_sandbox_up(wk_net *n, uint32_t slot, pid_t pid, sp_error **err);
+/* The same into the network namespace netns_fd (a jail's restore makes it before its tree). */
+int wk_net_sandbox_up_netns(wk_net *n, uint32_t slot, int netns_fd, sp_error **err);
 /* After a worker restart: the sandbox keeps its link, which is made again if
  * it went missing; saved_if, when it names another host end (the worker's
  * network changed), is removed; it is registered with the firewall again. */

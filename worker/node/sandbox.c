@@ -78,7 +78,9 @@ json_object *wk_sandbox_to_json(const wk_sandbox *sb)
                               .pids = sb->pids_max,
                               .disk_mb = sb->disk_bytes >> 20},
                 .has_suspend = sb->state == WK_SB_SUSPENDED,
-                .suspend = {.memory = sb->suspended.memory, .filesystem = sb->suspended.filesystem},
+                .suspend = {.memory = sb->suspended.memory,
+                            .filesystem = sb->suspended.filesystem,
+                            .why = sb->suspended.why[0] ? sb->suspended.why : NULL},
                 .error = sb->failure,
                 .agent_connected = wk_agent_link_ready(sb->link),
                 .stored = sb->stored && sb->state == WK_SB_SUSPENDED,
@@ -1575,6 +1577,9 @@ int wk__sandbox_load_one(wk_node *n, const char *key, sp_error **err)
         if (susp) {
                 sp_json_get_bool(susp, "memory", false, &sb->suspended.memory, NULL);
                 sp_json_get_bool(susp, "filesystem", false, &sb->suspended.filesystem, NULL);
+                const char *why = NULL;
+                if (sp_json_get_string(susp, "why", false, sizeof(sb->suspended.why) - 1, &why, NULL) == 0 && why)
+                        snprintf(sb->suspended.why, sizeof(sb->suspended.why), "%s", why);
         }
         sb->env = env ? json_object_get(env) : NULL;
         sb->egress = egress ? json_object_get(egress) : NULL;

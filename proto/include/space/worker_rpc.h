@@ -263,9 +263,12 @@ typedef struct pr_wk_sandbox_resources {
         int64_t cpu_millis, memory_mb, pids, disk_mb;
 } pr_wk_sandbox_resources;
 
-/* Sandbox.suspend: what a suspended sandbox kept. */
+/* Sandbox.suspend: what a suspended sandbox kept; why (optional): why its
+ * processes were not kept where the backend can keep them (a jail without
+ * CRIU, or one CRIU could not checkpoint). */
 typedef struct pr_wk_suspend {
         bool memory, filesystem;
+        const char *why;
 } pr_wk_suspend;
 
 /* Sandbox: the answer of CreateSandbox, GetSandbox, Pause/Resume/Suspend/RestoreSandbox. */
