@@ -516,6 +516,45 @@ START_TEST(suspend_keeps_processes)
 }
 END_TEST
 
+/* A sandbox CRIU cannot checkpoint (a process holds a deleted file larger
+ * than CRIU copies) suspends with its files only and says why; its session
+ * fails at once with the reason, and restore starts it from its files. */
+START_TEST(suspend_without_checkpoint_says_why)
+{
+        const char *id = "sbx_test0000000000000022";
+        create_sandbox(id);
+        stream_state c = {0};
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000220", "echo kept > /home/mark", &c), 0);
+        stream_free(&c);
+        _cleanup_json_ json_object *ex = must_call(
+                "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
+                ",\"session_id\":\"ses_test0000000000000221\",\"argv\":[\"sh\",\"-c\",\"dd if=/dev/zero of=/tmp/big "
+                "bs=1M count=3 2>/dev/null; exec 8</tmp/big; rm /tmp/big; echo ready; sleep 1000\"]");
+        memset(&c, 0, sizeof(c));
+        attach("ses_test0000000000000221", 0, 6, &c);
+        stream_free(&c);
+        _cleanup_json_ json_object *s = must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(s, "state"), "suspended");
+        json_object *susp, *mem, *why;
+        ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem) &&
+                  json_object_object_get_ex(susp, "why", &why));
+        ck_assert(!json_object_get_boolean(mem));
+        ck_assert_msg(strstr(json_object_get_string(why), "checkpoint failed") &&
+                              strstr(json_object_get_string(why), "ghost"),
+                      "%s", json_object_get_string(why));
+        ck_assert(!storage_has("sandboxes/sbx_test0000000000000022/checkpoint"));
+        _cleanup_json_ json_object *gone =
+                must_call("GetSession", "{\"session_id\":\"%s\"%s}", "ses_test0000000000000221", "");
+        ck_assert_str_eq(field(gone, "state"), "failed");
+        _cleanup_json_ json_object *rs = must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(rs, "state"), "running");
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000222", "cat /home/mark", &c), 0);
+        ck_assert_str_eq(c.out.data, "kept\n");
+        stream_free(&c);
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
+}
+END_TEST
+
 /* A sandbox runs more commands than it keeps sessions with their output: the
  * oldest ended ones nobody reads give their output up (their exit is still
  * answered), and no command is refused for it. */
@@ -1316,6 +1355,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, suspend_keeps_processes);
+        tcase_add_test(tc, suspend_without_checkpoint_says_why);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
         tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
         tcase_add_test(tc, egress_goes_through_the_gateway_only);

@@ -339,6 +339,19 @@ static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
         return 0;
 }
 
+/* A checkpoint's images are the tree's memory and its tmpfs files, which its
+ * memory limit bounds (tmpfs pages are charged to its cgroup), and some
+ * metadata: the sandbox's directory (beside its root filesystem, which has a
+ * quota of its own) is a subvolume with that quota. A checkpoint past it
+ * fails and the suspend keeps files only. Without a memory limit: 4 GiB. */
+#define CHECKPOINT_MARGIN (UINT64_C(64) << 20)
+#define CHECKPOINT_NO_LIMIT (UINT64_C(4) << 30)
+
+static uint64_t op_files_bytes(const wk_box_spec *spec)
+{
+        return (spec->memory_bytes > 0 ? (uint64_t)spec->memory_bytes : CHECKPOINT_NO_LIMIT) + CHECKPOINT_MARGIN;
+}
+
 static bool has_checkpoint(const wk_box *box)
 {
         char p[PATH_MAX + 32];
@@ -563,6 +576,7 @@ static const wk_backend_ops jail_ops = {
         .save = op_save,
         .adopt = op_adopt,
         .forget = op_forget,
+        .files_bytes = op_files_bytes,
 };
 
 /* The CRIU to checkpoint with, if there is one (whether it can checkpoint
