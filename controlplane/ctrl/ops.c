@@ -120,26 +120,33 @@ static void wake_waiting_for_a_slot(cp_ctrl *c)
         "AND s.deleted_at IS NULL AND s.desired_state = o.request->>'want' AND NOT EXISTS (SELECT 1 FROM " \
         "operations x WHERE x.target_id = o.target_id AND x.id <> o.id AND x.state IN ('pending', 'running'))"
 
-static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
+/* Done; note (may be NULL) is what the worker said of it that the user must
+ * know (a suspend that kept files only, and why): it becomes the operation's
+ * message and is added to the sandbox's status; kept (JSON, may be NULL),
+ * what a suspend kept, goes into the operation's result as "suspend". */
+static void op_succeed_note(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k, const char *note,
+                            const char *kept)
 {
         char next[SP_ID_MAX];
         if (sp_id_new("op", next, NULL) < 0)
                 return; /* retried on a later tick */
-        const char *p[] = {op, sbx, k ? k->after : NULL};
+        const char *p[] = {op, sbx, k ? k->after : NULL, note, kept};
         const char *np[] = {op, next};
         _cleanup_error_ sp_error *e = NULL;
         /* The sandbox keeps the status the operation was made with (a policy's reason), if any. */
         const cp_db_stmt txn[] = {
                 {"UPDATE sandboxes s SET observed_state = coalesce($3, s.observed_state), status_message = "
-                 "(SELECT " DONE_STATUS " FROM operations o WHERE o.id = $1), updated_at = now(), "
+                 "(SELECT CASE WHEN $4::text IS NULL THEN " DONE_STATUS " ELSE coalesce((" DONE_STATUS
+                 ") || '; ', '') || $4::text END FROM operations o WHERE o.id = $1), updated_at = now(), "
                  "deleted_at = CASE WHEN $3 = 'deleted' THEN now() ELSE s.deleted_at END WHERE s.id = $2",
-                 3, p, false},
+                 4, p, false},
                 {"UPDATE operations o SET state = 'succeeded', error = NULL, updated_at = now(), "
-                 "message = CASE WHEN o.request ? 'moved' THEN o.request->>'moved_message' END, "
+                 "message = CASE WHEN o.request ? 'moved' THEN o.request->>'moved_message' ELSE $3::text END, "
                  "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) || CASE WHEN o.request ? 'moved' "
-                 "THEN jsonb_build_object('moved', o.request->'moved') ELSE '{}'::jsonb END "
+                 "THEN jsonb_build_object('moved', o.request->'moved') ELSE '{}'::jsonb END || CASE WHEN $4::jsonb "
+                 "IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('suspend', $4::jsonb) END "
                  "WHERE o.id = $1 AND o.state IN ('pending', 'running')",
-                 2, p, false},
+                 4, (const char *[]){op, sbx, note, kept}, false},
                 {NEXT_OP, 2, np, false},
         };
         if (cp_db_txn(c->db, k ? txn : txn + 1, k ? 3 : 1, &e) < 0) {
@@ -151,6 +158,11 @@ static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_d
             (strcmp(k->after, "deleted") == 0 || strcmp(k->after, "suspended") == 0 ||
              strcmp(k->after, "stopped") == 0))
                 wake_waiting_for_a_slot(c);
+}
+
+static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
+{
+        op_succeed_note(c, op, sbx, k, NULL, NULL);
 }
 
 /* Fails the operation for good; a failed create leaves a failed sandbox. */
@@ -245,9 +257,24 @@ static void on_verify(json_object *resp, const sp_error *err, void *userdata)
         ctx_free(x);
 }
 
+/* What a suspend's answer says it kept (its "suspend"), and a note when its
+ * processes were not kept where they could have been. */
+static void suspend_kept(json_object *resp, const op_ctx *x, char *note, size_t n, const char **kept)
+{
+        json_object *susp, *mem, *why;
+        note[0] = '\0';
+        *kept = NULL;
+        if (strcmp(x->k->method, "SuspendSandbox") != 0 || !resp ||
+            !json_object_object_get_ex(resp, "suspend", &susp) || !json_object_is_type(susp, json_type_object))
+                return;
+        *kept = json_object_to_json_string_ext(susp, JSON_C_TO_STRING_PLAIN);
+        if (strcmp(x->k->kind, "suspend") == 0 && json_object_object_get_ex(susp, "memory", &mem) &&
+            !json_object_get_boolean(mem) && json_object_object_get_ex(susp, "why", &why))
+                snprintf(note, n, "suspended with its files only: %s", json_object_get_string(why));
+}
+
 static void on_result(json_object *resp, const sp_error *err, void *userdata)
 {
-        (void)resp;
         op_ctx *x = userdata;
         cp_ctrl *c = x->c;
         if (!err || (strcmp(x->k->kind, "create") == 0 && err->code == SP_E_CONFLICT) ||
@@ -257,7 +284,10 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
                         /* The worker has the profile this create sent (a later
                          * change is the controller's to send: ctrl/reconcile.c). */
                         cp_sandbox_egress_applied(c->db, x->sbx, x->egress_generation);
-                op_succeed(c, x->op, x->sbx, x->k);
+                char note[640];
+                const char *kept = NULL;
+                suspend_kept(err ? NULL : resp, x, note, sizeof(note), &kept);
+                op_succeed_note(c, x->op, x->sbx, x->k, note[0] ? note : NULL, kept);
                 ctx_free(x);
                 return;
         }
@@ -503,6 +533,9 @@ static void call_worker(op_ctx *x)
                         return;
                 }
                 timeout_ms = 120000;
+        } else if (strcmp(x->k->kind, "stop") == 0) {
+                /* Its files only: a jail's processes end without a checkpoint, a VM's memory is not saved. */
+                req = pr_msg_encode(&pr_wk_suspend_req_schema, &(pr_wk_suspend_req){.id = x->sbx, .processes = false});
         } else {
                 req = pr_msg_encode(&pr_wk_sandbox_ref_schema, &(pr_wk_sandbox_ref){.id = x->sbx});
         }

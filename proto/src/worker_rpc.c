@@ -39,6 +39,11 @@ const pr_schema pr_wk_create_sandbox_schema = PR_SCHEMA("CreateSandbox", create_
 
 static const pr_field sandbox_ref_fields[] = {PR_F_STRING(pr_wk_sandbox_ref, "id", id, true, PR_WK_ID_MAX)};
 const pr_schema pr_wk_sandbox_ref_schema = PR_SCHEMA("SandboxRef", sandbox_ref_fields);
+static const pr_field suspend_req_fields[] = {
+        PR_F_STRING(pr_wk_suspend_req, "id", id, true, PR_WK_ID_MAX),
+        PR_F_BOOL(pr_wk_suspend_req, "processes", processes, true),
+};
+const pr_schema pr_wk_suspend_req_schema = PR_SCHEMA("SuspendRequest", suspend_req_fields);
 
 #define R pr_wk_exec
 static const pr_field exec_fields[] = {
@@ -573,7 +578,7 @@ const pr_method pr_worker_methods[] = {
         M("DeleteSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false),
         MR("PauseSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
         MR("ResumeSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
-        MR("SuspendSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
+        MR("SuspendSandbox", pr_wk_suspend_req_schema, pr_wk_suspend_req, false, pr_wk_sandbox_schema, pr_wk_sandbox),
         MR("RestoreSandbox", pr_wk_sandbox_ref_schema, pr_wk_sandbox_ref, false, pr_wk_sandbox_schema, pr_wk_sandbox),
         MR("ExportSandbox", pr_wk_export_sandbox_schema, pr_wk_export_sandbox, false, pr_wk_manifest_schema,
            pr_wk_manifest),

@@ -56,6 +56,15 @@ static const char *action(const char *key, const char *id, const char *verb)
         return state;
 }
 
+/* The verb's operation, once it succeeded. */
+static json_object *action_op(const char *key, const char *id, const char *verb)
+{
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", id, verb);
+        _cleanup_json_ json_object *r = api(key, "POST", path, 202, NULL, NULL);
+        return wait_op(key, sp_test_jstr(r, "operation.id"), true);
+}
+
 static void new_tenant(const char *name, char key[static 256])
 {
         sp_test_new_tenant(&S, name, key);
@@ -88,9 +97,20 @@ START_TEST(lifecycle_through_the_api)
         ck_assert_ptr_nonnull(sp_test_jstr(s, "worker_id"));
         ck_assert_str_eq(action(key, id, "pause"), "paused");
         ck_assert_str_eq(action(key, id, "resume"), "running");
-        ck_assert_str_eq(action(key, id, "suspend"), "suspended");
+        /* A jail's suspend keeps its processes (its workers have CRIU: scripts/criu), its stop its files only;
+         * each operation's result says what was kept. */
+        _cleanup_json_ json_object *sus = action_op(key, id, "suspend");
+        ck_assert_str_eq(sp_test_jstr(sus, "result.state"), "suspended");
+        ck_assert_msg(sp_test_jstr(sus, "result.suspend.memory") &&
+                              strcmp(sp_test_jstr(sus, "result.suspend.memory"), "true") == 0,
+                      "%s", json_object_to_json_string(sus));
         ck_assert_str_eq(action(key, id, "wake"), "running");
-        ck_assert_str_eq(action(key, id, "stop"), "stopped");
+        _cleanup_json_ json_object *stop = action_op(key, id, "stop");
+        ck_assert_str_eq(sp_test_jstr(stop, "result.state"), "stopped");
+        ck_assert_msg(sp_test_jstr(stop, "result.suspend.memory") &&
+                              strcmp(sp_test_jstr(stop, "result.suspend.memory"), "false") == 0 &&
+                              strstr(sp_test_jstr(stop, "result.suspend.why"), "stopped"),
+                      "%s", json_object_to_json_string(stop));
         ck_assert_str_eq(action(key, id, "start"), "running");
         /* A state that does not allow it. */
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/resume", id);

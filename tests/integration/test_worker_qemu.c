@@ -466,7 +466,7 @@ START_TEST(suspend_keeps_memory_and_restore_resumes_it)
         pid_t qpid = qemu_pid();
         wk_suspend_info info;
         _cleanup_error_ sp_error *e = NULL;
-        ck_assert_msg(backend->ops->suspend(box, &info, &e) == 0, "suspend: %s", e ? e->message : "?");
+        ck_assert_msg(backend->ops->suspend(box, true, &info, &e) == 0, "suspend: %s", e ? e->message : "?");
         ck_assert(info.filesystem);
         ck_assert_msg(info.memory, "the suspend kept no memory");
         ck_assert(!backend->ops->alive(box));

@@ -75,9 +75,10 @@ typedef struct wk_backend_ops {
         /* Freezes / thaws every process of the box. */
         int (*pause)(wk_box *box, sp_error **err);
         int (*resume)(wk_box *box, sp_error **err);
-        /* Releases the box's processes (and memory, saved where the backend can),
+        /* Releases the box's processes (and memory, saved where the backend can
+         * and processes is true: a jail's checkpoint, a VM's memory state),
          * keeping its filesystem; the box stays allocated for restore. */
-        int (*suspend)(wk_box *box, wk_suspend_info *ret, sp_error **err);
+        int (*suspend)(wk_box *box, bool processes, wk_suspend_info *ret, sp_error **err);
         /* Starts a suspended box again. */
         int (*restore)(wk_box *box, sp_error **err);
         /* Stops everything and frees the box (its filesystem is the node's). */

@@ -325,12 +325,15 @@ static int checkpoint(wk_box *box, char *why, size_t n)
         return 0;
 }
 
-static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+static int op_suspend(wk_box *box, bool processes, wk_suspend_info *ret, sp_error **err)
 {
         /* Thaw first: frozen tasks cannot die, nor be checkpointed without a freezer of CRIU's own. */
         wk_cgroup_thaw(box->cg, NULL);
         *ret = (wk_suspend_info){.filesystem = true};
-        ret->memory = checkpoint(box, ret->why, sizeof(ret->why)) == 0;
+        if (processes)
+                ret->memory = checkpoint(box, ret->why, sizeof(ret->why)) == 0;
+        else
+                snprintf(ret->why, sizeof(ret->why), "stopped: its processes end");
         if (box_release_suspended(box, err) < 0) {
                 wk_criu_images_remove(box->checkpoint);
                 ret->memory = false;

@@ -1291,18 +1291,24 @@ static int op_resume(wk_box *box, sp_error **err)
 
 /* Saves memory and devices with the disk; where that fails, the disk alone,
  * and says so (the node reports what was kept). */
-static int op_suspend(wk_box *box, wk_suspend_info *ret, sp_error **err)
+static int op_suspend(wk_box *box, bool processes, wk_suspend_info *ret, sp_error **err)
 {
         (void)err;
         _cleanup_error_ sp_error *e = NULL;
-        bool memory = save_memory(box, &e) == 0;
-        if (!memory) {
-                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "suspending with its disk only: %s", e->message);
+        *ret = (wk_suspend_info){.filesystem = true};
+        /* A stop (processes false) keeps its disk only: it boots again. */
+        ret->memory = processes && save_memory(box, &e) == 0;
+        if (!ret->memory) {
+                if (e) {
+                        sp_log_warn_kv(SP_KV("sandbox_id", box->id), "suspending with its disk only: %s", e->message);
+                        snprintf(ret->why, sizeof(ret->why), "its memory could not be saved: %s", e->message);
+                } else {
+                        snprintf(ret->why, sizeof(ret->why), "stopped: its processes end");
+                }
                 unlink(box->state);
         }
         box_stop(box);
         box->suspended = true;
-        *ret = (wk_suspend_info){.memory = memory, .filesystem = true};
         return 0;
 }
 

@@ -303,6 +303,9 @@ int wk_node_sandbox_delete(wk_node *n, const char *id, wk_node_done_fn done, voi
 int wk_node_sandbox_pause(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_resume(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
+/* A suspend that keeps the sandbox's files only (a stop): its processes end
+ * even where the backend could keep them (a jail's checkpoint). */
+int wk_node_sandbox_stop(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_restore(wk_node *n, const char *id, wk_node_done_fn done, void *userdata, sp_error **err);
 int wk_node_sandbox_stats(wk_node *n, const char *id, json_object **ret, sp_error **err);
 /* Moving a suspended sandbox (artifact.c; worker-rpc.md ExportSandbox,

@@ -1085,6 +1085,7 @@ typedef struct box_job {
         char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1];
         char *record; /* restore: sandbox.json once running, without its box */
         wk_suspend_info info; /* suspend: what it kept */
+        bool files_only; /* suspend: a stop */
         int agent_fd;
         sp_error *err;
 } box_job;
@@ -1248,7 +1249,7 @@ int wk_node_sandbox_resume(wk_node *n, const char *id, wk_node_done_fn done, voi
 static void suspend_run(wk_job *j)
 {
         box_job *b = (box_job *)j;
-        if (b->backend->ops->suspend(b->box, &b->info, &b->err) < 0)
+        if (b->backend->ops->suspend(b->box, !b->files_only, &b->info, &b->err) < 0)
                 sp_error_wrap(&b->err, "suspend %s", b->id);
 }
 
@@ -1328,7 +1329,19 @@ static void suspend_sync_timeout(evutil_socket_t fd, short what, void *ud)
         suspend_go(ss);
 }
 
+static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_done_fn done, void *ud, sp_error **err);
+
 int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return suspend_start(n, id, false, done, ud, err);
+}
+
+int wk_node_sandbox_stop(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return suspend_start(n, id, true, done, ud, err);
+}
+
+static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
         if (!sb)
@@ -1340,6 +1353,7 @@ int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, vo
         box_job *b = box_job_new(sb, "suspend", suspend_run, suspend_done, done, ud);
         if (!b)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        b->files_only = files_only;
         sb->busy = true;
         suspend_sync *ss = calloc(1, sizeof(*ss));
         if (ss && sb->link && wk_agent_link_ready(sb->link)) {

@@ -187,6 +187,8 @@ static void id_job_done(const sp_error *err, void *ud)
 }
 
 /* A sandbox job: answered with the sandbox once it is done. */
+static void id_job_start(sp_rpc_call *call, const char *id, id_job op);
+
 static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
 {
         sp_error *e = NULL;
@@ -195,6 +197,13 @@ static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
                 wk__fail(call, e);
                 return;
         }
+        id_job_start(call, q.id, op);
+}
+
+static void id_job_start(sp_rpc_call *call, const char *id, id_job op)
+{
+        sp_error *e = NULL;
+        pr_wk_sandbox_ref q = {.id = id};
         id_job_call *x = calloc(1, sizeof(*x));
         if (!x) {
                 sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
@@ -226,7 +235,13 @@ static void h_resume(sp_rpc_call *call, json_object *req, void *ud)
 static void h_suspend(sp_rpc_call *call, json_object *req, void *ud)
 {
         (void)ud;
-        by_id_job(call, req, wk_node_sandbox_suspend);
+        sp_error *e = NULL;
+        pr_wk_suspend_req q = {0};
+        if (pr_msg_decode(&pr_wk_suspend_req_schema, req, &q, &e) < 0) {
+                wk__fail(call, e);
+                return;
+        }
+        id_job_start(call, q.id, q.processes ? wk_node_sandbox_suspend : wk_node_sandbox_stop);
 }
 static void h_restore(sp_rpc_call *call, json_object *req, void *ud)
 {

@@ -109,6 +109,13 @@ typedef struct pr_wk_sandbox_ref {
         const char *id;
 } pr_wk_sandbox_ref;
 
+/* SuspendSandbox: processes (default true) false: keep its files only (a
+ * stop: a jail's processes end without a checkpoint). */
+typedef struct pr_wk_suspend_req {
+        const char *id;
+        bool processes;
+} pr_wk_suspend_req;
+
 /* Exec */
 typedef struct pr_wk_exec {
         const char *sandbox_id, *session_id;
@@ -469,6 +476,7 @@ extern const size_t pr_worker_nanswers;
 extern const pr_schema pr_wk_empty_schema;
 extern const pr_schema pr_wk_create_sandbox_schema;
 extern const pr_schema pr_wk_sandbox_ref_schema;
+extern const pr_schema pr_wk_suspend_req_schema;
 extern const pr_schema pr_wk_exec_schema;
 extern const pr_schema pr_wk_session_ref_schema;
 extern const pr_schema pr_wk_list_sessions_schema;
