@@ -179,6 +179,39 @@ static void assert_marker(const char *key, const char *id)
         ck_assert_str_eq(sp_test_jstr(st, "size"), size);
 }
 
+/* Processes the sandbox keeps across a suspend (a jail is checkpointed with
+ * CRIU): a counter writing through a descriptor it opened once (/data/fd7)
+ * and into /data/count, its numbers also over a TCP connection to a server
+ * in the sandbox (/data/tcp), and a file in /dev/shm. */
+static void start_kept_processes(const char *key, const char *id)
+{
+        ck_assert_int_eq(run(key, id,
+                             "cat > /data/keep.sh <<'EOF'\n"
+                             "echo kept > /dev/shm/mark\n"
+                             "sleep 100000 | nc -l -p 5000 > /data/tcp &\n"
+                             "sleep 0.3\n"
+                             "exec 7>/data/fd7\n"
+                             "echo $$ > /data/pid\n"
+                             "i=0\n"
+                             "while :; do i=$((i+1)); echo $i >&7; echo $i > /data/count; echo $i; sleep 0.1; done "
+                             "| nc 127.0.0.1 5000\n"
+                             "EOF\n"
+                             "setsid sh /data/keep.sh >/dev/null 2>&1 </dev/null & sleep 1; test -s /data/count"),
+                         0);
+}
+
+/* They went on: the same process (its pid), counting further, the connection still carrying its numbers, the
+ * descriptor still at its place in its file, the file in /dev/shm there. */
+static void assert_processes_kept(const char *key, const char *id)
+{
+        ck_assert_msg(run(key, id,
+                          "p=$(cat /data/pid); a=$(cat /data/count); t=$(wc -l < /data/tcp); sleep 0.6; "
+                          "b=$(cat /data/count); u=$(wc -l < /data/tcp); [ -d /proc/$p ] && [ $b -gt $a ] && "
+                          "[ $u -gt $t ] && [ \"$(head -n1 /data/fd7)\" = 1 ] && [ $(wc -l < /data/fd7) -ge $a ] && "
+                          "grep -qx kept /dev/shm/mark") == 0,
+                      "sandbox %s lost its processes", id);
+}
+
 static void create_on_node0(const char *key, const char *w1, char id[static 64])
 {
         worker_verb(w1, "cordon");
@@ -263,6 +296,7 @@ START_TEST(wake_on_a_draining_worker_moves_it)
         worker_id(1, w1);
         create_on_node0(key, w1, id);
         write_marker(key, id);
+        start_kept_processes(key, id);
         action(key, id, "suspend", "suspended");
         holder_lies(id);
 
@@ -294,6 +328,8 @@ START_TEST(wake_on_a_draining_worker_moves_it)
         char msg[256];
         ck_assert_str_eq(sandbox_field(key, id, "status_message", msg, sizeof(msg)), "moved from node-0 to node-1");
         assert_marker(key, id);
+        /* Its processes came with it: checkpointed on node-0, restored on node-1 (another slot, cgroup parent). */
+        assert_processes_kept(key, id);
         /* The importer took the control plane's word, not the holder's record. */
         ck_assert_msg(run(key, id, "test -z \"$INJECTED\"") == 0, "the holder's environment came with the sandbox");
         /* node-0 holds nothing now: drained, and its old copy is gone. */

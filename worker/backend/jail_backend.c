@@ -303,12 +303,15 @@ static int checkpoint(wk_box *box, char *why, size_t n)
                 snprintf(why, n, "its init had exited");
                 return -1;
         }
-        char logp[PATH_MAX + 32], criu_log[PATH_MAX + 32];
+        char logp[PATH_MAX + 32], criu_log[PATH_MAX + 32], cgroup[PATH_MAX];
         log_path(box, logp, sizeof(logp));
         snprintf(criu_log, sizeof(criu_log), "%s/criu-dump.log", box->runtime);
+        snprintf(cgroup, sizeof(cgroup), "/%s/%s", b->cgroup_parent, box->id);
         wk_criu_dump d = {.criu = b->criu,
                           .dir = box->checkpoint,
                           .pid = box->pid,
+                          .uid_base = b->uid_base + box->slot * b->uid_count,
+                          .cgroup = cgroup,
                           .agent_path = b->agent_path,
                           .log_fifo = logp,
                           .log = criu_log};
@@ -403,6 +406,9 @@ static int box_restore_checkpoint(wk_box *box, sp_error **err)
                 .attach_net = restore_net_cb,
                 .ud = box,
         };
+        char cgroup[PATH_MAX];
+        snprintf(cgroup, sizeof(cgroup), "/%s/%s", b->cgroup_parent, box->id);
+        r.cgroup = cgroup;
         int64_t t0 = sp_now_mono_us();
         pid_t pid = 0;
         if (wk_criu_restore_tree(&r, &pid, err) < 0) {

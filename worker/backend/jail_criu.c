@@ -348,6 +348,176 @@ static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json
         return 0;
 }
 
+/* --- a userns image's map --- */
+
+#define IMG_COMMON_MAGIC 0x54564319u
+#define USERNS_MAGIC 0x55474906u
+#define USERNS_ENTRY_MAX (1u << 20)
+
+static int get_varint(const uint8_t *p, size_t n, size_t *off, uint64_t *ret)
+{
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+                if (*off >= n)
+                        return -1;
+                uint8_t b = p[(*off)++];
+                v |= (uint64_t)(b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -1;
+}
+
+static void put_varint(sp_buf *b, uint64_t v)
+{
+        uint8_t tmp[10];
+        size_t n = 0;
+        do {
+                tmp[n] = (uint8_t)(v & 0x7f);
+                v >>= 7;
+                if (v)
+                        tmp[n] |= 0x80;
+                n++;
+        } while (v);
+        sp_buf_append(b, tmp, n, NULL);
+}
+
+/* One uid_gid_extent {first = 1, lower_first = 2, count = 3} (all three,
+ * varints, nothing else), written again with lower_first moved. */
+static int remap_extent(const uint8_t *p, size_t n, uint32_t from, uint32_t to, uint32_t count, sp_buf *out)
+{
+        uint64_t v[3];
+        bool seen[3] = {false, false, false};
+        size_t off = 0;
+        while (off < n) {
+                uint64_t key;
+                if (get_varint(p, n, &off, &key) < 0 || (key & 7) != 0 || (key >> 3) < 1 || (key >> 3) > 3)
+                        return -1;
+                unsigned f = (unsigned)(key >> 3) - 1;
+                if (seen[f] || get_varint(p, n, &off, &v[f]) < 0 || v[f] > UINT32_MAX)
+                        return -1;
+                seen[f] = true;
+        }
+        if (!seen[0] || !seen[1] || !seen[2])
+                return -1;
+        if (v[1] >= from && v[1] - from < count) {
+                uint64_t moved = v[1] - from + to;
+                if (moved > UINT32_MAX || moved + v[2] > (uint64_t)UINT32_MAX + 1)
+                        return -1;
+                v[1] = moved;
+        }
+        for (unsigned f = 0; f < 3; f++) {
+                put_varint(out, (uint64_t)(f + 1) << 3);
+                put_varint(out, v[f]);
+        }
+        return 0;
+}
+
+/* One userns_entry {repeated uid_map = 1, repeated gid_map = 2}. */
+static int remap_entry(const uint8_t *p, size_t n, uint32_t from, uint32_t to, uint32_t count, sp_buf *out)
+{
+        size_t off = 0;
+        while (off < n) {
+                uint64_t key, len;
+                if (get_varint(p, n, &off, &key) < 0 || (key & 7) != 2 || (key >> 3) < 1 || (key >> 3) > 2 ||
+                    get_varint(p, n, &off, &len) < 0 || len > n - off)
+                        return -1;
+                _cleanup_buf_ sp_buf ext = SP_BUF_INIT;
+                if (remap_extent(p + off, (size_t)len, from, to, count, &ext) < 0)
+                        return -1;
+                put_varint(out, key);
+                put_varint(out, ext.len);
+                sp_buf_append(out, ext.data, ext.len, NULL);
+                off += (size_t)len;
+        }
+        return 0;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_u32(sp_buf *b, uint32_t v)
+{
+        uint8_t t[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+        sp_buf_append(b, t, 4, NULL);
+}
+
+int wk_criu_userns_remap(const uint8_t *in, size_t n, uint32_t from, uint32_t to, uint32_t count, sp_buf *out,
+                         sp_error **err)
+{
+        size_t start = out->len;
+        if (n < 8 || get_u32(in) != IMG_COMMON_MAGIC || get_u32(in + 4) != USERNS_MAGIC)
+                return sp_error_set(err, SP_E_INVALID, "not a CRIU userns image");
+        put_u32(out, IMG_COMMON_MAGIC);
+        put_u32(out, USERNS_MAGIC);
+        size_t off = 8;
+        while (off < n) {
+                if (n - off < 4)
+                        goto bad;
+                uint32_t len = get_u32(in + off);
+                off += 4;
+                if (len > USERNS_ENTRY_MAX || len > n - off)
+                        goto bad;
+                _cleanup_buf_ sp_buf e = SP_BUF_INIT;
+                if (remap_entry(in + off, len, from, to, count, &e) < 0)
+                        goto bad;
+                put_u32(out, (uint32_t)e.len);
+                sp_buf_append(out, e.data, e.len, NULL);
+                off += len;
+        }
+        return 0;
+bad:
+        out->len = start;
+        return sp_error_set(err, SP_E_INVALID, "a malformed CRIU userns image");
+}
+
+/* Every userns image of the checkpoint in dir mapped from one host base to another. */
+static int remap_images(const char *dir, uid_t from, uid_t to, uint32_t count, sp_error **err)
+{
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", dir);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strncmp(de->d_name, "userns-", 7) != 0)
+                        continue;
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                _cleanup_buf_ sp_buf in = SP_BUF_INIT, out = SP_BUF_INIT;
+                if (sp_file_read(p, 16u << 20, &in, err) < 0 ||
+                    wk_criu_userns_remap((const uint8_t *)in.data, in.len, (uint32_t)from, (uint32_t)to, count, &out,
+                                         err) < 0 ||
+                    sp_file_write_atomic(p, out.data, out.len, 0600, err) < 0)
+                        return sp_error_wrap(err, "%s", p);
+        }
+        return 0;
+}
+
+/* The hierarchies in which pid is in cgroup (by CRIU's names for them: a v1
+ * hierarchy's controllers, "unified" for v2). */
+static int tree_hierarchies(pid_t pid, const char *cgroup, json_object *out, sp_error **err)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/cgroup", (int)pid);
+        _cleanup_fclose_ FILE *f = fopen(p, "re");
+        if (!f)
+                return sp_error_set_errno(err, SP_E_IO, errno, "read %s", p);
+        char line[4096];
+        while (fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = '\0';
+                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2 || strcmp(c2 + 1, cgroup) != 0)
+                        continue;
+                *c2 = '\0';
+                json_object_array_add(out, json_object_new_string(c1[1] ? c1 + 1 : "unified"));
+        }
+        return 0;
+}
+
 /* CRIU's images directory is flat: its files, then itself. */
 static void remove_dir(const char *dir)
 {
@@ -413,6 +583,14 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         }
         target[n] = '\0';
         json_object_object_add(meta, "listener", json_object_new_string(target));
+        json_object_object_add(meta, "uid_base", json_object_new_int64((int64_t)d->uid_base));
+        json_object_object_add(meta, "cgroup", json_object_new_string(d->cgroup));
+        json_object *hier = json_object_new_array();
+        json_object_object_add(meta, "cgroup_hierarchies", hier);
+        if (tree_hierarchies(d->pid, d->cgroup, hier, err) < 0) {
+                r = -SP_E_IO;
+                goto out;
+        }
         if (a.full) {
                 r = sp_error_set(err, SP_E_LIMIT, "too many externals for criu's command line");
                 goto out;
@@ -567,12 +745,27 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
         _cleanup_json_ json_object *meta = NULL;
         json_object *files = NULL, *mounts = NULL;
-        const char *listener = NULL;
+        const char *listener = NULL, *dumped_cgroup = NULL;
+        json_object *hier = NULL;
+        int64_t dumped_base = 0;
         if (sp_file_read(path, 1 << 20, &text, err) < 0 || sp_json_parse(text.data, text.len, &meta, err) < 0 ||
             sp_json_get_object(meta, "files", true, &files, err) < 0 ||
             sp_json_get_array(meta, "mounts", true, 64, &mounts, err) < 0 ||
-            sp_json_get_string(meta, "listener", true, 64, &listener, err) < 0)
+            sp_json_get_string(meta, "listener", true, 64, &listener, err) < 0 ||
+            sp_json_get_int(meta, "uid_base", true, 1, UINT32_MAX, &dumped_base, err) < 0 ||
+            sp_json_get_string(meta, "cgroup", true, PATH_MAX, &dumped_cgroup, err) < 0 ||
+            sp_json_get_array(meta, "cgroup_hierarchies", true, 32, &hier, err) < 0)
                 return sp_error_wrap(err, "checkpoint %s", r->dir);
+        /* Made on another slot (another worker's, or this one's before): its user namespace here maps to this one's. */
+        if ((uid_t)dumped_base != r->uid_base &&
+            remap_images(r->dir, (uid_t)dumped_base, r->uid_base, r->uid_count, err) < 0)
+                return sp_error_wrap(err, "checkpoint %s", r->dir);
+        if ((uid_t)dumped_base != r->uid_base) {
+                /* Recorded at once: a failed restore after this must not map it twice. */
+                json_object_object_add(meta, "uid_base", json_object_new_int64((int64_t)r->uid_base));
+                if (sp_file_write_atomic(path, sp_json_str(meta), strlen(sp_json_str(meta)), 0600, err) < 0)
+                        return sp_error_wrap(err, "checkpoint %s", r->dir);
+        }
         if (make_staging(r->uid_base, staging, sizeof(staging), err) < 0)
                 return sp_error_wrap(err, "restore");
         snprintf(root, sizeof(root), "%s/root", r->runtime_dir);
@@ -635,6 +828,12 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         arg(&a, "--root");
         arg(&a, "%s", root);
         arg(&a, "--manage-cgroups");
+        /* Into the cgroup made for it here where the dump's was another (another worker's parent). */
+        if (strcmp(dumped_cgroup, r->cgroup) != 0)
+                for (size_t i = 0; i < json_object_array_length(hier); i++) {
+                        arg(&a, "--cgroup-root");
+                        arg(&a, "%s:%s", json_object_get_string(json_object_array_get_idx(hier, i)), r->cgroup);
+                }
         arg(&a, "--tcp-established");
         /* Nothing to unlock: the dump locked the namespace that ended with the tree. */
         arg(&a, "--network-lock");

@@ -38,6 +38,8 @@ typedef struct wk_criu_dump {
         const char *criu; /* the binary */
         const char *dir; /* the images' directory: made here (what was there is removed) */
         pid_t pid; /* the tree's root: the agent */
+        uid_t uid_base; /* its user namespace maps 0 to this host id (recorded: a restore may map elsewhere) */
+        const char *cgroup; /* its cgroup below each hierarchy's root ("/space/<id>"; recorded likewise) */
         const char *agent_path; /* host path of the agent binary */
         const char *log_fifo; /* host path of the agent's log FIFO */
         const char *log; /* CRIU's own log (kept: it says why a checkpoint failed) */
@@ -57,8 +59,12 @@ typedef struct wk_criu_restore {
         const char *log_fifo; /* made by the caller, read end open */
         int log_wfd; /* the agent's stdout/stderr */
         const char *agent_socket; /* made again here, in the new network namespace */
-        uid_t uid_base;
+        uid_t uid_base; /* may differ from the dump's (another slot, another worker): its map is rewritten */
         uint32_t uid_count;
+        /* The tree's cgroup below each hierarchy's root ("/space/<id>"), made by
+         * the caller; where the dump's was another (another worker's parent),
+         * the hierarchies it was in are rooted here instead. */
+        const char *cgroup;
         /* Gives the new network namespace (netns_fd, before the restore) its
          * link, as a jail's start does (may be NULL). */
         int (*attach_net)(int netns_fd, void *ud, sp_error **err);
@@ -71,6 +77,15 @@ typedef struct wk_criu_restore {
  * Nothing the restore mounted on the host is left; on failure nothing of the
  * tree runs. */
 int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **err);
+
+/* A CRIU userns image (in, n bytes: magic, then size-prefixed userns_entry
+ * messages) with every extent whose host side starts in [from, from+count)
+ * moved by to - from, into out (appended). The image names the host ids of
+ * the tree's user namespace: a restore on another slot maps it to its own.
+ * SP_E_INVALID for anything but a well-formed image. */
+struct sp_buf;
+int wk_criu_userns_remap(const uint8_t *in, size_t n, uint32_t from, uint32_t to, uint32_t count, struct sp_buf *out,
+                         sp_error **err);
 
 /* Removes a checkpoint's images (none is no error). */
 void wk_criu_images_remove(const char *dir);

@@ -42,11 +42,18 @@
 #include "space/time.h"
 
 #define JAIL_TAR "rootfs.tar"
+#define CKPT_DIR "checkpoint"
+#define CKPT_TAR "checkpoint.tar" /* a jail's checkpoint (its processes: backend/jail_criu.h), packed */
 #define PACK_TIMEOUT_US (INT64_C(15) * 60 * 1000000)
 #define STATE_DEPTH_MAX 8
 #define STATE_FILES_MAX 200000
 
-static const char *const STORAGE_FILES[] = {"disk.ext4", "memory.state", JAIL_TAR};
+static const char *const STORAGE_FILES[] = {"disk.ext4", "memory.state", JAIL_TAR, CKPT_TAR};
+
+static bool jail_file(const char *name)
+{
+        return strcmp(name, JAIL_TAR) == 0 || strcmp(name, CKPT_TAR) == 0;
+}
 
 static bool component_ok(const char *c, size_t n)
 {
@@ -106,6 +113,10 @@ void wk__artifacts_drop(wk_node *n, const char *key)
         wk__path(p, sizeof(p), "%s/%s", dir, JAIL_TAR);
         unlink(p);
         wk__path(p, sizeof(p), "%s/%s.part", dir, JAIL_TAR);
+        unlink(p);
+        wk__path(p, sizeof(p), "%s/%s", dir, CKPT_TAR);
+        unlink(p);
+        wk__path(p, sizeof(p), "%s/%s.part", dir, CKPT_TAR);
         unlink(p);
 }
 
@@ -194,6 +205,43 @@ void wk__artifacts_clear(wk__artifacts *x)
         x->err = sp_error_free(x->err);
 }
 
+/* A jail suspended with its processes: its checkpoint's images packed into
+ * one file (made once per suspend), bounded by the pool's room and time. */
+static int pack_checkpoint(wk__artifacts *x)
+{
+        char dir[PATH_MAX], tar[PATH_MAX], part[PATH_MAX];
+        wk__path(dir, sizeof(dir), "%s/%s", x->storage, CKPT_DIR);
+        wk__path(tar, sizeof(tar), "%s/%s", x->storage, CKPT_TAR);
+        wk__path(part, sizeof(part), "%s/%s.part", x->storage, CKPT_TAR);
+        if (access(tar, F_OK) == 0)
+                return 0;
+        if (access(dir, F_OK) < 0)
+                return sp_error_set(&x->err, SP_E_INTERNAL,
+                                    "sandbox %s: suspended with its processes, but its "
+                                    "checkpoint is not there",
+                                    x->id);
+        _cleanup_close_ int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sp_error_set_errno(&x->err, SP_E_IO, errno, "create the packed checkpoint");
+        uint64_t n = 0, room = 0;
+        if (wk__pool_room(fd, x->reserve, &room, &x->err) < 0) {
+                unlink(part);
+                return -1;
+        }
+        wk_artifact_pack_limits lim = {
+                .max_fed = UINT64_C(1) << 40,
+                .max_archive_bytes = room ? room : 1,
+                .deadline_us = sp_now_mono_us() + PACK_TIMEOUT_US,
+        };
+        if (wk_artifact_pack_tree_bounded(dir, fd, &lim, &n, &x->err) < 0 || fsync(fd) < 0 || rename(part, tar) < 0) {
+                if (!x->err)
+                        sp_error_set_errno(&x->err, SP_E_IO, errno, "write the packed checkpoint");
+                unlink(part);
+                return sp_error_wrap(&x->err, "pack the checkpoint of %s", x->id);
+        }
+        return 0;
+}
+
 void wk__artifacts_make(wk__artifacts *x)
 {
         if (x->jail) {
@@ -233,8 +281,10 @@ void wk__artifacts_make(wk__artifacts *x)
                         }
                 }
         }
+        if (x->jail && x->memory && pack_checkpoint(x) < 0)
+                return;
         for (size_t i = 0; i < SP_ARRAY_SIZE(STORAGE_FILES); i++) {
-                if (x->jail != (strcmp(STORAGE_FILES[i], JAIL_TAR) == 0))
+                if (x->jail != jail_file(STORAGE_FILES[i]))
                         continue;
                 char path[PATH_MAX], name[64];
                 wk__path(path, sizeof(path), "%s/%s", x->storage, STORAGE_FILES[i]);
@@ -631,6 +681,24 @@ static int verify(wk_node_import *imp)
         return 0;
 }
 
+/* A jail's checkpoint, when it came: unpacked beside its root filesystem,
+ * within its directory's quota (files), where its restore finds it. */
+static int install_checkpoint(wk_node_import *imp, const char *sdir, uint64_t files)
+{
+        char tar[PATH_MAX], dir[PATH_MAX];
+        wk__path(tar, sizeof(tar), "%s/%s", sdir, CKPT_TAR);
+        wk__path(dir, sizeof(dir), "%s/%s", sdir, CKPT_DIR);
+        _cleanup_close_ int fd = open(tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : sp_error_set_errno(&imp->err, SP_E_IO, errno, "open the checkpoint");
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return sp_error_set_errno(&imp->err, SP_E_IO, errno, "mkdir %s", dir);
+        if (wk_artifact_unpack_tree(fd, dir, files ? files : 1, &imp->err) < 0)
+                return sp_error_wrap(&imp->err, "unpack the checkpoint of %s", imp->id);
+        unlink(tar);
+        return 0;
+}
+
 static int install_storage(wk_node_import *imp)
 {
         wk_node *n = imp->node;
@@ -680,7 +748,7 @@ static int install_storage(wk_node_import *imp)
         if (wk_artifact_unpack_tree(fd, rootfs, room ? room : 1, &imp->err) < 0)
                 return sp_error_wrap(&imp->err, "unpack the root filesystem of %s", imp->id);
         unlink(tar);
-        return 0;
+        return install_checkpoint(imp, sdir, files);
 }
 
 /* sandbox.json, made this worker's: its id slot, no export grant, not warm. */
