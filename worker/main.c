@@ -84,9 +84,10 @@ static const sp_config_def defs[] = {
         {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0,
          "isolation backend: jail (namespaces) or qemu (a microvm per sandbox), or several, comma-separated, "
          "the first serving creates that name none (jail,qemu; docs/backends.md)"},
-        {"criu", SP_CONFIG_STRING, "/var/lib/space/criu/criu", offsetof(worker_cfg, criu), 0, 0,
-         "jail: the CRIU that checkpoints a suspended jail with its processes (scripts/criu builds it); "
-         "\"off\", or a path that is not there: a jail's suspend keeps its files only (docs/backends.md)"},
+        {"criu", SP_CONFIG_STRING, "off", offsetof(worker_cfg, criu), 0, 0,
+         "jail: off (a jail's suspend keeps its files only), auto (the CRIU scripts/criu installs, "
+         "/var/lib/space/criu/criu) or a CRIU's path: a suspend checkpoints the jail with its processes. Off "
+         "by default while a restored jail's mounts are not locked (docs/threat-model.md, \"Checkpoints\")"},
         {"vm-kernel-dir", SP_CONFIG_STRING, "/var/lib/space/vm-kernel", offsetof(worker_cfg, vm_kernel_dir), 0, 0,
          "qemu: the guest kernel and its modules (scripts/vm-kernel installs them)"},
         {"accel", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, accel), 0, 0,
@@ -612,7 +613,9 @@ int main(int argc, char **argv)
                                 .vm_state_dir = vm_state,
                                 .accel = c.accel,
                                 .no_base_snapshots = !c.vm_base_snapshots,
-                                .criu_path = strcmp(c.criu, "off") == 0 ? NULL : c.criu};
+                                .criu_path = strcmp(c.criu, "off") == 0    ? NULL
+                                             : strcmp(c.criu, "auto") == 0 ? "/var/lib/space/criu/criu"
+                                                                           : c.criu};
         for (size_t i = 0; i < nnames; i++)
                 if ((strcmp(names[i], "qemu") == 0 ? wk_backend_qemu_new(&bc, &backends[i], &e)
                                                    : wk_backend_jail_new(&bc, &backends[i], &e)) < 0) {

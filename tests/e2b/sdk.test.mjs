@@ -608,12 +608,16 @@ for (const pkg of versions) {
         else await s.betaPause()
         assert.equal((await s.getInfo()).state, 'paused')
         // The request wakes it. E2B's pause is a suspend here, and a jail keeps
-        // its processes across one (CRIU, docs/backends.md): the server that was
-        // running answers it, as it does on E2B.
+        // no processes across one unless its worker runs with --criu, which
+        // `spacectl up` does not (docs/e2b.md): the woken sandbox answers that
+        // nothing listens, where a paused one would answer 409.
         const r = await httpGet(url)
-        assert.equal(r.status, 200, r.body)
-        assert.equal(r.body, 'up\n')
+        assert.equal(r.status, 502, r.body)
         assert.equal((await s.getInfo()).state, 'running')
+        await serve(s, 8080, 'again\n')
+        const r2 = await httpGetServed(url)
+        assert.equal(r2.status, 200, r2.body)
+        assert.equal(r2.body, 'again\n')
       } finally {
         await s.kill()
       }

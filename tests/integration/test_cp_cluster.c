@@ -72,7 +72,9 @@ static void new_tenant(const char *name, char key[static 256])
 
 static void cluster_up(void)
 {
-        sp_test_space_opts o = {.workers = 3};
+        /* Jails checkpointed with CRIU (opt-in: scripts/criu installs it, scripts/deps runs that). */
+        static const char *const args[] = {"--criu=auto", NULL};
+        sp_test_space_opts o = {.workers = 3, .worker_args = args};
         sp_test_space_up(&S, &o);
 }
 

@@ -252,7 +252,9 @@ static int64_t metric(const char *needle)
 
 static void cluster_up(void)
 {
-        sp_test_space_opts o = {.workers = 2};
+        /* Jails checkpointed with CRIU (opt-in: scripts/criu installs it, scripts/deps runs that). */
+        static const char *const args[] = {"--criu=auto", NULL};
+        sp_test_space_opts o = {.workers = 2, .worker_args = args};
         sp_test_space_up(&S, &o);
 }
 

@@ -57,9 +57,9 @@ static void start_worker(void)
         snprintf(w_listen, sizeof(w_listen), "--listen=%s", addr);
         snprintf(w_http, sizeof(w_http), "--http-listen=127.0.0.1:%d", http_port);
         snprintf(w_cg, sizeof(w_cg), "--cgroup-parent=%s", cgparent);
-        const char *argv[] = {w_bin,  w_storage,    w_image,      "--storage-size=2G", w_listen,
-                              w_http, "--insecure", "--slots=16", "--log-format=text", w_cg,
-                              w_state};
+        const char *argv[] = {w_bin,   w_storage,    w_image,      "--storage-size=2G", w_listen,
+                              w_http,  "--insecure", "--slots=16", "--log-format=text", w_cg,
+                              w_state, "--criu=auto"};
         size_t n = 0;
         for (; n < sizeof(argv) / sizeof(argv[0]); n++)
                 w_argv[n] = argv[n];

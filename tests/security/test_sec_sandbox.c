@@ -22,6 +22,16 @@
  *     inside adds it to /etc/passwd) are refused, naming the user, instead of
  *     running as root.
  *
+ * The probes run again on sandboxes suspended and woken (tcase "restored": a
+ * jail checkpointed and restored with CRIU, which workers do with --criu), and
+ * a restore gains nothing the probes see: the same mounts with the same
+ * options, the same capabilities, seccomp and no_new_privs of a command, the
+ * agent's namespaces all but the network one the sandbox's own again. Not
+ * yet: the agent probe, whose last check (unmounting the agent's binary)
+ * succeeds after a restore — CRIU makes the mounts again from inside the
+ * sandbox's user namespace, so the kernel does not lock them (open: the
+ * reason --criu is off by default; docs/threat-model.md, "Checkpoints").
+ *
  * Commands run through the sandbox's agent socket on the worker (as the
  * worker does); the static space-probe (tests/security/probe) is copied into
  * the sandbox through /proc/PID/root. Needs root and PostgreSQL.
@@ -32,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <linux/nsfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,17 +57,40 @@
 
 static sp_test_space S;
 static char tenant_key[256];
+static bool restored; /* tcase "restored": each sandbox is suspended and woken before use */
 
 static void cluster_up(void)
 {
-        sp_test_space_opts o = {.workers = 1};
+        static const char *const args[] = {"--criu=auto", NULL};
+        sp_test_space_opts o = {.workers = 1, .worker_args = restored ? args : NULL};
         sp_test_space_up(&S, &o);
         sp_test_new_tenant(&S, "sec", tenant_key);
+}
+
+static void cluster_up_restored(void)
+{
+        restored = true;
+        cluster_up();
 }
 
 static void cluster_down(void)
 {
         sp_test_space_down(&S);
+}
+
+/* Suspends and wakes sandbox id; the suspend must have kept its processes. */
+static void suspend_and_wake(const char *id)
+{
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/suspend", id);
+        _cleanup_json_ json_object *r = sp_test_api(&S, tenant_key, "POST", path, 202, NULL, NULL);
+        _cleanup_json_ json_object *op = sp_test_wait_op(&S, tenant_key, sp_test_jstr(r, "operation.id"), true);
+        const char *mem = sp_test_jstr(op, "result.suspend.memory");
+        ck_assert_msg(mem && strcmp(mem, "true") == 0, "the suspend kept no processes: %s",
+                      json_object_to_json_string(op));
+        char state[32];
+        sp_test_sandbox_action(&S, tenant_key, id, "wake", state);
+        ck_assert_str_eq(state, "running");
 }
 
 /* A sandbox of the base template with the probe in /bin, and where the
@@ -66,9 +101,19 @@ typedef struct {
         int pid;
 } sandbox;
 
+static void sandbox_find(sandbox *sb);
+
 static void sandbox_new(sandbox *sb)
 {
         sp_test_create_sandbox(&S, tenant_key, "{\"template\":\"base\"}", sb->id);
+        if (restored)
+                suspend_and_wake(sb->id);
+        sandbox_find(sb);
+}
+
+/* Where the worker keeps sandbox sb->id: its agent socket, its init's pid (again after a restore). */
+static void sandbox_find(sandbox *sb)
+{
         char dir[1024];
         snprintf(dir, sizeof(dir), "%s/w0/state/sandboxes", S.dir);
         _cleanup_closedir_ DIR *d = opendir(dir);
@@ -520,6 +565,76 @@ START_TEST(unmapped_users_are_refused_not_root)
 }
 END_TEST
 
+/* What a command sees of its confinement: the mounts (point, options, type), its capabilities, seccomp and
+ * no_new_privs. */
+static char *confinement(const sandbox *sb, uint32_t channel)
+{
+        return run(sb, channel,
+                   "[\"sh\",\"-c\",\"sed -E 's/^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ ([^ ]+) ([^ ]+)( .*)? - ([^ ]+) .*/\\\\1 "
+                   "\\\\2 "
+                   "\\\\4/' /proc/self/mountinfo | sort; grep -E '^(Cap|Seccomp|NoNewPrivs)' /proc/self/status\"]");
+}
+
+/* The inode of the user namespace that owns pid's namespace ns. */
+static unsigned long ns_owner(int pid, const char *ns)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", pid, ns);
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(fd >= 0, "open %s: %s", p, strerror(errno));
+        _cleanup_close_ int owner = ioctl(fd, NS_GET_USERNS);
+        ck_assert_msg(owner >= 0, "NS_GET_USERNS %s: %s", p, strerror(errno));
+        struct stat st;
+        ck_assert_int_eq(fstat(owner, &st), 0);
+        return (unsigned long)st.st_ino;
+}
+
+/* The inode of pid's namespace ns (0: this process's). */
+static unsigned long ns_inode(int pid, const char *ns)
+{
+        char p[64];
+        if (pid)
+                snprintf(p, sizeof(p), "/proc/%d/ns/%s", pid, ns);
+        else
+                snprintf(p, sizeof(p), "/proc/self/ns/%s", ns);
+        struct stat st;
+        ck_assert_msg(stat(p, &st) == 0, "stat %s: %s", p, strerror(errno));
+        return (unsigned long)st.st_ino;
+}
+
+/* Who owns the agent's namespaces: its network namespace the host's user namespace (docs/threat-model.md, "Who
+ * owns a jail's namespaces"), its uts, ipc, mount and cgroup namespaces the sandbox's. */
+static void assert_ns_owners(const sandbox *sb)
+{
+        unsigned long host = ns_inode(0, "user"), own = ns_inode(sb->pid, "user");
+        ck_assert_uint_ne(host, own);
+        ck_assert_msg(ns_owner(sb->pid, "net") == host, "the sandbox's network namespace is not the host's");
+        static const char *const mine[] = {"uts", "ipc", "mnt", "cgroup"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(mine); i++)
+                ck_assert_msg(ns_owner(sb->pid, mine[i]) == own, "its %s namespace is not the sandbox's", mine[i]);
+}
+
+/* A checkpoint and restore (CRIU) gives root inside nothing it did not have: the same mounts with the same
+ * options, the same capabilities, seccomp and no_new_privs, its network namespace still the host's. */
+START_TEST(a_restore_gains_nothing)
+{
+        sandbox sb;
+        sp_test_create_sandbox(&S, tenant_key, "{\"template\":\"base\"}", sb.id);
+        sandbox_find(&sb);
+        assert_ns_owners(&sb);
+        _cleanup_free_ char *before = confinement(&sb, 51);
+        ck_assert_msg(strstr(before, "\n/proc/sys ro,"), "%s", before);
+        suspend_and_wake(sb.id);
+        int old = sb.pid;
+        sandbox_find(&sb);
+        ck_assert_int_ne(sb.pid, old);
+        assert_ns_owners(&sb);
+        _cleanup_free_ char *after = confinement(&sb, 52);
+        ck_assert_msg(strcmp(before, after) == 0, "before the suspend:\n%s\nafter the restore:\n%s", before, after);
+        sandbox_delete(&sb);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("sec_sandbox");
@@ -535,6 +650,15 @@ static Suite *suite(void)
         tcase_add_test(tc, the_sandbox_cannot_stall_or_stop_its_agent);
         tcase_add_test(tc, unmapped_users_are_refused_not_root);
         suite_add_tcase(s, tc);
+        /* The probes again on sandboxes checkpointed and restored. */
+        TCase *rt = tcase_create("restored");
+        tcase_set_timeout(rt, 300);
+        tcase_add_unchecked_fixture(rt, cluster_up_restored, cluster_down);
+        tcase_add_test(rt, a_restore_gains_nothing);
+        tcase_add_test(rt, sandbox_processes_hold_only_their_own_descriptors);
+        tcase_add_test(rt, every_denied_system_call_is_refused);
+        tcase_add_test(rt, open_files_are_limited);
+        suite_add_tcase(s, rt);
         return s;
 }
 

@@ -127,6 +127,10 @@ typedef struct wk_backend_ops {
          * so the node writes no resolv.conf into the root filesystem (which
          * would keep a VM from starting from its template's base snapshot). */
         bool own_resolver;
+        /* Its page cache dies with a suspend (a VM's): the node has the agent
+         * sync its filesystems first. A jail's files are the host's, cached
+         * by the host: a sync would only flush every other sandbox's writes. */
+        bool sync_before_suspend;
 } wk_backend_ops;
 
 struct wk_backend {

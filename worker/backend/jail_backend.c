@@ -594,7 +594,8 @@ static const wk_backend_ops jail_ops = {
 static void find_criu(jail_backend *b, const char *path)
 {
         if (!path) {
-                snprintf(b->criu_missing, sizeof(b->criu_missing), "this worker runs without CRIU (--criu=off)");
+                snprintf(b->criu_missing, sizeof(b->criu_missing),
+                         "this worker runs without CRIU (--criu=off, the default: docs/backends.md)");
                 return;
         }
         if (access(path, X_OK) < 0) {

@@ -25,12 +25,14 @@ unsigned long long wk_proc_starttime(pid_t pid)
         char *p = strrchr(buf, ')');
         if (!p)
                 return 0;
-        /* field 22 is starttime; after ')' comes field 3 */
+        /* field 22 is starttime; after ')' comes field 3, the state */
         unsigned long long v = 0;
         int field = 2;
         char *save = NULL;
         for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-                if (++field == 22) {
+                if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
+                        return 0; /* dead, only not reaped yet (a restored jail's init is init's child) */
+                else if (field == 22) {
                         v = strtoull(tok, NULL, 10);
                         break;
                 }
@@ -57,8 +59,10 @@ void wk_proc_wait_gone(pid_t *pid, unsigned long long starttime, int timeout_ms)
         while (*pid > 0) {
                 if (waitpid(*pid, NULL, WNOHANG) == *pid)
                         break;
-                if (kill(*pid, 0) < 0 || wk_proc_starttime(*pid) != starttime)
+                if (kill(*pid, 0) < 0 || wk_proc_starttime(*pid) != starttime) {
+                        (void)waitpid(*pid, NULL, WNOHANG); /* a child that is a zombie now */
                         break;
+                }
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > timeout_ms)

@@ -13,7 +13,8 @@
 #include "cgroup/cgroup.h"
 #include "space/error.h"
 
-/* The start time of pid (field 22 of /proc/PID/stat), 0 if it is gone. */
+/* The start time of pid (field 22 of /proc/PID/stat), 0 if it is gone or a
+ * zombie (dead: an orphan waits for init to reap it, which may be slow). */
 unsigned long long wk_proc_starttime(pid_t pid);
 /* True while *pid runs with that start time; reaps it if it is a child that
  * died (and sets *pid to 0). */

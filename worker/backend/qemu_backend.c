@@ -1502,6 +1502,7 @@ static const wk_backend_ops qemu_ops = {
         .from_base = op_from_base,
         .files_bytes = op_files_bytes,
         .own_resolver = true,
+        .sync_before_suspend = true,
 };
 
 /* --- start: the initramfs, the accelerator --- */

@@ -1356,7 +1356,7 @@ static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_do
         b->files_only = files_only;
         sb->busy = true;
         suspend_sync *ss = calloc(1, sizeof(*ss));
-        if (ss && sb->link && wk_agent_link_ready(sb->link)) {
+        if (ss && sb->link && wk_agent_link_ready(sb->link) && sb->backend->ops->sync_before_suspend) {
                 /* The agent syncs first: a VM's page cache dies with it. */
                 ss->b = b;
                 ss->timer = evtimer_new(n->base, suspend_sync_timeout, ss);
