@@ -513,12 +513,20 @@ START_TEST(suspend_keeps_processes)
         ck_assert(storage_has("sandboxes/sbx_test0000000000000021/checkpoint"));
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
         ck_assert(!storage_has("sandboxes/sbx_test0000000000000021"));
+        /* Nor of its state: CRIU's logs (which name its paths and mounts) went with it. */
+        char state[1200];
+        snprintf(state, sizeof(state), "%s/state/sandboxes/sbx_test0000000000000021", dir);
+        ck_assert_msg(access(state, F_OK) < 0, "%s is still there", state);
 }
 END_TEST
 
-/* A sandbox CRIU cannot checkpoint (a process holds a deleted file larger
- * than CRIU copies) suspends with its files only and says why; its session
- * fails at once with the reason, and restore starts it from its files. */
+/* A sandbox whose checkpoint is refused suspends with its files only and
+ * says why; its session fails at once with the reason, and restore starts
+ * it from its files. The refusal: a process holds a deleted file, which CRIU
+ * would make again at its old path while that path is resolved against the
+ * host's root — here the deleted file's directory is now a symlink to a
+ * world-writable host directory, which must stay untouched (an outside pass
+ * had CRIU write the sandbox's file there, and remove a host file). */
 START_TEST(suspend_without_checkpoint_says_why)
 {
         const char *id = "sbx_test0000000000000022";
@@ -526,10 +534,16 @@ START_TEST(suspend_without_checkpoint_says_why)
         stream_state c = {0};
         ck_assert_int_eq(exec_run(id, "ses_test0000000000000220", "echo kept > /home/mark", &c), 0);
         stream_free(&c);
-        _cleanup_json_ json_object *ex = must_call(
-                "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
-                ",\"session_id\":\"ses_test0000000000000221\",\"argv\":[\"sh\",\"-c\",\"dd if=/dev/zero of=/tmp/big "
-                "bs=1M count=3 2>/dev/null; exec 8</tmp/big; rm /tmp/big; echo ready; sleep 1000\"]");
+        char host[1100], argv[1600];
+        snprintf(host, sizeof(host), "%s/host-dir", dir);
+        ck_assert_int_eq(mkdir(host, 01777), 0);
+        ck_assert_int_eq(chmod(host, 01777), 0);
+        snprintf(argv, sizeof(argv),
+                 ",\"session_id\":\"ses_test0000000000000221\",\"argv\":[\"sh\",\"-c\",\"mkdir -p /tmp/z && echo "
+                 "from-the-sandbox > /tmp/z/evil && (exec 3</tmp/z/evil; exec sleep 1000) & sleep 0.5; rm /tmp/z/evil; "
+                 "rmdir /tmp/z; ln -s %s /tmp/z; echo ready; sleep 1000\"]",
+                 host);
+        _cleanup_json_ json_object *ex = must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", id, argv);
         memset(&c, 0, sizeof(c));
         attach("ses_test0000000000000221", 0, 6, &c);
         stream_free(&c);
@@ -540,7 +554,7 @@ START_TEST(suspend_without_checkpoint_says_why)
                   json_object_object_get_ex(susp, "why", &why));
         ck_assert(!json_object_get_boolean(mem));
         ck_assert_msg(strstr(json_object_get_string(why), "checkpoint failed") &&
-                              strstr(json_object_get_string(why), "ghost"),
+                              strstr(json_object_get_string(why), "deleted file"),
                       "%s", json_object_get_string(why));
         ck_assert(!storage_has("sandboxes/sbx_test0000000000000022/checkpoint"));
         _cleanup_json_ json_object *gone =
@@ -552,6 +566,11 @@ START_TEST(suspend_without_checkpoint_says_why)
         ck_assert_str_eq(c.out.data, "kept\n");
         stream_free(&c);
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
+        /* Nothing was written in the host's directory. */
+        _cleanup_closedir_ DIR *hd = opendir(host);
+        ck_assert_ptr_nonnull(hd);
+        for (struct dirent *de; (de = readdir(hd));)
+                ck_assert_msg(de->d_name[0] == '.', "the restore wrote %s/%s on the host", host, de->d_name);
 }
 END_TEST
 

@@ -173,6 +173,19 @@ static pid_t qemu_pid(void)
         return (pid_t)pid;
 }
 
+/* Whether pid has ended: gone, or a zombie (dead; QEMU is not our child, and the host's init reaps
+ * it when it will). */
+static bool ended(pid_t pid)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f || !fgets(buf, sizeof(buf), f))
+                return true;
+        char *p = strrchr(buf, ')');
+        return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* "Name:\tvalue" of /proc/PID/status, or "". */
 static void proc_status(pid_t pid, const char *name, char *out, size_t n)
 {
@@ -470,7 +483,7 @@ START_TEST(suspend_keeps_memory_and_restore_resumes_it)
         ck_assert(info.filesystem);
         ck_assert_msg(info.memory, "the suspend kept no memory");
         ck_assert(!backend->ops->alive(box));
-        ck_assert_int_lt(kill(qpid, 0), 0);
+        ck_assert(ended(qpid));
         char state[700];
         snprintf(state, sizeof(state), "%s/sbx/memory.state", dir);
         struct stat st;
@@ -501,7 +514,7 @@ START_TEST(destroy_leaves_nothing_running)
         _cleanup_error_ sp_error *e = NULL;
         ck_assert_msg(backend->ops->destroy(box, &e) == 0, "destroy: %s", e ? e->message : "?");
         box = NULL;
-        ck_assert_int_lt(kill(pid, 0), 0);
+        ck_assert(ended(pid));
         char p[700];
         snprintf(p, sizeof(p), "%s/agent.sock", runtime);
         ck_assert_int_lt(access(p, F_OK), 0);

@@ -450,6 +450,17 @@ static int op_restore(wk_box *box, sp_error **err)
         return 0;
 }
 
+/* CRIU's logs of its last checkpoint and restore (they name the sandbox's paths and mounts). */
+static void criu_logs_remove(const wk_box *box)
+{
+        static const char *const logs[] = {"criu-dump.log", "criu-restore.log"};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(logs); i++) {
+                char p[PATH_MAX + 32];
+                snprintf(p, sizeof(p), "%s/%s", box->runtime, logs[i]);
+                (void)unlink(p);
+        }
+}
+
 static int op_destroy(wk_box *box, sp_error **err)
 {
         if (box->cg)
@@ -459,6 +470,8 @@ static int op_destroy(wk_box *box, sp_error **err)
         if (box->cg && wk_cgroup_remove(box->cg, err) < 0)
                 return sp_error_wrap(err, "sandbox %s: remove cgroup", box->id);
         log_close(box);
+        criu_logs_remove(box);
+        wk_criu_images_remove(box->checkpoint);
         box_free(box);
         return 0;
 }

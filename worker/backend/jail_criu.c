@@ -91,6 +91,7 @@ static int run_criu(char *const argv[], const int *keep, size_t nkeep, const cha
                 if (w < 0 && errno != EINTR)
                         return sp_error_set_errno(err, SP_E_INTERNAL, errno, "wait for criu");
                 if (sp_now_mono_us() - t0 > (int64_t)CRIU_TIMEOUT_MS * 1000) {
+                        kill(-pid, SIGKILL); /* criu and its helpers (tar): its own session */
                         kill(pid, SIGKILL);
                         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                                 ;
@@ -268,6 +269,22 @@ static const char *file_kind(const struct statx *st, const wk_criu_dump *d)
         return NULL;
 }
 
+/* A deleted file CRIU would make again at its old path when it restores
+ * (a "ghost file"): at a moment when that path is resolved against the
+ * host's root, so that a symlink the sandbox put in its place leads out of
+ * it (an outside pass wrote and removed host files so). Refused: such a
+ * sandbox suspends with its files only. Memory files, shared anonymous
+ * memory and System V segments are no ghosts. */
+static bool deleted_file(const char *target)
+{
+        size_t n = strlen(target);
+        static const char suffix[] = " (deleted)";
+        if (n < sizeof(suffix) - 1 || strcmp(target + n - (sizeof(suffix) - 1), suffix) != 0)
+                return false;
+        return strncmp(target, "/memfd:", 7) != 0 && strncmp(target, "/dev/zero ", 10) != 0 &&
+               strncmp(target, "/SYSV", 5) != 0;
+}
+
 /* One of the tree's files (a /proc magic link): an --external file[] when
  * it lies on a mount outside the tree's mount namespace. */
 static int check_file(const char *link, const tree_mounts *m, const wk_criu_dump *d, args *a, json_object *files,
@@ -281,6 +298,11 @@ static int check_file(const char *link, const tree_mounts *m, const wk_criu_dump
         if (strncmp(target, "socket:", 7) == 0 || strncmp(target, "pipe:", 5) == 0 ||
             strncmp(target, "anon_inode:", 11) == 0)
                 return 0;
+        if (deleted_file(target))
+                return sp_error_set(err, SP_E_UNSUPPORTED,
+                                    "a process holds a deleted file (%s), which CRIU would make again at its "
+                                    "path on the host",
+                                    target);
         struct statx st;
         if (statx(AT_FDCWD, link, 0, STATX_INO | STATX_MNT_ID, &st) < 0)
                 return errno == ENOENT ? 0 : sp_error_set_errno(err, SP_E_IO, errno, "statx %s", link);
@@ -329,9 +351,29 @@ static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json
                 if (*end || p <= 0 || ns_ino((pid_t)p, "pid", &ns) < 0 || ns != pidns)
                         continue;
                 char path[64];
-                snprintf(path, sizeof(path), "/proc/%ld/exe", p);
-                if (check_file(path, m, d, a, files, err) < 0)
-                        return -SP_E_UNSUPPORTED;
+                static const char *const links[] = {"exe", "cwd", "root"};
+                for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++) {
+                        snprintf(path, sizeof(path), "/proc/%ld/%s", p, links[i]);
+                        if (check_file(path, m, d, a, files, err) < 0)
+                                return -SP_E_UNSUPPORTED;
+                }
+                snprintf(path, sizeof(path), "/proc/%ld/map_files", p);
+                _cleanup_closedir_ DIR *maps = opendir(path);
+                for (struct dirent *me; maps && (me = readdir(maps));) {
+                        if (me->d_name[0] == '.')
+                                continue;
+                        char link[300], target[256];
+                        snprintf(link, sizeof(link), "/proc/%ld/map_files/%.64s", p, me->d_name);
+                        ssize_t tn = readlink(link, target, sizeof(target) - 1);
+                        if (tn <= 0)
+                                continue;
+                        target[tn] = '\0';
+                        if (deleted_file(target))
+                                return sp_error_set(err, SP_E_UNSUPPORTED,
+                                                    "a process maps a deleted file (%s), which CRIU would make "
+                                                    "again at its path on the host",
+                                                    target);
+                }
                 snprintf(path, sizeof(path), "/proc/%ld/fd", p);
                 _cleanup_closedir_ DIR *fds = opendir(path);
                 if (!fds)
@@ -518,6 +560,36 @@ static int tree_hierarchies(pid_t pid, const char *cgroup, json_object *out, sp_
         return 0;
 }
 
+/* Whether CRIU's images hold a ghost file (ghost-file-N.img). */
+static bool has_ghosts(const char *dir)
+{
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        for (struct dirent *de; d && (de = readdir(d));)
+                if (strncmp(de->d_name, "ghost-file-", 11) == 0)
+                        return true;
+        return false;
+}
+
+/* A checkpoint is CRIU's images, regular files in one directory, and ours:
+ * anything else (a symlink, a directory: a tampered copy) is refused before
+ * the worker chowns, rewrites or hands it to CRIU as root. */
+static int images_plain(const char *dir, sp_error **err)
+{
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", dir);
+        for (struct dirent *de; (de = readdir(d));) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        return sp_error_set(err, SP_E_INVALID, "%s/%s is not an image file", dir, de->d_name);
+                if (strncmp(de->d_name, "ghost-file-", 11) == 0)
+                        return sp_error_set(err, SP_E_INVALID, "%s holds a ghost file (refused)", dir);
+        }
+        return 0;
+}
+
 /* CRIU's images directory is flat: its files, then itself. */
 static void remove_dir(const char *dir)
 {
@@ -560,6 +632,8 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         arg(&a, "-v4");
         arg(&a, "--manage-cgroups");
         arg(&a, "--tcp-established");
+        arg(&a, "--ghost-limit"); /* no ghost file's contents: such a dump fails (deleted_file) */
+        arg(&a, "0");
         ino_t netns;
         tree_mounts m = {0};
         int r = 0;
@@ -603,6 +677,11 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         }
         int64_t t0 = sp_now_mono_us();
         r = run_criu(a.v, NULL, 0, log, err);
+        /* A file deleted between the scan above and CRIU's freeze: its images name a ghost. */
+        if (r == 0 && has_ghosts(d->dir))
+                r = sp_error_set(err, SP_E_UNSUPPORTED,
+                                 "a process held a deleted file, which CRIU would make again at its path on the "
+                                 "host (its processes ended with the checkpoint)");
         if (r == 0)
                 sp_log_debug("checkpoint of %d in %lld ms", (int)d->pid, (long long)(sp_now_mono_us() - t0) / 1000);
 out:
@@ -741,6 +820,8 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         char path[PATH_MAX], root[PATH_MAX], dev[PATH_MAX], sys[PATH_MAX], agent[PATH_MAX], pidfile[PATH_MAX];
         char staging[sizeof(WK_CRIU_STAGING) + 16] = "";
         const char *log = r->log;
+        if (images_plain(r->dir, err) < 0)
+                return sp_error_wrap(err, "checkpoint");
         snprintf(path, sizeof(path), "%s/" WK_CRIU_META, r->dir);
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;
         _cleanup_json_ json_object *meta = NULL;
