@@ -148,6 +148,17 @@ static int run_criu(const char *const *args)
         return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/* The floor's process (killed when the bench fails: it would outlive it). */
+static pid_t floor_pid;
+
+__attribute__((noreturn)) static void floor_fail(const char *what, const char *dir)
+{
+        if (floor_pid > 0)
+                kill(floor_pid, SIGKILL);
+        fprintf(stderr, "space-bench-checkpoint: %s (%s)\n", what, dir);
+        exit(1);
+}
+
 /* The floor: CRIU alone on a host process holding bytes of anonymous memory, dumped and restored. */
 static void measure_floor(uint64_t bytes, int samples, series *out)
 {
@@ -170,6 +181,7 @@ static void measure_floor(uint64_t bytes, int samples, series *out)
                 for (;;)
                         pause();
         }
+        floor_pid = child;
         usleep(300000);
         char pid[32], pidfile[64];
         snprintf(pidfile, sizeof(pidfile), "%s/pid", dir);
@@ -177,11 +189,8 @@ static void measure_floor(uint64_t bytes, int samples, series *out)
                 snprintf(pid, sizeof(pid), "%d", (int)child);
                 const char *dump[] = {criu, "dump", "-t", pid, "-D", dir, "-o", "dump.log", NULL};
                 int64_t t0 = sp_now_mono_us();
-                if (run_criu(dump) < 0) {
-                        fprintf(stderr, "space-bench-checkpoint: criu dump of a host process failed (%s/dump.log)\n",
-                                dir);
-                        exit(1);
-                }
+                if (run_criu(dump) < 0)
+                        floor_fail("criu dump of a host process failed: see its dump.log", dir);
                 out->suspend[i] = bn_ms_since(t0);
                 out->image_bytes = dir_bytes(dir);
                 /* Gone before its pid is restored: reaped here (the first, our child) or by init. */
@@ -193,22 +202,19 @@ static void measure_floor(uint64_t bytes, int samples, series *out)
                                          "-o", "restore.log", "--pidfile", pidfile, NULL};
                 unlink(pidfile);
                 t0 = sp_now_mono_us();
-                if (run_criu(restore) < 0) {
-                        fprintf(stderr, "space-bench-checkpoint: criu restore of a host process failed (%s)\n", dir);
-                        exit(1);
-                }
+                if (run_criu(restore) < 0)
+                        floor_fail("criu restore of a host process failed: see its restore.log", dir);
                 out->wake[i] = bn_ms_since(t0);
                 FILE *f = fopen(pidfile, "re");
                 int p = 0;
-                if (!f || fscanf(f, "%d", &p) != 1 || p <= 0) {
-                        fprintf(stderr, "space-bench-checkpoint: no pid from criu restore\n");
-                        exit(1);
-                }
+                if (!f || fscanf(f, "%d", &p) != 1 || p <= 0)
+                        floor_fail("no pid from criu restore", dir);
                 fclose(f);
-                child = p;
+                child = floor_pid = p;
                 /* A restored process is CRIU's child, reparented: dumps of it need it alive, not reaped. */
         }
         kill(child, SIGKILL);
+        floor_pid = 0;
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
         if (system(cmd) != 0)
