@@ -24,26 +24,13 @@
 #include "space/time.h"
 #include "space/worker_rpc.h"
 #include "stats.h"
+#include "worker_call.h"
 
 static const char *addr = "127.0.0.1:7071";
 
-/* Calls method with its request q, a struct of the method's request type (size bytes). */
-static json_object *rpc_call(const char *method, const void *q, size_t size)
-{
-        const pr_method *m = pr_worker_method(method);
-        if (!m || m->request_size != size)
-                abort();
-        _cleanup_json_ json_object *req = pr_msg_encode(m->request, q);
-        json_object *resp = NULL;
-        _cleanup_error_ sp_error *e = NULL;
-        if (sp_rpc_call_sync(addr, NULL, method, req, 60000, &resp, &e) < 0) {
-                fprintf(stderr, "space-bench-worker: %s: %s\n", method, e->message);
-                exit(1);
-        }
-        return resp;
-}
 /* rpc(method, &(request type){...}): the literal may hold commas. */
-#define rpc(method, ...) rpc_call((method), (__VA_ARGS__), sizeof(*(__VA_ARGS__)))
+#define rpc(method, ...) \
+        bn_worker_call("space-bench-worker", addr, 60000, (method), (__VA_ARGS__), sizeof(*(__VA_ARGS__)))
 
 static void new_id(const char *prefix, char *out)
 {

@@ -453,18 +453,18 @@ START_TEST(suspend_keeps_processes)
 {
         const char *id = "sbx_test0000000000000021";
         create_sandbox(id);
-        _cleanup_json_ json_object *ex = must_call(
+        json_object_put(must_call(
                 "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
                 ",\"session_id\":\"ses_test0000000000000210\",\"argv\":[\"sh\",\"-c\",\"echo kept > /dev/shm/mark; "
                 "exec 7>/tmp/fd7; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; echo $i >&7; sleep 0.05; "
-                "done\"]");
+                "done\"]"));
         /* A TCP connection within the sandbox, held across the suspend: a counter into nc. */
-        _cleanup_json_ json_object *tcp = must_call(
+        json_object_put(must_call(
                 "Exec", "{\"sandbox_id\":\"%s\"%s}", id,
                 ",\"session_id\":\"ses_test0000000000000212\",\"argv\":[\"sh\",\"-c\",\"sleep 100000 | nc -l -p 5000 > "
                 "/tmp/tcp.out & "
                 "sleep 0.3; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; sleep 0.05; done | nc 127.0.0.1 "
-                "5000\"]");
+                "5000\"]"));
         stream_state st = {0};
         attach("ses_test0000000000000210", 0, 20, &st);
         stream_free(&st);
@@ -520,6 +520,46 @@ START_TEST(suspend_keeps_processes)
 }
 END_TEST
 
+/* A checkpoint outlives the worker: suspended, the worker restarted, the
+ * sandbox wakes with its processes (the restarted worker finds the images
+ * beside the root filesystem). */
+START_TEST(a_checkpoint_outlives_a_worker_restart)
+{
+        const char *id = "sbx_test0000000000000023";
+        create_sandbox(id);
+        json_object_put(must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", id,
+                                  ",\"session_id\":\"ses_test0000000000000230\",\"argv\":[\"sh\",\"-c\",\"echo $$ > "
+                                  "/tmp/pid; i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done\"]"));
+        stream_state c = {0};
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000231", "sleep 0.5; test -s /tmp/count", &c), 0);
+        stream_free(&c);
+        _cleanup_json_ json_object *s = must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, "");
+        json_object *susp, *mem;
+        ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem) &&
+                  json_object_get_boolean(mem));
+        sp_test_proc_stop(&worker, 5000, NULL);
+        sp_test_proc_free(&worker);
+        memset(&worker, 0, sizeof(worker));
+        sp_test_guard_done(purge_guard);
+        start_worker();
+        _cleanup_json_ json_object *got = must_call("GetSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(got, "state"), "suspended");
+        _cleanup_json_ json_object *rs = must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(rs, "state"), "running");
+        memset(&c, 0, sizeof(c));
+        ck_assert_msg(exec_run(id, "ses_test0000000000000232",
+                               "p=$(cat /tmp/pid); a=$(cat /tmp/count); sleep 0.5; b=$(cat /tmp/count); "
+                               "[ -d /proc/$p ] && [ $b -gt $a ]",
+                               &c) == 0,
+                      "the counter did not go on after the worker's restart");
+        stream_free(&c);
+        _cleanup_json_ json_object *ses =
+                must_call("GetSession", "{\"session_id\":\"%s\"%s}", "ses_test0000000000000230", "");
+        ck_assert_str_eq(field(ses, "state"), "running");
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
+}
+END_TEST
+
 /* A sandbox whose checkpoint is refused suspends with its files only and
  * says why; its session fails at once with the reason, and restore starts
  * it from its files. The refusal: a process holds a deleted file, which CRIU
@@ -543,7 +583,7 @@ START_TEST(suspend_without_checkpoint_says_why)
                  "from-the-sandbox > /tmp/z/evil && (exec 3</tmp/z/evil; exec sleep 1000) & sleep 0.5; rm /tmp/z/evil; "
                  "rmdir /tmp/z; ln -s %s /tmp/z; echo ready; sleep 1000\"]",
                  host);
-        _cleanup_json_ json_object *ex = must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", id, argv);
+        json_object_put(must_call("Exec", "{\"sandbox_id\":\"%s\"%s}", id, argv));
         memset(&c, 0, sizeof(c));
         attach("ses_test0000000000000221", 0, 6, &c);
         stream_free(&c);
@@ -1375,6 +1415,7 @@ int main(void)
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, suspend_keeps_processes);
         tcase_add_test(tc, suspend_without_checkpoint_says_why);
+        tcase_add_test(tc, a_checkpoint_outlives_a_worker_restart);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);
         tcase_add_test(tc, sandboxes_get_a_link_that_survives_restarts);
         tcase_add_test(tc, egress_goes_through_the_gateway_only);
