@@ -255,15 +255,22 @@ static void setup_proc(child_ctx *x)
         }
 }
 
-static void loopback_up(child_ctx *x)
+int wk_jail_loopback_up(void)
 {
-        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        CHECK(s, "socket");
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -1;
         struct ifreq ifr = {0};
-        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-        CHECK(ioctl(s, SIOCGIFFLAGS, &ifr), "get lo flags");
-        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-        CHECK(ioctl(s, SIOCSIFFLAGS, &ifr), "bring lo up");
+        memcpy(ifr.ifr_name, "lo", 3);
+        int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+        if (r == 0) {
+                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+                r = ioctl(s, SIOCSIFFLAGS, &ifr);
+        }
+        int e = errno;
+        close(s);
+        errno = e;
+        return r;
 }
 
 __attribute__((noreturn)) static void child_main(child_ctx *x)
@@ -286,7 +293,7 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
                 _exit(125); /* the parent gave up */
 
         CHECK(sethostname(cfg->hostname, strlen(cfg->hostname)), "sethostname");
-        loopback_up(x);
+        CHECK(wk_jail_loopback_up(), "bring lo up");
 
         /* Build the sandbox's tree on a staging mount point, as host root. */
         CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");

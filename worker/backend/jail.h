@@ -82,6 +82,10 @@ int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
 extern const char *const wk_jail_dev_nodes[WK_JAIL_DEV_NODES];
 extern const char *const wk_jail_proc_masked[WK_JAIL_PROC_MASKED];
 
+/* Brings the loopback interface of the calling thread's network namespace
+ * up; -1 with errno (async-signal-safe: a jail's init calls it). */
+int wk_jail_loopback_up(void);
+
 /* Mounts a jail's /dev at dir: a tmpfs owned by the sandbox's root (host
  * uid base) with the mount points of the device nodes, pts/, shm/ and the
  * usual links, without the mounts on them. -1 with errno, *ret_step naming

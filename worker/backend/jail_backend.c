@@ -128,6 +128,18 @@ static void net_down(wk_box *box)
         box->linked = false;
 }
 
+/* The host uid its root is (its user namespace maps 0 there). */
+static uid_t box_uid_base(const wk_box *box)
+{
+        return box->b->uid_base + box->slot * box->b->uid_count;
+}
+
+/* Its cgroup below each hierarchy's root, as CRIU names it. */
+static void box_cgroup_path(const wk_box *box, char *out, size_t n)
+{
+        snprintf(out, n, "/%s/%s", box->b->cgroup_parent, box->id);
+}
+
 static void log_path(const wk_box *box, char *out, size_t n)
 {
         snprintf(out, n, "%s/agent-log.fifo", box->runtime);
@@ -166,7 +178,7 @@ static int box_start(wk_box *box, sp_error **err)
                 .runtime_dir = box->runtime,
                 .agent_path = b->agent_path,
                 .hostname = box->hostname,
-                .uid_base = b->uid_base + box->slot * b->uid_count,
+                .uid_base = box_uid_base(box),
                 .uid_count = b->uid_count,
                 .agent_socket = box->socket,
                 .log_fd = logfd,
@@ -306,11 +318,11 @@ static int checkpoint(wk_box *box, char *why, size_t n)
         char logp[PATH_MAX + 32], criu_log[PATH_MAX + 32], cgroup[PATH_MAX];
         log_path(box, logp, sizeof(logp));
         snprintf(criu_log, sizeof(criu_log), "%s/criu-dump.log", box->runtime);
-        snprintf(cgroup, sizeof(cgroup), "/%s/%s", b->cgroup_parent, box->id);
+        box_cgroup_path(box, cgroup, sizeof(cgroup));
         wk_criu_dump d = {.criu = b->criu,
                           .dir = box->checkpoint,
                           .pid = box->pid,
-                          .uid_base = b->uid_base + box->slot * b->uid_count,
+                          .uid_base = box_uid_base(box),
                           .cgroup = cgroup,
                           .agent_path = b->agent_path,
                           .log_fifo = logp,
@@ -401,13 +413,13 @@ static int box_restore_checkpoint(wk_box *box, sp_error **err)
                 .log_fifo = logp,
                 .log_wfd = logfd,
                 .agent_socket = box->socket,
-                .uid_base = b->uid_base + box->slot * b->uid_count,
+                .uid_base = box_uid_base(box),
                 .uid_count = b->uid_count,
                 .attach_net = restore_net_cb,
                 .ud = box,
         };
         char cgroup[PATH_MAX];
-        snprintf(cgroup, sizeof(cgroup), "/%s/%s", b->cgroup_parent, box->id);
+        box_cgroup_path(box, cgroup, sizeof(cgroup));
         r.cgroup = cgroup;
         int64_t t0 = sp_now_mono_us();
         pid_t pid = 0;
@@ -470,8 +482,7 @@ static int op_destroy(wk_box *box, sp_error **err)
         if (box->cg && wk_cgroup_remove(box->cg, err) < 0)
                 return sp_error_wrap(err, "sandbox %s: remove cgroup", box->id);
         log_close(box);
-        criu_logs_remove(box);
-        wk_criu_images_remove(box->checkpoint);
+        criu_logs_remove(box); /* its images go with its storage directory (the node's) */
         box_free(box);
         return 0;
 }

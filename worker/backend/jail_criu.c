@@ -4,15 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <net/if.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +21,7 @@
 #include "backend/jail.h"
 #include "backend/jail_criu.h"
 #include "backend/proc.h"
+#include "rootfs/mountinfo.h"
 #include "space/buf.h"
 #include "space/cleanup.h"
 #include "space/fileio.h"
@@ -191,55 +189,38 @@ static const char *external_mount_source(const char *key, const char *staging, c
         return NULL;
 }
 
-/* mountinfo's octal escapes (\040) undone in place. */
-static void unescape(char *s)
-{
-        char *o = s;
-        for (char *p = s; *p; p++) {
-                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
-                    p[3] <= '7') {
-                        *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-                        p += 3;
-                } else {
-                        *o++ = *p;
-                }
-        }
-        *o = '\0';
-}
-
 typedef struct tree_mounts {
         int *ids;
         size_t n;
+        args *a;
+        json_object *keys;
 } tree_mounts;
 
+/* One mount of the tree's: its id kept, and an --external mnt[] option when
+ * the jail made it from the host's. */
+static int mount_seen(const wk_mountinfo_entry *e, void *ud, sp_error **err)
+{
+        tree_mounts *m = ud;
+        int *ids = realloc(m->ids, (m->n + 1) * sizeof(*ids));
+        if (!ids)
+                return sp_error_set(err, SP_E_LIMIT, "out of memory");
+        m->ids = ids;
+        m->ids[m->n++] = e->mount_id;
+        char key[64];
+        if (external_mount_key(e->mount_point, key, sizeof(key))) {
+                arg(m->a, "--external");
+                arg(m->a, "mnt[%s]:%s", e->mount_point, key);
+                json_object_array_add(m->keys, json_object_new_string(key));
+        }
+        return 0;
+}
+
 /* The mount ids of pid's mount namespace, and the --external mnt[] options. */
-static int read_mounts(pid_t pid, tree_mounts *m, args *a, json_object *keys, sp_error **err)
+static int read_mounts(pid_t pid, tree_mounts *m, sp_error **err)
 {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return sp_error_set_errno(err, SP_E_IO, errno, "read %s", path);
-        char line[8192];
-        while (fgets(line, sizeof(line), f)) {
-                int id = 0;
-                char mp[4096];
-                if (sscanf(line, "%d %*d %*s %*s %4095s", &id, mp) != 2)
-                        continue;
-                int *ids = realloc(m->ids, (m->n + 1) * sizeof(*ids));
-                if (!ids)
-                        return sp_error_set(err, SP_E_LIMIT, "out of memory");
-                m->ids = ids;
-                m->ids[m->n++] = id;
-                unescape(mp);
-                char key[64];
-                if (external_mount_key(mp, key, sizeof(key))) {
-                        arg(a, "--external");
-                        arg(a, "mnt[%s]:%s", mp, key);
-                        json_object_array_add(keys, json_object_new_string(key));
-                }
-        }
-        return 0;
+        return wk_mountinfo_foreach(path, mount_seen, m, err);
 }
 
 static bool in_tree_mounts(const tree_mounts *m, int id)
@@ -591,7 +572,7 @@ static int images_plain(const char *dir, sp_error **err)
 }
 
 /* CRIU's images directory is flat: its files, then itself. */
-static void remove_dir(const char *dir)
+void wk_criu_images_remove(const char *dir)
 {
         _cleanup_closedir_ DIR *d = opendir(dir);
         if (!d)
@@ -605,14 +586,9 @@ static void remove_dir(const char *dir)
                 sp_log_warn("checkpoint %s: %s", dir, strerror(errno));
 }
 
-void wk_criu_images_remove(const char *dir)
-{
-        remove_dir(dir);
-}
-
 int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
 {
-        remove_dir(d->dir);
+        wk_criu_images_remove(d->dir);
         if (mkdir(d->dir, 0700) < 0)
                 return sp_error_set_errno(err, SP_E_IO, errno, "mkdir %s", d->dir);
         _cleanup_json_ json_object *meta = json_object_new_object();
@@ -635,7 +611,7 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         arg(&a, "--ghost-limit"); /* no ghost file's contents: such a dump fails (deleted_file) */
         arg(&a, "0");
         ino_t netns;
-        tree_mounts m = {0};
+        tree_mounts m = {.a = &a, .keys = mounts};
         int r = 0;
         if (ns_ino(d->pid, "net", &netns) < 0) {
                 r = sp_error_set_errno(err, SP_E_IO, errno, "the network namespace of %d", (int)d->pid);
@@ -643,7 +619,7 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         }
         arg(&a, "--external");
         arg(&a, "net[%llu]:%s", (unsigned long long)netns, NET_KEY);
-        if (read_mounts(d->pid, &m, &a, mounts, err) < 0 || tree_files(d, &m, &a, files, err) < 0) {
+        if (read_mounts(d->pid, &m, err) < 0 || tree_files(d, &m, &a, files, err) < 0) {
                 r = -SP_E_UNSUPPORTED;
                 goto out;
         }
@@ -688,7 +664,7 @@ out:
         free(m.ids);
         args_free(&a);
         if (r < 0)
-                remove_dir(d->dir);
+                wk_criu_images_remove(d->dir);
         return r;
 }
 
@@ -711,17 +687,8 @@ static void *net_thread_main(void *arg)
         if (unshare(CLONE_NEWNET) < 0)
                 goto fail;
         x->step = "bring lo up";
-        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (s < 0)
+        if (wk_jail_loopback_up() < 0)
                 goto fail;
-        struct ifreq ifr = {0};
-        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ||
-            (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(s, SIOCSIFFLAGS, &ifr) < 0)) {
-                close(s);
-                goto fail;
-        }
-        close(s);
         x->step = "listen on the agent's socket";
         if (wk_box_listen(x->socket, 64, &x->listen_fd, NULL) < 0)
                 goto fail;
@@ -837,14 +804,12 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
             sp_json_get_string(meta, "cgroup", true, PATH_MAX, &dumped_cgroup, err) < 0 ||
             sp_json_get_array(meta, "cgroup_hierarchies", true, 32, &hier, err) < 0)
                 return sp_error_wrap(err, "checkpoint %s", r->dir);
-        /* Made on another slot (another worker's, or this one's before): its user namespace here maps to this one's. */
-        if ((uid_t)dumped_base != r->uid_base &&
-            remap_images(r->dir, (uid_t)dumped_base, r->uid_base, r->uid_count, err) < 0)
-                return sp_error_wrap(err, "checkpoint %s", r->dir);
+        /* Made on another slot (another worker's, or this one's before): its user namespace here maps to
+         * this one's, recorded at once (a failed restore after this must not map it twice). */
         if ((uid_t)dumped_base != r->uid_base) {
-                /* Recorded at once: a failed restore after this must not map it twice. */
                 json_object_object_add(meta, "uid_base", json_object_new_int64((int64_t)r->uid_base));
-                if (sp_file_write_atomic(path, sp_json_str(meta), strlen(sp_json_str(meta)), 0600, err) < 0)
+                if (remap_images(r->dir, (uid_t)dumped_base, r->uid_base, r->uid_count, err) < 0 ||
+                    sp_file_write_atomic(path, sp_json_str(meta), strlen(sp_json_str(meta)), 0600, err) < 0)
                         return sp_error_wrap(err, "checkpoint %s", r->dir);
         }
         if (make_staging(r->uid_base, staging, sizeof(staging), err) < 0)
@@ -1006,34 +971,14 @@ out:
         return rc;
 }
 
-static uint64_t dir_bytes(int dfd, int depth)
-{
-        _cleanup_closedir_ DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return 0;
-        }
-        uint64_t total = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                struct stat st;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (S_ISDIR(st.st_mode) && depth < 4) {
-                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (sub >= 0)
-                                total += dir_bytes(sub, depth + 1);
-                } else if (S_ISREG(st.st_mode)) {
-                        total += (uint64_t)st.st_size;
-                }
-        }
-        return total;
-}
-
 uint64_t wk_criu_images_bytes(const char *dir)
 {
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        return fd < 0 ? 0 : dir_bytes(fd, 0);
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        uint64_t total = 0;
+        for (struct dirent *de; d && (de = readdir(d));) {
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                        total += (uint64_t)st.st_size;
+        }
+        return total;
 }

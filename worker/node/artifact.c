@@ -205,39 +205,36 @@ void wk__artifacts_clear(wk__artifacts *x)
         x->err = sp_error_free(x->err);
 }
 
-/* A jail suspended with its processes: its checkpoint's images packed into
- * one file (made once per suspend), bounded by the pool's room and time. */
-static int pack_checkpoint(wk__artifacts *x)
+/* Packs dir into storage/<name> unless it is there (made once per suspend):
+ * what root in the sandbox controls is bounded, the archive by the pool's
+ * room (reflinked copies count once against its quota, in full here), what
+ * the packer is fed (sparse files' holes included) by max_fed, and the time.
+ * what names it in errors ("root filesystem"). */
+static int pack_once(wk__artifacts *x, const char *dir, const char *name, uint64_t max_fed, const char *what)
 {
-        char dir[PATH_MAX], tar[PATH_MAX], part[PATH_MAX];
-        wk__path(dir, sizeof(dir), "%s/%s", x->storage, CKPT_DIR);
-        wk__path(tar, sizeof(tar), "%s/%s", x->storage, CKPT_TAR);
-        wk__path(part, sizeof(part), "%s/%s.part", x->storage, CKPT_TAR);
+        char tar[PATH_MAX], part[PATH_MAX];
+        wk__path(tar, sizeof(tar), "%s/%s", x->storage, name);
+        wk__path(part, sizeof(part), "%s/%s.part", x->storage, name);
         if (access(tar, F_OK) == 0)
                 return 0;
-        if (access(dir, F_OK) < 0)
-                return sp_error_set(&x->err, SP_E_INTERNAL,
-                                    "sandbox %s: suspended with its processes, but its "
-                                    "checkpoint is not there",
-                                    x->id);
         _cleanup_close_ int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
-                return sp_error_set_errno(&x->err, SP_E_IO, errno, "create the packed checkpoint");
+                return sp_error_set_errno(&x->err, SP_E_IO, errno, "create the packed %s", what);
         uint64_t n = 0, room = 0;
         if (wk__pool_room(fd, x->reserve, &room, &x->err) < 0) {
                 unlink(part);
                 return -1;
         }
         wk_artifact_pack_limits lim = {
-                .max_fed = UINT64_C(1) << 40,
+                .max_fed = max_fed,
                 .max_archive_bytes = room ? room : 1,
                 .deadline_us = sp_now_mono_us() + PACK_TIMEOUT_US,
         };
         if (wk_artifact_pack_tree_bounded(dir, fd, &lim, &n, &x->err) < 0 || fsync(fd) < 0 || rename(part, tar) < 0) {
                 if (!x->err)
-                        sp_error_set_errno(&x->err, SP_E_IO, errno, "write the packed checkpoint");
+                        sp_error_set_errno(&x->err, SP_E_IO, errno, "write the packed %s", what);
                 unlink(part);
-                return sp_error_wrap(&x->err, "pack the checkpoint of %s", x->id);
+                return sp_error_wrap(&x->err, "pack the %s of %s", what, x->id);
         }
         return 0;
 }
@@ -245,44 +242,27 @@ static int pack_checkpoint(wk__artifacts *x)
 void wk__artifacts_make(wk__artifacts *x)
 {
         if (x->jail) {
-                char tar[PATH_MAX], part[PATH_MAX];
-                wk__path(tar, sizeof(tar), "%s/%s", x->storage, JAIL_TAR);
-                wk__path(part, sizeof(part), "%s/%s.part", x->storage, JAIL_TAR);
                 wk_quota_usage u = {0};
                 if (wk_subvol_sync(x->rootfs, NULL) == 0 && wk_quota_get(x->rootfs, &u, NULL) == 0)
                         x->disk_exclusive = u.exclusive;
-                if (access(tar, F_OK) < 0) {
-                        _cleanup_close_ int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                        uint64_t n = 0, room = 0;
-                        if (fd < 0) {
-                                sp_error_set_errno(&x->err, SP_E_IO, errno, "create the packed root filesystem");
-                                return;
-                        }
-                        /* What root in the sandbox controls is bounded: the archive by the pool's room (reflinked
-                         * copies count once against its quota, in full here), what the packer is fed (sparse
-                         * files' holes included) by a multiple of its quota, and the time. */
-                        if (wk__pool_room(fd, x->reserve, &room, &x->err) < 0) {
-                                unlink(part);
-                                return;
-                        }
-                        uint64_t quota = x->disk_bytes ? x->disk_bytes : (UINT64_C(8) << 30);
-                        wk_artifact_pack_limits lim = {
-                                .max_fed = quota > (UINT64_C(1) << 60) / 4 ? UINT64_C(1) << 60 : quota * 4,
-                                .max_archive_bytes = room ? room : 1,
-                                .deadline_us = sp_now_mono_us() + PACK_TIMEOUT_US,
-                        };
-                        if (wk_artifact_pack_tree_bounded(x->rootfs, fd, &lim, &n, &x->err) < 0 || fsync(fd) < 0 ||
-                            rename(part, tar) < 0) {
-                                if (!x->err)
-                                        sp_error_set_errno(&x->err, SP_E_IO, errno, "write the packed root filesystem");
-                                unlink(part);
-                                sp_error_wrap(&x->err, "pack the root filesystem of %s", x->id);
-                                return;
-                        }
-                }
+                uint64_t quota = x->disk_bytes ? x->disk_bytes : (UINT64_C(8) << 30);
+                if (pack_once(x, x->rootfs, JAIL_TAR, quota > (UINT64_C(1) << 60) / 4 ? UINT64_C(1) << 60 : quota * 4,
+                              "root filesystem") < 0)
+                        return;
         }
-        if (x->jail && x->memory && pack_checkpoint(x) < 0)
-                return;
+        /* A jail suspended with its processes: its checkpoint's images too. */
+        if (x->jail && x->memory) {
+                char dir[PATH_MAX];
+                wk__path(dir, sizeof(dir), "%s/%s", x->storage, CKPT_DIR);
+                if (access(dir, F_OK) < 0) {
+                        sp_error_set(&x->err, SP_E_INTERNAL,
+                                     "sandbox %s: suspended with its processes, but its checkpoint is not there",
+                                     x->id);
+                        return;
+                }
+                if (pack_once(x, dir, CKPT_TAR, UINT64_C(1) << 40, "checkpoint") < 0)
+                        return;
+        }
         for (size_t i = 0; i < SP_ARRAY_SIZE(STORAGE_FILES); i++) {
                 if (x->jail != jail_file(STORAGE_FILES[i]))
                         continue;

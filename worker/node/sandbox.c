@@ -1329,18 +1329,6 @@ static void suspend_sync_timeout(evutil_socket_t fd, short what, void *ud)
         suspend_go(ss);
 }
 
-static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_done_fn done, void *ud, sp_error **err);
-
-int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
-{
-        return suspend_start(n, id, false, done, ud, err);
-}
-
-int wk_node_sandbox_stop(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
-{
-        return suspend_start(n, id, true, done, ud, err);
-}
-
 static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_done_fn done, void *ud, sp_error **err)
 {
         wk_sandbox *sb = need(n, id, err);
@@ -1379,6 +1367,16 @@ static int suspend_start(wk_node *n, const char *id, bool files_only, wk_node_do
                 suspend_submit(b);
         }
         return 1;
+}
+
+int wk_node_sandbox_suspend(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return suspend_start(n, id, false, done, ud, err);
+}
+
+int wk_node_sandbox_stop(wk_node *n, const char *id, wk_node_done_fn done, void *ud, sp_error **err)
+{
+        return suspend_start(n, id, true, done, ud, err);
 }
 
 static void restore_run(wk_job *j)

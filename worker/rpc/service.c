@@ -187,7 +187,26 @@ static void id_job_done(const sp_error *err, void *ud)
 }
 
 /* A sandbox job: answered with the sandbox once it is done. */
-static void id_job_start(sp_rpc_call *call, const char *id, id_job op);
+static void id_job_start(sp_rpc_call *call, const char *id, id_job op)
+{
+        sp_error *e = NULL;
+        id_job_call *x = calloc(1, sizeof(*x));
+        if (!x) {
+                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
+                return;
+        }
+        x->call = sp_rpc_call_ref(call);
+        snprintf(x->id, sizeof(x->id), "%s", id);
+        int r = op(wk__svc.node, id, id_job_done, x, &e);
+        if (r == 1)
+                return;
+        sp_rpc_call_unref(call);
+        free(x);
+        if (r < 0)
+                wk__fail(call, e);
+        else
+                reply_sandbox(call, id);
+}
 
 static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
 {
@@ -198,28 +217,6 @@ static void by_id_job(sp_rpc_call *call, json_object *req, id_job op)
                 return;
         }
         id_job_start(call, q.id, op);
-}
-
-static void id_job_start(sp_rpc_call *call, const char *id, id_job op)
-{
-        sp_error *e = NULL;
-        pr_wk_sandbox_ref q = {.id = id};
-        id_job_call *x = calloc(1, sizeof(*x));
-        if (!x) {
-                sp_rpc_call_failf(call, SP_E_LIMIT, "out of memory");
-                return;
-        }
-        x->call = sp_rpc_call_ref(call);
-        snprintf(x->id, sizeof(x->id), "%s", q.id);
-        int r = op(wk__svc.node, q.id, id_job_done, x, &e);
-        if (r == 1)
-                return;
-        sp_rpc_call_unref(call);
-        free(x);
-        if (r < 0)
-                wk__fail(call, e);
-        else
-                reply_sandbox(call, q.id);
 }
 
 static void h_pause(sp_rpc_call *call, json_object *req, void *ud)
