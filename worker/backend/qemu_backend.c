@@ -1037,11 +1037,12 @@ static int template_image(const wk_box_spec *spec, uint64_t size, char *out, siz
         snprintf(tmp, sizeof(tmp), "%s.tmp", out);
         if (wk_rootfs_make_ext4(rootfs, tmp, size, MKFS_TIMEOUT_MS, err) < 0)
                 return sp_error_wrap(err, "the template's disk image");
+        /* Room first: the bound holds at every moment, also for whoever looks between. */
+        evict_shapes(spec, "disk-", ".ext4", out);
         if (rename(tmp, out) < 0) {
                 unlink(tmp);
                 return sp_error_set_errno(err, SP_E_IO, errno, "rename %s", tmp);
         }
-        evict_shapes(spec, "disk-", ".ext4", out);
         return 0;
 }
 
@@ -1225,15 +1226,16 @@ static int op_prepare(wk_backend *base, const wk_box_spec *spec, sp_error **err)
                 goto out;
         }
         box_release(box);
+        /* Room first: the bound holds at every moment, also for whoever looks between. */
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
+        remove_other_bases(b, spec);
+        evict_shapes(spec, prefix, NULL, dir);
         if (rename(tmp, dir) < 0) {
                 sp_error_set_errno(err, SP_E_IO, errno, "rename %s", tmp);
                 base_remove(tmp);
                 goto out;
         }
-        remove_other_bases(b, spec);
-        char prefix[64];
-        snprintf(prefix, sizeof(prefix), "base-%s-", b->base_tag);
-        evict_shapes(spec, prefix, NULL, dir);
         sp_log_info_kv(SP_KV("template_dir", spec->template_dir),
                        "base snapshot made (%s, %llu MiB, %u vCPU, disk %llu MiB) in %lld ms", b->accel,
                        mib(box->guest_bytes), box->vcpus, mib(box->disk_bytes),
