@@ -153,7 +153,10 @@ for (const pkg of versions) {
       // Connect gives the output after it (as envd's): connect, then make the command write.
       const again = await sbx.commands.connect(h.pid)
       await sbx.commands.sendStdin(h.pid, 'hello\n')
-      for (let i = 0; i < 100 && !again.stdout.includes('got hello'); i++) await new Promise((r) => setTimeout(r, 100))
+      // The two handles read two streams: wait for both (neither is ordered against the other).
+      for (let i = 0; i < 100 && !(again.stdout.includes('got hello') && h.stdout.includes('got hello')); i++) {
+        await new Promise((r) => setTimeout(r, 100))
+      }
       assert.equal(again.stdout, 'got hello\n')
       assert.match(h.stdout, /got hello/, 'the handle of commands.run has it too')
       assert.equal(await sbx.commands.kill(h.pid), true)
