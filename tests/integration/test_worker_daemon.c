@@ -412,6 +412,19 @@ START_TEST(lifecycle_exec_files)
         ck_assert_int_eq(atoll(st.out.data), (long long)n);
         stream_free(&st);
 
+        /* A CRIU without this project's patches would dump a jail and fail to restore it: not used, and said. */
+        sp_test_proc_stop(&worker, 5000, NULL);
+        sp_test_proc_free(&worker);
+        memset(&worker, 0, sizeof(worker));
+        sp_test_guard_done(purge_guard);
+        w_extra[0] = "--criu=/bin/true";
+        start_worker();
+        _cleanup_json_ json_object *s2 =
+                must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", "");
+        ck_assert(json_object_object_get_ex(s2, "suspend", &susp) && json_object_object_get_ex(susp, "why", &why));
+        ck_assert_msg(strstr(json_object_get_string(why), "lacks this project's patches"), "%s",
+                      json_object_get_string(why));
+
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", "sbx_test0000000000000001", ""));
         e = NULL;
         ck_assert_ptr_null(call("GetSandbox", &e, "{\"id\":\"sbx_test0000000000000001\"}"));
@@ -605,6 +618,17 @@ START_TEST(suspend_without_checkpoint_says_why)
         ck_assert_int_eq(exec_run(id, "ses_test0000000000000222", "cat /home/mark", &c), 0);
         ck_assert_str_eq(c.out.data, "kept\n");
         stream_free(&c);
+        /* A mount the sandbox made itself: a restore makes the tree's mounts as host root, so it is refused. */
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000223",
+                                  "mkdir -p /mnt/own && mount -t tmpfs own /mnt/own && echo mounted", &c),
+                         0);
+        ck_assert_str_eq(c.out.data, "mounted\n");
+        stream_free(&c);
+        _cleanup_json_ json_object *s2 = must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert(json_object_object_get_ex(s2, "suspend", &susp) && json_object_object_get_ex(susp, "why", &why));
+        ck_assert_msg(strstr(json_object_get_string(why), "a mount of its own (tmpfs on /mnt/own)"), "%s",
+                      json_object_get_string(why));
+        ck_assert(!storage_has("sandboxes/sbx_test0000000000000022/checkpoint"));
         json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
         /* Nothing was written in the host's directory. */
         _cleanup_closedir_ DIR *hd = opendir(host);

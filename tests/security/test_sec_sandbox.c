@@ -26,11 +26,10 @@
  * jail checkpointed and restored with CRIU, which workers do with --criu), and
  * a restore gains nothing the probes see: the same mounts with the same
  * options, the same capabilities, seccomp and no_new_privs of a command, the
- * agent's namespaces all but the network one the sandbox's own again. Not
- * yet: the agent probe, whose last check (unmounting the agent's binary)
- * succeeds after a restore — CRIU makes the mounts again from inside the
- * sandbox's user namespace, so the kernel does not lock them (open: the
- * reason --criu is off by default; docs/threat-model.md, "Checkpoints").
+ * agent's namespaces all but the network and pid ones the sandbox's own
+ * again, and its mounts locked as a start's are (CRIU builds the mount tree
+ * as host root and copies it into the sandbox's user namespace:
+ * scripts/criu.d/0005-enter-userns.patch).
  *
  * Commands run through the sandbox's agent socket on the worker (as the
  * worker does); the static space-probe (tests/security/probe) is copied into
@@ -328,6 +327,36 @@ static const char *agent_verdict(const char *name, const char *result, const cha
         return "not refused for want of permission";
 }
 
+/* Root inside cannot unmount what the host mounted: every mount but the root is locked (EINVAL; EPERM would
+ * mean the probe lacked the privilege the test is about). /dev/pts is the sandbox's own (the agent mounts it
+ * from inside the sandbox's user namespace; a restore's copy locks it too). */
+static const char *mount_verdict(const char *name, const char *result, const char *err)
+{
+        if (strcmp(name, "umount:/dev/pts") == 0)
+                return NULL;
+        if (strcmp(result, "denied") != 0)
+                return "root inside unmounted a mount the host made";
+        return strcmp(err, "EINVAL") == 0 ? NULL : "not refused as a locked mount (EINVAL)";
+}
+
+START_TEST(the_mounts_are_locked)
+{
+        sandbox sb;
+        sandbox_new(&sb);
+        char *out = run(&sb, 25, "[\"space-probe\",\"--in-sandbox\",\"--mounts\"]");
+        ck_assert_msg(strstr(out, "umount:/run/space/agent denied") && strstr(out, "umount:/proc/sys denied") &&
+                              strstr(out, "umount:/proc/kmsg denied"),
+                      "%s", out);
+        /* /dev and its nodes, /dev/shm, /proc and its masks, /sys, /run, the agent's binary */
+        ck_assert_int_ge(check_lines(out, mount_verdict), 12);
+        free(out);
+        out = run(&sb, 26, "[\"echo\",\"alive\"]");
+        ck_assert_str_eq(out, "alive\n");
+        free(out);
+        sandbox_delete(&sb);
+}
+END_TEST
+
 START_TEST(the_agent_is_out_of_reach)
 {
         sandbox sb;
@@ -602,13 +631,14 @@ static unsigned long ns_inode(int pid, const char *ns)
         return (unsigned long)st.st_ino;
 }
 
-/* Who owns the agent's namespaces: its network namespace the host's user namespace (docs/threat-model.md, "Who
+/* Who owns the agent's namespaces: its network and pid namespaces the host's user namespace (docs/threat-model.md, "Who
  * owns a jail's namespaces"), its uts, ipc, mount and cgroup namespaces the sandbox's. */
 static void assert_ns_owners(const sandbox *sb)
 {
         unsigned long host = ns_inode(0, "user"), own = ns_inode(sb->pid, "user");
         ck_assert_uint_ne(host, own);
         ck_assert_msg(ns_owner(sb->pid, "net") == host, "the sandbox's network namespace is not the host's");
+        ck_assert_msg(ns_owner(sb->pid, "pid") == host, "the sandbox's pid namespace is not the host's");
         static const char *const mine[] = {"uts", "ipc", "mnt", "cgroup"};
         for (size_t i = 0; i < SP_ARRAY_SIZE(mine); i++)
                 ck_assert_msg(ns_owner(sb->pid, mine[i]) == own, "its %s namespace is not the sandbox's", mine[i]);
@@ -644,6 +674,7 @@ static Suite *suite(void)
         tcase_add_test(tc, daemon_descriptors_are_close_on_exec);
         tcase_add_test(tc, sandbox_processes_hold_only_their_own_descriptors);
         tcase_add_test(tc, the_agent_is_out_of_reach);
+        tcase_add_test(tc, the_mounts_are_locked);
         tcase_add_test(tc, every_denied_system_call_is_refused);
         tcase_add_test(tc, open_files_are_limited);
         tcase_add_test(tc, special_files_never_block_the_agent);
@@ -655,6 +686,8 @@ static Suite *suite(void)
         tcase_set_timeout(rt, 300);
         tcase_add_unchecked_fixture(rt, cluster_up_restored, cluster_down);
         tcase_add_test(rt, a_restore_gains_nothing);
+        tcase_add_test(rt, the_mounts_are_locked);
+        tcase_add_test(rt, the_agent_is_out_of_reach);
         tcase_add_test(rt, sandbox_processes_hold_only_their_own_descriptors);
         tcase_add_test(rt, every_denied_system_call_is_refused);
         tcase_add_test(rt, open_files_are_limited);

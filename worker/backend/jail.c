@@ -42,6 +42,7 @@ static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char
 }
 
 const char *const wk_jail_dev_nodes[WK_JAIL_DEV_NODES] = {"null", "zero", "full", "random", "urandom", "tty"};
+const char *const wk_jail_proc_readonly[WK_JAIL_PROC_READONLY] = {"sys", "bus", "fs", "irq"};
 const char *const wk_jail_proc_masked[WK_JAIL_PROC_MASKED] = {
         "kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms", "kmsg"};
 
@@ -138,6 +139,17 @@ out:
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
         return r;
+}
+
+int wk_jail_make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err)
+{
+        jail_ns ns = {-1, -1, -1};
+        if (make_userns(base, count, &ns, err) < 0)
+                return -SP_E_IO;
+        *ret_fd = ns.user;
+        ns.user = -1;
+        jail_ns_close(&ns);
+        return 0;
 }
 
 /* --- the child: everything below runs in the new namespaces --- */
@@ -237,14 +249,14 @@ static void setup_dev(child_ctx *x, uid_t base)
 static void setup_proc(child_ctx *x)
 {
         CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
-        static const char *const ro[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq"};
-        for (size_t i = 0; i < SP_ARRAY_SIZE(ro); i++) {
-                if (access(ro[i], F_OK) < 0)
+        for (size_t i = 0; i < SP_ARRAY_SIZE(wk_jail_proc_readonly); i++) {
+                char p[64];
+                snprintf(p, sizeof(p), "proc/%s", wk_jail_proc_readonly[i]);
+                if (access(p, F_OK) < 0)
                         continue;
-                CHECK(mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL), "bind %s", ro[i]);
-                CHECK(mount(NULL, ro[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                            NULL),
-                      "read-only %s", ro[i]);
+                CHECK(mount(p, p, NULL, MS_BIND | MS_REC, NULL), "bind %s", p);
+                CHECK(mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                      "read-only %s", p);
         }
         for (size_t i = 0; i < SP_ARRAY_SIZE(wk_jail_proc_masked); i++) {
                 char p[64];

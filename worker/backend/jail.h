@@ -75,10 +75,13 @@ typedef struct wk_jail_config {
  * (or it is reparented if the daemon restarts). */
 int wk_jail_start(const wk_jail_config *cfg, pid_t *ret_pid, sp_error **err);
 
-/* The device nodes a jail's /dev binds from the host's, and the /proc files
- * it masks with /dev/null (those the kernel has). */
+/* The device nodes a jail's /dev binds from the host's, the /proc files it
+ * masks with /dev/null and the /proc directories it binds read-only (those
+ * the kernel has). */
 #define WK_JAIL_DEV_NODES 6
 #define WK_JAIL_PROC_MASKED 8
+#define WK_JAIL_PROC_READONLY 4
+extern const char *const wk_jail_proc_readonly[WK_JAIL_PROC_READONLY];
 extern const char *const wk_jail_dev_nodes[WK_JAIL_DEV_NODES];
 extern const char *const wk_jail_proc_masked[WK_JAIL_PROC_MASKED];
 
@@ -95,6 +98,10 @@ int wk_jail_dev_skeleton(const char *dir, uid_t base, const char **ret_step);
 /* Attaches at path the sandbox's own view of rootfs (idmapped: host ids
  * base..base+count-1 appear as 0..count-1), as wk_jail_start makes it: a
  * checkpoint's restore starts from it. */
+/* A user namespace of the jail's map (0..count-1 to base..), held by
+ * *ret_fd: the one a restore's tree enters (jail_criu.c). */
+int wk_jail_make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err);
+
 int wk_jail_mount_root(const char *rootfs, uid_t base, uint32_t count, const char *path, sp_error **err);
 
 /* The seccomp filter as a BPF program, built once per process (the caller

@@ -628,6 +628,14 @@ static void find_criu(jail_backend *b, const char *path)
                 sp_log_info("jail: no CRIU at %s: suspend keeps a jail's files only", path);
                 return;
         }
+        if (!wk_criu_has_patches(path)) {
+                snprintf(b->criu_missing, sizeof(b->criu_missing),
+                         "the CRIU at %s lacks this project's patches (scripts/criu builds it)", path);
+                sp_log_warn("jail: %s lacks this project's patches (--enter-userns): suspend keeps a jail's files "
+                            "only",
+                            path);
+                return;
+        }
         b->criu = strdup(path);
         if (!b->criu)
                 snprintf(b->criu_missing, sizeof(b->criu_missing), "out of memory");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@
 
 #define CRIU_TIMEOUT_MS 120000
 #define NET_KEY "net"
+#define USERNS_KEY "space-userns"
 #define MAX_ARGS 128
 
 /* --- running criu --- */
@@ -194,13 +196,49 @@ typedef struct tree_mounts {
         size_t n;
         args *a;
         json_object *keys;
+        json_object *points; /* the mount points seen, for duplicates */
 } tree_mounts;
+
+static bool listed(const char *name, const char *const *list, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(name, list[i]) == 0)
+                        return true;
+        return false;
+}
+
+/* Whether a mount is one the jail makes (wk_jail_start), by its mount point and, where the jail mounts a
+ * filesystem there, its type. A restore makes the tree's mounts as host root (before the tree enters its user
+ * namespace, so that the kernel locks them: scripts/criu.d/0005-enter-userns.patch): one the sandbox made
+ * itself is not made so. */
+static bool jail_mount(const char *mp, const char *fstype)
+{
+        static const struct {
+                const char *point, *fstype;
+        } fixed[] = {{"/", NULL},       {"/dev", "tmpfs"}, {"/dev/shm", "tmpfs"}, {"/dev/pts", "devpts"},
+                     {"/proc", "proc"}, {"/sys", "sysfs"}, {"/run", "tmpfs"},     {WK_JAIL_AGENT_PATH, NULL}};
+        for (size_t i = 0; i < SP_ARRAY_SIZE(fixed); i++)
+                if (strcmp(mp, fixed[i].point) == 0)
+                        return !fixed[i].fstype || strcmp(fstype, fixed[i].fstype) == 0;
+        if (strncmp(mp, "/dev/", 5) == 0)
+                return listed(mp + 5, wk_jail_dev_nodes, WK_JAIL_DEV_NODES);
+        if (strncmp(mp, "/proc/", 6) == 0)
+                return listed(mp + 6, wk_jail_proc_masked, WK_JAIL_PROC_MASKED) ||
+                       (listed(mp + 6, wk_jail_proc_readonly, WK_JAIL_PROC_READONLY) && strcmp(fstype, "proc") == 0);
+        return false;
+}
 
 /* One mount of the tree's: its id kept, and an --external mnt[] option when
  * the jail made it from the host's. */
 static int mount_seen(const wk_mountinfo_entry *e, void *ud, sp_error **err)
 {
         tree_mounts *m = ud;
+        if (!jail_mount(e->mount_point, e->fstype) || json_object_object_get_ex(m->points, e->mount_point, NULL))
+                return sp_error_set(err, SP_E_UNSUPPORTED,
+                                    "the sandbox made a mount of its own (%s on %s), which a restore would make as "
+                                    "the host's root",
+                                    e->fstype, e->mount_point);
+        json_object_object_add(m->points, e->mount_point, NULL);
         int *ids = realloc(m->ids, (m->n + 1) * sizeof(*ids));
         if (!ids)
                 return sp_error_set(err, SP_E_LIMIT, "out of memory");
@@ -318,9 +356,9 @@ static int ns_ino(pid_t pid, const char *ns, ino_t *ret)
 /* Every process in the tree's pid namespace: its executable and open files. */
 static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json_object *files, sp_error **err)
 {
-        ino_t pidns;
-        if (ns_ino(d->pid, "pid", &pidns) < 0)
-                return sp_error_set_errno(err, SP_E_IO, errno, "the pid namespace of %d", (int)d->pid);
+        ino_t pidns, mntns;
+        if (ns_ino(d->pid, "pid", &pidns) < 0 || ns_ino(d->pid, "mnt", &mntns) < 0)
+                return sp_error_set_errno(err, SP_E_IO, errno, "the namespaces of %d", (int)d->pid);
         _cleanup_closedir_ DIR *proc = opendir("/proc");
         if (!proc)
                 return sp_error_set_errno(err, SP_E_IO, errno, "open /proc");
@@ -331,6 +369,10 @@ static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json
                 ino_t ns;
                 if (*end || p <= 0 || ns_ino((pid_t)p, "pid", &ns) < 0 || ns != pidns)
                         continue;
+                /* One mount namespace, the one the restore copies into the sandbox's user namespace. */
+                if (ns_ino((pid_t)p, "mnt", &ns) == 0 && ns != mntns)
+                        return sp_error_set(err, SP_E_UNSUPPORTED,
+                                            "a process (%ld on the host) has a mount namespace of its own", p);
                 char path[64];
                 static const char *const links[] = {"exe", "cwd", "root"};
                 for (size_t i = 0; i < SP_ARRAY_SIZE(links); i++) {
@@ -611,7 +653,7 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
         arg(&a, "--ghost-limit"); /* no ghost file's contents: such a dump fails (deleted_file) */
         arg(&a, "0");
         ino_t netns;
-        tree_mounts m = {.a = &a, .keys = mounts};
+        tree_mounts m = {.a = &a, .keys = mounts, .points = json_object_new_object()};
         int r = 0;
         if (ns_ino(d->pid, "net", &netns) < 0) {
                 r = sp_error_set_errno(err, SP_E_IO, errno, "the network namespace of %d", (int)d->pid);
@@ -662,6 +704,7 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
                 sp_log_debug("checkpoint of %d in %lld ms", (int)d->pid, (long long)(sp_now_mono_us() - t0) / 1000);
 out:
         free(m.ids);
+        json_object_put(m.points);
         args_free(&a);
         if (r < 0)
                 wk_criu_images_remove(d->dir);
@@ -821,7 +864,7 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         snprintf(pidfile, sizeof(pidfile), "%s/restore.pid", r->runtime_dir);
         unlink(pidfile);
 
-        int fds[32], nfds = 0, rc = 0;
+        int fds[32], nfds = 0, rc = 0, userns_fd;
         bool root_mounted = false, dev_mounted = false, agent_mounted = false;
         args a = {0};
         net_thread nt = {.socket = r->agent_socket, .sys = sys, .netns_fd = -1, .listen_fd = -1};
@@ -892,6 +935,18 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         fds[nfds++] = nt.listen_fd;
         arg(&a, "--inherit-fd");
         arg(&a, "fd[%d]:%s", nt.listen_fd, listener);
+        /* The sandbox's user namespace, made here as a start makes it: CRIU builds the mount tree
+         * as host root, then copies it into this namespace, which locks its mounts as a start's
+         * copy does (scripts/criu.d/0005-enter-userns.patch). */
+        if (wk_jail_make_userns(r->uid_base, r->uid_count, &userns_fd, err) < 0) {
+                rc = sp_error_wrap(err, "restore");
+                goto out;
+        }
+        fds[nfds++] = userns_fd;
+        arg(&a, "--inherit-fd");
+        arg(&a, "fd[%d]:%s", userns_fd, USERNS_KEY);
+        arg(&a, "--enter-userns");
+        arg(&a, "%s", USERNS_KEY);
         for (size_t i = 0; i < json_object_array_length(mounts); i++) {
                 const char *key = json_object_get_string(json_object_array_get_idx(mounts, i));
                 char buf[PATH_MAX];
@@ -969,6 +1024,21 @@ out:
         unlink(pidfile);
         args_free(&a);
         return rc;
+}
+
+bool wk_criu_has_patches(const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0)
+                return false;
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+                return false;
+        static const char option[] = "--enter-userns";
+        bool found = memmem(p, (size_t)st.st_size, option, sizeof(option) - 1) != NULL;
+        munmap(p, (size_t)st.st_size);
+        return found;
 }
 
 uint64_t wk_criu_images_bytes(const char *dir)

@@ -90,6 +90,11 @@ int wk_criu_userns_remap(const uint8_t *in, size_t n, uint32_t from, uint32_t to
 /* Removes a checkpoint's images (none is no error). */
 void wk_criu_images_remove(const char *dir);
 
+/* Whether the CRIU binary at path has this project's patches (scripts/criu.d: a restore needs
+ * --enter-userns, 0005): its text names the option. A stock CRIU would dump a jail and fail
+ * every restore of it. */
+bool wk_criu_has_patches(const char *path);
+
 /* The images' size in bytes (0 when there are none). */
 uint64_t wk_criu_images_bytes(const char *dir);
 

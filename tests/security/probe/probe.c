@@ -17,6 +17,9 @@
  *   --fds         descriptors this process inherited beyond 0, 1 and 2
  *                 ("inherited N TARGET" lines), then "fds checked"
  *   --limits      "nofile SOFT HARD", and an attempt to raise the hard limit
+ *   --mounts      unmounting each mount of its mount namespace but the root,
+ *                 the deepest first ("umount:PATH ..."): a mount the host
+ *                 made and the kernel locked answers EINVAL
  *   --net OP ...  network attempts against the egress boundary (net.c)
  *
  * Every attempt is built to be harmless where it is permitted
@@ -326,6 +329,31 @@ static int probe_limits(void)
         return 0;
 }
 
+static int probe_mounts(void)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "r");
+        if (!f) {
+                report("read_mountinfo", -1);
+                return 1;
+        }
+        char *points[256], line[4096];
+        int n = 0;
+        while (n < 256 && fgets(line, sizeof(line), f)) {
+                char mp[4096];
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && strcmp(mp, "/") != 0)
+                        points[n++] = strdup(mp);
+        }
+        fclose(f);
+        /* mountinfo lists a mount after the one it is on: the last first. */
+        for (int i = n - 1; i >= 0; i--) {
+                char name[4200];
+                snprintf(name, sizeof(name), "umount:%s", points[i]);
+                report(name, umount2(points[i], MNT_DETACH));
+                free(points[i]);
+        }
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         if (argc < 2 || strcmp(argv[1], "--in-sandbox") != 0) {
@@ -340,6 +368,8 @@ int main(int argc, char **argv)
                 return probe_fds();
         if (argc > 2 && strcmp(argv[2], "--limits") == 0)
                 return probe_limits();
+        if (argc > 2 && strcmp(argv[2], "--mounts") == 0)
+                return probe_mounts();
         if (argc > 2 && strcmp(argv[2], "--net") == 0)
                 return probe_net(argc - 3, argv + 3);
         char buf[64] = {0};
