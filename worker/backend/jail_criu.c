@@ -540,6 +540,118 @@ bad:
         return sp_error_set(err, SP_E_INVALID, "a malformed CRIU userns image");
 }
 
+/* --- a mountpoints image's mounts --- */
+
+#define MNTS_MAGIC 0x55563928u
+#define MNTS_MAX 64
+
+/* CRIU's fstype enum (images/mnt.proto) for the filesystems the jail mounts; "other" for the rest. */
+static const char *fstype_name(uint64_t t)
+{
+        switch (t) {
+        case 1:
+                return "proc";
+        case 2:
+                return "sysfs";
+        case 5:
+                return "tmpfs";
+        case 6:
+                return "devpts";
+        default:
+                return "other";
+        }
+}
+
+/* One mnt_entry: its fstype (field 1, a varint) and mount point (field 7, "./PATH"), the rest skipped. */
+static int mount_entry(const uint8_t *p, size_t n, uint64_t *fstype, char *mp, size_t mpn)
+{
+        size_t off = 0;
+        bool have_mp = false;
+        *fstype = 0;
+        while (off < n) {
+                uint64_t key, v;
+                if (get_varint(p, n, &off, &key) < 0 || (key >> 3) == 0)
+                        return -1;
+                if ((key & 7) == 0) {
+                        if (get_varint(p, n, &off, &v) < 0)
+                                return -1;
+                        if ((key >> 3) == 1)
+                                *fstype = v;
+                } else if ((key & 7) == 2) {
+                        if (get_varint(p, n, &off, &v) < 0 || v > n - off)
+                                return -1;
+                        if ((key >> 3) == 7) {
+                                const char *s = (const char *)p + off;
+                                if (v < 1 || v >= mpn || s[0] != '.' || memchr(s, '\0', (size_t)v))
+                                        return -1;
+                                /* "./dev/shm" is /dev/shm, "./" the root */
+                                snprintf(mp, mpn, "%.*s", (int)v - 1, s + 1);
+                                if (mp[0] == '\0')
+                                        snprintf(mp, mpn, "/");
+                                else if (mp[0] != '/')
+                                        return -1;
+                                have_mp = true;
+                        }
+                        off += (size_t)v;
+                } else {
+                        return -1;
+                }
+        }
+        return have_mp ? 0 : -1;
+}
+
+int wk_criu_mounts_check(const uint8_t *in, size_t n, sp_error **err)
+{
+        if (n < 8 || get_u32(in) != IMG_COMMON_MAGIC || get_u32(in + 4) != MNTS_MAGIC)
+                return sp_error_set(err, SP_E_INVALID, "not a CRIU mountpoints image");
+        _cleanup_json_ json_object *seen = json_object_new_object();
+        size_t off = 8, count = 0;
+        while (off < n) {
+                if (n - off < 4)
+                        goto bad;
+                uint32_t len = get_u32(in + off);
+                off += 4;
+                if (len > n - off)
+                        goto bad;
+                uint64_t fstype;
+                char mp[PATH_MAX];
+                if (mount_entry(in + off, len, &fstype, mp, sizeof(mp)) < 0)
+                        goto bad;
+                off += len;
+                if (++count > MNTS_MAX)
+                        return sp_error_set(err, SP_E_INVALID, "more than %d mounts", MNTS_MAX);
+                if (!jail_mount(mp, fstype_name(fstype)) || json_object_object_get_ex(seen, mp, NULL))
+                        return sp_error_set(err, SP_E_INVALID, "a mount the jail does not make (%s on %s)",
+                                            fstype_name(fstype), mp);
+                json_object_object_add(seen, mp, NULL);
+        }
+        return 0;
+bad:
+        return sp_error_set(err, SP_E_INVALID, "a malformed CRIU mountpoints image");
+}
+
+/* The checkpoint's mounts are the jail's own, in one mount namespace (what a restore makes as host root). */
+static int check_mount_images(const char *dir, sp_error **err)
+{
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return sp_error_set_errno(err, SP_E_IO, errno, "open %s", dir);
+        int images = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (strncmp(de->d_name, "mountpoints-", 12) != 0)
+                        continue;
+                if (++images > 1)
+                        return sp_error_set(err, SP_E_INVALID, "more than one mount namespace");
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                _cleanup_buf_ sp_buf in = SP_BUF_INIT;
+                if (sp_file_read(p, 4u << 20, &in, err) < 0 ||
+                    wk_criu_mounts_check((const uint8_t *)in.data, in.len, err) < 0)
+                        return -SP_E_INVALID;
+        }
+        return images == 1 ? 0 : sp_error_set(err, SP_E_INVALID, "no mountpoints image");
+}
+
 /* Every userns image of the checkpoint in dir mapped from one host base to another. */
 static int remap_images(const char *dir, uid_t from, uid_t to, uint32_t count, sp_error **err)
 {
@@ -700,6 +812,10 @@ int wk_criu_dump_tree(const wk_criu_dump *d, sp_error **err)
                 r = sp_error_set(err, SP_E_UNSUPPORTED,
                                  "a process held a deleted file, which CRIU would make again at its path on the "
                                  "host (its processes ended with the checkpoint)");
+        /* Mounts made between the look above and CRIU's seizure of the tree. */
+        if (r == 0 && check_mount_images(d->dir, err) < 0)
+                r = sp_error_wrap(err, "the sandbox changed its mounts during the checkpoint (its processes ended with "
+                                       "it)");
         if (r == 0)
                 sp_log_debug("checkpoint of %d in %lld ms", (int)d->pid, (long long)(sp_now_mono_us() - t0) / 1000);
 out:
@@ -830,7 +946,7 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
         char path[PATH_MAX], root[PATH_MAX], dev[PATH_MAX], sys[PATH_MAX], agent[PATH_MAX], pidfile[PATH_MAX];
         char staging[sizeof(WK_CRIU_STAGING) + 16] = "";
         const char *log = r->log;
-        if (images_plain(r->dir, err) < 0)
+        if (images_plain(r->dir, err) < 0 || check_mount_images(r->dir, err) < 0)
                 return sp_error_wrap(err, "checkpoint");
         snprintf(path, sizeof(path), "%s/" WK_CRIU_META, r->dir);
         _cleanup_buf_ sp_buf text = SP_BUF_INIT;

@@ -22,6 +22,7 @@
 #ifndef WK_BACKEND_JAIL_CRIU_H
 #define WK_BACKEND_JAIL_CRIU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -86,6 +87,12 @@ int wk_criu_restore_tree(const wk_criu_restore *r, pid_t *ret_pid, sp_error **er
 struct sp_buf;
 int wk_criu_userns_remap(const uint8_t *in, size_t n, uint32_t from, uint32_t to, uint32_t count, struct sp_buf *out,
                          sp_error **err);
+
+/* Checks a CRIU mountpoints image (the bytes of mountpoints-N.img): every mount is one a jail makes
+ * (its mount point and, where the jail mounts a filesystem there, its type), each mount point once,
+ * at most 64. A restore makes these mounts as host root, so a checkpoint (from this worker or
+ * another) with any other is refused. SP_E_INVALID naming the mount, or for a malformed image. */
+int wk_criu_mounts_check(const uint8_t *in, size_t n, sp_error **err);
 
 /* Removes a checkpoint's images (none is no error). */
 void wk_criu_images_remove(const char *dir);
