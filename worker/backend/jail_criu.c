@@ -562,7 +562,7 @@ static const char *fstype_name(uint64_t t)
         }
 }
 
-/* One mnt_entry: its fstype (field 1, a varint) and mount point (field 7, "./PATH"), the rest skipped. */
+/* One mnt_entry: its fstype (field 1, a varint) and mount point (field 7, absolute), the rest skipped. */
 static int mount_entry(const uint8_t *p, size_t n, uint64_t *fstype, char *mp, size_t mpn)
 {
         size_t off = 0;
@@ -582,14 +582,9 @@ static int mount_entry(const uint8_t *p, size_t n, uint64_t *fstype, char *mp, s
                                 return -1;
                         if ((key >> 3) == 7) {
                                 const char *s = (const char *)p + off;
-                                if (v < 1 || v >= mpn || s[0] != '.' || memchr(s, '\0', (size_t)v))
+                                if (v < 1 || v >= mpn || s[0] != '/' || memchr(s, '\0', (size_t)v))
                                         return -1;
-                                /* "./dev/shm" is /dev/shm, "./" the root */
-                                snprintf(mp, mpn, "%.*s", (int)v - 1, s + 1);
-                                if (mp[0] == '\0')
-                                        snprintf(mp, mpn, "/");
-                                else if (mp[0] != '/')
-                                        return -1;
+                                snprintf(mp, mpn, "%.*s", (int)v, s);
                                 have_mp = true;
                         }
                         off += (size_t)v;

@@ -4,7 +4,7 @@
  * because a restore makes the mounts as host root: a jail's own mounts pass
  * (their mount points, and the filesystem types the jail mounts), a mount the
  * sandbox made, a mount point twice, a type the jail does not mount there,
- * and malformed images (bad magic, cut short, a mount point not "./...", a
+ * and malformed images (bad magic, cut short, a mount point not "/...", a
  * wire type protobuf does not have) are refused, naming the mount. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,22 +60,22 @@ static void jail_image(sp_buf *img)
 {
         u32(img, 0x54564319);
         u32(img, 0x55563928);
-        entry(img, 16, "./");
-        entry(img, 5, "./dev");
+        entry(img, 16, "/");
+        entry(img, 5, "/dev");
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
         for (size_t i = 0; i < 6; i++) {
                 char p[32];
-                snprintf(p, sizeof(p), "./dev/%s", nodes[i]);
+                snprintf(p, sizeof(p), "/dev/%s", nodes[i]);
                 entry(img, 3, p);
         }
-        entry(img, 5, "./dev/shm");
-        entry(img, 6, "./dev/pts");
-        entry(img, 1, "./proc");
-        entry(img, 1, "./proc/sys");
-        entry(img, 3, "./proc/kcore");
-        entry(img, 2, "./sys");
-        entry(img, 5, "./run");
-        entry(img, 16, "./run/space/agent");
+        entry(img, 5, "/dev/shm");
+        entry(img, 6, "/dev/pts");
+        entry(img, 1, "/proc");
+        entry(img, 1, "/proc/sys");
+        entry(img, 3, "/proc/kcore");
+        entry(img, 2, "/sys");
+        entry(img, 5, "/run");
+        entry(img, 16, "/run/space/agent");
 }
 
 static void expect_refused(const sp_buf *img, const char *words)
@@ -104,12 +104,12 @@ START_TEST(other_mounts_are_refused)
                 unsigned fstype;
                 const char *mp, *words;
         } bad[] = {
-                {5, "./mnt/own", "tmpfs on /mnt/own"},
-                {5, "./run", "tmpfs on /run"}, /* a second mount on a jail's mount point */
-                {5, "./dev/pts", "tmpfs on /dev/pts"}, /* a type the jail does not mount there */
-                {1, "./proc/self", "proc on /proc/self"},
-                {16, "./dev/sda", "other on /dev/sda"},
-                {16, "./etc", "other on /etc"},
+                {5, "/mnt/own", "tmpfs on /mnt/own"},
+                {5, "/run", "tmpfs on /run"}, /* a second mount on a jail's mount point */
+                {5, "/dev/pts", "tmpfs on /dev/pts"}, /* a type the jail does not mount there */
+                {1, "/proc/self", "proc on /proc/self"},
+                {16, "/dev/sda", "other on /dev/sda"},
+                {16, "/etc", "other on /etc"},
         };
         for (size_t i = 0; i < SP_ARRAY_SIZE(bad); i++) {
                 _cleanup_buf_ sp_buf img = SP_BUF_INIT;
@@ -132,10 +132,10 @@ START_TEST(malformed_images_are_refused)
         u32(&other, 0x54564319);
         u32(&other, 0x55474906);
         expect_refused(&other, "not a CRIU mountpoints image");
-        /* a mount point that is not "./..." */
+        /* a mount point that is not absolute */
         _cleanup_buf_ sp_buf abs = SP_BUF_INIT;
         jail_image(&abs);
-        entry(&abs, 5, "/tmp");
+        entry(&abs, 5, "./tmp");
         expect_refused(&abs, "malformed");
         _cleanup_buf_ sp_buf rel = SP_BUF_INIT;
         jail_image(&rel);
