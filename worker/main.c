@@ -84,10 +84,10 @@ static const sp_config_def defs[] = {
         {"backend", SP_CONFIG_STRING, "jail", offsetof(worker_cfg, backend), 0, 0,
          "isolation backend: jail (namespaces) or qemu (a microvm per sandbox), or several, comma-separated, "
          "the first serving creates that name none (jail,qemu; docs/backends.md)"},
-        {"criu", SP_CONFIG_STRING, "off", offsetof(worker_cfg, criu), 0, 0,
-         "jail: off (a jail's suspend keeps its files only), auto (the CRIU scripts/criu installs, "
-         "/var/lib/space/criu/criu) or a CRIU's path: a suspend checkpoints the jail with its processes. Off "
-         "by default while a restored jail's mounts are not locked (docs/threat-model.md, \"Checkpoints\")"},
+        {"criu", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, criu), 0, 0,
+         "jail: auto (the CRIU scripts/criu installs, /var/lib/space/criu/criu, when it is there) or a CRIU's "
+         "path: a suspend checkpoints the jail with its processes; off: a jail's suspend keeps its files only "
+         "(docs/backends.md, \"What a jail keeps across a suspend\")"},
         {"vm-kernel-dir", SP_CONFIG_STRING, "/var/lib/space/vm-kernel", offsetof(worker_cfg, vm_kernel_dir), 0, 0,
          "qemu: the guest kernel and its modules (scripts/vm-kernel installs them)"},
         {"accel", SP_CONFIG_STRING, "auto", offsetof(worker_cfg, accel), 0, 0,
