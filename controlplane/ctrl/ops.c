@@ -121,11 +121,12 @@ static void wake_waiting_for_a_slot(cp_ctrl *c)
         "operations x WHERE x.target_id = o.target_id AND x.id <> o.id AND x.state IN ('pending', 'running'))"
 
 /* Done; note (may be NULL) is what the worker said of it that the user must
- * know (a suspend that kept files only, and why): it becomes the operation's
- * message and is added to the sandbox's status; kept (JSON, may be NULL),
- * what a suspend kept, goes into the operation's result as "suspend". */
+ * know (a suspend that kept files only, a restore that lost the processes,
+ * and why): it becomes the operation's message and is added to the sandbox's
+ * status; kept (JSON, may be NULL), what a suspend kept or a restore lost,
+ * goes into the operation's result as kept_key ("suspend", "restore"). */
 static void op_succeed_note(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k, const char *note,
-                            const char *kept)
+                            const char *kept, const char *kept_key)
 {
         char next[SP_ID_MAX];
         if (sp_id_new("op", next, NULL) < 0)
@@ -144,9 +145,9 @@ static void op_succeed_note(cp_ctrl *c, const char *op, const char *sbx, const k
                  "message = CASE WHEN o.request ? 'moved' THEN o.request->>'moved_message' ELSE $3::text END, "
                  "result = (SELECT api_sandbox(s) FROM sandboxes s WHERE s.id = $2) || CASE WHEN o.request ? 'moved' "
                  "THEN jsonb_build_object('moved', o.request->'moved') ELSE '{}'::jsonb END || CASE WHEN $4::jsonb "
-                 "IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('suspend', $4::jsonb) END "
+                 "IS NULL THEN '{}'::jsonb ELSE jsonb_build_object($5::text, $4::jsonb) END "
                  "WHERE o.id = $1 AND o.state IN ('pending', 'running')",
-                 4, (const char *[]){op, sbx, note, kept}, false},
+                 5, (const char *[]){op, sbx, note, kept, kept_key ? kept_key : "suspend"}, false},
                 {NEXT_OP, 2, np, false},
         };
         if (cp_db_txn(c->db, k ? txn : txn + 1, k ? 3 : 1, &e) < 0) {
@@ -162,7 +163,7 @@ static void op_succeed_note(cp_ctrl *c, const char *op, const char *sbx, const k
 
 static void op_succeed(cp_ctrl *c, const char *op, const char *sbx, const kind_def *k)
 {
-        op_succeed_note(c, op, sbx, k, NULL, NULL);
+        op_succeed_note(c, op, sbx, k, NULL, NULL, NULL);
 }
 
 /* Fails the operation for good; a failed create leaves a failed sandbox. */
@@ -258,12 +259,27 @@ static void on_verify(json_object *resp, const sp_error *err, void *userdata)
 }
 
 /* What a suspend's answer says it kept (its "suspend"), and a note when its
- * processes were not kept where they could have been. */
-static void suspend_kept(json_object *resp, const op_ctx *x, char *note, size_t n, const char **kept)
+ * processes were not kept where they could have been; for a restore that lost
+ * the processes its suspend kept (its answer's "restore_why"), the note and a
+ * "restore" result {"memory":false,"why"} (written in buf). */
+static void suspend_kept(json_object *resp, const op_ctx *x, char *note, size_t n, char *buf, size_t bn,
+                         const char **kept, const char **kept_key)
 {
         json_object *susp, *mem, *why;
         note[0] = '\0';
         *kept = NULL;
+        *kept_key = "suspend";
+        if (strcmp(x->k->method, "RestoreSandbox") == 0 && resp &&
+            json_object_object_get_ex(resp, "restore_why", &why) && json_object_is_type(why, json_type_string)) {
+                snprintf(note, n, "woken with its files only: %s", json_object_get_string(why));
+                _cleanup_json_ json_object *r = json_object_new_object();
+                json_object_object_add(r, "memory", json_object_new_boolean(false));
+                json_object_object_add(r, "why", json_object_get(why));
+                snprintf(buf, bn, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
+                *kept = buf;
+                *kept_key = "restore";
+                return;
+        }
         if (strcmp(x->k->method, "SuspendSandbox") != 0 || !resp ||
             !json_object_object_get_ex(resp, "suspend", &susp) || !json_object_is_type(susp, json_type_object))
                 return;
@@ -284,10 +300,10 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
                         /* The worker has the profile this create sent (a later
                          * change is the controller's to send: ctrl/reconcile.c). */
                         cp_sandbox_egress_applied(c->db, x->sbx, x->egress_generation);
-                char note[640];
-                const char *kept = NULL;
-                suspend_kept(err ? NULL : resp, x, note, sizeof(note), &kept);
-                op_succeed_note(c, x->op, x->sbx, x->k, note[0] ? note : NULL, kept);
+                char note[640], buf[1024];
+                const char *kept = NULL, *kept_key = NULL;
+                suspend_kept(err ? NULL : resp, x, note, sizeof(note), buf, sizeof(buf), &kept, &kept_key);
+                op_succeed_note(c, x->op, x->sbx, x->k, note[0] ? note : NULL, kept, kept_key);
                 ctx_free(x);
                 return;
         }

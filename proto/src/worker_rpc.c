@@ -319,6 +319,7 @@ static const pr_field sandbox_fields[] = {
         PR_F_OBJECT_REQ(R, "resources", resources, &sandbox_resources_schema),
         PR_F_OBJECT_OPT(R, "suspend", suspend, has_suspend, &suspend_schema),
         PR_F_STRING(R, "error", error, false, PR_WK_MESSAGE_MAX),
+        PR_F_STRING(R, "restore_why", restore_why, false, 512),
         PR_F_BOOL_REQ(R, "agent_connected", agent_connected),
         PR_F_BOOL(R, "stored", stored, false),
         PR_F_INT(R, "stored_bytes", stored_bytes, false, 0, INT64_MAX, 0),

@@ -796,16 +796,26 @@ START_TEST(auto_resume_wakes_on_request)
         _cleanup_json_ json_object *woken = sp_test_api(&S, key, "GET", path, 200, NULL, NULL);
         ck_assert_str_eq(sp_test_jstr(woken, "status_message"), "woken by a request for one of its ports");
 
-        /* Suspended: a request restores it. A jail keeps no processes across a
-         * suspend, so the woken sandbox answers that nothing listens. */
+        /* Suspended: a request restores it. Where the worker has the project's CRIU (scripts/criu; its
+         * --criu=auto finds it) the jail kept its processes and the server answers the request that woke
+         * it; without, it kept its files only and the woken sandbox answers that nothing listens. */
+        bool criu = access("/var/lib/space/criu/criu", X_OK) == 0;
+        if (!criu)
+                fprintf(stderr, "ingress: no CRIU on this host (scripts/criu): a suspend keeps files only\n");
         sp_test_sandbox_action(&S, key, sbx, "suspend", st);
         ck_assert_str_eq(st, "suspended");
         sp_buf_clear(&body);
-        ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 502);
-        ck_assert_msg(strstr(body.data, "nothing listens on port 8080"), "%s", body.data);
+        if (criu) {
+                ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 200);
+                ck_assert_str_eq(body.data, "awake\n");
+        } else {
+                ck_assert_int_eq(request("GET", "/x", host, hdr, NULL, NULL, &body), 502);
+                ck_assert_msg(strstr(body.data, "nothing listens on port 8080"), "%s", body.data);
+        }
         state_of(key, sbx, st);
         ck_assert_str_eq(st, "running");
-        run(key, sbx, WEB);
+        if (!criu)
+                run(key, sbx, WEB);
         ck_assert_int_eq(poll_until("/x", host, hdr, 200), 200);
 
         /* Switched off: 409 again. */

@@ -479,6 +479,13 @@ START_TEST(suspend_keeps_processes)
                 "sleep 0.3; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; sleep 0.05; done | nc 127.0.0.1 "
                 "5000\"]"));
         stream_state st = {0};
+        /* A process whose session leader is gone (a shell that put it in the background and ended): CRIU
+         * restores it with a helper standing for that leader. */
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000214",
+                                  "sleep 100123 </dev/null >/dev/null 2>&1 & echo $! > /tmp/orphan", &st),
+                         0);
+        stream_free(&st);
+        memset(&st, 0, sizeof(st));
         attach("ses_test0000000000000210", 0, 20, &st);
         stream_free(&st);
 
@@ -496,6 +503,7 @@ START_TEST(suspend_keeps_processes)
 
         _cleanup_json_ json_object *rs = must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", id, "");
         ck_assert_str_eq(field(rs, "state"), "running");
+        ck_assert_msg(!json_object_object_get_ex(rs, "restore_why", NULL), "%s", json_object_to_json_string(rs));
         ck_assert(!storage_has("sandboxes/sbx_test0000000000000021/checkpoint"));
         /* Every line from the first, across the suspend, once. */
         memset(&st, 0, sizeof(st));
@@ -510,6 +518,10 @@ START_TEST(suspend_keeps_processes)
                                   &c),
                          0);
         ck_assert_str_eq(c.out.data, "kept\n1\n");
+        stream_free(&c);
+        memset(&c, 0, sizeof(c));
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000215", "kill -0 $(cat /tmp/orphan) && echo alive", &c), 0);
+        ck_assert_str_eq(c.out.data, "alive\n");
         stream_free(&c);
         /* The connection goes on: what the server received grows, every number once. */
         memset(&c, 0, sizeof(c));
@@ -635,6 +647,41 @@ START_TEST(suspend_without_checkpoint_says_why)
         ck_assert_ptr_nonnull(hd);
         for (struct dirent *de; (de = readdir(hd));)
                 ck_assert_msg(de->d_name[0] == '.', "the restore wrote %s/%s on the host", host, de->d_name);
+}
+END_TEST
+
+/* A checkpoint that cannot be restored (its images damaged here) starts the sandbox from its files, and
+ * the restore's answer says so and why: the processes its suspend kept are never lost silently. */
+START_TEST(a_failed_restore_says_why)
+{
+        const char *id = "sbx_test0000000000000024";
+        create_sandbox(id);
+        stream_state c = {0};
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000240",
+                                  "echo kept > /home/mark; sleep 100000 </dev/null >/dev/null 2>&1 &", &c),
+                         0);
+        stream_free(&c);
+        _cleanup_json_ json_object *s = must_call("SuspendSandbox", "{\"id\":\"%s\"%s}", id, "");
+        json_object *susp, *mem;
+        ck_assert(json_object_object_get_ex(s, "suspend", &susp) && json_object_object_get_ex(susp, "memory", &mem) &&
+                  json_object_get_boolean(mem));
+        char core[1200];
+        snprintf(core, sizeof(core), "%s/storage/sandboxes/%s/checkpoint/core-1.img", dir, id);
+        ck_assert_int_eq(truncate(core, 10), 0);
+        _cleanup_json_ json_object *rs = must_call("RestoreSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert_str_eq(field(rs, "state"), "running");
+        json_object *why;
+        ck_assert_msg(json_object_object_get_ex(rs, "restore_why", &why) &&
+                              strstr(json_object_get_string(why), "the restore from its checkpoint failed"),
+                      "%s", json_object_to_json_string(rs));
+        /* GetSandbox says it too, until the next suspend. */
+        _cleanup_json_ json_object *g = must_call("GetSandbox", "{\"id\":\"%s\"%s}", id, "");
+        ck_assert(json_object_object_get_ex(g, "restore_why", NULL));
+        ck_assert_int_eq(exec_run(id, "ses_test0000000000000241", "cat /home/mark", &c), 0);
+        ck_assert_str_eq(c.out.data, "kept\n");
+        stream_free(&c);
+        ck_assert(!storage_has("sandboxes/sbx_test0000000000000024/checkpoint"));
+        json_object_put(must_call("DeleteSandbox", "{\"id\":\"%s\"%s}", id, ""));
 }
 END_TEST
 
@@ -1438,6 +1485,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, lifecycle_exec_files);
         tcase_add_test(tc, suspend_keeps_processes);
+        tcase_add_test(tc, a_failed_restore_says_why);
         tcase_add_test(tc, suspend_without_checkpoint_says_why);
         tcase_add_test(tc, a_checkpoint_outlives_a_worker_restart);
         tcase_add_test(tc, worker_sigkill_loses_nothing_and_delete_leaves_nothing);

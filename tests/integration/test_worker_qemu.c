@@ -490,7 +490,9 @@ START_TEST(suspend_keeps_memory_and_restore_resumes_it)
         ck_assert_int_eq(stat(state, &st), 0);
         ck_assert_int_eq(st.st_uid, 0);
         ck_assert_int_eq(st.st_mode & 077, 0);
-        ck_assert_msg(backend->ops->restore(box, &e) == 0, "restore: %s", e ? e->message : "?");
+        wk_restore_info lost;
+        ck_assert_msg(backend->ops->restore(box, &lost, &e) == 0, "restore: %s", e ? e->message : "?");
+        ck_assert_str_eq(lost.why, "");
         ck_assert(backend->ops->alive(box));
         ck_assert_int_lt(access(state, F_OK), 0); /* spent: the disk goes on from here */
         l = connect_agent();

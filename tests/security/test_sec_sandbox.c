@@ -595,13 +595,14 @@ START_TEST(unmapped_users_are_refused_not_root)
 END_TEST
 
 /* What a command sees of its confinement: the mounts (point, options, type), its capabilities, seccomp and
- * no_new_privs. */
+ * no_new_privs, and who owns what the jail makes (a restore puts tmpfs contents back with tar). */
 static char *confinement(const sandbox *sb, uint32_t channel)
 {
         return run(sb, channel,
                    "[\"sh\",\"-c\",\"sed -E 's/^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ ([^ ]+) ([^ ]+)( .*)? - ([^ ]+) .*/\\\\1 "
                    "\\\\2 "
-                   "\\\\4/' /proc/self/mountinfo | sort; grep -E '^(Cap|Seccomp|NoNewPrivs)' /proc/self/status\"]");
+                   "\\\\4/' /proc/self/mountinfo | sort; grep -E '^(Cap|Seccomp|NoNewPrivs)' /proc/self/status; "
+                   "stat -c '%n %u:%g %a' /run /run/space /dev /dev/shm /dev/pts /proc /sys\"]");
 }
 
 /* The inode of the user namespace that owns pid's namespace ns. */

@@ -64,6 +64,13 @@ typedef struct wk_suspend_info {
         char why[256];
 } wk_suspend_info;
 
+/* What a restore lost: why the processes its suspend kept did not come back
+ * (the box started from its files instead); "" when they did, or when the
+ * suspend kept none. */
+typedef struct wk_restore_info {
+        char why[256];
+} wk_restore_info;
+
 typedef struct wk_backend_ops {
         const char *name;
         /* Frees the backend (accepts NULL). */
@@ -79,8 +86,8 @@ typedef struct wk_backend_ops {
          * and processes is true: a jail's checkpoint, a VM's memory state),
          * keeping its filesystem; the box stays allocated for restore. */
         int (*suspend)(wk_box *box, bool processes, wk_suspend_info *ret, sp_error **err);
-        /* Starts a suspended box again. */
-        int (*restore)(wk_box *box, sp_error **err);
+        /* Starts a suspended box again; ret says what it lost, if anything. */
+        int (*restore)(wk_box *box, wk_restore_info *ret, sp_error **err);
         /* Stops everything and frees the box (its filesystem is the node's). */
         int (*destroy)(wk_box *box, sp_error **err);
         /* The read end of the agent's own log (its stdout and stderr), a pipe

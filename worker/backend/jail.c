@@ -324,7 +324,11 @@ __attribute__((noreturn)) static void child_main(child_ctx *x)
         snprintf(opts, sizeof(opts), "mode=755,size=65536k,uid=%u,gid=%u", (unsigned)cfg->uid_base,
                  (unsigned)cfg->uid_base);
         CHECK(mount("tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /run");
+        /* The sandbox root's, as /run is: a checkpoint's tar (run inside the sandbox) could not keep a
+         * host owner across a restore (docs/threat-model.md, "Checkpoints"). The binary in it is a locked
+         * read-only mount. */
         CHECK(mkdir("run/space", 0755), "mkdir /run/space");
+        CHECK(chown("run/space", cfg->uid_base, cfg->uid_base), "chown /run/space");
         bind_file(x, cfg->agent_path, "run/space/agent", true);
 
         CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");

@@ -437,18 +437,18 @@ static int box_restore_checkpoint(wk_box *box, sp_error **err)
         return 0;
 }
 
-static int op_restore(wk_box *box, sp_error **err)
+static int op_restore(wk_box *box, wk_restore_info *ret, sp_error **err)
 {
+        ret->why[0] = '\0';
         if (!box->suspended)
                 return sp_error_set(err, SP_E_CONFLICT, "sandbox %s is not suspended", box->id);
         if (has_checkpoint(box)) {
                 if (box_restore_checkpoint(box, err) == 0)
                         return 0;
-                /* Never silent: the processes are lost, the log says why, the sandbox starts from its files. */
-                sp_log_warn_kv(SP_KV("sandbox_id", box->id),
-                               "restore from its checkpoint failed, starting it from "
-                               "its files: %s",
-                               (*err)->message);
+                /* Never silent: the processes are lost, the answer and the log say why, the sandbox starts
+                 * from its files. */
+                snprintf(ret->why, sizeof(ret->why), "the restore from its checkpoint failed: %s", (*err)->message);
+                sp_log_warn_kv(SP_KV("sandbox_id", box->id), "starting it from its files: %s", ret->why);
                 *err = sp_error_free(*err);
                 wk_criu_images_remove(box->checkpoint);
         }

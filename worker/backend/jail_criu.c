@@ -309,10 +309,13 @@ static bool deleted_file(const char *target)
 static int check_file(const char *link, const tree_mounts *m, const wk_criu_dump *d, args *a, json_object *files,
                       sp_error **err)
 {
-        char target[256];
+        char target[PATH_MAX + 16];
         ssize_t n = readlink(link, target, sizeof(target) - 1);
         if (n < 0)
                 return errno == ENOENT ? 0 : sp_error_set_errno(err, SP_E_IO, errno, "readlink %s", link);
+        /* Cut short, its " (deleted)" could be lost: not checked, so refused. */
+        if ((size_t)n >= sizeof(target) - 1)
+                return sp_error_set(err, SP_E_UNSUPPORTED, "%s names a path too long to check", link);
         target[n] = '\0';
         if (strncmp(target, "socket:", 7) == 0 || strncmp(target, "pipe:", 5) == 0 ||
             strncmp(target, "anon_inode:", 11) == 0)
@@ -385,11 +388,14 @@ static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json
                 for (struct dirent *me; maps && (me = readdir(maps));) {
                         if (me->d_name[0] == '.')
                                 continue;
-                        char link[300], target[256];
+                        char link[300], target[PATH_MAX + 16];
                         snprintf(link, sizeof(link), "/proc/%ld/map_files/%.64s", p, me->d_name);
                         ssize_t tn = readlink(link, target, sizeof(target) - 1);
                         if (tn <= 0)
                                 continue;
+                        if ((size_t)tn >= sizeof(target) - 1)
+                                return sp_error_set(err, SP_E_UNSUPPORTED, "%s names a path too long to check",
+                                                    link);
                         target[tn] = '\0';
                         if (deleted_file(target))
                                 return sp_error_set(err, SP_E_UNSUPPORTED,

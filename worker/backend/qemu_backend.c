@@ -1314,8 +1314,9 @@ static int op_suspend(wk_box *box, bool processes, wk_suspend_info *ret, sp_erro
         return 0;
 }
 
-static int op_restore(wk_box *box, sp_error **err)
+static int op_restore(wk_box *box, wk_restore_info *ret, sp_error **err)
 {
+        ret->why[0] = '\0'; /* a VM's memory state comes back whole, or the restore fails */
         if (box_cgroup(box, err) < 0 || box_boot(box, err) < 0) {
                 box_stop(box);
                 return -SP_E_UNAVAILABLE;

@@ -76,6 +76,7 @@ struct wk_sandbox {
         uint32_t slot;
         int64_t created_us;
         wk_suspend_info suspended;
+        wk_restore_info restore_lost; /* its last restore's: why the processes its suspend kept were lost */
         wk_backend *backend; /* one of the node's: what box is */
         wk_box *box;
         wk_agent_link *link;

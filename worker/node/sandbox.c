@@ -82,6 +82,7 @@ json_object *wk_sandbox_to_json(const wk_sandbox *sb)
                             .filesystem = sb->suspended.filesystem,
                             .why = sb->suspended.why[0] ? sb->suspended.why : NULL},
                 .error = sb->failure,
+                .restore_why = sb->restore_lost.why[0] ? sb->restore_lost.why : NULL,
                 .agent_connected = wk_agent_link_ready(sb->link),
                 .stored = sb->stored && sb->state == WK_SB_SUSPENDED,
                 .stored_bytes = sb->stored && sb->state == WK_SB_SUSPENDED ? sb->stored_bytes : 0,
@@ -1085,6 +1086,7 @@ typedef struct box_job {
         char key[WK_NAME_MAX + 1], id[WK_NAME_MAX + 1];
         char *record; /* restore: sandbox.json once running, without its box */
         wk_suspend_info info; /* suspend: what it kept */
+        wk_restore_info lost; /* restore: what it lost */
         bool files_only; /* suspend: a stop */
         int agent_fd;
         sp_error *err;
@@ -1261,6 +1263,7 @@ static void suspend_done(wk_job *j)
                 sp_error_set(&b->err, SP_E_UNAVAILABLE, "suspend %s: the worker is shutting down", b->id);
         if (!b->err) {
                 sb->suspended = b->info;
+                sb->restore_lost.why[0] = '\0';
                 if (!sb->suspended.memory)
                         wk__sessions_lose(sb, "the sandbox was stopped");
                 sb->state = WK_SB_SUSPENDED;
@@ -1382,7 +1385,7 @@ int wk_node_sandbox_stop(wk_node *n, const char *id, wk_node_done_fn done, void 
 static void restore_run(wk_job *j)
 {
         box_job *b = (box_job *)j;
-        if (b->backend->ops->restore(b->box, &b->err) < 0) {
+        if (b->backend->ops->restore(b->box, &b->lost, &b->err) < 0) {
                 sp_error_wrap(&b->err, "restore %s", b->id);
                 return;
         }
@@ -1416,6 +1419,7 @@ static void restore_done(wk_job *j)
         agent_adopt_or_retry(sb, b->agent_fd);
         sb->state = WK_SB_RUNNING;
         memset(&sb->suspended, 0, sizeof(sb->suspended));
+        sb->restore_lost = b->lost;
         /* Running again: an export is out of date (its files change now). */
         if (sb->export_to[0]) {
                 sb->export_to[0] = '\0';

@@ -285,6 +285,9 @@ typedef struct pr_wk_sandbox {
         bool has_suspend; /* suspend is present (suspended sandboxes) */
         pr_wk_suspend suspend;
         const char *error; /* why it failed */
+        /* Its last restore lost the processes its suspend had kept (it started
+         * from its files instead): why. */
+        const char *restore_why;
         bool agent_connected;
         /* Its copy in the worker's artifact store is whole (a suspended
          * sandbox only), and the bytes of its manifest (0 and left out: not). */
