@@ -196,6 +196,7 @@ int wk__artifacts_init(wk__artifacts *x, wk_node *n, const wk_sandbox *sb)
         wk__path(x->state, sizeof(x->state), "%s/sandboxes/%s", n->state_dir, sb->key);
         storage_dir(n, sb->key, x->storage, sizeof(x->storage));
         wk__path(x->rootfs, sizeof(x->rootfs), "%s/rootfs", x->storage);
+        wk__path(x->checkpoint, sizeof(x->checkpoint), "%s/%s", x->storage, CKPT_DIR);
         return 0;
 }
 
@@ -252,15 +253,12 @@ void wk__artifacts_make(wk__artifacts *x)
         }
         /* A jail suspended with its processes: its checkpoint's images too. */
         if (x->jail && x->memory) {
-                char dir[PATH_MAX];
-                wk__path(dir, sizeof(dir), "%s/%s", x->storage, CKPT_DIR);
-                if (access(dir, F_OK) < 0) {
+                if (access(x->checkpoint, F_OK) < 0) {
                         sp_error_set(&x->err, SP_E_INTERNAL,
-                                     "sandbox %s: suspended with its processes, but its checkpoint is not there",
-                                     x->id);
+                                     "sandbox %s: suspended with its processes, but its checkpoint is not there", x->id);
                         return;
                 }
-                if (pack_once(x, dir, CKPT_TAR, UINT64_C(1) << 40, "checkpoint") < 0)
+                if (pack_once(x, x->checkpoint, CKPT_TAR, UINT64_C(1) << 40, "checkpoint") < 0)
                         return;
         }
         for (size_t i = 0; i < SP_ARRAY_SIZE(STORAGE_FILES); i++) {

@@ -200,7 +200,9 @@ void wk__tree_remove(const char *path);
 typedef struct wk__artifacts {
         bool jail, memory;
         char backend[16], accel[16], id[WK_NAME_MAX + 1], tpl[WK_NAME_MAX + 1];
-        char state[PATH_MAX], storage[PATH_MAX], rootfs[PATH_MAX];
+        /* state and storage: where the artifacts are made (the store's copy stages its own); rootfs and
+         * checkpoint: the sandbox's, which they are made from */
+        char state[PATH_MAX], storage[PATH_MAX], rootfs[PATH_MAX], checkpoint[PATH_MAX];
         uint64_t disk_exclusive;
         uint64_t disk_bytes, reserve; /* its quota; the pool's reserve */
         json_object *files;
