@@ -394,8 +394,7 @@ static int tree_files(const wk_criu_dump *d, const tree_mounts *m, args *a, json
                         if (tn <= 0)
                                 continue;
                         if ((size_t)tn >= sizeof(target) - 1)
-                                return sp_error_set(err, SP_E_UNSUPPORTED, "%s names a path too long to check",
-                                                    link);
+                                return sp_error_set(err, SP_E_UNSUPPORTED, "%s names a path too long to check", link);
                         target[tn] = '\0';
                         if (deleted_file(target))
                                 return sp_error_set(err, SP_E_UNSUPPORTED,

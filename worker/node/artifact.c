@@ -255,7 +255,8 @@ void wk__artifacts_make(wk__artifacts *x)
         if (x->jail && x->memory) {
                 if (access(x->checkpoint, F_OK) < 0) {
                         sp_error_set(&x->err, SP_E_INTERNAL,
-                                     "sandbox %s: suspended with its processes, but its checkpoint is not there", x->id);
+                                     "sandbox %s: suspended with its processes, but its checkpoint is not there",
+                                     x->id);
                         return;
                 }
                 if (pack_once(x, x->checkpoint, CKPT_TAR, UINT64_C(1) << 40, "checkpoint") < 0)
