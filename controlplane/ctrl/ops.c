@@ -262,7 +262,7 @@ static void on_verify(json_object *resp, const sp_error *err, void *userdata)
  * processes were not kept where they could have been; for a restore that lost
  * the processes its suspend kept (its answer's "restore_why"), the note and a
  * "restore" result {"memory":false,"why"} (written in buf). */
-static void suspend_kept(json_object *resp, const op_ctx *x, char *note, size_t n, char *buf, size_t bn,
+static void kept_or_lost(json_object *resp, const op_ctx *x, char *note, size_t n, char *buf, size_t bn,
                          const char **kept, const char **kept_key)
 {
         json_object *susp, *mem, *why;
@@ -302,7 +302,7 @@ static void on_result(json_object *resp, const sp_error *err, void *userdata)
                         cp_sandbox_egress_applied(c->db, x->sbx, x->egress_generation);
                 char note[640], buf[1024];
                 const char *kept = NULL, *kept_key = NULL;
-                suspend_kept(err ? NULL : resp, x, note, sizeof(note), buf, sizeof(buf), &kept, &kept_key);
+                kept_or_lost(err ? NULL : resp, x, note, sizeof(note), buf, sizeof(buf), &kept, &kept_key);
                 op_succeed_note(c, x->op, x->sbx, x->k, note[0] ? note : NULL, kept, kept_key);
                 ctx_free(x);
                 return;

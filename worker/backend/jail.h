@@ -95,13 +95,13 @@ int wk_jail_loopback_up(void);
  * the step (async-signal-safe). */
 int wk_jail_dev_skeleton(const char *dir, uid_t base, const char **ret_step);
 
-/* Attaches at path the sandbox's own view of rootfs (idmapped: host ids
- * base..base+count-1 appear as 0..count-1), as wk_jail_start makes it: a
- * checkpoint's restore starts from it. */
 /* A user namespace of the jail's map (0..count-1 to base..), held by
  * *ret_fd: the one a restore's tree enters (jail_criu.c). */
 int wk_jail_make_userns(uid_t base, uint32_t count, int *ret_fd, sp_error **err);
 
+/* Attaches at path the sandbox's own view of rootfs (idmapped: host ids
+ * base..base+count-1 appear as 0..count-1), as wk_jail_start makes it: a
+ * checkpoint's restore starts from it. */
 int wk_jail_mount_root(const char *rootfs, uid_t base, uint32_t count, const char *path, sp_error **err);
 
 /* The seccomp filter as a BPF program, built once per process (the caller
